@@ -1,0 +1,683 @@
+//! Packet sources: pcap and pcapng files.
+//!
+//! [`CaptureReader`] reads either format from any [`std::io::Read`] through one
+//! reusable buffer and hands out [`Packet`]s that borrow it, so reading does not
+//! copy or allocate per packet. Timestamps are normalised to nanoseconds since the
+//! Unix epoch whatever the file's resolution (µs, ns, pcapng `if_tsresol` in
+//! powers of ten or two, `if_tsoffset`).
+//!
+//! Errors carry the byte offset of the record that failed, so an operator can
+//! find the damage with a hex editor; packets before that point have already
+//! been delivered.
+
+use std::fmt;
+use std::io::{self, Read};
+
+/// Link-layer header types (the pcap LINKTYPE_ values we decode).
+pub mod linktype {
+    /// BSD loopback: 4-byte address family in host byte order.
+    pub const NULL: u16 = 0;
+    /// Ethernet II.
+    pub const ETHERNET: u16 = 1;
+    /// Raw IP (v4 or v6, told apart by the version nibble).
+    pub const RAW: u16 = 101;
+    /// OpenBSD loopback: 4-byte address family in network byte order.
+    pub const LOOP: u16 = 108;
+    /// Linux cooked capture v1.
+    pub const LINUX_SLL: u16 = 113;
+    /// Raw IPv4.
+    pub const IPV4: u16 = 228;
+    /// Raw IPv6.
+    pub const IPV6: u16 = 229;
+    /// Linux cooked capture v2.
+    pub const LINUX_SLL2: u16 = 276;
+}
+
+/// One captured frame, borrowed from the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    /// Capture time in nanoseconds since the Unix epoch.
+    pub ts_ns: i64,
+    /// Link-layer type of `data` (see [`linktype`]).
+    pub link_type: u16,
+    /// Captured bytes (may be shorter than `orig_len` when a snap length applied).
+    pub data: &'a [u8],
+    /// Length of the frame on the wire.
+    pub orig_len: u32,
+    /// Byte offset of this record in the file.
+    pub file_offset: u64,
+}
+
+/// Why reading a capture stopped.
+#[derive(Debug)]
+pub enum CaptureError {
+    /// The first bytes match neither pcap nor pcapng.
+    NotACapture {
+        /// The first four bytes found.
+        magic: [u8; 4],
+    },
+    /// The file ends inside a record.
+    Truncated {
+        /// Offset of the record that is cut short.
+        offset: u64,
+        /// Bytes the record needs.
+        needed: u64,
+        /// Bytes that were there.
+        available: u64,
+    },
+    /// A record's fields are impossible (length too large or too small).
+    Corrupt {
+        /// Offset of the bad record.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The operating system failed to read.
+    Io(io::Error),
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CaptureError::NotACapture { magic } => write!(
+                f,
+                "not a pcap or pcapng file (first bytes {:02x}{:02x}{:02x}{:02x})",
+                magic[0], magic[1], magic[2], magic[3]
+            ),
+            CaptureError::Truncated { offset, needed, available } => write!(
+                f,
+                "truncated capture: record at byte offset {offset} needs {needed} bytes, only {available} present"
+            ),
+            CaptureError::Corrupt { offset, reason } => {
+                write!(f, "corrupt capture at byte offset {offset}: {reason}")
+            }
+            CaptureError::Io(e) => write!(f, "read error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+impl From<io::Error> for CaptureError {
+    fn from(e: io::Error) -> Self {
+        CaptureError::Io(e)
+    }
+}
+
+/// Largest record we accept. Real snap lengths are at most 256 KiB; pcapng blocks
+/// may carry jumbo frames. Anything larger is corruption, not a packet, and must
+/// not make us allocate.
+pub const MAX_RECORD: usize = 16 * 1024 * 1024;
+
+const READ_CHUNK: usize = 1 << 20;
+
+/// Byte order of a file or pcapng section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    fn u16(self, b: &[u8]) -> u16 {
+        let a = [b[0], b[1]];
+        match self {
+            Endian::Little => u16::from_le_bytes(a),
+            Endian::Big => u16::from_be_bytes(a),
+        }
+    }
+    fn u32(self, b: &[u8]) -> u32 {
+        let a = [b[0], b[1], b[2], b[3]];
+        match self {
+            Endian::Little => u32::from_le_bytes(a),
+            Endian::Big => u32::from_be_bytes(a),
+        }
+    }
+}
+
+/// Timestamp resolution of a source: ticks per second as 10^n or 2^n.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsResolution {
+    /// 10^-n seconds per tick.
+    Decimal(u8),
+    /// 2^-n seconds per tick.
+    Binary(u8),
+}
+
+impl TsResolution {
+    /// Converts a tick count to nanoseconds (saturating on absurd values).
+    pub fn ticks_to_ns(self, ticks: u64) -> i64 {
+        let ns: u128 = match self {
+            TsResolution::Decimal(n) if n <= 9 => ticks as u128 * 10u128.pow(9 - n as u32),
+            TsResolution::Decimal(n) => ticks as u128 / 10u128.pow((n as u32 - 9).min(38)),
+            TsResolution::Binary(n) => (ticks as u128 * 1_000_000_000) >> n.min(127),
+        };
+        ns.min(i64::MAX as u128) as i64
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    link_type: u16,
+    resolution: TsResolution,
+    offset_s: i64,
+    snaplen: u32,
+}
+
+#[derive(Debug)]
+enum Format {
+    Pcap {
+        endian: Endian,
+        nanos: bool,
+        link_type: u16,
+        record_header: usize,
+    },
+    Pcapng {
+        endian: Endian,
+        interfaces: Vec<Interface>,
+    },
+}
+
+/// Which container the file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// Classic libpcap.
+    Pcap,
+    /// pcap next generation.
+    Pcapng,
+}
+
+/// Streaming reader for pcap and pcapng.
+pub struct CaptureReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Start of unconsumed bytes in `buf`.
+    pos: usize,
+    /// End of valid bytes in `buf`.
+    end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    format: Format,
+    /// Records skipped because they are not packets (pcapng statistics, names...).
+    pub skipped_blocks: u64,
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Opens a capture, detecting pcap or pcapng from its first block.
+    pub fn new(src: R) -> Result<Self, CaptureError> {
+        let mut r = CaptureReader {
+            src,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            format: Format::Pcap { endian: Endian::Little, nanos: false, link_type: 0, record_header: 16 },
+            skipped_blocks: 0,
+        };
+        r.fill(4)?;
+        if r.end < 4 {
+            let mut magic = [0u8; 4];
+            magic[..r.end].copy_from_slice(&r.buf[..r.end]);
+            return Err(CaptureError::NotACapture { magic });
+        }
+        let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
+        let m = u32::from_le_bytes(magic);
+        let pcap = match m {
+            0xA1B2C3D4 => Some((Endian::Little, false, 16)),
+            0xA1B23C4D => Some((Endian::Little, true, 16)),
+            0xA1B2CD34 => Some((Endian::Little, false, 24)),
+            0xD4C3B2A1 => Some((Endian::Big, false, 16)),
+            0x4D3CB2A1 => Some((Endian::Big, true, 16)),
+            0x34CDB2A1 => Some((Endian::Big, false, 24)),
+            _ => None,
+        };
+        if let Some((endian, nanos, record_header)) = pcap {
+            r.need(24, 0)?;
+            let h = &r.buf[r.pos..r.pos + 24];
+            let link_type = (endian.u32(&h[20..24]) & 0xFFFF) as u16;
+            r.format = Format::Pcap { endian, nanos, link_type, record_header };
+            r.pos += 24;
+            Ok(r)
+        } else if m == 0x0A0D0D0A {
+            r.format = Format::Pcapng { endian: Endian::Little, interfaces: Vec::new() };
+            Ok(r)
+        } else {
+            Err(CaptureError::NotACapture { magic })
+        }
+    }
+
+    /// The container format.
+    pub fn kind(&self) -> FileKind {
+        match self.format {
+            Format::Pcap { .. } => FileKind::Pcap,
+            Format::Pcapng { .. } => FileKind::Pcapng,
+        }
+    }
+
+    /// Bytes of the file consumed so far (for progress reporting).
+    pub fn position(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Reads until at least `n` bytes are buffered past `pos`, or EOF.
+    fn fill(&mut self, n: usize) -> Result<(), CaptureError> {
+        if self.end - self.pos >= n {
+            return Ok(());
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.buf.len() < n {
+            self.buf.resize(n.next_power_of_two(), 0);
+        }
+        while self.end < n && !self.eof {
+            let got = match self.src.read(&mut self.buf[self.end..]) {
+                Ok(g) => g,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if got == 0 {
+                self.eof = true;
+            }
+            self.end += got;
+        }
+        Ok(())
+    }
+
+    /// Like `fill`, but a short read is a truncation of the record at `pos`.
+    fn need(&mut self, n: usize, _record: usize) -> Result<(), CaptureError> {
+        self.fill(n)?;
+        let avail = self.end - self.pos;
+        if avail < n {
+            return Err(CaptureError::Truncated {
+                offset: self.position(),
+                needed: n as u64,
+                available: avail as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Returns the next packet, `None` at a clean end of file.
+    #[allow(clippy::should_implement_trait)] // lending iterator: the packet borrows the reader
+    pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        match self.format {
+            Format::Pcap { .. } => self.next_pcap(),
+            Format::Pcapng { .. } => self.next_pcapng(),
+        }
+    }
+
+    fn next_pcap(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        let Format::Pcap { endian, nanos, link_type, record_header } = self.format else {
+            unreachable!("pcap reader state")
+        };
+        self.fill(record_header)?;
+        if self.end == self.pos {
+            return Ok(None);
+        }
+        self.need(record_header, 0)?;
+        let offset = self.position();
+        let h = &self.buf[self.pos..self.pos + record_header];
+        let sec = endian.u32(&h[0..4]) as i64;
+        let frac = endian.u32(&h[4..8]) as i64;
+        let incl = endian.u32(&h[8..12]) as usize;
+        let orig = endian.u32(&h[12..16]);
+        if incl > MAX_RECORD {
+            return Err(CaptureError::Corrupt {
+                offset,
+                reason: format!("record length {incl} exceeds the {MAX_RECORD}-byte limit"),
+            });
+        }
+        self.need(record_header + incl, 0)?;
+        let start = self.pos + record_header;
+        self.pos = start + incl;
+        let ts_ns = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
+        Ok(Some(Packet {
+            ts_ns,
+            link_type,
+            data: &self.buf[start..start + incl],
+            orig_len: orig,
+            file_offset: offset,
+        }))
+    }
+
+    fn next_pcapng(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        loop {
+            self.fill(12)?;
+            if self.end == self.pos {
+                return Ok(None);
+            }
+            self.need(12, 0)?;
+            let offset = self.position();
+            let raw_type = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap_or_default());
+            if raw_type == 0x0A0D0D0A {
+                self.read_section_header(offset)?;
+                continue;
+            }
+            let Format::Pcapng { endian, .. } = self.format else { unreachable!("pcapng state") };
+            let b = &self.buf[self.pos..];
+            let btype = endian.u32(&b[0..4]);
+            let blen = endian.u32(&b[4..8]) as usize;
+            if blen < 12 || blen % 4 != 0 || blen > MAX_RECORD {
+                return Err(CaptureError::Corrupt { offset, reason: format!("pcapng block length {blen} is invalid") });
+            }
+            self.need(blen, 0)?;
+            let block_start = self.pos;
+            self.pos += blen;
+            let body = block_start + 8..block_start + blen - 4;
+            match btype {
+                1 => {
+                    let iface = parse_idb(&self.buf[body], endian)
+                        .ok_or_else(|| CaptureError::Corrupt { offset, reason: "short interface description block".into() })?;
+                    if let Format::Pcapng { interfaces, .. } = &mut self.format {
+                        if interfaces.len() >= 65536 {
+                            return Err(CaptureError::Corrupt { offset, reason: "more than 65536 interfaces".into() });
+                        }
+                        interfaces.push(iface);
+                    }
+                }
+                6 | 2 | 3 => {
+                    let Format::Pcapng { interfaces, .. } = &self.format else { unreachable!("pcapng state") };
+                    let body = &self.buf[body.clone()];
+                    let (if_id, ts_ticks, data_off, caplen, orig) = match btype {
+                        6 | 2 => {
+                            if body.len() < 20 {
+                                return Err(CaptureError::Corrupt { offset, reason: "short packet block".into() });
+                            }
+                            let if_id = if btype == 6 { endian.u32(&body[0..4]) } else { endian.u16(&body[0..2]) as u32 };
+                            let ts = ((endian.u32(&body[4..8]) as u64) << 32) | endian.u32(&body[8..12]) as u64;
+                            (if_id, ts, 20usize, endian.u32(&body[12..16]) as usize, endian.u32(&body[16..20]))
+                        }
+                        _ => {
+                            if body.len() < 4 {
+                                return Err(CaptureError::Corrupt { offset, reason: "short simple packet block".into() });
+                            }
+                            let orig = endian.u32(&body[0..4]);
+                            let snap = interfaces.first().map(|i| i.snaplen).unwrap_or(0);
+                            let mut cap = (body.len() - 4).min(orig as usize);
+                            if snap != 0 {
+                                cap = cap.min(snap as usize);
+                            }
+                            (0, 0, 4, cap, orig)
+                        }
+                    };
+                    let Some(iface) = interfaces.get(if_id as usize).copied() else {
+                        return Err(CaptureError::Corrupt {
+                            offset,
+                            reason: format!("packet names interface {if_id}, which was never described"),
+                        });
+                    };
+                    if data_off + caplen > body.len() {
+                        return Err(CaptureError::Corrupt {
+                            offset,
+                            reason: format!("captured length {caplen} overruns its block"),
+                        });
+                    }
+                    let ts_ns = iface
+                        .resolution
+                        .ticks_to_ns(ts_ticks)
+                        .saturating_add(iface.offset_s.saturating_mul(1_000_000_000));
+                    let start = block_start + 8 + data_off;
+                    return Ok(Some(Packet {
+                        ts_ns,
+                        link_type: iface.link_type,
+                        data: &self.buf[start..start + caplen],
+                        orig_len: orig,
+                        file_offset: offset,
+                    }));
+                }
+                _ => self.skipped_blocks += 1,
+            }
+        }
+    }
+
+    fn read_section_header(&mut self, offset: u64) -> Result<(), CaptureError> {
+        self.need(12, 0)?;
+        let bom = &self.buf[self.pos + 8..self.pos + 12];
+        let endian = match bom {
+            [0x4D, 0x3C, 0x2B, 0x1A] => Endian::Little,
+            [0x1A, 0x2B, 0x3C, 0x4D] => Endian::Big,
+            _ => return Err(CaptureError::Corrupt { offset, reason: "bad pcapng byte-order magic".into() }),
+        };
+        let blen = endian.u32(&self.buf[self.pos + 4..self.pos + 8]) as usize;
+        if blen < 28 || blen % 4 != 0 || blen > MAX_RECORD {
+            return Err(CaptureError::Corrupt { offset, reason: format!("section header length {blen} is invalid") });
+        }
+        self.need(blen, 0)?;
+        self.pos += blen;
+        self.format = Format::Pcapng { endian, interfaces: Vec::new() };
+        Ok(())
+    }
+}
+
+/// Parses an Interface Description Block body (after type and length).
+fn parse_idb(body: &[u8], e: Endian) -> Option<Interface> {
+    if body.len() < 8 {
+        return None;
+    }
+    let mut iface = Interface {
+        link_type: e.u16(&body[0..2]),
+        resolution: TsResolution::Decimal(6),
+        offset_s: 0,
+        snaplen: e.u32(&body[4..8]),
+    };
+    let mut opts = &body[8..];
+    while opts.len() >= 4 {
+        let code = e.u16(&opts[0..2]);
+        let len = e.u16(&opts[2..4]) as usize;
+        let padded = (len + 3) & !3;
+        if code == 0 || opts.len() < 4 + len {
+            break;
+        }
+        let val = &opts[4..4 + len];
+        match (code, len) {
+            (9, 1) => {
+                let v = val[0];
+                iface.resolution = if v & 0x80 != 0 {
+                    TsResolution::Binary(v & 0x7F)
+                } else {
+                    TsResolution::Decimal(v)
+                };
+            }
+            (14, 8) => {
+                let hi = e.u32(&val[0..4]) as u64;
+                let lo = e.u32(&val[4..8]) as u64;
+                iface.offset_s = ((hi << 32) | lo) as i64;
+            }
+            _ => {}
+        }
+        opts = opts.get(4 + padded..).unwrap_or(&[]);
+    }
+    Some(iface)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pcap_header(magic: u32, link: u32, big: bool) -> Vec<u8> {
+        let mut v = Vec::new();
+        let w32 = |v: &mut Vec<u8>, x: u32| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+        let w16 = |v: &mut Vec<u8>, x: u16| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+        w32(&mut v, magic);
+        w16(&mut v, 2);
+        w16(&mut v, 4);
+        w32(&mut v, 0);
+        w32(&mut v, 0);
+        w32(&mut v, 65535);
+        w32(&mut v, link);
+        v
+    }
+
+    fn record(v: &mut Vec<u8>, big: bool, sec: u32, frac: u32, data: &[u8]) {
+        for x in [sec, frac, data.len() as u32, data.len() as u32] {
+            v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+        }
+        v.extend_from_slice(data);
+    }
+
+    #[test]
+    fn pcap_both_byte_orders_and_resolutions() {
+        for (magic, big, nanos) in [(0xA1B2C3D4u32, false, false), (0xA1B2C3D4, true, false), (0xA1B23C4D, false, true), (0xA1B23C4D, true, true)] {
+            let mut f = pcap_header(magic, 1, big);
+            record(&mut f, big, 10, 500, b"abc");
+            record(&mut f, big, 11, 0, b"defg");
+            let mut r = CaptureReader::new(&f[..]).unwrap();
+            assert_eq!(r.kind(), FileKind::Pcap);
+            let p = r.next_packet().unwrap().unwrap();
+            assert_eq!(p.data, b"abc");
+            assert_eq!(p.link_type, 1);
+            assert_eq!(p.ts_ns, 10_000_000_000 + if nanos { 500 } else { 500_000 });
+            assert_eq!(r.next_packet().unwrap().unwrap().data, b"defg");
+            assert!(r.next_packet().unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn truncated_record_names_offset() {
+        let mut f = pcap_header(0xA1B2C3D4, 1, false);
+        record(&mut f, false, 1, 0, b"abcdef");
+        record(&mut f, false, 2, 0, b"0123456789");
+        f.truncate(f.len() - 4);
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        assert!(r.next_packet().unwrap().is_some());
+        match r.next_packet() {
+            Err(CaptureError::Truncated { offset, needed, available }) => {
+                assert_eq!(offset, 24 + 16 + 6);
+                assert_eq!(needed, 26);
+                assert_eq!(available, 22);
+            }
+            other => panic!("expected truncation, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn not_a_capture() {
+        assert!(matches!(CaptureReader::new(&b"hello world"[..]), Err(CaptureError::NotACapture { .. })));
+        assert!(matches!(CaptureReader::new(&b"he"[..]), Err(CaptureError::NotACapture { .. })));
+    }
+
+    #[test]
+    fn hostile_record_length_is_corrupt_not_oom() {
+        let mut f = pcap_header(0xA1B2C3D4, 1, false);
+        for x in [1u32, 0, u32::MAX, u32::MAX] {
+            f.extend(x.to_le_bytes());
+        }
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        assert!(matches!(r.next_packet(), Err(CaptureError::Corrupt { offset: 24, .. })));
+    }
+
+    fn block(v: &mut Vec<u8>, big: bool, btype: u32, body: &[u8]) {
+        let mut body = body.to_vec();
+        while body.len() % 4 != 0 {
+            body.push(0);
+        }
+        let len = body.len() as u32 + 12;
+        let w = |x: u32| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        v.extend(w(btype));
+        v.extend(w(len));
+        v.extend(body);
+        v.extend(w(len));
+    }
+
+    fn pcapng_file(big: bool, tsresol: u8) -> Vec<u8> {
+        let w32 = |x: u32| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        let w16 = |x: u16| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        let mut f = Vec::new();
+        let mut shb = Vec::new();
+        shb.extend(w32(0x1A2B3C4D));
+        shb.extend(w16(1));
+        shb.extend(w16(0));
+        shb.extend([0xFF; 8]);
+        block(&mut f, big, 0x0A0D0D0A, &shb);
+        // Interface 0: Ethernet, default µs. Interface 1: raw IP with the given resolution.
+        let mut idb0 = Vec::new();
+        idb0.extend(w16(1));
+        idb0.extend(w16(0));
+        idb0.extend(w32(0));
+        block(&mut f, big, 1, &idb0);
+        let mut idb1 = Vec::new();
+        idb1.extend(w16(101));
+        idb1.extend(w16(0));
+        idb1.extend(w32(0));
+        idb1.extend(w16(9));
+        idb1.extend(w16(1));
+        idb1.extend([tsresol, 0, 0, 0]);
+        idb1.extend(w16(0));
+        idb1.extend(w16(0));
+        block(&mut f, big, 1, &idb1);
+        block(&mut f, big, 5, &[0; 8]); // interface statistics: skipped
+        for (iface, ticks, data) in [(0u32, 1_500_000u64, &b"eth"[..]), (1, 3 << 30, &b"ip!!x"[..])] {
+            let mut epb = Vec::new();
+            epb.extend(w32(iface));
+            epb.extend(w32((ticks >> 32) as u32));
+            epb.extend(w32(ticks as u32));
+            epb.extend(w32(data.len() as u32));
+            epb.extend(w32(data.len() as u32));
+            epb.extend_from_slice(data);
+            block(&mut f, big, 6, &epb);
+        }
+        f
+    }
+
+    #[test]
+    fn pcapng_interfaces_resolutions_and_byte_orders() {
+        for big in [false, true] {
+            // 2^-30 s ticks: 3 << 30 ticks is 3 s.
+            let f = pcapng_file(big, 0x80 | 30);
+            let mut r = CaptureReader::new(&f[..]).unwrap();
+            assert_eq!(r.kind(), FileKind::Pcapng);
+            let p = r.next_packet().unwrap().unwrap();
+            assert_eq!((p.link_type, p.ts_ns, p.data), (1, 1_500_000_000, &b"eth"[..]));
+            let p = r.next_packet().unwrap().unwrap();
+            assert_eq!((p.link_type, p.ts_ns, p.data), (101, 3_000_000_000, &b"ip!!x"[..]));
+            assert!(r.next_packet().unwrap().is_none());
+            assert_eq!(r.skipped_blocks, 1);
+            // 10^-9 s ticks.
+            let f = pcapng_file(big, 9);
+            let mut r = CaptureReader::new(&f[..]).unwrap();
+            r.next_packet().unwrap();
+            assert_eq!(r.next_packet().unwrap().unwrap().ts_ns, 3 << 30);
+        }
+    }
+
+    #[test]
+    fn pcapng_unknown_interface_is_corrupt() {
+        let mut f = pcapng_file(false, 6);
+        // Rewrite the last EPB's interface id to 7.
+        let n = f.len();
+        let epb_start = n - (12 + 20 + 8);
+        f[epb_start + 8..epb_start + 12].copy_from_slice(&7u32.to_le_bytes());
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        r.next_packet().unwrap();
+        assert!(matches!(r.next_packet(), Err(CaptureError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn small_reads_are_reassembled() {
+        // A reader that returns one byte at a time must give the same packets.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+                if self.0.is_empty() || b.is_empty() {
+                    return Ok(0);
+                }
+                b[0] = self.0[0];
+                self.0 = &self.0[1..];
+                Ok(1)
+            }
+        }
+        let f = pcapng_file(true, 9);
+        let mut r = CaptureReader::new(Trickle(&f)).unwrap();
+        let mut n = 0;
+        while r.next_packet().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+    }
+}

@@ -1,0 +1,112 @@
+//! Payload types, codec names and clock rates.
+
+/// How a payload type's timestamps advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockRate {
+    /// Samples per second.
+    Hz(u32),
+    /// RFC 4733 telephone-event: timestamps repeat per event, no jitter.
+    Event,
+    /// Unknown (dynamic type without `a=rtpmap`): no jitter.
+    Unknown,
+}
+
+/// A static payload type (RFC 3551 table 4 and 5): name and clock.
+pub fn static_type(pt: u8) -> Option<(&'static str, u32)> {
+    Some(match pt {
+        0 => ("PCMU", 8000),
+        1 => ("1016", 8000),
+        2 => ("G721", 8000),
+        3 => ("GSM", 8000),
+        4 => ("G723", 8000),
+        5 => ("DVI4", 8000),
+        6 => ("DVI4", 16000),
+        7 => ("LPC", 8000),
+        8 => ("PCMA", 8000),
+        // G.722 samples at 16 kHz but its RTP clock is 8 kHz (RFC 3551 §4.5.2).
+        9 => ("G722", 8000),
+        10 => ("L16", 44100),
+        11 => ("L16", 44100),
+        12 => ("QCELP", 8000),
+        13 => ("CN", 8000),
+        14 => ("MPA", 90000),
+        15 => ("G728", 8000),
+        16 => ("DVI4", 11025),
+        17 => ("DVI4", 22050),
+        18 => ("G729", 8000),
+        19 => ("CN", 8000),
+        25 => ("CelB", 90000),
+        26 => ("JPEG", 90000),
+        28 => ("nv", 90000),
+        31 => ("H261", 90000),
+        32 => ("MPV", 90000),
+        33 => ("MP2T", 90000),
+        34 => ("H263", 90000),
+        _ => return None,
+    })
+}
+
+/// Clock rates of common dynamic encodings when `a=rtpmap` omits or zeroes the rate.
+fn dynamic_default_rate(name: &str) -> u32 {
+    const TABLE: &[(&str, u32)] = &[
+        ("AMR-WB", 16000),
+        ("AMR", 8000),
+        ("EVS", 16000),
+        ("G7221", 16000),
+        ("G726", 8000),
+        ("G729", 8000),
+        ("GSM-EFR", 8000),
+        ("H263", 90000),
+        ("H264", 90000),
+        ("opus", 48000),
+        ("red", 1000),
+        ("SILK", 16000),
+        ("speex", 8000),
+        ("t140", 1000),
+        ("VP8", 90000),
+    ];
+    TABLE
+        .iter()
+        .find(|(n, _)| name.len() >= n.len() && name[..n.len()].eq_ignore_ascii_case(n))
+        .map_or(0, |(_, r)| *r)
+}
+
+/// A payload type resolved to a codec, from `a=rtpmap` or the static table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Codec {
+    /// Encoding name as signalled (`PCMA`, `telephone-event`, `opus`...).
+    pub name: String,
+    /// Clock behaviour.
+    pub clock: ClockRate,
+}
+
+impl Codec {
+    /// Resolves a payload type given the `a=rtpmap` entry, if any.
+    pub fn resolve(pt: u8, rtpmap: Option<(&str, u32)>) -> Codec {
+        if let Some((name, rate)) = rtpmap {
+            let clock = if name.len() >= 15 && name[..15].eq_ignore_ascii_case("telephone-event") {
+                ClockRate::Event
+            } else if rate != 0 {
+                ClockRate::Hz(rate)
+            } else {
+                match dynamic_default_rate(name) {
+                    0 => ClockRate::Unknown,
+                    r => ClockRate::Hz(r),
+                }
+            };
+            return Codec { name: name.to_string(), clock };
+        }
+        match static_type(pt) {
+            Some((name, rate)) => Codec { name: name.to_string(), clock: ClockRate::Hz(rate) },
+            None => Codec { name: format!("dynamic-{pt}"), clock: ClockRate::Unknown },
+        }
+    }
+
+    /// Clock for a payload type without signalling: static table only.
+    pub fn static_clock(pt: u8) -> ClockRate {
+        match static_type(pt) {
+            Some((_, r)) => ClockRate::Hz(r),
+            None => ClockRate::Unknown,
+        }
+    }
+}

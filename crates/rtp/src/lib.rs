@@ -1,0 +1,385 @@
+//! Per-stream RTP analysis.
+//!
+//! [`StreamStats`] takes one packet at a time (header fields and arrival time)
+//! and keeps two views of the stream, both allocation-free and O(1) per packet:
+//!
+//! * [`SeqTracker`] — RFC 3550 Appendix A.1/A.3 sequence accounting made for a
+//!   passive probe: expected, lost, duplicates, out-of-order, sequence resets.
+//!   Loss never goes negative: duplicates are recognised by a 128-packet window
+//!   and do not count as received, and a sequence reset (a source restarting its
+//!   numbering) closes one segment and opens another instead of inflating
+//!   `expected`.
+//! * [`WiresharkView`] — the arithmetic of Wireshark's RTP stream analysis
+//!   (`tshark -z rtp,streams`), the number operators compare with: jitter and
+//!   inter-arrival delta in milliseconds, min/mean/max, and Wireshark's own
+//!   expected/lost (which goes negative with duplicates and sequence resets).
+//!
+//! Where the two disagree, Calliper reports the RFC 3550 figures as `lost` and
+//! keeps Wireshark's as `wireshark_lost`; see `docs/rtp-analysis.md`.
+
+pub mod codec;
+pub mod emodel;
+
+pub use codec::{ClockRate, Codec};
+
+/// RFC 3550 A.1: a jump of at least this many sequence numbers is a dropout.
+pub const MAX_DROPOUT: u16 = 3000;
+/// RFC 3550 A.1: packets at most this far behind are late, not a restart.
+pub const MAX_MISORDER: u16 = 100;
+
+/// RFC 3550 A.1/A.3 sequence accounting, extended for passive monitoring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqTracker {
+    started: bool,
+    max_seq: u16,
+    /// Sequence wraps in the current segment, times 65536.
+    cycles: u64,
+    base_seq: u64,
+    /// Next sequence number that would confirm a restart (`bad_seq` in A.1).
+    bad_seq: Option<u16>,
+    /// Which of the last 128 sequence numbers (bit i = max_seq - i) were seen.
+    window: u128,
+    /// Unique packets received in the current segment.
+    segment_received: u64,
+    /// Expected and unique-received packets of closed segments.
+    closed_expected: u64,
+    closed_lost: u64,
+    /// Packets seen twice within the window (not counted as received).
+    pub duplicates: u64,
+    /// Packets that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// Times the source restarted its numbering (confirmed big jumps).
+    pub resets: u64,
+    /// Packets with an unexplained big jump that were never confirmed by a
+    /// following packet (counted in packets, not in the loss arithmetic).
+    pub strays: u64,
+}
+
+impl SeqTracker {
+    /// Accounts one packet's sequence number.
+    pub fn update(&mut self, seq: u16) {
+        if !self.started {
+            self.started = true;
+            self.start_segment(seq);
+            return;
+        }
+        let udelta = seq.wrapping_sub(self.max_seq);
+        if udelta == 0 {
+            self.duplicates += 1;
+        } else if udelta < MAX_DROPOUT {
+            // In order, possibly with a gap.
+            if seq < self.max_seq {
+                self.cycles += 1 << 16;
+            }
+            self.window = if udelta >= 128 { 0 } else { self.window << udelta };
+            self.window |= 1;
+            self.max_seq = seq;
+            self.segment_received += 1;
+            self.bad_seq = None;
+        } else if udelta <= u16::MAX - MAX_MISORDER + 1 {
+            // A big jump: a restart if the next packet follows it.
+            if self.bad_seq == Some(seq) {
+                self.close_segment();
+                self.resets += 1;
+                self.strays -= 1; // the packet that announced the restart belongs to the new segment
+                self.start_segment(seq.wrapping_sub(1));
+                self.update(seq);
+            } else {
+                self.bad_seq = Some(seq.wrapping_add(1));
+                self.strays += 1;
+            }
+        } else {
+            // Behind max_seq by less than MAX_MISORDER: late or duplicate.
+            let back = self.max_seq.wrapping_sub(seq) as u32;
+            let bit = 1u128 << back;
+            if self.window & bit != 0 {
+                self.duplicates += 1;
+            } else {
+                self.window |= bit;
+                self.out_of_order += 1;
+                if self.segment_expected() > self.segment_received {
+                    self.segment_received += 1;
+                }
+            }
+        }
+    }
+
+    fn start_segment(&mut self, seq: u16) {
+        self.max_seq = seq;
+        self.cycles = 0;
+        self.base_seq = seq as u64;
+        self.bad_seq = None;
+        self.window = 1;
+        self.segment_received = 1;
+    }
+
+    fn close_segment(&mut self) {
+        self.closed_expected += self.segment_expected();
+        self.closed_lost += self.segment_expected().saturating_sub(self.segment_received);
+    }
+
+    fn segment_expected(&self) -> u64 {
+        (self.cycles + self.max_seq as u64 + 1).saturating_sub(self.base_seq)
+    }
+
+    /// Packets the sequence numbers say were sent (all segments).
+    pub fn expected(&self) -> u64 {
+        if !self.started {
+            return 0;
+        }
+        self.closed_expected + self.segment_expected()
+    }
+
+    /// Packets never seen (RFC 3550 A.3, without duplicates; never negative).
+    pub fn lost(&self) -> u64 {
+        if !self.started {
+            return 0;
+        }
+        self.closed_lost + self.segment_expected().saturating_sub(self.segment_received)
+    }
+
+    /// Extended highest sequence number of the current segment (A.3).
+    pub fn extended_max(&self) -> u64 {
+        self.cycles + self.max_seq as u64
+    }
+}
+
+/// RFC 3550 A.8 interarrival jitter in timestamp units, integer form.
+/// `state` is the jitter scaled by 16; the reported value is `state >> 4`.
+pub fn rfc3550_jitter_step(state: u32, transit_delta: i64) -> u32 {
+    let d = transit_delta.unsigned_abs().min(u32::MAX as u64) as u32;
+    state.wrapping_add(d).wrapping_sub((state + 8) >> 4)
+}
+
+/// RFC 3550 A.3 fraction lost for one reporting interval, in 1/256.
+pub fn fraction_lost(expected_interval: u64, received_interval: u64) -> u8 {
+    let lost = expected_interval as i64 - received_interval as i64;
+    if expected_interval == 0 || lost <= 0 {
+        0
+    } else {
+        ((lost << 8) / expected_interval as i64).min(255) as u8
+    }
+}
+
+/// Unwraps a 32-bit RTP timestamp to 64 bits, choosing the value nearest to
+/// the previous one (so a source's timestamps may wrap or step back).
+pub fn extend_timestamp(prev: u64, ts: u32) -> u64 {
+    let diff = ts.wrapping_sub(prev as u32) as i32 as i64;
+    (prev as i64).wrapping_add(diff) as u64
+}
+
+/// Origin for extended timestamps, far from 0 so stepping back cannot underflow.
+const TS_ORIGIN: u64 = 1 << 40;
+
+/// The numbers of Wireshark's RTP stream analysis, computed its way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WiresharkView {
+    start_seq: u16,
+    stop_seq: u16,
+    seq_num: u16,
+    seq_cycles: u32,
+    under: bool,
+    /// Sequence errors (Wireshark's "wrong sequence" count).
+    pub sequence_errors: u32,
+    last_ext_ts: u64,
+    seq_ts: u64,
+    /// Arrival of the last in-time-sequence packet, ns.
+    time_ns: i64,
+    prev_pt: u8,
+    /// Current jitter, ms.
+    pub jitter: f64,
+    /// Largest jitter over regular packets, ms.
+    pub max_jitter: f64,
+    /// Wireshark's running mean of jitter, ms.
+    pub mean_jitter: f64,
+    /// Smallest jitter over regular packets, ms (None until one is seen).
+    pub min_jitter: Option<f64>,
+    delta: f64,
+    /// Largest inter-arrival delta over regular packets, ms.
+    pub max_delta: f64,
+    /// Smallest inter-arrival delta over regular packets, ms.
+    pub min_delta: Option<f64>,
+    /// Wireshark's running mean of delta, ms.
+    pub mean_delta: f64,
+    total: u32,
+}
+
+const PT_CN: u8 = 13;
+const PT_CN_OLD: u8 = 19;
+
+impl WiresharkView {
+    fn new(seq: u16, ts: u32, pt: u8, now_ns: i64) -> Self {
+        WiresharkView {
+            start_seq: seq,
+            stop_seq: seq,
+            seq_num: seq,
+            seq_cycles: 0,
+            under: false,
+            sequence_errors: 0,
+            last_ext_ts: TS_ORIGIN + ts as u64,
+            seq_ts: TS_ORIGIN + ts as u64,
+            time_ns: now_ns,
+            prev_pt: pt,
+            jitter: 0.0,
+            max_jitter: 0.0,
+            mean_jitter: 0.0,
+            min_jitter: None,
+            delta: 0.0,
+            max_delta: 0.0,
+            min_delta: None,
+            mean_delta: 0.0,
+            total: 1,
+        }
+    }
+
+    /// One packet after the first. `clock_hz` is 0 where Wireshark would not
+    /// compute jitter (unknown clock, telephone-event).
+    fn update(&mut self, h: &Packet, clock_hz: u32) {
+        let ext_ts = extend_timestamp(self.last_ext_ts, h.timestamp);
+        self.last_ext_ts = ext_ts;
+        let in_time_sequence = self.seq_ts <= ext_ts;
+        let seq = h.seq;
+        if in_time_sequence {
+            if seq < self.start_seq && !self.under {
+                self.seq_cycles += 1;
+                self.under = true;
+            } else if seq == 0 && self.stop_seq == 65535 && !self.under {
+                self.seq_cycles += 1;
+                self.under = true;
+            } else if seq > self.start_seq && self.under {
+                self.under = false;
+            }
+        }
+        let (cur, last) = (seq as i32, self.seq_num as i32);
+        if in_time_sequence && (last + 1 == cur || (last == 65535 && cur == 0)) {
+            self.seq_num = seq;
+        } else if in_time_sequence && (last + 1 < cur || last - cur > 0xFF00) {
+            self.seq_num = seq;
+            self.sequence_errors += 1;
+        } else if last + 1 > cur {
+            self.sequence_errors += 1;
+        }
+        let cn = h.payload_type == PT_CN || h.payload_type == PT_CN_OLD;
+        let follows_cn = self.prev_pt == PT_CN || self.prev_pt == PT_CN_OLD;
+        self.prev_pt = h.payload_type;
+
+        let delta_ns = h.arrival_ns - self.time_ns;
+        self.delta = delta_ns as f64 / 1e6;
+        let mut current_jitter = 0.0;
+        if clock_hz != 0 {
+            let nominal_ms = (ext_ts as i64 - self.seq_ts as i64) as f64 / (clock_hz / 1000) as f64;
+            let diff = (self.delta - nominal_ms).abs();
+            current_jitter = (15.0 * self.jitter + diff) / 16.0;
+            self.jitter = current_jitter;
+        }
+        let regular = !h.marker && !cn && in_time_sequence && !follows_cn;
+        if regular {
+            if self.delta > self.max_delta {
+                self.max_delta = self.delta;
+            }
+            self.min_delta = Some(self.min_delta.map_or(self.delta, |m| m.min(self.delta)));
+            let n = self.total as f64;
+            self.mean_delta = (self.mean_delta * (n - 1.0) + self.delta) / n;
+            if clock_hz != 0 {
+                if self.jitter > self.max_jitter {
+                    self.max_jitter = self.jitter;
+                }
+                self.mean_jitter = (self.mean_jitter * (n - 1.0) + current_jitter) / n;
+                self.min_jitter = Some(self.min_jitter.map_or(self.jitter, |m| m.min(self.jitter)));
+            }
+        }
+        if in_time_sequence {
+            self.time_ns = h.arrival_ns;
+            self.seq_ts = ext_ts;
+        }
+        self.stop_seq = seq;
+        self.total += 1;
+    }
+
+    /// Wireshark's expected packet count.
+    pub fn expected(&self) -> i64 {
+        self.stop_seq as i64 + self.seq_cycles as i64 * 65536 - self.start_seq as i64 + 1
+    }
+
+    /// Wireshark's lost count: expected − received (negative with duplicates).
+    pub fn lost(&self) -> i64 {
+        self.expected() - self.total as i64
+    }
+}
+
+/// What the analyser needs from one RTP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// Arrival time, ns since the epoch.
+    pub arrival_ns: i64,
+    /// Sequence number.
+    pub seq: u16,
+    /// RTP timestamp.
+    pub timestamp: u32,
+    /// Payload type.
+    pub payload_type: u8,
+    /// Marker bit.
+    pub marker: bool,
+    /// Bytes of the RTP packet (header and payload).
+    pub bytes: u32,
+}
+
+/// Statistics of one RTP stream (one source, destination and SSRC).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamStats {
+    /// Packets seen.
+    pub packets: u64,
+    /// RTP bytes seen (headers and payload).
+    pub bytes: u64,
+    /// First and last arrival, ns.
+    pub first_ns: i64,
+    /// Last arrival, ns.
+    pub last_ns: i64,
+    /// Payload type of the first packet.
+    pub payload_type: u8,
+    /// Packets of the RFC 4733 telephone-event type (not in jitter).
+    pub event_packets: u64,
+    /// RFC 3550 sequence accounting.
+    pub seq: SeqTracker,
+    /// Wireshark-compatible timing figures.
+    pub ws: WiresharkView,
+}
+
+impl StreamStats {
+    /// Starts a stream at its first packet.
+    pub fn new(p: &Packet, clock: ClockRate) -> Self {
+        let mut seq = SeqTracker::default();
+        seq.update(p.seq);
+        StreamStats {
+            packets: 1,
+            bytes: p.bytes as u64,
+            first_ns: p.arrival_ns,
+            last_ns: p.arrival_ns,
+            payload_type: p.payload_type,
+            event_packets: (clock == ClockRate::Event) as u64,
+            seq,
+            ws: WiresharkView::new(p.seq, p.timestamp, p.payload_type, p.arrival_ns),
+        }
+    }
+
+    /// Accounts one more packet. `clock` tells how this packet's payload type
+    /// is timed (from the static table or the call's `a=rtpmap`).
+    pub fn update(&mut self, p: &Packet, clock: ClockRate) {
+        self.packets += 1;
+        self.bytes += p.bytes as u64;
+        self.last_ns = self.last_ns.max(p.arrival_ns);
+        self.seq.update(p.seq);
+        let hz = match clock {
+            ClockRate::Hz(hz) => hz,
+            ClockRate::Event => {
+                self.event_packets += 1;
+                0
+            }
+            ClockRate::Unknown => 0,
+        };
+        self.ws.update(p, hz);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,181 @@
+//! Test vectors from shared/reference.md §1–2 and property tests.
+
+use super::*;
+use proptest::prelude::*;
+
+fn pkt(arrival_ms: f64, seq: u16, ts: u32) -> Packet {
+    Packet { arrival_ns: (arrival_ms * 1e6) as i64, seq, timestamp: ts, payload_type: 8, marker: false, bytes: 172 }
+}
+
+#[test]
+fn wrap_vector_extends_sequence() {
+    // 65534, 65535, 0, 1 -> extended max 65537 at seq 1, nothing lost.
+    let mut s = SeqTracker::default();
+    for q in [65534u16, 65535, 0, 1] {
+        s.update(q);
+    }
+    assert_eq!(s.extended_max(), 65537);
+    assert_eq!((s.expected(), s.lost()), (4, 0));
+}
+
+#[test]
+fn fraction_lost_vector() {
+    assert_eq!(fraction_lost(100, 95), 12);
+    assert_eq!(fraction_lost(100, 101), 0);
+    assert_eq!(fraction_lost(0, 0), 0);
+}
+
+#[test]
+fn integer_jitter_vector() {
+    // Timestamps 0,160,...; arrivals 1000,1160,1330,1480,1700 (ts units).
+    let ts = [0i64, 160, 320, 480, 640];
+    let arr = [1000i64, 1160, 1330, 1480, 1700];
+    let mut state = 0u32;
+    let mut states = vec![];
+    for i in 1..5 {
+        let d = (arr[i] - arr[i - 1]) - (ts[i] - ts[i - 1]);
+        state = rfc3550_jitter_step(state, d);
+        states.push(state);
+    }
+    assert_eq!(states, vec![0, 10, 19, 78]);
+    assert_eq!(states.iter().map(|s| s >> 4).collect::<Vec<_>>(), vec![0, 0, 1, 4]);
+}
+
+#[test]
+fn float_jitter_vector() {
+    // Same vector through the Wireshark view with an 8 kHz clock: 1 ts unit = 0.125 ms.
+    let ts = [0u32, 160, 320, 480, 640];
+    let arr = [1000.0, 1160.0, 1330.0, 1480.0, 1700.0];
+    let mut s = StreamStats::new(&pkt(arr[0] * 0.125, 0, ts[0]), ClockRate::Hz(8000));
+    let mut j = vec![];
+    for i in 1..5 {
+        s.update(&pkt(arr[i] * 0.125, i as u16, ts[i]), ClockRate::Hz(8000));
+        j.push(s.ws.jitter / 0.125);
+    }
+    let want = [0.0, 0.625, 1.2109, 4.8853];
+    for (g, w) in j.iter().zip(want) {
+        assert!((g - w).abs() < 1e-3, "{j:?}");
+    }
+    assert!((s.ws.max_jitter / 0.125 - 4.8853).abs() < 1e-3);
+    assert!((s.ws.max_delta - 220.0 * 0.125).abs() < 1e-9);
+}
+
+#[test]
+fn duplicates_do_not_make_loss_negative() {
+    let mut s = StreamStats::new(&pkt(0.0, 10, 0), ClockRate::Hz(8000));
+    for (i, q) in [11u16, 11, 12, 12, 13].iter().enumerate() {
+        s.update(&pkt(20.0 * (i + 1) as f64, *q, 160 * (*q as u32 - 10)), ClockRate::Hz(8000));
+    }
+    assert_eq!((s.packets, s.seq.expected(), s.seq.lost(), s.seq.duplicates), (6, 4, 0, 2));
+    // Wireshark counts received - expected, which goes negative.
+    assert_eq!(s.ws.lost(), -2);
+}
+
+#[test]
+fn reordering_is_counted_not_lost() {
+    let mut s = SeqTracker::default();
+    for q in [1u16, 2, 4, 3, 5, 7, 6] {
+        s.update(q);
+    }
+    assert_eq!((s.expected(), s.lost(), s.out_of_order, s.duplicates), (7, 0, 2, 0));
+}
+
+#[test]
+fn sequence_reset_opens_a_new_segment() {
+    // 100 packets from 5000, then the source restarts at 1 (SIPp replay on resume).
+    let mut s = SeqTracker::default();
+    for q in 5000u16..5100 {
+        s.update(q);
+    }
+    for q in 1u16..=50 {
+        s.update(q);
+    }
+    assert_eq!(s.resets, 1);
+    assert_eq!(s.strays, 0);
+    assert_eq!((s.expected(), s.lost()), (150, 0));
+}
+
+#[test]
+fn single_stray_is_not_a_reset() {
+    let mut s = SeqTracker::default();
+    for q in [1u16, 2, 3, 30000, 4, 5] {
+        s.update(q);
+    }
+    assert_eq!((s.resets, s.strays, s.expected(), s.lost()), (0, 1, 5, 0));
+}
+
+#[test]
+fn emodel_vectors() {
+    let close = |a: f64, b: f64, tol: f64| assert!((a - b).abs() < tol, "{a} vs {b}");
+    for (r, m) in [(93.2, 4.4093), (90.0, 4.3390), (80.0, 4.0240), (70.0, 3.5970), (60.0, 3.1000), (50.0, 2.5750)] {
+        close(emodel::mos(r), m, 1e-4);
+    }
+    close(emodel::r_factor("PCMA", 1.0, 1.0, 150.0), 85.96, 0.01);
+    close(emodel::r_factor("PCMU", 2.0, 2.0, 0.0), 85.92, 0.01);
+    close(emodel::r_factor("G729", 2.0, 1.0, 150.0), 70.60, 0.01);
+    close(emodel::delay_impairment(300.0), 20.70, 0.01);
+    close(emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0, 93.2 - 63.04, 0.01);
+}
+
+#[test]
+fn timestamp_extension_steps_both_ways() {
+    let t = extend_timestamp(TS_ORIGIN + u32::MAX as u64, 5);
+    assert_eq!(t, TS_ORIGIN + u32::MAX as u64 + 6);
+    assert_eq!(extend_timestamp(TS_ORIGIN + 1000, 900), TS_ORIGIN + 900);
+}
+
+proptest! {
+    /// Whatever is lost, reordered (within the misorder limit) or duplicated,
+    /// expected = first..=last and lost = expected - unique packets delivered.
+    #[test]
+    fn loss_matches_ground_truth(
+        start in any::<u16>(),
+        n in 1usize..3000,
+        drop_mask in proptest::collection::vec(any::<u8>(), 3000),
+        dup_mask in proptest::collection::vec(any::<u8>(), 3000),
+        swaps in proptest::collection::vec(0usize..3000, 0..50),
+    ) {
+        // Sequence numbers start..start+n (wrapping); keep first and last so the range is known.
+        let mut sent: Vec<u16> = (0..n).map(|i| start.wrapping_add(i as u16)).collect();
+        let mut delivered: Vec<u16> = sent
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i == 0 || *i == n - 1 || drop_mask[*i] % 10 != 0)
+            .map(|(_, s)| *s)
+            .collect();
+        let unique = delivered.len() as u64;
+        // Adjacent swaps (reordering by one) that keep the first and last in place.
+        for &i in &swaps {
+            if i > 0 && i + 2 < delivered.len() {
+                delivered.swap(i, i + 1);
+            }
+        }
+        let mut with_dups = Vec::new();
+        for (i, s) in delivered.iter().enumerate() {
+            with_dups.push(*s);
+            if i > 0 && i + 1 < delivered.len() && dup_mask[i] % 17 == 0 {
+                with_dups.push(*s);
+            }
+        }
+        let mut t = SeqTracker::default();
+        for s in &with_dups {
+            t.update(*s);
+        }
+        sent.truncate(n);
+        prop_assert_eq!(t.expected(), n as u64);
+        prop_assert_eq!(t.lost(), n as u64 - unique);
+        prop_assert_eq!(t.duplicates, (with_dups.len() - delivered.len()) as u64);
+    }
+
+    /// Constant spacing in both arrival and timestamp means zero jitter.
+    #[test]
+    fn steady_stream_has_no_jitter(start in any::<u16>(), ts0 in any::<u32>(), n in 2u32..500) {
+        let mut s = StreamStats::new(&pkt(0.0, start, ts0), ClockRate::Hz(8000));
+        for i in 1..n {
+            s.update(&pkt(20.0 * i as f64, start.wrapping_add(i as u16), ts0.wrapping_add(160 * i)), ClockRate::Hz(8000));
+        }
+        prop_assert!(s.ws.max_jitter < 1e-9);
+        prop_assert_eq!(s.ws.lost(), 0);
+        prop_assert_eq!(s.seq.lost(), 0);
+    }
+}

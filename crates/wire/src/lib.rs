@@ -1,0 +1,605 @@
+//! Zero-copy decoding of captured frames down to the transport payload.
+//!
+//! [`decode`] walks link layer → (VLAN/QinQ, MPLS) → IPv4/IPv6 (extension
+//! headers) → tunnels (IP-in-IP, GRE and ERSPAN, VXLAN) → UDP/TCP and returns a
+//! [`Frame`] whose payload borrows the input. Nothing allocates. Every length
+//! is checked before it is used, so no input can make decoding panic; bad input
+//! yields a [`DecodeError`] that names the layer, for the caller to count.
+//!
+//! The innermost IP header wins: a tunnelled packet is reported with the inner
+//! addresses, which is what SIP and RTP correlation need.
+
+pub mod rtp;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// LINKTYPE_ values (duplicated from `calliper-capture` so this crate stands alone).
+mod linktype {
+    pub const NULL: u16 = 0;
+    pub const ETHERNET: u16 = 1;
+    pub const RAW: u16 = 101;
+    pub const LOOP: u16 = 108;
+    pub const LINUX_SLL: u16 = 113;
+    pub const IPV4: u16 = 228;
+    pub const IPV6: u16 = 229;
+    pub const LINUX_SLL2: u16 = 276;
+}
+
+/// IP protocol numbers we act on.
+pub mod ipproto {
+    /// IPv4 encapsulated (IP-in-IP).
+    pub const IPIP: u8 = 4;
+    /// TCP.
+    pub const TCP: u8 = 6;
+    /// UDP.
+    pub const UDP: u8 = 17;
+    /// IPv6 encapsulated.
+    pub const IPV6: u8 = 41;
+    /// GRE.
+    pub const GRE: u8 = 47;
+    /// SCTP.
+    pub const SCTP: u8 = 132;
+}
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86DD;
+const ETH_VLAN: u16 = 0x8100;
+const ETH_QINQ: u16 = 0x88A8;
+const ETH_QINQ_OLD1: u16 = 0x9100;
+const ETH_QINQ_OLD2: u16 = 0x9200;
+const ETH_MPLS: u16 = 0x8847;
+const ETH_MPLS_MC: u16 = 0x8848;
+const ETH_ERSPAN2: u16 = 0x88BE;
+const ETH_ERSPAN3: u16 = 0x22EB;
+const ETH_TEB: u16 = 0x6558;
+const VXLAN_PORT: u16 = 4789;
+
+/// How deep tunnels may nest before we give up (hostile input guard).
+const MAX_ENCAP_DEPTH: u8 = 8;
+
+/// Why a frame could not be decoded to a transport payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecodeError {
+    /// The capture's link type is not one we decode.
+    UnknownLinkType(u16),
+    /// A header is cut short; the layer is named.
+    Truncated(&'static str),
+    /// A layer carries something other than IP (ARP, LLDP, ...). Not an anomaly.
+    NotIp,
+    /// An IP header is impossible (bad version, header length, total length).
+    BadIpHeader,
+    /// Tunnels nest deeper than we follow.
+    TooDeep,
+}
+
+impl DecodeError {
+    /// A stable short name for counters and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DecodeError::UnknownLinkType(_) => "unknown_link_type",
+            DecodeError::Truncated("ethernet") => "truncated_ethernet",
+            DecodeError::Truncated("vlan") => "truncated_vlan",
+            DecodeError::Truncated("ipv4") => "truncated_ipv4",
+            DecodeError::Truncated("ipv6") => "truncated_ipv6",
+            DecodeError::Truncated("udp") => "truncated_udp",
+            DecodeError::Truncated("tcp") => "truncated_tcp",
+            DecodeError::Truncated(_) => "truncated_header",
+            DecodeError::NotIp => "not_ip",
+            DecodeError::BadIpHeader => "bad_ip_header",
+            DecodeError::TooDeep => "encapsulation_too_deep",
+        }
+    }
+}
+
+/// An IP fragment: the payload is a piece of a larger datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fragment {
+    /// Identification (IPv4 16-bit, IPv6 32-bit).
+    pub id: u32,
+    /// Offset of this piece in bytes.
+    pub offset: u32,
+    /// More fragments follow.
+    pub more: bool,
+    /// Protocol of the reassembled datagram.
+    pub protocol: u8,
+}
+
+/// The transport layer of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport<'a> {
+    /// UDP datagram.
+    Udp {
+        /// Source port.
+        sport: u16,
+        /// Destination port.
+        dport: u16,
+        /// Payload (bounded by the UDP length and the captured bytes).
+        payload: &'a [u8],
+    },
+    /// TCP segment.
+    Tcp {
+        /// Source port.
+        sport: u16,
+        /// Destination port.
+        dport: u16,
+        /// Sequence number.
+        seq: u32,
+        /// Flags byte (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10).
+        flags: u8,
+        /// Segment payload.
+        payload: &'a [u8],
+    },
+    /// A piece of a fragmented datagram; reassemble before going further.
+    Fragment {
+        /// Fragment header fields.
+        frag: Fragment,
+        /// This piece's bytes.
+        payload: &'a [u8],
+    },
+    /// Any other IP protocol.
+    Other {
+        /// IP protocol number.
+        protocol: u8,
+        /// IP payload.
+        payload: &'a [u8],
+    },
+}
+
+/// A decoded frame: innermost IP addresses and the transport layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Source address of the innermost IP header.
+    pub src: IpAddr,
+    /// Destination address of the innermost IP header.
+    pub dst: IpAddr,
+    /// Outermost VLAN ID, if tagged.
+    pub vlan: Option<u16>,
+    /// Number of tunnel layers unwrapped (GRE, IP-in-IP, VXLAN).
+    pub tunnels: u8,
+    /// Transport layer.
+    pub transport: Transport<'a>,
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+#[inline]
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+struct Ctx {
+    vlan: Option<u16>,
+    tunnels: u8,
+    depth: u8,
+}
+
+/// Decodes a frame of the given link type.
+pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
+    let mut ctx = Ctx { vlan: None, tunnels: 0, depth: 0 };
+    match link_type {
+        linktype::ETHERNET => ethernet(&mut ctx, data),
+        linktype::RAW | linktype::IPV4 | linktype::IPV6 => ip_by_version(&mut ctx, data),
+        linktype::NULL | linktype::LOOP => {
+            if data.len() < 4 {
+                return Err(DecodeError::Truncated("loopback"));
+            }
+            // The family is in host order (NULL) or network order (LOOP); the
+            // payload's version nibble is authoritative either way.
+            ip_by_version(&mut ctx, &data[4..])
+        }
+        linktype::LINUX_SLL => {
+            if data.len() < 16 {
+                return Err(DecodeError::Truncated("sll"));
+            }
+            ethertype(&mut ctx, be16(data, 14), &data[16..])
+        }
+        linktype::LINUX_SLL2 => {
+            if data.len() < 20 {
+                return Err(DecodeError::Truncated("sll2"));
+            }
+            ethertype(&mut ctx, be16(data, 0), &data[20..])
+        }
+        other => Err(DecodeError::UnknownLinkType(other)),
+    }
+}
+
+fn ethernet<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    if data.len() < 14 {
+        return Err(DecodeError::Truncated("ethernet"));
+    }
+    ethertype(ctx, be16(data, 12), &data[14..])
+}
+
+fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    loop {
+        match et {
+            ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD1 | ETH_QINQ_OLD2 => {
+                if rest.len() < 4 {
+                    return Err(DecodeError::Truncated("vlan"));
+                }
+                ctx.vlan.get_or_insert(be16(rest, 0) & 0x0FFF);
+                et = be16(rest, 2);
+                rest = &rest[4..];
+            }
+            ETH_MPLS | ETH_MPLS_MC => {
+                // Pop labels until bottom of stack, then guess IP by version nibble.
+                loop {
+                    if rest.len() < 4 {
+                        return Err(DecodeError::Truncated("mpls"));
+                    }
+                    let bos = rest[2] & 1 != 0;
+                    rest = &rest[4..];
+                    if bos {
+                        break;
+                    }
+                }
+                return ip_by_version(ctx, rest);
+            }
+            ETH_IPV4 => return ipv4(ctx, rest),
+            ETH_IPV6 => return ipv6(ctx, rest),
+            _ => return Err(DecodeError::NotIp),
+        }
+    }
+}
+
+fn ip_by_version<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    match data.first().map(|b| b >> 4) {
+        Some(4) => ipv4(ctx, data),
+        Some(6) => ipv6(ctx, data),
+        Some(_) => Err(DecodeError::NotIp),
+        None => Err(DecodeError::Truncated("ip")),
+    }
+}
+
+fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    if data.len() < 20 {
+        return Err(DecodeError::Truncated("ipv4"));
+    }
+    let ihl = (data[0] & 0x0F) as usize * 4;
+    if data[0] >> 4 != 4 || ihl < 20 {
+        return Err(DecodeError::BadIpHeader);
+    }
+    if data.len() < ihl {
+        return Err(DecodeError::Truncated("ipv4"));
+    }
+    let total = be16(data, 2) as usize;
+    // total == 0 happens with TSO offload captures: take what was captured.
+    let end = if total == 0 {
+        data.len()
+    } else if total < ihl {
+        return Err(DecodeError::BadIpHeader);
+    } else {
+        total.min(data.len())
+    };
+    let src = IpAddr::V4(Ipv4Addr::new(data[12], data[13], data[14], data[15]));
+    let dst = IpAddr::V4(Ipv4Addr::new(data[16], data[17], data[18], data[19]));
+    let proto = data[9];
+    let frag_field = be16(data, 6);
+    let more = frag_field & 0x2000 != 0;
+    let offset = (frag_field & 0x1FFF) as u32 * 8;
+    let payload = &data[ihl..end];
+    if more || offset != 0 {
+        let frag = Fragment { id: be16(data, 4) as u32, offset, more, protocol: proto };
+        return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
+    }
+    transport(ctx, src, dst, proto, payload)
+}
+
+fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    if data.len() < 40 {
+        return Err(DecodeError::Truncated("ipv6"));
+    }
+    if data[0] >> 4 != 6 {
+        return Err(DecodeError::BadIpHeader);
+    }
+    let plen = be16(data, 4) as usize;
+    // Jumbograms (plen 0) and snapped captures: take what was captured.
+    let end = if plen == 0 { data.len() } else { (40 + plen).min(data.len()) };
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&data[8..24]);
+    let src = IpAddr::V6(Ipv6Addr::from(a));
+    a.copy_from_slice(&data[24..40]);
+    let dst = IpAddr::V6(Ipv6Addr::from(a));
+    let mut next = data[6];
+    let mut rest = &data[40..end];
+    // Walk extension headers; the count is bounded by the bytes available.
+    loop {
+        match next {
+            0 | 43 | 60 | 135 | 139 | 140 => {
+                if rest.len() < 8 {
+                    return Err(DecodeError::Truncated("ipv6 extension"));
+                }
+                let len = (rest[1] as usize + 1) * 8;
+                if rest.len() < len {
+                    return Err(DecodeError::Truncated("ipv6 extension"));
+                }
+                next = rest[0];
+                rest = &rest[len..];
+            }
+            51 => {
+                if rest.len() < 8 {
+                    return Err(DecodeError::Truncated("ipv6 extension"));
+                }
+                let len = (rest[1] as usize + 2) * 4;
+                if rest.len() < len {
+                    return Err(DecodeError::Truncated("ipv6 extension"));
+                }
+                next = rest[0];
+                rest = &rest[len..];
+            }
+            44 => {
+                if rest.len() < 8 {
+                    return Err(DecodeError::Truncated("ipv6 fragment"));
+                }
+                let field = be16(rest, 2);
+                let offset = (field >> 3) as u32 * 8;
+                let more = field & 1 != 0;
+                let frag = Fragment { id: be32(rest, 4), offset, more, protocol: rest[0] };
+                let payload = &rest[8..];
+                if more || offset != 0 {
+                    return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
+                }
+                // Atomic fragment: carry on with the payload.
+                next = rest[0];
+                rest = payload;
+            }
+            _ => return transport(ctx, src, dst, next, rest),
+        }
+    }
+}
+
+fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Frame<'a> {
+    Frame { src, dst, vlan: ctx.vlan, tunnels: ctx.tunnels, transport }
+}
+
+/// Decodes the IP payload `payload` of protocol `proto`.
+pub fn transport_of(src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> Result<Frame<'_>, DecodeError> {
+    let mut ctx = Ctx { vlan: None, tunnels: 0, depth: 0 };
+    transport(&mut ctx, src, dst, proto, payload)
+}
+
+fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
+    ctx.depth += 1;
+    ctx.tunnels += 1;
+    if ctx.depth > MAX_ENCAP_DEPTH {
+        return Err(DecodeError::TooDeep);
+    }
+    Ok(())
+}
+
+fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    match proto {
+        ipproto::UDP => {
+            if p.len() < 8 {
+                return Err(DecodeError::Truncated("udp"));
+            }
+            let sport = be16(p, 0);
+            let dport = be16(p, 2);
+            let ulen = be16(p, 4) as usize;
+            // A UDP length below 8 is bogus (or 0 for jumbograms): use the IP payload.
+            let end = if ulen < 8 { p.len() } else { ulen.min(p.len()) };
+            let payload = &p[8..end];
+            if dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0 {
+                enter_tunnel(ctx)?;
+                return ethernet(ctx, &payload[8..]);
+            }
+            Ok(frame(ctx, src, dst, Transport::Udp { sport, dport, payload }))
+        }
+        ipproto::TCP => {
+            if p.len() < 20 {
+                return Err(DecodeError::Truncated("tcp"));
+            }
+            let off = (p[12] >> 4) as usize * 4;
+            if off < 20 || p.len() < off {
+                return Err(DecodeError::Truncated("tcp"));
+            }
+            Ok(frame(
+                ctx,
+                src,
+                dst,
+                Transport::Tcp { sport: be16(p, 0), dport: be16(p, 2), seq: be32(p, 4), flags: p[13], payload: &p[off..] },
+            ))
+        }
+        ipproto::IPIP => {
+            enter_tunnel(ctx)?;
+            ipv4(ctx, p)
+        }
+        ipproto::IPV6 => {
+            enter_tunnel(ctx)?;
+            ipv6(ctx, p)
+        }
+        ipproto::GRE => {
+            enter_tunnel(ctx)?;
+            gre(ctx, p)
+        }
+        protocol => Ok(frame(ctx, src, dst, Transport::Other { protocol, payload: p })),
+    }
+}
+
+/// GRE (RFC 2784/2890), including ERSPAN types I, II and III.
+fn gre<'a>(ctx: &mut Ctx, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    if p.len() < 4 {
+        return Err(DecodeError::Truncated("gre"));
+    }
+    let flags = p[0];
+    let version = p[1] & 0x07;
+    if version != 0 {
+        return Err(DecodeError::NotIp); // PPTP's enhanced GRE carries PPP.
+    }
+    let proto = be16(p, 2);
+    let mut off = 4;
+    if flags & 0x80 != 0 {
+        off += 4; // checksum + reserved
+    }
+    if flags & 0x20 != 0 {
+        off += 4; // key
+    }
+    let has_seq = flags & 0x10 != 0;
+    if has_seq {
+        off += 4;
+    }
+    if p.len() < off {
+        return Err(DecodeError::Truncated("gre"));
+    }
+    let inner = &p[off..];
+    match proto {
+        // ERSPAN type I has no sequence number and no ERSPAN header.
+        ETH_ERSPAN2 if !has_seq => ethernet(ctx, inner),
+        ETH_ERSPAN2 => {
+            if inner.len() < 8 {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            ethernet(ctx, &inner[8..])
+        }
+        ETH_ERSPAN3 => {
+            if inner.len() < 12 {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            // Optional 8-byte platform-specific subheader when O bit is set.
+            let o = inner[11] & 0x01 != 0;
+            let hl = if o { 20 } else { 12 };
+            if inner.len() < hl {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            ethernet(ctx, &inner[hl..])
+        }
+        ETH_TEB => ethernet(ctx, inner),
+        other => ethertype(ctx, other, inner),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds an IPv4/UDP packet with the given payload.
+    pub(crate) fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let total = 20 + 8 + payload.len();
+        let mut v = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
+        v.extend(src);
+        v.extend(dst);
+        v.extend(sport.to_be_bytes());
+        v.extend(dport.to_be_bytes());
+        v.extend(((8 + payload.len()) as u16).to_be_bytes());
+        v.extend([0, 0]);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn eth(ethertype: u16, inner: &[u8]) -> Vec<u8> {
+        let mut v = vec![0u8; 12];
+        v.extend(ethertype.to_be_bytes());
+        v.extend_from_slice(inner);
+        v
+    }
+
+    #[test]
+    fn ethernet_ipv4_udp_with_padding() {
+        let mut f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"));
+        f.extend([0u8; 16]); // Ethernet minimum-size padding must not leak into the payload.
+        let fr = decode(1, &f).unwrap();
+        assert_eq!(fr.src, "10.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(fr.transport, Transport::Udp { sport: 5060, dport: 5062, payload: b"hi" });
+    }
+
+    #[test]
+    fn vlan_and_qinq() {
+        let ip = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"x");
+        let mut inner = vec![0x00, 0x64];
+        inner.extend(ETH_IPV4.to_be_bytes());
+        inner.extend(&ip);
+        let mut outer = vec![0x20, 0xC8]; // priority 1, VLAN 200
+        outer.extend(ETH_VLAN.to_be_bytes());
+        outer.extend(&inner);
+        let f = eth(ETH_QINQ, &outer);
+        let fr = decode(1, &f).unwrap();
+        assert_eq!(fr.vlan, Some(200));
+        assert!(matches!(fr.transport, Transport::Udp { payload: b"x", .. }));
+    }
+
+    #[test]
+    fn sll_sll2_null_raw() {
+        let ip = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"x");
+        let mut sll = vec![0u8; 14];
+        sll.extend(ETH_IPV4.to_be_bytes());
+        sll.extend(&ip);
+        assert!(decode(113, &sll).is_ok());
+        let mut sll2 = ETH_IPV4.to_be_bytes().to_vec();
+        sll2.extend([0u8; 18]);
+        sll2.extend(&ip);
+        assert!(decode(276, &sll2).is_ok());
+        let mut null = 2u32.to_le_bytes().to_vec();
+        null.extend(&ip);
+        assert!(decode(0, &null).is_ok());
+        assert!(decode(101, &ip).is_ok());
+        assert_eq!(decode(147, &ip), Err(DecodeError::UnknownLinkType(147)));
+    }
+
+    #[test]
+    fn ipv6_with_extension_headers_and_fragment() {
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
+        v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([1u8].iter()));
+        v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([2u8].iter()));
+        // hop-by-hop (8 bytes) -> fragment (offset 0, more) -> UDP
+        let mut ext = vec![44, 0, 0, 0, 0, 0, 0, 0];
+        ext.extend([17, 0, 0x00, 0x01, 0, 0, 0, 42]);
+        ext.extend([0u8; 16]);
+        let plen = ext.len() as u16;
+        v6[4..6].copy_from_slice(&plen.to_be_bytes());
+        v6[6] = 0;
+        v6.extend(&ext);
+        let fr = decode(101, &v6).unwrap();
+        match fr.transport {
+            Transport::Fragment { frag, payload } => {
+                assert_eq!(frag, Fragment { id: 42, offset: 0, more: true, protocol: 17 });
+                assert_eq!(payload.len(), 16);
+            }
+            t => panic!("{t:?}"),
+        }
+    }
+
+    #[test]
+    fn ipip_and_gre_tunnels_report_inner_addresses() {
+        let inner = ipv4_udp([192, 168, 0, 1], [192, 168, 0, 2], 5060, 5060, b"sip");
+        let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        let total = (20 + inner.len()) as u16;
+        outer[2..4].copy_from_slice(&total.to_be_bytes());
+        outer.extend(&inner);
+        let fr = decode(101, &outer).unwrap();
+        assert_eq!(fr.src, "192.168.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(fr.tunnels, 1);
+        // GRE carrying IPv4
+        let mut gre = vec![0, 0, 0x08, 0x00];
+        gre.extend(&inner);
+        let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        let total = (20 + gre.len()) as u16;
+        outer[2..4].copy_from_slice(&total.to_be_bytes());
+        outer.extend(&gre);
+        assert_eq!(decode(101, &outer).unwrap().dst, "192.168.0.2".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn recursive_tunnels_stop() {
+        // IP-in-IP nested far deeper than we follow: an error, not a stack overflow.
+        let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"");
+        for _ in 0..50 {
+            let mut o = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+            let total = (20 + p.len()) as u16;
+            o[2..4].copy_from_slice(&total.to_be_bytes());
+            o.extend(&p);
+            p = o;
+        }
+        assert_eq!(decode(101, &p), Err(DecodeError::TooDeep));
+    }
+
+    #[test]
+    fn every_prefix_of_a_frame_decodes_or_errs() {
+        let f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"));
+        for n in 0..f.len() {
+            let _ = decode(1, &f[..n]);
+        }
+    }
+}
