@@ -1,1 +1,338 @@
-//! placeholder
+//! Tolerant zero-copy SIP (RFC 3261) and SDP (RFC 4566) parsing.
+//!
+//! [`parse`] reads one message from the start of a buffer and returns views
+//! into it: no header is copied. Unknown headers are skipped, compact forms
+//! (`i`, `f`, `t`, `v`, `m`, `c`, `l`) are understood, folded lines are
+//! tolerated. Limits on header count and line length keep hostile input from
+//! costing more than a linear scan. For stream transports, [`SipError::Incomplete`]
+//! says more bytes are needed and `SipMessage::len` says how many bytes the
+//! message used, so the caller can frame by Content-Length.
+
+pub mod sdp;
+
+use memchr::memmem;
+
+/// Most headers we read in one message; more is an anomaly, not a crash.
+pub const MAX_HEADERS: usize = 256;
+/// Longest SIP message we accept (RFC 3261 has no limit; 64 KiB is UDP's).
+pub const MAX_MESSAGE: usize = 65535;
+
+/// The start line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartLine<'a> {
+    /// A request: method and Request-URI.
+    Request {
+        /// Method token (`INVITE`, `BYE`, ...).
+        method: &'a str,
+        /// Request-URI.
+        uri: &'a str,
+    },
+    /// A response: status code and reason phrase.
+    Response {
+        /// Status code, 100..=699.
+        code: u16,
+        /// Reason phrase.
+        reason: &'a str,
+    },
+}
+
+/// A parsed SIP message; every field borrows the input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SipMessage<'a> {
+    /// Request or status line.
+    pub start: Option<StartLine<'a>>,
+    /// Call-ID.
+    pub call_id: Option<&'a str>,
+    /// From header value.
+    pub from: Option<&'a str>,
+    /// To header value.
+    pub to: Option<&'a str>,
+    /// CSeq number.
+    pub cseq: Option<u32>,
+    /// CSeq method.
+    pub cseq_method: Option<&'a str>,
+    /// Topmost Via.
+    pub via: Option<&'a str>,
+    /// Contact.
+    pub contact: Option<&'a str>,
+    /// User-Agent.
+    pub user_agent: Option<&'a str>,
+    /// Server (the User-Agent of responses).
+    pub server: Option<&'a str>,
+    /// Content-Type.
+    pub content_type: Option<&'a str>,
+    /// Content-Length as sent.
+    pub content_length: Option<usize>,
+    /// Reason header (RFC 3326), e.g. on BYE or CANCEL.
+    pub reason_header: Option<&'a str>,
+    /// Message body.
+    pub body: &'a [u8],
+    /// Headers in the message.
+    pub header_count: usize,
+    /// Bytes this message occupies in the input (start line to end of body).
+    pub len: usize,
+    /// Content-Length promised more body than the datagram holds.
+    pub body_truncated: bool,
+}
+
+impl<'a> SipMessage<'a> {
+    /// The method of a request, or of the CSeq for a response.
+    pub fn method(&self) -> Option<&'a str> {
+        match self.start {
+            Some(StartLine::Request { method, .. }) => Some(method),
+            _ => self.cseq_method,
+        }
+    }
+
+    /// Status code of a response.
+    pub fn status(&self) -> Option<u16> {
+        match self.start {
+            Some(StartLine::Response { code, .. }) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// True when the body is SDP.
+    pub fn has_sdp(&self) -> bool {
+        !self.body.is_empty()
+            && self
+                .content_type
+                .map_or(self.body.starts_with(b"v=0"), |c| c.trim().to_ascii_lowercase().starts_with("application/sdp"))
+    }
+}
+
+/// Why bytes are not (yet) a SIP message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SipError {
+    /// The first line is not a SIP request or status line.
+    NotSip,
+    /// The headers (or, on a stream, the body) end beyond the buffer.
+    Incomplete,
+    /// More than [`MAX_HEADERS`] headers.
+    TooManyHeaders,
+    /// Content-Length is not a number or exceeds [`MAX_MESSAGE`].
+    BadContentLength,
+    /// A required header (Call-ID, CSeq) is missing.
+    MissingHeader(&'static str),
+}
+
+impl SipError {
+    /// A stable short name for counters.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SipError::NotSip => "sip_not_sip",
+            SipError::Incomplete => "sip_incomplete",
+            SipError::TooManyHeaders => "sip_too_many_headers",
+            SipError::BadContentLength => "sip_bad_content_length",
+            SipError::MissingHeader(_) => "sip_missing_header",
+        }
+    }
+}
+
+const METHODS: &[&str] = &[
+    "INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "REGISTER", "PRACK", "UPDATE", "INFO", "REFER", "NOTIFY",
+    "SUBSCRIBE", "MESSAGE", "PUBLISH",
+];
+
+/// Cheap test of whether a payload starts like SIP (used to find SIP on any port).
+pub fn looks_like_sip(b: &[u8]) -> bool {
+    let b = trim_leading_crlf(b);
+    if b.starts_with(b"SIP/2.0 ") {
+        return true;
+    }
+    METHODS.iter().any(|m| b.len() > m.len() && b.starts_with(m.as_bytes()) && b[m.len()] == b' ')
+        && first_line(b).is_some_and(|l| l.ends_with(b" SIP/2.0"))
+}
+
+fn trim_leading_crlf(mut b: &[u8]) -> &[u8] {
+    while let [b'\r' | b'\n', rest @ ..] = b {
+        b = rest;
+    }
+    b
+}
+
+fn first_line(b: &[u8]) -> Option<&[u8]> {
+    let end = memchr::memchr(b'\n', b)?;
+    let line = &b[..end];
+    Some(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+fn to_str(b: &[u8]) -> Option<&str> {
+    std::str::from_utf8(b).ok()
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
+fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
+    let line = to_str(line).ok_or(SipError::NotSip)?;
+    if let Some(rest) = line.strip_prefix("SIP/2.0 ") {
+        let (code, reason) = rest.split_once(' ').unwrap_or((rest, ""));
+        let code: u16 = code.parse().map_err(|_| SipError::NotSip)?;
+        if !(100..=699).contains(&code) {
+            return Err(SipError::NotSip);
+        }
+        return Ok(StartLine::Response { code, reason: reason.trim() });
+    }
+    let mut parts = line.split(' ');
+    let (Some(method), Some(uri), Some("SIP/2.0"), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(SipError::NotSip);
+    };
+    if method.is_empty() || !method.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+        return Err(SipError::NotSip);
+    }
+    Ok(StartLine::Request { method, uri })
+}
+
+/// Parses one SIP message at the start of `buf`.
+///
+/// `stream` says the bytes come from TCP: then a body shorter than
+/// Content-Length is [`SipError::Incomplete`]; on UDP it is taken as it is and
+/// flagged `body_truncated`.
+pub fn parse(buf: &[u8], stream: bool) -> Result<SipMessage<'_>, SipError> {
+    let skipped = buf.len() - trim_leading_crlf(buf).len();
+    let b = &buf[skipped..];
+    let Some(hdr_end) = memmem::find(b, b"\r\n\r\n").map(|i| (i, i + 4)).or_else(|| {
+        // Tolerate bare-LF messages.
+        memmem::find(b, b"\n\n").map(|i| (i, i + 2))
+    }) else {
+        // No blank line: a datagram may still be a complete body-less message
+        // missing its final CRLF; a stream needs more bytes.
+        if stream || first_line(b).is_none() {
+            return Err(if b.len() > MAX_MESSAGE { SipError::NotSip } else { SipError::Incomplete });
+        }
+        return parse_headers(b, b.len(), b.len(), skipped, false);
+    };
+    parse_headers(b, hdr_end.0, hdr_end.1, skipped, stream)
+}
+
+fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, stream: bool) -> Result<SipMessage<'_>, SipError> {
+    let head = &b[..head_len];
+    let mut lines = head.split(|&c| c == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let start = parse_start_line(lines.next().ok_or(SipError::NotSip)?)?;
+    let mut m = SipMessage { start: Some(start), ..Default::default() };
+    let mut last: Option<(&[u8], &[u8])> = None;
+    for line in lines {
+        if matches!(line.first(), Some(b' ' | b'\t')) {
+            // Folded continuation: we keep the first line's value only.
+            continue;
+        }
+        if let Some((name, value)) = last.take() {
+            apply(&mut m, name, value)?;
+        }
+        m.header_count += 1;
+        if m.header_count > MAX_HEADERS {
+            return Err(SipError::TooManyHeaders);
+        }
+        if let Some(colon) = memchr::memchr(b':', line) {
+            last = Some((trim(&line[..colon]), trim(&line[colon + 1..])));
+        }
+    }
+    if let Some((name, value)) = last {
+        apply(&mut m, name, value)?;
+    }
+    let available = b.len() - body_start;
+    let body_len = match m.content_length {
+        Some(cl) if cl > available => {
+            if stream {
+                return Err(SipError::Incomplete);
+            }
+            m.body_truncated = true;
+            available
+        }
+        Some(cl) => cl,
+        None if stream => 0,
+        None => available,
+    };
+    m.body = &b[body_start..body_start + body_len];
+    m.len = skipped + body_start + body_len;
+    Ok(m)
+}
+
+fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) -> Result<(), SipError> {
+    let Some(v) = to_str(value) else { return Ok(()) };
+    let is = |long: &str, short: Option<&str>| {
+        name.eq_ignore_ascii_case(long.as_bytes()) || short.is_some_and(|s| name.eq_ignore_ascii_case(s.as_bytes()))
+    };
+    if is("Call-ID", Some("i")) {
+        m.call_id.get_or_insert(v);
+    } else if is("From", Some("f")) {
+        m.from.get_or_insert(v);
+    } else if is("To", Some("t")) {
+        m.to.get_or_insert(v);
+    } else if is("CSeq", None) {
+        let (num, method) = v.split_once(|c: char| c.is_ascii_whitespace()).unwrap_or((v, ""));
+        m.cseq = num.trim().parse().ok();
+        m.cseq_method = Some(method.trim());
+    } else if is("Via", Some("v")) {
+        m.via.get_or_insert(v);
+    } else if is("Contact", Some("m")) {
+        m.contact.get_or_insert(v);
+    } else if is("User-Agent", None) {
+        m.user_agent.get_or_insert(v);
+    } else if is("Server", None) {
+        m.server.get_or_insert(v);
+    } else if is("Content-Type", Some("c")) {
+        m.content_type.get_or_insert(v);
+    } else if is("Content-Length", Some("l")) {
+        let n: usize = v.parse().map_err(|_| SipError::BadContentLength)?;
+        if n > MAX_MESSAGE {
+            return Err(SipError::BadContentLength);
+        }
+        m.content_length = Some(n);
+    } else if is("Reason", None) {
+        m.reason_header.get_or_insert(v);
+    }
+    Ok(())
+}
+
+/// A From/To/Contact value split into its parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NameAddr<'a> {
+    /// Display name without quotes, if any.
+    pub display: Option<&'a str>,
+    /// The URI (`sip:alice@example.com`).
+    pub uri: &'a str,
+    /// User part of the URI (`alice`).
+    pub user: Option<&'a str>,
+    /// Host part of the URI.
+    pub host: &'a str,
+    /// The `tag` parameter.
+    pub tag: Option<&'a str>,
+}
+
+impl<'a> NameAddr<'a> {
+    /// Parses `"Display" <sip:user@host;p>;tag=x` and the bare `sip:user@host;tag=x` form.
+    pub fn parse(v: &'a str) -> NameAddr<'a> {
+        let v = v.trim();
+        let (display, uri, params) = if let Some(lt) = v.find('<') {
+            let display = v[..lt].trim().trim_matches('"').trim();
+            let after = &v[lt + 1..];
+            let gt = after.find('>').unwrap_or(after.len());
+            (Some(display).filter(|d| !d.is_empty()), &after[..gt], after.get(gt + 1..).unwrap_or(""))
+        } else {
+            // Without angle brackets, parameters after ';' belong to the header.
+            let semi = v.find(';').unwrap_or(v.len());
+            (None, &v[..semi], &v[semi..])
+        };
+        let tag = params
+            .split(';')
+            .filter_map(|p| p.trim().split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("tag"))
+            .map(|(_, t)| t.trim());
+        let without_scheme = uri.split_once(':').map_or(uri, |(_, r)| r);
+        let without_params = without_scheme.split([';', '?']).next().unwrap_or("");
+        let (user, host) = match without_params.rsplit_once('@') {
+            Some((u, h)) => (Some(u.split(':').next().unwrap_or(u)), h),
+            None => (None, without_params),
+        };
+        NameAddr { display, uri, user, host, tag }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! The parts of SDP (RFC 4566, RFC 3264) a probe needs: where each medium is
+//! received, which payload types it carries and in which direction.
+
+use std::net::IpAddr;
+
+/// Most media sections we keep from one SDP body.
+pub const MAX_MEDIA: usize = 16;
+/// Most payload types we keep per media section.
+pub const MAX_FORMATS: usize = 32;
+
+/// Media direction attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// `a=sendrecv` (the default).
+    #[default]
+    SendRecv,
+    /// `a=sendonly`.
+    SendOnly,
+    /// `a=recvonly`.
+    RecvOnly,
+    /// `a=inactive`.
+    Inactive,
+}
+
+impl Direction {
+    /// The attribute's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::SendRecv => "sendrecv",
+            Direction::SendOnly => "sendonly",
+            Direction::RecvOnly => "recvonly",
+            Direction::Inactive => "inactive",
+        }
+    }
+}
+
+/// One `a=rtpmap` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtpMap<'a> {
+    /// Payload type.
+    pub payload_type: u8,
+    /// Encoding name.
+    pub encoding: &'a str,
+    /// Clock rate (0 if absent or unparsable).
+    pub clock_rate: u32,
+}
+
+/// One `m=` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Media<'a> {
+    /// Media type (`audio`, `video`, `image`).
+    pub kind: &'a str,
+    /// Port media is received on (0 = rejected/disabled).
+    pub port: u16,
+    /// Transport (`RTP/AVP`, `RTP/SAVP`, `udptl`).
+    pub proto: &'a str,
+    /// Receiving address: media-level `c=`, else session-level.
+    pub addr: Option<IpAddr>,
+    /// Payload types in preference order.
+    pub formats: Vec<u8>,
+    /// `a=rtpmap` entries (media-level).
+    pub rtpmaps: Vec<RtpMap<'a>>,
+    /// `a=ptime` in ms.
+    pub ptime: Option<u32>,
+    /// Effective direction (media-level, else session-level, else sendrecv).
+    pub direction: Direction,
+    /// Explicit `a=rtcp` port (RFC 3605).
+    pub rtcp_port: Option<u16>,
+}
+
+impl<'a> Media<'a> {
+    /// The rtpmap for a payload type, if signalled.
+    pub fn rtpmap(&self, pt: u8) -> Option<&RtpMap<'a>> {
+        self.rtpmaps.iter().find(|m| m.payload_type == pt)
+    }
+}
+
+/// A parsed SDP body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sdp<'a> {
+    /// Session-level connection address.
+    pub session_addr: Option<IpAddr>,
+    /// Media sections (at most [`MAX_MEDIA`]).
+    pub media: Vec<Media<'a>>,
+    /// Lines we could not understand (counted, not fatal).
+    pub bad_lines: u32,
+}
+
+fn parse_connection(v: &str) -> Option<IpAddr> {
+    // c=IN IP4 192.0.2.1[/ttl[/n]]
+    let mut it = v.split_ascii_whitespace();
+    let (_net, _atype, addr) = (it.next()?, it.next()?, it.next()?);
+    addr.split('/').next()?.parse().ok()
+}
+
+fn parse_direction(a: &str) -> Option<Direction> {
+    Some(match a {
+        "sendrecv" => Direction::SendRecv,
+        "sendonly" => Direction::SendOnly,
+        "recvonly" => Direction::RecvOnly,
+        "inactive" => Direction::Inactive,
+        _ => return None,
+    })
+}
+
+/// Parses an SDP body. Tolerant: unknown or broken lines are counted and skipped.
+pub fn parse(body: &[u8]) -> Sdp<'_> {
+    let text = match std::str::from_utf8(body) {
+        Ok(t) => t,
+        // Keep the valid prefix: a binary tail must not hide the media lines before it.
+        Err(e) => std::str::from_utf8(&body[..e.valid_up_to()]).unwrap_or(""),
+    };
+    let mut sdp = Sdp::default();
+    let mut session_dir: Option<Direction> = None;
+    let mut media_dir: Option<Direction> = None;
+    let mut skip_media = false;
+    for line in text.lines() {
+        let line = line.trim_end();
+        let Some((k, v)) = line.split_once('=') else {
+            if !line.is_empty() {
+                sdp.bad_lines += 1;
+            }
+            continue;
+        };
+        let in_media = !sdp.media.is_empty();
+        match k {
+            "c" => {
+                let addr = parse_connection(v);
+                if addr.is_none() {
+                    sdp.bad_lines += 1;
+                }
+                if skip_media {
+                } else if let Some(m) = sdp.media.last_mut() {
+                    m.addr = addr.or(m.addr);
+                } else {
+                    sdp.session_addr = addr;
+                }
+            }
+            "m" => {
+                if let Some(m) = sdp.media.last_mut() {
+                    m.direction = media_dir.or(session_dir).unwrap_or_default();
+                }
+                media_dir = None;
+                if sdp.media.len() >= MAX_MEDIA {
+                    skip_media = true;
+                    sdp.bad_lines += 1;
+                    continue;
+                }
+                let mut it = v.split_ascii_whitespace();
+                let (Some(kind), Some(port), Some(proto)) = (it.next(), it.next(), it.next()) else {
+                    sdp.bad_lines += 1;
+                    skip_media = true;
+                    continue;
+                };
+                let Ok(port) = port.split('/').next().unwrap_or("").parse::<u16>() else {
+                    sdp.bad_lines += 1;
+                    skip_media = true;
+                    continue;
+                };
+                skip_media = false;
+                let formats = it.filter_map(|f| f.parse::<u8>().ok()).filter(|&f| f < 128).take(MAX_FORMATS).collect();
+                sdp.media.push(Media {
+                    kind,
+                    port,
+                    proto,
+                    addr: sdp.session_addr,
+                    formats,
+                    rtpmaps: Vec::new(),
+                    ptime: None,
+                    direction: Direction::SendRecv,
+                    rtcp_port: None,
+                });
+            }
+            "a" => {
+                let (name, value) = v.split_once(':').unwrap_or((v, ""));
+                if skip_media {
+                    continue;
+                }
+                if let Some(d) = parse_direction(name) {
+                    if in_media {
+                        media_dir = Some(d);
+                    } else {
+                        session_dir = Some(d);
+                    }
+                    continue;
+                }
+                let Some(m) = sdp.media.last_mut() else { continue };
+                match name {
+                    "rtpmap" => {
+                        let mut it = value.splitn(2, ' ');
+                        let (Some(pt), Some(enc)) = (it.next(), it.next()) else {
+                            sdp.bad_lines += 1;
+                            continue;
+                        };
+                        let Ok(pt) = pt.trim().parse::<u8>() else {
+                            sdp.bad_lines += 1;
+                            continue;
+                        };
+                        let mut e = enc.trim().split('/');
+                        let encoding = e.next().unwrap_or("");
+                        let clock_rate = e.next().and_then(|r| r.parse().ok()).unwrap_or(0);
+                        if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
+                            m.rtpmaps.push(RtpMap { payload_type: pt, encoding, clock_rate });
+                        }
+                    }
+                    "ptime" => m.ptime = value.trim().parse().ok(),
+                    "rtcp" => m.rtcp_port = value.split_ascii_whitespace().next().and_then(|p| p.parse().ok()),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = sdp.media.last_mut() {
+        m.direction = media_dir.or(session_dir).unwrap_or_default();
+    }
+    // A session-level c= after the m= lines is malformed, but apply it where missing.
+    if let Some(addr) = sdp.session_addr {
+        for m in sdp.media.iter_mut().filter(|m| m.addr.is_none()) {
+            m.addr = Some(addr);
+        }
+    }
+    sdp
+}

@@ -1,0 +1,129 @@
+//! Parser tests with real messages (from the SIPp captures in testdata) and
+//! hostile variants.
+
+use super::sdp::{self, Direction};
+use super::*;
+
+/// The first INVITE of `sipp_calls.pcap`, byte for byte.
+const SIPP_INVITE: &[u8] = b"INVITE sip:1000@127.0.2.1:5060 SIP/2.0\r\n\
+Via: SIP/2.0/UDP 127.0.1.1:5061;branch=z9hG4bK-9472-1-0\r\n\
+From: sipp <sip:sipp@127.0.1.1:5061>;tag=9472SIPpTag091\r\n\
+To: 1000 <sip:1000@127.0.2.1:5060>\r\n\
+Call-ID: 1-9472@127.0.1.1\r\n\
+CSeq: 1 INVITE\r\n\
+Contact: sip:sipp@127.0.1.1:5061\r\n\
+Max-Forwards: 70\r\n\
+Subject: Performance Test\r\n\
+Content-Type: application/sdp\r\n\
+Content-Length:   189\r\n\
+\r\n\
+v=0\r\n\
+o=user1 53655765 2353687637 IN IP4 127.0.1.1\r\n\
+s=-\r\n\
+c=IN IP4 127.0.1.1\r\n\
+t=0 0\r\n\
+m=audio 30000 RTP/AVP 8 101\r\n\
+a=rtpmap:8 PCMA/8000\r\n\
+a=rtpmap:101 telephone-event/8000\r\n\
+a=fmtp:101 0-11,16\r\n";
+
+#[test]
+fn real_invite() {
+    let m = parse(SIPP_INVITE, false).unwrap();
+    assert_eq!(m.start, Some(StartLine::Request { method: "INVITE", uri: "sip:1000@127.0.2.1:5060" }));
+    assert_eq!(m.call_id, Some("1-9472@127.0.1.1"));
+    assert_eq!((m.cseq, m.cseq_method), (Some(1), Some("INVITE")));
+    assert_eq!(m.content_length, Some(189));
+    assert_eq!(m.body.len(), 189);
+    assert_eq!(m.len, SIPP_INVITE.len());
+    assert!(m.has_sdp());
+    let from = NameAddr::parse(m.from.unwrap());
+    assert_eq!(from.display, Some("sipp"));
+    assert_eq!(from.user, Some("sipp"));
+    assert_eq!(from.tag, Some("9472SIPpTag091"));
+    let to = NameAddr::parse(m.to.unwrap());
+    assert_eq!((to.uri, to.user, to.host, to.tag), ("sip:1000@127.0.2.1:5060", Some("1000"), "127.0.2.1:5060", None));
+    let s = sdp::parse(m.body);
+    assert_eq!(s.media.len(), 1);
+    let a = &s.media[0];
+    assert_eq!((a.kind, a.port, a.addr), ("audio", 30000, Some("127.0.1.1".parse().unwrap())));
+    assert_eq!(a.formats, vec![8, 101]);
+    assert_eq!(a.rtpmap(101).unwrap().encoding, "telephone-event");
+    assert_eq!(a.rtpmap(8).unwrap().clock_rate, 8000);
+    assert_eq!(a.direction, Direction::SendRecv);
+}
+
+#[test]
+fn response_and_compact_forms() {
+    let msg = b"SIP/2.0 180 Ringing\r\nv: SIP/2.0/UDP h;branch=z9\r\nf: <sip:a@h>;tag=1\r\nt: \"Bob B\" <sip:b@h>;tag=2\r\ni: abc\r\nCSeq: 7 INVITE\r\nl: 0\r\n\r\n";
+    let m = parse(msg, false).unwrap();
+    assert_eq!(m.status(), Some(180));
+    assert_eq!(m.method(), Some("INVITE"));
+    assert_eq!(m.call_id, Some("abc"));
+    let to = NameAddr::parse(m.to.unwrap());
+    assert_eq!((to.display, to.tag), (Some("Bob B"), Some("2")));
+    assert!(m.body.is_empty());
+}
+
+#[test]
+fn two_messages_in_one_stream_buffer() {
+    let one = b"BYE sip:a@h SIP/2.0\r\nCall-ID: x\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n";
+    let mut buf = one.to_vec();
+    buf.extend_from_slice(SIPP_INVITE);
+    let m = parse(&buf, true).unwrap();
+    assert_eq!(m.len, one.len());
+    let m2 = parse(&buf[m.len..], true).unwrap();
+    assert_eq!(m2.call_id, Some("1-9472@127.0.1.1"));
+    // Cut inside the second body: a stream says incomplete.
+    assert_eq!(parse(&buf[m.len..buf.len() - 10], true), Err(SipError::Incomplete));
+    // A datagram takes the short body and flags it.
+    let d = parse(&buf[m.len..buf.len() - 10], false).unwrap();
+    assert!(d.body_truncated);
+}
+
+#[test]
+fn hostile_inputs_are_errors_not_panics() {
+    assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false), Err(SipError::NotSip));
+    assert_eq!(parse(b"SIP/2.0 999 Nope\r\n\r\n", false), Err(SipError::NotSip));
+    let mut many = b"OPTIONS sip:a SIP/2.0\r\n".to_vec();
+    for i in 0..1000 {
+        many.extend(format!("X-H{i}: v\r\n").bytes());
+    }
+    many.extend(b"\r\n");
+    assert_eq!(parse(&many, false), Err(SipError::TooManyHeaders));
+    let big_cl = b"INVITE sip:a SIP/2.0\r\nContent-Length: 99999999999\r\n\r\n";
+    assert_eq!(parse(big_cl, false), Err(SipError::BadContentLength));
+    let neg_cl = b"INVITE sip:a SIP/2.0\r\nContent-Length: -5\r\n\r\n";
+    assert_eq!(parse(neg_cl, false), Err(SipError::BadContentLength));
+    // Every prefix of a real message parses or errs.
+    for n in 0..SIPP_INVITE.len() {
+        let _ = parse(&SIPP_INVITE[..n], false);
+        let _ = parse(&SIPP_INVITE[..n], true);
+        let _ = sdp::parse(&SIPP_INVITE[..n]);
+    }
+}
+
+#[test]
+fn detection() {
+    assert!(looks_like_sip(SIPP_INVITE));
+    assert!(looks_like_sip(b"\r\nSIP/2.0 200 OK\r\n"));
+    assert!(!looks_like_sip(b"INVITE me to dinner\r\n"));
+    assert!(!looks_like_sip(&[0x80, 0x08, 0, 1]));
+}
+
+#[test]
+fn sdp_hold_and_ipv6_and_media_level_connection() {
+    let body = b"v=0\r\no=- 1 2 IN IP6 2001:db8::1\r\ns=-\r\nc=IN IP6 2001:db8::1\r\nt=0 0\r\na=sendonly\r\n\
+m=audio 4000 RTP/AVP 0 18\r\na=ptime:20\r\n\
+m=video 5000 RTP/AVP 96\r\nc=IN IP4 192.0.2.7/127\r\na=rtpmap:96 H264/90000\r\na=inactive\r\n\
+m=audio 0 RTP/AVP 0\r\nbogus line\r\n";
+    let s = sdp::parse(body);
+    assert_eq!(s.media.len(), 3);
+    assert_eq!(s.media[0].addr, Some("2001:db8::1".parse().unwrap()));
+    assert_eq!(s.media[0].direction, Direction::SendOnly);
+    assert_eq!(s.media[0].ptime, Some(20));
+    assert_eq!(s.media[1].addr, Some("192.0.2.7".parse().unwrap()));
+    assert_eq!(s.media[1].direction, Direction::Inactive);
+    assert_eq!(s.media[2].port, 0);
+    assert_eq!(s.bad_lines, 1);
+}
