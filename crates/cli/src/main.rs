@@ -1,1 +1,250 @@
-fn main() {}
+//! `calliper`: the command-line front end.
+
+use anyhow::{bail, Context, Result};
+use calliper_capture::CaptureReader;
+use calliper_engine::{Config, Engine};
+use calliper_store::{JsonLines, Sink, Sqlite};
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod generate;
+mod summary;
+
+#[derive(Parser)]
+#[command(
+    name = "calliper",
+    version,
+    about = "VoIP quality probe: every SIP call, its RTP streams and their quality",
+    long_about = "Calliper reads packet captures, follows each SIP call (by Call-ID) to its RTP media \
+(by the addresses in SDP) and measures every stream: loss, duplicates, reordering, jitter and \
+inter-arrival delta as Wireshark computes them, and an E-model MOS estimate.",
+    after_help = "Examples:\n  calliper analyze call.pcap\n  calliper analyze --db calls.db day1.pcapng day2.pcapng\n  calliper analyze --format jsonl capture.pcap | jq 'select(.type==\"call\") | .final_status'"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Analyse pcap/pcapng files: calls, streams, quality.
+    #[command(
+        long_about = "Analyse pcap or pcapng files (any mix; µs or ns timestamps; Ethernet, VLAN/QinQ, Linux SLL/SLL2, \
+raw IP, loopback). Several files are read in the order given as one continuous capture, as a rotated ring \
+buffer would be. Calls still open at the end of the input are reported as they stand.\n\n\
+A damaged file stops with an error naming the file and byte offset; everything before it is still \
+analysed and written, and the exit status is 1."
+    )]
+    Analyze(AnalyzeArgs),
+    /// Write a synthetic capture of many concurrent calls (for benchmarks and tests).
+    Generate(generate::GenerateArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    /// Human-readable summary of calls, streams and anomalies.
+    Text,
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, then {"type":"summary",...}.
+    Jsonl,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Progress {
+    /// Show a progress bar when stderr is a terminal.
+    Auto,
+    /// Always show it.
+    Always,
+    /// Never show it.
+    Never,
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// Capture files (pcap or pcapng).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Output format on stdout (or --output).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Write the --format output to this file instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Also store calls and streams in this SQLite database (created if missing).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Ports always treated as SIP (repeat or comma-separate). SIP on other ports is found by its start line.
+    #[arg(long = "sip-port", value_delimiter = ',', default_values_t = [5060u16, 5080])]
+    sip_ports: Vec<u16>,
+    /// Only treat the --sip-port ports as SIP.
+    #[arg(long)]
+    no_sip_detection: bool,
+    /// Do not report RTP streams that no SDP describes.
+    #[arg(long)]
+    no_rtp_heuristic: bool,
+    /// End a call after this many seconds without SIP or media.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    call_timeout: f64,
+    /// Keep a call this many seconds after BYE/CANCEL/failure, for late media and retries.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    call_grace: f64,
+    /// End a stream without signalling after this many seconds of silence.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    stream_timeout: f64,
+    /// Most calls held at once (the least recently active is evicted beyond it).
+    #[arg(long, default_value_t = 1_000_000)]
+    max_calls: usize,
+    /// Most RTP streams held at once (new streams are refused beyond it).
+    #[arg(long, default_value_t = 2_000_000)]
+    max_streams: usize,
+    /// Progress bar on stderr.
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: Progress,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(a) => analyze(a),
+        Command::Generate(g) => generate::run(g).map(|_| true),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("calliper: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn seconds(s: f64) -> i64 {
+    (s * 1e9) as i64
+}
+
+/// Runs an analysis. Ok(false) means some input was damaged but results were written.
+fn analyze(a: AnalyzeArgs) -> Result<bool> {
+    if a.call_timeout <= 0.0 || a.call_grace < 0.0 || a.stream_timeout <= 0.0 {
+        bail!("timeouts must be positive");
+    }
+    let cfg = Config {
+        sip_ports: a.sip_ports.clone(),
+        sip_any_port: !a.no_sip_detection,
+        rtp_heuristic: !a.no_rtp_heuristic,
+        call_idle_timeout_ns: seconds(a.call_timeout),
+        call_grace_ns: seconds(a.call_grace),
+        stream_idle_timeout_ns: seconds(a.stream_timeout),
+        max_calls: a.max_calls,
+        max_streams: a.max_streams,
+        ..Config::default()
+    };
+    // Open every input first so a typo fails before any work.
+    let mut inputs = Vec::new();
+    let mut total_bytes = 0;
+    for path in &a.files {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        total_bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
+        inputs.push((path.clone(), f));
+    }
+    let out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(BufWriter::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    };
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    let mut text = None;
+    match a.format {
+        Format::Jsonl => sinks.push(Box::new(JsonLines::new(out))),
+        Format::Text => text = Some(summary::TextReport::new(out)),
+    }
+    if let Some(db) = &a.db {
+        sinks.push(Box::new(Sqlite::open(db).with_context(|| format!("cannot open database {}", db.display()))?));
+    }
+
+    let show = match a.progress {
+        Progress::Always => true,
+        Progress::Never => false,
+        Progress::Auto => io::stderr().is_terminal(),
+    };
+    let bar = if show {
+        let b = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut engine = Engine::new(cfg);
+    let mut clean = true;
+    let mut done_bytes = 0u64;
+    let emit = |engine: &mut Engine, text: &mut Option<summary::TextReport<Box<dyn Write>>>, sinks: &mut Vec<Box<dyn Sink>>| -> Result<()> {
+        for r in engine.drain() {
+            for s in sinks.iter_mut() {
+                s.write(&r)?;
+            }
+            if let Some(t) = text.as_mut() {
+                t.record(&r);
+            }
+        }
+        Ok(())
+    };
+    for (path, file) in inputs {
+        let name = path.display().to_string();
+        let mut reader = match CaptureReader::new(file) {
+            Ok(r) => r,
+            Err(e) => {
+                bar.suspend(|| eprintln!("calliper: {name}: {e}"));
+                clean = false;
+                continue;
+            }
+        };
+        let mut n = 0u64;
+        loop {
+            match reader.next_packet() {
+                Ok(Some(p)) => {
+                    engine.packet(p.ts_ns, p.link_type, p.data);
+                    n += 1;
+                    if n % 65536 == 0 {
+                        bar.set_position(done_bytes + reader.position());
+                        bar.set_message(format!("{} calls open", engine.active_calls()));
+                        emit(&mut engine, &mut text, &mut sinks)?;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    bar.suspend(|| eprintln!("calliper: {name}: {e}; results up to this point are kept"));
+                    clean = false;
+                    break;
+                }
+            }
+            if n % 4096 == 0 {
+                emit(&mut engine, &mut text, &mut sinks)?;
+            }
+        }
+        done_bytes += reader.position();
+        emit(&mut engine, &mut text, &mut sinks)?;
+    }
+    engine.finish();
+    emit(&mut engine, &mut text, &mut sinks)?;
+    bar.finish_and_clear();
+
+    let summary = summary::counters_json(&engine.counters);
+    let input = a.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+    for s in sinks.iter_mut() {
+        s.finish(&input, &summary)?;
+    }
+    if let Some(t) = text.as_mut() {
+        t.finish(&engine.counters)?;
+    } else {
+        summary::print_counters(&mut io::stderr().lock(), &engine.counters)?;
+    }
+    if let Some(db) = &a.db {
+        eprintln!("calliper: stored {} calls in {}", engine.counters.calls, db.display());
+    }
+    Ok(clean)
+}

@@ -1,1 +1,968 @@
-//! placeholder
+//! The probe: from decoded packets to call and stream records.
+//!
+//! [`Engine::packet`] takes one captured frame and its time. SIP messages
+//! update a call table keyed by Call-ID; SDP fills a media table keyed by
+//! (address, port) that points at the same call; RTP packets find their stream
+//! by (source, destination, SSRC) and, the first time, their call through the
+//! media table. Calls and orphan streams sit on activity-ordered lists
+//! ([`lru`]) so expiry looks only at list heads. Time comes from the packets,
+//! never from the clock, so a file and a live link run the same code and
+//! results are deterministic.
+//!
+//! Every table has a cap; what a cap refuses or evicts is counted in
+//! [`Counters`] and nothing is dropped silently.
+
+pub mod lru;
+pub mod record;
+
+use calliper_rtp::{ClockRate, Codec, StreamStats};
+use calliper_sip::sdp::{self, Direction};
+use calliper_sip::{NameAddr, SipMessage, StartLine};
+use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
+use calliper_wire::{Frame, Transport};
+use hashbrown::HashMap;
+use lru::{Idx, Linked, Links, Slab};
+pub use record::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+const SEC: i64 = 1_000_000_000;
+
+/// Tunables. The defaults suit a capture file of an ordinary PBX or trunk.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// UDP/TCP ports always treated as SIP.
+    pub sip_ports: Vec<u16>,
+    /// Also recognise SIP on any port by its start line.
+    pub sip_any_port: bool,
+    /// Report RTP without signalling, found by a heuristic.
+    pub rtp_heuristic: bool,
+    /// A call with no SIP or media for this long ends (ns).
+    pub call_idle_timeout_ns: i64,
+    /// After BYE, CANCEL or a final failure, keep a call this long for
+    /// late media and retries (ns).
+    pub call_grace_ns: i64,
+    /// An RTP stream without signalling ends after this much silence (ns).
+    pub stream_idle_timeout_ns: i64,
+    /// Most calls held at once; beyond it the least recently active is evicted.
+    pub max_calls: usize,
+    /// Most RTP streams held at once; beyond it new streams are refused.
+    pub max_streams: usize,
+    /// Most media addresses held at once; beyond it SDP media are refused.
+    pub max_media: usize,
+    /// Most unconfirmed heuristic RTP candidates; beyond it the oldest is dropped.
+    pub max_candidates: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sip_ports: vec![5060, 5080],
+            sip_any_port: true,
+            rtp_heuristic: true,
+            call_idle_timeout_ns: 300 * SEC,
+            call_grace_ns: 5 * SEC,
+            stream_idle_timeout_ns: 60 * SEC,
+            max_calls: 1_000_000,
+            max_streams: 2_000_000,
+            max_media: 4_000_000,
+            max_candidates: 100_000,
+        }
+    }
+}
+
+/// What the engine saw and what it refused, for the summary and metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Frames offered.
+    pub packets: u64,
+    /// Bytes of frames offered (captured length).
+    pub bytes: u64,
+    /// UDP datagrams.
+    pub udp: u64,
+    /// TCP segments.
+    pub tcp: u64,
+    /// IP packets of other protocols.
+    pub other_ip: u64,
+    /// Frames that are not IP (ARP, LLDP, ...).
+    pub not_ip: u64,
+    /// IP fragments (reassembly is not done yet; their content is not analysed).
+    pub ip_fragments: u64,
+    /// SIP messages parsed.
+    pub sip_messages: u64,
+    /// SIP messages by method or status class.
+    pub sip_by_kind: BTreeMap<String, u64>,
+    /// SIP messages whose Call-ID matches no call and that start none.
+    pub sip_outside_calls: u64,
+    /// RTP packets analysed in calls.
+    pub rtp_in_calls: u64,
+    /// RTP packets analysed in streams without signalling.
+    pub rtp_orphan: u64,
+    /// RTCP packets.
+    pub rtcp: u64,
+    /// UDP datagrams that were neither SIP nor RTP/RTCP we track.
+    pub udp_untracked: u64,
+    /// Calls started.
+    pub calls: u64,
+    /// Calls evicted because the call table was full.
+    pub calls_evicted: u64,
+    /// RTP streams started (in calls and orphan).
+    pub streams: u64,
+    /// Streams refused because the stream table was full.
+    pub streams_refused: u64,
+    /// SDP media refused because the media table was full.
+    pub media_refused: u64,
+    /// Heuristic RTP candidates never confirmed (noise that looked like RTP).
+    pub candidates_rejected: u64,
+    /// Anomalies: malformed or impossible input, by kind.
+    pub anomalies: BTreeMap<&'static str, u64>,
+}
+
+impl Counters {
+    fn anomaly(&mut self, kind: &'static str) {
+        *self.anomalies.entry(kind).or_default() += 1;
+    }
+}
+
+/// One SDP media description of a call.
+#[derive(Debug, Clone)]
+struct MediaDesc {
+    /// Who receives on this address (the SDP's sender).
+    owner: Side,
+    rtpmaps: Vec<(u8, Box<str>, u32)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MediaEntry {
+    call: Idx,
+    desc: u16,
+    /// False for non-RTP media such as T.38 over UDPTL.
+    rtp: bool,
+}
+
+/// Most SDP media descriptions remembered per call (re-INVITE storms).
+const MAX_DESCS_PER_CALL: usize = 64;
+/// Most streams per call.
+const MAX_STREAMS_PER_CALL: usize = 256;
+/// Longest Call-ID accepted.
+const MAX_CALL_ID: usize = 512;
+
+const LIST_ACTIVE: u8 = 0;
+const LIST_CLOSING: u8 = 1;
+const LIST_ORPHAN: u8 = 0;
+const LIST_CANDIDATE: u8 = 1;
+/// Heuristic RTP: packets with continuing sequence numbers before a stream is believed.
+const HEURISTIC_CONFIRM: u8 = 3;
+
+struct Call {
+    links: Links,
+    call_id: Box<str>,
+    caller_tag: Option<Box<str>>,
+    from: Party,
+    to: Party,
+    caller_ua: Option<String>,
+    callee_ua: Option<String>,
+    caller: (IpAddr, u16),
+    callee: (IpAddr, u16),
+    invite_ns: i64,
+    first_provisional_ns: Option<i64>,
+    ringing_ns: Option<i64>,
+    answer_ns: Option<i64>,
+    end_ns: Option<i64>,
+    final_status: Option<u16>,
+    final_reason: Option<String>,
+    closing: Option<CallState>,
+    hangup_by: Option<Side>,
+    hangup_reason: Option<String>,
+    cancelled: bool,
+    sip_messages: u32,
+    invites: u32,
+    rtcp_packets: u64,
+    t38_packets: u64,
+    anomalies: u32,
+    media: Vec<MediaDesc>,
+    media_keys: Vec<(IpAddr, u16)>,
+    streams: Vec<Idx>,
+}
+
+impl Linked for Call {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct StreamKey {
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    ssrc: u32,
+}
+
+struct Stream {
+    links: Links,
+    key: StreamKey,
+    call: Option<Idx>,
+    desc: Option<u16>,
+    direction: StreamDirection,
+    codec: Codec,
+    last_pt: u8,
+    last_clock: ClockRate,
+    stats: StreamStats,
+    /// Heuristic candidates: continuing packets still needed (0 = confirmed).
+    probation: u8,
+    /// SDP moved this address to non-RTP media (T.38): packets no longer count as RTP.
+    closed: bool,
+}
+
+impl Linked for Stream {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+/// The probe's state.
+pub struct Engine {
+    cfg: Config,
+    calls: Slab<Call>,
+    call_ids: HashMap<Box<str>, Idx>,
+    media: HashMap<(IpAddr, u16), MediaEntry>,
+    streams: Slab<Stream>,
+    stream_ids: HashMap<StreamKey, Idx>,
+    out: Vec<Record>,
+    now: i64,
+    /// Counters.
+    pub counters: Counters,
+}
+
+impl Engine {
+    /// A new engine.
+    pub fn new(cfg: Config) -> Self {
+        Engine {
+            calls: Slab::with_capacity(cfg.max_calls),
+            streams: Slab::with_capacity(cfg.max_streams),
+            call_ids: HashMap::new(),
+            media: HashMap::new(),
+            stream_ids: HashMap::new(),
+            out: Vec::new(),
+            now: i64::MIN,
+            counters: Counters::default(),
+            cfg,
+        }
+    }
+
+    /// Calls currently tracked.
+    pub fn active_calls(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Takes the records finished so far.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
+        self.out.drain(..)
+    }
+
+    /// Analyses one captured frame.
+    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+        self.counters.packets += 1;
+        self.counters.bytes += data.len() as u64;
+        if ts_ns > self.now {
+            self.now = ts_ns;
+            self.expire();
+        }
+        match calliper_wire::decode(link_type, data) {
+            Ok(frame) => self.frame(ts_ns, &frame),
+            Err(calliper_wire::DecodeError::NotIp) => self.counters.not_ip += 1,
+            Err(e) => self.counters.anomaly(e.name()),
+        }
+    }
+
+    fn frame(&mut self, now: i64, f: &Frame<'_>) {
+        match f.transport {
+            Transport::Udp { sport, dport, payload } => {
+                self.counters.udp += 1;
+                if self.is_sip(sport, dport, payload) {
+                    self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
+                } else {
+                    self.media_datagram(now, f.src, sport, f.dst, dport, payload);
+                }
+            }
+            Transport::Tcp { sport, dport, payload, .. } => {
+                self.counters.tcp += 1;
+                if !payload.is_empty() && self.is_sip(sport, dport, payload) {
+                    self.sip_segment(now, f.src, sport, f.dst, dport, payload);
+                }
+            }
+            Transport::Fragment { .. } => self.counters.ip_fragments += 1,
+            Transport::Other { .. } => self.counters.other_ip += 1,
+        }
+    }
+
+    fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
+        if self.cfg.sip_ports.contains(&sport) || self.cfg.sip_ports.contains(&dport) {
+            // Keep-alives (CRLF) and RTP mistakenly on a SIP port are not SIP.
+            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
+        }
+        // Cheap first test: RTP starts with 0x80.., SIP with a letter.
+        self.cfg.sip_any_port && payload.first().is_some_and(|b| b.is_ascii_uppercase()) && calliper_sip::looks_like_sip(payload)
+    }
+
+    fn sip_segment(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, mut payload: &[u8]) {
+        // Without stream reassembly, take each segment's complete messages.
+        while !payload.is_empty() {
+            match calliper_sip::parse(payload, true) {
+                Ok(m) => {
+                    let used = m.len.max(1);
+                    self.sip_message(now, src, sport, dst, dport, &m);
+                    payload = &payload[used.min(payload.len())..];
+                }
+                Err(calliper_sip::SipError::Incomplete) => {
+                    self.counters.anomaly("sip_tcp_segment_incomplete");
+                    return;
+                }
+                Err(e) => {
+                    self.counters.anomaly(e.name());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn sip_datagram(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
+        match calliper_sip::parse(payload, false) {
+            Ok(m) => {
+                if m.body_truncated {
+                    self.counters.anomaly("sip_content_length_exceeds_datagram");
+                }
+                self.sip_message(now, src, sport, dst, dport, &m)
+            }
+            Err(e) => self.counters.anomaly(e.name()),
+        }
+    }
+
+    fn sip_message(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, m: &SipMessage<'_>) {
+        self.counters.sip_messages += 1;
+        let kind = match m.start {
+            Some(StartLine::Request { method, .. }) => method.to_string(),
+            Some(StartLine::Response { code, .. }) => code.to_string(),
+            None => "?".into(),
+        };
+        *self.counters.sip_by_kind.entry(kind).or_default() += 1;
+        let Some(call_id) = m.call_id.filter(|c| !c.is_empty()) else {
+            self.counters.anomaly("sip_missing_call_id");
+            return;
+        };
+        if call_id.len() > MAX_CALL_ID {
+            self.counters.anomaly("sip_call_id_too_long");
+            return;
+        }
+        let is_invite = matches!(m.start, Some(StartLine::Request { method: "INVITE", .. }));
+        let idx = match self.call_ids.get(call_id) {
+            Some(&i) => i,
+            None if is_invite => match self.new_call(now, call_id, src, sport, dst, dport, m) {
+                Some(i) => i,
+                None => return,
+            },
+            None => {
+                self.counters.sip_outside_calls += 1;
+                return;
+            }
+        };
+        let sdp_side = self.update_call(idx, now, m);
+        if let Some(side) = sdp_side {
+            if m.has_sdp() {
+                self.apply_sdp(idx, side, m.body);
+            }
+        }
+        let call = self.calls.get_mut(idx).expect("call in table");
+        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
+        self.calls.touch(idx, list, now);
+    }
+
+    #[allow(clippy::too_many_arguments)] // the 5-tuple plus the message; a struct would only rename them
+    fn new_call(
+        &mut self,
+        now: i64,
+        call_id: &str,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        m: &SipMessage<'_>,
+    ) -> Option<Idx> {
+        if self.calls.is_full() {
+            let Some((oldest, _)) = self.calls.oldest(LIST_CLOSING).or_else(|| self.calls.oldest(LIST_ACTIVE)) else {
+                return None;
+            };
+            self.counters.calls_evicted += 1;
+            self.finish_call(oldest, true);
+        }
+        let party = |v: Option<&str>| {
+            let na = NameAddr::parse(v.unwrap_or(""));
+            (
+                Party {
+                    uri: na.uri.to_string(),
+                    user: na.user.map(str::to_string),
+                    display_name: na.display.map(str::to_string),
+                },
+                na.tag.map(Box::from),
+            )
+        };
+        let (from, caller_tag) = party(m.from);
+        let (to, _) = party(m.to);
+        let call = Call {
+            links: Links::default(),
+            call_id: call_id.into(),
+            caller_tag,
+            from,
+            to,
+            caller_ua: m.user_agent.map(str::to_string),
+            callee_ua: None,
+            caller: (src, sport),
+            callee: (dst, dport),
+            invite_ns: now,
+            first_provisional_ns: None,
+            ringing_ns: None,
+            answer_ns: None,
+            end_ns: None,
+            final_status: None,
+            final_reason: None,
+            closing: None,
+            hangup_by: None,
+            hangup_reason: None,
+            cancelled: false,
+            sip_messages: 0,
+            invites: 0,
+            rtcp_packets: 0,
+            t38_packets: 0,
+            anomalies: 0,
+            media: Vec::new(),
+            media_keys: Vec::new(),
+            streams: Vec::new(),
+        };
+        let idx = self.calls.insert(call).ok()?;
+        self.call_ids.insert(call_id.into(), idx);
+        self.counters.calls += 1;
+        Some(idx)
+    }
+
+    /// Updates a call from one of its messages; returns the side that sent
+    /// the message (whose SDP, if any, describes where that side receives).
+    fn update_call(&mut self, idx: Idx, now: i64, m: &SipMessage<'_>) -> Option<Side> {
+        let call = self.calls.get_mut(idx)?;
+        call.sip_messages += 1;
+        let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
+        let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
+            (Some(ct), Some(ft)) => **ct == *ft,
+            _ => true,
+        };
+        match m.start? {
+            StartLine::Request { method, .. } => {
+                let sender = if from_is_caller { Side::Caller } else { Side::Callee };
+                match method {
+                    "INVITE" => {
+                        call.invites += 1;
+                        // A retry after a challenge or failure reopens an unanswered call.
+                        if call.answer_ns.is_none() && call.closing.is_some() && !call.cancelled {
+                            call.closing = None;
+                            call.end_ns = None;
+                        }
+                    }
+                    "BYE" => {
+                        if call.closing.is_none() || call.closing == Some(CallState::Answered) {
+                            call.closing = Some(if call.answer_ns.is_some() { CallState::Completed } else { CallState::Cancelled });
+                            call.end_ns = Some(now);
+                            call.hangup_by = Some(sender);
+                            call.hangup_reason = m.reason_header.map(str::to_string);
+                        }
+                    }
+                    "CANCEL" if call.answer_ns.is_none() => {
+                        call.cancelled = true;
+                        call.closing = Some(CallState::Cancelled);
+                        call.end_ns = Some(now);
+                        call.hangup_by = Some(sender);
+                        call.hangup_reason = m.reason_header.map(str::to_string);
+                    }
+                    _ => {}
+                }
+                Some(sender)
+            }
+            StartLine::Response { code, reason } => {
+                let sender = if from_is_caller { Side::Callee } else { Side::Caller };
+                if m.cseq_method != Some("INVITE") {
+                    return Some(sender);
+                }
+                if sender == Side::Callee && call.callee_ua.is_none() {
+                    call.callee_ua = m.server.or(m.user_agent).map(str::to_string);
+                }
+                if code > 100 && call.first_provisional_ns.is_none() && call.answer_ns.is_none() && code < 200 {
+                    call.first_provisional_ns = Some(now);
+                }
+                if (code == 180 || code == 183) && call.ringing_ns.is_none() {
+                    call.ringing_ns = Some(now);
+                }
+                if code >= 200 && call.answer_ns.is_none() {
+                    call.final_status = Some(code);
+                    call.final_reason = Some(reason.to_string());
+                    if code < 300 {
+                        call.answer_ns = Some(now);
+                        call.closing = None;
+                        call.end_ns = None;
+                    } else if call.closing.is_none() || call.cancelled {
+                        call.closing = Some(if call.cancelled { CallState::Cancelled } else { CallState::Failed });
+                        call.end_ns.get_or_insert(now);
+                    }
+                }
+                Some(sender)
+            }
+        }
+    }
+
+    fn apply_sdp(&mut self, idx: Idx, side: Side, body: &[u8]) {
+        let parsed = sdp::parse(body);
+        if parsed.bad_lines > 0 {
+            if let Some(call) = self.calls.get_mut(idx) {
+                call.anomalies += 1;
+            }
+            self.counters.anomaly("sdp_bad_line");
+        }
+        for med in &parsed.media {
+            let (Some(addr), port) = (med.addr, med.port) else {
+                self.counters.anomaly("sdp_media_without_address");
+                continue;
+            };
+            if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
+                continue;
+            }
+            let Some(call) = self.calls.get_mut(idx) else { return };
+            if call.media.len() >= MAX_DESCS_PER_CALL {
+                self.counters.anomaly("sdp_too_many_media_per_call");
+                break;
+            }
+            let desc = call.media.len() as u16;
+            call.media.push(MediaDesc {
+                owner: side,
+                rtpmaps: med.rtpmaps.iter().map(|r| (r.payload_type, r.encoding.into(), r.clock_rate)).collect(),
+            });
+            let rtp = med.proto.to_ascii_uppercase().contains("RTP");
+            let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
+            let previous_owner = self.media.get(&(addr, port)).map(|e| e.call);
+            for key in [(addr, port), (addr, rtcp)] {
+                if !self.media.contains_key(&key) && self.media.len() >= self.cfg.max_media {
+                    self.counters.media_refused += 1;
+                    continue;
+                }
+                self.media.insert(key, MediaEntry { call: idx, desc, rtp });
+                if !call.media_keys.contains(&key) {
+                    call.media_keys.push(key);
+                }
+            }
+            // Streams on this address follow its latest description (RTP <-> T.38),
+            // whichever call (or leg through a proxy) they were first seen in.
+            for owner in [Some(idx), previous_owner.filter(|&p| p != idx)].into_iter().flatten() {
+                let Some(streams) = self.calls.get(owner).map(|c| c.streams.clone()) else { continue };
+                for si in streams {
+                    if let Some(st) = self.streams.get_mut(si) {
+                        if (st.key.dst, st.key.dport) == (addr, port) || (st.key.src, st.key.sport) == (addr, port) {
+                            st.closed = !rtp;
+                        }
+                    }
+                }
+            }
+            let Some(call) = self.calls.get_mut(idx) else { return };
+        }
+    }
+
+    fn media_datagram(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
+        if looks_like_rtcp(payload) {
+            self.counters.rtcp += 1;
+            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).copied();
+            if let Some(e) = entry {
+                if let Some(c) = self.calls.get_mut(e.call) {
+                    c.rtcp_packets += 1;
+                }
+            }
+            return;
+        }
+        let Ok(h) = RtpHeader::parse(payload) else {
+            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).copied();
+            match entry.and_then(|e| if e.rtp { None } else { self.calls.get_mut(e.call) }) {
+                Some(call) => call.t38_packets += 1,
+                None => self.counters.udp_untracked += 1,
+            }
+            return;
+        };
+        let key = StreamKey { src, dst, sport, dport, ssrc: h.ssrc };
+        let pkt = calliper_rtp::Packet {
+            arrival_ns: now,
+            seq: h.seq,
+            timestamp: h.timestamp,
+            payload_type: h.payload_type,
+            marker: h.marker,
+            bytes: payload.len() as u32,
+        };
+        if let Some(&si) = self.stream_ids.get(&key) {
+            self.stream_packet(si, &pkt, now);
+            return;
+        }
+        let entry = self.media.get(&(dst, dport)).map(|e| (*e, true)).or_else(|| self.media.get(&(src, sport)).map(|e| (*e, false)));
+        if let Some((e, by_dst)) = entry {
+            if e.rtp {
+                self.new_call_stream(key, e, by_dst, &pkt, now);
+            } else if let Some(call) = self.calls.get_mut(e.call) {
+                call.t38_packets += 1;
+            }
+        } else if self.cfg.rtp_heuristic {
+            self.new_candidate(key, &pkt, now);
+        } else {
+            self.counters.udp_untracked += 1;
+        }
+    }
+
+    fn stream_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet, now: i64) {
+        let Some(s) = self.streams.get_mut(si) else { return };
+        if s.closed {
+            if let Some(call) = s.call.and_then(|c| self.calls.get_mut(c)) {
+                call.t38_packets += 1;
+            }
+            return;
+        }
+        if s.call.is_none() {
+            if let Some(list) = self.orphan_packet(si, pkt) {
+                self.streams.touch(si, list, now);
+            }
+            return;
+        }
+        if pkt.payload_type != s.last_pt {
+            s.last_pt = pkt.payload_type;
+            s.last_clock = match (s.call, s.desc) {
+                (Some(c), Some(d)) => self.calls.get(c).map_or(Codec::static_clock(pkt.payload_type), |call| {
+                    resolve(call.media.get(d as usize), pkt.payload_type).clock
+                }),
+                _ => Codec::static_clock(pkt.payload_type),
+            };
+        }
+        s.stats.update(pkt, s.last_clock);
+        self.counters.rtp_in_calls += 1;
+        let call = s.call;
+        if let Some(c) = call {
+            let list = if self.calls.get(c).is_some_and(|c| c.closing.is_some()) { LIST_CLOSING } else { LIST_ACTIVE };
+            self.calls.touch(c, list, now);
+        }
+    }
+
+    /// A packet of a stream without a call: confirm candidates, adopt the
+    /// stream into a call if SDP has since described its address.
+    /// Returns the list the stream should be on, or None if it was dropped.
+    fn orphan_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet) -> Option<u8> {
+        let s = self.streams.get_mut(si)?;
+        if s.probation > 0 {
+            let step = pkt.seq.wrapping_sub(s.stats.seq.extended_max() as u16);
+            if step > 10 || pkt.payload_type != s.stats.payload_type {
+                self.drop_candidate(si);
+                self.counters.udp_untracked += 1;
+                return None;
+            }
+            // A repeat (RFC 4733 end packets are sent three times) neither confirms nor refutes.
+            if step != 0 {
+                s.probation -= 1;
+            }
+        }
+        let clock = Codec::static_clock(pkt.payload_type);
+        s.stats.update(pkt, clock);
+        let key = s.key;
+        let confirmed = s.probation == 0;
+        if confirmed {
+            let entry = self.media.get(&(key.dst, key.dport)).map(|e| (*e, true)).or_else(|| self.media.get(&(key.src, key.sport)).map(|e| (*e, false)));
+            self.counters.rtp_orphan += 1;
+            if let Some((e, by_dst)) = entry {
+                if self.adopt(si, e, by_dst) {
+                    return None;
+                }
+            }
+            return Some(LIST_ORPHAN);
+        }
+        self.counters.rtp_orphan += 1;
+        Some(LIST_CANDIDATE)
+    }
+
+    fn direction(owner: Side, by_dst: bool) -> StreamDirection {
+        // The media entry's owner receives on that address.
+        match (owner, by_dst) {
+            (Side::Callee, true) | (Side::Caller, false) => StreamDirection::CallerToCallee,
+            (Side::Caller, true) | (Side::Callee, false) => StreamDirection::CalleeToCaller,
+        }
+    }
+
+    /// Moves an orphan stream into a call. False if the call cannot take it.
+    fn adopt(&mut self, si: Idx, e: MediaEntry, by_dst: bool) -> bool {
+        let Some(call) = self.calls.get_mut(e.call) else { return false };
+        if call.streams.len() >= MAX_STREAMS_PER_CALL {
+            return false;
+        }
+        call.streams.push(si);
+        let desc = call.media.get(e.desc as usize);
+        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
+        let Some(s) = self.streams.get_mut(si) else { return false };
+        s.codec = resolve(desc, s.stats.payload_type);
+        s.last_pt = s.stats.payload_type;
+        s.last_clock = s.codec.clock;
+        s.call = Some(e.call);
+        s.desc = Some(e.desc);
+        s.direction = direction;
+        // Call streams live and die with their call: take it off the orphan lists.
+        self.streams.detach(si);
+        self.counters.rtp_orphan -= s_packets(&self.streams, si).min(self.counters.rtp_orphan);
+        self.counters.rtp_in_calls += s_packets(&self.streams, si);
+        true
+    }
+
+    fn new_call_stream(&mut self, key: StreamKey, e: MediaEntry, by_dst: bool, pkt: &calliper_rtp::Packet, now: i64) {
+        let Some(call) = self.calls.get_mut(e.call) else { return };
+        if call.streams.len() >= MAX_STREAMS_PER_CALL {
+            self.counters.anomaly("rtp_too_many_streams_per_call");
+            return;
+        }
+        let desc = call.media.get(e.desc as usize);
+        let codec = resolve(desc, pkt.payload_type);
+        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
+        let stream = Stream {
+            links: Links::default(),
+            key,
+            call: Some(e.call),
+            desc: Some(e.desc),
+            direction,
+            last_pt: pkt.payload_type,
+            last_clock: codec.clock,
+            stats: StreamStats::new(pkt, codec.clock),
+            codec,
+            probation: 0,
+            closed: false,
+        };
+        let Ok(si) = self.streams.insert(stream) else {
+            self.counters.streams_refused += 1;
+            return;
+        };
+        call.streams.push(si);
+        self.stream_ids.insert(key, si);
+        self.counters.streams += 1;
+        self.counters.rtp_in_calls += 1;
+        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
+        self.calls.touch(e.call, list, now);
+    }
+
+    fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
+        if self.streams.list_len(LIST_CANDIDATE) >= self.cfg.max_candidates {
+            if let Some((old, _)) = self.streams.oldest(LIST_CANDIDATE) {
+                self.drop_candidate(old);
+            }
+        }
+        let codec = Codec::resolve(pkt.payload_type, None);
+        let stream = Stream {
+            links: Links::default(),
+            key,
+            call: None,
+            desc: None,
+            direction: StreamDirection::Unknown,
+            last_pt: pkt.payload_type,
+            last_clock: codec.clock,
+            stats: StreamStats::new(pkt, codec.clock),
+            codec,
+            probation: HEURISTIC_CONFIRM - 1,
+            closed: false,
+        };
+        let Ok(si) = self.streams.insert(stream) else {
+            self.counters.streams_refused += 1;
+            return;
+        };
+        self.stream_ids.insert(key, si);
+        self.streams.touch(si, LIST_CANDIDATE, now);
+        self.counters.rtp_orphan += 1;
+    }
+
+    fn drop_candidate(&mut self, si: Idx) {
+        if let Some(s) = self.streams.remove(si) {
+            self.stream_ids.remove(&s.key);
+            self.counters.candidates_rejected += 1;
+            self.counters.udp_untracked += s.stats.packets;
+            self.counters.rtp_orphan -= s.stats.packets.min(self.counters.rtp_orphan);
+        }
+    }
+
+    /// Ends whatever has been idle past its timeout, looking only at list heads.
+    fn expire(&mut self) {
+        let now = self.now;
+        while let Some((i, t)) = self.calls.oldest(LIST_CLOSING) {
+            if now - t < self.cfg.call_grace_ns {
+                break;
+            }
+            self.finish_call(i, false);
+        }
+        while let Some((i, t)) = self.calls.oldest(LIST_ACTIVE) {
+            if now - t < self.cfg.call_idle_timeout_ns {
+                break;
+            }
+            self.finish_call(i, false);
+        }
+        while let Some((i, t)) = self.streams.oldest(LIST_CANDIDATE) {
+            if now - t < self.cfg.stream_idle_timeout_ns {
+                break;
+            }
+            self.drop_candidate(i);
+        }
+        while let Some((i, t)) = self.streams.oldest(LIST_ORPHAN) {
+            if now - t < self.cfg.stream_idle_timeout_ns {
+                break;
+            }
+            self.finish_orphan(i);
+        }
+    }
+
+    fn finish_orphan(&mut self, si: Idx) {
+        if let Some(s) = self.streams.remove(si) {
+            self.stream_ids.remove(&s.key);
+            self.counters.streams += 1;
+            self.out.push(Record::Stream(Box::new(stream_record(&s))));
+        }
+    }
+
+    fn finish_call(&mut self, idx: Idx, evicted: bool) {
+        let Some(call) = self.calls.remove(idx) else { return };
+        self.call_ids.remove(&*call.call_id);
+        for key in &call.media_keys {
+            if self.media.get(key).is_some_and(|e| e.call == idx) {
+                self.media.remove(key);
+            }
+        }
+        let mut streams = Vec::with_capacity(call.streams.len());
+        for &si in &call.streams {
+            if let Some(s) = self.streams.remove(si) {
+                self.stream_ids.remove(&s.key);
+                streams.push(stream_record(&s));
+            }
+        }
+        streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
+        let last_activity = call.links.stamp;
+        let state = if evicted {
+            CallState::Evicted
+        } else if let Some(s) = call.closing {
+            s
+        } else if call.answer_ns.is_some() {
+            CallState::Answered
+        } else if call.final_status.is_some_and(|c| c >= 300) {
+            CallState::Failed
+        } else {
+            CallState::NoFinalResponse
+        };
+        let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
+        let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
+        let setup_delay_ms = match (call.first_provisional_ns, call.answer_ns, call.final_status) {
+            (Some(p), _, _) => Some(ms(call.invite_ns, p)),
+            (None, Some(a), _) => Some(ms(call.invite_ns, a)),
+            (None, None, Some(_)) => call.end_ns.map(|e| ms(call.invite_ns, e)),
+            _ => None,
+        };
+        self.out.push(Record::Call(Box::new(CallRecord {
+            call_id: call.call_id.into(),
+            from: call.from,
+            to: call.to,
+            caller_user_agent: call.caller_ua,
+            callee_user_agent: call.callee_ua,
+            caller_ip: call.caller.0,
+            caller_port: call.caller.1,
+            callee_ip: call.callee.0,
+            callee_port: call.callee.1,
+            invite_ns: call.invite_ns,
+            first_provisional_ns: call.first_provisional_ns,
+            ringing_ns: call.ringing_ns,
+            answer_ns: call.answer_ns,
+            end_ns,
+            duration_ms: call.answer_ns.map_or(0.0, |a| ms(a, end_ns).max(0.0)),
+            setup_delay_ms,
+            final_status: call.final_status,
+            final_reason: call.final_reason,
+            state,
+            hangup_by: call.hangup_by,
+            hangup_reason: call.hangup_reason,
+            sip_messages: call.sip_messages,
+            invites: call.invites,
+            rtcp_packets: call.rtcp_packets,
+            t38_packets: call.t38_packets,
+            anomalies: call.anomalies,
+            streams,
+        })));
+    }
+
+    /// Ends everything still open (end of input). Calls come out in order of
+    /// their first INVITE, then orphan streams in order of their first packet.
+    pub fn finish(&mut self) {
+        let mut calls: Vec<(i64, Idx)> =
+            self.calls.live_indices().into_iter().filter_map(|i| self.calls.get(i).map(|c| (c.invite_ns, i))).collect();
+        calls.sort_unstable();
+        for (_, i) in calls {
+            self.finish_call(i, false);
+        }
+        let mut orphans: Vec<(i64, Idx, bool)> = self
+            .streams
+            .live_indices()
+            .into_iter()
+            .filter_map(|i| self.streams.get(i).map(|s| (s.stats.first_ns, i, s.probation == 0)))
+            .collect();
+        orphans.sort_unstable();
+        for (_, i, confirmed) in orphans {
+            if confirmed {
+                self.finish_orphan(i);
+            } else {
+                self.drop_candidate(i);
+            }
+        }
+    }
+}
+
+fn s_packets(streams: &Slab<Stream>, si: Idx) -> u64 {
+    streams.get(si).map_or(0, |s| s.stats.packets)
+}
+
+/// Resolves a payload type through a media description's rtpmaps, else the static table.
+fn resolve(desc: Option<&MediaDesc>, pt: u8) -> Codec {
+    let map = desc.and_then(|d| d.rtpmaps.iter().find(|(p, _, _)| *p == pt));
+    Codec::resolve(pt, map.map(|(_, name, rate)| (&**name, *rate)))
+}
+
+fn stream_record(s: &Stream) -> StreamRecord {
+    let st = &s.stats;
+    let expected = st.seq.expected();
+    let lost = st.seq.lost();
+    let mut r = StreamRecord {
+        src: s.key.src,
+        src_port: s.key.sport,
+        dst: s.key.dst,
+        dst_port: s.key.dport,
+        ssrc: s.key.ssrc,
+        direction: s.direction,
+        payload_type: st.payload_type,
+        codec: s.codec.name.clone(),
+        first_ns: st.first_ns,
+        last_ns: st.last_ns,
+        packets: st.packets,
+        bytes: st.bytes,
+        expected,
+        lost,
+        loss_percent: if expected == 0 { 0.0 } else { lost as f64 * 100.0 / expected as f64 },
+        duplicates: st.seq.duplicates,
+        out_of_order: st.seq.out_of_order,
+        seq_resets: st.seq.resets,
+        event_packets: st.event_packets,
+        mean_jitter_ms: st.ws.mean_jitter,
+        max_jitter_ms: st.ws.max_jitter,
+        min_delta_ms: st.ws.min_delta,
+        mean_delta_ms: st.ws.mean_delta,
+        max_delta_ms: st.ws.max_delta,
+        wireshark_expected: st.ws.expected(),
+        wireshark_lost: st.ws.lost(),
+        r_factor: 0.0,
+        mos: 0.0,
+    };
+    r.estimate_quality();
+    r
+}

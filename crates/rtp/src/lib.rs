@@ -161,17 +161,17 @@ pub fn fraction_lost(expected_interval: u64, received_interval: u64) -> u8 {
     }
 }
 
-/// Unwraps a 32-bit RTP timestamp to 64 bits, choosing the value nearest to
-/// the previous one (so a source's timestamps may wrap or step back).
-pub fn extend_timestamp(prev: u64, ts: u32) -> u64 {
-    let diff = ts.wrapping_sub(prev as u32) as i32 as i64;
-    (prev as i64).wrapping_add(diff) as u64
-}
-
-/// Origin for extended timestamps, far from 0 so stepping back cannot underflow.
-const TS_ORIGIN: u64 = 1 << 40;
-
-/// The numbers of Wireshark's RTP stream analysis, computed its way.
+/// The numbers of Wireshark's RTP stream analysis, computed its way
+/// (Wireshark 4.0, `ui/tap-rtp-analysis.c`), so they can be compared with
+/// `tshark -z rtp,streams` directly. Its quirks are kept on purpose:
+///
+/// * a packet is "in time sequence" when its timestamp is at or after the
+///   stream's first timestamp (within 2^31); others update nothing but the
+///   sequence counters;
+/// * the mean jitter is a running mean of J over regular packets divided by
+///   the count of all packets so far;
+/// * marker-bit, comfort-noise and out-of-time-sequence packets are left out
+///   of min/mean/max.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WiresharkView {
     start_seq: u16,
@@ -181,8 +181,8 @@ pub struct WiresharkView {
     under: bool,
     /// Sequence errors (Wireshark's "wrong sequence" count).
     pub sequence_errors: u32,
-    last_ext_ts: u64,
-    seq_ts: u64,
+    first_ts: u32,
+    last_nominal_ms: f64,
     /// Arrival of the last in-time-sequence packet, ns.
     time_ns: i64,
     prev_pt: u8,
@@ -216,8 +216,8 @@ impl WiresharkView {
             seq_cycles: 0,
             under: false,
             sequence_errors: 0,
-            last_ext_ts: TS_ORIGIN + ts as u64,
-            seq_ts: TS_ORIGIN + ts as u64,
+            first_ts: ts,
+            last_nominal_ms: 0.0,
             time_ns: now_ns,
             prev_pt: pt,
             jitter: 0.0,
@@ -235,9 +235,8 @@ impl WiresharkView {
     /// One packet after the first. `clock_hz` is 0 where Wireshark would not
     /// compute jitter (unknown clock, telephone-event).
     fn update(&mut self, h: &Packet, clock_hz: u32) {
-        let ext_ts = extend_timestamp(self.last_ext_ts, h.timestamp);
-        self.last_ext_ts = ext_ts;
-        let in_time_sequence = self.seq_ts <= ext_ts;
+        let since_first = h.timestamp.wrapping_sub(self.first_ts);
+        let in_time_sequence = h.timestamp >= self.first_ts && since_first < 0x8000_0000;
         let seq = h.seq;
         if in_time_sequence {
             if seq < self.start_seq && !self.under {
@@ -263,14 +262,16 @@ impl WiresharkView {
         let follows_cn = self.prev_pt == PT_CN || self.prev_pt == PT_CN_OLD;
         self.prev_pt = h.payload_type;
 
-        let delta_ns = h.arrival_ns - self.time_ns;
-        self.delta = delta_ns as f64 / 1e6;
-        let mut current_jitter = 0.0;
-        if clock_hz != 0 {
-            let nominal_ms = (ext_ts as i64 - self.seq_ts as i64) as f64 / (clock_hz / 1000) as f64;
-            let diff = (self.delta - nominal_ms).abs();
-            current_jitter = (15.0 * self.jitter + diff) / 16.0;
-            self.jitter = current_jitter;
+        let mut current_diff = 0.0;
+        if in_time_sequence {
+            self.delta = (h.arrival_ns - self.time_ns) as f64 / 1e6;
+            if clock_hz != 0 {
+                // Wireshark divides by the clock in kHz as an integer.
+                let nominal_ms = since_first as f64 / (clock_hz / 1000).max(1) as f64;
+                current_diff = (self.delta - (nominal_ms - self.last_nominal_ms)).abs();
+                self.jitter = (15.0 * self.jitter + current_diff) / 16.0;
+                self.last_nominal_ms = nominal_ms;
+            }
         }
         let regular = !h.marker && !cn && in_time_sequence && !follows_cn;
         if regular {
@@ -284,13 +285,12 @@ impl WiresharkView {
                 if self.jitter > self.max_jitter {
                     self.max_jitter = self.jitter;
                 }
-                self.mean_jitter = (self.mean_jitter * (n - 1.0) + current_jitter) / n;
+                self.mean_jitter = (self.mean_jitter * (n - 1.0) + self.jitter) / n;
                 self.min_jitter = Some(self.min_jitter.map_or(self.jitter, |m| m.min(self.jitter)));
             }
         }
         if in_time_sequence {
             self.time_ns = h.arrival_ns;
-            self.seq_ts = ext_ts;
         }
         self.stop_seq = seq;
         self.total += 1;

@@ -117,13 +117,6 @@ fn emodel_vectors() {
     close(emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0, 93.2 - 63.04, 0.01);
 }
 
-#[test]
-fn timestamp_extension_steps_both_ways() {
-    let t = extend_timestamp(TS_ORIGIN + u32::MAX as u64, 5);
-    assert_eq!(t, TS_ORIGIN + u32::MAX as u64 + 6);
-    assert_eq!(extend_timestamp(TS_ORIGIN + 1000, 900), TS_ORIGIN + 900);
-}
-
 proptest! {
     /// Whatever is lost, reordered (within the misorder limit) or duplicated,
     /// expected = first..=last and lost = expected - unique packets delivered.

@@ -1,1 +1,326 @@
-//! placeholder
+//! Where records go: SQLite (the embedded default) and JSON lines.
+//!
+//! Both implement [`Sink`]; the CLI writes every record to each sink it was
+//! given. Sinks never print and never exit; they return [`StoreError`].
+
+use calliper_engine::{CallRecord, Record, StreamRecord};
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use std::fmt;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Why a sink failed.
+#[derive(Debug)]
+pub enum StoreError {
+    /// Writing a file failed.
+    Io(io::Error),
+    /// SQLite failed.
+    Sqlite(rusqlite::Error),
+    /// A record could not be serialised.
+    Json(serde_json::Error),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Io(e) => write!(f, "write failed: {e}"),
+            StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
+            StoreError::Json(e) => write!(f, "json: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<io::Error> for StoreError {
+    fn from(e: io::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
+}
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError::Json(e)
+    }
+}
+
+/// A destination for records.
+pub trait Sink {
+    /// Stores one record.
+    fn write(&mut self, r: &Record) -> Result<(), StoreError>;
+    /// Flushes and records the run's summary (counters as JSON).
+    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
+}
+
+/// Formats ns since the epoch as RFC 3339 UTC with microseconds.
+pub fn rfc3339(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let micros = ns.rem_euclid(1_000_000_000) / 1000;
+    let days = secs.div_euclid(86400);
+    let tod = secs.rem_euclid(86400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", tod / 3600, tod % 3600 / 60, tod % 60)
+}
+
+#[derive(Serialize)]
+struct CallLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    start: String,
+    end: String,
+    #[serde(flatten)]
+    call: &'a CallRecord,
+}
+
+#[derive(Serialize)]
+struct StreamLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    start: String,
+    end: String,
+    #[serde(flatten)]
+    stream: &'a StreamRecord,
+}
+
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    input: &'a str,
+    #[serde(flatten)]
+    summary: &'a serde_json::Value,
+}
+
+/// One JSON object per line: calls, streams without a call, and a final summary.
+pub struct JsonLines<W: Write> {
+    w: W,
+}
+
+impl<W: Write> JsonLines<W> {
+    /// Writes to `w` (buffer it yourself if it is a file).
+    pub fn new(w: W) -> Self {
+        JsonLines { w }
+    }
+}
+
+impl<W: Write> Sink for JsonLines<W> {
+    fn write(&mut self, r: &Record) -> Result<(), StoreError> {
+        match r {
+            Record::Call(c) => serde_json::to_writer(
+                &mut self.w,
+                &CallLine { kind: "call", start: rfc3339(c.invite_ns), end: rfc3339(c.end_ns), call: c },
+            )?,
+            Record::Stream(s) => serde_json::to_writer(
+                &mut self.w,
+                &StreamLine { kind: "stream", start: rfc3339(s.first_ns), end: rfc3339(s.last_ns), stream: s },
+            )?,
+        }
+        self.w.write_all(b"\n")?;
+        Ok(())
+    }
+
+    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+        serde_json::to_writer(&mut self.w, &SummaryLine { kind: "summary", input, summary })?;
+        self.w.write_all(b"\n")?;
+        self.w.flush()?;
+        Ok(())
+    }
+}
+
+/// The SQLite schema: calls, their streams, and one row per analysis run.
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    call_id TEXT NOT NULL,
+    from_uri TEXT, from_user TEXT, from_display TEXT,
+    to_uri TEXT, to_user TEXT, to_display TEXT,
+    caller_user_agent TEXT, callee_user_agent TEXT,
+    caller_ip TEXT, caller_port INTEGER, callee_ip TEXT, callee_port INTEGER,
+    invite_ns INTEGER NOT NULL, first_provisional_ns INTEGER, ringing_ns INTEGER, answer_ns INTEGER, end_ns INTEGER NOT NULL,
+    duration_ms REAL, setup_delay_ms REAL,
+    final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
+    hangup_by TEXT, hangup_reason TEXT,
+    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER
+);
+CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
+CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
+CREATE INDEX IF NOT EXISTS calls_by_callee ON calls(to_user);
+CREATE INDEX IF NOT EXISTS calls_by_call_id ON calls(call_id);
+CREATE TABLE IF NOT EXISTS streams (
+    id INTEGER PRIMARY KEY,
+    call INTEGER REFERENCES calls(id),
+    src TEXT, src_port INTEGER, dst TEXT, dst_port INTEGER, ssrc INTEGER,
+    direction TEXT, payload_type INTEGER, codec TEXT,
+    first_ns INTEGER, last_ns INTEGER,
+    packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
+    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER,
+    mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
+    wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL
+);
+CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
+CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    input TEXT,
+    summary TEXT
+);
+";
+
+/// Records per transaction: large enough to amortise fsync, small enough
+/// that a crash loses little.
+const BATCH: usize = 2000;
+
+/// SQLite sink: WAL mode, batched transactions.
+pub struct Sqlite {
+    conn: Connection,
+    pending: usize,
+}
+
+impl Sqlite {
+    /// Opens (or creates) the database and its schema.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch("BEGIN")?;
+        Ok(Sqlite { conn, pending: 0 })
+    }
+
+    fn insert_stream(conn: &Connection, call: Option<i64>, s: &StreamRecord) -> Result<(), StoreError> {
+        let dir = serde_json::to_value(s.direction)?;
+        conn.prepare_cached(
+            "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
+             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets,
+             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        )?
+        .execute(params![
+            call,
+            s.src.to_string(),
+            s.src_port,
+            s.dst.to_string(),
+            s.dst_port,
+            s.ssrc,
+            dir.as_str(),
+            s.payload_type,
+            s.codec,
+            s.first_ns,
+            s.last_ns,
+            s.packets as i64,
+            s.bytes as i64,
+            s.expected as i64,
+            s.lost as i64,
+            s.loss_percent,
+            s.duplicates as i64,
+            s.out_of_order as i64,
+            s.seq_resets as i64,
+            s.event_packets as i64,
+            s.mean_jitter_ms,
+            s.max_jitter_ms,
+            s.min_delta_ms,
+            s.mean_delta_ms,
+            s.max_delta_ms,
+            s.wireshark_expected,
+            s.wireshark_lost,
+            s.r_factor,
+            s.mos,
+        ])?;
+        Ok(())
+    }
+}
+
+impl Sink for Sqlite {
+    fn write(&mut self, r: &Record) -> Result<(), StoreError> {
+        match r {
+            Record::Call(c) => {
+                let state = serde_json::to_value(c.state)?;
+                let hangup = c.hangup_by.map(serde_json::to_value).transpose()?;
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO calls (call_id, from_uri, from_user, from_display, to_uri, to_user, to_display,
+                         caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
+                         invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
+                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    )?
+                    .execute(params![
+                        c.call_id,
+                        c.from.uri,
+                        c.from.user,
+                        c.from.display_name,
+                        c.to.uri,
+                        c.to.user,
+                        c.to.display_name,
+                        c.caller_user_agent,
+                        c.callee_user_agent,
+                        c.caller_ip.to_string(),
+                        c.caller_port,
+                        c.callee_ip.to_string(),
+                        c.callee_port,
+                        c.invite_ns,
+                        c.first_provisional_ns,
+                        c.ringing_ns,
+                        c.answer_ns,
+                        c.end_ns,
+                        c.duration_ms,
+                        c.setup_delay_ms,
+                        c.final_status,
+                        c.final_reason,
+                        state.as_str(),
+                        hangup.as_ref().and_then(|h| h.as_str()),
+                        c.hangup_reason,
+                        c.sip_messages,
+                        c.invites,
+                        c.rtcp_packets as i64,
+                        c.anomalies,
+                    ])?;
+                let id = self.conn.last_insert_rowid();
+                for s in &c.streams {
+                    Self::insert_stream(&self.conn, Some(id), s)?;
+                }
+            }
+            Record::Stream(s) => Self::insert_stream(&self.conn, None, s)?,
+        }
+        self.pending += 1;
+        if self.pending >= BATCH {
+            self.conn.execute_batch("COMMIT; BEGIN")?;
+            self.pending = 0;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+        self.conn.execute("INSERT INTO runs (input, summary) VALUES (?, ?)", params![input, summary.to_string()])?;
+        self.conn.execute_batch("COMMIT")?;
+        self.pending = 0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(rfc3339(951_782_400_000_000_000), "2000-02-29T00:00:00.000000Z");
+        assert_eq!(rfc3339(1_700_000_000_123_456_789), "2023-11-14T22:13:20.123456Z");
+        assert_eq!(rfc3339(-1_000), "1969-12-31T23:59:59.999999Z");
+    }
+}

@@ -1,0 +1,374 @@
+//! `calliper generate`: a synthetic capture of many concurrent calls with a
+//! known truth, for benchmarks and tests.
+//!
+//! Calls arrive as a Poisson process; hold times follow an inverse Gaussian
+//! (μ = 117 s, λ = 19 by default, as measured in an operator network); each
+//! call picks a codec from a weighted mix and sends 20 ms packets both ways
+//! with seeded random or bursty (Gilbert) loss. Addresses come from the
+//! benchmarking range 198.18.0.0/15 (RFC 2544). The truth file has one JSON
+//! line per stream with the packets sent and dropped.
+
+use anyhow::{bail, Context, Result};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct GenerateArgs {
+    /// Output pcap file.
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Per-stream truth (JSON lines): sent and dropped packets.
+    #[arg(long)]
+    truth: Option<PathBuf>,
+    /// Calls to generate.
+    #[arg(long, default_value_t = 1000)]
+    calls: u64,
+    /// Mean concurrent calls in steady state (sets the arrival rate).
+    #[arg(long, default_value_t = 100.0)]
+    concurrent: f64,
+    /// Mean hold time, seconds (inverse Gaussian μ).
+    #[arg(long, default_value_t = 117.0)]
+    hold_mean: f64,
+    /// Inverse Gaussian shape λ, seconds.
+    #[arg(long, default_value_t = 19.0)]
+    hold_shape: f64,
+    /// Codec mix as name:weight, from pcmu, pcma, g729, g722.
+    #[arg(long, default_value = "pcmu:30,pcma:20,g729:40,g722:10")]
+    codecs: String,
+    /// Average packet loss, percent.
+    #[arg(long, default_value_t = 1.0)]
+    loss: f64,
+    /// Burstiness b = P(loss | previous lost); 0 gives independent loss.
+    #[arg(long, default_value_t = 0.0)]
+    burst: f64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// SplitMix64: small, fast, good enough for traffic synthesis.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn exp(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.uniform()).ln()
+    }
+    fn normal(&mut self) -> f64 {
+        let (u1, u2) = (1.0 - self.uniform(), self.uniform());
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+    /// Inverse Gaussian (Michael, Schucany & Haas 1976).
+    fn inverse_gaussian(&mut self, mu: f64, lambda: f64) -> f64 {
+        let n = self.normal();
+        let y = n * n;
+        let x = mu + mu * mu * y / (2.0 * lambda) - mu / (2.0 * lambda) * (4.0 * mu * lambda * y + mu * mu * y * y).sqrt();
+        if self.uniform() <= mu / (mu + x) {
+            x
+        } else {
+            mu * mu / x
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct CodecSpec {
+    name: &'static str,
+    pt: u8,
+    payload: usize,
+    ts_step: u32,
+}
+
+fn codec(name: &str) -> Result<CodecSpec> {
+    Ok(match name {
+        "pcmu" => CodecSpec { name: "PCMU", pt: 0, payload: 160, ts_step: 160 },
+        "pcma" => CodecSpec { name: "PCMA", pt: 8, payload: 160, ts_step: 160 },
+        "g729" => CodecSpec { name: "G729", pt: 18, payload: 20, ts_step: 160 },
+        "g722" => CodecSpec { name: "G722", pt: 9, payload: 160, ts_step: 160 },
+        other => bail!("unknown codec {other:?} (use pcmu, pcma, g729, g722)"),
+    })
+}
+
+/// Gilbert loss state per stream.
+struct Loss {
+    p_good_to_bad: f64,
+    b: f64,
+    last_lost: bool,
+}
+
+impl Loss {
+    fn new(avg: f64, b: f64) -> Loss {
+        // With b = P(loss | loss), stationary loss avg: p = avg (1 - b) / (1 - avg).
+        let p = if b > 0.0 { avg * (1.0 - b) / (1.0 - avg) } else { avg };
+        Loss { p_good_to_bad: p, b, last_lost: false }
+    }
+    fn drop(&mut self, rng: &mut Rng) -> bool {
+        let p = if self.last_lost && self.b > 0.0 { self.b } else { self.p_good_to_bad };
+        self.last_lost = rng.uniform() < p;
+        self.last_lost
+    }
+}
+
+enum Ev {
+    Invite(u32),
+    Sip(u32, u8),
+    Rtp(u32, u8),
+}
+
+struct Call {
+    codec: CodecSpec,
+    start: i64,
+    answer: i64,
+    end: i64,
+    seq: [u16; 2],
+    ts: [u32; 2],
+    ssrc: [u32; 2],
+    sent: [u64; 2],
+    dropped: [u64; 2],
+    loss: [Loss; 2],
+}
+
+fn caller_ip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, (i >> 8) as u8, i as u8)
+}
+fn callee_ip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::new(198, 19, (i >> 8) as u8, i as u8)
+}
+fn rtp_port(i: u32) -> u16 {
+    10000 + 2 * ((i >> 16) % 20000) as u16
+}
+
+struct Writer<W: Write> {
+    w: W,
+    frame: Vec<u8>,
+    packets: u64,
+}
+
+impl<W: Write> Writer<W> {
+    fn udp(&mut self, ts_ns: i64, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Result<()> {
+        let f = &mut self.frame;
+        f.clear();
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
+        let total = (20 + 8 + payload.len()) as u16;
+        let mut ip = [0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[12..16].copy_from_slice(&src.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+        while sum > 0xFFFF {
+            sum = (sum & 0xFFFF) + (sum >> 16);
+        }
+        ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(payload);
+        let (sec, usec) = (ts_ns.div_euclid(1_000_000_000) as u32, (ts_ns.rem_euclid(1_000_000_000) / 1000) as u32);
+        for x in [sec, usec, f.len() as u32, f.len() as u32] {
+            self.w.write_all(&x.to_le_bytes())?;
+        }
+        self.w.write_all(f)?;
+        self.packets += 1;
+        Ok(())
+    }
+}
+
+fn sdp(ip: Ipv4Addr, port: u16, c: &CodecSpec) -> String {
+    format!(
+        "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP {pt} 101\r\na=rtpmap:{pt} {name}/8000\r\na=rtpmap:101 telephone-event/8000\r\na=ptime:20\r\na=sendrecv\r\n",
+        pt = c.pt,
+        name = c.name
+    )
+}
+
+fn sip(i: u32, kind: u8, c: &Call) -> (bool, String) {
+    let (a, b) = (caller_ip(i), callee_ip(i));
+    let hdr = |first: &str, cseq: &str, body: &str| {
+        format!(
+            "{first}\r\nVia: SIP/2.0/UDP {a}:5060;branch=z9hG4bK{i}{cseq_n}\r\nFrom: \"User {i}\" <sip:u{i}@{a}>;tag=a{i}\r\nTo: <sip:d{i}@{b}>{totag}\r\nCall-ID: gen-{i}@calliper\r\nCSeq: {cseq}\r\nUser-Agent: calliper-generate\r\n{ct}Content-Length: {len}\r\n\r\n{body}",
+            cseq_n = cseq.len(),
+            totag = if first.starts_with("INVITE") { "".into() } else { format!(";tag=b{i}") },
+            ct = if body.is_empty() { "" } else { "Content-Type: application/sdp\r\n" },
+            len = body.len()
+        )
+    };
+    match kind {
+        0 => (true, hdr(&format!("INVITE sip:d{i}@{b} SIP/2.0"), "1 INVITE", &sdp(a, rtp_port(i), &c.codec))),
+        1 => (false, hdr("SIP/2.0 100 Trying", "1 INVITE", "")),
+        2 => (false, hdr("SIP/2.0 180 Ringing", "1 INVITE", "")),
+        3 => (false, hdr("SIP/2.0 200 OK", "1 INVITE", &sdp(b, rtp_port(i), &c.codec))),
+        4 => (true, hdr(&format!("ACK sip:d{i}@{b} SIP/2.0"), "1 ACK", "")),
+        5 => (true, hdr(&format!("BYE sip:d{i}@{b} SIP/2.0"), "2 BYE", "")),
+        _ => (false, hdr("SIP/2.0 200 OK", "2 BYE", "")),
+    }
+}
+
+const MS: i64 = 1_000_000;
+
+pub fn run(a: GenerateArgs) -> Result<()> {
+    if !(0.0..100.0).contains(&a.loss) || !(0.0..1.0).contains(&a.burst) {
+        bail!("--loss must be in [0, 100) and --burst in [0, 1)");
+    }
+    if a.calls == 0 || a.calls > u32::MAX as u64 || a.concurrent <= 0.0 || a.hold_mean <= 0.0 || a.hold_shape <= 0.0 {
+        bail!("--calls, --concurrent, --hold-mean and --hold-shape must be positive");
+    }
+    let mut mix = Vec::new();
+    for part in a.codecs.split(',') {
+        let (name, w) = part.split_once(':').unwrap_or((part, "1"));
+        let w: f64 = w.parse().with_context(|| format!("bad weight in {part:?}"))?;
+        mix.push((codec(name.trim())?, w));
+    }
+    let total_w: f64 = mix.iter().map(|(_, w)| w).sum();
+    let mut rng = Rng(a.seed);
+    let mean_interarrival = a.hold_mean / a.concurrent;
+    let file = File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut w = Writer { w: BufWriter::with_capacity(1 << 20, file), frame: Vec::with_capacity(256), packets: 0 };
+    for x in [0xA1B2C3D4u32] {
+        w.w.write_all(&x.to_le_bytes())?;
+    }
+    w.w.write_all(&2u16.to_le_bytes())?;
+    w.w.write_all(&4u16.to_le_bytes())?;
+    for x in [0u32, 0, 65535, 1] {
+        w.w.write_all(&x.to_le_bytes())?;
+    }
+    let mut truth = match &a.truth {
+        Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+        None => None,
+    };
+
+    let t0: i64 = 1_700_000_000 * 1_000_000_000;
+    let mut calls: Vec<Option<Call>> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(i64, u64, u32, u8, u8)>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut push = |heap: &mut BinaryHeap<_>, t: i64, ev: Ev| {
+        order += 1;
+        let (kind, i, arg) = match ev {
+            Ev::Invite(i) => (0u8, i, 0u8),
+            Ev::Sip(i, k) => (1, i, k),
+            Ev::Rtp(i, d) => (2, i, d),
+        };
+        heap.push(Reverse((t, order, i, kind, arg)));
+    };
+    push(&mut heap, t0, Ev::Invite(0));
+    let mut rtp = vec![0u8; 12 + 160];
+    while let Some(Reverse((t, _, i, kind, arg))) = heap.pop() {
+        match kind {
+            0 => {
+                let mut pick = rng.uniform() * total_w;
+                let mut spec = mix[0].0;
+                for (c, wgt) in &mix {
+                    if pick < *wgt {
+                        spec = *c;
+                        break;
+                    }
+                    pick -= wgt;
+                }
+                let hold = rng.inverse_gaussian(a.hold_mean, a.hold_shape).max(0.5);
+                let answer = t + 1000 * MS;
+                let call = Call {
+                    codec: spec,
+                    start: t,
+                    answer,
+                    end: answer + (hold * 1e9) as i64,
+                    seq: [rng.next() as u16, rng.next() as u16],
+                    ts: [rng.next() as u32, rng.next() as u32],
+                    ssrc: [rng.next() as u32, rng.next() as u32],
+                    sent: [0; 2],
+                    dropped: [0; 2],
+                    loss: [Loss::new(a.loss / 100.0, a.burst), Loss::new(a.loss / 100.0, a.burst)],
+                };
+                calls.push(Some(call));
+                push(&mut heap, t, Ev::Sip(i, 0));
+                if (i as u64) + 1 < a.calls {
+                    let next = t + (rng.exp(mean_interarrival) * 1e9) as i64;
+                    push(&mut heap, next, Ev::Invite(i + 1));
+                }
+            }
+            1 => {
+                let Some(c) = calls[i as usize].as_ref() else { continue };
+                let (from_caller, msg) = sip(i, arg, c);
+                let (src, dst) = if from_caller { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                w.udp(t, src, 5060, dst, 5060, msg.as_bytes())?;
+                let (answer, end, start) = (c.answer, c.end, c.start);
+                match arg {
+                    0 => push(&mut heap, start + MS, Ev::Sip(i, 1)),
+                    1 => push(&mut heap, start + 50 * MS, Ev::Sip(i, 2)),
+                    2 => push(&mut heap, answer, Ev::Sip(i, 3)),
+                    3 => {
+                        push(&mut heap, answer + MS, Ev::Sip(i, 4));
+                        push(&mut heap, answer + 20 * MS, Ev::Rtp(i, 0));
+                        push(&mut heap, answer + 21 * MS, Ev::Rtp(i, 1));
+                    }
+                    4 => {}
+                    5 => push(&mut heap, end + 2 * MS, Ev::Sip(i, 6)),
+                    _ => {
+                        let c = calls[i as usize].take().expect("call alive");
+                        if let Some(tw) = truth.as_mut() {
+                            for d in 0..2 {
+                                let (sip, dip) = if d == 0 { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                                writeln!(
+                                    tw,
+                                    "{{\"call_id\":\"gen-{i}@calliper\",\"src\":\"{sip}\",\"dst\":\"{dip}\",\"ssrc\":{},\"codec\":\"{}\",\"sent\":{},\"dropped\":{}}}",
+                                    c.ssrc[d], c.codec.name, c.sent[d], c.dropped[d]
+                                )?;
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                let Some(c) = calls[i as usize].as_mut() else { continue };
+                let d = arg as usize;
+                if t >= c.end {
+                    if d == 0 {
+                        push(&mut heap, c.end + MS, Ev::Sip(i, 5));
+                    }
+                    continue;
+                }
+                let spec = c.codec;
+                rtp.truncate(12);
+                rtp[0] = 0x80;
+                rtp[1] = spec.pt;
+                rtp[2..4].copy_from_slice(&c.seq[d].to_be_bytes());
+                rtp[4..8].copy_from_slice(&c.ts[d].to_be_bytes());
+                rtp[8..12].copy_from_slice(&c.ssrc[d].to_be_bytes());
+                rtp.resize(12 + spec.payload, 0xD5);
+                c.seq[d] = c.seq[d].wrapping_add(1);
+                c.ts[d] = c.ts[d].wrapping_add(spec.ts_step);
+                c.sent[d] += 1;
+                // The first and last packets always arrive, so expected is known from the truth.
+                let last = t + 20 * MS >= c.end;
+                let dropped = c.sent[d] > 1 && !last && c.loss[d].drop(&mut rng);
+                if dropped {
+                    c.dropped[d] += 1;
+                } else {
+                    let port = rtp_port(i);
+                    let (src, dst) = if d == 0 { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                    w.udp(t, src, port, dst, port, &rtp)?;
+                }
+                push(&mut heap, t + 20 * MS, Ev::Rtp(i, arg));
+            }
+        }
+    }
+    w.w.flush()?;
+    if let Some(tw) = truth.as_mut() {
+        tw.flush()?;
+    }
+    eprintln!("calliper: wrote {} packets of {} calls to {}", w.packets, a.calls, a.output.display());
+    Ok(())
+}

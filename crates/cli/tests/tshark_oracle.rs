@@ -1,0 +1,163 @@
+//! Stream-by-stream comparison with `tshark -q -z rtp,streams` on every
+//! capture under `../shared/pcaps` (or the repo's `testdata/` when the shared
+//! folder is absent). tshark is the oracle; it must be installed (the README's
+//! test command installs it) — a missing tshark fails the test, it does not skip.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Clone)]
+struct TsharkStream {
+    key: (String, u16, String, u16, u32),
+    packets: u64,
+    lost: i64,
+    max_delta: f64,
+    mean_jitter: f64,
+    max_jitter: f64,
+}
+
+fn capture_dirs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shared = root.join("../shared/pcaps");
+    if shared.is_dir() {
+        vec![shared.join("public"), shared.join("generated")]
+    } else {
+        eprintln!("note: ../shared/pcaps not found; comparing on testdata/ only");
+        vec![root.join("testdata")]
+    }
+}
+
+pub fn captures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = capture_dirs()
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap_or_else(|e| panic!("{}: {e}", d.display())))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no captures found");
+    v
+}
+
+fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-n").arg("-r").arg(file).args(["-q", "-z", "rtp,streams"]);
+    if heuristic {
+        cmd.args(["-o", "rtp.heuristic_rtp:TRUE"]);
+    }
+    let out = cmd.output().expect("tshark must be installed: run the README's test command, which installs it");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut streams = Vec::new();
+    for line in text.lines() {
+        let mut f: Vec<&str> = line.split_whitespace().collect();
+        // start end src sport dst dport ssrc payload... pkts lost (pct) mind meand maxd minj meanj maxj [X]
+        if f.len() < 17 || !f[6].starts_with("0x") {
+            continue;
+        }
+        if f.last() == Some(&"X") {
+            f.pop();
+        }
+        let n = f.len();
+        streams.push(TsharkStream {
+            key: (f[2].into(), f[3].parse().unwrap(), f[4].into(), f[5].parse().unwrap(), u32::from_str_radix(&f[6][2..], 16).unwrap()),
+            packets: f[n - 9].parse().unwrap(),
+            lost: f[n - 8].parse().unwrap(),
+            max_delta: f[n - 4].parse().unwrap(),
+            mean_jitter: f[n - 2].parse().unwrap(),
+            max_jitter: f[n - 1].parse().unwrap(),
+        });
+    }
+    streams
+}
+
+pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--format", "jsonl", "--progress", "never"])
+        .args(extra)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "calliper failed on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Value> {
+    let mut m = HashMap::new();
+    for l in lines {
+        let streams: Vec<&Value> = match l["type"].as_str() {
+            Some("call") => l["streams"].as_array().unwrap().iter().collect(),
+            Some("stream") => vec![l],
+            _ => vec![],
+        };
+        for s in streams {
+            let key = (
+                s["src"].as_str().unwrap().to_string(),
+                s["src_port"].as_u64().unwrap() as u16,
+                s["dst"].as_str().unwrap().to_string(),
+                s["dst_port"].as_u64().unwrap() as u16,
+                s["ssrc"].as_u64().unwrap() as u32,
+            );
+            m.insert(key, s.clone());
+        }
+    }
+    m
+}
+
+fn close(a: f64, b: f64, abs: f64, rel: f64) -> bool {
+    (a - b).abs() <= abs || (a - b).abs() <= rel * b.abs()
+}
+
+#[test]
+fn every_tshark_stream_matches() {
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for file in captures() {
+        let mut ts = tshark_streams(&file, false);
+        if ts.is_empty() {
+            ts = tshark_streams(&file, true);
+        }
+        if ts.is_empty() {
+            continue;
+        }
+        let ours = all_streams(&calliper_jsonl(&file, &[]));
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        for t in &ts {
+            let Some(s) = ours.get(&t.key) else {
+                failures.push(format!("{name}: stream {:?} not reported", t.key));
+                continue;
+            };
+            compared += 1;
+            let get = |k: &str| s[k].as_f64().unwrap();
+            let mut bad = vec![];
+            if s["packets"].as_u64() != Some(t.packets) {
+                bad.push(format!("packets {} vs {}", s["packets"], t.packets));
+            }
+            if s["wireshark_lost"].as_i64() != Some(t.lost) {
+                bad.push(format!("wireshark_lost {} vs {}", s["wireshark_lost"], t.lost));
+            }
+            // Our `lost` equals Wireshark's where Wireshark's arithmetic is sound:
+            // no duplicates and no sequence restarts (docs/rtp-analysis.md).
+            let clean = s["duplicates"].as_u64() == Some(0) && s["seq_resets"].as_u64() == Some(0);
+            if clean && s["lost"].as_i64() != Some(t.lost) {
+                bad.push(format!("lost {} vs {}", s["lost"], t.lost));
+            }
+            if !close(get("mean_jitter_ms"), t.mean_jitter, 0.05, 0.01) {
+                bad.push(format!("mean jitter {} vs {}", get("mean_jitter_ms"), t.mean_jitter));
+            }
+            if !close(get("max_jitter_ms"), t.max_jitter, 0.05, 0.01) {
+                bad.push(format!("max jitter {} vs {}", get("max_jitter_ms"), t.max_jitter));
+            }
+            if !close(get("max_delta_ms"), t.max_delta, 0.01, 0.0) {
+                bad.push(format!("max delta {} vs {}", get("max_delta_ms"), t.max_delta));
+            }
+            if !bad.is_empty() {
+                failures.push(format!("{name}: {:?}: {}", t.key, bad.join("; ")));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of the streams differ from tshark:\n{}", failures.len(), failures.join("\n"));
+    assert!(compared >= 60, "only {compared} streams compared");
+    eprintln!("{compared} streams match tshark");
+}

@@ -1,0 +1,196 @@
+//! What the probe reports: call records and stream records.
+
+use calliper_rtp::emodel;
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// A party of a call, from the From or To header.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Party {
+    /// Full URI.
+    pub uri: String,
+    /// User part of the URI.
+    pub user: Option<String>,
+    /// Display name.
+    pub display_name: Option<String>,
+}
+
+/// Which side sent something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The party that sent the first INVITE.
+    Caller,
+    /// The other party.
+    Callee,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Answered and ended by BYE.
+    Completed,
+    /// Answered, no BYE seen before timeout or end of input.
+    Answered,
+    /// Final failure response (3xx–6xx).
+    Failed,
+    /// Cancelled before answer.
+    Cancelled,
+    /// Never got a final response.
+    NoFinalResponse,
+    /// Removed early because the call table was full.
+    Evicted,
+}
+
+/// Direction of a stream relative to the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamDirection {
+    /// Media from caller to callee.
+    CallerToCallee,
+    /// Media from callee to caller.
+    CalleeToCaller,
+    /// Not tied to a call side.
+    Unknown,
+}
+
+/// Quality figures of one RTP stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamRecord {
+    /// Source address.
+    pub src: IpAddr,
+    /// Source port.
+    pub src_port: u16,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Synchronisation source.
+    pub ssrc: u32,
+    /// Direction relative to the call.
+    pub direction: StreamDirection,
+    /// Payload type of the first packet.
+    pub payload_type: u8,
+    /// Codec name (from `a=rtpmap` or the static table).
+    pub codec: String,
+    /// First packet, ns since the epoch.
+    pub first_ns: i64,
+    /// Last packet, ns since the epoch.
+    pub last_ns: i64,
+    /// Packets seen (all, including duplicates).
+    pub packets: u64,
+    /// RTP bytes (header and payload).
+    pub bytes: u64,
+    /// Packets the sequence numbers account for (RFC 3550 A.3, per segment).
+    pub expected: u64,
+    /// Packets never seen (never negative; duplicates excluded).
+    pub lost: u64,
+    /// `lost` as a percentage of `expected`.
+    pub loss_percent: f64,
+    /// Duplicated packets.
+    pub duplicates: u64,
+    /// Packets that arrived after a later one.
+    pub out_of_order: u64,
+    /// Sequence restarts by the source.
+    pub seq_resets: u64,
+    /// RFC 4733 telephone-event packets.
+    pub event_packets: u64,
+    /// Mean jitter, ms (Wireshark's definition).
+    pub mean_jitter_ms: f64,
+    /// Maximum jitter, ms.
+    pub max_jitter_ms: f64,
+    /// Minimum inter-arrival delta, ms.
+    pub min_delta_ms: Option<f64>,
+    /// Mean inter-arrival delta, ms.
+    pub mean_delta_ms: f64,
+    /// Maximum inter-arrival delta, ms.
+    pub max_delta_ms: f64,
+    /// Wireshark's expected count (its sequence-cycle arithmetic).
+    pub wireshark_expected: i64,
+    /// Wireshark's lost count (negative with duplicates or restarts).
+    pub wireshark_lost: i64,
+    /// E-model rating factor from loss and jitter (no delay information).
+    pub r_factor: f64,
+    /// Estimated MOS from `r_factor`.
+    pub mos: f64,
+}
+
+impl StreamRecord {
+    /// Fills the quality estimate: loss is the measured loss; delay is
+    /// estimated as a jitter buffer of twice the mean jitter plus 20 ms of
+    /// packetisation (a passive probe does not see mouth-to-ear delay).
+    pub fn estimate_quality(&mut self) {
+        let delay = 20.0 + 2.0 * self.mean_jitter_ms;
+        self.r_factor = emodel::r_factor(&self.codec, self.loss_percent, 1.0, delay);
+        self.mos = emodel::mos(self.r_factor);
+    }
+}
+
+/// One call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallRecord {
+    /// SIP Call-ID.
+    pub call_id: String,
+    /// Caller (From of the first INVITE).
+    pub from: Party,
+    /// Callee (To of the first INVITE).
+    pub to: Party,
+    /// Caller's User-Agent.
+    pub caller_user_agent: Option<String>,
+    /// Callee's User-Agent or Server header.
+    pub callee_user_agent: Option<String>,
+    /// Caller's signalling address.
+    pub caller_ip: IpAddr,
+    /// Caller's signalling port.
+    pub caller_port: u16,
+    /// Callee's signalling address.
+    pub callee_ip: IpAddr,
+    /// Callee's signalling port.
+    pub callee_port: u16,
+    /// First INVITE, ns since the epoch.
+    pub invite_ns: i64,
+    /// First provisional response other than 100, ns.
+    pub first_provisional_ns: Option<i64>,
+    /// First 180 or 183, ns.
+    pub ringing_ns: Option<i64>,
+    /// 2xx to the INVITE, ns.
+    pub answer_ns: Option<i64>,
+    /// BYE, CANCEL or final failure; else the last activity, ns.
+    pub end_ns: i64,
+    /// Answer to end, ms (0 when not answered).
+    pub duration_ms: f64,
+    /// RFC 6076 session request delay: INVITE to first non-100 response, ms.
+    pub setup_delay_ms: Option<f64>,
+    /// Final response code to the INVITE.
+    pub final_status: Option<u16>,
+    /// Reason phrase of that response.
+    pub final_reason: Option<String>,
+    /// How the call ended.
+    pub state: CallState,
+    /// Who sent BYE or CANCEL.
+    pub hangup_by: Option<Side>,
+    /// Reason header of the BYE or CANCEL.
+    pub hangup_reason: Option<String>,
+    /// SIP messages seen.
+    pub sip_messages: u32,
+    /// INVITEs (initial, challenged retries and re-INVITEs).
+    pub invites: u32,
+    /// RTCP packets seen on the call's media ports.
+    pub rtcp_packets: u64,
+    /// Non-RTP media packets (T.38 over UDPTL) on the call's media ports.
+    pub t38_packets: u64,
+    /// Malformed SIP or SDP seen on this call.
+    pub anomalies: u32,
+    /// Media streams.
+    pub streams: Vec<StreamRecord>,
+}
+
+/// Output of the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// A finished call with its streams.
+    Call(Box<CallRecord>),
+    /// An RTP stream without signalling.
+    Stream(Box<StreamRecord>),
+}
