@@ -105,6 +105,19 @@ fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Valu
     m
 }
 
+/// Streams where Calliper deliberately differs from tshark, with the reason.
+/// The test checks each is still reported by tshark, so the list stays true.
+const KNOWN_DIFFERENCES: &[(&str, u32, &str)] = &[
+    (
+        "heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap",
+        0x0EAF0EAF,
+        "tshark also applies SDP from MEGACO (H.248) messages, which move 10.23.1.52:16756 to T.38; \
+         Calliper reads SDP from SIP only and keeps counting the RTP packets (same SSRC) on that address",
+    ),
+    ("ndpi__stun_dtls_rtp.pcapng", 795438192, "RTP inside TURN ChannelData over TCP is not analysed"),
+    ("ndpi__stun_dtls_rtp.pcapng", 840771771, "RTP inside TURN ChannelData over TCP is not analysed"),
+];
+
 fn close(a: f64, b: f64, abs: f64, rel: f64) -> bool {
     (a - b).abs() <= abs || (a - b).abs() <= rel * b.abs()
 }
@@ -112,6 +125,7 @@ fn close(a: f64, b: f64, abs: f64, rel: f64) -> bool {
 #[test]
 fn every_tshark_stream_matches() {
     let mut compared = 0;
+    let mut known_seen = 0;
     let mut failures = Vec::new();
     for file in captures() {
         let mut ts = tshark_streams(&file, false);
@@ -124,6 +138,11 @@ fn every_tshark_stream_matches() {
         let ours = all_streams(&calliper_jsonl(&file, &[]));
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         for t in &ts {
+            if let Some((_, _, why)) = KNOWN_DIFFERENCES.iter().find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4) {
+                eprintln!("{name}: {:?}: known difference: {why}", t.key);
+                known_seen += 1;
+                continue;
+            }
             let Some(s) = ours.get(&t.key) else {
                 failures.push(format!("{name}: stream {:?} not reported", t.key));
                 continue;
@@ -159,5 +178,26 @@ fn every_tshark_stream_matches() {
     }
     assert!(failures.is_empty(), "{} of the streams differ from tshark:\n{}", failures.len(), failures.join("\n"));
     assert!(compared >= 60, "only {compared} streams compared");
+    if capture_dirs()[0].ends_with("public") {
+        assert_eq!(known_seen, KNOWN_DIFFERENCES.len(), "a known difference no longer appears in tshark's output");
+    }
     eprintln!("{compared} streams match tshark");
+}
+
+/// Where SIPp's replay restarts sequence numbers after a resume, Wireshark's
+/// lost goes negative (-236); ours sees one restart and no loss.
+#[test]
+fn sequence_restart_is_not_negative_loss() {
+    let dir = capture_dirs().into_iter().find(|d| d.join("sipp_hold_dtmf.pcap").exists()).expect("sipp_hold_dtmf.pcap");
+    let lines = calliper_jsonl(&dir.join("sipp_hold_dtmf.pcap"), &[]);
+    let streams = all_streams(&lines);
+    let pcma: Vec<&Value> = streams.values().filter(|s| s["codec"] == "PCMA").collect();
+    assert_eq!(pcma.len(), 6);
+    for s in pcma {
+        assert_eq!(s["packets"], 472);
+        assert_eq!(s["seq_resets"], 1);
+        assert_eq!(s["lost"], 0);
+        assert_eq!(s["expected"], 472);
+        assert_eq!(s["wireshark_lost"], -236);
+    }
 }

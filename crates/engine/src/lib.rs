@@ -132,12 +132,15 @@ struct MediaDesc {
     rtpmaps: Vec<(u8, Box<str>, u32)>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct MediaEntry {
     call: Idx,
     desc: u16,
     /// False for non-RTP media such as T.38 over UDPTL.
     rtp: bool,
+    /// Streams sending to or from this address, whatever call they belong to,
+    /// so a new description (RTP <-> T.38) reaches them without a scan.
+    streams: Vec<Idx>,
 }
 
 /// Most SDP media descriptions remembered per call (re-INVITE storms).
@@ -146,6 +149,14 @@ const MAX_DESCS_PER_CALL: usize = 64;
 const MAX_STREAMS_PER_CALL: usize = 256;
 /// Longest Call-ID accepted.
 const MAX_CALL_ID: usize = 512;
+
+/// A media entry's routing facts, copied out of the table.
+#[derive(Debug, Clone, Copy)]
+struct MediaRef {
+    call: Idx,
+    desc: u16,
+    rtp: bool,
+}
 
 const LIST_ACTIVE: u8 = 0;
 const LIST_CLOSING: u8 = 1;
@@ -546,22 +557,25 @@ impl Engine {
             });
             let rtp = med.proto.to_ascii_uppercase().contains("RTP");
             let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
-            let previous_owner = self.media.get(&(addr, port)).map(|e| e.call);
             for key in [(addr, port), (addr, rtcp)] {
-                if !self.media.contains_key(&key) && self.media.len() >= self.cfg.max_media {
+                if let Some(e) = self.media.get_mut(&key) {
+                    e.call = idx;
+                    e.desc = desc;
+                    e.rtp = rtp;
+                } else if self.media.len() >= self.cfg.max_media {
                     self.counters.media_refused += 1;
                     continue;
+                } else {
+                    self.media.insert(key, MediaEntry { call: idx, desc, rtp, streams: Vec::new() });
                 }
-                self.media.insert(key, MediaEntry { call: idx, desc, rtp });
                 if !call.media_keys.contains(&key) {
                     call.media_keys.push(key);
                 }
             }
             // Streams on this address follow its latest description (RTP <-> T.38),
             // whichever call (or leg through a proxy) they were first seen in.
-            for owner in [Some(idx), previous_owner.filter(|&p| p != idx)].into_iter().flatten() {
-                let Some(streams) = self.calls.get(owner).map(|c| c.streams.clone()) else { continue };
-                for si in streams {
+            if let Some(e) = self.media.get(&(addr, port)) {
+                for &si in &e.streams {
                     if let Some(st) = self.streams.get_mut(si) {
                         if (st.key.dst, st.key.dport) == (addr, port) || (st.key.src, st.key.sport) == (addr, port) {
                             st.closed = !rtp;
@@ -569,24 +583,23 @@ impl Engine {
                     }
                 }
             }
-            let Some(call) = self.calls.get_mut(idx) else { return };
         }
     }
 
     fn media_datagram(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
         if looks_like_rtcp(payload) {
             self.counters.rtcp += 1;
-            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).copied();
-            if let Some(e) = entry {
-                if let Some(c) = self.calls.get_mut(e.call) {
+            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).map(|e| e.call);
+            if let Some(call) = entry {
+                if let Some(c) = self.calls.get_mut(call) {
                     c.rtcp_packets += 1;
                 }
             }
             return;
         }
         let Ok(h) = RtpHeader::parse(payload) else {
-            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).copied();
-            match entry.and_then(|e| if e.rtp { None } else { self.calls.get_mut(e.call) }) {
+            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).map(|e| (e.call, e.rtp));
+            match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
                 Some(call) => call.t38_packets += 1,
                 None => self.counters.udp_untracked += 1,
             }
@@ -605,7 +618,7 @@ impl Engine {
             self.stream_packet(si, &pkt, now);
             return;
         }
-        let entry = self.media.get(&(dst, dport)).map(|e| (*e, true)).or_else(|| self.media.get(&(src, sport)).map(|e| (*e, false)));
+        let entry = self.media_entry(&key);
         if let Some((e, by_dst)) = entry {
             if e.rtp {
                 self.new_call_stream(key, e, by_dst, &pkt, now);
@@ -673,7 +686,7 @@ impl Engine {
         let key = s.key;
         let confirmed = s.probation == 0;
         if confirmed {
-            let entry = self.media.get(&(key.dst, key.dport)).map(|e| (*e, true)).or_else(|| self.media.get(&(key.src, key.sport)).map(|e| (*e, false)));
+            let entry = self.media_entry(&key);
             self.counters.rtp_orphan += 1;
             if let Some((e, by_dst)) = entry {
                 if self.adopt(si, e, by_dst) {
@@ -686,6 +699,36 @@ impl Engine {
         Some(LIST_CANDIDATE)
     }
 
+    /// The media entry for a stream: by destination (where SDP says the
+    /// receiver listens), else by source (symmetric RTP).
+    fn media_entry(&self, k: &StreamKey) -> Option<(MediaRef, bool)> {
+        let r = |e: &MediaEntry| MediaRef { call: e.call, desc: e.desc, rtp: e.rtp };
+        self.media.get(&(k.dst, k.dport)).map(|e| (r(e), true)).or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
+    }
+
+    /// Registers a stream with the media entries of its two addresses.
+    fn register_stream(&mut self, si: Idx, k: &StreamKey) {
+        for key in [(k.dst, k.dport), (k.src, k.sport)] {
+            if let Some(e) = self.media.get_mut(&key) {
+                if e.streams.len() < MAX_STREAMS_PER_CALL {
+                    e.streams.push(si);
+                }
+            }
+        }
+    }
+
+    /// Removes a stream from the tables and the media entries that list it.
+    fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
+        let s = self.streams.remove(si)?;
+        self.stream_ids.remove(&s.key);
+        for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
+            if let Some(e) = self.media.get_mut(&key) {
+                e.streams.retain(|&x| x != si);
+            }
+        }
+        Some(s)
+    }
+
     fn direction(owner: Side, by_dst: bool) -> StreamDirection {
         // The media entry's owner receives on that address.
         match (owner, by_dst) {
@@ -695,7 +738,7 @@ impl Engine {
     }
 
     /// Moves an orphan stream into a call. False if the call cannot take it.
-    fn adopt(&mut self, si: Idx, e: MediaEntry, by_dst: bool) -> bool {
+    fn adopt(&mut self, si: Idx, e: MediaRef, by_dst: bool) -> bool {
         let Some(call) = self.calls.get_mut(e.call) else { return false };
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
             return false;
@@ -712,12 +755,16 @@ impl Engine {
         s.direction = direction;
         // Call streams live and die with their call: take it off the orphan lists.
         self.streams.detach(si);
+        let key = self.streams.get(si).map(|s| s.key);
+        if let Some(key) = key {
+            self.register_stream(si, &key);
+        }
         self.counters.rtp_orphan -= s_packets(&self.streams, si).min(self.counters.rtp_orphan);
         self.counters.rtp_in_calls += s_packets(&self.streams, si);
         true
     }
 
-    fn new_call_stream(&mut self, key: StreamKey, e: MediaEntry, by_dst: bool, pkt: &calliper_rtp::Packet, now: i64) {
+    fn new_call_stream(&mut self, key: StreamKey, e: MediaRef, by_dst: bool, pkt: &calliper_rtp::Packet, now: i64) {
         let Some(call) = self.calls.get_mut(e.call) else { return };
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
             self.counters.anomaly("rtp_too_many_streams_per_call");
@@ -744,10 +791,11 @@ impl Engine {
             return;
         };
         call.streams.push(si);
+        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
         self.stream_ids.insert(key, si);
+        self.register_stream(si, &key);
         self.counters.streams += 1;
         self.counters.rtp_in_calls += 1;
-        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
         self.calls.touch(e.call, list, now);
     }
 
@@ -781,8 +829,7 @@ impl Engine {
     }
 
     fn drop_candidate(&mut self, si: Idx) {
-        if let Some(s) = self.streams.remove(si) {
-            self.stream_ids.remove(&s.key);
+        if let Some(s) = self.remove_stream(si) {
             self.counters.candidates_rejected += 1;
             self.counters.udp_untracked += s.stats.packets;
             self.counters.rtp_orphan -= s.stats.packets.min(self.counters.rtp_orphan);
@@ -819,8 +866,7 @@ impl Engine {
     }
 
     fn finish_orphan(&mut self, si: Idx) {
-        if let Some(s) = self.streams.remove(si) {
-            self.stream_ids.remove(&s.key);
+        if let Some(s) = self.remove_stream(si) {
             self.counters.streams += 1;
             self.out.push(Record::Stream(Box::new(stream_record(&s))));
         }
@@ -829,16 +875,15 @@ impl Engine {
     fn finish_call(&mut self, idx: Idx, evicted: bool) {
         let Some(call) = self.calls.remove(idx) else { return };
         self.call_ids.remove(&*call.call_id);
+        let mut streams = Vec::with_capacity(call.streams.len());
+        for &si in &call.streams {
+            if let Some(s) = self.remove_stream(si) {
+                streams.push(stream_record(&s));
+            }
+        }
         for key in &call.media_keys {
             if self.media.get(key).is_some_and(|e| e.call == idx) {
                 self.media.remove(key);
-            }
-        }
-        let mut streams = Vec::with_capacity(call.streams.len());
-        for &si in &call.streams {
-            if let Some(s) = self.streams.remove(si) {
-                self.stream_ids.remove(&s.key);
-                streams.push(stream_record(&s));
             }
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));

@@ -262,13 +262,12 @@ impl WiresharkView {
         let follows_cn = self.prev_pt == PT_CN || self.prev_pt == PT_CN_OLD;
         self.prev_pt = h.payload_type;
 
-        let mut current_diff = 0.0;
         if in_time_sequence {
             self.delta = (h.arrival_ns - self.time_ns) as f64 / 1e6;
             if clock_hz != 0 {
                 // Wireshark divides by the clock in kHz as an integer.
                 let nominal_ms = since_first as f64 / (clock_hz / 1000).max(1) as f64;
-                current_diff = (self.delta - (nominal_ms - self.last_nominal_ms)).abs();
+                let current_diff = (self.delta - (nominal_ms - self.last_nominal_ms)).abs();
                 self.jitter = (15.0 * self.jitter + current_diff) / 16.0;
                 self.last_nominal_ms = nominal_ms;
             }
