@@ -3,9 +3,12 @@
 //! folder is absent). tshark is the oracle; it must be installed (the README's
 //! test command installs it) — a missing tshark fails the test, it does not skip.
 
+mod common;
+
+use common::{calliper_jsonl, capture_dirs, captures};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 #[derive(Debug, Clone)]
@@ -16,29 +19,6 @@ struct TsharkStream {
     max_delta: f64,
     mean_jitter: f64,
     max_jitter: f64,
-}
-
-fn capture_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let shared = root.join("../shared/pcaps");
-    if shared.is_dir() {
-        vec![shared.join("public"), shared.join("generated")]
-    } else {
-        eprintln!("note: ../shared/pcaps not found; comparing on testdata/ only");
-        vec![root.join("testdata")]
-    }
-}
-
-pub fn captures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = capture_dirs()
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).unwrap_or_else(|e| panic!("{}: {e}", d.display())))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no captures found");
-    v
 }
 
 fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
@@ -70,17 +50,6 @@ fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
         });
     }
     streams
-}
-
-pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--format", "jsonl", "--progress", "never"])
-        .args(extra)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "calliper failed on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Value> {

@@ -345,6 +345,9 @@ impl Engine {
                 if m.body_truncated {
                     self.counters.anomaly("sip_content_length_exceeds_datagram");
                 }
+                if m.bad_content_length {
+                    self.counters.anomaly("sip_bad_content_length");
+                }
                 self.sip_message(now, src, sport, dst, dport, &m)
             }
             Err(e) => self.counters.anomaly(e.name()),

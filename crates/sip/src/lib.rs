@@ -73,6 +73,9 @@ pub struct SipMessage<'a> {
     pub len: usize,
     /// Content-Length promised more body than the datagram holds.
     pub body_truncated: bool,
+    /// Content-Length was not a number or exceeded [`MAX_MESSAGE`]; on a
+    /// datagram the rest of it was taken as the body.
+    pub bad_content_length: bool,
 }
 
 impl<'a> SipMessage<'a> {
@@ -222,7 +225,7 @@ fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, s
             continue;
         }
         if let Some((name, value)) = last.take() {
-            apply(&mut m, name, value)?;
+            apply(&mut m, name, value);
         }
         m.header_count += 1;
         if m.header_count > MAX_HEADERS {
@@ -233,7 +236,11 @@ fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, s
         }
     }
     if let Some((name, value)) = last {
-        apply(&mut m, name, value)?;
+        apply(&mut m, name, value);
+    }
+    if m.bad_content_length && stream {
+        // Without a length a stream cannot be framed.
+        return Err(SipError::BadContentLength);
     }
     let available = b.len() - body_start;
     let body_len = match m.content_length {
@@ -253,8 +260,8 @@ fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, s
     Ok(m)
 }
 
-fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) -> Result<(), SipError> {
-    let Some(v) = to_str(value) else { return Ok(()) };
+fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
+    let Some(v) = to_str(value) else { return };
     let is = |long: &str, short: Option<&str>| {
         name.eq_ignore_ascii_case(long.as_bytes()) || short.is_some_and(|s| name.eq_ignore_ascii_case(s.as_bytes()))
     };
@@ -279,15 +286,13 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) -> Result<
     } else if is("Content-Type", Some("c")) {
         m.content_type.get_or_insert(v);
     } else if is("Content-Length", Some("l")) {
-        let n: usize = v.parse().map_err(|_| SipError::BadContentLength)?;
-        if n > MAX_MESSAGE {
-            return Err(SipError::BadContentLength);
+        match v.parse::<usize>() {
+            Ok(n) if n <= MAX_MESSAGE => m.content_length = Some(n),
+            _ => m.bad_content_length = true,
         }
-        m.content_length = Some(n);
     } else if is("Reason", None) {
         m.reason_header.get_or_insert(v);
     }
-    Ok(())
 }
 
 /// A From/To/Contact value split into its parts.

@@ -91,10 +91,15 @@ fn hostile_inputs_are_errors_not_panics() {
     }
     many.extend(b"\r\n");
     assert_eq!(parse(&many, false), Err(SipError::TooManyHeaders));
-    let big_cl = b"INVITE sip:a SIP/2.0\r\nContent-Length: 99999999999\r\n\r\n";
-    assert_eq!(parse(big_cl, false), Err(SipError::BadContentLength));
+    // A datagram with an impossible Content-Length is still read (flagged);
+    // a stream cannot be framed without one.
+    let big_cl = b"INVITE sip:a SIP/2.0\r\nContent-Length: 99999999999\r\n\r\nv=0";
+    let m = parse(big_cl, false).unwrap();
+    assert!(m.bad_content_length);
+    assert_eq!(m.body, b"v=0");
+    assert_eq!(parse(big_cl, true), Err(SipError::BadContentLength));
     let neg_cl = b"INVITE sip:a SIP/2.0\r\nContent-Length: -5\r\n\r\n";
-    assert_eq!(parse(neg_cl, false), Err(SipError::BadContentLength));
+    assert!(parse(neg_cl, false).unwrap().bad_content_length);
     // Every prefix of a real message parses or errs.
     for n in 0..SIPP_INVITE.len() {
         let _ = parse(&SIPP_INVITE[..n], false);

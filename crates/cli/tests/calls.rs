@@ -1,0 +1,190 @@
+//! Call records against tshark's SIP view and SIPp's ground truth; bad input;
+//! the SQLite store; the generator's known loss.
+
+mod common;
+
+use common::{calliper_jsonl, captures};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+/// Per Call-ID that has an INVITE: the final status tshark sees for the call
+/// (the first 2xx to an INVITE, else the last final response to one).
+fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
+    let out = Command::new("tshark")
+        .arg("-n")
+        .arg("-r")
+        .arg(file)
+        .args(["-Y", "sip.CSeq.method == \"INVITE\"", "-T", "fields", "-e", "sip.Call-ID", "-e", "sip.Method", "-e", "sip.Status-Code"])
+        .output()
+        .expect("tshark must be installed");
+    let mut calls: BTreeMap<String, Option<u16>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 || f[0].is_empty() {
+            continue;
+        }
+        let id = f[0].split(',').next().unwrap().to_string();
+        if f[1] == "INVITE" {
+            calls.entry(id).or_insert(None);
+        } else if let Ok(code) = f[2].split(',').next().unwrap().parse::<u16>() {
+            if let Some(st) = calls.get_mut(&id) {
+                if code >= 200 && !st.is_some_and(|s| s < 300) {
+                    *st = Some(code);
+                }
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn calls_and_final_status_match_tshark() {
+    let mut checked = 0;
+    let mut failures = vec![];
+    for file in captures() {
+        let want = tshark_calls(&file);
+        if want.is_empty() {
+            continue;
+        }
+        // This capture's clock jumps by years between packets; tshark ignores
+        // time, our idle timeout would end the call, so widen it here.
+        let extra: &[&str] = if file.ends_with("heplify__sip_ipv6_udp.pcap") { &["--call-timeout", "1e10"] } else { &[] };
+        let lines = calliper_jsonl(&file, extra);
+        let got: BTreeMap<String, Option<u16>> = lines
+            .iter()
+            .filter(|l| l["type"] == "call")
+            .map(|l| (l["call_id"].as_str().unwrap().to_string(), l["final_status"].as_u64().map(|s| s as u16)))
+            .collect();
+        let name = file.file_name().unwrap().to_string_lossy();
+        if got != want {
+            failures.push(format!("{name}: tshark {want:?}\n   calliper {got:?}"));
+        }
+        checked += want.len();
+    }
+    // Not analysed yet, listed rather than skipped: SIP over SCTP, and SIP that
+    // needs IP defragmentation or TCP reassembly (the next issue).
+    let pending = ["heplify__sip_sctp.pcap", "sngrep__ipv6frag.pcap", "suricata__sip-body-large_sip-body-large.pcap"];
+    failures.retain(|f| !pending.iter().any(|p| f.starts_with(p)));
+    assert!(failures.is_empty(), "calls differ from tshark:\n{}", failures.join("\n"));
+    assert!(checked >= 20, "only {checked} calls checked");
+}
+
+#[test]
+fn sipp_calls_match_sipp_ground_truth() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pcaps/generated/sipp_calls.pcap");
+    if !shared.exists() {
+        eprintln!("shared/pcaps absent: sipp_calls.pcap not checked");
+        return;
+    }
+    let lines = calliper_jsonl(&shared, &[]);
+    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    // SIPp's scenario: 20 calls, each answered with 200 and ended by the UAC's BYE.
+    assert_eq!(calls.len(), 20);
+    for c in &calls {
+        assert_eq!(c["final_status"], 200);
+        assert_eq!(c["state"], "completed");
+        assert_eq!(c["hangup_by"], "caller");
+        assert_eq!(c["from"]["user"], "sipp");
+        assert_eq!(c["to"]["user"], "1000");
+        assert!(c["setup_delay_ms"].as_f64().unwrap() >= 0.0);
+        let streams = c["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 3, "two audio directions and DTMF");
+        let audio: Vec<&Value> = streams.iter().filter(|s| s["codec"] == "PCMA").collect();
+        assert_eq!(audio.len(), 2);
+        for s in audio {
+            assert_eq!(s["packets"], 236);
+            assert_eq!(s["lost"], 0);
+        }
+        let dirs: Vec<&str> = streams.iter().map(|s| s["direction"].as_str().unwrap()).collect();
+        assert!(dirs.contains(&"caller_to_callee") && dirs.contains(&"callee_to_caller"));
+    }
+}
+
+fn repo(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+}
+
+#[test]
+fn truncated_capture_reports_offset_and_keeps_results() {
+    let full = std::fs::read(repo("testdata/sipp_hold_dtmf.pcap")).unwrap();
+    let dir = std::env::temp_dir().join(format!("calliper-trunc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &full[..full.len() * 2 / 3 + 7]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--format", "jsonl", "--progress", "never"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.pcap") && err.contains("byte offset"), "{err}");
+    let calls = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("\"type\":\"call\"")).count();
+    assert_eq!(calls, 3, "calls before the damage are still reported");
+    // Not a capture at all.
+    let junk = dir.join("notes.txt");
+    std::fs::write(&junk, "hello, this is not a capture").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper")).args(["analyze", "--progress", "never"]).arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng file"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sqlite_store_holds_calls_and_streams() {
+    let dir = std::env::temp_dir().join(format!("calliper-db-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("calls.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "--db"])
+        .arg(&db)
+        .arg(repo("testdata/sipp_hold_dtmf.pcap"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let calls: i64 = conn.query_row("SELECT count(*) FROM calls WHERE final_status = 200", [], |r| r.get(0)).unwrap();
+    let streams: i64 = conn.query_row("SELECT count(*) FROM streams WHERE call IS NOT NULL", [], |r| r.get(0)).unwrap();
+    let idx: i64 = conn.query_row("SELECT count(*) FROM sqlite_master WHERE type='index' AND name LIKE 'calls_by_%'", [], |r| r.get(0)).unwrap();
+    assert_eq!((calls, streams), (3, 9));
+    assert!(idx >= 3, "indexes by time, caller and callee");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn generated_loss_is_reported_exactly() {
+    let dir = std::env::temp_dir().join(format!("calliper-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
+    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["generate", "--calls", "60", "--concurrent", "20", "--hold-mean", "8", "--hold-shape", "4", "--loss", "3", "--burst", "0.5", "--seed", "7", "-o"])
+        .arg(&pcap)
+        .arg("--truth")
+        .arg(&truth)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let lines = calliper_jsonl(&pcap, &[]);
+    let mut ours: HashMap<(String, u64), (u64, u64)> = HashMap::new();
+    for c in lines.iter().filter(|l| l["type"] == "call") {
+        assert_eq!(c["final_status"], 200);
+        for s in c["streams"].as_array().unwrap() {
+            ours.insert((s["src"].as_str().unwrap().into(), s["ssrc"].as_u64().unwrap()), (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()));
+        }
+    }
+    let mut n = 0;
+    let mut total_lost = 0;
+    for line in std::fs::read_to_string(&truth).unwrap().lines() {
+        let t: Value = serde_json::from_str(line).unwrap();
+        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
+        let got = ours[&(t["src"].as_str().unwrap().to_string(), t["ssrc"].as_u64().unwrap())];
+        assert_eq!(got, (sent - dropped, dropped), "{line}");
+        n += 1;
+        total_lost += dropped;
+    }
+    assert_eq!(n, 120);
+    assert!(total_lost > 0);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,41 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn capture_dirs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shared = root.join("../shared/pcaps");
+    if shared.is_dir() {
+        vec![shared.join("public"), shared.join("generated")]
+    } else {
+        eprintln!("note: ../shared/pcaps not found; comparing on testdata/ only");
+        vec![root.join("testdata")]
+    }
+}
+
+pub fn captures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = capture_dirs()
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap_or_else(|e| panic!("{}: {e}", d.display())))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no captures found");
+    v
+}
+
+pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--format", "jsonl", "--progress", "never"])
+        .args(extra)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "calliper failed on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
