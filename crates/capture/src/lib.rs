@@ -213,7 +213,12 @@ impl<R: Read> CaptureReader<R> {
             end: 0,
             base: 0,
             eof: false,
-            format: Format::Pcap { endian: Endian::Little, nanos: false, link_type: 0, record_header: 16 },
+            format: Format::Pcap {
+                endian: Endian::Little,
+                nanos: false,
+                link_type: 0,
+                record_header: 16,
+            },
             skipped_blocks: 0,
         };
         r.fill(4)?;
@@ -237,11 +242,19 @@ impl<R: Read> CaptureReader<R> {
             r.need(24, 0)?;
             let h = &r.buf[r.pos..r.pos + 24];
             let link_type = (endian.u32(&h[20..24]) & 0xFFFF) as u16;
-            r.format = Format::Pcap { endian, nanos, link_type, record_header };
+            r.format = Format::Pcap {
+                endian,
+                nanos,
+                link_type,
+                record_header,
+            };
             r.pos += 24;
             Ok(r)
         } else if m == 0x0A0D0D0A {
-            r.format = Format::Pcapng { endian: Endian::Little, interfaces: Vec::new() };
+            r.format = Format::Pcapng {
+                endian: Endian::Little,
+                interfaces: Vec::new(),
+            };
             Ok(r)
         } else {
             Err(CaptureError::NotACapture { magic })
@@ -313,7 +326,13 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn next_pcap(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
-        let Format::Pcap { endian, nanos, link_type, record_header } = self.format else {
+        let Format::Pcap {
+            endian,
+            nanos,
+            link_type,
+            record_header,
+        } = self.format
+        else {
             unreachable!("pcap reader state")
         };
         self.fill(record_header)?;
@@ -354,17 +373,26 @@ impl<R: Read> CaptureReader<R> {
             }
             self.need(12, 0)?;
             let offset = self.position();
-            let raw_type = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap_or_default());
+            let raw_type = u32::from_le_bytes(
+                self.buf[self.pos..self.pos + 4]
+                    .try_into()
+                    .unwrap_or_default(),
+            );
             if raw_type == 0x0A0D0D0A {
                 self.read_section_header(offset)?;
                 continue;
             }
-            let Format::Pcapng { endian, .. } = self.format else { unreachable!("pcapng state") };
+            let Format::Pcapng { endian, .. } = self.format else {
+                unreachable!("pcapng state")
+            };
             let b = &self.buf[self.pos..];
             let btype = endian.u32(&b[0..4]);
             let blen = endian.u32(&b[4..8]) as usize;
-            if blen < 12 || blen % 4 != 0 || blen > MAX_RECORD {
-                return Err(CaptureError::Corrupt { offset, reason: format!("pcapng block length {blen} is invalid") });
+            if blen < 12 || !blen.is_multiple_of(4) || blen > MAX_RECORD {
+                return Err(CaptureError::Corrupt {
+                    offset,
+                    reason: format!("pcapng block length {blen} is invalid"),
+                });
             }
             self.need(blen, 0)?;
             let block_start = self.pos;
@@ -372,30 +400,56 @@ impl<R: Read> CaptureReader<R> {
             let body = block_start + 8..block_start + blen - 4;
             match btype {
                 1 => {
-                    let iface = parse_idb(&self.buf[body], endian)
-                        .ok_or_else(|| CaptureError::Corrupt { offset, reason: "short interface description block".into() })?;
+                    let iface = parse_idb(&self.buf[body], endian).ok_or_else(|| {
+                        CaptureError::Corrupt {
+                            offset,
+                            reason: "short interface description block".into(),
+                        }
+                    })?;
                     if let Format::Pcapng { interfaces, .. } = &mut self.format {
                         if interfaces.len() >= 65536 {
-                            return Err(CaptureError::Corrupt { offset, reason: "more than 65536 interfaces".into() });
+                            return Err(CaptureError::Corrupt {
+                                offset,
+                                reason: "more than 65536 interfaces".into(),
+                            });
                         }
                         interfaces.push(iface);
                     }
                 }
                 6 | 2 | 3 => {
-                    let Format::Pcapng { interfaces, .. } = &self.format else { unreachable!("pcapng state") };
+                    let Format::Pcapng { interfaces, .. } = &self.format else {
+                        unreachable!("pcapng state")
+                    };
                     let body = &self.buf[body.clone()];
                     let (if_id, ts_ticks, data_off, caplen, orig) = match btype {
                         6 | 2 => {
                             if body.len() < 20 {
-                                return Err(CaptureError::Corrupt { offset, reason: "short packet block".into() });
+                                return Err(CaptureError::Corrupt {
+                                    offset,
+                                    reason: "short packet block".into(),
+                                });
                             }
-                            let if_id = if btype == 6 { endian.u32(&body[0..4]) } else { endian.u16(&body[0..2]) as u32 };
-                            let ts = ((endian.u32(&body[4..8]) as u64) << 32) | endian.u32(&body[8..12]) as u64;
-                            (if_id, ts, 20usize, endian.u32(&body[12..16]) as usize, endian.u32(&body[16..20]))
+                            let if_id = if btype == 6 {
+                                endian.u32(&body[0..4])
+                            } else {
+                                endian.u16(&body[0..2]) as u32
+                            };
+                            let ts = ((endian.u32(&body[4..8]) as u64) << 32)
+                                | endian.u32(&body[8..12]) as u64;
+                            (
+                                if_id,
+                                ts,
+                                20usize,
+                                endian.u32(&body[12..16]) as usize,
+                                endian.u32(&body[16..20]),
+                            )
                         }
                         _ => {
                             if body.len() < 4 {
-                                return Err(CaptureError::Corrupt { offset, reason: "short simple packet block".into() });
+                                return Err(CaptureError::Corrupt {
+                                    offset,
+                                    reason: "short simple packet block".into(),
+                                });
                             }
                             let orig = endian.u32(&body[0..4]);
                             let snap = interfaces.first().map(|i| i.snaplen).unwrap_or(0);
@@ -409,7 +463,9 @@ impl<R: Read> CaptureReader<R> {
                     let Some(iface) = interfaces.get(if_id as usize).copied() else {
                         return Err(CaptureError::Corrupt {
                             offset,
-                            reason: format!("packet names interface {if_id}, which was never described"),
+                            reason: format!(
+                                "packet names interface {if_id}, which was never described"
+                            ),
                         });
                     };
                     if data_off + caplen > body.len() {
@@ -442,15 +498,26 @@ impl<R: Read> CaptureReader<R> {
         let endian = match bom {
             [0x4D, 0x3C, 0x2B, 0x1A] => Endian::Little,
             [0x1A, 0x2B, 0x3C, 0x4D] => Endian::Big,
-            _ => return Err(CaptureError::Corrupt { offset, reason: "bad pcapng byte-order magic".into() }),
+            _ => {
+                return Err(CaptureError::Corrupt {
+                    offset,
+                    reason: "bad pcapng byte-order magic".into(),
+                })
+            }
         };
         let blen = endian.u32(&self.buf[self.pos + 4..self.pos + 8]) as usize;
-        if blen < 28 || blen % 4 != 0 || blen > MAX_RECORD {
-            return Err(CaptureError::Corrupt { offset, reason: format!("section header length {blen} is invalid") });
+        if blen < 28 || !blen.is_multiple_of(4) || blen > MAX_RECORD {
+            return Err(CaptureError::Corrupt {
+                offset,
+                reason: format!("section header length {blen} is invalid"),
+            });
         }
         self.need(blen, 0)?;
         self.pos += blen;
-        self.format = Format::Pcapng { endian, interfaces: Vec::new() };
+        self.format = Format::Pcapng {
+            endian,
+            interfaces: Vec::new(),
+        };
         Ok(())
     }
 }
@@ -502,8 +569,20 @@ mod tests {
 
     fn pcap_header(magic: u32, link: u32, big: bool) -> Vec<u8> {
         let mut v = Vec::new();
-        let w32 = |v: &mut Vec<u8>, x: u32| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
-        let w16 = |v: &mut Vec<u8>, x: u16| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+        let w32 = |v: &mut Vec<u8>, x: u32| {
+            v.extend(if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            })
+        };
+        let w16 = |v: &mut Vec<u8>, x: u16| {
+            v.extend(if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            })
+        };
         w32(&mut v, magic);
         w16(&mut v, 2);
         w16(&mut v, 4);
@@ -516,14 +595,23 @@ mod tests {
 
     fn record(v: &mut Vec<u8>, big: bool, sec: u32, frac: u32, data: &[u8]) {
         for x in [sec, frac, data.len() as u32, data.len() as u32] {
-            v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+            v.extend(if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            });
         }
         v.extend_from_slice(data);
     }
 
     #[test]
     fn pcap_both_byte_orders_and_resolutions() {
-        for (magic, big, nanos) in [(0xA1B2C3D4u32, false, false), (0xA1B2C3D4, true, false), (0xA1B23C4D, false, true), (0xA1B23C4D, true, true)] {
+        for (magic, big, nanos) in [
+            (0xA1B2C3D4u32, false, false),
+            (0xA1B2C3D4, true, false),
+            (0xA1B23C4D, false, true),
+            (0xA1B23C4D, true, true),
+        ] {
             let mut f = pcap_header(magic, 1, big);
             record(&mut f, big, 10, 500, b"abc");
             record(&mut f, big, 11, 0, b"defg");
@@ -547,7 +635,11 @@ mod tests {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         assert!(r.next_packet().unwrap().is_some());
         match r.next_packet() {
-            Err(CaptureError::Truncated { offset, needed, available }) => {
+            Err(CaptureError::Truncated {
+                offset,
+                needed,
+                available,
+            }) => {
                 assert_eq!(offset, 24 + 16 + 6);
                 assert_eq!(needed, 26);
                 assert_eq!(available, 22);
@@ -558,8 +650,14 @@ mod tests {
 
     #[test]
     fn not_a_capture() {
-        assert!(matches!(CaptureReader::new(&b"hello world"[..]), Err(CaptureError::NotACapture { .. })));
-        assert!(matches!(CaptureReader::new(&b"he"[..]), Err(CaptureError::NotACapture { .. })));
+        assert!(matches!(
+            CaptureReader::new(&b"hello world"[..]),
+            Err(CaptureError::NotACapture { .. })
+        ));
+        assert!(matches!(
+            CaptureReader::new(&b"he"[..]),
+            Err(CaptureError::NotACapture { .. })
+        ));
     }
 
     #[test]
@@ -569,16 +667,25 @@ mod tests {
             f.extend(x.to_le_bytes());
         }
         let mut r = CaptureReader::new(&f[..]).unwrap();
-        assert!(matches!(r.next_packet(), Err(CaptureError::Corrupt { offset: 24, .. })));
+        assert!(matches!(
+            r.next_packet(),
+            Err(CaptureError::Corrupt { offset: 24, .. })
+        ));
     }
 
     fn block(v: &mut Vec<u8>, big: bool, btype: u32, body: &[u8]) {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let len = body.len() as u32 + 12;
-        let w = |x: u32| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        let w = |x: u32| {
+            if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            }
+        };
         v.extend(w(btype));
         v.extend(w(len));
         v.extend(body);
@@ -586,8 +693,20 @@ mod tests {
     }
 
     fn pcapng_file(big: bool, tsresol: u8) -> Vec<u8> {
-        let w32 = |x: u32| if big { x.to_be_bytes() } else { x.to_le_bytes() };
-        let w16 = |x: u16| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        let w32 = |x: u32| {
+            if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            }
+        };
+        let w16 = |x: u16| {
+            if big {
+                x.to_be_bytes()
+            } else {
+                x.to_le_bytes()
+            }
+        };
         let mut f = Vec::new();
         let mut shb = Vec::new();
         shb.extend(w32(0x1A2B3C4D));
@@ -612,7 +731,10 @@ mod tests {
         idb1.extend(w16(0));
         block(&mut f, big, 1, &idb1);
         block(&mut f, big, 5, &[0; 8]); // interface statistics: skipped
-        for (iface, ticks, data) in [(0u32, 1_500_000u64, &b"eth"[..]), (1, 3 << 30, &b"ip!!x"[..])] {
+        for (iface, ticks, data) in [
+            (0u32, 1_500_000u64, &b"eth"[..]),
+            (1, 3 << 30, &b"ip!!x"[..]),
+        ] {
             let mut epb = Vec::new();
             epb.extend(w32(iface));
             epb.extend(w32((ticks >> 32) as u32));
@@ -633,9 +755,15 @@ mod tests {
             let mut r = CaptureReader::new(&f[..]).unwrap();
             assert_eq!(r.kind(), FileKind::Pcapng);
             let p = r.next_packet().unwrap().unwrap();
-            assert_eq!((p.link_type, p.ts_ns, p.data), (1, 1_500_000_000, &b"eth"[..]));
+            assert_eq!(
+                (p.link_type, p.ts_ns, p.data),
+                (1, 1_500_000_000, &b"eth"[..])
+            );
             let p = r.next_packet().unwrap().unwrap();
-            assert_eq!((p.link_type, p.ts_ns, p.data), (101, 3_000_000_000, &b"ip!!x"[..]));
+            assert_eq!(
+                (p.link_type, p.ts_ns, p.data),
+                (101, 3_000_000_000, &b"ip!!x"[..])
+            );
             assert!(r.next_packet().unwrap().is_none());
             assert_eq!(r.skipped_blocks, 1);
             // 10^-9 s ticks.

@@ -75,7 +75,8 @@ impl Rng {
     fn inverse_gaussian(&mut self, mu: f64, lambda: f64) -> f64 {
         let n = self.normal();
         let y = n * n;
-        let x = mu + mu * mu * y / (2.0 * lambda) - mu / (2.0 * lambda) * (4.0 * mu * lambda * y + mu * mu * y * y).sqrt();
+        let x = mu + mu * mu * y / (2.0 * lambda)
+            - mu / (2.0 * lambda) * (4.0 * mu * lambda * y + mu * mu * y * y).sqrt();
         if self.uniform() <= mu / (mu + x) {
             x
         } else {
@@ -94,10 +95,30 @@ struct CodecSpec {
 
 fn codec(name: &str) -> Result<CodecSpec> {
     Ok(match name {
-        "pcmu" => CodecSpec { name: "PCMU", pt: 0, payload: 160, ts_step: 160 },
-        "pcma" => CodecSpec { name: "PCMA", pt: 8, payload: 160, ts_step: 160 },
-        "g729" => CodecSpec { name: "G729", pt: 18, payload: 20, ts_step: 160 },
-        "g722" => CodecSpec { name: "G722", pt: 9, payload: 160, ts_step: 160 },
+        "pcmu" => CodecSpec {
+            name: "PCMU",
+            pt: 0,
+            payload: 160,
+            ts_step: 160,
+        },
+        "pcma" => CodecSpec {
+            name: "PCMA",
+            pt: 8,
+            payload: 160,
+            ts_step: 160,
+        },
+        "g729" => CodecSpec {
+            name: "G729",
+            pt: 18,
+            payload: 20,
+            ts_step: 160,
+        },
+        "g722" => CodecSpec {
+            name: "G722",
+            pt: 9,
+            payload: 160,
+            ts_step: 160,
+        },
         other => bail!("unknown codec {other:?} (use pcmu, pcma, g729, g722)"),
     })
 }
@@ -112,11 +133,23 @@ struct Loss {
 impl Loss {
     fn new(avg: f64, b: f64) -> Loss {
         // With b = P(loss | loss), stationary loss avg: p = avg (1 - b) / (1 - avg).
-        let p = if b > 0.0 { avg * (1.0 - b) / (1.0 - avg) } else { avg };
-        Loss { p_good_to_bad: p, b, last_lost: false }
+        let p = if b > 0.0 {
+            avg * (1.0 - b) / (1.0 - avg)
+        } else {
+            avg
+        };
+        Loss {
+            p_good_to_bad: p,
+            b,
+            last_lost: false,
+        }
     }
     fn drop(&mut self, rng: &mut Rng) -> bool {
-        let p = if self.last_lost && self.b > 0.0 { self.b } else { self.p_good_to_bad };
+        let p = if self.last_lost && self.b > 0.0 {
+            self.b
+        } else {
+            self.p_good_to_bad
+        };
         self.last_lost = rng.uniform() < p;
         self.last_lost
     }
@@ -158,16 +191,29 @@ struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    fn udp(&mut self, ts_ns: i64, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Result<()> {
+    fn udp(
+        &mut self,
+        ts_ns: i64,
+        src: Ipv4Addr,
+        sport: u16,
+        dst: Ipv4Addr,
+        dport: u16,
+        payload: &[u8],
+    ) -> Result<()> {
         let f = &mut self.frame;
         f.clear();
         f.extend_from_slice(&[0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
         let total = (20 + 8 + payload.len()) as u16;
-        let mut ip = [0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut ip = [
+            0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip[12..16].copy_from_slice(&src.octets());
         ip[16..20].copy_from_slice(&dst.octets());
-        let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+        let mut sum: u32 = ip
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+            .sum();
         while sum > 0xFFFF {
             sum = (sum & 0xFFFF) + (sum >> 16);
         }
@@ -178,7 +224,10 @@ impl<W: Write> Writer<W> {
         f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(payload);
-        let (sec, usec) = (ts_ns.div_euclid(1_000_000_000) as u32, (ts_ns.rem_euclid(1_000_000_000) / 1000) as u32);
+        let (sec, usec) = (
+            ts_ns.div_euclid(1_000_000_000) as u32,
+            (ts_ns.rem_euclid(1_000_000_000) / 1000) as u32,
+        );
         for x in [sec, usec, f.len() as u32, f.len() as u32] {
             self.w.write_all(&x.to_le_bytes())?;
         }
@@ -208,10 +257,20 @@ fn sip(i: u32, kind: u8, c: &Call) -> (bool, String) {
         )
     };
     match kind {
-        0 => (true, hdr(&format!("INVITE sip:d{i}@{b} SIP/2.0"), "1 INVITE", &sdp(a, rtp_port(i), &c.codec))),
+        0 => (
+            true,
+            hdr(
+                &format!("INVITE sip:d{i}@{b} SIP/2.0"),
+                "1 INVITE",
+                &sdp(a, rtp_port(i), &c.codec),
+            ),
+        ),
         1 => (false, hdr("SIP/2.0 100 Trying", "1 INVITE", "")),
         2 => (false, hdr("SIP/2.0 180 Ringing", "1 INVITE", "")),
-        3 => (false, hdr("SIP/2.0 200 OK", "1 INVITE", &sdp(b, rtp_port(i), &c.codec))),
+        3 => (
+            false,
+            hdr("SIP/2.0 200 OK", "1 INVITE", &sdp(b, rtp_port(i), &c.codec)),
+        ),
         4 => (true, hdr(&format!("ACK sip:d{i}@{b} SIP/2.0"), "1 ACK", "")),
         5 => (true, hdr(&format!("BYE sip:d{i}@{b} SIP/2.0"), "2 BYE", "")),
         _ => (false, hdr("SIP/2.0 200 OK", "2 BYE", "")),
@@ -224,36 +283,50 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     if !(0.0..100.0).contains(&a.loss) || !(0.0..1.0).contains(&a.burst) {
         bail!("--loss must be in [0, 100) and --burst in [0, 1)");
     }
-    if a.calls == 0 || a.calls > u32::MAX as u64 || a.concurrent <= 0.0 || a.hold_mean <= 0.0 || a.hold_shape <= 0.0 {
+    if a.calls == 0
+        || a.calls > u32::MAX as u64
+        || a.concurrent <= 0.0
+        || a.hold_mean <= 0.0
+        || a.hold_shape <= 0.0
+    {
         bail!("--calls, --concurrent, --hold-mean and --hold-shape must be positive");
     }
     let mut mix = Vec::new();
     for part in a.codecs.split(',') {
         let (name, w) = part.split_once(':').unwrap_or((part, "1"));
-        let w: f64 = w.parse().with_context(|| format!("bad weight in {part:?}"))?;
+        let w: f64 = w
+            .parse()
+            .with_context(|| format!("bad weight in {part:?}"))?;
         mix.push((codec(name.trim())?, w));
     }
     let total_w: f64 = mix.iter().map(|(_, w)| w).sum();
     let mut rng = Rng(a.seed);
     let mean_interarrival = a.hold_mean / a.concurrent;
-    let file = File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut w = Writer { w: BufWriter::with_capacity(1 << 20, file), frame: Vec::with_capacity(256), packets: 0 };
-    for x in [0xA1B2C3D4u32] {
-        w.w.write_all(&x.to_le_bytes())?;
-    }
+    let file =
+        File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut w = Writer {
+        w: BufWriter::with_capacity(1 << 20, file),
+        frame: Vec::with_capacity(256),
+        packets: 0,
+    };
+    w.w.write_all(&0xA1B2C3D4u32.to_le_bytes())?;
     w.w.write_all(&2u16.to_le_bytes())?;
     w.w.write_all(&4u16.to_le_bytes())?;
     for x in [0u32, 0, 65535, 1] {
         w.w.write_all(&x.to_le_bytes())?;
     }
     let mut truth = match &a.truth {
-        Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+        Some(p) => Some(BufWriter::new(
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
         None => None,
     };
 
     let t0: i64 = 1_700_000_000 * 1_000_000_000;
     let mut calls: Vec<Option<Call>> = Vec::new();
-    let mut heap: BinaryHeap<Reverse<(i64, u64, u32, u8, u8)>> = BinaryHeap::new();
+    // (time, insertion order, call, event kind, argument): earliest first, ties in order.
+    type Event = Reverse<(i64, u64, u32, u8, u8)>;
+    let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut order = 0u64;
     let mut push = |heap: &mut BinaryHeap<_>, t: i64, ev: Ev| {
         order += 1;
@@ -290,7 +363,10 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     ssrc: [rng.next() as u32, rng.next() as u32],
                     sent: [0; 2],
                     dropped: [0; 2],
-                    loss: [Loss::new(a.loss / 100.0, a.burst), Loss::new(a.loss / 100.0, a.burst)],
+                    loss: [
+                        Loss::new(a.loss / 100.0, a.burst),
+                        Loss::new(a.loss / 100.0, a.burst),
+                    ],
                 };
                 calls.push(Some(call));
                 push(&mut heap, t, Ev::Sip(i, 0));
@@ -300,9 +376,15 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                 }
             }
             1 => {
-                let Some(c) = calls[i as usize].as_ref() else { continue };
+                let Some(c) = calls[i as usize].as_ref() else {
+                    continue;
+                };
                 let (from_caller, msg) = sip(i, arg, c);
-                let (src, dst) = if from_caller { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                let (src, dst) = if from_caller {
+                    (caller_ip(i), callee_ip(i))
+                } else {
+                    (callee_ip(i), caller_ip(i))
+                };
                 w.udp(t, src, 5060, dst, 5060, msg.as_bytes())?;
                 let (answer, end, start) = (c.answer, c.end, c.start);
                 match arg {
@@ -320,7 +402,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         let c = calls[i as usize].take().expect("call alive");
                         if let Some(tw) = truth.as_mut() {
                             for d in 0..2 {
-                                let (sip, dip) = if d == 0 { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                                let (sip, dip) = if d == 0 {
+                                    (caller_ip(i), callee_ip(i))
+                                } else {
+                                    (callee_ip(i), caller_ip(i))
+                                };
                                 writeln!(
                                     tw,
                                     "{{\"call_id\":\"gen-{i}@calliper\",\"src\":\"{sip}\",\"dst\":\"{dip}\",\"ssrc\":{},\"codec\":\"{}\",\"sent\":{},\"dropped\":{}}}",
@@ -332,7 +418,9 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                 }
             }
             _ => {
-                let Some(c) = calls[i as usize].as_mut() else { continue };
+                let Some(c) = calls[i as usize].as_mut() else {
+                    continue;
+                };
                 let d = arg as usize;
                 if t >= c.end {
                     if d == 0 {
@@ -358,7 +446,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     c.dropped[d] += 1;
                 } else {
                     let port = rtp_port(i);
-                    let (src, dst) = if d == 0 { (caller_ip(i), callee_ip(i)) } else { (callee_ip(i), caller_ip(i)) };
+                    let (src, dst) = if d == 0 {
+                        (caller_ip(i), callee_ip(i))
+                    } else {
+                        (callee_ip(i), caller_ip(i))
+                    };
                     w.udp(t, src, port, dst, port, &rtp)?;
                 }
                 push(&mut heap, t + 20 * MS, Ev::Rtp(i, arg));
@@ -369,6 +461,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     if let Some(tw) = truth.as_mut() {
         tw.flush()?;
     }
-    eprintln!("calliper: wrote {} packets of {} calls to {}", w.packets, a.calls, a.output.display());
+    eprintln!(
+        "calliper: wrote {} packets of {} calls to {}",
+        w.packets,
+        a.calls,
+        a.output.display()
+    );
     Ok(())
 }

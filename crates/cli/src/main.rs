@@ -150,7 +150,9 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         inputs.push((path.clone(), f));
     }
     let out: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(BufWriter::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?)),
+        Some(p) => Box::new(BufWriter::new(
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
         None => Box::new(BufWriter::new(io::stdout().lock())),
     };
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
@@ -160,7 +162,9 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         Format::Text => text = Some(summary::TextReport::new(out)),
     }
     if let Some(db) = &a.db {
-        sinks.push(Box::new(Sqlite::open(db).with_context(|| format!("cannot open database {}", db.display()))?));
+        sinks.push(Box::new(Sqlite::open(db).with_context(|| {
+            format!("cannot open database {}", db.display())
+        })?));
     }
 
     let show = match a.progress {
@@ -171,8 +175,10 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let bar = if show {
         let b = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
         b.set_style(
-            ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{spinner} {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         b
     } else {
@@ -182,7 +188,10 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let mut engine = Engine::new(cfg);
     let mut clean = true;
     let mut done_bytes = 0u64;
-    let emit = |engine: &mut Engine, text: &mut Option<summary::TextReport<Box<dyn Write>>>, sinks: &mut Vec<Box<dyn Sink>>| -> Result<()> {
+    let emit = |engine: &mut Engine,
+                text: &mut Option<summary::TextReport<Box<dyn Write>>>,
+                sinks: &mut Vec<Box<dyn Sink>>|
+     -> Result<()> {
         for r in engine.drain() {
             for s in sinks.iter_mut() {
                 s.write(&r)?;
@@ -209,7 +218,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                 Ok(Some(p)) => {
                     engine.packet(p.ts_ns, p.link_type, p.data);
                     n += 1;
-                    if n % 65536 == 0 {
+                    if n.is_multiple_of(65536) {
                         bar.set_position(done_bytes + reader.position());
                         bar.set_message(format!("{} calls open", engine.active_calls()));
                         emit(&mut engine, &mut text, &mut sinks)?;
@@ -217,12 +226,14 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    bar.suspend(|| eprintln!("calliper: {name}: {e}; results up to this point are kept"));
+                    bar.suspend(|| {
+                        eprintln!("calliper: {name}: {e}; results up to this point are kept")
+                    });
                     clean = false;
                     break;
                 }
             }
-            if n % 4096 == 0 {
+            if n.is_multiple_of(4096) {
                 emit(&mut engine, &mut text, &mut sinks)?;
             }
         }
@@ -234,7 +245,12 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     bar.finish_and_clear();
 
     let summary = summary::counters_json(&engine.counters);
-    let input = a.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+    let input = a
+        .files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     for s in sinks.iter_mut() {
         s.finish(&input, &summary)?;
     }
@@ -244,7 +260,11 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         summary::print_counters(&mut io::stderr().lock(), &engine.counters)?;
     }
     if let Some(db) = &a.db {
-        eprintln!("calliper: stored {} calls in {}", engine.counters.calls, db.display());
+        eprintln!(
+            "calliper: stored {} calls in {}",
+            engine.counters.calls,
+            db.display()
+        );
     }
     Ok(clean)
 }

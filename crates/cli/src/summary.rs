@@ -34,14 +34,34 @@ pub fn counters_json(c: &Counters) -> serde_json::Value {
 
 /// Prints the counters for a human.
 pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
-    writeln!(w, "packets      {} ({} bytes): {} UDP, {} TCP, {} other IP, {} not IP", c.packets, c.bytes, c.udp, c.tcp, c.other_ip, c.not_ip)?;
-    writeln!(w, "sip          {} messages, {} calls, {} outside any call", c.sip_messages, c.calls, c.sip_outside_calls)?;
+    writeln!(
+        w,
+        "packets      {} ({} bytes): {} UDP, {} TCP, {} other IP, {} not IP",
+        c.packets, c.bytes, c.udp, c.tcp, c.other_ip, c.not_ip
+    )?;
+    writeln!(
+        w,
+        "sip          {} messages, {} calls, {} outside any call",
+        c.sip_messages, c.calls, c.sip_outside_calls
+    )?;
     if !c.sip_by_kind.is_empty() {
-        let kinds: Vec<String> = c.sip_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let kinds: Vec<String> = c
+            .sip_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         writeln!(w, "             {}", kinds.join(", "))?;
     }
-    writeln!(w, "rtp          {} packets in calls, {} without signalling, {} RTCP; {} streams", c.rtp_in_calls, c.rtp_orphan, c.rtcp, c.streams)?;
-    writeln!(w, "untracked    {} UDP datagrams, {} IP fragments (not reassembled)", c.udp_untracked, c.ip_fragments)?;
+    writeln!(
+        w,
+        "rtp          {} packets in calls, {} without signalling, {} RTCP; {} streams",
+        c.rtp_in_calls, c.rtp_orphan, c.rtcp, c.streams
+    )?;
+    writeln!(
+        w,
+        "untracked    {} UDP datagrams, {} IP fragments (not reassembled)",
+        c.udp_untracked, c.ip_fragments
+    )?;
     let refused = [
         ("calls evicted (table full)", c.calls_evicted),
         ("streams refused (table full)", c.streams_refused),
@@ -71,7 +91,11 @@ pub struct TextReport<W: Write> {
 impl<W: Write> TextReport<W> {
     /// A report written to `w`.
     pub fn new(w: W) -> Self {
-        TextReport { w, calls: 0, streams: 0 }
+        TextReport {
+            w,
+            calls: 0,
+            streams: 0,
+        }
     }
 
     /// Adds a record. Write errors surface at `finish`.
@@ -99,7 +123,8 @@ impl<W: Write> TextReport<W> {
             c.final_reason.as_deref().unwrap_or(""),
             c.state,
             c.duration_ms / 1000.0,
-            c.setup_delay_ms.map_or("-".into(), |d| format!("{d:.0} ms")),
+            c.setup_delay_ms
+                .map_or("-".into(), |d| format!("{d:.0} ms")),
         )?;
         for s in &c.streams {
             self.streams += 1;
@@ -111,7 +136,11 @@ impl<W: Write> TextReport<W> {
     /// Writes the counters and flushes.
     pub fn finish(&mut self, c: &Counters) -> io::Result<()> {
         writeln!(self.w, "---")?;
-        writeln!(self.w, "reported     {} calls, {} streams", self.calls, self.streams)?;
+        writeln!(
+            self.w,
+            "reported     {} calls, {} streams",
+            self.calls, self.streams
+        )?;
         print_counters(&mut self.w, c)?;
         self.w.flush()
     }

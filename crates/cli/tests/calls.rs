@@ -16,7 +16,18 @@ fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
         .arg("-n")
         .arg("-r")
         .arg(file)
-        .args(["-Y", "sip.CSeq.method == \"INVITE\"", "-T", "fields", "-e", "sip.Call-ID", "-e", "sip.Method", "-e", "sip.Status-Code"])
+        .args([
+            "-Y",
+            "sip.CSeq.method == \"INVITE\"",
+            "-T",
+            "fields",
+            "-e",
+            "sip.Call-ID",
+            "-e",
+            "sip.Method",
+            "-e",
+            "sip.Status-Code",
+        ])
         .output()
         .expect("tshark must be installed");
     let mut calls: BTreeMap<String, Option<u16>> = BTreeMap::new();
@@ -50,12 +61,21 @@ fn calls_and_final_status_match_tshark() {
         }
         // This capture's clock jumps by years between packets; tshark ignores
         // time, our idle timeout would end the call, so widen it here.
-        let extra: &[&str] = if file.ends_with("heplify__sip_ipv6_udp.pcap") { &["--call-timeout", "1e10"] } else { &[] };
+        let extra: &[&str] = if file.ends_with("heplify__sip_ipv6_udp.pcap") {
+            &["--call-timeout", "1e10"]
+        } else {
+            &[]
+        };
         let lines = calliper_jsonl(&file, extra);
         let got: BTreeMap<String, Option<u16>> = lines
             .iter()
             .filter(|l| l["type"] == "call")
-            .map(|l| (l["call_id"].as_str().unwrap().to_string(), l["final_status"].as_u64().map(|s| s as u16)))
+            .map(|l| {
+                (
+                    l["call_id"].as_str().unwrap().to_string(),
+                    l["final_status"].as_u64().map(|s| s as u16),
+                )
+            })
             .collect();
         let name = file.file_name().unwrap().to_string_lossy();
         if got != want {
@@ -65,15 +85,24 @@ fn calls_and_final_status_match_tshark() {
     }
     // Not analysed yet, listed rather than skipped: SIP over SCTP, and SIP that
     // needs IP defragmentation or TCP reassembly (the next issue).
-    let pending = ["heplify__sip_sctp.pcap", "sngrep__ipv6frag.pcap", "suricata__sip-body-large_sip-body-large.pcap"];
+    let pending = [
+        "heplify__sip_sctp.pcap",
+        "sngrep__ipv6frag.pcap",
+        "suricata__sip-body-large_sip-body-large.pcap",
+    ];
     failures.retain(|f| !pending.iter().any(|p| f.starts_with(p)));
-    assert!(failures.is_empty(), "calls differ from tshark:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "calls differ from tshark:\n{}",
+        failures.join("\n")
+    );
     assert!(checked >= 20, "only {checked} calls checked");
 }
 
 #[test]
 fn sipp_calls_match_sipp_ground_truth() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pcaps/generated/sipp_calls.pcap");
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/pcaps/generated/sipp_calls.pcap");
     if !shared.exists() {
         eprintln!("shared/pcaps absent: sipp_calls.pcap not checked");
         return;
@@ -97,13 +126,18 @@ fn sipp_calls_match_sipp_ground_truth() {
             assert_eq!(s["packets"], 236);
             assert_eq!(s["lost"], 0);
         }
-        let dirs: Vec<&str> = streams.iter().map(|s| s["direction"].as_str().unwrap()).collect();
+        let dirs: Vec<&str> = streams
+            .iter()
+            .map(|s| s["direction"].as_str().unwrap())
+            .collect();
         assert!(dirs.contains(&"caller_to_callee") && dirs.contains(&"callee_to_caller"));
     }
 }
 
 fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 #[test]
@@ -120,13 +154,23 @@ fn truncated_capture_reports_offset_and_keeps_results() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cut.pcap") && err.contains("byte offset"), "{err}");
-    let calls = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("\"type\":\"call\"")).count();
+    assert!(
+        err.contains("cut.pcap") && err.contains("byte offset"),
+        "{err}"
+    );
+    let calls = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"call\""))
+        .count();
     assert_eq!(calls, 3, "calls before the damage are still reported");
     // Not a capture at all.
     let junk = dir.join("notes.txt");
     std::fs::write(&junk, "hello, this is not a capture").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper")).args(["analyze", "--progress", "never"]).arg(&junk).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never"])
+        .arg(&junk)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng file"));
     std::fs::remove_dir_all(&dir).ok();
@@ -143,11 +187,33 @@ fn sqlite_store_holds_calls_and_streams() {
         .arg(repo("testdata/sipp_hold_dtmf.pcap"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let calls: i64 = conn.query_row("SELECT count(*) FROM calls WHERE final_status = 200", [], |r| r.get(0)).unwrap();
-    let streams: i64 = conn.query_row("SELECT count(*) FROM streams WHERE call IS NOT NULL", [], |r| r.get(0)).unwrap();
-    let idx: i64 = conn.query_row("SELECT count(*) FROM sqlite_master WHERE type='index' AND name LIKE 'calls_by_%'", [], |r| r.get(0)).unwrap();
+    let calls: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM calls WHERE final_status = 200",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let streams: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM streams WHERE call IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let idx: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type='index' AND name LIKE 'calls_by_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!((calls, streams), (3, 9));
     assert!(idx >= 3, "indexes by time, caller and callee");
     std::fs::remove_dir_all(&dir).ok();
@@ -159,7 +225,24 @@ fn generated_loss_is_reported_exactly() {
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
     let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["generate", "--calls", "60", "--concurrent", "20", "--hold-mean", "8", "--hold-shape", "4", "--loss", "3", "--burst", "0.5", "--seed", "7", "-o"])
+        .args([
+            "generate",
+            "--calls",
+            "60",
+            "--concurrent",
+            "20",
+            "--hold-mean",
+            "8",
+            "--hold-shape",
+            "4",
+            "--loss",
+            "3",
+            "--burst",
+            "0.5",
+            "--seed",
+            "7",
+            "-o",
+        ])
         .arg(&pcap)
         .arg("--truth")
         .arg(&truth)
@@ -171,7 +254,13 @@ fn generated_loss_is_reported_exactly() {
     for c in lines.iter().filter(|l| l["type"] == "call") {
         assert_eq!(c["final_status"], 200);
         for s in c["streams"].as_array().unwrap() {
-            ours.insert((s["src"].as_str().unwrap().into(), s["ssrc"].as_u64().unwrap()), (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()));
+            ours.insert(
+                (
+                    s["src"].as_str().unwrap().into(),
+                    s["ssrc"].as_u64().unwrap(),
+                ),
+                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
+            );
         }
     }
     let mut n = 0;
@@ -179,7 +268,10 @@ fn generated_loss_is_reported_exactly() {
     for line in std::fs::read_to_string(&truth).unwrap().lines() {
         let t: Value = serde_json::from_str(line).unwrap();
         let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
-        let got = ours[&(t["src"].as_str().unwrap().to_string(), t["ssrc"].as_u64().unwrap())];
+        let got = ours[&(
+            t["src"].as_str().unwrap().to_string(),
+            t["ssrc"].as_u64().unwrap(),
+        )];
         assert_eq!(got, (sent - dropped, dropped), "{line}");
         n += 1;
         total_lost += dropped;

@@ -23,11 +23,16 @@ struct TsharkStream {
 
 fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
     let mut cmd = Command::new("tshark");
-    cmd.arg("-n").arg("-r").arg(file).args(["-q", "-z", "rtp,streams"]);
+    cmd.arg("-n")
+        .arg("-r")
+        .arg(file)
+        .args(["-q", "-z", "rtp,streams"]);
     if heuristic {
         cmd.args(["-o", "rtp.heuristic_rtp:TRUE"]);
     }
-    let out = cmd.output().expect("tshark must be installed: run the README's test command, which installs it");
+    let out = cmd
+        .output()
+        .expect("tshark must be installed: run the README's test command, which installs it");
     let text = String::from_utf8_lossy(&out.stdout);
     let mut streams = Vec::new();
     for line in text.lines() {
@@ -41,7 +46,13 @@ fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
         }
         let n = f.len();
         streams.push(TsharkStream {
-            key: (f[2].into(), f[3].parse().unwrap(), f[4].into(), f[5].parse().unwrap(), u32::from_str_radix(&f[6][2..], 16).unwrap()),
+            key: (
+                f[2].into(),
+                f[3].parse().unwrap(),
+                f[4].into(),
+                f[5].parse().unwrap(),
+                u32::from_str_radix(&f[6][2..], 16).unwrap(),
+            ),
             packets: f[n - 9].parse().unwrap(),
             lost: f[n - 8].parse().unwrap(),
             max_delta: f[n - 4].parse().unwrap(),
@@ -107,7 +118,10 @@ fn every_tshark_stream_matches() {
         let ours = all_streams(&calliper_jsonl(&file, &[]));
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         for t in &ts {
-            if let Some((_, _, why)) = KNOWN_DIFFERENCES.iter().find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4) {
+            if let Some((_, _, why)) = KNOWN_DIFFERENCES
+                .iter()
+                .find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4)
+            {
                 eprintln!("{name}: {:?}: known difference: {why}", t.key);
                 known_seen += 1;
                 continue;
@@ -123,7 +137,10 @@ fn every_tshark_stream_matches() {
                 bad.push(format!("packets {} vs {}", s["packets"], t.packets));
             }
             if s["wireshark_lost"].as_i64() != Some(t.lost) {
-                bad.push(format!("wireshark_lost {} vs {}", s["wireshark_lost"], t.lost));
+                bad.push(format!(
+                    "wireshark_lost {} vs {}",
+                    s["wireshark_lost"], t.lost
+                ));
             }
             // Our `lost` equals Wireshark's where Wireshark's arithmetic is sound:
             // no duplicates and no sequence restarts (docs/rtp-analysis.md).
@@ -132,23 +149,44 @@ fn every_tshark_stream_matches() {
                 bad.push(format!("lost {} vs {}", s["lost"], t.lost));
             }
             if !close(get("mean_jitter_ms"), t.mean_jitter, 0.05, 0.01) {
-                bad.push(format!("mean jitter {} vs {}", get("mean_jitter_ms"), t.mean_jitter));
+                bad.push(format!(
+                    "mean jitter {} vs {}",
+                    get("mean_jitter_ms"),
+                    t.mean_jitter
+                ));
             }
             if !close(get("max_jitter_ms"), t.max_jitter, 0.05, 0.01) {
-                bad.push(format!("max jitter {} vs {}", get("max_jitter_ms"), t.max_jitter));
+                bad.push(format!(
+                    "max jitter {} vs {}",
+                    get("max_jitter_ms"),
+                    t.max_jitter
+                ));
             }
             if !close(get("max_delta_ms"), t.max_delta, 0.01, 0.0) {
-                bad.push(format!("max delta {} vs {}", get("max_delta_ms"), t.max_delta));
+                bad.push(format!(
+                    "max delta {} vs {}",
+                    get("max_delta_ms"),
+                    t.max_delta
+                ));
             }
             if !bad.is_empty() {
                 failures.push(format!("{name}: {:?}: {}", t.key, bad.join("; ")));
             }
         }
     }
-    assert!(failures.is_empty(), "{} of the streams differ from tshark:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of the streams differ from tshark:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(compared >= 60, "only {compared} streams compared");
     if capture_dirs()[0].ends_with("public") {
-        assert_eq!(known_seen, KNOWN_DIFFERENCES.len(), "a known difference no longer appears in tshark's output");
+        assert_eq!(
+            known_seen,
+            KNOWN_DIFFERENCES.len(),
+            "a known difference no longer appears in tshark's output"
+        );
     }
     eprintln!("{compared} streams match tshark");
 }
@@ -157,7 +195,10 @@ fn every_tshark_stream_matches() {
 /// lost goes negative (-236); ours sees one restart and no loss.
 #[test]
 fn sequence_restart_is_not_negative_loss() {
-    let dir = capture_dirs().into_iter().find(|d| d.join("sipp_hold_dtmf.pcap").exists()).expect("sipp_hold_dtmf.pcap");
+    let dir = capture_dirs()
+        .into_iter()
+        .find(|d| d.join("sipp_hold_dtmf.pcap").exists())
+        .expect("sipp_hold_dtmf.pcap");
     let lines = calliper_jsonl(&dir.join("sipp_hold_dtmf.pcap"), &[]);
     let streams = all_streams(&lines);
     let pcma: Vec<&Value> = streams.values().filter(|s| s["codec"] == "PCMA").collect();

@@ -290,7 +290,11 @@ impl Engine {
 
     fn frame(&mut self, now: i64, f: &Frame<'_>) {
         match f.transport {
-            Transport::Udp { sport, dport, payload } => {
+            Transport::Udp {
+                sport,
+                dport,
+                payload,
+            } => {
                 self.counters.udp += 1;
                 if self.is_sip(sport, dport, payload) {
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
@@ -298,7 +302,12 @@ impl Engine {
                     self.media_datagram(now, f.src, sport, f.dst, dport, payload);
                 }
             }
-            Transport::Tcp { sport, dport, payload, .. } => {
+            Transport::Tcp {
+                sport,
+                dport,
+                payload,
+                ..
+            } => {
                 self.counters.tcp += 1;
                 if !payload.is_empty() && self.is_sip(sport, dport, payload) {
                     self.sip_segment(now, f.src, sport, f.dst, dport, payload);
@@ -315,10 +324,20 @@ impl Engine {
             return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
         }
         // Cheap first test: RTP starts with 0x80.., SIP with a letter.
-        self.cfg.sip_any_port && payload.first().is_some_and(|b| b.is_ascii_uppercase()) && calliper_sip::looks_like_sip(payload)
+        self.cfg.sip_any_port
+            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
+            && calliper_sip::looks_like_sip(payload)
     }
 
-    fn sip_segment(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, mut payload: &[u8]) {
+    fn sip_segment(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        mut payload: &[u8],
+    ) {
         // Without stream reassembly, take each segment's complete messages.
         while !payload.is_empty() {
             match calliper_sip::parse(payload, true) {
@@ -339,7 +358,15 @@ impl Engine {
         }
     }
 
-    fn sip_datagram(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
+    fn sip_datagram(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        payload: &[u8],
+    ) {
         match calliper_sip::parse(payload, false) {
             Ok(m) => {
                 if m.body_truncated {
@@ -354,7 +381,15 @@ impl Engine {
         }
     }
 
-    fn sip_message(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, m: &SipMessage<'_>) {
+    fn sip_message(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        m: &SipMessage<'_>,
+    ) {
         self.counters.sip_messages += 1;
         let kind = match m.start {
             Some(StartLine::Request { method, .. }) => method.to_string(),
@@ -370,7 +405,13 @@ impl Engine {
             self.counters.anomaly("sip_call_id_too_long");
             return;
         }
-        let is_invite = matches!(m.start, Some(StartLine::Request { method: "INVITE", .. }));
+        let is_invite = matches!(
+            m.start,
+            Some(StartLine::Request {
+                method: "INVITE",
+                ..
+            })
+        );
         let idx = match self.call_ids.get(call_id) {
             Some(&i) => i,
             None if is_invite => match self.new_call(now, call_id, src, sport, dst, dport, m) {
@@ -389,7 +430,11 @@ impl Engine {
             }
         }
         let call = self.calls.get_mut(idx).expect("call in table");
-        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
+        let list = if call.closing.is_some() {
+            LIST_CLOSING
+        } else {
+            LIST_ACTIVE
+        };
         self.calls.touch(idx, list, now);
     }
 
@@ -405,9 +450,10 @@ impl Engine {
         m: &SipMessage<'_>,
     ) -> Option<Idx> {
         if self.calls.is_full() {
-            let Some((oldest, _)) = self.calls.oldest(LIST_CLOSING).or_else(|| self.calls.oldest(LIST_ACTIVE)) else {
-                return None;
-            };
+            let (oldest, _) = self
+                .calls
+                .oldest(LIST_CLOSING)
+                .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
             self.counters.calls_evicted += 1;
             self.finish_call(oldest, true);
         }
@@ -472,7 +518,11 @@ impl Engine {
         };
         match m.start? {
             StartLine::Request { method, .. } => {
-                let sender = if from_is_caller { Side::Caller } else { Side::Callee };
+                let sender = if from_is_caller {
+                    Side::Caller
+                } else {
+                    Side::Callee
+                };
                 match method {
                     "INVITE" => {
                         call.invites += 1;
@@ -482,13 +532,15 @@ impl Engine {
                             call.end_ns = None;
                         }
                     }
-                    "BYE" => {
-                        if call.closing.is_none() || call.closing == Some(CallState::Answered) {
-                            call.closing = Some(if call.answer_ns.is_some() { CallState::Completed } else { CallState::Cancelled });
-                            call.end_ns = Some(now);
-                            call.hangup_by = Some(sender);
-                            call.hangup_reason = m.reason_header.map(str::to_string);
-                        }
+                    "BYE" if call.closing.is_none() => {
+                        call.closing = Some(if call.answer_ns.is_some() {
+                            CallState::Completed
+                        } else {
+                            CallState::Cancelled
+                        });
+                        call.end_ns = Some(now);
+                        call.hangup_by = Some(sender);
+                        call.hangup_reason = m.reason_header.map(str::to_string);
                     }
                     "CANCEL" if call.answer_ns.is_none() => {
                         call.cancelled = true;
@@ -502,14 +554,22 @@ impl Engine {
                 Some(sender)
             }
             StartLine::Response { code, reason } => {
-                let sender = if from_is_caller { Side::Callee } else { Side::Caller };
+                let sender = if from_is_caller {
+                    Side::Callee
+                } else {
+                    Side::Caller
+                };
                 if m.cseq_method != Some("INVITE") {
                     return Some(sender);
                 }
                 if sender == Side::Callee && call.callee_ua.is_none() {
                     call.callee_ua = m.server.or(m.user_agent).map(str::to_string);
                 }
-                if code > 100 && call.first_provisional_ns.is_none() && call.answer_ns.is_none() && code < 200 {
+                if code > 100
+                    && call.first_provisional_ns.is_none()
+                    && call.answer_ns.is_none()
+                    && code < 200
+                {
                     call.first_provisional_ns = Some(now);
                 }
                 if (code == 180 || code == 183) && call.ringing_ns.is_none() {
@@ -523,7 +583,11 @@ impl Engine {
                         call.closing = None;
                         call.end_ns = None;
                     } else if call.closing.is_none() || call.cancelled {
-                        call.closing = Some(if call.cancelled { CallState::Cancelled } else { CallState::Failed });
+                        call.closing = Some(if call.cancelled {
+                            CallState::Cancelled
+                        } else {
+                            CallState::Failed
+                        });
                         call.end_ns.get_or_insert(now);
                     }
                 }
@@ -548,7 +612,9 @@ impl Engine {
             if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
                 continue;
             }
-            let Some(call) = self.calls.get_mut(idx) else { return };
+            let Some(call) = self.calls.get_mut(idx) else {
+                return;
+            };
             if call.media.len() >= MAX_DESCS_PER_CALL {
                 self.counters.anomaly("sdp_too_many_media_per_call");
                 break;
@@ -556,7 +622,11 @@ impl Engine {
             let desc = call.media.len() as u16;
             call.media.push(MediaDesc {
                 owner: side,
-                rtpmaps: med.rtpmaps.iter().map(|r| (r.payload_type, r.encoding.into(), r.clock_rate)).collect(),
+                rtpmaps: med
+                    .rtpmaps
+                    .iter()
+                    .map(|r| (r.payload_type, r.encoding.into(), r.clock_rate))
+                    .collect(),
             });
             let rtp = med.proto.to_ascii_uppercase().contains("RTP");
             let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
@@ -569,7 +639,15 @@ impl Engine {
                     self.counters.media_refused += 1;
                     continue;
                 } else {
-                    self.media.insert(key, MediaEntry { call: idx, desc, rtp, streams: Vec::new() });
+                    self.media.insert(
+                        key,
+                        MediaEntry {
+                            call: idx,
+                            desc,
+                            rtp,
+                            streams: Vec::new(),
+                        },
+                    );
                 }
                 if !call.media_keys.contains(&key) {
                     call.media_keys.push(key);
@@ -580,7 +658,9 @@ impl Engine {
             if let Some(e) = self.media.get(&(addr, port)) {
                 for &si in &e.streams {
                     if let Some(st) = self.streams.get_mut(si) {
-                        if (st.key.dst, st.key.dport) == (addr, port) || (st.key.src, st.key.sport) == (addr, port) {
+                        if (st.key.dst, st.key.dport) == (addr, port)
+                            || (st.key.src, st.key.sport) == (addr, port)
+                        {
                             st.closed = !rtp;
                         }
                     }
@@ -589,10 +669,22 @@ impl Engine {
         }
     }
 
-    fn media_datagram(&mut self, now: i64, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
+    fn media_datagram(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        payload: &[u8],
+    ) {
         if looks_like_rtcp(payload) {
             self.counters.rtcp += 1;
-            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).map(|e| e.call);
+            let entry = self
+                .media
+                .get(&(dst, dport))
+                .or_else(|| self.media.get(&(src, sport)))
+                .map(|e| e.call);
             if let Some(call) = entry {
                 if let Some(c) = self.calls.get_mut(call) {
                     c.rtcp_packets += 1;
@@ -601,14 +693,24 @@ impl Engine {
             return;
         }
         let Ok(h) = RtpHeader::parse(payload) else {
-            let entry = self.media.get(&(dst, dport)).or_else(|| self.media.get(&(src, sport))).map(|e| (e.call, e.rtp));
+            let entry = self
+                .media
+                .get(&(dst, dport))
+                .or_else(|| self.media.get(&(src, sport)))
+                .map(|e| (e.call, e.rtp));
             match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
                 Some(call) => call.t38_packets += 1,
                 None => self.counters.udp_untracked += 1,
             }
             return;
         };
-        let key = StreamKey { src, dst, sport, dport, ssrc: h.ssrc };
+        let key = StreamKey {
+            src,
+            dst,
+            sport,
+            dport,
+            ssrc: h.ssrc,
+        };
         let pkt = calliper_rtp::Packet {
             arrival_ns: now,
             seq: h.seq,
@@ -636,7 +738,9 @@ impl Engine {
     }
 
     fn stream_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet, now: i64) {
-        let Some(s) = self.streams.get_mut(si) else { return };
+        let Some(s) = self.streams.get_mut(si) else {
+            return;
+        };
         if s.closed {
             if let Some(call) = s.call.and_then(|c| self.calls.get_mut(c)) {
                 call.t38_packets += 1;
@@ -652,9 +756,12 @@ impl Engine {
         if pkt.payload_type != s.last_pt {
             s.last_pt = pkt.payload_type;
             s.last_clock = match (s.call, s.desc) {
-                (Some(c), Some(d)) => self.calls.get(c).map_or(Codec::static_clock(pkt.payload_type), |call| {
-                    resolve(call.media.get(d as usize), pkt.payload_type).clock
-                }),
+                (Some(c), Some(d)) => self
+                    .calls
+                    .get(c)
+                    .map_or(Codec::static_clock(pkt.payload_type), |call| {
+                        resolve(call.media.get(d as usize), pkt.payload_type).clock
+                    }),
                 _ => Codec::static_clock(pkt.payload_type),
             };
         }
@@ -662,7 +769,11 @@ impl Engine {
         self.counters.rtp_in_calls += 1;
         let call = s.call;
         if let Some(c) = call {
-            let list = if self.calls.get(c).is_some_and(|c| c.closing.is_some()) { LIST_CLOSING } else { LIST_ACTIVE };
+            let list = if self.calls.get(c).is_some_and(|c| c.closing.is_some()) {
+                LIST_CLOSING
+            } else {
+                LIST_ACTIVE
+            };
             self.calls.touch(c, list, now);
         }
     }
@@ -705,8 +816,15 @@ impl Engine {
     /// The media entry for a stream: by destination (where SDP says the
     /// receiver listens), else by source (symmetric RTP).
     fn media_entry(&self, k: &StreamKey) -> Option<(MediaRef, bool)> {
-        let r = |e: &MediaEntry| MediaRef { call: e.call, desc: e.desc, rtp: e.rtp };
-        self.media.get(&(k.dst, k.dport)).map(|e| (r(e), true)).or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
+        let r = |e: &MediaEntry| MediaRef {
+            call: e.call,
+            desc: e.desc,
+            rtp: e.rtp,
+        };
+        self.media
+            .get(&(k.dst, k.dport))
+            .map(|e| (r(e), true))
+            .or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
     }
 
     /// Registers a stream with the media entries of its two addresses.
@@ -742,14 +860,20 @@ impl Engine {
 
     /// Moves an orphan stream into a call. False if the call cannot take it.
     fn adopt(&mut self, si: Idx, e: MediaRef, by_dst: bool) -> bool {
-        let Some(call) = self.calls.get_mut(e.call) else { return false };
+        let Some(call) = self.calls.get_mut(e.call) else {
+            return false;
+        };
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
             return false;
         }
         call.streams.push(si);
         let desc = call.media.get(e.desc as usize);
-        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
-        let Some(s) = self.streams.get_mut(si) else { return false };
+        let direction = desc.map_or(StreamDirection::Unknown, |d| {
+            Self::direction(d.owner, by_dst)
+        });
+        let Some(s) = self.streams.get_mut(si) else {
+            return false;
+        };
         s.codec = resolve(desc, s.stats.payload_type);
         s.last_pt = s.stats.payload_type;
         s.last_clock = s.codec.clock;
@@ -767,15 +891,26 @@ impl Engine {
         true
     }
 
-    fn new_call_stream(&mut self, key: StreamKey, e: MediaRef, by_dst: bool, pkt: &calliper_rtp::Packet, now: i64) {
-        let Some(call) = self.calls.get_mut(e.call) else { return };
+    fn new_call_stream(
+        &mut self,
+        key: StreamKey,
+        e: MediaRef,
+        by_dst: bool,
+        pkt: &calliper_rtp::Packet,
+        now: i64,
+    ) {
+        let Some(call) = self.calls.get_mut(e.call) else {
+            return;
+        };
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
             self.counters.anomaly("rtp_too_many_streams_per_call");
             return;
         }
         let desc = call.media.get(e.desc as usize);
         let codec = resolve(desc, pkt.payload_type);
-        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
+        let direction = desc.map_or(StreamDirection::Unknown, |d| {
+            Self::direction(d.owner, by_dst)
+        });
         let stream = Stream {
             links: Links::default(),
             key,
@@ -794,7 +929,11 @@ impl Engine {
             return;
         };
         call.streams.push(si);
-        let list = if call.closing.is_some() { LIST_CLOSING } else { LIST_ACTIVE };
+        let list = if call.closing.is_some() {
+            LIST_CLOSING
+        } else {
+            LIST_ACTIVE
+        };
         self.stream_ids.insert(key, si);
         self.register_stream(si, &key);
         self.counters.streams += 1;
@@ -876,7 +1015,9 @@ impl Engine {
     }
 
     fn finish_call(&mut self, idx: Idx, evicted: bool) {
-        let Some(call) = self.calls.remove(idx) else { return };
+        let Some(call) = self.calls.remove(idx) else {
+            return;
+        };
         self.call_ids.remove(&*call.call_id);
         let mut streams = Vec::with_capacity(call.streams.len());
         for &si in &call.streams {
@@ -944,8 +1085,12 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
-        let mut calls: Vec<(i64, Idx)> =
-            self.calls.live_indices().into_iter().filter_map(|i| self.calls.get(i).map(|c| (c.invite_ns, i))).collect();
+        let mut calls: Vec<(i64, Idx)> = self
+            .calls
+            .live_indices()
+            .into_iter()
+            .filter_map(|i| self.calls.get(i).map(|c| (c.invite_ns, i)))
+            .collect();
         calls.sort_unstable();
         for (_, i) in calls {
             self.finish_call(i, false);
@@ -954,7 +1099,11 @@ impl Engine {
             .streams
             .live_indices()
             .into_iter()
-            .filter_map(|i| self.streams.get(i).map(|s| (s.stats.first_ns, i, s.probation == 0)))
+            .filter_map(|i| {
+                self.streams
+                    .get(i)
+                    .map(|s| (s.stats.first_ns, i, s.probation == 0))
+            })
             .collect();
         orphans.sort_unstable();
         for (_, i, confirmed) in orphans {
@@ -996,7 +1145,11 @@ fn stream_record(s: &Stream) -> StreamRecord {
         bytes: st.bytes,
         expected,
         lost,
-        loss_percent: if expected == 0 { 0.0 } else { lost as f64 * 100.0 / expected as f64 },
+        loss_percent: if expected == 0 {
+            0.0
+        } else {
+            lost as f64 * 100.0 / expected as f64
+        },
         duplicates: st.seq.duplicates,
         out_of_order: st.seq.out_of_order,
         seq_resets: st.seq.resets,

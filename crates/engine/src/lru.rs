@@ -24,7 +24,12 @@ pub struct Links {
 
 impl Default for Links {
     fn default() -> Self {
-        Links { prev: NIL, next: NIL, list: NONE, stamp: 0 }
+        Links {
+            prev: NIL,
+            next: NIL,
+            list: NONE,
+            stamp: 0,
+        }
     }
 }
 
@@ -51,7 +56,15 @@ pub struct Slab<T> {
 impl<T: Linked> Slab<T> {
     /// A slab holding at most `cap` live entries.
     pub fn with_capacity(cap: usize) -> Self {
-        Slab { slots: Vec::new(), free: Vec::new(), heads: [NIL; 4], tails: [NIL; 4], lens: [0; 4], live: 0, cap }
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            heads: [NIL; 4],
+            tails: [NIL; 4],
+            lens: [0; 4],
+            live: 0,
+            cap,
+        }
     }
 
     /// Live entries.
@@ -104,7 +117,10 @@ impl<T: Linked> Slab<T> {
     }
 
     fn links(&mut self, i: Idx) -> &mut Links {
-        self.slots[i as usize].as_mut().expect("linked slot is live").links()
+        self.slots[i as usize]
+            .as_mut()
+            .expect("linked slot is live")
+            .links()
     }
 
     /// Takes entry `i` off whatever list it is on; it stays in the slab.
@@ -113,7 +129,9 @@ impl<T: Linked> Slab<T> {
     }
 
     fn unlink(&mut self, i: Idx) {
-        let Some(Some(_)) = self.slots.get(i as usize) else { return };
+        let Some(Some(_)) = self.slots.get(i as usize) else {
+            return;
+        };
         let l = *self.links(i);
         if l.list == NONE {
             return;
@@ -185,7 +203,12 @@ impl<T: Linked> Slab<T> {
 
     /// Indices of all live entries (for the final flush only).
     pub fn live_indices(&self) -> Vec<Idx> {
-        self.slots.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i as Idx).collect()
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i as Idx)
+            .collect()
     }
 }
 
@@ -194,7 +217,7 @@ mod tests {
     use super::*;
 
     #[derive(Default)]
-    struct E(Links, u32);
+    struct E(Links);
     impl Linked for E {
         fn links(&mut self) -> &mut Links {
             &mut self.0

@@ -94,11 +94,20 @@ impl Codec {
                     r => ClockRate::Hz(r),
                 }
             };
-            return Codec { name: name.to_string(), clock };
+            return Codec {
+                name: name.to_string(),
+                clock,
+            };
         }
         match static_type(pt) {
-            Some((name, rate)) => Codec { name: name.to_string(), clock: ClockRate::Hz(rate) },
-            None => Codec { name: format!("dynamic-{pt}"), clock: ClockRate::Unknown },
+            Some((name, rate)) => Codec {
+                name: name.to_string(),
+                clock: ClockRate::Hz(rate),
+            },
+            None => Codec {
+                name: format!("dynamic-{pt}"),
+                clock: ClockRate::Unknown,
+            },
         }
     }
 

@@ -71,7 +71,11 @@ impl SeqTracker {
             if seq < self.max_seq {
                 self.cycles += 1 << 16;
             }
-            self.window = if udelta >= 128 { 0 } else { self.window << udelta };
+            self.window = if udelta >= 128 {
+                0
+            } else {
+                self.window << udelta
+            };
             self.window |= 1;
             self.max_seq = seq;
             self.segment_received += 1;
@@ -115,7 +119,9 @@ impl SeqTracker {
 
     fn close_segment(&mut self) {
         self.closed_expected += self.segment_expected();
-        self.closed_lost += self.segment_expected().saturating_sub(self.segment_received);
+        self.closed_lost += self
+            .segment_expected()
+            .saturating_sub(self.segment_received);
     }
 
     fn segment_expected(&self) -> u64 {
@@ -135,7 +141,10 @@ impl SeqTracker {
         if !self.started {
             return 0;
         }
-        self.closed_lost + self.segment_expected().saturating_sub(self.segment_received)
+        self.closed_lost
+            + self
+                .segment_expected()
+                .saturating_sub(self.segment_received)
     }
 
     /// Extended highest sequence number of the current segment (A.3).
@@ -239,10 +248,9 @@ impl WiresharkView {
         let in_time_sequence = h.timestamp >= self.first_ts && since_first < 0x8000_0000;
         let seq = h.seq;
         if in_time_sequence {
-            if seq < self.start_seq && !self.under {
-                self.seq_cycles += 1;
-                self.under = true;
-            } else if seq == 0 && self.stop_seq == 65535 && !self.under {
+            // A wrap: below the first sequence number, or 65535 -> 0 when the stream started at 0.
+            let wrapped = seq < self.start_seq || (seq == 0 && self.stop_seq == 65535);
+            if wrapped && !self.under {
                 self.seq_cycles += 1;
                 self.under = true;
             } else if seq > self.start_seq && self.under {

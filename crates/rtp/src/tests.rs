@@ -4,7 +4,14 @@ use super::*;
 use proptest::prelude::*;
 
 fn pkt(arrival_ms: f64, seq: u16, ts: u32) -> Packet {
-    Packet { arrival_ns: (arrival_ms * 1e6) as i64, seq, timestamp: ts, payload_type: 8, marker: false, bytes: 172 }
+    Packet {
+        arrival_ns: (arrival_ms * 1e6) as i64,
+        seq,
+        timestamp: ts,
+        payload_type: 8,
+        marker: false,
+        bytes: 172,
+    }
 }
 
 #[test]
@@ -38,7 +45,10 @@ fn integer_jitter_vector() {
         states.push(state);
     }
     assert_eq!(states, vec![0, 10, 19, 78]);
-    assert_eq!(states.iter().map(|s| s >> 4).collect::<Vec<_>>(), vec![0, 0, 1, 4]);
+    assert_eq!(
+        states.iter().map(|s| s >> 4).collect::<Vec<_>>(),
+        vec![0, 0, 1, 4]
+    );
 }
 
 #[test]
@@ -64,9 +74,15 @@ fn float_jitter_vector() {
 fn duplicates_do_not_make_loss_negative() {
     let mut s = StreamStats::new(&pkt(0.0, 10, 0), ClockRate::Hz(8000));
     for (i, q) in [11u16, 11, 12, 12, 13].iter().enumerate() {
-        s.update(&pkt(20.0 * (i + 1) as f64, *q, 160 * (*q as u32 - 10)), ClockRate::Hz(8000));
+        s.update(
+            &pkt(20.0 * (i + 1) as f64, *q, 160 * (*q as u32 - 10)),
+            ClockRate::Hz(8000),
+        );
     }
-    assert_eq!((s.packets, s.seq.expected(), s.seq.lost(), s.seq.duplicates), (6, 4, 0, 2));
+    assert_eq!(
+        (s.packets, s.seq.expected(), s.seq.lost(), s.seq.duplicates),
+        (6, 4, 0, 2)
+    );
     // Wireshark counts received - expected, which goes negative.
     assert_eq!(s.ws.lost(), -2);
 }
@@ -77,7 +93,10 @@ fn reordering_is_counted_not_lost() {
     for q in [1u16, 2, 4, 3, 5, 7, 6] {
         s.update(q);
     }
-    assert_eq!((s.expected(), s.lost(), s.out_of_order, s.duplicates), (7, 0, 2, 0));
+    assert_eq!(
+        (s.expected(), s.lost(), s.out_of_order, s.duplicates),
+        (7, 0, 2, 0)
+    );
 }
 
 #[test]
@@ -107,14 +126,25 @@ fn single_stray_is_not_a_reset() {
 #[test]
 fn emodel_vectors() {
     let close = |a: f64, b: f64, tol: f64| assert!((a - b).abs() < tol, "{a} vs {b}");
-    for (r, m) in [(93.2, 4.4093), (90.0, 4.3390), (80.0, 4.0240), (70.0, 3.5970), (60.0, 3.1000), (50.0, 2.5750)] {
+    for (r, m) in [
+        (93.2, 4.4093),
+        (90.0, 4.3390),
+        (80.0, 4.0240),
+        (70.0, 3.5970),
+        (60.0, 3.1000),
+        (50.0, 2.5750),
+    ] {
         close(emodel::mos(r), m, 1e-4);
     }
     close(emodel::r_factor("PCMA", 1.0, 1.0, 150.0), 85.96, 0.01);
     close(emodel::r_factor("PCMU", 2.0, 2.0, 0.0), 85.92, 0.01);
     close(emodel::r_factor("G729", 2.0, 1.0, 150.0), 70.60, 0.01);
     close(emodel::delay_impairment(300.0), 20.70, 0.01);
-    close(emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0, 93.2 - 63.04, 0.01);
+    close(
+        emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0,
+        93.2 - 63.04,
+        0.01,
+    );
 }
 
 proptest! {

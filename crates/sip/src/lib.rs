@@ -100,7 +100,9 @@ impl<'a> SipMessage<'a> {
         !self.body.is_empty()
             && self
                 .content_type
-                .map_or(self.body.starts_with(b"v=0"), |c| c.trim().to_ascii_lowercase().starts_with("application/sdp"))
+                .map_or(self.body.starts_with(b"v=0"), |c| {
+                    c.trim().to_ascii_lowercase().starts_with("application/sdp")
+                })
     }
 }
 
@@ -133,8 +135,20 @@ impl SipError {
 }
 
 const METHODS: &[&str] = &[
-    "INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "REGISTER", "PRACK", "UPDATE", "INFO", "REFER", "NOTIFY",
-    "SUBSCRIBE", "MESSAGE", "PUBLISH",
+    "INVITE",
+    "ACK",
+    "BYE",
+    "CANCEL",
+    "OPTIONS",
+    "REGISTER",
+    "PRACK",
+    "UPDATE",
+    "INFO",
+    "REFER",
+    "NOTIFY",
+    "SUBSCRIBE",
+    "MESSAGE",
+    "PUBLISH",
 ];
 
 /// Cheap test of whether a payload starts like SIP (used to find SIP on any port).
@@ -143,7 +157,9 @@ pub fn looks_like_sip(b: &[u8]) -> bool {
     if b.starts_with(b"SIP/2.0 ") {
         return true;
     }
-    METHODS.iter().any(|m| b.len() > m.len() && b.starts_with(m.as_bytes()) && b[m.len()] == b' ')
+    METHODS
+        .iter()
+        .any(|m| b.len() > m.len() && b.starts_with(m.as_bytes()) && b[m.len()] == b' ')
         && first_line(b).is_some_and(|l| l.ends_with(b" SIP/2.0"))
 }
 
@@ -165,8 +181,14 @@ fn to_str(b: &[u8]) -> Option<&str> {
 }
 
 fn trim(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
-    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &b[start..end.max(start)]
 }
 
@@ -178,14 +200,22 @@ fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
         if !(100..=699).contains(&code) {
             return Err(SipError::NotSip);
         }
-        return Ok(StartLine::Response { code, reason: reason.trim() });
+        return Ok(StartLine::Response {
+            code,
+            reason: reason.trim(),
+        });
     }
     let mut parts = line.split(' ');
-    let (Some(method), Some(uri), Some("SIP/2.0"), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(method), Some(uri), Some("SIP/2.0"), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(SipError::NotSip);
     };
-    if method.is_empty() || !method.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+    if method.is_empty()
+        || !method
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    {
         return Err(SipError::NotSip);
     }
     Ok(StartLine::Request { method, uri })
@@ -199,25 +229,43 @@ fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
 pub fn parse(buf: &[u8], stream: bool) -> Result<SipMessage<'_>, SipError> {
     let skipped = buf.len() - trim_leading_crlf(buf).len();
     let b = &buf[skipped..];
-    let Some(hdr_end) = memmem::find(b, b"\r\n\r\n").map(|i| (i, i + 4)).or_else(|| {
-        // Tolerate bare-LF messages.
-        memmem::find(b, b"\n\n").map(|i| (i, i + 2))
-    }) else {
+    let Some(hdr_end) = memmem::find(b, b"\r\n\r\n")
+        .map(|i| (i, i + 4))
+        .or_else(|| {
+            // Tolerate bare-LF messages.
+            memmem::find(b, b"\n\n").map(|i| (i, i + 2))
+        })
+    else {
         // No blank line: a datagram may still be a complete body-less message
         // missing its final CRLF; a stream needs more bytes.
         if stream || first_line(b).is_none() {
-            return Err(if b.len() > MAX_MESSAGE { SipError::NotSip } else { SipError::Incomplete });
+            return Err(if b.len() > MAX_MESSAGE {
+                SipError::NotSip
+            } else {
+                SipError::Incomplete
+            });
         }
         return parse_headers(b, b.len(), b.len(), skipped, false);
     };
     parse_headers(b, hdr_end.0, hdr_end.1, skipped, stream)
 }
 
-fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, stream: bool) -> Result<SipMessage<'_>, SipError> {
+fn parse_headers(
+    b: &[u8],
+    head_len: usize,
+    body_start: usize,
+    skipped: usize,
+    stream: bool,
+) -> Result<SipMessage<'_>, SipError> {
     let head = &b[..head_len];
-    let mut lines = head.split(|&c| c == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut lines = head
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
     let start = parse_start_line(lines.next().ok_or(SipError::NotSip)?)?;
-    let mut m = SipMessage { start: Some(start), ..Default::default() };
+    let mut m = SipMessage {
+        start: Some(start),
+        ..Default::default()
+    };
     let mut last: Option<(&[u8], &[u8])> = None;
     for line in lines {
         if matches!(line.first(), Some(b' ' | b'\t')) {
@@ -263,7 +311,8 @@ fn parse_headers(b: &[u8], head_len: usize, body_start: usize, skipped: usize, s
 fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
     let Some(v) = to_str(value) else { return };
     let is = |long: &str, short: Option<&str>| {
-        name.eq_ignore_ascii_case(long.as_bytes()) || short.is_some_and(|s| name.eq_ignore_ascii_case(s.as_bytes()))
+        name.eq_ignore_ascii_case(long.as_bytes())
+            || short.is_some_and(|s| name.eq_ignore_ascii_case(s.as_bytes()))
     };
     if is("Call-ID", Some("i")) {
         m.call_id.get_or_insert(v);
@@ -272,7 +321,9 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
     } else if is("To", Some("t")) {
         m.to.get_or_insert(v);
     } else if is("CSeq", None) {
-        let (num, method) = v.split_once(|c: char| c.is_ascii_whitespace()).unwrap_or((v, ""));
+        let (num, method) = v
+            .split_once(|c: char| c.is_ascii_whitespace())
+            .unwrap_or((v, ""));
         m.cseq = num.trim().parse().ok();
         m.cseq_method = Some(method.trim());
     } else if is("Via", Some("v")) {
@@ -318,7 +369,11 @@ impl<'a> NameAddr<'a> {
             let display = v[..lt].trim().trim_matches('"').trim();
             let after = &v[lt + 1..];
             let gt = after.find('>').unwrap_or(after.len());
-            (Some(display).filter(|d| !d.is_empty()), &after[..gt], after.get(gt + 1..).unwrap_or(""))
+            (
+                Some(display).filter(|d| !d.is_empty()),
+                &after[..gt],
+                after.get(gt + 1..).unwrap_or(""),
+            )
         } else {
             // Without angle brackets, parameters after ';' belong to the header.
             let semi = v.find(';').unwrap_or(v.len());
@@ -335,7 +390,13 @@ impl<'a> NameAddr<'a> {
             Some((u, h)) => (Some(u.split(':').next().unwrap_or(u)), h),
             None => (None, without_params),
         };
-        NameAddr { display, uri, user, host, tag }
+        NameAddr {
+            display,
+            uri,
+            user,
+            host,
+            tag,
+        }
     }
 }
 

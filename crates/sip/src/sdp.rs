@@ -147,7 +147,8 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                     continue;
                 }
                 let mut it = v.split_ascii_whitespace();
-                let (Some(kind), Some(port), Some(proto)) = (it.next(), it.next(), it.next()) else {
+                let (Some(kind), Some(port), Some(proto)) = (it.next(), it.next(), it.next())
+                else {
                     sdp.bad_lines += 1;
                     skip_media = true;
                     continue;
@@ -158,7 +159,11 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                     continue;
                 };
                 skip_media = false;
-                let formats = it.filter_map(|f| f.parse::<u8>().ok()).filter(|&f| f < 128).take(MAX_FORMATS).collect();
+                let formats = it
+                    .filter_map(|f| f.parse::<u8>().ok())
+                    .filter(|&f| f < 128)
+                    .take(MAX_FORMATS)
+                    .collect();
                 sdp.media.push(Media {
                     kind,
                     port,
@@ -184,7 +189,9 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                     }
                     continue;
                 }
-                let Some(m) = sdp.media.last_mut() else { continue };
+                let Some(m) = sdp.media.last_mut() else {
+                    continue;
+                };
                 match name {
                     "rtpmap" => {
                         let mut it = value.splitn(2, ' ');
@@ -200,11 +207,20 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                         let encoding = e.next().unwrap_or("");
                         let clock_rate = e.next().and_then(|r| r.parse().ok()).unwrap_or(0);
                         if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
-                            m.rtpmaps.push(RtpMap { payload_type: pt, encoding, clock_rate });
+                            m.rtpmaps.push(RtpMap {
+                                payload_type: pt,
+                                encoding,
+                                clock_rate,
+                            });
                         }
                     }
                     "ptime" => m.ptime = value.trim().parse().ok(),
-                    "rtcp" => m.rtcp_port = value.split_ascii_whitespace().next().and_then(|p| p.parse().ok()),
+                    "rtcp" => {
+                        m.rtcp_port = value
+                            .split_ascii_whitespace()
+                            .next()
+                            .and_then(|p| p.parse().ok())
+                    }
                     _ => {}
                 }
             }

@@ -30,7 +30,13 @@ a=fmtp:101 0-11,16\r\n";
 #[test]
 fn real_invite() {
     let m = parse(SIPP_INVITE, false).unwrap();
-    assert_eq!(m.start, Some(StartLine::Request { method: "INVITE", uri: "sip:1000@127.0.2.1:5060" }));
+    assert_eq!(
+        m.start,
+        Some(StartLine::Request {
+            method: "INVITE",
+            uri: "sip:1000@127.0.2.1:5060"
+        })
+    );
     assert_eq!(m.call_id, Some("1-9472@127.0.1.1"));
     assert_eq!((m.cseq, m.cseq_method), (Some(1), Some("INVITE")));
     assert_eq!(m.content_length, Some(189));
@@ -42,11 +48,22 @@ fn real_invite() {
     assert_eq!(from.user, Some("sipp"));
     assert_eq!(from.tag, Some("9472SIPpTag091"));
     let to = NameAddr::parse(m.to.unwrap());
-    assert_eq!((to.uri, to.user, to.host, to.tag), ("sip:1000@127.0.2.1:5060", Some("1000"), "127.0.2.1:5060", None));
+    assert_eq!(
+        (to.uri, to.user, to.host, to.tag),
+        (
+            "sip:1000@127.0.2.1:5060",
+            Some("1000"),
+            "127.0.2.1:5060",
+            None
+        )
+    );
     let s = sdp::parse(m.body);
     assert_eq!(s.media.len(), 1);
     let a = &s.media[0];
-    assert_eq!((a.kind, a.port, a.addr), ("audio", 30000, Some("127.0.1.1".parse().unwrap())));
+    assert_eq!(
+        (a.kind, a.port, a.addr),
+        ("audio", 30000, Some("127.0.1.1".parse().unwrap()))
+    );
     assert_eq!(a.formats, vec![8, 101]);
     assert_eq!(a.rtpmap(101).unwrap().encoding, "telephone-event");
     assert_eq!(a.rtpmap(8).unwrap().clock_rate, 8000);
@@ -75,7 +92,10 @@ fn two_messages_in_one_stream_buffer() {
     let m2 = parse(&buf[m.len..], true).unwrap();
     assert_eq!(m2.call_id, Some("1-9472@127.0.1.1"));
     // Cut inside the second body: a stream says incomplete.
-    assert_eq!(parse(&buf[m.len..buf.len() - 10], true), Err(SipError::Incomplete));
+    assert_eq!(
+        parse(&buf[m.len..buf.len() - 10], true),
+        Err(SipError::Incomplete)
+    );
     // A datagram takes the short body and flags it.
     let d = parse(&buf[m.len..buf.len() - 10], false).unwrap();
     assert!(d.body_truncated);
@@ -83,8 +103,14 @@ fn two_messages_in_one_stream_buffer() {
 
 #[test]
 fn hostile_inputs_are_errors_not_panics() {
-    assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false), Err(SipError::NotSip));
-    assert_eq!(parse(b"SIP/2.0 999 Nope\r\n\r\n", false), Err(SipError::NotSip));
+    assert_eq!(
+        parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false),
+        Err(SipError::NotSip)
+    );
+    assert_eq!(
+        parse(b"SIP/2.0 999 Nope\r\n\r\n", false),
+        Err(SipError::NotSip)
+    );
     let mut many = b"OPTIONS sip:a SIP/2.0\r\n".to_vec();
     for i in 0..1000 {
         many.extend(format!("X-H{i}: v\r\n").bytes());

@@ -73,7 +73,12 @@ pub fn rfc3339(ns: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + (m <= 2) as i64;
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", tod / 3600, tod % 3600 / 60, tod % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        tod / 3600,
+        tod % 3600 / 60,
+        tod % 60
+    )
 }
 
 #[derive(Serialize)]
@@ -122,11 +127,21 @@ impl<W: Write> Sink for JsonLines<W> {
         match r {
             Record::Call(c) => serde_json::to_writer(
                 &mut self.w,
-                &CallLine { kind: "call", start: rfc3339(c.invite_ns), end: rfc3339(c.end_ns), call: c },
+                &CallLine {
+                    kind: "call",
+                    start: rfc3339(c.invite_ns),
+                    end: rfc3339(c.end_ns),
+                    call: c,
+                },
             )?,
             Record::Stream(s) => serde_json::to_writer(
                 &mut self.w,
-                &StreamLine { kind: "stream", start: rfc3339(s.first_ns), end: rfc3339(s.last_ns), stream: s },
+                &StreamLine {
+                    kind: "stream",
+                    start: rfc3339(s.first_ns),
+                    end: rfc3339(s.last_ns),
+                    stream: s,
+                },
             )?,
         }
         self.w.write_all(b"\n")?;
@@ -134,7 +149,14 @@ impl<W: Write> Sink for JsonLines<W> {
     }
 
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
-        serde_json::to_writer(&mut self.w, &SummaryLine { kind: "summary", input, summary })?;
+        serde_json::to_writer(
+            &mut self.w,
+            &SummaryLine {
+                kind: "summary",
+                input,
+                summary,
+            },
+        )?;
         self.w.write_all(b"\n")?;
         self.w.flush()?;
         Ok(())
@@ -201,7 +223,11 @@ impl Sqlite {
         Ok(Sqlite { conn, pending: 0 })
     }
 
-    fn insert_stream(conn: &Connection, call: Option<i64>, s: &StreamRecord) -> Result<(), StoreError> {
+    fn insert_stream(
+        conn: &Connection,
+        call: Option<i64>,
+        s: &StreamRecord,
+    ) -> Result<(), StoreError> {
         let dir = serde_json::to_value(s.direction)?;
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
@@ -305,7 +331,10 @@ impl Sink for Sqlite {
     }
 
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
-        self.conn.execute("INSERT INTO runs (input, summary) VALUES (?, ?)", params![input, summary.to_string()])?;
+        self.conn.execute(
+            "INSERT INTO runs (input, summary) VALUES (?, ?)",
+            params![input, summary.to_string()],
+        )?;
         self.conn.execute_batch("COMMIT")?;
         self.pending = 0;
         Ok(())
@@ -319,8 +348,14 @@ mod tests {
     #[test]
     fn rfc3339_known_instants() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(rfc3339(951_782_400_000_000_000), "2000-02-29T00:00:00.000000Z");
-        assert_eq!(rfc3339(1_700_000_000_123_456_789), "2023-11-14T22:13:20.123456Z");
+        assert_eq!(
+            rfc3339(951_782_400_000_000_000),
+            "2000-02-29T00:00:00.000000Z"
+        );
+        assert_eq!(
+            rfc3339(1_700_000_000_123_456_789),
+            "2023-11-14T22:13:20.123456Z"
+        );
         assert_eq!(rfc3339(-1_000), "1969-12-31T23:59:59.999999Z");
     }
 }

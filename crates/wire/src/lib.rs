@@ -178,7 +178,11 @@ struct Ctx {
 
 /// Decodes a frame of the given link type.
 pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
-    let mut ctx = Ctx { vlan: None, tunnels: 0, depth: 0 };
+    let mut ctx = Ctx {
+        vlan: None,
+        tunnels: 0,
+        depth: 0,
+    };
     match link_type {
         linktype::ETHERNET => ethernet(&mut ctx, data),
         linktype::RAW | linktype::IPV4 | linktype::IPV6 => ip_by_version(&mut ctx, data),
@@ -282,7 +286,12 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
     let offset = (frag_field & 0x1FFF) as u32 * 8;
     let payload = &data[ihl..end];
     if more || offset != 0 {
-        let frag = Fragment { id: be16(data, 4) as u32, offset, more, protocol: proto };
+        let frag = Fragment {
+            id: be16(data, 4) as u32,
+            offset,
+            more,
+            protocol: proto,
+        };
         return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
     }
     transport(ctx, src, dst, proto, payload)
@@ -297,7 +306,11 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
     }
     let plen = be16(data, 4) as usize;
     // Jumbograms (plen 0) and snapped captures: take what was captured.
-    let end = if plen == 0 { data.len() } else { (40 + plen).min(data.len()) };
+    let end = if plen == 0 {
+        data.len()
+    } else {
+        (40 + plen).min(data.len())
+    };
     let mut a = [0u8; 16];
     a.copy_from_slice(&data[8..24]);
     let src = IpAddr::V6(Ipv6Addr::from(a));
@@ -337,7 +350,12 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
                 let field = be16(rest, 2);
                 let offset = (field >> 3) as u32 * 8;
                 let more = field & 1 != 0;
-                let frag = Fragment { id: be32(rest, 4), offset, more, protocol: rest[0] };
+                let frag = Fragment {
+                    id: be32(rest, 4),
+                    offset,
+                    more,
+                    protocol: rest[0],
+                };
                 let payload = &rest[8..];
                 if more || offset != 0 {
                     return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
@@ -352,12 +370,27 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
 }
 
 fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Frame<'a> {
-    Frame { src, dst, vlan: ctx.vlan, tunnels: ctx.tunnels, transport }
+    Frame {
+        src,
+        dst,
+        vlan: ctx.vlan,
+        tunnels: ctx.tunnels,
+        transport,
+    }
 }
 
 /// Decodes the IP payload `payload` of protocol `proto`.
-pub fn transport_of(src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> Result<Frame<'_>, DecodeError> {
-    let mut ctx = Ctx { vlan: None, tunnels: 0, depth: 0 };
+pub fn transport_of(
+    src: IpAddr,
+    dst: IpAddr,
+    proto: u8,
+    payload: &[u8],
+) -> Result<Frame<'_>, DecodeError> {
+    let mut ctx = Ctx {
+        vlan: None,
+        tunnels: 0,
+        depth: 0,
+    };
     transport(&mut ctx, src, dst, proto, payload)
 }
 
@@ -370,7 +403,13 @@ fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
     Ok(())
 }
 
-fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn transport<'a>(
+    ctx: &mut Ctx,
+    src: IpAddr,
+    dst: IpAddr,
+    proto: u8,
+    p: &'a [u8],
+) -> Result<Frame<'a>, DecodeError> {
     match proto {
         ipproto::UDP => {
             if p.len() < 8 {
@@ -386,7 +425,16 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
                 enter_tunnel(ctx)?;
                 return ethernet(ctx, &payload[8..]);
             }
-            Ok(frame(ctx, src, dst, Transport::Udp { sport, dport, payload }))
+            Ok(frame(
+                ctx,
+                src,
+                dst,
+                Transport::Udp {
+                    sport,
+                    dport,
+                    payload,
+                },
+            ))
         }
         ipproto::TCP => {
             if p.len() < 20 {
@@ -400,7 +448,13 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
                 ctx,
                 src,
                 dst,
-                Transport::Tcp { sport: be16(p, 0), dport: be16(p, 2), seq: be32(p, 4), flags: p[13], payload: &p[off..] },
+                Transport::Tcp {
+                    sport: be16(p, 0),
+                    dport: be16(p, 2),
+                    seq: be32(p, 4),
+                    flags: p[13],
+                    payload: &p[off..],
+                },
             ))
         }
         ipproto::IPIP => {
@@ -415,7 +469,15 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
             enter_tunnel(ctx)?;
             gre(ctx, p)
         }
-        protocol => Ok(frame(ctx, src, dst, Transport::Other { protocol, payload: p })),
+        protocol => Ok(frame(
+            ctx,
+            src,
+            dst,
+            Transport::Other {
+                protocol,
+                payload: p,
+            },
+        )),
     }
 }
 
@@ -476,9 +538,28 @@ mod tests {
     use super::*;
 
     /// Builds an IPv4/UDP packet with the given payload.
-    pub(crate) fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn ipv4_udp(
+        src: [u8; 4],
+        dst: [u8; 4],
+        sport: u16,
+        dport: u16,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let total = 20 + 8 + payload.len();
-        let mut v = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
+        let mut v = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0,
+            0,
+            64,
+            17,
+            0,
+            0,
+        ];
         v.extend(src);
         v.extend(dst);
         v.extend(sport.to_be_bytes());
@@ -498,11 +579,21 @@ mod tests {
 
     #[test]
     fn ethernet_ipv4_udp_with_padding() {
-        let mut f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"));
+        let mut f = eth(
+            ETH_IPV4,
+            &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"),
+        );
         f.extend([0u8; 16]); // Ethernet minimum-size padding must not leak into the payload.
         let fr = decode(1, &f).unwrap();
         assert_eq!(fr.src, "10.0.0.1".parse::<IpAddr>().unwrap());
-        assert_eq!(fr.transport, Transport::Udp { sport: 5060, dport: 5062, payload: b"hi" });
+        assert_eq!(
+            fr.transport,
+            Transport::Udp {
+                sport: 5060,
+                dport: 5062,
+                payload: b"hi"
+            }
+        );
     }
 
     #[test]
@@ -541,8 +632,18 @@ mod tests {
     #[test]
     fn ipv6_with_extension_headers_and_fragment() {
         let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
-        v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([1u8].iter()));
-        v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([2u8].iter()));
+        v6.extend(
+            [0xfe, 0x80]
+                .iter()
+                .chain([0u8; 13].iter())
+                .chain([1u8].iter()),
+        );
+        v6.extend(
+            [0xfe, 0x80]
+                .iter()
+                .chain([0u8; 13].iter())
+                .chain([2u8].iter()),
+        );
         // hop-by-hop (8 bytes) -> fragment (offset 0, more) -> UDP
         let mut ext = vec![44, 0, 0, 0, 0, 0, 0, 0];
         ext.extend([17, 0, 0x00, 0x01, 0, 0, 0, 42]);
@@ -554,7 +655,15 @@ mod tests {
         let fr = decode(101, &v6).unwrap();
         match fr.transport {
             Transport::Fragment { frag, payload } => {
-                assert_eq!(frag, Fragment { id: 42, offset: 0, more: true, protocol: 17 });
+                assert_eq!(
+                    frag,
+                    Fragment {
+                        id: 42,
+                        offset: 0,
+                        more: true,
+                        protocol: 17
+                    }
+                );
                 assert_eq!(payload.len(), 16);
             }
             t => panic!("{t:?}"),
@@ -564,7 +673,9 @@ mod tests {
     #[test]
     fn ipip_and_gre_tunnels_report_inner_addresses() {
         let inner = ipv4_udp([192, 168, 0, 1], [192, 168, 0, 2], 5060, 5060, b"sip");
-        let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        let mut outer = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+        ];
         let total = (20 + inner.len()) as u16;
         outer[2..4].copy_from_slice(&total.to_be_bytes());
         outer.extend(&inner);
@@ -574,11 +685,16 @@ mod tests {
         // GRE carrying IPv4
         let mut gre = vec![0, 0, 0x08, 0x00];
         gre.extend(&inner);
-        let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        let mut outer = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+        ];
         let total = (20 + gre.len()) as u16;
         outer[2..4].copy_from_slice(&total.to_be_bytes());
         outer.extend(&gre);
-        assert_eq!(decode(101, &outer).unwrap().dst, "192.168.0.2".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            decode(101, &outer).unwrap().dst,
+            "192.168.0.2".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]
@@ -586,7 +702,9 @@ mod tests {
         // IP-in-IP nested far deeper than we follow: an error, not a stack overflow.
         let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"");
         for _ in 0..50 {
-            let mut o = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+            let mut o = vec![
+                0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+            ];
             let total = (20 + p.len()) as u16;
             o[2..4].copy_from_slice(&total.to_be_bytes());
             o.extend(&p);
@@ -597,7 +715,10 @@ mod tests {
 
     #[test]
     fn every_prefix_of_a_frame_decodes_or_errs() {
-        let f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"));
+        let f = eth(
+            ETH_IPV4,
+            &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"),
+        );
         for n in 0..f.len() {
             let _ = decode(1, &f[..n]);
         }

@@ -35,7 +35,15 @@ pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
         .arg(file)
         .output()
         .unwrap();
-    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "calliper failed on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "calliper failed on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
-

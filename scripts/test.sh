@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the tests need (tshark, the oracle) and runs the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v tshark >/dev/null 2>&1; then
+    echo "installing tshark (the tests compare against it)..."
+    export DEBIAN_FRONTEND=noninteractive
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
+    apt-get update -qq
+    apt-get install -y -qq tshark >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install Rust (rustup) first" >&2
+    exit 1
+fi
+cargo test --workspace --release
