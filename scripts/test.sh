@@ -13,4 +13,7 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust (rustup) first" >&2
     exit 1
 fi
-cargo test --workspace --release
+mkdir -p target
+cargo test --workspace --release 2>&1 | tee target/test.log
+# One closing line for the whole suite (cargo prints one per test binary).
+awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
