@@ -429,7 +429,14 @@ impl Engine {
                 self.apply_sdp(idx, side, m.body);
             }
         }
-        let call = self.calls.get_mut(idx).expect("call in table");
+        self.touch_call(idx, now);
+    }
+
+    /// Records activity on a call, keeping it on the list its state belongs to.
+    fn touch_call(&mut self, idx: Idx, now: i64) {
+        let Some(call) = self.calls.get(idx) else {
+            return;
+        };
         let list = if call.closing.is_some() {
             LIST_CLOSING
         } else {
@@ -767,14 +774,8 @@ impl Engine {
         }
         s.stats.update(pkt, s.last_clock);
         self.counters.rtp_in_calls += 1;
-        let call = s.call;
-        if let Some(c) = call {
-            let list = if self.calls.get(c).is_some_and(|c| c.closing.is_some()) {
-                LIST_CLOSING
-            } else {
-                LIST_ACTIVE
-            };
-            self.calls.touch(c, list, now);
+        if let Some(c) = s.call {
+            self.touch_call(c, now);
         }
     }
 
@@ -929,16 +930,11 @@ impl Engine {
             return;
         };
         call.streams.push(si);
-        let list = if call.closing.is_some() {
-            LIST_CLOSING
-        } else {
-            LIST_ACTIVE
-        };
         self.stream_ids.insert(key, si);
         self.register_stream(si, &key);
         self.counters.streams += 1;
         self.counters.rtp_in_calls += 1;
-        self.calls.touch(e.call, list, now);
+        self.touch_call(e.call, now);
     }
 
     fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
