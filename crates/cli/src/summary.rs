@@ -15,6 +15,9 @@ pub fn counters_json(c: &Counters) -> serde_json::Value {
         "other_ip": c.other_ip,
         "not_ip": c.not_ip,
         "ip_fragments": c.ip_fragments,
+        "duplicates_removed": c.duplicates_removed,
+        "defrag": c.defrag,
+        "tcp_reassembly": c.tcp_reassembly,
         "sip_messages": c.sip_messages,
         "sip_by_kind": c.sip_by_kind,
         "sip_outside_calls": c.sip_outside_calls,
@@ -57,11 +60,30 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
         "rtp          {} packets in calls, {} without signalling, {} RTCP; {} streams",
         c.rtp_in_calls, c.rtp_orphan, c.rtcp, c.streams
     )?;
-    writeln!(
-        w,
-        "untracked    {} UDP datagrams, {} IP fragments (not reassembled)",
-        c.udp_untracked, c.ip_fragments
-    )?;
+    writeln!(w, "untracked    {} UDP datagrams", c.udp_untracked)?;
+    if c.duplicates_removed > 0 {
+        writeln!(
+            w,
+            "duplicates   {} packets removed (each seen twice by the capture)",
+            c.duplicates_removed
+        )?;
+    }
+    let d = &c.defrag;
+    if d.fragments > 0 {
+        writeln!(
+            w,
+            "fragments    {} pieces, {} datagrams reassembled; given up: {} timed out, {} evicted, {} malformed, {} too many pieces; {} conflicting overlaps",
+            d.fragments, d.reassembled, d.timed_out, d.evicted, d.malformed, d.too_many_pieces, d.overlap_conflicts
+        )?;
+    }
+    let t = &c.tcp_reassembly;
+    if t.flows > 0 {
+        writeln!(
+            w,
+            "tcp sip      {} flows, {} segments, {} out of order, {} retransmitted bytes; given up: {} gaps ({} bytes), {} bytes over caps, {} flows evicted",
+            t.flows, t.segments, t.out_of_order, t.retransmitted_bytes, t.gaps, t.gap_bytes, t.overflow_bytes, t.flows_evicted
+        )?;
+    }
     let refused = [
         ("calls evicted (table full)", c.calls_evicted),
         ("streams refused (table full)", c.streams_refused),

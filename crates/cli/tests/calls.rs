@@ -85,11 +85,7 @@ fn calls_and_final_status_match_tshark() {
     }
     // Not analysed yet, listed rather than skipped: SIP over SCTP, and SIP that
     // needs IP defragmentation or TCP reassembly (the next issue).
-    let pending = [
-        "heplify__sip_sctp.pcap",
-        "sngrep__ipv6frag.pcap",
-        "suricata__sip-body-large_sip-body-large.pcap",
-    ];
+    let pending = ["heplify__sip_sctp.pcap"];
     failures.retain(|f| !pending.iter().any(|p| f.starts_with(p)));
     assert!(
         failures.is_empty(),

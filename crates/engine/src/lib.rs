@@ -12,19 +12,25 @@
 //! Every table has a cap; what a cap refuses or evicts is counted in
 //! [`Counters`] and nothing is dropped silently.
 
+pub mod dedup;
+pub mod defrag;
 pub mod lru;
 pub mod record;
+pub mod tcp;
 
 use calliper_rtp::{ClockRate, Codec, StreamStats};
 use calliper_sip::sdp::{self, Direction};
 use calliper_sip::{NameAddr, SipMessage, StartLine};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
 use calliper_wire::{Frame, Transport};
+use dedup::Dedup;
+use defrag::{DefragConfig, DefragCounters, Defragmenter};
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 pub use record::*;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -52,6 +58,12 @@ pub struct Config {
     pub max_media: usize,
     /// Most unconfirmed heuristic RTP candidates; beyond it the oldest is dropped.
     pub max_candidates: usize,
+    /// Equal packets within this window are capture duplicates (ns; 0 keeps all).
+    pub dedup_window_ns: i64,
+    /// IP defragmentation caps.
+    pub defrag: DefragConfig,
+    /// TCP reassembly caps (signalling only).
+    pub tcp: TcpConfig,
 }
 
 impl Default for Config {
@@ -67,6 +79,9 @@ impl Default for Config {
             max_streams: 2_000_000,
             max_media: 4_000_000,
             max_candidates: 100_000,
+            dedup_window_ns: 5_000_000,
+            defrag: DefragConfig::default(),
+            tcp: TcpConfig::default(),
         }
     }
 }
@@ -86,8 +101,14 @@ pub struct Counters {
     pub other_ip: u64,
     /// Frames that are not IP (ARP, LLDP, ...).
     pub not_ip: u64,
-    /// IP fragments (reassembly is not done yet; their content is not analysed).
+    /// IP fragments offered to reassembly.
     pub ip_fragments: u64,
+    /// Packets dropped as capture duplicates (Linux `any`, SPAN of both sides).
+    pub duplicates_removed: u64,
+    /// IP defragmentation.
+    pub defrag: DefragCounters,
+    /// TCP reassembly of signalling.
+    pub tcp_reassembly: TcpCounters,
     /// SIP messages parsed.
     pub sip_messages: u64,
     /// SIP messages by method or status class.
@@ -243,7 +264,11 @@ pub struct Engine {
     stream_ids: HashMap<StreamKey, Idx>,
     out: Vec<Record>,
     now: i64,
-    /// Counters.
+    dedup: Option<Dedup>,
+    defrag: Defragmenter,
+    tcp: TcpReassembler,
+    /// Counters (those of reassembly are copied in by [`Engine::counters`]
+    /// and [`Engine::finish`]).
     pub counters: Counters,
 }
 
@@ -258,6 +283,9 @@ impl Engine {
             stream_ids: HashMap::new(),
             out: Vec::new(),
             now: i64::MIN,
+            dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
+            defrag: Defragmenter::new(cfg.defrag.clone()),
+            tcp: TcpReassembler::new(cfg.tcp.clone()),
             counters: Counters::default(),
             cfg,
         }
@@ -266,6 +294,18 @@ impl Engine {
     /// Calls currently tracked.
     pub fn active_calls(&self) -> usize {
         self.calls.len()
+    }
+
+    /// All counters, up to date.
+    pub fn counters(&mut self) -> &Counters {
+        self.sync_counters();
+        &self.counters
+    }
+
+    fn sync_counters(&mut self) {
+        self.counters.defrag = self.defrag.counters.clone();
+        self.counters.tcp_reassembly = self.tcp.counters.clone();
+        self.counters.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
     }
 
     /// Takes the records finished so far.
@@ -282,7 +322,14 @@ impl Engine {
             self.expire();
         }
         match calliper_wire::decode(link_type, data) {
-            Ok(frame) => self.frame(ts_ns, &frame),
+            Ok(frame) => {
+                if let Some(d) = self.dedup.as_mut() {
+                    if d.is_duplicate(ts_ns, &frame) {
+                        return;
+                    }
+                }
+                self.frame(ts_ns, &frame)
+            }
             Err(calliper_wire::DecodeError::NotIp) => self.counters.not_ip += 1,
             Err(e) => self.counters.anomaly(e.name()),
         }
@@ -305,21 +352,53 @@ impl Engine {
             Transport::Tcp {
                 sport,
                 dport,
+                seq,
+                flags,
                 payload,
-                ..
             } => {
                 self.counters.tcp += 1;
-                if !payload.is_empty() && self.is_sip(sport, dport, payload) {
-                    self.sip_segment(now, f.src, sport, f.dst, dport, payload);
+                let key = (f.src, sport, f.dst, dport);
+                // Track a direction from its SYN to a SIP port or from its
+                // first segment that starts a SIP message.
+                let start = if payload.is_empty() {
+                    flags & 0x12 == 0x02 && self.sip_port(sport, dport)
+                } else {
+                    !self.tcp.tracks(&key) && self.is_sip(sport, dport, payload)
+                };
+                if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
+                    self.sip_stream(now, key, o.flow);
+                    if o.closing {
+                        self.tcp.close(o.flow);
+                    }
                 }
             }
-            Transport::Fragment { .. } => self.counters.ip_fragments += 1,
+            Transport::Fragment { frag, payload } => {
+                self.counters.ip_fragments += 1;
+                if let Some(d) = self.defrag.add(now, f.src, f.dst, frag, payload) {
+                    match calliper_wire::transport_of(f.src, f.dst, d.protocol, &d.payload) {
+                        Ok(inner) => {
+                            let inner = Frame {
+                                vlan: f.vlan,
+                                tunnels: f.tunnels + inner.tunnels,
+                                ..inner
+                            };
+                            self.frame(now, &inner);
+                        }
+                        Err(e) => self.counters.anomaly(e.name()),
+                    }
+                    self.defrag.recycle(d.payload);
+                }
+            }
             Transport::Other { .. } => self.counters.other_ip += 1,
         }
     }
 
+    fn sip_port(&self, sport: u16, dport: u16) -> bool {
+        self.cfg.sip_ports.contains(&sport) || self.cfg.sip_ports.contains(&dport)
+    }
+
     fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
-        if self.cfg.sip_ports.contains(&sport) || self.cfg.sip_ports.contains(&dport) {
+        if self.sip_port(sport, dport) {
             // Keep-alives (CRLF) and RTP mistakenly on a SIP port are not SIP.
             return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
         }
@@ -329,32 +408,53 @@ impl Engine {
             && calliper_sip::looks_like_sip(payload)
     }
 
-    fn sip_segment(
-        &mut self,
-        now: i64,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        mut payload: &[u8],
-    ) {
-        // Without stream reassembly, take each segment's complete messages.
-        while !payload.is_empty() {
-            match calliper_sip::parse(payload, true) {
-                Ok(m) => {
-                    let used = m.len.max(1);
-                    self.sip_message(now, src, sport, dst, dport, &m);
-                    payload = &payload[used.min(payload.len())..];
-                }
-                Err(calliper_sip::SipError::Incomplete) => {
-                    self.counters.anomaly("sip_tcp_segment_incomplete");
-                    return;
-                }
-                Err(e) => {
-                    self.counters.anomaly(e.name());
-                    return;
+    /// Frames and handles the SIP messages buffered in a TCP flow.
+    fn sip_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        let (mut buf, mut resync) = self.tcp.take_buffer(flow);
+        let (src, sport, dst, dport) = key;
+        let mut used = 0;
+        loop {
+            // CRLF keep-alives (RFC 5626) sit between messages.
+            while used < buf.len() && matches!(buf[used], b'\r' | b'\n') {
+                used += 1;
+            }
+            let rest = &buf[used..];
+            if rest.is_empty() {
+                break;
+            }
+            if resync && !calliper_sip::looks_like_sip(rest) {
+                match find_message_start(rest) {
+                    Some(at) => {
+                        self.counters.anomaly("sip_tcp_resync");
+                        used += at;
+                        continue;
+                    }
+                    None => {
+                        // Keep a possible partial start line for the next segment.
+                        used = buf.len().saturating_sub(MAX_START_LINE).max(used);
+                        break;
+                    }
                 }
             }
+            resync = false;
+            match calliper_sip::parse(rest, true) {
+                Ok(m) => {
+                    let len = m.len.clamp(1, rest.len());
+                    self.sip_message(now, src, sport, dst, dport, &m);
+                    used += len;
+                }
+                Err(calliper_sip::SipError::Incomplete) => break,
+                Err(e) => {
+                    self.counters.anomaly(e.name());
+                    resync = true;
+                    used += 1;
+                }
+            }
+        }
+        buf.drain(..used);
+        self.tcp.put_buffer(flow, buf);
+        if resync {
+            self.tcp.mark_resync(flow);
         }
     }
 
@@ -1081,6 +1181,14 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
+        if self.tcp.bytes() > 0 {
+            // Signalling cut off by the end of the capture.
+            self.counters.anomaly("sip_tcp_incomplete_at_end");
+        }
+        if !self.defrag.is_empty() {
+            self.counters.anomaly("ip_fragments_incomplete_at_end");
+        }
+        self.sync_counters();
         let mut calls: Vec<(i64, Idx)> = self
             .calls
             .live_indices()
@@ -1110,6 +1218,17 @@ impl Engine {
             }
         }
     }
+}
+
+/// A SIP start line is shorter than this; resynchronisation keeps this many
+/// trailing bytes in case one is cut in two.
+const MAX_START_LINE: usize = 1024;
+
+/// Offset of the next line that starts a SIP message, after the first byte.
+fn find_message_start(buf: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', buf)
+        .map(|i| i + 1)
+        .find(|&i| i < buf.len() && calliper_sip::looks_like_sip(&buf[i..]))
 }
 
 fn s_packets(streams: &Slab<Stream>, si: Idx) -> u64 {

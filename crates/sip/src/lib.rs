@@ -14,8 +14,11 @@ use memchr::memmem;
 
 /// Most headers we read in one message; more is an anomaly, not a crash.
 pub const MAX_HEADERS: usize = 256;
-/// Longest SIP message we accept (RFC 3261 has no limit; 64 KiB is UDP's).
+/// Longest header section we wait for on a stream (RFC 3261 sets no limit).
 pub const MAX_MESSAGE: usize = 65535;
+/// Largest Content-Length we accept. Bodies over 64 KiB only travel over TCP;
+/// a larger claim is a framing error or an attack.
+pub const MAX_BODY: usize = 1 << 20;
 
 /// The start line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +76,7 @@ pub struct SipMessage<'a> {
     pub len: usize,
     /// Content-Length promised more body than the datagram holds.
     pub body_truncated: bool,
-    /// Content-Length was not a number or exceeded [`MAX_MESSAGE`]; on a
+    /// Content-Length was not a number or exceeded [`MAX_BODY`]; on a
     /// datagram the rest of it was taken as the body.
     pub bad_content_length: bool,
 }
@@ -115,7 +118,7 @@ pub enum SipError {
     Incomplete,
     /// More than [`MAX_HEADERS`] headers.
     TooManyHeaders,
-    /// Content-Length is not a number or exceeds [`MAX_MESSAGE`].
+    /// Content-Length is not a number or exceeds [`MAX_BODY`].
     BadContentLength,
     /// A required header (Call-ID, CSeq) is missing.
     MissingHeader(&'static str),
@@ -338,7 +341,7 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
         m.content_type.get_or_insert(v);
     } else if is("Content-Length", Some("l")) {
         match v.parse::<usize>() {
-            Ok(n) if n <= MAX_MESSAGE => m.content_length = Some(n),
+            Ok(n) if n <= MAX_BODY => m.content_length = Some(n),
             _ => m.bad_content_length = true,
         }
     } else if is("Reason", None) {

@@ -156,6 +156,9 @@ pub struct Frame<'a> {
     pub vlan: Option<u16>,
     /// Number of tunnel layers unwrapped (GRE, IP-in-IP, VXLAN).
     pub tunnels: u8,
+    /// Identification of the innermost IPv4 header (IPv6 has none outside
+    /// fragments). Tells a sender's identical re-send from a capture's copy.
+    pub ip_id: Option<u16>,
     /// Transport layer.
     pub transport: Transport<'a>,
 }
@@ -174,6 +177,7 @@ struct Ctx {
     vlan: Option<u16>,
     tunnels: u8,
     depth: u8,
+    ip_id: Option<u16>,
 }
 
 /// Decodes a frame of the given link type.
@@ -182,6 +186,7 @@ pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
         vlan: None,
         tunnels: 0,
         depth: 0,
+        ip_id: None,
     };
     match link_type {
         linktype::ETHERNET => ethernet(&mut ctx, data),
@@ -281,6 +286,7 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
     let src = IpAddr::V4(Ipv4Addr::new(data[12], data[13], data[14], data[15]));
     let dst = IpAddr::V4(Ipv4Addr::new(data[16], data[17], data[18], data[19]));
     let proto = data[9];
+    ctx.ip_id = Some(be16(data, 4));
     let frag_field = be16(data, 6);
     let more = frag_field & 0x2000 != 0;
     let offset = (frag_field & 0x1FFF) as u32 * 8;
@@ -298,6 +304,7 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
 }
 
 fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+    ctx.ip_id = None;
     if data.len() < 40 {
         return Err(DecodeError::Truncated("ipv6"));
     }
@@ -375,6 +382,7 @@ fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> F
         dst,
         vlan: ctx.vlan,
         tunnels: ctx.tunnels,
+        ip_id: ctx.ip_id,
         transport,
     }
 }
@@ -390,6 +398,7 @@ pub fn transport_of(
         vlan: None,
         tunnels: 0,
         depth: 0,
+        ip_id: None,
     };
     transport(&mut ctx, src, dst, proto, payload)
 }

@@ -1,0 +1,570 @@
+//! TCP stream reassembly for signalling.
+//!
+//! One flow per direction, keyed by (source, port, destination, port). Bytes
+//! in sequence are appended to the flow's buffer, where the caller frames
+//! messages (SIP by Content-Length) and consumes them. Retransmitted bytes are
+//! trimmed; segments ahead of a gap wait in a small out-of-order list. A gap
+//! that stays open — the capture missed a segment, so no retransmission will
+//! come — is skipped once the waiting data passes a cap or an age, and the
+//! flow is marked for resynchronisation on the next message start. Every byte
+//! given up is counted. Flows sit on one activity list, so idle expiry and
+//! eviction look only at its head.
+
+use crate::lru::{Idx, Linked, Links, Slab};
+use hashbrown::HashMap;
+use std::net::IpAddr;
+
+const LIST: u8 = 0;
+const SYN: u8 = 0x02;
+const FIN: u8 = 0x01;
+const RST: u8 = 0x04;
+/// Out-of-order segments held per flow.
+const MAX_OOO_SEGMENTS: usize = 64;
+const POOL: usize = 256;
+
+/// Caps of the reassembler.
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// Most flows held at once; beyond it the least recently active goes.
+    pub max_flows: usize,
+    /// Most bytes buffered per flow (in order and out of order).
+    pub max_flow_bytes: usize,
+    /// Most bytes buffered across all flows.
+    pub max_bytes: usize,
+    /// A flow with no segment for this long is dropped (ns).
+    pub idle_timeout_ns: i64,
+    /// Data waiting behind a gap this long means the gap will not fill (ns).
+    pub gap_timeout_ns: i64,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            max_flows: 65_536,
+            max_flow_bytes: calliper_sip::MAX_BODY + calliper_sip::MAX_MESSAGE,
+            max_bytes: 256 << 20,
+            idle_timeout_ns: 600_000_000_000,
+            gap_timeout_ns: 2_000_000_000,
+        }
+    }
+}
+
+/// What the reassembler did and gave up on.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TcpCounters {
+    /// Segments offered to tracked flows.
+    pub segments: u64,
+    /// Flows started.
+    pub flows: u64,
+    /// Flows ended by FIN or RST.
+    pub flows_closed: u64,
+    /// Flows dropped after the idle timeout.
+    pub flows_expired: u64,
+    /// Flows evicted to stay under the caps.
+    pub flows_evicted: u64,
+    /// Bytes seen again (retransmissions, overlaps) and ignored.
+    pub retransmitted_bytes: u64,
+    /// Segments that arrived ahead of a gap.
+    pub out_of_order: u64,
+    /// Gaps given up on (bytes never seen).
+    pub gaps: u64,
+    /// Bytes in skipped gaps.
+    pub gap_bytes: u64,
+    /// Buffered bytes dropped because a flow or the total hit its cap.
+    pub overflow_bytes: u64,
+}
+
+/// Identifies one direction of a connection.
+pub type FlowKey = (IpAddr, u16, IpAddr, u16);
+
+#[derive(Debug)]
+struct Flow {
+    links: Links,
+    key: FlowKey,
+    /// Next sequence number expected.
+    next: u32,
+    /// Bytes in sequence, not yet consumed.
+    buf: Vec<u8>,
+    /// Segments beyond a gap: (sequence, arrival, bytes).
+    ooo: Vec<(u32, i64, Vec<u8>)>,
+    ooo_bytes: usize,
+    /// The buffer may start mid-message (gap, overflow, pickup mid-stream).
+    resync: bool,
+}
+
+impl Linked for Flow {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+/// Result of offering a segment to a tracked flow.
+#[derive(Debug, Clone, Copy)]
+pub struct Offered {
+    /// The flow; its buffer may hold new bytes.
+    pub flow: Idx,
+    /// FIN or RST: consume what is buffered, then [`TcpReassembler::close`].
+    pub closing: bool,
+}
+
+/// Reassembles TCP byte streams of chosen flows.
+#[derive(Debug)]
+pub struct TcpReassembler {
+    cfg: TcpConfig,
+    flows: Slab<Flow>,
+    index: HashMap<FlowKey, Idx>,
+    bytes: usize,
+    pool: Vec<Vec<u8>>,
+    /// Counters.
+    pub counters: TcpCounters,
+}
+
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+impl TcpReassembler {
+    /// A reassembler with these caps.
+    pub fn new(cfg: TcpConfig) -> Self {
+        TcpReassembler {
+            flows: Slab::with_capacity(cfg.max_flows),
+            index: HashMap::new(),
+            bytes: 0,
+            pool: Vec::new(),
+            counters: TcpCounters::default(),
+            cfg,
+        }
+    }
+
+    /// Flows held.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// True when no flow is held.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Bytes buffered across flows.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// True when this direction is tracked.
+    pub fn tracks(&self, key: &FlowKey) -> bool {
+        self.index.contains_key(key)
+    }
+
+    /// Offers a segment. Untracked flows are ignored unless `start` asks to
+    /// track this one (its payload starts a message, or it is a SYN to a
+    /// signalling port).
+    pub fn segment(
+        &mut self,
+        now: i64,
+        key: FlowKey,
+        seq: u32,
+        flags: u8,
+        payload: &[u8],
+        start: bool,
+    ) -> Option<Offered> {
+        self.expire(now);
+        let idx = match self.index.get(&key) {
+            Some(&i) => i,
+            None if start => self.open(key, seq)?,
+            None => return None,
+        };
+        self.counters.segments += 1;
+        self.flows.touch(idx, LIST, now);
+        let mut seq = seq;
+        if flags & SYN != 0 {
+            let f = self.flows.get_mut(idx)?;
+            f.next = seq.wrapping_add(1);
+            f.resync = false;
+            seq = seq.wrapping_add(1);
+        }
+        if !payload.is_empty() {
+            self.data(now, idx, seq, payload);
+        }
+        Some(Offered {
+            flow: idx,
+            closing: flags & (FIN | RST) != 0,
+        })
+    }
+
+    /// Takes a flow's buffer to frame messages in it; give it back with
+    /// [`TcpReassembler::put_buffer`] after draining what was consumed.
+    pub fn take_buffer(&mut self, flow: Idx) -> (Vec<u8>, bool) {
+        match self.flows.get_mut(flow) {
+            Some(f) => {
+                self.bytes -= f.buf.len();
+                (
+                    std::mem::take(&mut f.buf),
+                    std::mem::replace(&mut f.resync, false),
+                )
+            }
+            None => (Vec::new(), false),
+        }
+    }
+
+    /// Returns a flow's buffer, holding what was not consumed.
+    pub fn put_buffer(&mut self, flow: Idx, buf: Vec<u8>) {
+        match self.flows.get_mut(flow) {
+            Some(f) => {
+                self.bytes += buf.len();
+                f.buf = buf;
+            }
+            None => self.recycle(buf),
+        }
+    }
+
+    /// Asks for resynchronisation on the next message start.
+    pub fn mark_resync(&mut self, flow: Idx) {
+        if let Some(f) = self.flows.get_mut(flow) {
+            f.resync = true;
+        }
+    }
+
+    /// Ends a flow (after FIN or RST).
+    pub fn close(&mut self, flow: Idx) {
+        if self.remove(flow) {
+            self.counters.flows_closed += 1;
+        }
+    }
+
+    /// Drops flows idle past the timeout.
+    pub fn expire(&mut self, now: i64) {
+        while let Some((idx, seen)) = self.flows.oldest(LIST) {
+            if now - seen < self.cfg.idle_timeout_ns {
+                break;
+            }
+            self.counters.flows_expired += 1;
+            self.remove(idx);
+        }
+    }
+
+    fn open(&mut self, key: FlowKey, seq: u32) -> Option<Idx> {
+        while self.flows.is_full() {
+            let (oldest, _) = self.flows.oldest(LIST)?;
+            self.counters.flows_evicted += 1;
+            self.remove(oldest);
+        }
+        let buf = self.pool.pop().unwrap_or_default();
+        let idx = self
+            .flows
+            .insert(Flow {
+                links: Links::default(),
+                key,
+                next: seq,
+                buf,
+                ooo: Vec::new(),
+                ooo_bytes: 0,
+                resync: false,
+            })
+            .ok()?;
+        self.index.insert(key, idx);
+        self.counters.flows += 1;
+        Some(idx)
+    }
+
+    fn remove(&mut self, idx: Idx) -> bool {
+        let Some(mut f) = self.flows.remove(idx) else {
+            return false;
+        };
+        self.index.remove(&f.key);
+        self.bytes -= f.buf.len() + f.ooo_bytes;
+        for (_, _, b) in f.ooo.drain(..) {
+            self.recycle(b);
+        }
+        self.recycle(f.buf);
+        true
+    }
+
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL && buf.capacity() <= self.cfg.max_flow_bytes {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    fn data(&mut self, now: i64, idx: Idx, seq: u32, payload: &[u8]) {
+        let Some(f) = self.flows.get(idx) else {
+            return;
+        };
+        let next = f.next;
+        if after(seq, next) {
+            self.hold(now, idx, seq, payload);
+        } else {
+            self.append(idx, seq, payload);
+            self.drain_ooo(idx);
+        }
+        self.skip_stale_gap(now, idx);
+    }
+
+    /// Appends the part of a segment at or after `next`.
+    fn append(&mut self, idx: Idx, seq: u32, payload: &[u8]) {
+        let cap = self.cfg.max_flow_bytes;
+        let total_full = self.bytes + payload.len() > self.cfg.max_bytes;
+        let Some(f) = self.flows.get_mut(idx) else {
+            return;
+        };
+        let old = f.next.wrapping_sub(seq) as usize;
+        if old >= payload.len() {
+            self.counters.retransmitted_bytes += payload.len() as u64;
+            return;
+        }
+        self.counters.retransmitted_bytes += old as u64;
+        let new = &payload[old..];
+        f.next = f.next.wrapping_add(new.len() as u32);
+        if f.buf.len() + f.ooo_bytes + new.len() > cap || total_full {
+            // No message is this long: drop what is held and start over at
+            // the next message start.
+            self.counters.overflow_bytes += (f.buf.len() + new.len()) as u64;
+            self.bytes -= f.buf.len();
+            f.buf.clear();
+            f.resync = true;
+            return;
+        }
+        f.buf.extend_from_slice(new);
+        self.bytes += new.len();
+    }
+
+    fn hold(&mut self, now: i64, idx: Idx, seq: u32, payload: &[u8]) {
+        let cap = self.cfg.max_flow_bytes;
+        let Some(f) = self.flows.get_mut(idx) else {
+            return;
+        };
+        self.counters.out_of_order += 1;
+        if f.ooo
+            .iter()
+            .any(|(s, _, b)| *s == seq && b.len() >= payload.len())
+        {
+            self.counters.retransmitted_bytes += payload.len() as u64;
+            return;
+        }
+        if f.ooo.len() >= MAX_OOO_SEGMENTS || f.buf.len() + f.ooo_bytes + payload.len() > cap {
+            // Too much waits on this gap: give it up, then place the segment.
+            if f.ooo.is_empty() {
+                self.jump_to(idx, seq);
+                self.append(idx, seq, payload);
+            } else {
+                self.skip_gap(idx);
+                self.data(now, idx, seq, payload);
+            }
+            return;
+        }
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.extend_from_slice(payload);
+        let at = f.ooo.partition_point(|(s, _, _)| after(seq, *s));
+        f.ooo.insert(at, (seq, now, b));
+        f.ooo_bytes += payload.len();
+        self.bytes += payload.len();
+    }
+
+    /// Moves held segments that now continue the stream into the buffer.
+    fn drain_ooo(&mut self, idx: Idx) {
+        loop {
+            let Some(f) = self.flows.get_mut(idx) else {
+                return;
+            };
+            let Some(&(seq, _, _)) = f.ooo.first() else {
+                return;
+            };
+            if after(seq, f.next) {
+                return;
+            }
+            let (seq, _, b) = f.ooo.remove(0);
+            f.ooo_bytes -= b.len();
+            self.bytes -= b.len();
+            self.append(idx, seq, &b);
+            self.recycle(b);
+        }
+    }
+
+    fn skip_stale_gap(&mut self, now: i64, idx: Idx) {
+        let stale = self.flows.get(idx).is_some_and(|f| {
+            f.ooo
+                .iter()
+                .any(|&(_, t, _)| now - t >= self.cfg.gap_timeout_ns)
+        });
+        if stale {
+            self.skip_gap(idx);
+        }
+    }
+
+    /// Gives up on the gap before the first held segment.
+    fn skip_gap(&mut self, idx: Idx) {
+        let Some(f) = self.flows.get_mut(idx) else {
+            return;
+        };
+        let Some(&(seq, _, _)) = f.ooo.first() else {
+            return;
+        };
+        self.jump_to(idx, seq);
+        self.drain_ooo(idx);
+    }
+
+    /// Continues the stream at `seq`, giving up the bytes before it.
+    fn jump_to(&mut self, idx: Idx, seq: u32) {
+        let Some(f) = self.flows.get_mut(idx) else {
+            return;
+        };
+        self.counters.gaps += 1;
+        self.counters.gap_bytes += seq.wrapping_sub(f.next) as u64;
+        // The message the gap cut cannot be completed.
+        self.counters.overflow_bytes += f.buf.len() as u64;
+        self.bytes -= f.buf.len();
+        f.buf.clear();
+        f.next = seq;
+        f.resync = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    const KEY: FlowKey = (
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        5060,
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        5060,
+    );
+
+    fn text(n: usize) -> Vec<u8> {
+        (0..n).map(|i| b'a' + (i % 26) as u8).collect()
+    }
+
+    /// Offers segments and returns everything the flow delivered in order.
+    fn run(r: &mut TcpReassembler, segs: &[(i64, u32, &[u8])]) -> Vec<u8> {
+        let mut out = vec![];
+        for &(t, seq, p) in segs {
+            if let Some(o) = r.segment(t, KEY, seq, 0, p, true) {
+                let (buf, _) = r.take_buffer(o.flow);
+                out.extend_from_slice(&buf);
+                let mut buf = buf;
+                buf.clear();
+                r.put_buffer(o.flow, buf);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn in_order_out_of_order_and_retransmitted_segments() {
+        let data = text(300);
+        let mut r = TcpReassembler::new(TcpConfig::default());
+        let got = run(
+            &mut r,
+            &[
+                (0, 1000, &data[..100]),
+                (1, 1200, &data[200..]),
+                (2, 1100, &data[100..200]),
+                (3, 1050, &data[50..150]),
+            ],
+        );
+        assert_eq!(got, data);
+        assert_eq!(r.counters.out_of_order, 1);
+        assert_eq!(r.counters.retransmitted_bytes, 100);
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        let data = text(200);
+        let mut r = TcpReassembler::new(TcpConfig::default());
+        let start = u32::MAX - 49;
+        let got = run(
+            &mut r,
+            &[
+                (0, start, &data[..100]),
+                (1, start.wrapping_add(100), &data[100..]),
+            ],
+        );
+        assert_eq!(got, data);
+    }
+
+    #[test]
+    fn a_gap_that_never_fills_is_skipped_and_counted() {
+        let data = text(300);
+        let mut r = TcpReassembler::new(TcpConfig::default());
+        let got = run(
+            &mut r,
+            &[
+                (0, 0, &data[..100]),
+                (1, 200, &data[200..250]),
+                (3_000_000_000, 250, &data[250..]),
+            ],
+        );
+        assert_eq!(got, [&data[..100], &data[200..]].concat());
+        assert_eq!(r.counters.gaps, 1);
+        assert_eq!(r.counters.gap_bytes, 100);
+    }
+
+    #[test]
+    fn caps_hold() {
+        let cfg = TcpConfig {
+            max_flow_bytes: 1000,
+            max_flows: 2,
+            ..Default::default()
+        };
+        let mut r = TcpReassembler::new(cfg);
+        let big = text(600);
+        let o = r.segment(0, KEY, 0, 0, &big, true).unwrap();
+        r.segment(0, KEY, 600, 0, &big, true);
+        assert!(r.bytes() <= 1000);
+        assert!(r.counters.overflow_bytes >= 600);
+        let (_, resync) = r.take_buffer(o.flow);
+        assert!(resync);
+        for port in 0..10 {
+            let k = (KEY.0, port, KEY.2, 5060);
+            r.segment(0, k, 0, 0, b"x", true);
+        }
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.counters.flows_evicted, 9);
+    }
+
+    #[test]
+    fn fin_closes_and_untracked_flows_are_ignored() {
+        let mut r = TcpReassembler::new(TcpConfig::default());
+        assert!(r.segment(0, KEY, 0, 0, b"abc", false).is_none());
+        let o = r.segment(0, KEY, 0, FIN, b"abc", true).unwrap();
+        assert!(o.closing);
+        r.close(o.flow);
+        assert!(r.is_empty());
+        assert_eq!(r.counters.flows_closed, 1);
+    }
+
+    proptest::proptest! {
+        /// Any delivery order with duplicates yields the stream exactly once.
+        #[test]
+        fn any_order_yields_the_stream(
+            len in 1usize..5000,
+            cuts in proptest::collection::vec(1usize..5000, 0..40),
+            order in proptest::collection::vec(proptest::prelude::any::<u16>(), 0..80),
+            isn in proptest::prelude::any::<u32>(),
+        ) {
+            let data = text(len);
+            let mut bounds: Vec<usize> = cuts.into_iter().filter(|&c| c < len).collect();
+            bounds.push(0);
+            bounds.push(len);
+            bounds.sort();
+            bounds.dedup();
+            let segs: Vec<(u32, &[u8])> = bounds
+                .windows(2)
+                .map(|w| (isn.wrapping_add(w[0] as u32), &data[w[0]..w[1]]))
+                .collect();
+            // The first segment opens the flow; the rest come in any order,
+            // some twice, then all once more as retransmissions.
+            let mut sequence = vec![0];
+            sequence.extend(order.iter().map(|&o| o as usize % segs.len()));
+            sequence.extend(0..segs.len());
+            let offered: Vec<(i64, u32, &[u8])> =
+                sequence.iter().map(|&i| (0, segs[i].0, segs[i].1)).collect();
+            let mut r = TcpReassembler::new(TcpConfig::default());
+            let got = run(&mut r, &offered);
+            proptest::prop_assert_eq!(got, data);
+        }
+    }
+}
