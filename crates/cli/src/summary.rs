@@ -18,6 +18,7 @@ pub fn counters_json(c: &Counters) -> serde_json::Value {
         "duplicates_removed": c.duplicates_removed,
         "defrag": c.defrag,
         "tcp_reassembly": c.tcp_reassembly,
+        "sctp": c.sctp,
         "sip_messages": c.sip_messages,
         "sip_by_kind": c.sip_by_kind,
         "sip_outside_calls": c.sip_outside_calls,

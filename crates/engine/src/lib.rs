@@ -16,6 +16,7 @@ pub mod dedup;
 pub mod defrag;
 pub mod lru;
 pub mod record;
+pub mod sctp;
 pub mod tcp;
 
 use calliper_rtp::{ClockRate, Codec, StreamStats};
@@ -28,6 +29,7 @@ use defrag::{DefragConfig, DefragCounters, Defragmenter};
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 pub use record::*;
+use sctp::{Sctp, SctpCounters};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
@@ -109,6 +111,8 @@ pub struct Counters {
     pub defrag: DefragCounters,
     /// TCP reassembly of signalling.
     pub tcp_reassembly: TcpCounters,
+    /// SCTP DATA chunks joined into messages.
+    pub sctp: SctpCounters,
     /// SIP messages parsed.
     pub sip_messages: u64,
     /// SIP messages by method or status class.
@@ -267,6 +271,7 @@ pub struct Engine {
     dedup: Option<Dedup>,
     defrag: Defragmenter,
     tcp: TcpReassembler,
+    sctp: Sctp,
     /// Counters (those of reassembly are copied in by [`Engine::counters`]
     /// and [`Engine::finish`]).
     pub counters: Counters,
@@ -286,6 +291,7 @@ impl Engine {
             dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
             defrag: Defragmenter::new(cfg.defrag.clone()),
             tcp: TcpReassembler::new(cfg.tcp.clone()),
+            sctp: Sctp::default(),
             counters: Counters::default(),
             cfg,
         }
@@ -305,6 +311,7 @@ impl Engine {
     fn sync_counters(&mut self) {
         self.counters.defrag = self.defrag.counters.clone();
         self.counters.tcp_reassembly = self.tcp.counters.clone();
+        self.counters.sctp = self.sctp.counters.clone();
         self.counters.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
     }
 
@@ -388,6 +395,21 @@ impl Engine {
                     }
                     self.defrag.recycle(d.payload);
                 }
+            }
+            Transport::Other {
+                protocol: 132,
+                payload,
+            } => {
+                self.counters.other_ip += 1;
+                // Taken out for the length of the call so messages can reach
+                // the call table; an empty map, so nothing is allocated.
+                let mut sctp = std::mem::take(&mut self.sctp);
+                sctp.packet(f.src, f.dst, payload, |p, m| {
+                    if self.is_sip(p.sport, p.dport, m) {
+                        self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
+                    }
+                });
+                self.sctp = sctp;
             }
             Transport::Other { .. } => self.counters.other_ip += 1,
         }
