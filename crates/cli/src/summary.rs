@@ -149,6 +149,9 @@ impl<W: Write> TextReport<W> {
             c.setup_delay_ms
                 .map_or("-".into(), |d| format!("{d:.0} ms")),
         )?;
+        if !c.dtmf_digits.is_empty() {
+            writeln!(self.w, "    dtmf {}", c.dtmf_digits)?;
+        }
         for s in &c.streams {
             self.streams += 1;
             writeln!(self.w, "    {}", stream_line(s))?;

@@ -211,3 +211,112 @@ fn sequence_restart_is_not_negative_loss() {
         assert_eq!(s["wireshark_lost"], -236);
     }
 }
+
+/// Per stream key: the RFC 4733 events tshark decodes, as (digit, longest
+/// duration in samples) in order of first appearance.
+type Events = HashMap<(String, u16, String, u16, u32), Vec<(char, u64)>>;
+
+fn tshark_dtmf(file: &Path) -> Events {
+    let out = Command::new("tshark")
+        .arg("-n")
+        .arg("-r")
+        .arg(file)
+        .args(["-Y", "rtpevent", "-T", "fields"])
+        .args(["-e", "ip.src", "-e", "ipv6.src", "-e", "udp.srcport"])
+        .args(["-e", "ip.dst", "-e", "ipv6.dst", "-e", "udp.dstport"])
+        .args(["-e", "rtp.ssrc", "-e", "rtp.timestamp"])
+        .args(["-e", "rtpevent.event_id", "-e", "rtpevent.duration"])
+        .output()
+        .expect("tshark must be installed");
+    let mut events: Events = HashMap::new();
+    let mut last_ts: HashMap<(String, u16, String, u16, u32), u64> = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 10 {
+            continue;
+        }
+        let src = if f[0].is_empty() { f[1] } else { f[0] };
+        let dst = if f[3].is_empty() { f[4] } else { f[3] };
+        let ssrc = u32::from_str_radix(f[6].trim_start_matches("0x"), 16).unwrap();
+        let key = (
+            src.to_string(),
+            f[2].parse().unwrap(),
+            dst.to_string(),
+            f[5].parse().unwrap(),
+            ssrc,
+        );
+        let ts: u64 = f[7].parse().unwrap();
+        let id: u8 = f[8].parse().unwrap();
+        let duration: u64 = f[9].parse().unwrap();
+        let digit = match id {
+            0..=9 => (b'0' + id) as char,
+            10 => '*',
+            11 => '#',
+            12..=15 => (b'A' + id - 12) as char,
+            16 => 'F',
+            _ => '?',
+        };
+        let list = events.entry(key.clone()).or_default();
+        if last_ts.insert(key, ts) == Some(ts) {
+            let last = list.last_mut().unwrap();
+            last.1 = last.1.max(duration);
+        } else {
+            list.push((digit, duration));
+        }
+    }
+    events
+}
+
+/// DTMF digits and durations of every stream inside a call match tshark's
+/// RFC 4733 decoding (streams without signalling have no event payload type
+/// to go by, so they are not compared).
+#[test]
+fn dtmf_events_match_tshark() {
+    let mut compared = 0;
+    let mut failures = vec![];
+    for file in captures() {
+        // tshark reads this capture's payload types from MEGACO (H.248) SDP
+        // as well as SIP (see KNOWN_DIFFERENCES), so it decodes other packets
+        // as events; not comparable.
+        if file.ends_with("heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap") {
+            continue;
+        }
+        let want = tshark_dtmf(&file);
+        if want.is_empty() {
+            continue;
+        }
+        for call in calliper_jsonl(&file, &[])
+            .iter()
+            .filter(|l| l["type"] == "call")
+        {
+            for s in call["streams"].as_array().unwrap() {
+                let key = (
+                    s["src"].as_str().unwrap().to_string(),
+                    s["src_port"].as_u64().unwrap() as u16,
+                    s["dst"].as_str().unwrap().to_string(),
+                    s["dst_port"].as_u64().unwrap() as u16,
+                    s["ssrc"].as_u64().unwrap() as u32,
+                );
+                let got: Vec<(char, u64)> = s["dtmf"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let d = e["digit"].as_str().unwrap().chars().next().unwrap();
+                        (d, (e["duration_ms"].as_f64().unwrap() * 8.0).round() as u64)
+                    })
+                    .collect();
+                let expected = want.get(&key).cloned().unwrap_or_default();
+                if got != expected {
+                    failures.push(format!(
+                        "{}: {key:?}: tshark {expected:?}, calliper {got:?}",
+                        file.display()
+                    ));
+                }
+                compared += expected.len();
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compared >= 4, "only {compared} DTMF events compared");
+}

@@ -19,6 +19,7 @@ pub mod record;
 pub mod sctp;
 pub mod tcp;
 
+use calliper_rtp::dtmf::DtmfTracker;
 use calliper_rtp::{ClockRate, Codec, StreamStats};
 use calliper_sip::sdp::{self, Direction};
 use calliper_sip::{NameAddr, SipMessage, StartLine};
@@ -248,6 +249,8 @@ struct Stream {
     stats: StreamStats,
     /// Heuristic candidates: continuing packets still needed (0 = confirmed).
     probation: u8,
+    /// RFC 4733 events (DTMF digits).
+    dtmf: DtmfTracker,
     /// SDP moved this address to non-RTP media (T.38): packets no longer count as RTP.
     closed: bool,
 }
@@ -849,7 +852,9 @@ impl Engine {
             bytes: payload.len() as u32,
         };
         if let Some(&si) = self.stream_ids.get(&key) {
-            self.stream_packet(si, &pkt, now);
+            let start = (h.header_len as usize).min(payload.len());
+            let end = (start + h.payload_len as usize).min(payload.len());
+            self.stream_packet(si, &pkt, &payload[start..end], now);
             return;
         }
         let entry = self.media_entry(&key);
@@ -866,7 +871,7 @@ impl Engine {
         }
     }
 
-    fn stream_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet, now: i64) {
+    fn stream_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet, body: &[u8], now: i64) {
         let Some(s) = self.streams.get_mut(si) else {
             return;
         };
@@ -895,6 +900,10 @@ impl Engine {
             };
         }
         s.stats.update(pkt, s.last_clock);
+        if s.last_clock == ClockRate::Event {
+            // The event clock is 8 kHz in practice (RFC 4733 §2.3 allows others).
+            s.dtmf.update(now, pkt.timestamp, body, 8000);
+        }
         self.counters.rtp_in_calls += 1;
         if let Some(c) = s.call {
             self.touch_call(c, now);
@@ -1045,6 +1054,7 @@ impl Engine {
             stats: StreamStats::new(pkt, codec.clock),
             codec,
             probation: 0,
+            dtmf: DtmfTracker::default(),
             closed: false,
         };
         let Ok(si) = self.streams.insert(stream) else {
@@ -1077,6 +1087,7 @@ impl Engine {
             stats: StreamStats::new(pkt, codec.clock),
             codec,
             probation: HEURISTIC_CONFIRM - 1,
+            dtmf: DtmfTracker::default(),
             closed: false,
         };
         let Ok(si) = self.streams.insert(stream) else {
@@ -1196,6 +1207,7 @@ impl Engine {
             rtcp_packets: call.rtcp_packets,
             t38_packets: call.t38_packets,
             anomalies: call.anomalies,
+            dtmf_digits: dtmf_digits(&streams),
             streams,
         })));
     }
@@ -1253,6 +1265,16 @@ fn find_message_start(buf: &[u8]) -> Option<usize> {
         .find(|&i| i < buf.len() && calliper_sip::looks_like_sip(&buf[i..]))
 }
 
+/// Digits of all streams of a call in order of arrival.
+fn dtmf_digits(streams: &[StreamRecord]) -> String {
+    let mut events: Vec<(i64, char)> = streams
+        .iter()
+        .flat_map(|s| s.dtmf.iter().map(|e| (e.start_ns, e.digit)))
+        .collect();
+    events.sort_unstable();
+    events.into_iter().map(|e| e.1).collect()
+}
+
 fn s_packets(streams: &Slab<Stream>, si: Idx) -> u64 {
     streams.get(si).map_or(0, |s| s.stats.packets)
 }
@@ -1300,6 +1322,7 @@ fn stream_record(s: &Stream) -> StreamRecord {
         wireshark_lost: st.ws.lost(),
         r_factor: 0.0,
         mos: 0.0,
+        dtmf: s.dtmf.events.clone(),
     };
     r.estimate_quality();
     r

@@ -114,6 +114,8 @@ pub struct StreamRecord {
     pub r_factor: f64,
     /// Estimated MOS from `r_factor`.
     pub mos: f64,
+    /// RFC 4733 telephone events (DTMF digits) in this direction.
+    pub dtmf: Vec<calliper_rtp::dtmf::DtmfEvent>,
 }
 
 impl StreamRecord {
@@ -182,6 +184,8 @@ pub struct CallRecord {
     pub t38_packets: u64,
     /// Malformed SIP or SDP seen on this call.
     pub anomalies: u32,
+    /// DTMF digits sent in the call, in order of arrival, both directions.
+    pub dtmf_digits: String,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
 }

@@ -18,6 +18,7 @@
 //! keeps Wireshark's as `wireshark_lost`; see `docs/rtp-analysis.md`.
 
 pub mod codec;
+pub mod dtmf;
 pub mod emodel;
 
 pub use codec::{ClockRate, Codec};

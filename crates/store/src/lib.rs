@@ -176,7 +176,8 @@ CREATE TABLE IF NOT EXISTS calls (
     duration_ms REAL, setup_delay_ms REAL,
     final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
     hangup_by TEXT, hangup_reason TEXT,
-    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER
+    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
+    dtmf_digits TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
@@ -191,7 +192,8 @@ CREATE TABLE IF NOT EXISTS streams (
     packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
     duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER,
     mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
-    wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL
+    wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL,
+    dtmf TEXT
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -232,8 +234,8 @@ impl Sqlite {
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets,
-             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, dtmf)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -265,6 +267,7 @@ impl Sqlite {
             s.wireshark_lost,
             s.r_factor,
             s.mos,
+            serde_json::to_string(&s.dtmf)?,
         ])?;
         Ok(())
     }
@@ -281,8 +284,8 @@ impl Sink for Sqlite {
                         "INSERT INTO calls (call_id, from_uri, from_user, from_display, to_uri, to_user, to_display,
                          caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
-                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -314,6 +317,7 @@ impl Sink for Sqlite {
                         c.invites,
                         c.rtcp_packets as i64,
                         c.anomalies,
+                        c.dtmf_digits,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {

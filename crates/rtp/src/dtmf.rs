@@ -1,0 +1,110 @@
+//! RFC 4733 telephone events (DTMF digits) carried in RTP.
+//!
+//! One event is one RTP timestamp: the sender repeats the packet with a
+//! growing duration while the key is held and sends the end packet three
+//! times. The digit is recorded on its first packet; its duration is the
+//! largest seen for that timestamp.
+
+use serde::Serialize;
+
+/// Events kept per stream; more are counted, not stored.
+pub const MAX_EVENTS: usize = 64;
+
+/// One telephone event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DtmfEvent {
+    /// `0`-`9`, `*`, `#`, `A`-`D`, `F` (flash), or `?` for other events.
+    pub digit: char,
+    /// Arrival of the first packet, ns since the epoch.
+    pub start_ns: i64,
+    /// Duration signalled by the sender, ms.
+    pub duration_ms: f64,
+    /// Volume, dBm0 below zero (0-63).
+    pub volume: u8,
+    /// An end packet was seen.
+    pub ended: bool,
+}
+
+/// Follows the telephone events of one stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DtmfTracker {
+    last_timestamp: Option<u32>,
+    /// Events in order (at most [`MAX_EVENTS`]).
+    pub events: Vec<DtmfEvent>,
+    /// Events beyond the cap, or packets too short to hold an event.
+    pub dropped: u32,
+}
+
+fn digit(event: u8) -> char {
+    match event {
+        0..=9 => (b'0' + event) as char,
+        10 => '*',
+        11 => '#',
+        12..=15 => (b'A' + event - 12) as char,
+        16 => 'F',
+        _ => '?',
+    }
+}
+
+impl DtmfTracker {
+    /// Takes one telephone-event packet's payload; `clock_hz` is the event
+    /// clock (8000 unless the SDP says otherwise).
+    pub fn update(&mut self, arrival_ns: i64, timestamp: u32, payload: &[u8], clock_hz: u32) {
+        let [event, flags, d0, d1, ..] = *payload else {
+            self.dropped += 1;
+            return;
+        };
+        let duration_ms = u16::from_be_bytes([d0, d1]) as f64 * 1000.0 / clock_hz.max(1) as f64;
+        let ended = flags & 0x80 != 0;
+        if self.last_timestamp == Some(timestamp) {
+            if let Some(e) = self.events.last_mut() {
+                e.duration_ms = e.duration_ms.max(duration_ms);
+                e.ended |= ended;
+            }
+            return;
+        }
+        self.last_timestamp = Some(timestamp);
+        if self.events.len() >= MAX_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        self.events.push(DtmfEvent {
+            digit: digit(event),
+            start_ns: arrival_ns,
+            duration_ms,
+            volume: flags & 0x3F,
+            ended,
+        });
+    }
+
+    /// The digits in order, as typed.
+    pub fn digits(&self) -> String {
+        self.events.iter().map(|e| e.digit).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_key_is_one_event_with_its_longest_duration() {
+        let mut t = DtmfTracker::default();
+        // '5' held for 3 packets, then the end packet three times; then '#'.
+        for (i, dur) in [160u16, 320, 480].iter().enumerate() {
+            let d = dur.to_be_bytes();
+            t.update(i as i64, 1000, &[5, 10, d[0], d[1]], 8000);
+        }
+        for _ in 0..3 {
+            t.update(9, 1000, &[5, 0x80 | 10, 0x02, 0x80], 8000);
+        }
+        t.update(20, 5000, &[11, 0x80 | 7, 0x03, 0x20], 8000);
+        t.update(21, 5000, &[11], 8000);
+        assert_eq!(t.digits(), "5#");
+        assert_eq!(t.events[0].duration_ms, 80.0);
+        assert!(t.events[0].ended);
+        assert_eq!(t.events[0].volume, 10);
+        assert_eq!(t.events[1].duration_ms, 100.0);
+        assert_eq!(t.dropped, 1);
+    }
+}
