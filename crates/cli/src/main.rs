@@ -100,6 +100,17 @@ struct AnalyzeArgs {
     /// Most RTP streams held at once (new streams are refused beyond it).
     #[arg(long, default_value_t = 2_000_000)]
     max_streams: usize,
+    /// Most calls whose INVITE has had no response at all (an INVITE flood
+    /// evicts only its own kind beyond it).
+    #[arg(long, default_value_t = 100_000)]
+    max_unanswered: usize,
+    /// End a call whose INVITE had no response at all after this many seconds (Timer B).
+    #[arg(long, default_value_t = 32.0, value_name = "SECONDS")]
+    unanswered_timeout: f64,
+    /// Drop a packet equal to one seen this many milliseconds before (a capture
+    /// on Linux `any` or a SPAN of both directions shows each packet twice); 0 keeps all.
+    #[arg(long, default_value_t = 5.0, value_name = "MS")]
+    dedup_window: f64,
     /// Progress bar on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     progress: Progress,
@@ -127,8 +138,15 @@ fn seconds(s: f64) -> i64 {
 
 /// Runs an analysis. Ok(false) means some input was damaged but results were written.
 fn analyze(a: AnalyzeArgs) -> Result<bool> {
-    if a.call_timeout <= 0.0 || a.call_grace < 0.0 || a.stream_timeout <= 0.0 {
+    if a.call_timeout <= 0.0
+        || a.call_grace < 0.0
+        || a.stream_timeout <= 0.0
+        || a.unanswered_timeout <= 0.0
+    {
         bail!("timeouts must be positive");
+    }
+    if !(0.0..=1000.0).contains(&a.dedup_window) {
+        bail!("--dedup-window must be between 0 and 1000 ms");
     }
     let cfg = Config {
         sip_ports: a.sip_ports.clone(),
@@ -139,6 +157,9 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         stream_idle_timeout_ns: seconds(a.stream_timeout),
         max_calls: a.max_calls,
         max_streams: a.max_streams,
+        max_unanswered: a.max_unanswered,
+        unanswered_timeout_ns: seconds(a.unanswered_timeout),
+        dedup_window_ns: (a.dedup_window * 1e6) as i64,
         ..Config::default()
     };
     // Open every input first so a typo fails before any work.

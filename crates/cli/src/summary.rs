@@ -28,6 +28,7 @@ pub fn counters_json(c: &Counters) -> serde_json::Value {
         "udp_untracked": c.udp_untracked,
         "calls": c.calls,
         "calls_evicted": c.calls_evicted,
+        "unanswered_evicted": c.unanswered_evicted,
         "streams": c.streams,
         "streams_refused": c.streams_refused,
         "media_refused": c.media_refused,
@@ -87,6 +88,7 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
     }
     let refused = [
         ("calls evicted (table full)", c.calls_evicted),
+        ("unanswered INVITEs evicted (flood cap)", c.unanswered_evicted),
         ("streams refused (table full)", c.streams_refused),
         ("SDP media refused (table full)", c.media_refused),
         ("RTP-like candidates rejected", c.candidates_rejected),

@@ -53,8 +53,13 @@ pub struct Config {
     pub call_grace_ns: i64,
     /// An RTP stream without signalling ends after this much silence (ns).
     pub stream_idle_timeout_ns: i64,
-    /// Most calls held at once; beyond it the least recently active is evicted.
+    /// Most calls held at once; beyond it the least recently active is
+    /// evicted, unanswered calls first.
     pub max_calls: usize,
+    /// Most calls held whose INVITE has had no response at all.
+    pub max_unanswered: usize,
+    /// An INVITE with no response for this long has failed (ns; Timer B is 32 s).
+    pub unanswered_timeout_ns: i64,
     /// Most RTP streams held at once; beyond it new streams are refused.
     pub max_streams: usize,
     /// Most media addresses held at once; beyond it SDP media are refused.
@@ -79,6 +84,8 @@ impl Default for Config {
             call_grace_ns: 5 * SEC,
             stream_idle_timeout_ns: 60 * SEC,
             max_calls: 1_000_000,
+            max_unanswered: 100_000,
+            unanswered_timeout_ns: 32 * SEC,
             max_streams: 2_000_000,
             max_media: 4_000_000,
             max_candidates: 100_000,
@@ -132,6 +139,8 @@ pub struct Counters {
     pub calls: u64,
     /// Calls evicted because the call table was full.
     pub calls_evicted: u64,
+    /// Unanswered calls evicted because too many INVITEs had no response.
+    pub unanswered_evicted: u64,
     /// RTP streams started (in calls and orphan).
     pub streams: u64,
     /// Streams refused because the stream table was full.
@@ -186,6 +195,10 @@ struct MediaRef {
 
 const LIST_ACTIVE: u8 = 0;
 const LIST_CLOSING: u8 = 1;
+/// Calls whose INVITE no one has answered yet, not even with 100 Trying: a
+/// flood of forged INVITEs lands here, is evicted from here first and
+/// expires after Timer B (RFC 3261 §17.1.1.2), so it cannot push real calls out.
+const LIST_UNANSWERED: u8 = 2;
 const LIST_ORPHAN: u8 = 0;
 const LIST_CANDIDATE: u8 = 1;
 /// Heuristic RTP: packets with continuing sequence numbers before a stream is believed.
@@ -212,6 +225,8 @@ struct Call {
     hangup_by: Option<Side>,
     hangup_reason: Option<String>,
     cancelled: bool,
+    /// Any response to the INVITE seen (moves it off the unanswered list).
+    responded: bool,
     sip_messages: u32,
     invites: u32,
     rtcp_packets: u64,
@@ -564,6 +579,8 @@ impl Engine {
         };
         let list = if call.closing.is_some() {
             LIST_CLOSING
+        } else if !call.responded {
+            LIST_UNANSWERED
         } else {
             LIST_ACTIVE
         };
@@ -581,10 +598,17 @@ impl Engine {
         dport: u16,
         m: &SipMessage<'_>,
     ) -> Option<Idx> {
+        if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
+            if let Some((oldest, _)) = self.calls.oldest(LIST_UNANSWERED) {
+                self.counters.unanswered_evicted += 1;
+                self.finish_call(oldest, true);
+            }
+        }
         if self.calls.is_full() {
             let (oldest, _) = self
                 .calls
-                .oldest(LIST_CLOSING)
+                .oldest(LIST_UNANSWERED)
+                .or_else(|| self.calls.oldest(LIST_CLOSING))
                 .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
             self.counters.calls_evicted += 1;
             self.finish_call(oldest, true);
@@ -623,6 +647,7 @@ impl Engine {
             hangup_by: None,
             hangup_reason: None,
             cancelled: false,
+            responded: false,
             sip_messages: 0,
             invites: 0,
             rtcp_packets: 0,
@@ -694,6 +719,7 @@ impl Engine {
                 if m.cseq_method != Some("INVITE") {
                     return Some(sender);
                 }
+                call.responded = true;
                 if sender == Side::Callee && call.callee_ua.is_none() {
                     call.callee_ua = m.server.or(m.user_agent).map(str::to_string);
                 }
@@ -1118,6 +1144,12 @@ impl Engine {
         }
         while let Some((i, t)) = self.calls.oldest(LIST_ACTIVE) {
             if now - t < self.cfg.call_idle_timeout_ns {
+                break;
+            }
+            self.finish_call(i, false);
+        }
+        while let Some((i, t)) = self.calls.oldest(LIST_UNANSWERED) {
+            if now - t < self.cfg.unanswered_timeout_ns {
                 break;
             }
             self.finish_call(i, false);
