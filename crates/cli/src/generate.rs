@@ -48,6 +48,68 @@ pub struct GenerateArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also send this many INVITEs with random Call-IDs that are never
+    /// answered (an INVITE flood), mixed into the calls.
+    #[arg(long, default_value_t = 0)]
+    flood: u64,
+    /// Flood INVITEs per second.
+    #[arg(long, default_value_t = 20_000.0)]
+    flood_rate: f64,
+    /// Also send this many hostile messages: thousands of headers, absurd
+    /// Content-Lengths, huge Call-IDs, thousands of SDP media lines, binary junk.
+    #[arg(long, default_value_t = 0)]
+    hostile: u64,
+}
+
+/// One forged INVITE of a flood: random Call-ID, random source, with SDP.
+fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
+    let r = rng.next();
+    let src = Ipv4Addr::from(0x6440_0000 | (r as u32 & 0x003F_FFFF)); // 100.64.0.0/10
+    let id = format!("{:016x}{:016x}", rng.next(), rng.next());
+    let port = 10_000 + (r >> 32) as u16 % 50_000 / 2 * 2;
+    let body = format!(
+        "v=0\r\no=- 1 1 IN IP4 {src}\r\ns=-\r\nc=IN IP4 {src}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n"
+    );
+    let msg = format!(
+        "INVITE sip:victim@192.0.2.1 SIP/2.0\r\nVia: SIP/2.0/UDP {src}:5060;branch=z9hG4bK{id}\r\nFrom: <sip:x@{src}>;tag={r:x}\r\nTo: <sip:victim@192.0.2.1>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    (src, msg)
+}
+
+/// One hostile message of kind `k % 5`.
+fn hostile_message(rng: &mut Rng, k: u64) -> Vec<u8> {
+    let id = format!("hostile-{:016x}", rng.next());
+    let head = |extra: &str, cl: &str| {
+        format!(
+            "INVITE sip:victim@192.0.2.1 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.66;branch=z9hG4bK{id}\r\nFrom: <sip:x@192.0.2.66>;tag=1\r\nTo: <sip:victim@192.0.2.1>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\n{extra}Content-Length: {cl}\r\n\r\n"
+        )
+    };
+    match k % 5 {
+        0 => {
+            let extra: String = (0..3000).map(|i| format!("X-{i}: a\r\n")).collect();
+            head(&extra, "0").into_bytes()
+        }
+        1 => head("", "99999999999999999999").into_bytes(),
+        2 => {
+            let long = "c".repeat(10_000);
+            head("", "0").replace(&id, &long).into_bytes()
+        }
+        3 => {
+            let media: String = (0..2000)
+                .map(|i| format!("m=audio {} RTP/AVP 0\r\n", 2000 + 2 * i))
+                .collect();
+            let body = format!("v=0\r\nc=IN IP4 192.0.2.66\r\n{media}");
+            let mut m = head("Content-Type: application/sdp\r\n", &body.len().to_string());
+            m.push_str(&body);
+            m.into_bytes()
+        }
+        _ => {
+            let mut m = b"INVITE ".to_vec();
+            m.extend((0..1400).map(|_| rng.next() as u8));
+            m
+        }
+    }
 }
 
 /// SplitMix64: small, fast, good enough for traffic synthesis.
@@ -159,6 +221,8 @@ enum Ev {
     Invite(u32),
     Sip(u32, u8),
     Rtp(u32, u8),
+    /// The n-th flood or hostile message.
+    Flood(u32),
 }
 
 struct Call {
@@ -283,6 +347,9 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     if !(0.0..100.0).contains(&a.loss) || !(0.0..1.0).contains(&a.burst) {
         bail!("--loss must be in [0, 100) and --burst in [0, 1)");
     }
+    if a.flood + a.hostile > u32::MAX as u64 || a.flood_rate <= 0.0 {
+        bail!("--flood plus --hostile must fit in 32 bits and --flood-rate be positive");
+    }
     if a.calls == 0
         || a.calls > u32::MAX as u64
         || a.concurrent <= 0.0
@@ -334,10 +401,18 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             Ev::Invite(i) => (0u8, i, 0u8),
             Ev::Sip(i, k) => (1, i, k),
             Ev::Rtp(i, d) => (2, i, d),
+            Ev::Flood(i) => (3, i, 0),
         };
         heap.push(Reverse((t, order, i, kind, arg)));
     };
     push(&mut heap, t0, Ev::Invite(0));
+    if a.flood + a.hostile > 0 {
+        push(&mut heap, t0, Ev::Flood(0));
+    }
+    let flood_gap = (1e9 / a.flood_rate) as i64;
+    let attacks = a.flood + a.hostile;
+    let hostile_every = (attacks / a.hostile.max(1)).max(1);
+    let mut hostile_sent = 0;
     let mut rtp = vec![0u8; 12 + 160];
     while let Some(Reverse((t, _, i, kind, arg))) = heap.pop() {
         match kind {
@@ -415,6 +490,35 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                             }
                         }
                     }
+                }
+            }
+            3 => {
+                // Hostile messages are spread evenly through the flood.
+                let k = i as u64;
+                if hostile_sent < a.hostile && k % hostile_every == 0 {
+                    let m = hostile_message(&mut rng, hostile_sent);
+                    hostile_sent += 1;
+                    w.udp(
+                        t,
+                        Ipv4Addr::new(192, 0, 2, 66),
+                        5060,
+                        Ipv4Addr::new(192, 0, 2, 1),
+                        5060,
+                        &m,
+                    )?;
+                } else {
+                    let (src, m) = flood_invite(&mut rng);
+                    w.udp(
+                        t,
+                        src,
+                        5060,
+                        Ipv4Addr::new(192, 0, 2, 1),
+                        5060,
+                        m.as_bytes(),
+                    )?;
+                }
+                if k + 1 < attacks {
+                    push(&mut heap, t + flood_gap, Ev::Flood(i + 1));
                 }
             }
             _ => {

@@ -88,7 +88,10 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
     }
     let refused = [
         ("calls evicted (table full)", c.calls_evicted),
-        ("unanswered INVITEs evicted (flood cap)", c.unanswered_evicted),
+        (
+            "unanswered INVITEs evicted (flood cap)",
+            c.unanswered_evicted,
+        ),
         ("streams refused (table full)", c.streams_refused),
         ("SDP media refused (table full)", c.media_refused),
         ("RTP-like candidates rejected", c.candidates_rejected),

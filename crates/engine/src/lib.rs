@@ -600,8 +600,9 @@ impl Engine {
     ) -> Option<Idx> {
         if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
             if let Some((oldest, _)) = self.calls.oldest(LIST_UNANSWERED) {
+                // A flood: count it, do not write a record per forged INVITE.
                 self.counters.unanswered_evicted += 1;
-                self.finish_call(oldest, true);
+                self.finish_call(oldest, Ending::Discarded);
             }
         }
         if self.calls.is_full() {
@@ -611,7 +612,7 @@ impl Engine {
                 .or_else(|| self.calls.oldest(LIST_CLOSING))
                 .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
             self.counters.calls_evicted += 1;
-            self.finish_call(oldest, true);
+            self.finish_call(oldest, Ending::Evicted);
         }
         let party = |v: Option<&str>| {
             let na = NameAddr::parse(v.unwrap_or(""));
@@ -1140,19 +1141,19 @@ impl Engine {
             if now - t < self.cfg.call_grace_ns {
                 break;
             }
-            self.finish_call(i, false);
+            self.finish_call(i, Ending::Normal);
         }
         while let Some((i, t)) = self.calls.oldest(LIST_ACTIVE) {
             if now - t < self.cfg.call_idle_timeout_ns {
                 break;
             }
-            self.finish_call(i, false);
+            self.finish_call(i, Ending::Normal);
         }
         while let Some((i, t)) = self.calls.oldest(LIST_UNANSWERED) {
             if now - t < self.cfg.unanswered_timeout_ns {
                 break;
             }
-            self.finish_call(i, false);
+            self.finish_call(i, Ending::Normal);
         }
         while let Some((i, t)) = self.streams.oldest(LIST_CANDIDATE) {
             if now - t < self.cfg.stream_idle_timeout_ns {
@@ -1175,10 +1176,11 @@ impl Engine {
         }
     }
 
-    fn finish_call(&mut self, idx: Idx, evicted: bool) {
+    fn finish_call(&mut self, idx: Idx, ending: Ending) {
         let Some(call) = self.calls.remove(idx) else {
             return;
         };
+        let evicted = ending == Ending::Evicted;
         self.call_ids.remove(&*call.call_id);
         let mut streams = Vec::with_capacity(call.streams.len());
         for &si in &call.streams {
@@ -1190,6 +1192,9 @@ impl Engine {
             if self.media.get(key).is_some_and(|e| e.call == idx) {
                 self.media.remove(key);
             }
+        }
+        if ending == Ending::Discarded {
+            return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
         let last_activity = call.links.stamp;
@@ -1263,7 +1268,7 @@ impl Engine {
             .collect();
         calls.sort_unstable();
         for (_, i) in calls {
-            self.finish_call(i, false);
+            self.finish_call(i, Ending::Normal);
         }
         let mut orphans: Vec<(i64, Idx, bool)> = self
             .streams
@@ -1284,6 +1289,17 @@ impl Engine {
             }
         }
     }
+}
+
+/// How a call leaves the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Ended by signalling or timeout: write its record.
+    Normal,
+    /// Pushed out by the call cap: write its record, marked evicted.
+    Evicted,
+    /// An unanswered INVITE pushed out by the flood cap: counted only.
+    Discarded,
 }
 
 /// A SIP start line is shorter than this; resynchronisation keeps this many

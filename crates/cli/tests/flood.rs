@@ -1,0 +1,129 @@
+//! An INVITE flood with hostile messages mixed into real calls: memory stays
+//! under its cap, the flood is counted, and the real calls come out right.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::process::Command;
+
+/// Peak resident memory allowed for the analysis, documented in
+/// docs/hostile-input.md. Measured: about 150 MiB.
+const RSS_CAP_KIB: i64 = 256 * 1024;
+
+/// Runs a command and returns its exit status and peak RSS (KiB).
+fn run_measured(cmd: &mut Command) -> (i32, i64) {
+    let child = cmd.spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on our own child's pid, with valid out-pointers.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let r = libc::wait4(child.id() as i32, &mut status, 0, &mut usage);
+        assert_eq!(r, child.id() as i32);
+        usage
+    };
+    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+}
+
+#[test]
+fn invite_flood_and_hostile_messages() {
+    let dir = std::env::temp_dir().join(format!("calliper-flood-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth, out) = (
+        dir.join("flood.pcap"),
+        dir.join("truth.jsonl"),
+        dir.join("out.jsonl"),
+    );
+    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "generate",
+            "--calls",
+            "300",
+            "--concurrent",
+            "30",
+            "--hold-mean",
+            "20",
+        ])
+        .args([
+            "--loss",
+            "2",
+            "--flood",
+            "1000000",
+            "--hostile",
+            "1000",
+            "--seed",
+            "7",
+            "-o",
+        ])
+        .arg(&pcap)
+        .arg("--truth")
+        .arg(&truth)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, rss_kib) = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--format", "jsonl", "--progress", "never", "-o"])
+            .arg(&out)
+            .arg(&pcap),
+    );
+    assert_eq!(code, 0);
+    eprintln!("peak RSS {} MiB", rss_kib / 1024);
+    assert!(rss_kib < RSS_CAP_KIB, "peak RSS {rss_kib} KiB over the cap");
+
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let truth = std::fs::read_to_string(&truth).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+    // The flood went to its own list and was evicted there, not the real calls.
+    assert_eq!(summary["calls_evicted"], 0);
+    let evicted = summary["unanswered_evicted"].as_u64().unwrap();
+    assert!(evicted >= 800_000, "only {evicted} flood INVITEs evicted");
+    // Each kind of hostile message was refused and counted (200 of each).
+    for kind in [
+        "sip_too_many_headers",
+        "sip_bad_content_length",
+        "sip_call_id_too_long",
+        "sip_not_sip",
+        "sdp_bad_line",
+    ] {
+        assert_eq!(summary["anomalies"][kind], 200, "{kind}");
+    }
+    // Every real call is there, answered, with exactly the loss the generator made.
+    let mut streams: HashMap<(String, u64), (u64, u64)> = HashMap::new();
+    let mut real = 0;
+    for c in lines.iter().filter(|l| l["type"] == "call") {
+        if !c["call_id"].as_str().unwrap().starts_with("gen-") {
+            continue;
+        }
+        real += 1;
+        assert_eq!(c["final_status"], 200, "{}", c["call_id"]);
+        assert_eq!(c["state"], "completed", "{}", c["call_id"]);
+        for s in c["streams"].as_array().unwrap() {
+            let key = (
+                s["src"].as_str().unwrap().to_string(),
+                s["ssrc"].as_u64().unwrap(),
+            );
+            streams.insert(
+                key,
+                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
+            );
+        }
+    }
+    assert_eq!(real, 300);
+    let mut n = 0;
+    for line in truth.lines() {
+        let t: Value = serde_json::from_str(line).unwrap();
+        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
+        let key = (
+            t["src"].as_str().unwrap().to_string(),
+            t["ssrc"].as_u64().unwrap(),
+        );
+        assert_eq!(streams[&key], (sent - dropped, dropped), "{line}");
+        n += 1;
+    }
+    assert_eq!(n, 600);
+}
