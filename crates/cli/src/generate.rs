@@ -495,7 +495,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             3 => {
                 // Hostile messages are spread evenly through the flood.
                 let k = i as u64;
-                if hostile_sent < a.hostile && k % hostile_every == 0 {
+                if hostile_sent < a.hostile && k.is_multiple_of(hostile_every) {
                     let m = hostile_message(&mut rng, hostile_sent);
                     hostile_sent += 1;
                     w.udp(
