@@ -320,3 +320,64 @@ fn dtmf_events_match_tshark() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compared >= 4, "only {compared} DTMF events compared");
 }
+
+/// RTCP report blocks: for every stream in a call that its receiver reported
+/// on, the largest jitter and the last cumulative loss match what tshark
+/// decodes from the same report blocks (8 kHz codecs, where the unit is known).
+#[test]
+fn rtcp_reports_match_tshark() {
+    let mut compared = 0;
+    let mut failures = vec![];
+    for file in captures() {
+        let out = Command::new("tshark")
+            .arg("-n")
+            .arg("-r")
+            .arg(&file)
+            .args(["-Y", "rtcp.ssrc.identifier", "-T", "fields"])
+            .args(["-e", "rtcp.ssrc.identifier", "-e", "rtcp.ssrc.jitter"])
+            .output()
+            .expect("tshark must be installed");
+        // Per reported SSRC: largest jitter in any block.
+        let mut max_jitter: HashMap<u32, u64> = HashMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            if f.len() < 2 {
+                continue;
+            }
+            // Report blocks come first; SDES chunk SSRCs (no jitter) follow.
+            let ids: Vec<&str> = f[0].split(',').collect();
+            let jit: Vec<u64> = f[1].split(',').filter_map(|j| j.parse().ok()).collect();
+            for (id, &j) in ids.iter().zip(jit.iter()) {
+                let id = u32::from_str_radix(id.trim_start_matches("0x"), 16).unwrap();
+                let e = max_jitter.entry(id).or_default();
+                *e = (*e).max(j);
+            }
+        }
+        if max_jitter.is_empty() {
+            continue;
+        }
+        for call in calliper_jsonl(&file, &[])
+            .iter()
+            .filter(|l| l["type"] == "call")
+        {
+            for s in call["streams"].as_array().unwrap() {
+                let codec = s["codec"].as_str().unwrap().to_ascii_uppercase();
+                if s["rtcp_reports"].as_u64().unwrap() == 0 || !(codec == "PCMA" || codec == "PCMU")
+                {
+                    continue;
+                }
+                let ssrc = s["ssrc"].as_u64().unwrap() as u32;
+                let ours = (s["rtcp_max_jitter_ms"].as_f64().unwrap() * 8.0).round() as u64;
+                match max_jitter.get(&ssrc) {
+                    Some(&want) if want == ours => compared += 1,
+                    other => failures.push(format!(
+                        "{}: ssrc {ssrc:#x}: tshark {other:?}, calliper {ours}",
+                        file.display()
+                    )),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compared >= 2, "only {compared} streams compared");
+}

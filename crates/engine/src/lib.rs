@@ -266,6 +266,8 @@ struct Stream {
     probation: u8,
     /// RFC 4733 events (DTMF digits).
     dtmf: DtmfTracker,
+    /// What the receiver of this stream says about it in RTCP.
+    rtcp: RtcpView,
     /// SDP moved this address to non-RTP media (T.38): packets no longer count as RTP.
     closed: bool,
 }
@@ -845,9 +847,7 @@ impl Engine {
                 .or_else(|| self.media.get(&(src, sport)))
                 .map(|e| e.call);
             if let Some(call) = entry {
-                if let Some(c) = self.calls.get_mut(call) {
-                    c.rtcp_packets += 1;
-                }
+                self.rtcp_in_call(call, payload);
             }
             return;
         }
@@ -895,6 +895,31 @@ impl Engine {
             self.new_candidate(key, &pkt, now);
         } else {
             self.counters.udp_untracked += 1;
+        }
+    }
+
+    /// Applies the report blocks of an RTCP packet to the call's streams
+    /// they describe (matched by SSRC): the receivers' own view of loss and jitter.
+    fn rtcp_in_call(&mut self, call: Idx, payload: &[u8]) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        c.rtcp_packets += 1;
+        for report in calliper_wire::rtcp::reports(payload) {
+            let Ok(report) = report else {
+                c.anomalies += 1;
+                self.counters.anomaly("rtcp_malformed");
+                return;
+            };
+            for block in report.blocks() {
+                for &si in &c.streams {
+                    if let Some(s) = self.streams.get_mut(si) {
+                        if s.key.ssrc == block.ssrc {
+                            s.rtcp.update(&block, s.last_clock);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -1082,6 +1107,7 @@ impl Engine {
             codec,
             probation: 0,
             dtmf: DtmfTracker::default(),
+            rtcp: RtcpView::default(),
             closed: false,
         };
         let Ok(si) = self.streams.insert(stream) else {
@@ -1115,6 +1141,7 @@ impl Engine {
             codec,
             probation: HEURISTIC_CONFIRM - 1,
             dtmf: DtmfTracker::default(),
+            rtcp: RtcpView::default(),
             closed: false,
         };
         let Ok(si) = self.streams.insert(stream) else {
@@ -1291,6 +1318,27 @@ impl Engine {
     }
 }
 
+/// A stream as its receiver reports it in RTCP.
+#[derive(Debug, Clone, Copy, Default)]
+struct RtcpView {
+    reports: u32,
+    max_fraction_lost: u8,
+    cumulative_lost: i64,
+    max_jitter_ms: f64,
+}
+
+impl RtcpView {
+    fn update(&mut self, b: &calliper_wire::rtcp::ReportBlock, clock: ClockRate) {
+        self.reports += 1;
+        self.max_fraction_lost = self.max_fraction_lost.max(b.fraction_lost);
+        self.cumulative_lost = b.cumulative_lost as i64;
+        if let ClockRate::Hz(hz) = clock {
+            let ms = b.jitter as f64 * 1000.0 / hz.max(1) as f64;
+            self.max_jitter_ms = self.max_jitter_ms.max(ms);
+        }
+    }
+}
+
 /// How a call leaves the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
@@ -1371,6 +1419,10 @@ fn stream_record(s: &Stream) -> StreamRecord {
         r_factor: 0.0,
         mos: 0.0,
         dtmf: s.dtmf.events.clone(),
+        rtcp_reports: s.rtcp.reports,
+        rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
+        rtcp_cumulative_lost: s.rtcp.cumulative_lost,
+        rtcp_max_jitter_ms: s.rtcp.max_jitter_ms,
     };
     r.estimate_quality();
     r

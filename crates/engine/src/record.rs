@@ -116,6 +116,14 @@ pub struct StreamRecord {
     pub mos: f64,
     /// RFC 4733 telephone events (DTMF digits) in this direction.
     pub dtmf: Vec<calliper_rtp::dtmf::DtmfEvent>,
+    /// RTCP report blocks about this stream from its receiver.
+    pub rtcp_reports: u32,
+    /// Largest fraction lost the receiver reported, percent.
+    pub rtcp_max_fraction_lost: f64,
+    /// Cumulative loss in the receiver's last report.
+    pub rtcp_cumulative_lost: i64,
+    /// Largest interarrival jitter the receiver reported, ms.
+    pub rtcp_max_jitter_ms: f64,
 }
 
 impl StreamRecord {

@@ -193,7 +193,8 @@ CREATE TABLE IF NOT EXISTS streams (
     duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER,
     mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
     wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL,
-    dtmf TEXT
+    dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
+    rtcp_max_jitter_ms REAL
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -234,8 +235,9 @@ impl Sqlite {
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets,
-             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, dtmf)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, dtmf,
+             rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -268,6 +270,10 @@ impl Sqlite {
             s.r_factor,
             s.mos,
             serde_json::to_string(&s.dtmf)?,
+            s.rtcp_reports,
+            s.rtcp_max_fraction_lost,
+            s.rtcp_cumulative_lost,
+            s.rtcp_max_jitter_ms,
         ])?;
         Ok(())
     }
