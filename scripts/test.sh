@@ -17,3 +17,8 @@ mkdir -p target
 cargo test --workspace --release 2>&1 | tee target/test.log
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
+# Every parser under libFuzzer for a short bounded time (FUZZ_SECONDS each).
+if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
+    python3 --version >/dev/null 2>&1 || apt-get install -y -qq python3 >/dev/null
+    fuzz/run.sh "${FUZZ_SECONDS:-15}"
+fi

@@ -173,8 +173,23 @@ impl Defragmenter {
         if !frag.more {
             p.total = Some(end32);
         }
-        if p.data.len() < end {
-            self.bytes += end - p.data.len();
+        let grow = end.saturating_sub(p.data.len());
+        // Later pieces grow a datagram too: keep the byte cap on every piece
+        // (found by the fuzzer), evicting others first, this one last.
+        while self.bytes + grow > self.cfg.max_bytes {
+            let victim = match self.pending.oldest(LIST) {
+                Some((o, _)) if o != idx => o,
+                _ => idx,
+            };
+            self.counters.evicted += 1;
+            self.remove(victim);
+            if victim == idx {
+                return None;
+            }
+        }
+        let p = self.pending.get_mut(idx)?;
+        if grow > 0 {
+            self.bytes += grow;
             p.data.resize(end, 0);
         }
         if copy_uncovered(p, start as u32, piece) {
@@ -423,6 +438,43 @@ mod tests {
         }
         assert!(d.bytes() <= 1000);
         assert_eq!(d.counters.evicted, 8);
+        // Pieces that grow a held datagram respect the cap too.
+        let mut d = Defragmenter::new(DefragConfig {
+            max_bytes: 1000,
+            ..Default::default()
+        });
+        d.add(
+            0,
+            A,
+            B,
+            Fragment {
+                id: 1,
+                ..frag(0, true)
+            },
+            &payload(400),
+        );
+        d.add(
+            0,
+            A,
+            B,
+            Fragment {
+                id: 2,
+                ..frag(0, true)
+            },
+            &payload(400),
+        );
+        d.add(
+            0,
+            A,
+            B,
+            Fragment {
+                id: 2,
+                ..frag(400, true)
+            },
+            &payload(400),
+        );
+        assert!(d.bytes() <= 1000, "{}", d.bytes());
+        assert_eq!(d.len(), 1);
     }
 
     #[test]

@@ -1,0 +1,25 @@
+//! Link, IP, tunnel, UDP and TCP decoding: the first byte picks the link type.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+const LINKS: [u16; 8] = [1, 101, 113, 276, 0, 108, 12, 228];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&pick, frame)) = data.split_first() else {
+        return;
+    };
+    let link = LINKS[pick as usize % LINKS.len()];
+    if let Ok(f) = calliper_wire::decode(link, frame) {
+        // Payloads must lie inside the frame.
+        let within = |p: &[u8]| {
+            let (a, b) = (frame.as_ptr() as usize, p.as_ptr() as usize);
+            p.is_empty() || (b >= a && b + p.len() <= a + frame.len())
+        };
+        match f.transport {
+            calliper_wire::Transport::Udp { payload, .. }
+            | calliper_wire::Transport::Tcp { payload, .. }
+            | calliper_wire::Transport::Fragment { payload, .. }
+            | calliper_wire::Transport::Other { payload, .. } => assert!(within(payload)),
+        }
+    }
+});

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets and runs each for SECONDS (default 20), seeded from
+# the repo's captures and ../shared/pcaps when present. A crash fails the run
+# and leaves its input under fuzz/artifacts/<target>/.
+#
+#   fuzz/run.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")"
+secs=${1:-20}
+shift || true
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
+cargo +nightly fuzz build -O
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+python3 seeds.py "$seeds" ../testdata/*.pcap $(ls ../../shared/pcaps/*/*.pcap 2>/dev/null || true)
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t"
+    [ -d "$seeds/$t" ] && cp -n "$seeds/$t"/* "corpus/$t/" 2>/dev/null || true
+    echo "fuzz: $t for ${secs}s"
+    cargo +nightly fuzz run -O "$t" "corpus/$t" -- \
+        -max_total_time="$secs" -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 2>&1 |
+        grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+== ERROR|SUMMARY)|panicked" || true
+    # cargo fuzz exits non-zero on a crash; pipefail is masked by grep, so check artifacts.
+    if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null; then
+        echo "fuzz: $t found a crash:"; ls "artifacts/$t"; exit 1
+    fi
+done
+echo "fuzz: ${#targets[@]} targets ran ${secs}s each without a crash"
