@@ -2,12 +2,18 @@
 # Installs what the tests need (tshark, the oracle) and runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v tshark >/dev/null 2>&1; then
-    echo "installing tshark (the tests compare against it)..."
+# The oracle (tshark, mergecap) and the real peers of the namespace tests.
+need=()
+for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
+    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]} (the tests compare against and call them)..."
     export DEBIAN_FRONTEND=noninteractive
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
     apt-get update -qq
-    apt-get install -y -qq tshark >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust (rustup) first" >&2
@@ -19,6 +25,5 @@ cargo test --workspace --release 2>&1 | tee target/test.log
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
 # Every parser under libFuzzer for a short bounded time (FUZZ_SECONDS each).
 if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
-    python3 --version >/dev/null 2>&1 || apt-get install -y -qq python3 >/dev/null
     fuzz/run.sh "${FUZZ_SECONDS:-15}"
 fi

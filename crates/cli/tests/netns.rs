@@ -1,0 +1,91 @@
+//! Real peers in network namespaces (tests/netns/run.sh): SIPp and baresip
+//! calls through a record-routing Kamailio, UDP on one leg and TCP on the
+//! other, with nftables dropping RTP in the proxy. Calliper must report, per
+//! stream, exactly the loss nftables counted, and each call's two legs as
+//! one call.
+
+mod common;
+
+use common::calliper_jsonl;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+type Key = (String, u64, String, u64);
+
+fn drop_counters(path: &Path) -> HashMap<Key, u64> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = HashMap::new();
+    for item in v["nftables"].as_array().unwrap() {
+        for e in item["set"]["elem"].as_array().into_iter().flatten() {
+            let c = &e["elem"]["val"]["concat"];
+            let key = (
+                c[0].as_str().unwrap().to_string(),
+                c[1].as_u64().unwrap(),
+                c[2].as_str().unwrap().to_string(),
+                c[3].as_u64().unwrap(),
+            );
+            out.insert(key, e["elem"]["counter"]["packets"].as_u64().unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn calls_through_kamailio_report_the_loss_nftables_counted() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
+    let out = Command::new(root.join("tests/netns/run.sh"))
+        .arg(&dir)
+        .arg("3")
+        .output()
+        .expect("tests/netns/run.sh must be runnable");
+    let log =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(77) {
+        eprintln!("{log}");
+        return;
+    }
+    assert!(out.status.success(), "netns run failed:\n{log}");
+    let drops = drop_counters(&dir.join("drops.json"));
+    let lines = calliper_jsonl(&dir.join("calls.pcap"), &[]);
+    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    // Three SIPp calls and one baresip call, each seen on both legs.
+    assert_eq!(calls.len(), 4, "{log}");
+    let mut compared = 0;
+    let mut dropped = 0;
+    for c in &calls {
+        assert_eq!(c["invites"], 2, "both legs' INVITEs in one call: {c}");
+        assert_eq!(c["final_status"], 200);
+        assert_eq!(c["state"], "completed");
+        let streams = c["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 2, "{c}");
+        for s in streams {
+            let key = (
+                s["src"].as_str().unwrap().to_string(),
+                s["src_port"].as_u64().unwrap(),
+                s["dst"].as_str().unwrap().to_string(),
+                s["dst_port"].as_u64().unwrap(),
+            );
+            let want = drops.get(&key).copied().unwrap_or(0);
+            assert_eq!(s["lost"].as_u64().unwrap(), want, "{key:?}");
+            compared += 1;
+            dropped += want;
+            if key.1 >= 40_000 {
+                // baresip sends RTCP; its receiver reports never exceed the truth.
+                assert!(s["rtcp_reports"].as_u64().unwrap() > 0, "{key:?}");
+                assert!(
+                    s["rtcp_cumulative_lost"].as_u64().unwrap() <= want,
+                    "{key:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(compared, 8);
+    assert!(
+        dropped > 0,
+        "nftables dropped nothing: the test would prove nothing"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Builds three network namespaces joined by veth pairs,
+#
+#   caller 10.90.1.2 ── 10.90.1.1 proxy 10.90.2.1 ── 10.90.2.2 callee
+#   (SIPp, UDP)          (Kamailio, nftables)          (SIPp, TCP)
+#
+# runs CALLS SIPp calls through the record-routing Kamailio (UDP on the
+# caller's leg, TCP on the callee's), drops a share of the RTP in the proxy
+# with nftables, and captures each side's received traffic. Writes to OUT:
+#   calls.pcap   both captures merged (caller side + callee side)
+#   drops.json   nftables' per-stream drop counters (the ground truth)
+#
+# usage: tests/netns/run.sh OUT [CALLS]
+# Exits 77 (skip) only when network namespaces cannot be created.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+calls=${2:-3}
+A=cal-a-$$ B=cal-b-$$ P=cal-p-$$
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    ip netns pids "$P" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    sleep 0.2
+    for n in "$A" "$B" "$P"; do ip netns del "$n" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+if ! ip netns add "$A" 2>/dev/null; then
+    echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
+    exit 77
+fi
+ip netns add "$B"
+ip netns add "$P"
+ip link add a0 netns "$A" type veth peer name pa netns "$P"
+ip link add b0 netns "$B" type veth peer name pb netns "$P"
+ipa() { ip netns exec "$1" "${@:2}"; }
+ipa "$A" ip addr add 10.90.1.2/24 dev a0
+ipa "$P" ip addr add 10.90.1.1/24 dev pa
+ipa "$B" ip addr add 10.90.2.2/24 dev b0
+ipa "$P" ip addr add 10.90.2.1/24 dev pb
+for n in "$A" "$B" "$P"; do ipa "$n" ip link set lo up; done
+ipa "$A" ip link set a0 up
+ipa "$B" ip link set b0 up
+ipa "$P" ip link set pa up
+ipa "$P" ip link set pb up
+ipa "$A" ip route add default via 10.90.1.1
+ipa "$B" ip route add default via 10.90.2.1
+ipa "$P" sysctl -qw net.ipv4.ip_forward=1
+
+# Drop RTP (not RTCP: second byte below 200) forwarded between the sides,
+# counted per stream in one set. Every drop must be a visible gap, so the
+# last packet of a stream is never dropped:
+# - SIPp (ports 20000-39999) replays g711a.pcap, whose first and last sequence
+#   numbers are 5 and 0 mod 8: drop a random half of those that are 3 mod 8;
+# - baresip (ports 40000-40999): a random 5 %, by a rule deleted before hangup.
+ipa "$P" nft -f - <<'NFT'
+table inet lossy {
+    set drops {
+        type ipv4_addr . inet_service . ipv4_addr . inet_service
+        flags dynamic
+        counter
+    }
+    chain forward {
+        type filter hook forward priority 0; policy accept;
+        udp dport 20000-39999 udp sport 20000-39999 @th,72,8 < 200 @th,80,16 & 7 == 3 numgen random mod 2 == 0 update @drops { ip saddr . udp sport . ip daddr . udp dport } counter drop
+    }
+}
+NFT
+
+ipa "$P" kamailio -f "$here/kamailio.cfg" -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
+pids+=($!)
+# Each side captures what it receives (and its signalling): RTP after the drop.
+ipa "$A" tcpdump -i a0 -U -s 0 -w "$out/caller.pcap" 'udp port 5060 or (udp and dst host 10.90.1.2)' 2>"$out/tcpdump-a.log" &
+pids+=($!)
+ipa "$B" tcpdump -i b0 -U -s 0 -w "$out/callee.pcap" 'tcp port 5060 or (udp and dst host 10.90.2.2)' 2>"$out/tcpdump-b.log" &
+pids+=($!)
+sleep 1.5
+
+ipa "$B" sipp -sf "$here/uas.xml" -t t1 -i 10.90.2.2 -p 5060 -mi 10.90.2.2 -mp 20000 \
+    -m "$calls" -nostdin -trace_err -error_file "$out/uas-errors.log" >"$out/uas.log" 2>&1 &
+uas=$!
+pids+=($uas)
+sleep 0.5
+ipa "$A" sipp -sf "$here/uac.xml" -t u1 -i 10.90.1.2 -p 5060 -mi 10.90.1.2 -mp 30000 \
+    -m "$calls" -l "$calls" -r 10 -nostdin -trace_err -error_file "$out/uac-errors.log" \
+    10.90.1.1:5060 >"$out/uac.log" 2>&1 || { echo "caller SIPp failed:"; tail -20 "$out/uac.log" "$out"/uac-errors.log 2>/dev/null; exit 1; }
+wait "$uas" || { echo "callee SIPp failed:"; tail -20 "$out/uas.log"; exit 1; }
+sleep 1
+
+# A baresip call through the same proxy: audio from a WAV file, real RTCP.
+if command -v baresip >/dev/null; then
+    python3 - "$out/tone.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb")
+w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000)
+w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 8000))) for i in range(8000 * 20)))
+PY
+    for side in a b; do
+        ip=10.90.1.2 user=alice
+        [ $side = b ] && ip=10.90.2.2 user=bob
+        mkdir -p "$out/baresip-$side"
+        cat >"$out/baresip-$side/config" <<CFG
+poll_method epoll
+sip_listen $ip:5060
+module_path /usr/lib/baresip/modules
+module g711.so
+module aufile.so
+module aubridge.so
+module menu.so
+module account.so
+audio_source aufile,$out/tone.wav
+audio_player aubridge,$side
+audio_alert aubridge,$side
+rtp_ports 40000-40999
+rtcp_mux no
+CFG
+        echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
+            >"$out/baresip-$side/accounts"
+    done
+    ipa "$P" nft add rule inet lossy forward udp dport 40000-40999 udp sport 40000-40999 '@th,72,8 < 200' \
+        numgen random mod 100 '< 5' update @drops '{ ip saddr . udp sport . ip daddr . udp dport }' counter drop
+    ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
+    callee=$!
+    pids+=($callee)
+    sleep 1
+    ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t 12 >"$out/baresip-a.log" 2>&1 &
+    caller=$!
+    pids+=($caller)
+    sleep 9
+    # Stop dropping before hangup so the last packets of each stream arrive.
+    h=$(ipa "$P" nft -a list chain inet lossy forward | awk '/40000-40999/ {print $NF}')
+    ipa "$P" nft delete rule inet lossy forward handle "$h"
+    wait "$caller" || true
+    wait "$callee" || true
+    sleep 0.5
+fi
+for p in "${pids[@]:1:2}"; do kill -INT "$p" 2>/dev/null || true; done
+sleep 0.5
+mergecap -w "$out/calls.pcap" "$out/caller.pcap" "$out/callee.pcap"
+ipa "$P" nft -j list set inet lossy drops >"$out/drops.json"
+echo "netns: $calls calls captured to $out/calls.pcap"
