@@ -19,6 +19,9 @@ pub mod record;
 pub mod sctp;
 pub mod tcp;
 
+#[cfg(test)]
+mod flows;
+
 use calliper_rtp::dtmf::DtmfTracker;
 use calliper_rtp::{ClockRate, Codec, StreamStats};
 use calliper_sip::sdp::{self, Direction};

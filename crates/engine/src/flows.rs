@@ -1,0 +1,338 @@
+//! Call flows an operator's capture contains, built message by message:
+//! forking with early media, CANCEL, authentication challenges, PRACK and
+//! UPDATE, REFER, NAT.
+
+use crate::*;
+use std::net::Ipv4Addr;
+
+const MS: i64 = 1_000_000;
+const CALLER: [u8; 4] = [10, 0, 0, 1];
+const PROXY: [u8; 4] = [10, 0, 0, 2];
+
+/// A raw IPv4/UDP packet (LINKTYPE_RAW).
+fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    p[2..4].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(payload);
+    p
+}
+
+fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {
+    let mut p = vec![0x80, 8];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&(seq as u32 * 160).to_be_bytes());
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend_from_slice(&[0xD5; 160]);
+    p
+}
+
+fn sdp(ip: [u8; 4], port: u16) -> String {
+    let ip = Ipv4Addr::from(ip);
+    format!("v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 8\r\na=rtpmap:8 PCMA/8000\r\n")
+}
+
+/// A SIP message of call `id`; `to_tag` empty for none.
+fn sip(first: &str, cseq: &str, to_tag: &str, body: &str) -> Vec<u8> {
+    let tag = if to_tag.is_empty() {
+        String::new()
+    } else {
+        format!(";tag={to_tag}")
+    };
+    let ct = if body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/sdp\r\n"
+    };
+    format!(
+        "{first}\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK{cseq_len}\r\nFrom: <sip:alice@a.example>;tag=caller\r\nTo: <sip:bob@b.example>{tag}\r\nCall-ID: flow@test\r\nCSeq: {cseq}\r\n{ct}Content-Length: {}\r\n\r\n{body}",
+        body.len(),
+        cseq_len = cseq.len()
+    )
+    .into_bytes()
+}
+
+struct Run {
+    e: Engine,
+    t: i64,
+}
+
+impl Run {
+    fn new() -> Run {
+        Run {
+            e: Engine::new(Config::default()),
+            t: 1_700_000_000_000_000_000,
+        }
+    }
+    /// Caller to proxy.
+    fn up(&mut self, m: Vec<u8>) {
+        self.t += 10 * MS;
+        self.e
+            .packet(self.t, 101, &udp(CALLER, 5060, PROXY, 5060, &m));
+    }
+    /// Proxy to caller.
+    fn down(&mut self, m: Vec<u8>) {
+        self.t += 10 * MS;
+        self.e
+            .packet(self.t, 101, &udp(PROXY, 5060, CALLER, 5060, &m));
+    }
+    fn media(&mut self, src: ([u8; 4], u16), dst: ([u8; 4], u16), ssrc: u32, n: u16) {
+        for seq in 0..n {
+            self.t += 20 * MS;
+            self.e.packet(
+                self.t,
+                101,
+                &udp(src.0, src.1, dst.0, dst.1, &rtp(seq, ssrc)),
+            );
+        }
+    }
+    fn call(mut self) -> CallRecord {
+        self.e.finish();
+        let mut calls: Vec<CallRecord> = self
+            .e
+            .drain()
+            .filter_map(|r| match r {
+                Record::Call(c) => Some(*c),
+                Record::Stream(_) => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        calls.pop().unwrap()
+    }
+}
+
+#[test]
+fn forked_call_keeps_early_media_of_both_branches() {
+    let mut r = Run::new();
+    r.up(sip(
+        "INVITE sip:bob@b.example SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp(CALLER, 4000),
+    ));
+    r.down(sip("SIP/2.0 100 Trying", "1 INVITE", "", ""));
+    // Two branches answer with early media from different gateways.
+    r.down(sip(
+        "SIP/2.0 183 Session Progress",
+        "1 INVITE",
+        "fork1",
+        &sdp([10, 0, 1, 1], 6000),
+    ));
+    r.down(sip(
+        "SIP/2.0 183 Session Progress",
+        "1 INVITE",
+        "fork2",
+        &sdp([10, 0, 2, 1], 7000),
+    ));
+    r.media(([10, 0, 1, 1], 6000), (CALLER, 4000), 111, 20);
+    r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 20);
+    r.down(sip(
+        "SIP/2.0 200 OK",
+        "1 INVITE",
+        "fork2",
+        &sdp([10, 0, 2, 1], 7000),
+    ));
+    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "fork2", ""));
+    r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 10);
+    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "fork2", ""));
+    r.down(sip("SIP/2.0 200 OK", "2 BYE", "fork2", ""));
+    let c = r.call();
+    assert_eq!(c.final_status, Some(200));
+    assert_eq!(c.state, CallState::Completed);
+    assert!(c.ringing_ns.is_some());
+    let ssrcs: Vec<(u32, u64, StreamDirection)> = c
+        .streams
+        .iter()
+        .map(|s| (s.ssrc, s.packets, s.direction))
+        .collect();
+    assert_eq!(
+        ssrcs,
+        vec![
+            (111, 20, StreamDirection::CalleeToCaller),
+            (222, 30, StreamDirection::CalleeToCaller)
+        ]
+    );
+}
+
+#[test]
+fn cancel_before_answer_ends_cancelled_with_487() {
+    let mut r = Run::new();
+    r.up(sip(
+        "INVITE sip:bob@b.example SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp(CALLER, 4000),
+    ));
+    r.down(sip("SIP/2.0 180 Ringing", "1 INVITE", "b", ""));
+    r.up(sip("CANCEL sip:bob@b.example SIP/2.0", "1 CANCEL", "", ""));
+    r.down(sip("SIP/2.0 200 OK", "1 CANCEL", "b", ""));
+    r.down(sip("SIP/2.0 487 Request Terminated", "1 INVITE", "b", ""));
+    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    let c = r.call();
+    assert_eq!(c.final_status, Some(487));
+    assert_eq!(c.state, CallState::Cancelled);
+    assert_eq!(c.hangup_by, Some(Side::Caller));
+    assert_eq!(c.duration_ms, 0.0);
+}
+
+#[test]
+fn challenge_and_retry_on_the_same_call_id_is_one_answered_call() {
+    for code in ["401 Unauthorized", "407 Proxy Authentication Required"] {
+        let mut r = Run::new();
+        r.up(sip(
+            "INVITE sip:bob@b.example SIP/2.0",
+            "1 INVITE",
+            "",
+            &sdp(CALLER, 4000),
+        ));
+        r.down(sip(&format!("SIP/2.0 {code}"), "1 INVITE", "x", ""));
+        r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "x", ""));
+        r.up(sip(
+            "INVITE sip:bob@b.example SIP/2.0",
+            "2 INVITE",
+            "",
+            &sdp(CALLER, 4000),
+        ));
+        r.down(sip("SIP/2.0 100 Trying", "2 INVITE", "", ""));
+        r.down(sip("SIP/2.0 200 OK", "2 INVITE", "b", &sdp(PROXY, 8000)));
+        r.up(sip("ACK sip:bob@b.example SIP/2.0", "2 ACK", "b", ""));
+        r.media((CALLER, 4000), (PROXY, 8000), 5, 10);
+        r.up(sip("BYE sip:bob@b.example SIP/2.0", "3 BYE", "b", ""));
+        let c = r.call();
+        assert_eq!(c.final_status, Some(200), "{code}");
+        assert_eq!(c.state, CallState::Completed, "{code}");
+        assert_eq!(c.invites, 2);
+        assert_eq!(c.streams.len(), 1);
+    }
+}
+
+#[test]
+fn prack_and_update_move_the_media() {
+    let mut r = Run::new();
+    r.up(sip(
+        "INVITE sip:bob@b.example SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp(CALLER, 4000),
+    ));
+    r.down(sip(
+        "SIP/2.0 183 Session Progress",
+        "1 INVITE",
+        "b",
+        &sdp(PROXY, 8000),
+    ));
+    r.up(sip("PRACK sip:bob@b.example SIP/2.0", "2 PRACK", "b", ""));
+    r.down(sip("SIP/2.0 200 OK", "2 PRACK", "b", ""));
+    // UPDATE moves the caller's media before the answer.
+    r.up(sip(
+        "UPDATE sip:bob@b.example SIP/2.0",
+        "3 UPDATE",
+        "b",
+        &sdp(CALLER, 4100),
+    ));
+    r.down(sip("SIP/2.0 200 OK", "3 UPDATE", "b", &sdp(PROXY, 8000)));
+    r.down(sip("SIP/2.0 200 OK", "1 INVITE", "b", ""));
+    r.media((PROXY, 8000), (CALLER, 4100), 9, 10);
+    // REFER and NOTIFY inside the dialog change nothing.
+    r.down(sip(
+        "REFER sip:alice@a.example SIP/2.0",
+        "1 REFER",
+        "caller",
+        "",
+    ));
+    r.up(sip("SIP/2.0 202 Accepted", "1 REFER", "caller", ""));
+    r.up(sip("BYE sip:bob@b.example SIP/2.0", "4 BYE", "b", ""));
+    let c = r.call();
+    assert_eq!(c.state, CallState::Completed);
+    assert_eq!(c.streams.len(), 1);
+    assert_eq!(c.streams[0].dst_port, 4100);
+    assert_eq!(c.streams[0].direction, StreamDirection::CalleeToCaller);
+}
+
+#[test]
+fn media_from_behind_nat_is_tied_by_the_other_end() {
+    // The caller's SDP gives its private address; its RTP arrives from the
+    // NAT's public address and the callee answers to that address.
+    let public = ([203, 0, 113, 5], 61000);
+    let mut r = Run::new();
+    r.up(sip(
+        "INVITE sip:bob@b.example SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp([192, 168, 1, 10], 4000),
+    ));
+    r.down(sip("SIP/2.0 200 OK", "1 INVITE", "b", &sdp(PROXY, 8000)));
+    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    r.media(public, (PROXY, 8000), 1, 10);
+    r.media((PROXY, 8000), public, 2, 10);
+    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "b", ""));
+    let c = r.call();
+    let dirs: Vec<(u32, StreamDirection)> =
+        c.streams.iter().map(|s| (s.ssrc, s.direction)).collect();
+    assert_eq!(
+        dirs,
+        vec![
+            (1, StreamDirection::CallerToCallee),
+            (2, StreamDirection::CalleeToCaller)
+        ]
+    );
+}
+
+#[test]
+fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
+    let callee = [10, 0, 0, 3];
+    let relay = ([10, 0, 0, 2], 30000);
+    let relay2 = ([10, 0, 0, 2], 30002);
+    let mut r = Run::new();
+    // Leg 1 caller -> proxy; leg 2 proxy -> callee with the SDP rewritten.
+    r.up(sip(
+        "INVITE sip:bob@b.example SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp(CALLER, 4000),
+    ));
+    r.t += MS;
+    let leg2 = sip(
+        "INVITE sip:bob@10.0.0.3 SIP/2.0",
+        "1 INVITE",
+        "",
+        &sdp(relay2.0, relay2.1),
+    );
+    r.e.packet(r.t, 101, &udp(PROXY, 5060, callee, 5060, &leg2));
+    let ok2 = sip("SIP/2.0 200 OK", "1 INVITE", "b", &sdp(callee, 9000));
+    r.e.packet(r.t + MS, 101, &udp(callee, 5060, PROXY, 5060, &ok2));
+    r.down(sip(
+        "SIP/2.0 200 OK",
+        "1 INVITE",
+        "b",
+        &sdp(relay.0, relay.1),
+    ));
+    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    r.media((CALLER, 4000), relay, 1, 10);
+    r.media(relay2, (callee, 9000), 1, 10);
+    r.media((callee, 9000), relay2, 2, 10);
+    r.media(relay, (CALLER, 4000), 2, 10);
+    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "b", ""));
+    let c = r.call();
+    assert_eq!(c.invites, 2);
+    assert_eq!(c.state, CallState::Completed);
+    let legs: Vec<(u16, u16, StreamDirection)> = c
+        .streams
+        .iter()
+        .map(|s| (s.src_port, s.dst_port, s.direction))
+        .collect();
+    assert_eq!(
+        legs,
+        vec![
+            (4000, 30000, StreamDirection::CallerToCallee),
+            (30002, 9000, StreamDirection::CallerToCallee),
+            (9000, 30002, StreamDirection::CalleeToCaller),
+            (30000, 4000, StreamDirection::CalleeToCaller),
+        ]
+    );
+}
