@@ -536,12 +536,19 @@ impl Engine {
         m: &SipMessage<'_>,
     ) {
         self.counters.sip_messages += 1;
+        // Counted without allocating once a kind has been seen.
+        let mut digits = [0u8; 5];
         let kind = match m.start {
-            Some(StartLine::Request { method, .. }) => method.to_string(),
-            Some(StartLine::Response { code, .. }) => code.to_string(),
-            None => "?".into(),
+            Some(StartLine::Request { method, .. }) => method,
+            Some(StartLine::Response { code, .. }) => decimal(code, &mut digits),
+            None => "?",
         };
-        *self.counters.sip_by_kind.entry(kind).or_default() += 1;
+        match self.counters.sip_by_kind.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.counters.sip_by_kind.insert(kind.to_string(), 1);
+            }
+        }
         let Some(call_id) = m.call_id.filter(|c| !c.is_empty()) else {
             self.counters.anomaly("sip_missing_call_id");
             return;
@@ -1340,6 +1347,20 @@ impl RtcpView {
             self.max_jitter_ms = self.max_jitter_ms.max(ms);
         }
     }
+}
+
+/// `n` in decimal, written into `buf`.
+fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("?")
 }
 
 /// How a call leaves the table.

@@ -1,0 +1,100 @@
+//! Zero heap allocations per packet in steady state: after warm-up, analysing
+//! an RTP packet of a known stream, or in-dialog SIP, allocates nothing. Counted with a global
+//! allocator wrapper over a generated capture.
+
+use calliper_capture::CaptureReader;
+use calliper_engine::{Config, Engine};
+use calliper_wire::Transport;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn rtp_packets_allocate_nothing_after_warm_up() {
+    let dir = std::env::temp_dir().join(format!("calliper-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("steady.pcap");
+    // 400 calls arriving within about a second, holding ~30 s: a steady state.
+    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "generate",
+            "--calls",
+            "400",
+            "--concurrent",
+            "20000",
+            "--hold-mean",
+            "30",
+        ])
+        .args(["--loss", "1", "--seed", "3", "-o"])
+        .arg(&pcap)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let data = std::fs::read(&pcap).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+
+    let mut engine = Engine::new(Config::default());
+    let mut reader = CaptureReader::new(&data[..]).unwrap();
+    let (mut start, mut rtp, mut rtp_allocating, mut other, mut other_allocs) =
+        (None, 0u64, 0u64, 0u64, 0u64);
+    let mut first_offender = None;
+    while let Some(p) = reader.next_packet().unwrap() {
+        let t0 = *start.get_or_insert(p.ts_ns);
+        let is_rtp = matches!(
+            calliper_wire::decode(p.link_type, p.data).map(|f| f.transport),
+            Ok(Transport::Udp { dport, .. }) if dport != 5060
+        );
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        engine.packet(p.ts_ns, p.link_type, p.data);
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        // A packet that ends a call (by time) builds its record: not steady state.
+        let emitted = engine.drain().count() > 0;
+        if p.ts_ns - t0 < 5_000_000_000 || emitted {
+            continue;
+        }
+        if is_rtp {
+            rtp += 1;
+            if allocs > 0 {
+                rtp_allocating += 1;
+                first_offender.get_or_insert((p.ts_ns - t0, allocs));
+            }
+        } else {
+            other += 1;
+            other_allocs += allocs;
+        }
+    }
+    eprintln!(
+        "steady state: {rtp} RTP packets, {rtp_allocating} allocating; {other} other packets, {other_allocs} allocations"
+    );
+    assert!(rtp > 500_000, "only {rtp} steady-state RTP packets");
+    assert_eq!(
+        rtp_allocating, 0,
+        "first at {first_offender:?} (ns since start, allocations)"
+    );
+    // In-dialog SIP (BYE, its 200) of established calls allocates nothing either.
+    assert!(other > 0);
+    assert_eq!(other_allocs, 0);
+}
