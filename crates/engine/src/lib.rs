@@ -39,6 +39,8 @@ use std::net::IpAddr;
 use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
+/// How often media refreshes its call's activity.
+const TOUCH_EVERY_NS: i64 = SEC;
 
 /// Tunables. The defaults suit a capture file of an ordinary PBX or trunk.
 #[derive(Debug, Clone)]
@@ -261,14 +263,15 @@ struct Stream {
     call: Option<Idx>,
     desc: Option<u16>,
     direction: StreamDirection,
-    codec: Codec,
     last_pt: u8,
+    /// When this stream last refreshed its call's activity (see TOUCH_EVERY_NS).
+    touched_call_ns: i64,
     last_clock: ClockRate,
     stats: StreamStats,
     /// Heuristic candidates: continuing packets still needed (0 = confirmed).
     probation: u8,
-    /// RFC 4733 events (DTMF digits).
-    dtmf: DtmfTracker,
+    /// RFC 4733 events (DTMF digits); boxed, as most streams carry none.
+    dtmf: Option<Box<DtmfTracker>>,
     /// What the receiver of this stream says about it in RTCP.
     rtcp: RtcpView,
     /// SDP moved this address to non-RTP media (T.38): packets no longer count as RTP.
@@ -964,11 +967,20 @@ impl Engine {
         s.stats.update(pkt, s.last_clock);
         if s.last_clock == ClockRate::Event {
             // The event clock is 8 kHz in practice (RFC 4733 §2.3 allows others).
-            s.dtmf.update(now, pkt.timestamp, body, 8000);
+            s.dtmf
+                .get_or_insert_with(Default::default)
+                .update(now, pkt.timestamp, body, 8000);
         }
         self.counters.rtp_in_calls += 1;
-        if let Some(c) = s.call {
-            self.touch_call(c, now);
+        // Refreshing the call's place on its activity list touches three
+        // other entries (cache misses); once a second is precise enough for
+        // timeouts of seconds to minutes, and the record's end time takes the
+        // streams' exact last packet.
+        if now - s.touched_call_ns >= TOUCH_EVERY_NS {
+            s.touched_call_ns = now;
+            if let Some(c) = s.call {
+                self.touch_call(c, now);
+            }
         }
     }
 
@@ -1068,9 +1080,8 @@ impl Engine {
         let Some(s) = self.streams.get_mut(si) else {
             return false;
         };
-        s.codec = resolve(desc, s.stats.payload_type);
         s.last_pt = s.stats.payload_type;
-        s.last_clock = s.codec.clock;
+        s.last_clock = resolve(desc, s.stats.payload_type).clock;
         s.call = Some(e.call);
         s.desc = Some(e.desc);
         s.direction = direction;
@@ -1114,9 +1125,9 @@ impl Engine {
             last_pt: pkt.payload_type,
             last_clock: codec.clock,
             stats: StreamStats::new(pkt, codec.clock),
-            codec,
+            touched_call_ns: now,
             probation: 0,
-            dtmf: DtmfTracker::default(),
+            dtmf: None,
             rtcp: RtcpView::default(),
             closed: false,
         };
@@ -1148,9 +1159,9 @@ impl Engine {
             last_pt: pkt.payload_type,
             last_clock: codec.clock,
             stats: StreamStats::new(pkt, codec.clock),
-            codec,
+            touched_call_ns: now,
             probation: HEURISTIC_CONFIRM - 1,
-            dtmf: DtmfTracker::default(),
+            dtmf: None,
             rtcp: RtcpView::default(),
             closed: false,
         };
@@ -1209,7 +1220,8 @@ impl Engine {
     fn finish_orphan(&mut self, si: Idx) {
         if let Some(s) = self.remove_stream(si) {
             self.counters.streams += 1;
-            self.out.push(Record::Stream(Box::new(stream_record(&s))));
+            self.out
+                .push(Record::Stream(Box::new(stream_record(&s, None))));
         }
     }
 
@@ -1219,10 +1231,13 @@ impl Engine {
         };
         let evicted = ending == Ending::Evicted;
         self.call_ids.remove(&*call.call_id);
+        let mut last_activity = call.links.stamp;
         let mut streams = Vec::with_capacity(call.streams.len());
         for &si in &call.streams {
             if let Some(s) = self.remove_stream(si) {
-                streams.push(stream_record(&s));
+                let desc = s.desc.and_then(|d| call.media.get(d as usize));
+                last_activity = last_activity.max(s.stats.last_ns);
+                streams.push(stream_record(&s, desc));
             }
         }
         for key in &call.media_keys {
@@ -1234,7 +1249,6 @@ impl Engine {
             return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
-        let last_activity = call.links.stamp;
         let state = if evicted {
             CallState::Evicted
         } else if let Some(s) = call.closing {
@@ -1405,7 +1419,7 @@ fn resolve(desc: Option<&MediaDesc>, pt: u8) -> Codec {
     Codec::resolve(pt, map.map(|(_, name, rate)| (&**name, *rate)))
 }
 
-fn stream_record(s: &Stream) -> StreamRecord {
+fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecord {
     let st = &s.stats;
     let expected = st.seq.expected();
     let lost = st.seq.lost();
@@ -1417,7 +1431,7 @@ fn stream_record(s: &Stream) -> StreamRecord {
         ssrc: s.key.ssrc,
         direction: s.direction,
         payload_type: st.payload_type,
-        codec: s.codec.name.clone(),
+        codec: resolve(desc, st.payload_type).name,
         first_ns: st.first_ns,
         last_ns: st.last_ns,
         packets: st.packets,
@@ -1442,7 +1456,7 @@ fn stream_record(s: &Stream) -> StreamRecord {
         wireshark_lost: st.ws.lost(),
         r_factor: 0.0,
         mos: 0.0,
-        dtmf: s.dtmf.events.clone(),
+        dtmf: s.dtmf.as_ref().map_or(Vec::new(), |d| d.events.clone()),
         rtcp_reports: s.rtcp.reports,
         rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
         rtcp_cumulative_lost: s.rtcp.cumulative_lost,
