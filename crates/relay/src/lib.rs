@@ -1,0 +1,15 @@
+//! The relay overlay: media relays that recover lost packets hop by hop
+//! within the voice delay budget and route around bad links by an
+//! expected-latency metric (Amir et al., Spines).
+//!
+//! - [`packet`]: the datagrams.
+//! - [`node`]: the protocol as a sans-I/O state machine.
+//! - [`routing`]: link costs and shortest paths.
+//! - [`emu`]: seeded loss (Gilbert–Elliott), delay and jitter.
+//! - [`sim`]: a deterministic simulator running real nodes over emulated links.
+
+pub mod emu;
+pub mod node;
+pub mod packet;
+pub mod routing;
+pub mod sim;

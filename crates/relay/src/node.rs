@@ -1,0 +1,777 @@
+//! The relay protocol as a sans-I/O state machine.
+//!
+//! A [`Node`] never touches a socket or a clock: the caller hands it
+//! datagrams from neighbours ([`Node::handle`]), data from local applications
+//! ([`Node::send`]) and the time ([`Node::handle_timeout`] when
+//! [`Node::poll_timeout`] says so), and takes out what to transmit
+//! ([`Node::poll_transmit`]) and what to deliver ([`Node::poll_delivery`]).
+//! The simulator and the UDP node drive the same code.
+//!
+//! Per link: every datagram carries a link sequence number; the sender keeps
+//! the data it sent for one delay budget; the receiver forwards at once, even
+//! out of order, notes gaps and asks for them with NACKs — again while an
+//! answer can still arrive within the budget, unless configured for one
+//! round as Spines does. Retransmissions are capped by a token bucket earning
+//! a share of a token per original packet. Hellos measure RTT and carry the
+//! receiver's loss rate back to the sender; silence for `dead_after` kills a
+//! link. Link-state updates are flooded reliably (acknowledged, resent) when
+//! a link comes or goes or its cost moves by more than `lsu_change`.
+
+use crate::packet::{self, Data, Datagram, Lsu, Message, NodeId, FLAG_RETRANSMIT};
+use crate::routing::{self, ExpectedLatency, Metric};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+const MS: i64 = 1_000_000;
+/// Gaps remembered per link; a longer outage is not worth NACKing.
+const MAX_MISSING: usize = 1024;
+/// Token bucket depth for retransmissions.
+const MAX_TOKENS: f64 = 32.0;
+/// Queued datagrams and deliveries before the oldest are dropped.
+const MAX_QUEUE: usize = 65_536;
+/// Initial hop limit of data.
+pub const TTL: u8 = 16;
+
+/// Protocol settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This node.
+    pub id: NodeId,
+    /// Hello period (Spines: 100 ms).
+    pub hello_interval_ns: i64,
+    /// A link silent this long is dead (Spines: 10 hellos).
+    pub dead_after_ns: i64,
+    /// Voice delay budget: history kept and recovery attempted within it.
+    pub budget_ns: i64,
+    /// NACK rounds per missing packet; 0 asks as long as the budget allows.
+    pub max_nack_rounds: u8,
+    /// Retransmissions allowed as a share of original data (Spines: 0.2).
+    pub retransmit_share: f64,
+    /// Link cost for routing.
+    pub metric: Metric,
+    /// Parameters of the expected-latency metric.
+    pub expected_latency: ExpectedLatency,
+    /// Relative cost change that triggers a link-state update (Spines: 0.1).
+    pub lsu_change: f64,
+    /// Resend an unacknowledged link-state update after this long.
+    pub lsu_retransmit_ns: i64,
+}
+
+impl Config {
+    /// Defaults for node `id`: Spines' timing, repeated NACKs, expected latency.
+    pub fn new(id: NodeId) -> Config {
+        Config {
+            id,
+            hello_interval_ns: 100 * MS,
+            dead_after_ns: 1000 * MS,
+            budget_ns: 100 * MS,
+            max_nack_rounds: 0,
+            retransmit_share: 0.2,
+            metric: Metric::ExpectedLatency,
+            expected_latency: ExpectedLatency::default(),
+            lsu_change: 0.1,
+            lsu_retransmit_ns: 200 * MS,
+        }
+    }
+}
+
+/// Data delivered to a local application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Node the data entered at.
+    pub origin: NodeId,
+    /// Virtual port.
+    pub vport: u16,
+    /// Origin's message number.
+    pub msg_seq: u32,
+    /// Origin's send time (µs, origin's clock).
+    pub sent_us: u64,
+    /// The bytes.
+    pub payload: Vec<u8>,
+}
+
+/// What a node did and refused. Every drop has a counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    /// Data originated here.
+    pub originated: u64,
+    /// Data forwarded for others.
+    pub forwarded: u64,
+    /// Data delivered here.
+    pub delivered: u64,
+    /// Copies dropped (link or end-to-end duplicates).
+    pub duplicates: u64,
+    /// Gaps noticed (link sequence numbers missing).
+    pub gaps: u64,
+    /// Gaps filled by a retransmission or a late original.
+    pub recovered: u64,
+    /// Gaps given up (budget passed, or too many at once).
+    pub given_up: u64,
+    /// NACK datagrams sent.
+    pub nacks_sent: u64,
+    /// Packets retransmitted.
+    pub retransmitted: u64,
+    /// Retransmissions refused by the token bucket.
+    pub retransmit_no_tokens: u64,
+    /// NACKed packets no longer (or never) in the history.
+    pub retransmit_not_held: u64,
+    /// Data with no route to its destination.
+    pub no_route: u64,
+    /// Data whose hop limit ran out (a loop while routes converge).
+    pub ttl_expired: u64,
+    /// Datagrams from addresses that are not neighbours.
+    pub not_neighbour: u64,
+    /// Datagrams that do not decode.
+    pub malformed: u64,
+    /// Link-state updates originated.
+    pub lsu_originated: u64,
+    /// Route table recomputations.
+    pub route_changes: u64,
+    /// Datagrams or deliveries dropped because the caller did not drain them.
+    pub queue_overflow: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Missing {
+    detected: i64,
+    rounds: u8,
+    next_at: i64,
+}
+
+#[derive(Debug)]
+struct Link {
+    peer: NodeId,
+    alive: bool,
+    last_heard: i64,
+    tx_seq: u32,
+    /// Data sent on this link within the budget: (link seq, sent, datagram).
+    history: VecDeque<(u32, i64, Vec<u8>)>,
+    tokens: f64,
+    rx_next: Option<u32>,
+    missing: BTreeMap<u32, Missing>,
+    window_rx: u32,
+    window_lost: u32,
+    /// Loss on what we receive (EWMA).
+    rx_loss: f64,
+    /// Loss on what we send, as the peer reports it.
+    tx_loss: f64,
+    srtt_us: Option<f64>,
+    hello_seq: u32,
+    next_hello: i64,
+    /// Cost last advertised for this link.
+    advertised: Option<u32>,
+}
+
+impl Link {
+    fn new(peer: NodeId, now: i64) -> Link {
+        Link {
+            peer,
+            alive: false,
+            last_heard: now,
+            tx_seq: 0,
+            history: VecDeque::new(),
+            tokens: MAX_TOKENS / 4.0,
+            rx_next: None,
+            missing: BTreeMap::new(),
+            window_rx: 0,
+            window_lost: 0,
+            rx_loss: 0.0,
+            tx_loss: 0.0,
+            srtt_us: None,
+            hello_seq: 0,
+            next_hello: now,
+            advertised: None,
+        }
+    }
+}
+
+/// Which sequence numbers of an origin were delivered (end-to-end duplicates).
+#[derive(Debug, Default)]
+struct Seen {
+    top: Option<u32>,
+    bits: u128,
+}
+
+impl Seen {
+    /// True if `seq` is new (and records it).
+    fn first(&mut self, seq: u32) -> bool {
+        let Some(top) = self.top else {
+            self.top = Some(seq);
+            self.bits = 1;
+            return true;
+        };
+        let d = seq.wrapping_sub(top) as i32;
+        if d > 0 {
+            self.bits = if d >= 128 { 0 } else { self.bits << d };
+            self.bits |= 1;
+            self.top = Some(seq);
+            true
+        } else if -d >= 128 {
+            false // too old to tell: treat as a copy
+        } else {
+            let bit = 1u128 << (-d);
+            let new = self.bits & bit == 0;
+            self.bits |= bit;
+            new
+        }
+    }
+}
+
+#[derive(Debug)]
+struct PendingLsu {
+    link: usize,
+    origin: NodeId,
+    seq: u32,
+    next_at: i64,
+}
+
+/// One overlay node.
+#[derive(Debug)]
+pub struct Node {
+    cfg: Config,
+    links: Vec<Link>,
+    by_peer: HashMap<NodeId, usize>,
+    lsdb: HashMap<NodeId, Lsu>,
+    my_lsu_seq: u32,
+    pending_lsu: Vec<PendingLsu>,
+    routes: HashMap<NodeId, NodeId>,
+    msg_seq: u32,
+    seen: HashMap<NodeId, Seen>,
+    transmits: VecDeque<(NodeId, Vec<u8>)>,
+    deliveries: VecDeque<Delivery>,
+    /// Counters.
+    pub counters: Counters,
+}
+
+fn us(ns: i64) -> u64 {
+    (ns / 1000).max(0) as u64
+}
+
+impl Node {
+    /// A node with these neighbours, starting at `now`.
+    pub fn new(cfg: Config, neighbours: &[NodeId], now: i64) -> Node {
+        let links: Vec<Link> = neighbours.iter().map(|&p| Link::new(p, now)).collect();
+        let by_peer = neighbours
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, i))
+            .collect();
+        Node {
+            cfg,
+            links,
+            by_peer,
+            lsdb: HashMap::new(),
+            my_lsu_seq: 0,
+            pending_lsu: Vec::new(),
+            routes: HashMap::new(),
+            msg_seq: 0,
+            seen: HashMap::new(),
+            transmits: VecDeque::new(),
+            deliveries: VecDeque::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.cfg.id
+    }
+
+    /// Next hop towards `dest`, if any.
+    pub fn next_hop(&self, dest: NodeId) -> Option<NodeId> {
+        self.routes.get(&dest).copied()
+    }
+
+    /// Whether the link to `peer` is up.
+    pub fn link_alive(&self, peer: NodeId) -> bool {
+        self.by_peer
+            .get(&peer)
+            .is_some_and(|&i| self.links[i].alive)
+    }
+
+    /// Smoothed RTT (µs) and loss towards `peer` as this node sees them.
+    pub fn link_metrics(&self, peer: NodeId) -> Option<(f64, f64)> {
+        let l = &self.links[*self.by_peer.get(&peer)?];
+        Some((l.srtt_us.unwrap_or(0.0), l.tx_loss))
+    }
+
+    /// Sends application data to `vport` on node `dest`.
+    pub fn send(&mut self, now: i64, dest: NodeId, vport: u16, payload: &[u8]) {
+        self.msg_seq = self.msg_seq.wrapping_add(1);
+        self.counters.originated += 1;
+        let d = Data {
+            origin: self.cfg.id,
+            dest,
+            vport,
+            ttl: TTL,
+            msg_seq: self.msg_seq,
+            sent_us: us(now),
+            payload,
+        };
+        if dest == self.cfg.id {
+            self.deliver(&d);
+            return;
+        }
+        self.route_data(now, &d);
+    }
+
+    /// Takes a datagram from neighbour `from`.
+    pub fn handle(&mut self, now: i64, from: NodeId, bytes: &[u8]) {
+        let Some(&li) = self.by_peer.get(&from) else {
+            self.counters.not_neighbour += 1;
+            return;
+        };
+        let Ok(d) = packet::decode(bytes) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        let link = &mut self.links[li];
+        link.last_heard = now;
+        if !link.alive {
+            link.alive = true;
+            link.next_hello = now;
+            self.advertise(now, true);
+        }
+        let first_copy = self.account(now, li, d.link_seq, d.flags & FLAG_RETRANSMIT != 0);
+        match d.msg {
+            Message::Data(x) => {
+                if !first_copy {
+                    self.counters.duplicates += 1;
+                } else if x.dest == self.cfg.id {
+                    self.deliver(&x);
+                } else if x.ttl <= 1 {
+                    self.counters.ttl_expired += 1;
+                } else {
+                    self.counters.forwarded += 1;
+                    self.route_data(
+                        now,
+                        &Data {
+                            ttl: x.ttl - 1,
+                            ..x
+                        },
+                    );
+                }
+            }
+            Message::Nack(seqs) => self.retransmit(now, li, &seqs),
+            Message::Hello {
+                seq,
+                echo_us,
+                rx_loss,
+                reply,
+            } => {
+                let link = &mut self.links[li];
+                link.tx_loss = rx_loss as f64 / 10_000.0;
+                if reply {
+                    let rtt = us(now).saturating_sub(echo_us) as f64;
+                    link.srtt_us = Some(match link.srtt_us {
+                        Some(s) => 0.875 * s + 0.125 * rtt,
+                        None => rtt,
+                    });
+                } else {
+                    let answer = Message::Hello {
+                        seq,
+                        echo_us,
+                        rx_loss: (link.rx_loss * 10_000.0).round() as u16,
+                        reply: true,
+                    };
+                    self.emit(li, 0, answer);
+                }
+                self.advertise(now, false);
+            }
+            Message::Lsu(l) => {
+                self.emit(
+                    li,
+                    0,
+                    Message::LsAck {
+                        origin: l.origin,
+                        seq: l.seq,
+                    },
+                );
+                let newer = l.origin != self.cfg.id
+                    && self
+                        .lsdb
+                        .get(&l.origin)
+                        .is_none_or(|old| (l.seq.wrapping_sub(old.seq) as i32) > 0);
+                if newer {
+                    self.flood(now, &l, Some(li));
+                    self.lsdb.insert(l.origin, l);
+                    self.recompute_routes();
+                }
+            }
+            Message::LsAck { origin, seq } => {
+                self.pending_lsu
+                    .retain(|p| !(p.link == li && p.origin == origin && p.seq == seq));
+            }
+        }
+    }
+
+    /// Runs what is due at `now`: hellos, dead links, NACK rounds, LSU resends.
+    pub fn handle_timeout(&mut self, now: i64) {
+        let mut changed = false;
+        for li in 0..self.links.len() {
+            let (interval, dead_after, budget) = (
+                self.cfg.hello_interval_ns,
+                self.cfg.dead_after_ns,
+                self.cfg.budget_ns,
+            );
+            let link = &mut self.links[li];
+            if link.alive && now - link.last_heard >= dead_after {
+                link.alive = false;
+                self.counters.given_up += link.missing.len() as u64;
+                link.missing.clear();
+                link.rx_next = None;
+                changed = true;
+            }
+            if now >= link.next_hello {
+                link.next_hello = now + interval;
+                let total = link.window_rx + link.window_lost;
+                if total > 0 {
+                    let sample = link.window_lost as f64 / total as f64;
+                    link.rx_loss = 0.9 * link.rx_loss + 0.1 * sample;
+                    link.window_rx = 0;
+                    link.window_lost = 0;
+                }
+                link.hello_seq = link.hello_seq.wrapping_add(1);
+                let hello = Message::Hello {
+                    seq: link.hello_seq,
+                    echo_us: us(now),
+                    rx_loss: (link.rx_loss * 10_000.0).round() as u16,
+                    reply: false,
+                };
+                self.emit(li, 0, hello);
+            }
+            let link = &mut self.links[li];
+            while link.history.front().is_some_and(|h| now - h.1 > budget) {
+                link.history.pop_front();
+            }
+            self.nack_due(now, li);
+        }
+        let due: Vec<usize> = (0..self.pending_lsu.len())
+            .filter(|&i| self.pending_lsu[i].next_at <= now)
+            .collect();
+        for i in due {
+            let (li, origin) = (self.pending_lsu[i].link, self.pending_lsu[i].origin);
+            self.pending_lsu[i].next_at = now + self.cfg.lsu_retransmit_ns;
+            if !self.links[li].alive {
+                continue;
+            }
+            if let Some(l) = self.lsdb.get(&origin).cloned() {
+                self.emit(li, 0, Message::Lsu(l));
+            }
+        }
+        // Updates for links that died are dropped: the new LSU replaces them.
+        let links = &self.links;
+        self.pending_lsu.retain(|p| links[p.link].alive);
+        self.advertise(now, changed);
+    }
+
+    /// When [`Node::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> i64 {
+        let mut t = i64::MAX;
+        for l in &self.links {
+            t = t.min(l.next_hello);
+            if l.alive {
+                t = t.min(l.last_heard + self.cfg.dead_after_ns);
+            }
+            for m in l.missing.values() {
+                t = t.min(m.next_at);
+            }
+        }
+        for p in &self.pending_lsu {
+            t = t.min(p.next_at);
+        }
+        t
+    }
+
+    /// Next datagram to send: (neighbour, bytes).
+    pub fn poll_transmit(&mut self) -> Option<(NodeId, Vec<u8>)> {
+        self.transmits.pop_front()
+    }
+
+    /// Next delivery to a local application.
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+
+    /// Link sequence accounting. Returns false for a copy already seen.
+    fn account(&mut self, now: i64, li: usize, seq: u32, retransmit: bool) -> bool {
+        let link = &mut self.links[li];
+        if retransmit {
+            let filled = link.missing.remove(&seq).is_some();
+            self.counters.recovered += filled as u64;
+            return filled;
+        }
+        let Some(next) = link.rx_next else {
+            link.rx_next = Some(seq.wrapping_add(1));
+            link.window_rx += 1;
+            return true;
+        };
+        let d = seq.wrapping_sub(next) as i32;
+        if d >= 0 {
+            link.window_rx += 1;
+            link.window_lost += d as u32;
+            self.counters.gaps += d as u64;
+            for k in 0..d as u32 {
+                if link.missing.len() >= MAX_MISSING {
+                    self.counters.given_up += (d as u32 - k) as u64;
+                    break;
+                }
+                link.missing.insert(
+                    next.wrapping_add(k),
+                    Missing {
+                        detected: now,
+                        rounds: 0,
+                        next_at: now,
+                    },
+                );
+            }
+            link.rx_next = Some(seq.wrapping_add(1));
+            if d > 0 {
+                self.nack_due(now, li);
+            }
+            true
+        } else if link.missing.remove(&seq).is_some() {
+            // A late original: reordered, not lost.
+            link.window_lost = link.window_lost.saturating_sub(1);
+            link.window_rx += 1;
+            self.counters.recovered += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sends one NACK for every missing packet whose turn has come.
+    fn nack_due(&mut self, now: i64, li: usize) {
+        let (budget, rounds) = (self.cfg.budget_ns, self.cfg.max_nack_rounds);
+        let link = &mut self.links[li];
+        if !link.alive {
+            return;
+        }
+        let rtt_ns = (link.srtt_us.unwrap_or(20_000.0) * 1000.0) as i64;
+        // Ask again once the answer to the last request is overdue.
+        let wait = rtt_ns + rtt_ns / 4 + 2 * MS;
+        let mut ask = Vec::new();
+        let mut expired = 0;
+        link.missing.retain(|&seq, m| {
+            if m.next_at > now {
+                return true;
+            }
+            // An answer takes about one RTT: past the budget it is useless.
+            let too_late = now - m.detected + rtt_ns > budget;
+            let rounds_done = rounds != 0 && m.rounds >= rounds;
+            if too_late || rounds_done {
+                expired += 1;
+                return false;
+            }
+            if ask.len() < packet::MAX_NACKS {
+                ask.push(seq);
+                m.rounds += 1;
+                m.next_at = now + wait;
+            }
+            true
+        });
+        self.counters.given_up += expired;
+        if !ask.is_empty() {
+            self.counters.nacks_sent += 1;
+            self.emit(li, 0, Message::Nack(ask));
+        }
+    }
+
+    fn retransmit(&mut self, now: i64, li: usize, seqs: &[u32]) {
+        let budget = self.cfg.budget_ns;
+        for &seq in seqs {
+            let link = &mut self.links[li];
+            let at = link
+                .history
+                .partition_point(|h| (h.0.wrapping_sub(seq) as i32) < 0);
+            let held = link
+                .history
+                .get(at)
+                .filter(|h| h.0 == seq && now - h.1 <= budget);
+            let Some(h) = held else {
+                self.counters.retransmit_not_held += 1;
+                continue;
+            };
+            if link.tokens < 1.0 {
+                self.counters.retransmit_no_tokens += 1;
+                continue;
+            }
+            link.tokens -= 1.0;
+            let mut bytes = h.2.clone();
+            packet::set_link_header(&mut bytes, seq, FLAG_RETRANSMIT);
+            let peer = link.peer;
+            self.counters.retransmitted += 1;
+            self.push_transmit(peer, bytes);
+        }
+    }
+
+    fn route_data(&mut self, now: i64, d: &Data<'_>) {
+        let Some(&li) = self
+            .routes
+            .get(&d.dest)
+            .and_then(|hop| self.by_peer.get(hop))
+        else {
+            self.counters.no_route += 1;
+            return;
+        };
+        let link = &mut self.links[li];
+        let seq = link.tx_seq;
+        link.tx_seq = seq.wrapping_add(1);
+        let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + d.payload.len());
+        packet::encode(
+            &Datagram {
+                flags: 0,
+                link_seq: seq,
+                msg: Message::Data(*d),
+            },
+            &mut bytes,
+        );
+        link.history.push_back((seq, now, bytes.clone()));
+        link.tokens = (link.tokens + self.cfg.retransmit_share).min(MAX_TOKENS);
+        let peer = link.peer;
+        self.push_transmit(peer, bytes);
+    }
+
+    /// Sends a control message on link `li` (consuming a link sequence number).
+    fn emit(&mut self, li: usize, flags: u8, msg: Message<'_>) {
+        let link = &mut self.links[li];
+        let seq = link.tx_seq;
+        link.tx_seq = seq.wrapping_add(1);
+        let mut bytes = Vec::new();
+        packet::encode(
+            &Datagram {
+                flags,
+                link_seq: seq,
+                msg,
+            },
+            &mut bytes,
+        );
+        let peer = link.peer;
+        self.push_transmit(peer, bytes);
+    }
+
+    fn push_transmit(&mut self, peer: NodeId, bytes: Vec<u8>) {
+        if self.transmits.len() >= MAX_QUEUE {
+            self.transmits.pop_front();
+            self.counters.queue_overflow += 1;
+        }
+        self.transmits.push_back((peer, bytes));
+    }
+
+    fn deliver(&mut self, d: &Data<'_>) {
+        if !self.seen.entry(d.origin).or_default().first(d.msg_seq) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        self.counters.delivered += 1;
+        if self.deliveries.len() >= MAX_QUEUE {
+            self.deliveries.pop_front();
+            self.counters.queue_overflow += 1;
+        }
+        self.deliveries.push_back(Delivery {
+            origin: d.origin,
+            vport: d.vport,
+            msg_seq: d.msg_seq,
+            sent_us: d.sent_us,
+            payload: d.payload.to_vec(),
+        });
+    }
+
+    /// Originates a link-state update if links came or went (`changed`) or a
+    /// cost moved by more than `lsu_change`.
+    fn advertise(&mut self, now: i64, changed: bool) {
+        let mut links = Vec::new();
+        let mut significant = changed;
+        for l in &mut self.links {
+            if !l.alive {
+                significant |= l.advertised.take().is_some();
+                continue;
+            }
+            let rtt = l.srtt_us.unwrap_or(1_000.0);
+            let c = routing::cost(self.cfg.metric, rtt, l.tx_loss, self.cfg.expected_latency);
+            match l.advertised {
+                Some(a) if (c as f64 - a as f64).abs() <= self.cfg.lsu_change * a as f64 => {
+                    links.push((l.peer, a));
+                }
+                _ => {
+                    significant = true;
+                    l.advertised = Some(c);
+                    links.push((l.peer, c));
+                }
+            }
+        }
+        if !significant {
+            return;
+        }
+        self.my_lsu_seq = self.my_lsu_seq.wrapping_add(1);
+        self.counters.lsu_originated += 1;
+        let lsu = Lsu {
+            origin: self.cfg.id,
+            seq: self.my_lsu_seq,
+            links,
+        };
+        self.flood(now, &lsu, None);
+        self.lsdb.insert(self.cfg.id, lsu);
+        self.recompute_routes();
+    }
+
+    /// Sends an LSU to every live neighbour but `except`, reliably.
+    fn flood(&mut self, now: i64, lsu: &Lsu, except: Option<usize>) {
+        for li in 0..self.links.len() {
+            if Some(li) == except || !self.links[li].alive {
+                continue;
+            }
+            self.pending_lsu
+                .retain(|p| !(p.link == li && p.origin == lsu.origin));
+            self.pending_lsu.push(PendingLsu {
+                link: li,
+                origin: lsu.origin,
+                seq: lsu.seq,
+                next_at: now + self.cfg.lsu_retransmit_ns,
+            });
+            self.emit(li, 0, Message::Lsu(lsu.clone()));
+        }
+    }
+
+    fn recompute_routes(&mut self) {
+        let graph: HashMap<NodeId, Vec<(NodeId, u32)>> = self
+            .lsdb
+            .iter()
+            .map(|(&n, l)| (n, l.links.clone()))
+            .collect();
+        let routes = routing::next_hops(self.cfg.id, &graph);
+        if routes != self.routes {
+            self.counters.route_changes += 1;
+            self.routes = routes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_window_tells_copies_from_new_packets() {
+        let mut s = Seen::default();
+        assert!(s.first(10));
+        assert!(s.first(12));
+        assert!(s.first(11));
+        assert!(!s.first(11));
+        assert!(!s.first(10));
+        assert!(s.first(500));
+        assert!(!s.first(12)); // too old to tell
+    }
+
+    #[test]
+    fn datagrams_from_strangers_and_junk_are_counted_and_dropped() {
+        let mut n = Node::new(Config::new(1), &[2], 0);
+        n.handle(0, 9, b"\xCA\x11\x01\x00\x00\x00\x00\x00");
+        n.handle(0, 2, b"junk");
+        assert_eq!(n.counters.not_neighbour, 1);
+        assert_eq!(n.counters.malformed, 1);
+        assert!(n.poll_delivery().is_none());
+        // Nothing was sent in answer: never a reflector.
+        assert!(n.poll_transmit().is_none());
+    }
+}
