@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod generate;
+mod relay;
 mod summary;
 
 #[derive(Parser)]
@@ -42,6 +43,9 @@ analysed and written, and the exit status is 1."
     Analyze(AnalyzeArgs),
     /// Write a synthetic capture of many concurrent calls (for benchmarks and tests).
     Generate(generate::GenerateArgs),
+    /// Media relay overlay: hop-by-hop loss recovery (simulate now; nodes to come).
+    #[command(subcommand)]
+    Relay(relay::RelayCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(a) => analyze(a),
         Command::Generate(g) => generate::run(g).map(|_| true),
+        Command::Relay(r) => relay::run(r).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

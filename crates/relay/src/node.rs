@@ -143,10 +143,14 @@ struct Link {
     alive: bool,
     last_heard: i64,
     tx_seq: u32,
-    /// Data sent on this link within the budget: (link seq, sent, datagram).
+    tx_data_seq: u32,
+    /// Data sent on this link within the budget: (data seq, sent, datagram).
     history: VecDeque<(u32, i64, Vec<u8>)>,
     tokens: f64,
+    /// Next link sequence number expected (loss measurement).
     rx_next: Option<u32>,
+    /// Next data sequence number expected (recovery).
+    rx_data_next: Option<u32>,
     missing: BTreeMap<u32, Missing>,
     window_rx: u32,
     window_lost: u32,
@@ -168,9 +172,11 @@ impl Link {
             alive: false,
             last_heard: now,
             tx_seq: 0,
+            tx_data_seq: 0,
             history: VecDeque::new(),
             tokens: MAX_TOKENS / 4.0,
             rx_next: None,
+            rx_data_next: None,
             missing: BTreeMap::new(),
             window_rx: 0,
             window_lost: 0,
@@ -303,6 +309,7 @@ impl Node {
             dest,
             vport,
             ttl: TTL,
+            data_seq: 0,
             msg_seq: self.msg_seq,
             sent_us: us(now),
             payload,
@@ -331,9 +338,10 @@ impl Node {
             link.next_hello = now;
             self.advertise(now, true);
         }
-        let first_copy = self.account(now, li, d.link_seq, d.flags & FLAG_RETRANSMIT != 0);
+        self.measure(li, d.link_seq);
         match d.msg {
             Message::Data(x) => {
+                let first_copy = self.account(now, li, x.data_seq, d.flags & FLAG_RETRANSMIT != 0);
                 if !first_copy {
                     self.counters.duplicates += 1;
                 } else if x.dest == self.cfg.id {
@@ -419,6 +427,7 @@ impl Node {
                 self.counters.given_up += link.missing.len() as u64;
                 link.missing.clear();
                 link.rx_next = None;
+                link.rx_data_next = None;
                 changed = true;
             }
             if now >= link.next_hello {
@@ -492,7 +501,25 @@ impl Node {
         self.deliveries.pop_front()
     }
 
-    /// Link sequence accounting. Returns false for a copy already seen.
+    /// Link loss measurement over all datagrams (reordering counts as loss
+    /// here; it is rare on a link and the figure is smoothed).
+    fn measure(&mut self, li: usize, seq: u32) {
+        let link = &mut self.links[li];
+        match link.rx_next {
+            Some(next) if (seq.wrapping_sub(next) as i32) < 0 => {}
+            Some(next) => {
+                link.window_lost += seq.wrapping_sub(next);
+                link.window_rx += 1;
+                link.rx_next = Some(seq.wrapping_add(1));
+            }
+            None => {
+                link.window_rx += 1;
+                link.rx_next = Some(seq.wrapping_add(1));
+            }
+        }
+    }
+
+    /// Data sequence accounting. Returns false for a copy already seen.
     fn account(&mut self, now: i64, li: usize, seq: u32, retransmit: bool) -> bool {
         let link = &mut self.links[li];
         if retransmit {
@@ -500,15 +527,12 @@ impl Node {
             self.counters.recovered += filled as u64;
             return filled;
         }
-        let Some(next) = link.rx_next else {
-            link.rx_next = Some(seq.wrapping_add(1));
-            link.window_rx += 1;
+        let Some(next) = link.rx_data_next else {
+            link.rx_data_next = Some(seq.wrapping_add(1));
             return true;
         };
         let d = seq.wrapping_sub(next) as i32;
         if d >= 0 {
-            link.window_rx += 1;
-            link.window_lost += d as u32;
             self.counters.gaps += d as u64;
             for k in 0..d as u32 {
                 if link.missing.len() >= MAX_MISSING {
@@ -524,15 +548,13 @@ impl Node {
                     },
                 );
             }
-            link.rx_next = Some(seq.wrapping_add(1));
+            link.rx_data_next = Some(seq.wrapping_add(1));
             if d > 0 {
                 self.nack_due(now, li);
             }
             true
         } else if link.missing.remove(&seq).is_some() {
             // A late original: reordered, not lost.
-            link.window_lost = link.window_lost.saturating_sub(1);
-            link.window_rx += 1;
             self.counters.recovered += 1;
             true
         } else {
@@ -598,7 +620,9 @@ impl Node {
             }
             link.tokens -= 1.0;
             let mut bytes = h.2.clone();
-            packet::set_link_header(&mut bytes, seq, FLAG_RETRANSMIT);
+            let link_seq = link.tx_seq;
+            link.tx_seq = link_seq.wrapping_add(1);
+            packet::set_link_header(&mut bytes, link_seq, FLAG_RETRANSMIT);
             let peer = link.peer;
             self.counters.retransmitted += 1;
             self.push_transmit(peer, bytes);
@@ -617,16 +641,18 @@ impl Node {
         let link = &mut self.links[li];
         let seq = link.tx_seq;
         link.tx_seq = seq.wrapping_add(1);
+        let data_seq = link.tx_data_seq;
+        link.tx_data_seq = data_seq.wrapping_add(1);
         let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + d.payload.len());
         packet::encode(
             &Datagram {
                 flags: 0,
                 link_seq: seq,
-                msg: Message::Data(*d),
+                msg: Message::Data(Data { data_seq, ..*d }),
             },
             &mut bytes,
         );
-        link.history.push_back((seq, now, bytes.clone()));
+        link.history.push_back((data_seq, now, bytes.clone()));
         link.tokens = (link.tokens + self.cfg.retransmit_share).min(MAX_TOKENS);
         let peer = link.peer;
         self.push_transmit(peer, bytes);

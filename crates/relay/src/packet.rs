@@ -5,19 +5,23 @@
 //! ```text
 //! 0      2      3      4               8
 //! | 0xCA11 | kind | flags | link_seq (u32) | body...
-//! DATA   body: origin u16, dest u16, vport u16, ttl u8, reserved u8, msg_seq u32, sent_us u64, payload
-//! NACK   body: count u16, count × link_seq u32
+//! DATA   body: origin u16, dest u16, vport u16, ttl u8, reserved u8, data_seq u32, msg_seq u32, sent_us u64, payload
+//! NACK   body: count u16, count × data_seq u32
 //! HELLO  body: hello_seq u32, echo_us u64, rx_loss u16 (1/10000), reply u8
 //! LSU    body: origin u16, seq u32, count u16, count × (neighbour u16, cost_us u32)
 //! LSACK  body: origin u16, seq u32
 //! ```
+//! The link sequence number counts every datagram on a link (loss is measured
+//! on all traffic); the data sequence number counts only data on the link, so
+//! the receiver NACKs exactly the data it misses. A retransmission gets a new
+//! link sequence number and keeps its data sequence number.
 //! All integers are big-endian. Decoding checks every length; anything short
 //! or unknown is an error, never a panic.
 
 /// Bytes of the common header.
 pub const HEADER: usize = 8;
 /// Bytes of the DATA header after the common header.
-pub const DATA_HEADER: usize = 20;
+pub const DATA_HEADER: usize = 24;
 /// Largest NACK list in one datagram.
 pub const MAX_NACKS: usize = 256;
 /// Largest link-state update.
@@ -35,7 +39,7 @@ pub type NodeId = u16;
 pub enum Message<'a> {
     /// Application data travelling from `origin` to `dest`.
     Data(Data<'a>),
-    /// The sender is missing these link sequence numbers.
+    /// The sender is missing these data sequence numbers.
     Nack(Vec<u32>),
     /// Liveness, RTT and the sender's view of loss on the link towards it.
     Hello {
@@ -70,6 +74,8 @@ pub struct Data<'a> {
     pub vport: u16,
     /// Hops left; a packet caught in a loop while routes converge dies at 0.
     pub ttl: u8,
+    /// Per-link counter of data (what NACKs name).
+    pub data_seq: u32,
     /// Origin's message counter (end-to-end duplicate removal).
     pub msg_seq: u32,
     /// Origin's clock when sent (µs), for delay accounting.
@@ -151,8 +157,9 @@ pub fn decode(b: &[u8]) -> Result<Datagram<'_>, DecodeError> {
                 dest: u16_at(body, 2)?,
                 vport: u16_at(body, 4)?,
                 ttl: body[6],
-                msg_seq: u32_at(body, 8)?,
-                sent_us: u64_at(body, 12)?,
+                data_seq: u32_at(body, 8)?,
+                msg_seq: u32_at(body, 12)?,
+                sent_us: u64_at(body, 16)?,
                 payload: &body[DATA_HEADER..],
             })
         }
@@ -219,6 +226,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&x.dest.to_be_bytes());
             out.extend_from_slice(&x.vport.to_be_bytes());
             out.extend_from_slice(&[x.ttl, 0]);
+            out.extend_from_slice(&x.data_seq.to_be_bytes());
             out.extend_from_slice(&x.msg_seq.to_be_bytes());
             out.extend_from_slice(&x.sent_us.to_be_bytes());
             out.extend_from_slice(x.payload);
@@ -278,6 +286,7 @@ mod tests {
                 dest: 9,
                 vport: 5004,
                 ttl: 16,
+                data_seq: 5,
                 msg_seq: 77,
                 sent_us: 123_456_789,
                 payload: b"voice",
