@@ -130,11 +130,31 @@ fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
+        // The reader went away (`| head`): not an error worth a message.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("calliper: error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// True when the error comes from writing to a closed pipe.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(io::ErrorKind::BrokenPipe))
+            || matches!(
+                c.downcast_ref::<calliper_store::StoreError>(),
+                Some(calliper_store::StoreError::Io(io)) if io.kind() == io::ErrorKind::BrokenPipe
+            )
+            || matches!(
+                c.downcast_ref::<calliper_store::StoreError>(),
+                Some(calliper_store::StoreError::Json(j)) if j.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
+            )
+    })
 }
 
 fn seconds(s: f64) -> i64 {
