@@ -18,6 +18,7 @@ pub mod lru;
 pub mod record;
 pub mod sctp;
 pub mod tcp;
+pub mod websocket;
 
 #[cfg(test)]
 mod flows;
@@ -298,6 +299,8 @@ pub struct Engine {
     defrag: Defragmenter,
     tcp: TcpReassembler,
     sctp: Sctp,
+    /// Unmasked WebSocket message, reused.
+    ws_scratch: Vec<u8>,
     /// Counters (those of reassembly are copied in by [`Engine::counters`]
     /// and [`Engine::finish`]).
     pub counters: Counters,
@@ -318,6 +321,7 @@ impl Engine {
             defrag: Defragmenter::new(cfg.defrag.clone()),
             tcp: TcpReassembler::new(cfg.tcp.clone()),
             sctp: Sctp::default(),
+            ws_scratch: Vec::new(),
             counters: Counters::default(),
             cfg,
         }
@@ -393,13 +397,24 @@ impl Engine {
                 let key = (f.src, sport, f.dst, dport);
                 // Track a direction from its SYN to a SIP port or from its
                 // first segment that starts a SIP message.
+                let mut ws = false;
                 let start = if payload.is_empty() {
                     flags & 0x12 == 0x02 && self.sip_port(sport, dport)
+                } else if self.tcp.tracks(&key) {
+                    false
                 } else {
-                    !self.tcp.tracks(&key) && self.is_sip(sport, dport, payload)
+                    ws = websocket::is_sip_upgrade(payload);
+                    ws || self.is_sip(sport, dport, payload)
                 };
                 if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
-                    self.sip_stream(now, key, o.flow);
+                    if ws {
+                        self.tcp.set_tag(o.flow, websocket::TAG_HANDSHAKE);
+                    }
+                    if self.tcp.tag(o.flow) == 0 {
+                        self.sip_stream(now, key, o.flow);
+                    } else {
+                        self.websocket_stream(now, key, o.flow);
+                    }
                     if o.closing {
                         self.tcp.close(o.flow);
                     }
@@ -454,6 +469,57 @@ impl Engine {
         self.cfg.sip_any_port
             && payload.first().is_some_and(|b| b.is_ascii_uppercase())
             && calliper_sip::looks_like_sip(payload)
+    }
+
+    /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then
+    /// unmasks each message and reads it as one SIP message.
+    fn websocket_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        let (mut buf, _) = self.tcp.take_buffer(flow);
+        let (src, sport, dst, dport) = key;
+        let mut used = 0;
+        if self.tcp.tag(flow) == websocket::TAG_HANDSHAKE {
+            match memchr::memmem::find(&buf, b"\r\n\r\n") {
+                Some(end) => {
+                    used = end + 4;
+                    self.tcp.set_tag(flow, websocket::TAG_FRAMES);
+                }
+                None if buf.len() > calliper_sip::MAX_MESSAGE => {
+                    self.counters.anomaly("websocket_bad_handshake");
+                    used = buf.len();
+                }
+                None => {}
+            }
+        }
+        let mut message = std::mem::take(&mut self.ws_scratch);
+        if self.tcp.tag(flow) == websocket::TAG_FRAMES {
+            loop {
+                match websocket::frame(&buf[used..]) {
+                    Ok(Some(f)) => {
+                        used += f.len;
+                        // Text or binary, unfragmented: one SIP message.
+                        if f.fin && (f.opcode == 1 || f.opcode == 2) {
+                            message.clear();
+                            f.unmask_into(&buf[used - f.len..used], &mut message);
+                            match calliper_sip::parse(&message, false) {
+                                Ok(m) => self.sip_message(now, src, sport, dst, dport, &m),
+                                Err(e) => self.counters.anomaly(e.name()),
+                            }
+                        } else if f.opcode < 3 {
+                            self.counters.anomaly("websocket_fragmented_message");
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(()) => {
+                        self.counters.anomaly("websocket_bad_frame");
+                        used = buf.len();
+                        break;
+                    }
+                }
+            }
+        }
+        self.ws_scratch = message;
+        buf.drain(..used);
+        self.tcp.put_buffer(flow, buf);
     }
 
     /// Frames and handles the SIP messages buffered in a TCP flow.

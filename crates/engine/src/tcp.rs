@@ -90,6 +90,8 @@ struct Flow {
     ooo_bytes: usize,
     /// The buffer may start mid-message (gap, overflow, pickup mid-stream).
     resync: bool,
+    /// What the caller frames in this flow (its own meaning).
+    tag: u8,
 }
 
 impl Linked for Flow {
@@ -218,6 +220,18 @@ impl TcpReassembler {
         }
     }
 
+    /// The caller's tag of a flow (0 until set).
+    pub fn tag(&self, flow: Idx) -> u8 {
+        self.flows.get(flow).map_or(0, |f| f.tag)
+    }
+
+    /// Sets the caller's tag of a flow (for example, how it is framed).
+    pub fn set_tag(&mut self, flow: Idx, tag: u8) {
+        if let Some(f) = self.flows.get_mut(flow) {
+            f.tag = tag;
+        }
+    }
+
     /// Asks for resynchronisation on the next message start.
     pub fn mark_resync(&mut self, flow: Idx) {
         if let Some(f) = self.flows.get_mut(flow) {
@@ -260,6 +274,7 @@ impl TcpReassembler {
                 ooo: Vec::new(),
                 ooo_bytes: 0,
                 resync: false,
+                tag: 0,
             })
             .ok()?;
         self.index.insert(key, idx);
