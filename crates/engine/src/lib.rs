@@ -509,8 +509,8 @@ impl Engine {
                         }
                     }
                     Ok(None) => break,
-                    Err(()) => {
-                        self.counters.anomaly("websocket_bad_frame");
+                    Err(websocket::FrameTooLarge) => {
+                        self.counters.anomaly("websocket_frame_too_large");
                         used = buf.len();
                         break;
                     }

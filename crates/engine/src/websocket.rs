@@ -46,9 +46,13 @@ impl Frame {
     }
 }
 
+/// A frame longer than [`MAX_FRAME`]: not SIP, or an attack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameTooLarge;
+
 /// Reads the frame at the start of `b`: Ok(None) when more bytes are
 /// needed, Err for a frame too large to be SIP.
-pub fn frame(b: &[u8]) -> Result<Option<Frame>, ()> {
+pub fn frame(b: &[u8]) -> Result<Option<Frame>, FrameTooLarge> {
     if b.len() < 2 {
         return Ok(None);
     }
@@ -57,12 +61,15 @@ pub fn frame(b: &[u8]) -> Result<Option<Frame>, ()> {
     let masked = b[1] & 0x80 != 0;
     let (len, mut header) = match b[1] & 0x7F {
         126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as u64, 4),
-        127 if b.len() >= 10 => (u64::from_be_bytes(b[2..10].try_into().map_err(|_| ())?), 10),
+        127 if b.len() >= 10 => (
+            u64::from_be_bytes([b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]),
+            10,
+        ),
         126 | 127 => return Ok(None),
         n => (n as u64, 2),
     };
     if len > MAX_FRAME {
-        return Err(());
+        return Err(FrameTooLarge);
     }
     let mask = if masked {
         let Some(k) = b.get(header..header + 4) else {
@@ -107,7 +114,7 @@ mod tests {
             assert_eq!(frame(&f[..cut]), Ok(None));
         }
         let huge = [0x82, 127, 0xFF, 0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(frame(&huge), Err(()));
+        assert_eq!(frame(&huge), Err(FrameTooLarge));
     }
 
     #[test]
