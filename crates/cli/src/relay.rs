@@ -6,6 +6,70 @@ use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
 pub enum RelayCommand {
+    /// Run a relay node on a UDP socket, configured by a TOML file.
+    #[command(
+        long_about = "Run a relay node. The TOML file names the node, the address to bind and \
+its neighbours; only datagrams from those neighbours (and local clients) are accepted, everything \
+else is counted and dropped.\n\nExample:\n\n  id = 1\n  listen = \"10.0.0.1:7000\"\n  \
+nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget_ms = 100\n\n  \
+[[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"\n  loss_pct = 5   # emulated on what we send it\n  \
+delay_ms = 10\n\nApplications talk to the node with `calliper relay send` / `recv` or the library's Client."
+    )]
+    Run {
+        /// Node configuration (TOML).
+        config: PathBuf,
+        /// Stop after this many seconds (default: run until killed).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Write the node's counters as JSON here when it stops.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Cut the emulated link to neighbour ID after SECONDS (repeatable: ID:SECONDS).
+        #[arg(long, value_name = "ID:SECONDS")]
+        cut: Vec<String>,
+        /// Seed of the loss emulation.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Send a voice-like test stream through the local node.
+    Send {
+        /// The local node's address.
+        #[arg(long)]
+        node: std::net::SocketAddr,
+        /// Destination node id.
+        #[arg(long)]
+        dest: u16,
+        /// Virtual port at the destination.
+        #[arg(long, default_value_t = 5000)]
+        vport: u16,
+        /// Packets to send.
+        #[arg(long, default_value_t = 500)]
+        count: u32,
+        /// Interval between packets (ms).
+        #[arg(long, default_value_t = 20.0)]
+        interval_ms: f64,
+        /// Payload bytes (at least 12).
+        #[arg(long, default_value_t = 160)]
+        size: usize,
+    },
+    /// Receive a test stream from the local node and report delivery and delay.
+    Recv {
+        /// The local node's address.
+        #[arg(long)]
+        node: std::net::SocketAddr,
+        /// Virtual port to bind.
+        #[arg(long, default_value_t = 5000)]
+        vport: u16,
+        /// Packets the sender sends.
+        #[arg(long, default_value_t = 500)]
+        count: u32,
+        /// Give up after this long without a packet (s).
+        #[arg(long, default_value_t = 3.0)]
+        idle: f64,
+        /// Delay budget (ms): later packets count as late.
+        #[arg(long, default_value_t = 100.0)]
+        budget_ms: f64,
+    },
     /// Run the real protocol over emulated links described in a TOML file and
     /// print delivery and delay figures.
     #[command(
@@ -33,8 +97,129 @@ latency, loss\n\n  [[links]]\n  a = 1\n  b = 2\n  delay_ms = 10\n  loss_pct = 5\
     },
 }
 
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 pub fn run(cmd: RelayCommand) -> Result<()> {
     match cmd {
+        RelayCommand::Run {
+            config,
+            duration,
+            stats,
+            cut,
+            seed,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("cannot read {}", config.display()))?;
+            let cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
+                .with_context(|| format!("{}: not a node configuration", config.display()))?;
+            let mut cuts = Vec::new();
+            for c in &cut {
+                let (id, at) = c.split_once(':').context("--cut takes ID:SECONDS")?;
+                cuts.push((id.parse::<u16>()?, at.parse::<f64>()?));
+            }
+            let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed)
+                .with_context(|| format!("cannot bind {}", cfg.listen))?;
+            let start = std::time::Instant::now();
+            node.run(|n| {
+                let t = start.elapsed().as_secs_f64();
+                for &(id, at) in &cuts {
+                    if t >= at {
+                        n.set_link_down(id, true);
+                    }
+                }
+                duration.is_some_and(|d| t >= d)
+            })?;
+            let v = serde_json::json!({
+                "protocol": node.protocol_counters(),
+                "socket": node.counters,
+            });
+            match stats {
+                Some(p) => std::fs::write(&p, v.to_string())
+                    .with_context(|| format!("cannot write {}", p.display()))?,
+                None => eprintln!("{v}"),
+            }
+            Ok(())
+        }
+        RelayCommand::Send {
+            node,
+            dest,
+            vport,
+            count,
+            interval_ms,
+            size,
+        } => {
+            anyhow::ensure!(size >= 12, "--size must be at least 12 bytes");
+            let client = calliper_relay::udp::Client::bind(node, 0)?;
+            let mut payload = vec![0u8; size];
+            let start = std::time::Instant::now();
+            for i in 0..count {
+                let due = std::time::Duration::from_secs_f64(i as f64 * interval_ms / 1000.0);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+                payload[..4].copy_from_slice(&i.to_be_bytes());
+                payload[4..12].copy_from_slice(&wall_ns().to_be_bytes());
+                client.send_to(dest, vport, &payload)?;
+            }
+            Ok(())
+        }
+        RelayCommand::Recv {
+            node,
+            vport,
+            count,
+            idle,
+            budget_ms,
+        } => {
+            let client = calliper_relay::udp::Client::bind(node, vport)?;
+            let mut seen = std::collections::HashSet::new();
+            let mut delays = Vec::new();
+            let (mut late, mut last, mut longest_gap) = (0u64, None::<i64>, 0i64);
+            let mut buf = vec![0u8; 65_536];
+            while let Some((_, _, n)) =
+                client.recv(&mut buf, std::time::Duration::from_secs_f64(idle))?
+            {
+                if n < 12 {
+                    continue;
+                }
+                let seq = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                let sent = i64::from_be_bytes(buf[4..12].try_into()?);
+                let now = wall_ns();
+                if !seen.insert(seq) {
+                    continue;
+                }
+                let delay = now - sent;
+                late += (delay as f64 > budget_ms * 1e6) as u64;
+                delays.push(delay);
+                if let Some(l) = last {
+                    longest_gap = longest_gap.max(now - l);
+                }
+                last = Some(now);
+                if seen.len() as u32 == count {
+                    break;
+                }
+            }
+            delays.sort_unstable();
+            let pct = |p: f64| {
+                if delays.is_empty() {
+                    f64::NAN
+                } else {
+                    delays[((p / 100.0) * (delays.len() - 1) as f64).round() as usize] as f64 / 1e6
+                }
+            };
+            let v = serde_json::json!({
+                "expected": count,
+                "delivered": seen.len(),
+                "late": late,
+                "lost": count as u64 - seen.len() as u64,
+                "delay_ms": {"p50": pct(50.0), "p90": pct(90.0), "p99": pct(99.0), "max": pct(100.0)},
+                "longest_gap_ms": longest_gap as f64 / 1e6,
+            });
+            write_stdout(&format!("{v}\n"))
+        }
         RelayCommand::Simulate {
             file,
             seed,

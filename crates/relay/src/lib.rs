@@ -7,9 +7,11 @@
 //! - [`routing`]: link costs and shortest paths.
 //! - [`emu`]: seeded loss (Gilbert–Elliott), delay and jitter.
 //! - [`sim`]: a deterministic simulator running real nodes over emulated links.
+//! - [`udp`]: the node on a UDP socket, and the client API.
 
 pub mod emu;
 pub mod node;
 pub mod packet;
 pub mod routing;
 pub mod sim;
+pub mod udp;

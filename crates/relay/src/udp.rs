@@ -1,0 +1,433 @@
+//! The relay node on a real UDP socket, and the client API.
+//!
+//! One socket carries both the overlay and the local applications: datagrams
+//! from configured neighbours go to the protocol core; datagrams from this
+//! host (loopback or the node's own address) are client requests; anything
+//! else is counted and dropped, so a node never answers strangers and cannot
+//! be used as a reflector. Loss, delay and jitter can be emulated per
+//! neighbour on what this node sends (the kernel here has no netem).
+//!
+//! Client datagrams (to the node):
+//!   `1, vport u16`                       bind: deliver `vport` to me
+//!   `2, vport u16, dest u16, payload`    send `payload` to `vport` on `dest`
+//! Deliveries (to the client): `origin u16, vport u16, payload`.
+
+use crate::emu::LinkEmulator;
+use crate::node::{Config, Counters, Node};
+use crate::packet::NodeId;
+use crate::routing::Metric;
+use serde::Deserialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// A node's configuration file (TOML).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This node's id.
+    pub id: NodeId,
+    /// Address to bind (overlay and clients).
+    pub listen: SocketAddr,
+    /// Routing metric.
+    #[serde(default = "default_metric")]
+    pub metric: Metric,
+    /// NACK rounds (1 = one attempt; 0 = while the budget allows).
+    #[serde(default)]
+    pub nack_rounds: u8,
+    /// Voice delay budget (ms).
+    #[serde(default = "default_budget")]
+    pub budget_ms: f64,
+    /// Neighbours.
+    pub neighbours: Vec<Neighbour>,
+}
+
+fn default_metric() -> Metric {
+    Metric::ExpectedLatency
+}
+fn default_budget() -> f64 {
+    100.0
+}
+
+/// A configured neighbour and the emulation applied to what we send it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Neighbour {
+    /// Its id.
+    pub id: NodeId,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Emulated loss on our packets to it (percent).
+    #[serde(default)]
+    pub loss_pct: f64,
+    /// Burstiness of that loss.
+    #[serde(default)]
+    pub burst: f64,
+    /// Emulated extra one-way delay (ms).
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Emulated jitter (ms).
+    #[serde(default)]
+    pub jitter_ms: f64,
+}
+
+/// Socket-level counters of a running node.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SocketCounters {
+    /// Datagrams received.
+    pub received: u64,
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Datagrams from addresses that are neither neighbours nor local clients.
+    pub strangers: u64,
+    /// Malformed client requests.
+    pub bad_client: u64,
+    /// Deliveries for a virtual port no client bound.
+    pub unbound: u64,
+    /// Packets the emulator dropped.
+    pub emulated_loss: u64,
+    /// Send errors.
+    pub send_errors: u64,
+}
+
+/// A running relay node.
+pub struct UdpNode {
+    node: Node,
+    socket: UdpSocket,
+    local_ip: std::net::IpAddr,
+    peers: HashMap<SocketAddr, NodeId>,
+    addrs: HashMap<NodeId, SocketAddr>,
+    emus: HashMap<NodeId, LinkEmulator>,
+    /// Delayed datagrams: (due ns, order) -> (peer, bytes).
+    delayed: BinaryHeap<Reverse<(i64, u64)>>,
+    delayed_data: HashMap<u64, (SocketAddr, Vec<u8>)>,
+    order: u64,
+    clients: HashMap<u16, SocketAddr>,
+    start: Instant,
+    /// Socket counters.
+    pub counters: SocketCounters,
+}
+
+impl UdpNode {
+    /// Binds the socket and builds the node.
+    pub fn bind(cfg: &NodeConfig, seed: u64) -> io::Result<UdpNode> {
+        let socket = UdpSocket::bind(cfg.listen)?;
+        let mut c = Config::new(cfg.id);
+        c.metric = cfg.metric;
+        c.max_nack_rounds = cfg.nack_rounds;
+        c.budget_ns = (cfg.budget_ms * 1e6) as i64;
+        let ids: Vec<NodeId> = cfg.neighbours.iter().map(|n| n.id).collect();
+        let emus = cfg
+            .neighbours
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let e = LinkEmulator::new(
+                    n.loss_pct / 100.0,
+                    n.burst,
+                    (n.delay_ms * 1e6) as i64,
+                    (n.jitter_ms * 1e6) as i64,
+                    seed.wrapping_mul(31).wrapping_add(i as u64),
+                );
+                (n.id, e)
+            })
+            .collect();
+        Ok(UdpNode {
+            node: Node::new(c, &ids, 0),
+            local_ip: socket.local_addr()?.ip(),
+            socket,
+            peers: cfg.neighbours.iter().map(|n| (n.addr, n.id)).collect(),
+            addrs: cfg.neighbours.iter().map(|n| (n.id, n.addr)).collect(),
+            emus,
+            delayed: BinaryHeap::new(),
+            delayed_data: HashMap::new(),
+            order: 0,
+            clients: HashMap::new(),
+            start: Instant::now(),
+            counters: SocketCounters::default(),
+        })
+    }
+
+    /// The protocol's counters.
+    pub fn protocol_counters(&self) -> &Counters {
+        &self.node.counters
+    }
+
+    /// Cuts or restores the emulated link to `peer` (everything sent to it is lost).
+    pub fn set_link_down(&mut self, peer: NodeId, down: bool) {
+        if let Some(e) = self.emus.get_mut(&peer) {
+            e.down = down;
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.start.elapsed().as_nanos() as i64
+    }
+
+    /// Runs until `until` returns true (checked at least every 100 ms).
+    pub fn run(&mut self, mut until: impl FnMut(&mut Self) -> bool) -> io::Result<()> {
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            if until(self) {
+                return Ok(());
+            }
+            let now = self.now();
+            let next = self
+                .node
+                .poll_timeout()
+                .min(self.delayed.peek().map_or(i64::MAX, |r| r.0 .0))
+                .min(now + 100_000_000);
+            let wait = (next - now).max(50_000) as u64;
+            self.socket
+                .set_read_timeout(Some(Duration::from_nanos(wait)))?;
+            match self.socket.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    self.counters.received += 1;
+                    let now = self.now();
+                    self.datagram(now, from, &buf[..n]);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+            let now = self.now();
+            if self.node.poll_timeout() <= now {
+                self.node.handle_timeout(now);
+            }
+            self.flush(now);
+        }
+    }
+
+    fn datagram(&mut self, now: i64, from: SocketAddr, b: &[u8]) {
+        if let Some(&peer) = self.peers.get(&from) {
+            self.node.handle(now, peer, b);
+            return;
+        }
+        if !(from.ip().is_loopback() || from.ip() == self.local_ip) {
+            self.counters.strangers += 1;
+            return;
+        }
+        match b {
+            [1, v0, v1] => {
+                self.clients.insert(u16::from_be_bytes([*v0, *v1]), from);
+            }
+            [2, v0, v1, d0, d1, payload @ ..] => {
+                let vport = u16::from_be_bytes([*v0, *v1]);
+                let dest = u16::from_be_bytes([*d0, *d1]);
+                self.node.send(now, dest, vport, payload);
+            }
+            _ => self.counters.bad_client += 1,
+        }
+    }
+
+    fn flush(&mut self, now: i64) {
+        while let Some((peer, bytes)) = self.node.poll_transmit() {
+            let Some(&addr) = self.addrs.get(&peer) else {
+                continue;
+            };
+            let due = match self.emus.get_mut(&peer) {
+                Some(e) => match e.admit(now) {
+                    Some(t) => t,
+                    None => {
+                        self.counters.emulated_loss += 1;
+                        continue;
+                    }
+                },
+                None => now,
+            };
+            if due <= now {
+                self.send(addr, &bytes);
+            } else {
+                self.order += 1;
+                self.delayed.push(Reverse((due, self.order)));
+                self.delayed_data.insert(self.order, (addr, bytes));
+            }
+        }
+        while let Some(&Reverse((due, id))) = self.delayed.peek() {
+            if due > now {
+                break;
+            }
+            self.delayed.pop();
+            if let Some((addr, bytes)) = self.delayed_data.remove(&id) {
+                self.send(addr, &bytes);
+            }
+        }
+        while let Some(d) = self.node.poll_delivery() {
+            let Some(&client) = self.clients.get(&d.vport) else {
+                self.counters.unbound += 1;
+                continue;
+            };
+            let mut out = Vec::with_capacity(4 + d.payload.len());
+            out.extend_from_slice(&d.origin.to_be_bytes());
+            out.extend_from_slice(&d.vport.to_be_bytes());
+            out.extend_from_slice(&d.payload);
+            self.send(client, &out);
+        }
+    }
+
+    fn send(&mut self, to: SocketAddr, b: &[u8]) {
+        match self.socket.send_to(b, to) {
+            Ok(_) => self.counters.sent += 1,
+            Err(_) => self.counters.send_errors += 1,
+        }
+    }
+}
+
+/// An application's handle on its local node.
+pub struct Client {
+    socket: UdpSocket,
+    node: SocketAddr,
+}
+
+impl Client {
+    /// Connects to the node at `node` from an ephemeral local port and binds `vport`.
+    pub fn bind(node: SocketAddr, vport: u16) -> io::Result<Client> {
+        let local: SocketAddr = if node.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        }
+        .parse()
+        .map_err(io::Error::other)?;
+        let socket = UdpSocket::bind(local)?;
+        let mut req = vec![1];
+        req.extend_from_slice(&vport.to_be_bytes());
+        socket.send_to(&req, node)?;
+        Ok(Client { socket, node })
+    }
+
+    /// Sends `payload` to `vport` on node `dest` (like `sendto`).
+    pub fn send_to(&self, dest: NodeId, vport: u16, payload: &[u8]) -> io::Result<()> {
+        let mut req = Vec::with_capacity(5 + payload.len());
+        req.push(2);
+        req.extend_from_slice(&vport.to_be_bytes());
+        req.extend_from_slice(&dest.to_be_bytes());
+        req.extend_from_slice(payload);
+        self.socket.send_to(&req, self.node)?;
+        Ok(())
+    }
+
+    /// Receives one delivery (like `recvfrom`): (origin, vport, bytes read).
+    /// Returns None on timeout.
+    pub fn recv(
+        &self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> io::Result<Option<(NodeId, u16, usize)>> {
+        self.socket.set_read_timeout(Some(timeout))?;
+        let mut raw = [0u8; 65_536];
+        match self.socket.recv_from(&mut raw) {
+            Ok((n, _)) if n >= 4 => {
+                let len = (n - 4).min(buf.len());
+                buf[..len].copy_from_slice(&raw[4..4 + len]);
+                Ok(Some((
+                    u16::from_be_bytes([raw[0], raw[1]]),
+                    u16::from_be_bytes([raw[2], raw[3]]),
+                    len,
+                )))
+            }
+            Ok(_) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two nodes on loopback ports, 5 % emulated loss each way: a stream
+    /// crosses with recovery, and a stranger's datagram is dropped unanswered.
+    #[test]
+    fn two_nodes_on_loopback_recover_loss() {
+        let a: SocketAddr = "127.0.0.1:47101".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:47102".parse().unwrap();
+        let cfg = |id, listen, peer_id, peer| NodeConfig {
+            id,
+            listen,
+            metric: Metric::ExpectedLatency,
+            nack_rounds: 0,
+            budget_ms: 100.0,
+            neighbours: vec![Neighbour {
+                id: peer_id,
+                addr: peer,
+                loss_pct: 5.0,
+                burst: 0.0,
+                delay_ms: 5.0,
+                jitter_ms: 0.0,
+            }],
+        };
+        let mut na = UdpNode::bind(&cfg(1, a, 2, b), 1).unwrap();
+        let mut nb = UdpNode::bind(&cfg(2, b, 1, a), 2).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s1, s2) = (stop.clone(), stop.clone());
+        let ta = std::thread::spawn(move || {
+            na.run(|_| s1.load(std::sync::atomic::Ordering::Relaxed))
+                .unwrap();
+            na
+        });
+        let tb = std::thread::spawn(move || {
+            nb.run(|_| s2.load(std::sync::atomic::Ordering::Relaxed))
+                .unwrap();
+            nb
+        });
+        let rx = Client::bind(b, 9).unwrap();
+        let tx = Client::bind(a, 9).unwrap();
+        std::thread::sleep(Duration::from_millis(600)); // hellos and link state
+                                                        // Read while sending: a client socket's buffer holds only a few hundred datagrams.
+        let reader = std::thread::spawn(move || {
+            let mut got = std::collections::BTreeSet::new();
+            let mut buf = [0u8; 64];
+            while let Some((origin, vport, len)) =
+                rx.recv(&mut buf, Duration::from_millis(500)).unwrap()
+            {
+                assert_eq!((origin, vport, len), (1, 9, 4));
+                got.insert(u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
+            }
+            got
+        });
+        let n = 500u32;
+        for i in 0..n {
+            tx.send_to(2, 9, &i.to_be_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let got = reader.join().unwrap();
+        // Junk from a local port that is not a neighbour: a bad client
+        // request, counted and unanswered.
+        let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stranger.send_to(b"\xCA\x11junk", b).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (na, nb) = (ta.join().unwrap(), tb.join().unwrap());
+        assert!(na.counters.emulated_loss > 0);
+        assert!(
+            na.protocol_counters().retransmitted > 0,
+            "{:?}",
+            na.protocol_counters()
+        );
+        assert!(
+            got.len() as u32 >= n - 2,
+            "delivered {} of {n}: {:?} {:?} {:?} {:?}",
+            got.len(),
+            na.protocol_counters(),
+            nb.protocol_counters(),
+            na.counters,
+            nb.counters
+        );
+        assert_eq!(nb.counters.bad_client, 1);
+    }
+}
