@@ -97,7 +97,7 @@ def main():
                 save(out, "rtp_rtcp", p)
         if engine:
             save(out, "engine", engine)
-    for t in ("defrag", "tcp"):
+    for t in ("defrag", "tcp", "relay"):
         # Structured inputs: a few hand-made sequences to start from.
         save(out, t, bytes(range(64)) * 4)
 

@@ -169,6 +169,7 @@ impl UdpNode {
     /// Runs until `until` returns true (checked at least every 100 ms).
     pub fn run(&mut self, mut until: impl FnMut(&mut Self) -> bool) -> io::Result<()> {
         let mut buf = vec![0u8; 65_536];
+        let mut last_wait = 0u64;
         loop {
             if until(self) {
                 return Ok(());
@@ -179,9 +180,14 @@ impl UdpNode {
                 .poll_timeout()
                 .min(self.delayed.peek().map_or(i64::MAX, |r| r.0 .0))
                 .min(now + 100_000_000);
+            // A setsockopt per datagram costs more than forwarding it: change
+            // the timeout only when it moves by more than an eighth.
             let wait = (next - now).max(50_000) as u64;
-            self.socket
-                .set_read_timeout(Some(Duration::from_nanos(wait)))?;
+            if wait.abs_diff(last_wait) > last_wait / 8 {
+                self.socket
+                    .set_read_timeout(Some(Duration::from_nanos(wait)))?;
+                last_wait = wait;
+            }
             match self.socket.recv_from(&mut buf) {
                 Ok((n, from)) => {
                     self.counters.received += 1;
