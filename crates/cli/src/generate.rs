@@ -52,6 +52,14 @@ pub struct GenerateArgs {
     /// answered (an INVITE flood), mixed into the calls.
     #[arg(long, default_value_t = 0)]
     flood: u64,
+    /// Start in steady state: the first --concurrent calls arrive within the
+    /// first second instead of over one mean hold time.
+    #[arg(long)]
+    warm_start: bool,
+    /// Stop writing after this many seconds of traffic (calls still up are
+    /// cut off without BYE), for benchmark captures of a fixed length.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
     /// Flood INVITEs per second.
     #[arg(long, default_value_t = 20_000.0)]
     flood_rate: f64,
@@ -414,7 +422,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let hostile_every = (attacks / a.hostile.max(1)).max(1);
     let mut hostile_sent = 0;
     let mut rtp = vec![0u8; 12 + 160];
+    let stop = a.duration.map_or(i64::MAX, |d| t0 + (d * 1e9) as i64);
     while let Some(Reverse((t, _, i, kind, arg))) = heap.pop() {
+        if t > stop {
+            break;
+        }
         match kind {
             0 => {
                 let mut pick = rng.uniform() * total_w;
@@ -446,7 +458,12 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                 calls.push(Some(call));
                 push(&mut heap, t, Ev::Sip(i, 0));
                 if (i as u64) + 1 < a.calls {
-                    let next = t + (rng.exp(mean_interarrival) * 1e9) as i64;
+                    let gap = if a.warm_start && ((i as u64) + 1) < a.concurrent as u64 {
+                        1.0 / a.concurrent
+                    } else {
+                        rng.exp(mean_interarrival)
+                    };
+                    let next = t + (gap * 1e9) as i64;
                     push(&mut heap, next, Ev::Invite(i + 1));
                 }
             }
