@@ -3,7 +3,8 @@
 //! A capture on Linux `any`, or a SPAN port mirroring both directions,
 //! delivers each packet twice within microseconds. Counting both copies would
 //! report every stream as 100 % duplicated and every call's SIP twice. The
-//! filter remembers a hash of each packet's addresses, ports and payload for
+//! filter remembers a hash of each packet's addresses, ports and first 64
+//! payload bytes (with the length) for
 //! a short window in a fixed, direct-mapped table (no allocation, O(1)); a
 //! packet equal to one seen within the window is dropped and counted. TTL and
 //! checksums are not hashed, so a routed packet seen on both sides of the
@@ -14,7 +15,33 @@
 //! the same sender within the window are treated as copies.
 
 use calliper_wire::{Frame, Transport};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
+use std::net::IpAddr;
+
+/// Multiply-rotate mixing over words, seeded per process.
+struct Mix(u64);
+
+impl Mix {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0 ^ w)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    fn finish(&self) -> u64 {
+        let x = self.0 ^ (self.0 >> 32);
+        x.wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ (x >> 29)
+    }
+}
+
+fn ip_word(a: IpAddr) -> u64 {
+    match a {
+        IpAddr::V4(v) => u32::from(v) as u64,
+        IpAddr::V6(v) => {
+            let x = u128::from(v);
+            (x as u64) ^ ((x >> 64) as u64).rotate_left(17)
+        }
+    }
+}
 
 const SLOTS: usize = 1 << 14;
 
@@ -23,7 +50,7 @@ const SLOTS: usize = 1 << 14;
 pub struct Dedup {
     slots: Box<[(u64, i64)]>,
     window_ns: i64,
-    hasher: hashbrown::DefaultHashBuilder,
+    seed: u64,
     /// Packets dropped as duplicates.
     pub removed: u64,
 }
@@ -34,7 +61,8 @@ impl Dedup {
         Dedup {
             slots: vec![(0, i64::MIN); SLOTS].into_boxed_slice(),
             window_ns,
-            hasher: Default::default(),
+            // A per-process seed, so nobody can aim packets at one slot.
+            seed: hashbrown::DefaultHashBuilder::default().hash_one(0x5EED_u64) | 1,
             removed: 0,
         }
     }
@@ -43,37 +71,50 @@ impl Dedup {
     /// TCP segments are never copies: pure ACKs differ only in fields not
     /// hashed, and nothing here reads them.
     pub fn is_duplicate(&mut self, now: i64, f: &Frame<'_>) -> bool {
-        if let Transport::Tcp { payload: [], .. } = f.transport {
-            return false;
-        }
-        let mut h = self.hasher.build_hasher();
-        f.src.hash(&mut h);
-        f.ip_id.hash(&mut h);
-        f.dst.hash(&mut h);
-        match f.transport {
+        let (kind, a, b, payload) = match f.transport {
+            Transport::Tcp { payload: [], .. } => return false,
             Transport::Udp {
                 sport,
                 dport,
                 payload,
-            } => (17u8, sport, dport, payload).hash(&mut h),
+            } => (17u64, sport as u64, dport as u64, payload),
             Transport::Tcp {
                 sport,
                 dport,
                 seq,
                 flags,
                 payload,
-            } => (6u8, sport, dport, seq, flags, payload).hash(&mut h),
-            Transport::Fragment { frag, payload } => (
-                44u8,
-                frag.id,
-                frag.offset,
-                frag.more,
-                frag.protocol,
+            } => (
+                6 | (flags as u64) << 8,
+                sport as u64,
+                ((dport as u64) << 32) | seq as u64,
                 payload,
-            )
-                .hash(&mut h),
-            Transport::Other { protocol, payload } => (protocol, payload).hash(&mut h),
+            ),
+            Transport::Fragment { frag, payload } => (
+                44 | (frag.protocol as u64) << 8 | (frag.more as u64) << 16,
+                frag.id as u64,
+                frag.offset as u64,
+                payload,
+            ),
+            Transport::Other { protocol, payload } => (protocol as u64, 0, 0, payload),
+        };
+        let mut h = Mix(self.seed);
+        h.add(kind | (f.ip_id.map_or(1 << 20, |i| i as u64) << 24) | (payload.len() as u64) << 44);
+        h.add(a << 32 | b);
+        h.add(ip_word(f.src));
+        h.add(ip_word(f.dst));
+        // The first 64 bytes tell packets apart (RTP and TCP headers are in
+        // them); hashing all of a 1 500-byte payload would cost more than the rest.
+        let head = &payload[..payload.len().min(64)];
+        let mut words = head.chunks_exact(8);
+        for w in &mut words {
+            h.add(u64::from_le_bytes([
+                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+            ]));
         }
+        let mut tail = [0u8; 8];
+        tail[..words.remainder().len()].copy_from_slice(words.remainder());
+        h.add(u64::from_le_bytes(tail));
         let hash = h.finish() | 1;
         let slot = &mut self.slots[hash as usize & (SLOTS - 1)];
         let dup = slot.0 == hash && now.wrapping_sub(slot.1) <= self.window_ns && now >= slot.1;

@@ -249,13 +249,37 @@ impl Linked for Call {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct StreamKey {
     src: IpAddr,
     dst: IpAddr,
     sport: u16,
     dport: u16,
     ssrc: u32,
+}
+
+/// Hashed as a few machine words: the derived hash feeds each address
+/// through the byte-slice path, which costs more than the lookup it serves.
+impl std::hash::Hash for StreamKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(((self.sport as u64) << 48) | ((self.dport as u64) << 32) | self.ssrc as u64);
+        match (self.src, self.dst) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                h.write_u64(((u32::from(a) as u64) << 32) | u32::from(b) as u64)
+            }
+            (a, b) => {
+                h.write_u128(ip_bits(a));
+                h.write_u128(ip_bits(b));
+            }
+        }
+    }
+}
+
+fn ip_bits(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v) => u32::from(v) as u128,
+        IpAddr::V6(v) => u128::from(v),
+    }
 }
 
 struct Stream {
