@@ -275,10 +275,18 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// Reads until at least `n` bytes are buffered past `pos`, or EOF.
+    /// Makes `n` bytes available from `pos` if the input has them. The check
+    /// is inlined into every record read; the refill is not.
+    #[inline]
     fn fill(&mut self, n: usize) -> Result<(), CaptureError> {
         if self.end - self.pos >= n {
             return Ok(());
         }
+        self.refill(n)
+    }
+
+    #[cold]
+    fn refill(&mut self, n: usize) -> Result<(), CaptureError> {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
@@ -303,6 +311,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// Like `fill`, but a short read is a truncation of the record at `pos`.
+    #[inline]
     fn need(&mut self, n: usize, _record: usize) -> Result<(), CaptureError> {
         self.fill(n)?;
         let avail = self.end - self.pos;

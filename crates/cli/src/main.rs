@@ -23,7 +23,7 @@ mod summary;
     long_about = "Calliper reads packet captures, follows each SIP call (by Call-ID) to its RTP media \
 (by the addresses in SDP) and measures every stream: loss, duplicates, reordering, jitter and \
 inter-arrival delta as Wireshark computes them, and an E-model MOS estimate.",
-    after_help = "Examples:\n  calliper analyze call.pcap\n  calliper analyze --db calls.db day1.pcapng day2.pcapng\n  calliper analyze --format jsonl capture.pcap | jq 'select(.type==\"call\") | .final_status'"
+    after_help = "Examples:\n  calliper analyze call.pcap\n  calliper analyze --db calls.db day1.pcapng day2.pcapng\n  calliper analyze --format jsonl capture.pcap | jq 'select(.type==\"call\") | .final_status'\n  calliper generate --calls 1000 --concurrent 100 --loss 2 -o synth.pcap --truth truth.jsonl\n  calliper relay simulate relay/examples/one-link-5pct.toml --nack-rounds 1"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,7 +43,7 @@ analysed and written, and the exit status is 1."
     Analyze(AnalyzeArgs),
     /// Write a synthetic capture of many concurrent calls (for benchmarks and tests).
     Generate(generate::GenerateArgs),
-    /// Media relay overlay: hop-by-hop loss recovery (simulate now; nodes to come).
+    /// Media relay overlay: hop-by-hop loss recovery within the voice delay budget.
     #[command(subcommand)]
     Relay(relay::RelayCommand),
 }

@@ -323,6 +323,8 @@ pub struct Engine {
     defrag: Defragmenter,
     tcp: TcpReassembler,
     sctp: Sctp,
+    /// `cfg.sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
+    sip_port_bits: Box<[u64; 1024]>,
     /// Unmasked WebSocket message, reused.
     ws_scratch: Vec<u8>,
     /// Counters (those of reassembly are copied in by [`Engine::counters`]
@@ -345,6 +347,13 @@ impl Engine {
             defrag: Defragmenter::new(cfg.defrag.clone()),
             tcp: TcpReassembler::new(cfg.tcp.clone()),
             sctp: Sctp::default(),
+            sip_port_bits: {
+                let mut bits = Box::new([0u64; 1024]);
+                for &p in &cfg.sip_ports {
+                    bits[p as usize >> 6] |= 1 << (p & 63);
+                }
+                bits
+            },
             ws_scratch: Vec::new(),
             counters: Counters::default(),
             cfg,
@@ -481,7 +490,8 @@ impl Engine {
     }
 
     fn sip_port(&self, sport: u16, dport: u16) -> bool {
-        self.cfg.sip_ports.contains(&sport) || self.cfg.sip_ports.contains(&dport)
+        let bit = |p: u16| self.sip_port_bits[p as usize >> 6] & (1 << (p & 63)) != 0;
+        bit(sport) || bit(dport)
     }
 
     fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
