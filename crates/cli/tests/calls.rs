@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{calliper_jsonl, captures};
+use common::{calliper_jsonl, captures, check_truth, generate};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -218,9 +218,8 @@ fn generated_loss_is_reported_exactly() {
     let dir = std::env::temp_dir().join(format!("calliper-gen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
-    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "generate",
+    generate(
+        &[
             "--calls",
             "60",
             "--concurrent",
@@ -235,41 +234,15 @@ fn generated_loss_is_reported_exactly() {
             "0.5",
             "--seed",
             "7",
-            "-o",
-        ])
-        .arg(&pcap)
-        .arg("--truth")
-        .arg(&truth)
-        .status()
-        .unwrap();
-    assert!(st.success());
+        ],
+        &pcap,
+        &truth,
+    );
     let lines = calliper_jsonl(&pcap, &[]);
-    let mut ours: HashMap<(String, u64), (u64, u64)> = HashMap::new();
     for c in lines.iter().filter(|l| l["type"] == "call") {
         assert_eq!(c["final_status"], 200);
-        for s in c["streams"].as_array().unwrap() {
-            ours.insert(
-                (
-                    s["src"].as_str().unwrap().into(),
-                    s["ssrc"].as_u64().unwrap(),
-                ),
-                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
-            );
-        }
     }
-    let mut n = 0;
-    let mut total_lost = 0;
-    for line in std::fs::read_to_string(&truth).unwrap().lines() {
-        let t: Value = serde_json::from_str(line).unwrap();
-        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
-        let got = ours[&(
-            t["src"].as_str().unwrap().to_string(),
-            t["ssrc"].as_u64().unwrap(),
-        )];
-        assert_eq!(got, (sent - dropped, dropped), "{line}");
-        n += 1;
-        total_lost += dropped;
-    }
+    let (n, total_lost) = check_truth(&lines, &std::fs::read_to_string(&truth).unwrap());
     assert_eq!(n, 120);
     assert!(total_lost > 0);
     std::fs::remove_dir_all(&dir).ok();

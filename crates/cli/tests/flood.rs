@@ -1,8 +1,10 @@
 //! An INVITE flood with hostile messages mixed into real calls: memory stays
 //! under its cap, the flood is counted, and the real calls come out right.
 
+mod common;
+
+use common::{check_truth, generate};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::process::Command;
 
 /// Peak resident memory allowed for the analysis, documented in
@@ -34,17 +36,14 @@ fn invite_flood_and_hostile_messages() {
         dir.join("truth.jsonl"),
         dir.join("out.jsonl"),
     );
-    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "generate",
+    generate(
+        &[
             "--calls",
             "300",
             "--concurrent",
             "30",
             "--hold-mean",
             "20",
-        ])
-        .args([
             "--loss",
             "2",
             "--flood",
@@ -53,14 +52,10 @@ fn invite_flood_and_hostile_messages() {
             "1000",
             "--seed",
             "7",
-            "-o",
-        ])
-        .arg(&pcap)
-        .arg("--truth")
-        .arg(&truth)
-        .status()
-        .unwrap();
-    assert!(st.success());
+        ],
+        &pcap,
+        &truth,
+    );
     let (code, rss_kib) = run_measured(
         Command::new(env!("CARGO_BIN_EXE_calliper"))
             .args(["analyze", "--format", "jsonl", "--progress", "never", "-o"])
@@ -94,37 +89,14 @@ fn invite_flood_and_hostile_messages() {
         assert_eq!(summary["anomalies"][kind], 200, "{kind}");
     }
     // Every real call is there, answered, with exactly the loss the generator made.
-    let mut streams: HashMap<(String, u64), (u64, u64)> = HashMap::new();
-    let mut real = 0;
-    for c in lines.iter().filter(|l| l["type"] == "call") {
-        if !c["call_id"].as_str().unwrap().starts_with("gen-") {
-            continue;
-        }
-        real += 1;
+    let real: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "call" && l["call_id"].as_str().unwrap().starts_with("gen-"))
+        .collect();
+    assert_eq!(real.len(), 300);
+    for c in &real {
         assert_eq!(c["final_status"], 200, "{}", c["call_id"]);
         assert_eq!(c["state"], "completed", "{}", c["call_id"]);
-        for s in c["streams"].as_array().unwrap() {
-            let key = (
-                s["src"].as_str().unwrap().to_string(),
-                s["ssrc"].as_u64().unwrap(),
-            );
-            streams.insert(
-                key,
-                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
-            );
-        }
     }
-    assert_eq!(real, 300);
-    let mut n = 0;
-    for line in truth.lines() {
-        let t: Value = serde_json::from_str(line).unwrap();
-        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
-        let key = (
-            t["src"].as_str().unwrap().to_string(),
-            t["ssrc"].as_u64().unwrap(),
-        );
-        assert_eq!(streams[&key], (sent - dropped, dropped), "{line}");
-        n += 1;
-    }
-    assert_eq!(n, 600);
+    assert_eq!(check_truth(&lines, &truth).0, 600);
 }

@@ -47,3 +47,49 @@ pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Runs `calliper generate ARGS -o PCAP --truth TRUTH` and checks it succeeded.
+pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
+    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .arg("generate")
+        .args(args)
+        .arg("-o")
+        .arg(pcap)
+        .arg("--truth")
+        .arg(truth)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// Checks every stream in the generator's truth (JSON lines) against the
+/// streams of calliper's call records: packets = sent − dropped and
+/// lost = dropped, exactly. Returns (streams checked, packets dropped).
+pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
+    let mut ours = std::collections::HashMap::new();
+    for c in lines.iter().filter(|l| l["type"] == "call") {
+        for s in c["streams"].as_array().unwrap() {
+            let key = (
+                s["src"].as_str().unwrap().to_string(),
+                s["ssrc"].as_u64().unwrap(),
+            );
+            ours.insert(
+                key,
+                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
+            );
+        }
+    }
+    let (mut n, mut dropped_total) = (0, 0);
+    for line in truth.lines() {
+        let t: Value = serde_json::from_str(line).unwrap();
+        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
+        let key = (
+            t["src"].as_str().unwrap().to_string(),
+            t["ssrc"].as_u64().unwrap(),
+        );
+        assert_eq!(ours.get(&key), Some(&(sent - dropped, dropped)), "{line}");
+        n += 1;
+        dropped_total += dropped;
+    }
+    (n, dropped_total)
+}
