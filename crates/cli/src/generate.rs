@@ -48,6 +48,12 @@ pub struct GenerateArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Percent of RTP packets sent twice (the copy 1 ms later, with its own IP ID).
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// Percent of RTP packets held back 30 ms, so they arrive after the next one.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
     /// Also send this many INVITEs with random Call-IDs that are never
     /// answered (an INVITE flood), mixed into the calls.
     #[arg(long, default_value_t = 0)]
@@ -243,6 +249,11 @@ struct Call {
     ssrc: [u32; 2],
     sent: [u64; 2],
     dropped: [u64; 2],
+    duplicated: [u64; 2],
+    reordered: [u64; 2],
+    /// The previous packet was held back (never hold two in a row, so each
+    /// held packet is exactly one out-of-order arrival).
+    held_prev: [bool; 2],
     loss: [Loss; 2],
 }
 
@@ -280,6 +291,9 @@ impl<W: Write> Writer<W> {
             0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         ];
         ip[2..4].copy_from_slice(&total.to_be_bytes());
+        // A fresh IP ID per packet, as a sender's stack gives: a deliberate
+        // duplicate is then not mistaken for a capture's copy.
+        ip[4..6].copy_from_slice(&(self.packets as u16).to_be_bytes());
         ip[12..16].copy_from_slice(&src.octets());
         ip[16..20].copy_from_slice(&dst.octets());
         let mut sum: u32 = ip
@@ -352,6 +366,9 @@ fn sip(i: u32, kind: u8, c: &Call) -> (bool, String) {
 const MS: i64 = 1_000_000;
 
 pub fn run(a: GenerateArgs) -> Result<()> {
+    if !(0.0..=50.0).contains(&a.duplicate) || !(0.0..=50.0).contains(&a.reorder) {
+        bail!("--duplicate and --reorder must be in [0, 50] percent");
+    }
     if !(0.0..100.0).contains(&a.loss) || !(0.0..1.0).contains(&a.burst) {
         bail!("--loss must be in [0, 100) and --burst in [0, 1)");
     }
@@ -423,9 +440,17 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let mut hostile_sent = 0;
     let mut rtp = vec![0u8; 12 + 160];
     let stop = a.duration.map_or(i64::MAX, |d| t0 + (d * 1e9) as i64);
+    // Packets written later than generated (held back, or a duplicate copy).
+    type Late = Reverse<(i64, Ipv4Addr, Ipv4Addr, u16, Vec<u8>)>;
+    let mut late: BinaryHeap<Late> = BinaryHeap::new();
     while let Some(Reverse((t, _, i, kind, arg))) = heap.pop() {
         if t > stop {
             break;
+        }
+        while late.peek().is_some_and(|l| l.0 .0 <= t) {
+            if let Some(Reverse((lt, src, dst, port, bytes))) = late.pop() {
+                w.udp(lt, src, port, dst, port, &bytes)?;
+            }
         }
         match kind {
             0 => {
@@ -450,6 +475,9 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     ssrc: [rng.next() as u32, rng.next() as u32],
                     sent: [0; 2],
                     dropped: [0; 2],
+                    duplicated: [0; 2],
+                    reordered: [0; 2],
+                    held_prev: [false; 2],
                     loss: [
                         Loss::new(a.loss / 100.0, a.burst),
                         Loss::new(a.loss / 100.0, a.burst),
@@ -501,8 +529,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                                 };
                                 writeln!(
                                     tw,
-                                    "{{\"call_id\":\"gen-{i}@calliper\",\"src\":\"{sip}\",\"dst\":\"{dip}\",\"ssrc\":{},\"codec\":\"{}\",\"sent\":{},\"dropped\":{}}}",
-                                    c.ssrc[d], c.codec.name, c.sent[d], c.dropped[d]
+                                    "{{\"call_id\":\"gen-{i}@calliper\",\"src\":\"{sip}\",\"dst\":\"{dip}\",\"ssrc\":{},\"codec\":\"{}\",\"sent\":{},\"dropped\":{},\"duplicated\":{},\"reordered\":{}}}",
+                                    c.ssrc[d], c.codec.name, c.sent[d], c.dropped[d], c.duplicated[d], c.reordered[d]
                                 )?;
                             }
                         }
@@ -563,20 +591,38 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                 // The first and last packets always arrive, so expected is known from the truth.
                 let last = t + 20 * MS >= c.end;
                 let dropped = c.sent[d] > 1 && !last && c.loss[d].drop(&mut rng);
+                let port = rtp_port(i);
+                let (src, dst) = if d == 0 {
+                    (caller_ip(i), callee_ip(i))
+                } else {
+                    (callee_ip(i), caller_ip(i))
+                };
+                let first = c.sent[d] == 1;
+                let hold = !dropped
+                    && !first
+                    && !last
+                    && !c.held_prev[d]
+                    && a.reorder > 0.0
+                    && rng.uniform() * 100.0 < a.reorder;
+                c.held_prev[d] = hold;
                 if dropped {
                     c.dropped[d] += 1;
+                } else if hold {
+                    c.reordered[d] += 1;
+                    late.push(Reverse((t + 30 * MS, src, dst, port, rtp.clone())));
                 } else {
-                    let port = rtp_port(i);
-                    let (src, dst) = if d == 0 {
-                        (caller_ip(i), callee_ip(i))
-                    } else {
-                        (callee_ip(i), caller_ip(i))
-                    };
                     w.udp(t, src, port, dst, port, &rtp)?;
+                    if a.duplicate > 0.0 && rng.uniform() * 100.0 < a.duplicate {
+                        c.duplicated[d] += 1;
+                        late.push(Reverse((t + MS, src, dst, port, rtp.clone())));
+                    }
                 }
                 push(&mut heap, t + 20 * MS, Ev::Rtp(i, arg));
             }
         }
+    }
+    while let Some(Reverse((lt, src, dst, port, bytes))) = late.pop() {
+        w.udp(lt, src, port, dst, port, &bytes)?;
     }
     w.w.flush()?;
     if let Some(tw) = truth.as_mut() {

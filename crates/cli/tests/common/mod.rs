@@ -63,8 +63,9 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
 }
 
 /// Checks every stream in the generator's truth (JSON lines) against the
-/// streams of calliper's call records: packets = sent − dropped and
-/// lost = dropped, exactly. Returns (streams checked, packets dropped).
+/// streams of calliper's call records, exactly: packets = sent − dropped +
+/// duplicated, lost = dropped, duplicates = duplicated, out of order =
+/// reordered. Returns (streams checked, packets dropped).
 pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
     let mut ours = std::collections::HashMap::new();
     for c in lines.iter().filter(|l| l["type"] == "call") {
@@ -73,21 +74,28 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
                 s["src"].as_str().unwrap().to_string(),
                 s["ssrc"].as_u64().unwrap(),
             );
+            let n = |k: &str| s[k].as_u64().unwrap();
             ours.insert(
                 key,
-                (s["packets"].as_u64().unwrap(), s["lost"].as_u64().unwrap()),
+                (n("packets"), n("lost"), n("duplicates"), n("out_of_order")),
             );
         }
     }
     let (mut n, mut dropped_total) = (0, 0);
     for line in truth.lines() {
         let t: Value = serde_json::from_str(line).unwrap();
-        let (sent, dropped) = (t["sent"].as_u64().unwrap(), t["dropped"].as_u64().unwrap());
+        let f = |k: &str| t[k].as_u64().unwrap_or(0);
+        let (sent, dropped, dup, reordered) =
+            (f("sent"), f("dropped"), f("duplicated"), f("reordered"));
         let key = (
             t["src"].as_str().unwrap().to_string(),
             t["ssrc"].as_u64().unwrap(),
         );
-        assert_eq!(ours.get(&key), Some(&(sent - dropped, dropped)), "{line}");
+        assert_eq!(
+            ours.get(&key),
+            Some(&(sent - dropped + dup, dropped, dup, reordered)),
+            "{line}"
+        );
         n += 1;
         dropped_total += dropped;
     }
