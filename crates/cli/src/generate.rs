@@ -237,6 +237,8 @@ enum Ev {
     Rtp(u32, u8),
     /// The n-th flood or hostile message.
     Flood(u32),
+    /// A sender report from one side of a call.
+    Rtcp(u32, u8),
 }
 
 struct Call {
@@ -427,6 +429,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             Ev::Sip(i, k) => (1, i, k),
             Ev::Rtp(i, d) => (2, i, d),
             Ev::Flood(i) => (3, i, 0),
+            Ev::Rtcp(i, d) => (4, i, d),
         };
         heap.push(Reverse((t, order, i, kind, arg)));
     };
@@ -515,6 +518,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         push(&mut heap, answer + MS, Ev::Sip(i, 4));
                         push(&mut heap, answer + 20 * MS, Ev::Rtp(i, 0));
                         push(&mut heap, answer + 21 * MS, Ev::Rtp(i, 1));
+                        push(&mut heap, answer + 5000 * MS, Ev::Rtcp(i, 0));
+                        push(&mut heap, answer + 5001 * MS, Ev::Rtcp(i, 1));
                     }
                     4 => {}
                     5 => push(&mut heap, end + 2 * MS, Ev::Sip(i, 6)),
@@ -536,6 +541,40 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         }
                     }
                 }
+            }
+            4 => {
+                // RTCP every 5 s from each side (RTP port + 1): a sender report
+                // with one block about the stream it receives.
+                let Some(c) = calls[i as usize].as_ref() else {
+                    continue;
+                };
+                if t >= c.end {
+                    continue;
+                }
+                let (d, o) = (arg as usize, 1 - arg as usize);
+                let mut p = vec![0x81, 200, 0, 12];
+                p.extend_from_slice(&c.ssrc[d].to_be_bytes());
+                let ntp_sec = (t / 1_000_000_000 + 2_208_988_800) as u32;
+                let ntp_frac = (((t % 1_000_000_000) as u64) << 32) / 1_000_000_000;
+                p.extend_from_slice(&ntp_sec.to_be_bytes());
+                p.extend_from_slice(&(ntp_frac as u32).to_be_bytes());
+                p.extend_from_slice(&c.ts[d].to_be_bytes());
+                p.extend_from_slice(&(c.sent[d] as u32).to_be_bytes());
+                p.extend_from_slice(&((c.sent[d] * c.codec.payload as u64) as u32).to_be_bytes());
+                p.extend_from_slice(&c.ssrc[o].to_be_bytes());
+                // Fraction lost 0 (not tracked per interval), cumulative lost 24 bits.
+                let lost = (c.dropped[o] as u32).min(0x7F_FFFF);
+                p.extend_from_slice(&lost.to_be_bytes());
+                p.extend_from_slice(&(c.seq[o] as u32).wrapping_sub(1).to_be_bytes());
+                p.extend_from_slice(&[0; 12]); // jitter, LSR, DLSR
+                let (src, dst) = if d == 0 {
+                    (caller_ip(i), callee_ip(i))
+                } else {
+                    (callee_ip(i), caller_ip(i))
+                };
+                let port = rtp_port(i) + 1;
+                w.udp(t, src, port, dst, port, &p)?;
+                push(&mut heap, t + 5000 * MS, Ev::Rtcp(i, arg));
             }
             3 => {
                 // Hostile messages are spread evenly through the flood.
