@@ -1,0 +1,222 @@
+//! Every encapsulation the decoder handles, shown on real traffic: the
+//! packets of two captures (SIPp over IPv4, and SIP over IPv6 with fragments)
+//! are wrapped in VXLAN, MPLS, GRE, ERSPAN I/II/III, IPv4-in-IPv4,
+//! IPv4-in-IPv6 and IPv6-in-IPv4. Calliper must report exactly the records of
+//! the unwrapped capture, and tshark must find the same SIP INVITEs in the
+//! wrapped file (so the wrapping is real, not something only we accept).
+
+mod common;
+
+use calliper_capture::CaptureReader;
+use common::calliper_jsonl;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(name)
+}
+
+/// (timestamp ns, IP packet) of every packet of a capture.
+fn ip_packets(path: &Path) -> Vec<(i64, Vec<u8>)> {
+    let data = std::fs::read(path).unwrap();
+    let mut r = CaptureReader::new(&data[..]).unwrap();
+    let mut out = vec![];
+    while let Some(p) = r.next_packet().unwrap() {
+        let skip = match p.link_type {
+            1 => 14,   // Ethernet
+            113 => 16, // Linux SLL
+            l => panic!("link type {l}"),
+        };
+        out.push((p.ts_ns, p.data[skip..].to_vec()));
+    }
+    out
+}
+
+fn checksum(h: &mut [u8]) {
+    h[10] = 0;
+    h[11] = 0;
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    let c = !(sum as u16);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+fn outer_ipv4(proto: u8, inner: &[u8]) -> Vec<u8> {
+    let mut h = vec![
+        0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+    ];
+    h[2..4].copy_from_slice(&((20 + inner.len()) as u16).to_be_bytes());
+    checksum(&mut h);
+    h.extend_from_slice(inner);
+    h
+}
+
+fn outer_ipv6(next: u8, inner: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x60, 0, 0, 0];
+    h.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    h.extend_from_slice(&[next, 64]);
+    h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    h.extend_from_slice(inner);
+    h
+}
+
+fn ethernet(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn ethertype_of(ip: &[u8]) -> u16 {
+    if ip[0] >> 4 == 6 {
+        0x86DD
+    } else {
+        0x0800
+    }
+}
+
+/// Wraps one IP packet; returns an Ethernet frame.
+fn wrap(kind: &str, ip: &[u8]) -> Vec<u8> {
+    let et = ethertype_of(ip);
+    let inner_eth = ethernet(et, ip);
+    match kind {
+        "vxlan" => {
+            let mut udp = vec![0xC0, 0x00, 0x12, 0xB5, 0, 0, 0, 0]; // 49152 -> 4789
+            let len = 8 + 8 + inner_eth.len();
+            udp[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+            udp.extend_from_slice(&[0x08, 0, 0, 0, 0, 0, 0x2A, 0]); // VNI 42
+            udp.extend_from_slice(&inner_eth);
+            ethernet(0x0800, &outer_ipv4(17, &udp))
+        }
+        "mpls" => {
+            // Two labels, bottom of stack on the second.
+            let mut p = vec![0x00, 0x01, 0x00, 0x40, 0x00, 0x02, 0x01, 0x40];
+            p.extend_from_slice(ip);
+            ethernet(0x8847, &p)
+        }
+        "gre" => {
+            let mut g = vec![0, 0];
+            g.extend_from_slice(&et.to_be_bytes());
+            g.extend_from_slice(ip);
+            ethernet(0x0800, &outer_ipv4(47, &g))
+        }
+        "erspan1" => {
+            let mut g = vec![0, 0, 0x88, 0xBE];
+            g.extend_from_slice(&inner_eth);
+            ethernet(0x0800, &outer_ipv4(47, &g))
+        }
+        "erspan2" => {
+            let mut g = vec![0x10, 0, 0x88, 0xBE, 0, 0, 0, 1];
+            g.extend_from_slice(&[0x10, 0x64, 0x00, 0x07, 0, 0, 0, 0]); // version 1, VLAN 100, session 7
+            g.extend_from_slice(&inner_eth);
+            ethernet(0x0800, &outer_ipv4(47, &g))
+        }
+        "erspan3" => {
+            let mut g = vec![0x10, 0, 0x22, 0xEB, 0, 0, 0, 1];
+            g.extend_from_slice(&[0x20, 0x64, 0x00, 0x07, 0, 0, 0, 0, 0, 0, 0, 0]); // version 2, no subheader
+            g.extend_from_slice(&inner_eth);
+            ethernet(0x0800, &outer_ipv4(47, &g))
+        }
+        "ip-in-ipv4" => {
+            let proto = if et == 0x86DD { 41 } else { 4 };
+            ethernet(0x0800, &outer_ipv4(proto, ip))
+        }
+        "ip-in-ipv6" => {
+            let next = if et == 0x86DD { 41 } else { 4 };
+            ethernet(0x86DD, &outer_ipv6(next, ip))
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn write_pcap(path: &Path, packets: &[(i64, Vec<u8>)]) {
+    let mut out = vec![];
+    out.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes()); // nanosecond pcap
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    for x in [0u32, 0, 262_144, 1] {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    for (ts, f) in packets {
+        let (s, ns) = (
+            ts.div_euclid(1_000_000_000) as u32,
+            ts.rem_euclid(1_000_000_000) as u32,
+        );
+        for x in [s, ns, f.len() as u32, f.len() as u32] {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn records(lines: Vec<Value>) -> Vec<Value> {
+    lines
+        .into_iter()
+        .filter(|l| l["type"] != "summary")
+        .collect()
+}
+
+fn tshark_invites(path: &Path) -> usize {
+    let out = Command::new("tshark")
+        .arg("-n")
+        .arg("-r")
+        .arg(path)
+        .args(["-Y", "sip.Method == \"INVITE\""])
+        .output()
+        .expect("tshark must be installed");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn every_encapsulation_gives_the_records_of_the_plain_capture() {
+    let dir = std::env::temp_dir().join(format!("calliper-encap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut failures = vec![];
+    for capture in ["sipp_hold_dtmf.pcap", "sngrep__ipv6frag.pcap"] {
+        let original = testdata(capture);
+        let want = records(calliper_jsonl(&original, &[]));
+        assert!(!want.is_empty());
+        let invites = tshark_invites(&original);
+        assert!(invites > 0);
+        let packets = ip_packets(&original);
+        for kind in [
+            "vxlan",
+            "mpls",
+            "gre",
+            "erspan1",
+            "erspan2",
+            "erspan3",
+            "ip-in-ipv4",
+            "ip-in-ipv6",
+        ] {
+            let wrapped: Vec<(i64, Vec<u8>)> =
+                packets.iter().map(|(t, ip)| (*t, wrap(kind, ip))).collect();
+            let path = dir.join(format!("{kind}-{capture}"));
+            write_pcap(&path, &wrapped);
+            let got = records(calliper_jsonl(&path, &[]));
+            if got != want {
+                failures.push(format!("{capture} in {kind}: calliper's records differ"));
+            }
+            let seen = tshark_invites(&path);
+            if seen != invites {
+                failures.push(format!(
+                    "{capture} in {kind}: tshark sees {seen} INVITEs, {invites} unwrapped"
+                ));
+            }
+        }
+    }
+    if std::env::var_os("KEEP_ENCAP").is_none() {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
