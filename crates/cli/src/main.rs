@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use calliper_capture::CaptureReader;
-use calliper_engine::{Config, Engine};
+use calliper_engine::{Config, Engine, Record};
 use calliper_store::{JsonLines, Sink, Sqlite};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -118,6 +118,43 @@ struct AnalyzeArgs {
     /// Progress bar on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     progress: Progress,
+    /// Analysis threads. Above 1, media is split between shards by address and
+    /// signalling goes to all; the results are identical to one thread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
+}
+
+/// One engine, or shards on several threads: the same records either way.
+enum Analyzer {
+    Single(Box<Engine>),
+    Sharded(Box<calliper_engine::parallel::Parallel>),
+}
+
+impl Analyzer {
+    fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+        match self {
+            Analyzer::Single(e) => e.packet(ts_ns, link_type, data),
+            Analyzer::Sharded(p) => p.packet(ts_ns, link_type, data),
+        }
+    }
+    fn drain(&mut self) -> std::vec::Drain<'_, Record> {
+        match self {
+            Analyzer::Single(e) => e.drain(),
+            Analyzer::Sharded(p) => p.drain(),
+        }
+    }
+    fn finish(&mut self) {
+        match self {
+            Analyzer::Single(e) => e.finish(),
+            Analyzer::Sharded(p) => p.finish(),
+        }
+    }
+    fn counters(&mut self) -> &calliper_engine::Counters {
+        match self {
+            Analyzer::Single(e) => e.counters(),
+            Analyzer::Sharded(p) => p.counters(),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -231,10 +268,17 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         ProgressBar::hidden()
     };
 
-    let mut engine = Engine::new(cfg);
+    let mut engine = if a.threads > 1 {
+        Analyzer::Sharded(Box::new(calliper_engine::parallel::Parallel::new(
+            cfg,
+            a.threads as usize,
+        )))
+    } else {
+        Analyzer::Single(Box::new(Engine::new(cfg)))
+    };
     let mut clean = true;
     let mut done_bytes = 0u64;
-    let emit = |engine: &mut Engine,
+    let emit = |engine: &mut Analyzer,
                 text: &mut Option<summary::TextReport<Box<dyn Write>>>,
                 sinks: &mut Vec<Box<dyn Sink>>|
      -> Result<()> {
@@ -266,7 +310,9 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                     n += 1;
                     if n.is_multiple_of(65536) {
                         bar.set_position(done_bytes + reader.position());
-                        bar.set_message(format!("{} calls open", engine.active_calls()));
+                        if let Analyzer::Single(e) = &engine {
+                            bar.set_message(format!("{} calls open", e.active_calls()));
+                        }
                         emit(&mut engine, &mut text, &mut sinks)?;
                     }
                 }
@@ -290,7 +336,8 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     emit(&mut engine, &mut text, &mut sinks)?;
     bar.finish_and_clear();
 
-    let summary = summary::counters_json(&engine.counters);
+    let counters = engine.counters().clone();
+    let summary = summary::counters_json(&counters);
     let input = a
         .files
         .iter()
@@ -301,14 +348,14 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         s.finish(&input, &summary)?;
     }
     if let Some(t) = text.as_mut() {
-        t.finish(&engine.counters)?;
+        t.finish(&counters)?;
     } else {
-        summary::print_counters(&mut io::stderr().lock(), &engine.counters)?;
+        summary::print_counters(&mut io::stderr().lock(), &counters)?;
     }
     if let Some(db) = &a.db {
         eprintln!(
             "calliper: stored {} calls in {}",
-            engine.counters.calls,
+            counters.calls,
             db.display()
         );
     }

@@ -15,6 +15,7 @@
 pub mod dedup;
 pub mod defrag;
 pub mod lru;
+pub mod parallel;
 pub mod record;
 pub mod sctp;
 pub mod tcp;
@@ -40,6 +41,61 @@ use std::net::IpAddr;
 use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
+/// Packets per batch: calls change activity lists and expire only at batch
+/// ends (see [`Engine::end_batch`]).
+pub const BATCH: u32 = 4096;
+/// A batch also ends when capture time has moved this far (ns), so timeouts
+/// keep a 100 ms granularity however slow the traffic.
+pub const BATCH_NS: i64 = 100_000_000;
+
+/// Decides where batches end: before the packet that would make a batch
+/// longer than [`BATCH`] packets or [`BATCH_NS`] of capture time. The reader
+/// of a sharded run and a single engine use the same rule, so their batch
+/// ends fall on the same packets.
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    packets: u32,
+    start_ns: i64,
+}
+
+impl Default for Batcher {
+    fn default() -> Self {
+        Batcher {
+            packets: 0,
+            start_ns: i64::MIN,
+        }
+    }
+}
+
+impl Batcher {
+    /// Called for every packet, in order: true when a batch ends before it.
+    pub fn boundary(&mut self, ts_ns: i64) -> bool {
+        if self.start_ns == i64::MIN {
+            self.start_ns = ts_ns;
+        }
+        let end = self.packets >= BATCH || ts_ns.saturating_sub(self.start_ns) >= BATCH_NS;
+        if end {
+            self.packets = 0;
+            self.start_ns = ts_ns;
+        }
+        self.packets += 1;
+        end
+    }
+}
+
+/// Which of `n` shards analyses the media between two endpoints: the pair is
+/// ordered and RTP/RTCP ports paired (even/odd), so both directions of a
+/// stream and its RTCP land on the same shard.
+pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
+    let x = (ip_bits(a) as u64 ^ (ip_bits(a) >> 64) as u64, ap & !1);
+    let y = (ip_bits(b) as u64 ^ (ip_bits(b) >> 64) as u64, bp & !1);
+    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+    let mut h = lo.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (lo.1 as u64);
+    h = (h ^ hi.0).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (hi.1 as u64) << 17;
+    h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (h ^ (h >> 29)) % n.max(1)
+}
+
 /// How often media refreshes its call's activity.
 const TOUCH_EVERY_NS: i64 = SEC;
 
@@ -327,6 +383,14 @@ pub struct Engine {
     sip_port_bits: Box<[u64; 1024]>,
     /// Unmasked WebSocket message, reused.
     ws_scratch: Vec<u8>,
+    /// Media activity of calls in this batch, applied at its end.
+    pending_touches: Vec<(i64, Idx)>,
+    /// Where batches end (when the engine ends its own batches).
+    batcher: Batcher,
+    /// Batches are ended by the caller (sharded runs).
+    external_batches: bool,
+    /// (index, count) when this engine is one shard of several.
+    shard: Option<(u64, u64)>,
     /// Counters (those of reassembly are copied in by [`Engine::counters`]
     /// and [`Engine::finish`]).
     pub counters: Counters,
@@ -355,6 +419,10 @@ impl Engine {
                 bits
             },
             ws_scratch: Vec::new(),
+            pending_touches: Vec::with_capacity(BATCH as usize),
+            batcher: Batcher::default(),
+            external_batches: false,
+            shard: None,
             counters: Counters::default(),
             cfg,
         }
@@ -387,10 +455,54 @@ impl Engine {
     pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
         self.counters.packets += 1;
         self.counters.bytes += data.len() as u64;
+        if !self.external_batches && self.batcher.boundary(ts_ns) {
+            self.advance_to(ts_ns);
+            self.end_batch(&[]);
+        }
         if ts_ns > self.now {
             self.now = ts_ns;
-            self.expire();
         }
+        self.decode_and_handle(ts_ns, link_type, data);
+    }
+
+    /// Ends a batch: applies the media activity seen in it (this engine's and,
+    /// when sharded, the other shards'), in time order, then expires what is
+    /// idle. Calls therefore change lists only at batch boundaries, the same
+    /// way in one thread or in many, which keeps shards' call tables identical.
+    pub fn end_batch(&mut self, other_shards: &[(i64, Idx)]) {
+        let mut touches = std::mem::take(&mut self.pending_touches);
+        touches.extend_from_slice(other_shards);
+        touches.sort_unstable();
+        for &(t, idx) in &touches {
+            if self.calls.get(idx).is_some_and(|c| t > c.links.stamp) {
+                self.touch_call(idx, t);
+            }
+        }
+        touches.clear();
+        self.pending_touches = touches;
+        self.expire();
+    }
+
+    /// Media activity of this batch, for the other shards: (time, call).
+    pub fn batch_touches(&self) -> &[(i64, Idx)] {
+        &self.pending_touches
+    }
+
+    /// Makes this engine one of `count` shards: it analyses only the media
+    /// whose address pair hashes to `index`, and leaves batch boundaries to
+    /// the caller ([`Engine::end_batch`] with the other shards' touches).
+    pub fn set_shard(&mut self, index: u64, count: u64) {
+        self.shard = Some((index, count));
+        self.external_batches = true;
+    }
+
+    /// Advances the engine's clock without a packet (shards see only part of
+    /// the traffic; the batch end tells them the time).
+    pub fn advance_to(&mut self, ts_ns: i64) {
+        self.now = self.now.max(ts_ns);
+    }
+
+    fn decode_and_handle(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
         match calliper_wire::decode(link_type, data) {
             Ok(frame) => {
                 if let Some(d) = self.dedup.as_mut() {
@@ -412,10 +524,16 @@ impl Engine {
                 dport,
                 payload,
             } => {
-                self.counters.udp += 1;
+                // Each datagram is counted by one shard: signalling by the
+                // first, media by the shard that owns its address pair.
                 if self.is_sip(sport, dport, payload) {
+                    self.counters.udp += self.shard.is_none_or(|(i, _)| i == 0) as u64;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
-                } else {
+                } else if self
+                    .shard
+                    .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)
+                {
+                    self.counters.udp += 1;
                     self.media_datagram(now, f.src, sport, f.dst, dport, payload);
                 }
             }
@@ -1020,7 +1138,6 @@ impl Engine {
         c.rtcp_packets += 1;
         for report in calliper_wire::rtcp::reports(payload) {
             let Ok(report) = report else {
-                c.anomalies += 1;
                 self.counters.anomaly("rtcp_malformed");
                 return;
             };
@@ -1079,7 +1196,7 @@ impl Engine {
         if now - s.touched_call_ns >= TOUCH_EVERY_NS {
             s.touched_call_ns = now;
             if let Some(c) = s.call {
-                self.touch_call(c, now);
+                self.pending_touches.push((now, c));
             }
         }
     }
@@ -1240,7 +1357,7 @@ impl Engine {
         self.register_stream(si, &key);
         self.counters.streams += 1;
         self.counters.rtp_in_calls += 1;
-        self.touch_call(e.call, now);
+        self.pending_touches.push((now, e.call));
     }
 
     fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
@@ -1403,6 +1520,12 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
+        let touches = std::mem::take(&mut self.pending_touches);
+        for &(t, idx) in &touches {
+            if self.calls.get(idx).is_some_and(|c| t > c.links.stamp) {
+                self.touch_call(idx, t);
+            }
+        }
         if self.tcp.bytes() > 0 {
             // Signalling cut off by the end of the capture.
             self.counters.anomaly("sip_tcp_incomplete_at_end");
@@ -1500,7 +1623,7 @@ fn find_message_start(buf: &[u8]) -> Option<usize> {
 }
 
 /// Digits of all streams of a call in order of arrival.
-fn dtmf_digits(streams: &[StreamRecord]) -> String {
+pub(crate) fn dtmf_digits(streams: &[StreamRecord]) -> String {
     let mut events: Vec<(i64, char)> = streams
         .iter()
         .flat_map(|s| s.dtmf.iter().map(|e| (e.start_ns, e.digit)))

@@ -1,0 +1,88 @@
+//! Sharded analysis gives exactly the single-thread results: every record
+//! and every counter, on every capture and on a generated one with loss,
+//! duplicates and reordering.
+
+mod common;
+
+use common::{calliper_jsonl, captures, generate};
+use serde_json::Value;
+use std::path::Path;
+
+/// Records sorted (shards finish calls in their own order) and the summary
+/// without the input name.
+fn run(file: &Path, threads: &str, extra: &[&str]) -> (Vec<String>, Value) {
+    let mut args = vec!["--threads", threads];
+    args.extend_from_slice(extra);
+    let lines = calliper_jsonl(file, &args);
+    let mut summary = lines
+        .iter()
+        .find(|l| l["type"] == "summary")
+        .unwrap()
+        .clone();
+    summary.as_object_mut().unwrap().remove("input");
+    let mut records: Vec<String> = lines
+        .iter()
+        .filter(|l| l["type"] != "summary")
+        .map(|l| l.to_string())
+        .collect();
+    records.sort();
+    (records, summary)
+}
+
+#[test]
+fn two_and_three_shards_match_one_thread() {
+    let dir = std::env::temp_dir().join(format!("calliper-threads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
+    generate(
+        &[
+            "--calls",
+            "400",
+            "--concurrent",
+            "150",
+            "--hold-mean",
+            "10",
+            "--loss",
+            "2",
+            "--burst",
+            "0.5",
+            "--duplicate",
+            "1",
+            "--reorder",
+            "1",
+            "--seed",
+            "9",
+        ],
+        &pcap,
+        &truth,
+    );
+    let mut files = captures();
+    files.push(pcap);
+    let mut checked = 0;
+    for f in &files {
+        let extra: &[&str] = if f.ends_with("heplify__sip_ipv6_udp.pcap") {
+            &["--call-timeout", "1e10", "--unanswered-timeout", "1e10"]
+        } else {
+            &[]
+        };
+        let one = run(f, "1", extra);
+        for t in ["2", "3"] {
+            let many = run(f, t, extra);
+            assert_eq!(
+                many.0,
+                one.0,
+                "{}: records differ with {t} threads",
+                f.display()
+            );
+            assert_eq!(
+                many.1,
+                one.1,
+                "{}: counters differ with {t} threads",
+                f.display()
+            );
+        }
+        checked += one.0.len();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(checked > 400, "only {checked} records compared");
+}

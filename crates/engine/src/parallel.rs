@@ -1,0 +1,356 @@
+//! Analysis on several threads with results identical to one engine.
+//!
+//! The caller's thread reads and decodes each packet once, removes capture
+//! duplicates and routes it: media (UDP that is not SIP) to the shard that
+//! owns its address pair ([`crate::media_shard`]: both directions and RTCP
+//! together), everything else — SIP, TCP, fragments, what does not decode —
+//! to every shard. Every shard therefore keeps the same call and media
+//! tables and analyses only its own streams.
+//!
+//! Calls stay identical across shards because they change activity lists
+//! and expire only at batch ends ([`crate::Batcher`] decides where, from the
+//! packets the reader sees): at each end the shards exchange the media
+//! activity they saw ([`Engine::end_batch`]), apply all of it in time order,
+//! then expire. A single engine follows the same rule, so one thread and many
+//! agree. Each shard writes its own version of a call (with its streams); the
+//! reader merges the versions when all have arrived.
+
+use crate::dedup::Dedup;
+use crate::lru::Idx;
+use crate::{media_shard, Batcher, CallRecord, Config, Counters, Engine, Record};
+use calliper_wire::Transport;
+use hashbrown::HashMap;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread::JoinHandle;
+
+/// Packets per message to a shard.
+const CHUNK: usize = 256;
+/// Messages queued per shard before the reader waits.
+const QUEUE: usize = 64;
+/// Anomalies only the shard owning a stream can see; others are counted by
+/// every shard alike and taken from the first.
+const MEDIA_ANOMALIES: &[&str] = &["rtcp_malformed"];
+
+#[derive(Default)]
+struct Chunk {
+    data: Vec<u8>,
+    /// (time, link type, start, length) of each packet in `data`.
+    index: Vec<(i64, u16, u32, u32)>,
+}
+
+enum Msg {
+    Packets(Chunk),
+    EndBatch(i64),
+    Finish,
+}
+
+/// Touches published by each shard at a batch end.
+struct Exchange {
+    slots: Mutex<Vec<Vec<(i64, Idx)>>>,
+    barrier: Barrier,
+}
+
+/// The sharded analyser.
+pub struct Parallel {
+    n: usize,
+    senders: Vec<SyncSender<Msg>>,
+    chunks: Vec<Chunk>,
+    spare: Receiver<Chunk>,
+    results: Receiver<Vec<Record>>,
+    handles: Vec<JoinHandle<Counters>>,
+    batcher: Batcher,
+    dedup: Option<Dedup>,
+    sip_ports: Box<[u64; 1024]>,
+    sip_any_port: bool,
+    partial: HashMap<(Box<str>, i64), (usize, CallRecord)>,
+    out: Vec<Record>,
+    packets: u64,
+    bytes: u64,
+    counters: Counters,
+}
+
+impl Parallel {
+    /// Starts `shards` analysis threads (at least 2).
+    pub fn new(cfg: Config, shards: usize) -> Parallel {
+        let n = shards.max(2);
+        let exchange = Arc::new(Exchange {
+            slots: Mutex::new(vec![Vec::new(); n]),
+            barrier: Barrier::new(n),
+        });
+        // Unbounded: a shard must never wait on the reader while the reader
+        // waits on it; the reader drains results at every batch end.
+        let (result_tx, results) = channel::<Vec<Record>>();
+        let (spare_tx, spare) = sync_channel::<Chunk>(QUEUE * n);
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for i in 0..n {
+            let (tx, rx) = sync_channel::<Msg>(QUEUE);
+            senders.push(tx);
+            let shard_cfg = Config {
+                dedup_window_ns: 0, // the reader removes duplicates
+                max_streams: cfg.max_streams / n + 1,
+                max_candidates: cfg.max_candidates / n + 1,
+                ..cfg.clone()
+            };
+            let (exchange, result_tx, spare_tx) =
+                (exchange.clone(), result_tx.clone(), spare_tx.clone());
+            handles.push(std::thread::spawn(move || {
+                shard(i, n, shard_cfg, rx, exchange, result_tx, spare_tx)
+            }));
+        }
+        let mut sip_ports = Box::new([0u64; 1024]);
+        for &p in &cfg.sip_ports {
+            sip_ports[p as usize >> 6] |= 1 << (p & 63);
+        }
+        Parallel {
+            n,
+            senders,
+            chunks: (0..n).map(|_| Chunk::default()).collect(),
+            spare,
+            results,
+            handles,
+            batcher: Batcher::default(),
+            dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
+            sip_ports,
+            sip_any_port: cfg.sip_any_port,
+            partial: HashMap::new(),
+            out: Vec::new(),
+            packets: 0,
+            bytes: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Analyses one captured frame.
+    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+        self.packets += 1;
+        self.bytes += data.len() as u64;
+        if self.batcher.boundary(ts_ns) {
+            self.flush();
+            for s in &self.senders {
+                let _ = s.send(Msg::EndBatch(ts_ns));
+            }
+            self.collect(false);
+        }
+        let target = match calliper_wire::decode(link_type, data) {
+            Ok(f) => {
+                if self
+                    .dedup
+                    .as_mut()
+                    .is_some_and(|d| d.is_duplicate(ts_ns, &f))
+                {
+                    return;
+                }
+                match f.transport {
+                    Transport::Udp {
+                        sport,
+                        dport,
+                        payload,
+                    } if !self.is_sip(sport, dport, payload) => {
+                        Some(media_shard(f.src, sport, f.dst, dport, self.n as u64) as usize)
+                    }
+                    _ => None,
+                }
+            }
+            Err(_) => None,
+        };
+        match target {
+            Some(i) => self.push(i, ts_ns, link_type, data),
+            None => {
+                for i in 0..self.n {
+                    self.push(i, ts_ns, link_type, data);
+                }
+            }
+        }
+    }
+
+    fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
+        let bit = |p: u16| self.sip_ports[p as usize >> 6] & (1 << (p & 63)) != 0;
+        if bit(sport) || bit(dport) {
+            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
+        }
+        self.sip_any_port
+            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
+            && calliper_sip::looks_like_sip(payload)
+    }
+
+    fn push(&mut self, i: usize, ts: i64, link: u16, data: &[u8]) {
+        let c = &mut self.chunks[i];
+        c.index
+            .push((ts, link, c.data.len() as u32, data.len() as u32));
+        c.data.extend_from_slice(data);
+        if c.index.len() >= CHUNK {
+            self.send_chunk(i);
+        }
+    }
+
+    fn send_chunk(&mut self, i: usize) {
+        let mut fresh = self.spare.try_recv().unwrap_or_default();
+        fresh.data.clear();
+        fresh.index.clear();
+        let full = std::mem::replace(&mut self.chunks[i], fresh);
+        let _ = self.senders[i].send(Msg::Packets(full));
+    }
+
+    fn flush(&mut self) {
+        for i in 0..self.n {
+            if !self.chunks[i].index.is_empty() {
+                self.send_chunk(i);
+            }
+        }
+    }
+
+    /// Merges what the shards wrote; `wait` blocks until every shard is done.
+    fn collect(&mut self, wait: bool) {
+        loop {
+            let got = if wait {
+                self.results.recv().ok()
+            } else {
+                self.results.try_recv().ok()
+            };
+            let Some(records) = got else { return };
+            for r in records {
+                self.merge(r);
+            }
+        }
+    }
+
+    fn merge(&mut self, r: Record) {
+        let Record::Call(c) = r else {
+            self.out.push(r);
+            return;
+        };
+        let key = (Box::<str>::from(c.call_id.as_str()), c.invite_ns);
+        let (count, merged) = match self.partial.remove(&key) {
+            None => (1, *c),
+            Some((count, mut m)) => {
+                m.streams.extend(c.streams);
+                m.end_ns = m.end_ns.max(c.end_ns);
+                m.duration_ms = m.duration_ms.max(c.duration_ms);
+                m.rtcp_packets += c.rtcp_packets;
+                m.t38_packets += c.t38_packets;
+                (count + 1, m)
+            }
+        };
+        if count < self.n {
+            self.partial.insert(key, (count, merged));
+            return;
+        }
+        let mut m = merged;
+        m.streams
+            .sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
+        m.dtmf_digits = crate::dtmf_digits(&m.streams);
+        self.out.push(Record::Call(Box::new(m)));
+    }
+
+    /// Takes the records finished so far.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
+        self.collect(false);
+        self.out.drain(..)
+    }
+
+    /// Ends the input: every shard finishes, counters are merged.
+    pub fn finish(&mut self) {
+        self.flush();
+        for s in &self.senders {
+            let _ = s.send(Msg::Finish);
+        }
+        self.senders.clear();
+        let mut shards: Vec<Counters> = Vec::new();
+        for h in self.handles.drain(..) {
+            shards.push(h.join().unwrap_or_default());
+        }
+        self.collect(true);
+        // Calls a shard never wrote (it cannot happen while shards agree)
+        // are still reported, merged as far as they got.
+        let rest: Vec<CallRecord> = self.partial.drain().map(|(_, (_, c))| c).collect();
+        for c in rest {
+            self.out.push(Record::Call(Box::new(c)));
+        }
+        let mut c = shards.first().cloned().unwrap_or_default();
+        for o in shards.iter().skip(1) {
+            c.udp += o.udp;
+            c.rtp_in_calls += o.rtp_in_calls;
+            c.rtp_orphan += o.rtp_orphan;
+            c.rtcp += o.rtcp;
+            c.udp_untracked += o.udp_untracked;
+            c.streams += o.streams;
+            c.streams_refused += o.streams_refused;
+            c.candidates_rejected += o.candidates_rejected;
+            for k in MEDIA_ANOMALIES {
+                if let Some(&v) = o.anomalies.get(k) {
+                    *c.anomalies.entry(k).or_default() += v;
+                }
+            }
+        }
+        c.packets = self.packets;
+        c.bytes = self.bytes;
+        c.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
+        self.counters = c;
+    }
+
+    /// Counters, merged (complete after [`Parallel::finish`]).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.n
+    }
+}
+
+fn shard(
+    i: usize,
+    n: usize,
+    cfg: Config,
+    rx: Receiver<Msg>,
+    exchange: Arc<Exchange>,
+    results: Sender<Vec<Record>>,
+    spare: SyncSender<Chunk>,
+) -> Counters {
+    let mut e = Engine::new(cfg);
+    e.set_shard(i as u64, n as u64);
+    let mut others: Vec<(i64, Idx)> = Vec::new();
+    let send = |e: &mut Engine| {
+        let records: Vec<Record> = e.drain().collect();
+        if !records.is_empty() {
+            let _ = results.send(records);
+        }
+    };
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Packets(c) => {
+                for &(ts, link, start, len) in &c.index {
+                    e.packet(ts, link, &c.data[start as usize..(start + len) as usize]);
+                }
+                let _ = spare.try_send(c);
+                send(&mut e);
+            }
+            Msg::EndBatch(now) => {
+                if let Ok(mut slots) = exchange.slots.lock() {
+                    slots[i].clear();
+                    slots[i].extend_from_slice(e.batch_touches());
+                }
+                exchange.barrier.wait();
+                others.clear();
+                if let Ok(slots) = exchange.slots.lock() {
+                    for (j, s) in slots.iter().enumerate() {
+                        if j != i {
+                            others.extend_from_slice(s);
+                        }
+                    }
+                }
+                exchange.barrier.wait();
+                e.advance_to(now);
+                e.end_batch(&others);
+                send(&mut e);
+            }
+            Msg::Finish => break,
+        }
+    }
+    e.finish();
+    send(&mut e);
+    e.counters().clone()
+}
