@@ -41,6 +41,47 @@ use std::net::IpAddr;
 use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
+/// Tells SIP from media the same way in the engine and in a sharded run's
+/// reader (which must route exactly as the shards will read).
+#[derive(Debug, Clone)]
+pub struct SipClassifier {
+    /// `sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
+    ports: Box<[u64; 1024]>,
+    any_port: bool,
+}
+
+impl SipClassifier {
+    /// From the configured ports and detection switch.
+    pub fn new(cfg: &Config) -> SipClassifier {
+        let mut ports = Box::new([0u64; 1024]);
+        for &p in &cfg.sip_ports {
+            ports[p as usize >> 6] |= 1 << (p & 63);
+        }
+        SipClassifier {
+            ports,
+            any_port: cfg.sip_any_port,
+        }
+    }
+
+    /// Either port is a configured SIP port.
+    pub fn port(&self, sport: u16, dport: u16) -> bool {
+        let bit = |p: u16| self.ports[p as usize >> 6] & (1 << (p & 63)) != 0;
+        bit(sport) || bit(dport)
+    }
+
+    /// The datagram is SIP.
+    pub fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
+        if self.port(sport, dport) {
+            // Keep-alives (CRLF) and RTP mistakenly on a SIP port are not SIP.
+            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
+        }
+        // Cheap first test: RTP starts with 0x80.., SIP with a letter.
+        self.any_port
+            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
+            && calliper_sip::looks_like_sip(payload)
+    }
+}
+
 /// Packets per batch: calls change activity lists and expire only at batch
 /// ends (see [`Engine::end_batch`]).
 pub const BATCH: u32 = 4096;
@@ -379,8 +420,8 @@ pub struct Engine {
     defrag: Defragmenter,
     tcp: TcpReassembler,
     sctp: Sctp,
-    /// `cfg.sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
-    sip_port_bits: Box<[u64; 1024]>,
+    /// Tells SIP datagrams from media.
+    sip: SipClassifier,
     /// Unmasked WebSocket message, reused.
     ws_scratch: Vec<u8>,
     /// Media activity of calls in this batch, applied at its end.
@@ -411,13 +452,7 @@ impl Engine {
             defrag: Defragmenter::new(cfg.defrag.clone()),
             tcp: TcpReassembler::new(cfg.tcp.clone()),
             sctp: Sctp::default(),
-            sip_port_bits: {
-                let mut bits = Box::new([0u64; 1024]);
-                for &p in &cfg.sip_ports {
-                    bits[p as usize >> 6] |= 1 << (p & 63);
-                }
-                bits
-            },
+            sip: SipClassifier::new(&cfg),
             ws_scratch: Vec::new(),
             pending_touches: Vec::with_capacity(BATCH as usize),
             batcher: Batcher::default(),
@@ -608,19 +643,11 @@ impl Engine {
     }
 
     fn sip_port(&self, sport: u16, dport: u16) -> bool {
-        let bit = |p: u16| self.sip_port_bits[p as usize >> 6] & (1 << (p & 63)) != 0;
-        bit(sport) || bit(dport)
+        self.sip.port(sport, dport)
     }
 
     fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
-        if self.sip_port(sport, dport) {
-            // Keep-alives (CRLF) and RTP mistakenly on a SIP port are not SIP.
-            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
-        }
-        // Cheap first test: RTP starts with 0x80.., SIP with a letter.
-        self.cfg.sip_any_port
-            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
-            && calliper_sip::looks_like_sip(payload)
+        self.sip.is_sip(sport, dport, payload)
     }
 
     /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then

@@ -17,7 +17,7 @@
 
 use crate::dedup::Dedup;
 use crate::lru::Idx;
-use crate::{media_shard, Batcher, CallRecord, Config, Counters, Engine, Record};
+use crate::{media_shard, Batcher, CallRecord, Config, Counters, Engine, Record, SipClassifier};
 use calliper_wire::Transport;
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
@@ -61,8 +61,7 @@ pub struct Parallel {
     handles: Vec<JoinHandle<Counters>>,
     batcher: Batcher,
     dedup: Option<Dedup>,
-    sip_ports: Box<[u64; 1024]>,
-    sip_any_port: bool,
+    sip: SipClassifier,
     partial: HashMap<(Box<str>, i64), (usize, CallRecord)>,
     out: Vec<Record>,
     packets: u64,
@@ -99,10 +98,7 @@ impl Parallel {
                 shard(i, n, shard_cfg, rx, exchange, result_tx, spare_tx)
             }));
         }
-        let mut sip_ports = Box::new([0u64; 1024]);
-        for &p in &cfg.sip_ports {
-            sip_ports[p as usize >> 6] |= 1 << (p & 63);
-        }
+        let sip = SipClassifier::new(&cfg);
         Parallel {
             n,
             senders,
@@ -112,8 +108,7 @@ impl Parallel {
             handles,
             batcher: Batcher::default(),
             dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
-            sip_ports,
-            sip_any_port: cfg.sip_any_port,
+            sip,
             partial: HashMap::new(),
             out: Vec::new(),
             packets: 0,
@@ -147,7 +142,7 @@ impl Parallel {
                         sport,
                         dport,
                         payload,
-                    } if !self.is_sip(sport, dport, payload) => {
+                    } if !self.sip.is_sip(sport, dport, payload) => {
                         Some(media_shard(f.src, sport, f.dst, dport, self.n as u64) as usize)
                     }
                     _ => None,
@@ -163,16 +158,6 @@ impl Parallel {
                 }
             }
         }
-    }
-
-    fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
-        let bit = |p: u16| self.sip_ports[p as usize >> 6] & (1 << (p & 63)) != 0;
-        if bit(sport) || bit(dport) {
-            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
-        }
-        self.sip_any_port
-            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
-            && calliper_sip::looks_like_sip(payload)
     }
 
     fn push(&mut self, i: usize, ts: i64, link: u16, data: &[u8]) {
