@@ -505,8 +505,15 @@ impl Engine {
     /// idle. Calls therefore change lists only at batch boundaries, the same
     /// way in one thread or in many, which keeps shards' call tables identical.
     pub fn end_batch(&mut self, other_shards: &[(i64, Idx)]) {
+        self.pending_touches.extend_from_slice(other_shards);
+        self.apply_touches();
+        self.expire();
+    }
+
+    /// Applies the batch's media activity in time order (never moving a
+    /// call's activity back) and empties the list, keeping its allocation.
+    fn apply_touches(&mut self) {
         let mut touches = std::mem::take(&mut self.pending_touches);
-        touches.extend_from_slice(other_shards);
         touches.sort_unstable();
         for &(t, idx) in &touches {
             if self.calls.get(idx).is_some_and(|c| t > c.links.stamp) {
@@ -515,7 +522,6 @@ impl Engine {
         }
         touches.clear();
         self.pending_touches = touches;
-        self.expire();
     }
 
     /// Media activity of this batch, for the other shards: (time, call).
@@ -561,7 +567,7 @@ impl Engine {
             } => {
                 // Each datagram is counted by one shard: signalling by the
                 // first, media by the shard that owns its address pair.
-                if self.is_sip(sport, dport, payload) {
+                if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += self.shard.is_none_or(|(i, _)| i == 0) as u64;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
                 } else if self
@@ -585,12 +591,12 @@ impl Engine {
                 // first segment that starts a SIP message.
                 let mut ws = false;
                 let start = if payload.is_empty() {
-                    flags & 0x12 == 0x02 && self.sip_port(sport, dport)
+                    flags & 0x12 == 0x02 && self.sip.port(sport, dport)
                 } else if self.tcp.tracks(&key) {
                     false
                 } else {
                     ws = websocket::is_sip_upgrade(payload);
-                    ws || self.is_sip(sport, dport, payload)
+                    ws || self.sip.is_sip(sport, dport, payload)
                 };
                 if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
                     if ws {
@@ -632,7 +638,7 @@ impl Engine {
                 // the call table; an empty map, so nothing is allocated.
                 let mut sctp = std::mem::take(&mut self.sctp);
                 sctp.packet(f.src, f.dst, payload, |p, m| {
-                    if self.is_sip(p.sport, p.dport, m) {
+                    if self.sip.is_sip(p.sport, p.dport, m) {
                         self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
                     }
                 });
@@ -640,14 +646,6 @@ impl Engine {
             }
             Transport::Other { .. } => self.counters.other_ip += 1,
         }
-    }
-
-    fn sip_port(&self, sport: u16, dport: u16) -> bool {
-        self.sip.port(sport, dport)
-    }
-
-    fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
-        self.sip.is_sip(sport, dport, payload)
     }
 
     /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then
@@ -1429,23 +1427,18 @@ impl Engine {
     /// Ends whatever has been idle past its timeout, looking only at list heads.
     fn expire(&mut self) {
         let now = self.now;
-        while let Some((i, t)) = self.calls.oldest(LIST_CLOSING) {
-            if now - t < self.cfg.call_grace_ns {
-                break;
+        let call_lists = [
+            (LIST_CLOSING, self.cfg.call_grace_ns),
+            (LIST_ACTIVE, self.cfg.call_idle_timeout_ns),
+            (LIST_UNANSWERED, self.cfg.unanswered_timeout_ns),
+        ];
+        for (list, timeout) in call_lists {
+            while let Some((i, t)) = self.calls.oldest(list) {
+                if now - t < timeout {
+                    break;
+                }
+                self.finish_call(i, Ending::Normal);
             }
-            self.finish_call(i, Ending::Normal);
-        }
-        while let Some((i, t)) = self.calls.oldest(LIST_ACTIVE) {
-            if now - t < self.cfg.call_idle_timeout_ns {
-                break;
-            }
-            self.finish_call(i, Ending::Normal);
-        }
-        while let Some((i, t)) = self.calls.oldest(LIST_UNANSWERED) {
-            if now - t < self.cfg.unanswered_timeout_ns {
-                break;
-            }
-            self.finish_call(i, Ending::Normal);
         }
         while let Some((i, t)) = self.streams.oldest(LIST_CANDIDATE) {
             if now - t < self.cfg.stream_idle_timeout_ns {
@@ -1547,12 +1540,7 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
-        let touches = std::mem::take(&mut self.pending_touches);
-        for &(t, idx) in &touches {
-            if self.calls.get(idx).is_some_and(|c| t > c.links.stamp) {
-                self.touch_call(idx, t);
-            }
-        }
+        self.apply_touches();
         if self.tcp.bytes() > 0 {
             // Signalling cut off by the end of the capture.
             self.counters.anomaly("sip_tcp_incomplete_at_end");

@@ -166,6 +166,13 @@ struct Link {
 }
 
 impl Link {
+    /// Every datagram on the link takes the next link sequence number.
+    fn next_link_seq(&mut self) -> u32 {
+        let seq = self.tx_seq;
+        self.tx_seq = seq.wrapping_add(1);
+        seq
+    }
+
     fn new(peer: NodeId, now: i64) -> Link {
         Link {
             peer,
@@ -620,8 +627,7 @@ impl Node {
             }
             link.tokens -= 1.0;
             let mut bytes = h.2.clone();
-            let link_seq = link.tx_seq;
-            link.tx_seq = link_seq.wrapping_add(1);
+            let link_seq = link.next_link_seq();
             packet::set_link_header(&mut bytes, link_seq, FLAG_RETRANSMIT);
             let peer = link.peer;
             self.counters.retransmitted += 1;
@@ -639,8 +645,7 @@ impl Node {
             return;
         };
         let link = &mut self.links[li];
-        let seq = link.tx_seq;
-        link.tx_seq = seq.wrapping_add(1);
+        let seq = link.next_link_seq();
         let data_seq = link.tx_data_seq;
         link.tx_data_seq = data_seq.wrapping_add(1);
         let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + d.payload.len());
@@ -661,8 +666,7 @@ impl Node {
     /// Sends a control message on link `li` (consuming a link sequence number).
     fn emit(&mut self, li: usize, flags: u8, msg: Message<'_>) {
         let link = &mut self.links[li];
-        let seq = link.tx_seq;
-        link.tx_seq = seq.wrapping_add(1);
+        let seq = link.next_link_seq();
         let mut bytes = Vec::new();
         packet::encode(
             &Datagram {
