@@ -11,7 +11,9 @@ pub enum RelayCommand {
         long_about = "Run a relay node. The TOML file names the node, the address to bind and \
 its neighbours; only datagrams from those neighbours (and local clients) are accepted, everything \
 else is counted and dropped.\n\nExample:\n\n  id = 1\n  listen = \"10.0.0.1:7000\"\n  \
-nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget_ms = 100\n\n  \
+nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget_ms = 100\n  \
+busy_poll = false     # true: never sleep, lowest latency, one core busy\n  \
+socket_buffer = 4194304\n\n  \
 [[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"\n  loss_pct = 5   # emulated on what we send it\n  \
 delay_ms = 10\n\nApplications talk to the node with `calliper relay send` / `recv` or the library's Client."
     )]
@@ -30,6 +32,9 @@ delay_ms = 10\n\nApplications talk to the node with `calliper relay send` / `rec
         /// Seed of the loss emulation.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Poll the socket without sleeping (lowest latency; keeps one core busy).
+        #[arg(long)]
+        busy_poll: bool,
     },
     /// Send a voice-like test stream through the local node.
     Send {
@@ -111,11 +116,13 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             stats,
             cut,
             seed,
+            busy_poll,
         } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("cannot read {}", config.display()))?;
-            let cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
+            let mut cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
                 .with_context(|| format!("{}: not a node configuration", config.display()))?;
+            cfg.busy_poll |= busy_poll;
             let mut cuts = Vec::new();
             for c in &cut {
                 let (id, at) = c.split_once(':').context("--cut takes ID:SECONDS")?;
@@ -135,7 +142,7 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             })?;
             let v = serde_json::json!({
                 "protocol": node.protocol_counters(),
-                "socket": node.counters,
+                "socket": node.counters(),
             });
             match stats {
                 Some(p) => std::fs::write(&p, v.to_string())

@@ -2,6 +2,7 @@
 //! within the voice delay budget and route around bad links by an
 //! expected-latency metric (Amir et al., Spines).
 //!
+//! - [`batch_io`]: recvmmsg/sendmmsg batches for the UDP node.
 //! - [`packet`]: the datagrams.
 //! - [`node`]: the protocol as a sans-I/O state machine.
 //! - [`routing`]: link costs and shortest paths.
@@ -9,6 +10,7 @@
 //! - [`sim`]: a deterministic simulator running real nodes over emulated links.
 //! - [`udp`]: the node on a UDP socket, and the client API.
 
+pub mod batch_io;
 pub mod emu;
 pub mod node;
 pub mod packet;
