@@ -1,12 +1,22 @@
-//! Batched datagram I/O on Linux: one `recvmmsg` or `sendmmsg` moves up to
-//! [`BATCH`] datagrams, so a busy node pays one system call per batch rather
-//! than per packet. Buffers are allocated once; nothing is allocated per
-//! datagram.
+//! Batched datagram I/O on Linux. A busy node pays one system call per
+//! batch rather than per packet, and one trip through the kernel's UDP/IP
+//! stack per run of datagrams rather than per datagram:
 //!
-//! This is the crate's only unsafe code: the two system calls and
-//! `getsockopt(SO_MEMINFO)` through `libc`, with the pointer arrays built on
-//! the stack for each call so no raw pointer outlives it (and the node stays
-//! `Send`). The std library has no batched socket calls.
+//! - receive: `recvmmsg` takes up to [`BATCH`] messages; with `UDP_GRO` on
+//!   the socket, one message may hold many same-sized datagrams from one
+//!   sender (a neighbour's segmentation-offloaded run, below), split here;
+//! - send: `sendmmsg` sends the queue; consecutive datagrams to the same
+//!   address with the same length go as one message with `UDP_SEGMENT`
+//!   (segmentation offload: the stack is crossed once and the packet is cut
+//!   at the device, or carried whole over veth to a GRO socket). If the
+//!   kernel refuses segmentation the batch falls back to plain datagrams.
+//!
+//! Buffers are allocated once; nothing is allocated per datagram.
+//!
+//! This is the crate's only unsafe code: the system calls through `libc`,
+//! with the pointer arrays built on the stack for each call so no raw
+//! pointer outlives it (and the node stays `Send`). The std library has no
+//! batched socket calls.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -14,61 +24,79 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
 
-/// Datagrams per system call.
+/// Messages per system call.
 pub const BATCH: usize = 64;
-/// Largest datagram carried; longer ones are counted and dropped. Voice
+/// Largest datagram sent; longer ones are counted and dropped. Voice
 /// packets are far smaller; jumbo frames still fit.
 pub const MAX_DATAGRAM: usize = 9216;
+/// Receive space per message: a whole GRO run, or any single UDP datagram.
+const SLOT: usize = 65_536;
+/// Most datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
+const MAX_SEGMENTS: usize = 64;
+/// Most bytes in one segmented send (an IP datagram's limit, with headroom).
+const MAX_SEGMENTED_BYTES: usize = 60_000;
+/// Control space for one `int` option (CMSG_SPACE(4) on 64-bit Linux).
+const CONTROL: usize = 24;
 
 /// Receives batches of datagrams.
 pub struct RecvBatch {
     buf: Vec<u8>,
-    lens: [usize; BATCH],
-    from: [Option<SocketAddr>; BATCH],
-    n: usize,
-    /// Datagrams longer than [`MAX_DATAGRAM`] (dropped).
+    /// (sender, start, length) of each datagram of the last batch.
+    datagrams: Vec<(SocketAddr, usize, usize)>,
+    /// Datagrams longer than a receive slot (dropped).
     pub truncated: u64,
-}
-
-impl Default for RecvBatch {
-    fn default() -> Self {
-        RecvBatch {
-            buf: vec![0; BATCH * MAX_DATAGRAM],
-            lens: [0; BATCH],
-            from: [None; BATCH],
-            n: 0,
-            truncated: 0,
-        }
-    }
+    /// Messages that held more than one datagram (coalesced by GRO).
+    pub coalesced: u64,
 }
 
 impl RecvBatch {
-    /// Receives up to [`BATCH`] datagrams. With `wait`, blocks for the first
+    /// Buffers for `socket`, whose receive coalescing (UDP_GRO) is turned on
+    /// where the kernel has it.
+    pub fn new(socket: &UdpSocket) -> RecvBatch {
+        let _ = set_int(socket, libc::SOL_UDP, libc::UDP_GRO, 1);
+        RecvBatch {
+            // Pages are touched only as datagrams fill them.
+            buf: vec![0; BATCH * SLOT],
+            datagrams: Vec::with_capacity(BATCH * MAX_SEGMENTS),
+            truncated: 0,
+            coalesced: 0,
+        }
+    }
+
+    /// Receives up to [`BATCH`] messages. With `wait`, blocks for the first
     /// (up to the socket's read timeout) and takes whatever else is queued;
-    /// without, returns at once. Returns how many arrived (0 on timeout).
+    /// without, returns at once. Returns how many datagrams arrived (0 on
+    /// timeout); read them with [`RecvBatch::get`].
     pub fn recv(&mut self, socket: &UdpSocket, wait: bool) -> io::Result<usize> {
+        self.datagrams.clear();
         // SAFETY: all-zero is a valid value for these plain C structs.
         let mut names: [libc::sockaddr_in6; BATCH] = unsafe { zeroed() };
         let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for (i, chunk) in self.buf.chunks_exact_mut(MAX_DATAGRAM).enumerate() {
+        let mut control = [[0u64; CONTROL / 8]; BATCH];
+        for (i, chunk) in self.buf.chunks_exact_mut(SLOT).enumerate() {
             iov[i] = libc::iovec {
                 iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: MAX_DATAGRAM,
+                iov_len: SLOT,
             };
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_name = (&mut names[i] as *mut libc::sockaddr_in6).cast();
+        }
+        let (iov_at, names_at) = (iov.as_mut_ptr(), names.as_mut_ptr());
+        for (i, (h, c)) in hdrs.iter_mut().zip(control.iter_mut()).enumerate() {
+            let h = &mut h.msg_hdr;
+            h.msg_name = names_at.wrapping_add(i).cast();
             h.msg_namelen = size_of::<libc::sockaddr_in6>() as u32;
-            h.msg_iov = &mut iov[i];
+            h.msg_iov = iov_at.wrapping_add(i);
             h.msg_iovlen = 1;
+            h.msg_control = c.as_mut_ptr().cast();
+            h.msg_controllen = CONTROL;
         }
         let flags = if wait {
             libc::MSG_WAITFORONE
         } else {
             libc::MSG_DONTWAIT
         };
-        // SAFETY: every header points at a live buffer, name and iovec of the
-        // sizes given, all outliving the call.
+        // SAFETY: every header points at a live buffer, name, iovec and
+        // control area of the sizes given, all outliving the call.
         let r = unsafe {
             libc::recvmmsg(
                 socket.as_raw_fd(),
@@ -79,46 +107,59 @@ impl RecvBatch {
             )
         };
         if r < 0 {
-            self.n = 0;
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock
                 | io::ErrorKind::TimedOut
-                | io::ErrorKind::Interrupted => Ok(0),
+                | io::ErrorKind::Interrupted
                 // An ICMP error for an earlier send; nothing to read.
-                io::ErrorKind::ConnectionRefused => Ok(0),
+                | io::ErrorKind::ConnectionRefused => Ok(0),
                 _ => Err(e),
             };
         }
-        let mut n = 0;
-        for i in 0..r as usize {
-            if hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+        for (i, h) in hdrs.iter().take(r as usize).enumerate() {
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 self.truncated += 1;
                 continue;
             }
-            self.lens[n] = hdrs[i].msg_len as usize;
-            self.from[n] = sockaddr_to(&names[i]);
-            if n != i {
-                self.buf.copy_within(
-                    i * MAX_DATAGRAM..i * MAX_DATAGRAM + self.lens[n],
-                    n * MAX_DATAGRAM,
-                );
+            let Some(from) = sockaddr_to(&names[i]) else {
+                continue;
+            };
+            let len = h.msg_len as usize;
+            let segment = gro_segment(&h.msg_hdr).unwrap_or(len).max(1);
+            self.coalesced += (len > segment) as u64;
+            let mut at = 0;
+            while at < len {
+                let n = segment.min(len - at);
+                self.datagrams.push((from, i * SLOT + at, n));
+                at += n;
             }
-            n += 1;
         }
-        self.n = n;
-        Ok(n)
+        Ok(self.datagrams.len())
     }
 
-    /// Datagram `i` of the last batch: sender and bytes (None for an
-    /// address family other than IPv4/IPv6).
+    /// Datagram `i` of the last batch: sender and bytes.
     pub fn get(&self, i: usize) -> Option<(SocketAddr, &[u8])> {
-        let from = self.from[..self.n].get(i).copied().flatten()?;
-        Some((
-            from,
-            &self.buf[i * MAX_DATAGRAM..i * MAX_DATAGRAM + self.lens[i]],
-        ))
+        let &(from, at, len) = self.datagrams.get(i)?;
+        Some((from, &self.buf[at..at + len]))
     }
+}
+
+/// The segment size the kernel reports for a coalesced message.
+fn gro_segment(h: &libc::msghdr) -> Option<usize> {
+    // SAFETY: `h` is a header the kernel filled, its control pointer and
+    // length describing the live control area; the CMSG macros stay inside it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                return usize::try_from(v).ok();
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    None
 }
 
 /// Collects datagrams and sends them in batches.
@@ -127,12 +168,16 @@ pub struct SendBatch {
     lens: [usize; BATCH],
     to: [SocketAddr; BATCH],
     n: usize,
+    /// Whether runs go segmented (cleared if the kernel refuses).
+    segment: bool,
     /// Datagrams the kernel accepted.
     pub sent: u64,
     /// Datagrams the kernel refused (an error for that datagram).
     pub errors: u64,
     /// Datagrams longer than [`MAX_DATAGRAM`] (dropped).
     pub oversize: u64,
+    /// Segmented sends (several datagrams through the stack at once).
+    pub segmented: u64,
 }
 
 impl Default for SendBatch {
@@ -142,14 +187,22 @@ impl Default for SendBatch {
             lens: [0; BATCH],
             to: [SocketAddr::from(([0, 0, 0, 0], 0)); BATCH],
             n: 0,
+            segment: true,
             sent: 0,
             errors: 0,
             oversize: 0,
+            segmented: 0,
         }
     }
 }
 
 impl SendBatch {
+    /// Sends every datagram on its own (no segmentation offload).
+    pub fn without_segmentation(mut self) -> Self {
+        self.segment = false;
+        self
+    }
+
     /// Queues `bytes` for `to`, sending the batch first if it is full.
     pub fn push(&mut self, socket: &UdpSocket, to: SocketAddr, bytes: &[u8]) {
         self.push_parts(socket, to, &[], bytes);
@@ -183,54 +236,146 @@ impl SendBatch {
         self.n == 0
     }
 
+    /// How many datagrams from `first` go in one message.
+    fn run_length(&self, first: usize) -> usize {
+        if !self.segment {
+            return 1;
+        }
+        let (to, len) = (self.to[first], self.lens[first]);
+        let mut k = 1;
+        while first + k < self.n
+            && k < MAX_SEGMENTS
+            && (k + 1) * len <= MAX_SEGMENTED_BYTES
+            && self.to[first + k] == to
+            && self.lens[first + k] == len
+        {
+            k += 1;
+        }
+        k
+    }
+
     /// Sends what is queued. A datagram the kernel refuses is counted and
     /// skipped; the rest still go.
     pub fn flush(&mut self, socket: &UdpSocket) {
-        if self.n == 0 {
-            return;
+        let mut first = 0;
+        while first < self.n {
+            first = self.send_from(socket, first);
         }
+        self.n = 0;
+    }
+
+    /// Sends datagrams from `first` on in one `sendmmsg`; returns the first
+    /// datagram not yet handled.
+    fn send_from(&mut self, socket: &UdpSocket, first: usize) -> usize {
         // SAFETY: all-zero is a valid value for these plain C structs.
         let mut names: [libc::sockaddr_in6; BATCH] = unsafe { zeroed() };
         let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for i in 0..self.n {
+        let mut control = [[0u64; CONTROL / 8]; BATCH];
+        let mut runs = [0usize; BATCH];
+        for i in first..self.n {
             iov[i] = libc::iovec {
                 iov_base: self.buf[i * MAX_DATAGRAM..].as_mut_ptr().cast(),
                 iov_len: self.lens[i],
             };
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_namelen = sockaddr_from(self.to[i], &mut names[i]);
-            h.msg_name = (&mut names[i] as *mut libc::sockaddr_in6).cast();
-            h.msg_iov = &mut iov[i];
-            h.msg_iovlen = 1;
         }
-        let mut start = 0;
-        while start < self.n {
-            // SAFETY: headers start..n point at live buffers, names and
-            // iovecs of the sizes given, all outliving the call.
+        let (mut m, mut d) = (0, first);
+        while d < self.n {
+            let k = self.run_length(d);
+            runs[m] = k;
+            let h = &mut hdrs[m].msg_hdr;
+            h.msg_namelen = sockaddr_from(self.to[d], &mut names[m]);
+            m += 1;
+            d += k;
+        }
+        let (iov_at, names_at) = (iov.as_mut_ptr(), names.as_mut_ptr());
+        let mut d = first;
+        for (m, (h, c)) in hdrs.iter_mut().zip(control.iter_mut()).take(m).enumerate() {
+            let k = runs[m];
+            let h = &mut h.msg_hdr;
+            h.msg_name = names_at.wrapping_add(m).cast();
+            h.msg_iov = iov_at.wrapping_add(d);
+            h.msg_iovlen = k;
+            if k > 1 {
+                h.msg_control = c.as_mut_ptr().cast();
+                h.msg_controllen = CONTROL;
+                // SAFETY: the control area is CONTROL bytes, room for one
+                // header and an int; the macros stay inside it.
+                unsafe {
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = libc::UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                    std::ptr::write_unaligned(
+                        libc::CMSG_DATA(c).cast::<u16>(),
+                        self.lens[d] as u16,
+                    );
+                }
+            }
+            d += k;
+        }
+        let mut done = 0;
+        while done < m {
+            // SAFETY: headers done..m point at live buffers, names, iovecs
+            // and control areas of the sizes given, all outliving the call.
             let r = unsafe {
                 libc::sendmmsg(
                     socket.as_raw_fd(),
-                    hdrs[start..].as_mut_ptr(),
-                    (self.n - start) as u32,
+                    hdrs[done..].as_mut_ptr(),
+                    (m - done) as u32,
                     0,
                 )
             };
-            if r < 0 {
-                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                    continue;
+            if r > 0 {
+                for &k in &runs[done..done + r as usize] {
+                    self.sent += k as u64;
+                    self.segmented += (k > 1) as u64;
                 }
-                self.errors += 1;
-                start += 1;
-            } else {
-                self.sent += r as u64;
-                start += (r as usize).max(1);
-                if r == 0 {
-                    self.errors += 1;
-                }
+                done += r as usize;
+                continue;
             }
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            let failed_first = first + runs[..done].iter().sum::<usize>();
+            if runs[done] > 1
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                )
+            {
+                // No segmentation offload here: resend this run one by one.
+                self.segment = false;
+                return failed_first;
+            }
+            self.errors += runs[done] as u64;
+            done += 1;
         }
-        self.n = 0;
+        self.n
+    }
+}
+
+fn set_int(
+    socket: &UdpSocket,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -261,26 +406,13 @@ pub fn kernel_drops(socket: &UdpSocket) -> io::Result<u64> {
 /// limit (`SO_*BUFFORCE`), otherwise up to it. Returns the receive size the
 /// kernel granted.
 pub fn set_buffers(socket: &UdpSocket, bytes: usize) -> usize {
-    let fd = socket.as_raw_fd();
     let v = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     for (force, plain) in [
         (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
         (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
     ] {
-        for opt in [force, plain] {
-            // SAFETY: passes a pointer to a live c_int of the size given.
-            let r = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if r == 0 {
-                break;
-            }
+        if set_int(socket, libc::SOL_SOCKET, force, v).is_err() {
+            let _ = set_int(socket, libc::SOL_SOCKET, plain, v);
         }
     }
     let mut got: libc::c_int = 0;
@@ -288,7 +420,7 @@ pub fn set_buffers(socket: &UdpSocket, bytes: usize) -> usize {
     // SAFETY: `got` is writable for `len` bytes.
     unsafe {
         libc::getsockopt(
-            fd,
+            socket.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_RCVBUF,
             (&mut got as *mut libc::c_int).cast(),
@@ -343,15 +475,33 @@ fn sockaddr_from(a: SocketAddr, out: &mut libc::sockaddr_in6) -> libc::socklen_t
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
-    /// A batch sent to both families arrives whole, in order, with senders.
+    fn receive_all(
+        rx: &mut RecvBatch,
+        socket: &UdpSocket,
+        want: usize,
+    ) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut got = Vec::new();
+        while got.len() < want {
+            let n = rx.recv(socket, true).unwrap();
+            assert!(n > 0, "timed out after {} of {want}", got.len());
+            for i in 0..n {
+                let (from, bytes) = rx.get(i).unwrap();
+                got.push((from, bytes.to_vec()));
+            }
+        }
+        got
+    }
+
+    /// Datagrams of many sizes to both families arrive whole, in order, with
+    /// their sender; an oversize one is counted, not sent.
     #[test]
     fn batches_cross_loopback_both_families() {
         for local in ["127.0.0.1:0", "[::1]:0"] {
             let a = UdpSocket::bind(local).unwrap();
             let b = UdpSocket::bind(local).unwrap();
-            b.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-                .unwrap();
+            b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             let to = b.local_addr().unwrap();
             let mut tx = SendBatch::default();
             for i in 0..100u8 {
@@ -360,22 +510,58 @@ mod tests {
             tx.push(&a, to, &vec![0; MAX_DATAGRAM + 1]);
             tx.flush(&a);
             assert_eq!((tx.sent, tx.errors, tx.oversize), (100, 0, 1));
-            let mut rx = RecvBatch::default();
-            let mut got = Vec::new();
-            while got.len() < 100 {
-                let n = rx.recv(&b, true).unwrap();
-                assert!(n > 0);
-                for i in 0..n {
-                    let (from, bytes) = rx.get(i).unwrap();
-                    assert_eq!(from, a.local_addr().unwrap());
-                    got.push(bytes.to_vec());
-                }
-            }
-            for (i, d) in got.iter().enumerate() {
+            let got = receive_all(&mut RecvBatch::new(&b), &b, 100);
+            for (i, (from, d)) in got.iter().enumerate() {
+                assert_eq!(*from, a.local_addr().unwrap());
                 assert_eq!(d.len(), i + 1);
                 assert!(d.iter().all(|&x| x == i as u8));
             }
             assert_eq!(kernel_drops(&b).unwrap(), 0);
+        }
+    }
+
+    /// Same-sized datagrams to one address go through the stack as a few
+    /// segmented sends; a GRO socket gets them coalesced and splits them, a
+    /// plain socket gets them one by one: the same bytes either way.
+    #[test]
+    fn runs_are_segmented_and_split_again() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let gro = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for s in [&gro, &plain] {
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        }
+        let mut rx = RecvBatch::new(&gro);
+        let mut tx = SendBatch::default();
+        for i in 0..300u32 {
+            let to = if i % 100 < 50 { &gro } else { &plain };
+            let mut d = [0u8; 172];
+            d[..4].copy_from_slice(&i.to_be_bytes());
+            tx.push(&a, to.local_addr().unwrap(), &d);
+        }
+        tx.flush(&a);
+        assert_eq!((tx.sent, tx.errors), (300, 0));
+        assert!(
+            tx.segmented > 0 && tx.segmented < 20,
+            "{} segmented sends",
+            tx.segmented
+        );
+        let got = receive_all(&mut rx, &gro, 150);
+        assert!(rx.coalesced > 0);
+        let seqs: Vec<u32> = got
+            .iter()
+            .map(|(_, d)| u32::from_be_bytes(d[..4].try_into().unwrap()))
+            .collect();
+        let want: Vec<u32> = (0..300).filter(|i| i % 100 < 50).collect();
+        assert_eq!(seqs, want);
+        assert!(got.iter().all(|(_, d)| d.len() == 172));
+        let mut buf = [0u8; 2048];
+        for i in (0..300u32).filter(|i| i % 100 >= 50) {
+            let (n, _) = plain.recv_from(&mut buf).unwrap();
+            assert_eq!(
+                (n, u32::from_be_bytes(buf[..4].try_into().unwrap())),
+                (172, i)
+            );
         }
     }
 
@@ -386,7 +572,7 @@ mod tests {
         let b = UdpSocket::bind("127.0.0.1:0").unwrap();
         set_buffers(&b, 4096);
         let to = b.local_addr().unwrap();
-        let mut tx = SendBatch::default();
+        let mut tx = SendBatch::default().without_segmentation();
         for _ in 0..500 {
             tx.push(&a, to, &[0; 1000]);
         }

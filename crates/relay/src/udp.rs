@@ -108,6 +108,10 @@ pub struct SocketCounters {
     pub oversize: u64,
     /// Receive buffer the kernel granted (bytes).
     pub receive_buffer: u64,
+    /// Sends that carried several datagrams through the stack at once (UDP_SEGMENT).
+    pub segmented_sends: u64,
+    /// Received messages that held several datagrams (UDP_GRO).
+    pub coalesced_receives: u64,
 }
 
 /// A running relay node.
@@ -182,6 +186,7 @@ impl UdpNode {
         }
         self.counters.sent = self.tx.sent;
         self.counters.send_errors = self.tx.errors;
+        self.counters.segmented_sends = self.tx.segmented;
         self.counters.oversize += std::mem::take(&mut self.tx.oversize);
         &self.counters
     }
@@ -206,10 +211,11 @@ impl UdpNode {
     /// Each turn takes a batch of datagrams, runs due timers, then sends
     /// everything the batch produced in one batch.
     pub fn run(&mut self, mut until: impl FnMut(&mut Self) -> bool) -> io::Result<()> {
-        let mut rx = RecvBatch::default();
+        let mut rx = RecvBatch::new(&self.socket);
         let mut last_wait = 0u64;
         loop {
             self.counters.oversize += std::mem::take(&mut rx.truncated);
+            self.counters.coalesced_receives += std::mem::take(&mut rx.coalesced);
             if until(self) {
                 self.tx.flush(&self.socket);
                 return Ok(());
