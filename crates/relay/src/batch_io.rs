@@ -273,9 +273,16 @@ impl SendBatch {
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
         let mut control = [[0u64; CONTROL / 8]; BATCH];
         let mut runs = [0usize; BATCH];
-        for i in first..self.n {
-            iov[i] = libc::iovec {
-                iov_base: self.buf[i * MAX_DATAGRAM..].as_mut_ptr().cast(),
+        let chunks = self.buf.chunks_exact_mut(MAX_DATAGRAM);
+        for (i, (v, chunk)) in iov
+            .iter_mut()
+            .zip(chunks)
+            .enumerate()
+            .take(self.n)
+            .skip(first)
+        {
+            *v = libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
                 iov_len: self.lens[i],
             };
         }
