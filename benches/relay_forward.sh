@@ -17,6 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-200000}
 senders=${2:-3}
+# PIN=1: node 2 alone on the last CPU, everything else on the others (how a
+# busy-polling relay is deployed: a core of its own).
+middle= others=
+if [ "${PIN:-0}" = 1 ]; then
+  last=$(( $(nproc) - 1 )); middle="taskset -c $last"; others="taskset -c 0-$(( last > 0 ? last - 1 : 0 ))"
+fi
 cargo build --release -q
 bin=$PWD/target/release/calliper
 out=$(mktemp -d)
@@ -39,21 +45,21 @@ node 3 2 10.92.2.2:7000 > $out/3.toml
 run() { # run NAME STREAMS PACKETS INTERVAL_MS [MIDDLE FLAGS...]
   local name=$1 streams=$2 n=$3 interval=$4; shift 4
   local dur=$(awk -v n=$n -v i=$interval 'BEGIN{print int(n*i/1000) + 8}')
-  ip netns exec $S $bin relay run $out/1.toml --duration $dur --stats $out/$name.1.json & local p1=$!
-  ip netns exec $M /usr/bin/time -f "%U %S" -o $out/$name.time $bin relay run $out/2.toml --duration $dur --stats $out/$name.2.json "$@" & local p2=$!
-  ip netns exec $R $bin relay run $out/3.toml --duration $dur --stats $out/$name.3.json & local p3=$!
+  ip netns exec $S $others $bin relay run $out/1.toml --duration $dur --stats $out/$name.1.json & local p1=$!
+  ip netns exec $M /usr/bin/time -f "%U %S" -o $out/$name.time $middle $bin relay run $out/2.toml --duration $dur --stats $out/$name.2.json "$@" & local p2=$!
+  ip netns exec $R $others $bin relay run $out/3.toml --duration $dur --stats $out/$name.3.json & local p3=$!
   local cap=
   if [ $streams = 1 ]; then
-    ip netns exec $M tcpdump -q -i any -n --time-stamp-precision=nano -B 16384 -w $out/$name.pcap udp port 7000 2>/dev/null & cap=$!
+    ip netns exec $M $others tcpdump -q -i any -n --time-stamp-precision=nano -B 16384 -w $out/$name.pcap udp port 7000 2>/dev/null & cap=$!
   fi
   sleep 2
   local recv=()
   for i in $(seq 1 $streams); do
-    ip netns exec $R $bin relay recv --node 127.0.0.1:7000 --vport $((10 + i)) --count $n --idle 3 > $out/$name.recv$i.json & recv+=($!)
+    ip netns exec $R $others $bin relay recv --node 127.0.0.1:7000 --vport $((10 + i)) --count $n --idle 3 > $out/$name.recv$i.json & recv+=($!)
   done
   sleep 0.2
   for i in $(seq 1 $streams); do
-    ip netns exec $S $bin relay send --node 127.0.0.1:7000 --dest 3 --vport $((10 + i)) --count $n --interval-ms $interval --size 160 &
+    ip netns exec $S $others $bin relay send --node 127.0.0.1:7000 --dest 3 --vport $((10 + i)) --count $n --interval-ms $interval --size 160 &
   done
   wait "${recv[@]}" || true
   [ -n "$cap" ] && kill $cap

@@ -267,7 +267,47 @@ impl Counters {
 struct MediaDesc {
     /// Who receives on this address (the SDP's sender).
     owner: Side,
-    rtpmaps: Vec<(u8, Box<str>, u32)>,
+    rtpmaps: Box<[Rtpmap]>,
+}
+
+/// One `a=rtpmap` line, the name kept inline: no allocation per codec.
+#[derive(Debug, Clone, Copy)]
+struct Rtpmap {
+    payload_type: u8,
+    name_len: u8,
+    /// Encoding name, cut at 15 bytes (the longest registered name,
+    /// "telephone-event", just fits).
+    name: [u8; 15],
+    clock_rate: u32,
+}
+
+impl Rtpmap {
+    fn new(payload_type: u8, encoding: &str, clock_rate: u32) -> Rtpmap {
+        let mut cut = encoding.len().min(15);
+        while !encoding.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let mut name = [0; 15];
+        name[..cut].copy_from_slice(&encoding.as_bytes()[..cut]);
+        Rtpmap {
+            payload_type,
+            name_len: cut as u8,
+            name,
+            clock_rate,
+        }
+    }
+
+    fn name(&self) -> &str {
+        std::str::from_utf8(&self.name[..self.name_len as usize]).unwrap_or("")
+    }
+}
+
+/// Pushes without the doubling headroom: per-call lists are short and
+/// written on the signalling path only, so memory matters more than the
+/// occasional reallocation.
+fn push_exact<T>(v: &mut Vec<T>, x: T) {
+    v.reserve_exact(1);
+    v.push(x);
 }
 
 #[derive(Debug, Clone)]
@@ -1037,14 +1077,17 @@ impl Engine {
                 break;
             }
             let desc = call.media.len() as u16;
-            call.media.push(MediaDesc {
-                owner: side,
-                rtpmaps: med
-                    .rtpmaps
-                    .iter()
-                    .map(|r| (r.payload_type, r.encoding.into(), r.clock_rate))
-                    .collect(),
-            });
+            push_exact(
+                &mut call.media,
+                MediaDesc {
+                    owner: side,
+                    rtpmaps: med
+                        .rtpmaps
+                        .iter()
+                        .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
+                        .collect(),
+                },
+            );
             let rtp = med.proto.to_ascii_uppercase().contains("RTP");
             let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
             for key in [(addr, port), (addr, rtcp)] {
@@ -1067,7 +1110,7 @@ impl Engine {
                     );
                 }
                 if !call.media_keys.contains(&key) {
-                    call.media_keys.push(key);
+                    push_exact(&mut call.media_keys, key);
                 }
             }
             // Streams on this address follow its latest description (RTP <-> T.38),
@@ -1280,7 +1323,7 @@ impl Engine {
         for key in [(k.dst, k.dport), (k.src, k.sport)] {
             if let Some(e) = self.media.get_mut(&key) {
                 if e.streams.len() < MAX_STREAMS_PER_CALL {
-                    e.streams.push(si);
+                    push_exact(&mut e.streams, si);
                 }
             }
         }
@@ -1314,7 +1357,7 @@ impl Engine {
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
             return false;
         }
-        call.streams.push(si);
+        push_exact(&mut call.streams, si);
         let desc = call.media.get(e.desc as usize);
         let direction = desc.map_or(StreamDirection::Unknown, |d| {
             Self::direction(d.owner, by_dst)
@@ -1377,7 +1420,7 @@ impl Engine {
             self.counters.streams_refused += 1;
             return;
         };
-        call.streams.push(si);
+        push_exact(&mut call.streams, si);
         self.stream_ids.insert(key, si);
         self.register_stream(si, &key);
         self.counters.streams += 1;
@@ -1653,8 +1696,8 @@ fn s_packets(streams: &Slab<Stream>, si: Idx) -> u64 {
 
 /// Resolves a payload type through a media description's rtpmaps, else the static table.
 fn resolve(desc: Option<&MediaDesc>, pt: u8) -> Codec {
-    let map = desc.and_then(|d| d.rtpmaps.iter().find(|(p, _, _)| *p == pt));
-    Codec::resolve(pt, map.map(|(_, name, rate)| (&**name, *rate)))
+    let map = desc.and_then(|d| d.rtpmaps.iter().find(|r| r.payload_type == pt));
+    Codec::resolve(pt, map.map(|r| (r.name(), r.clock_rate)))
 }
 
 fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecord {
