@@ -6,33 +6,11 @@
 
 use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 
-struct Tracking;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards to the system allocator; only counts bytes.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Tracking = Tracking;
+mod tracking;
+use tracking::LIVE;
 
 #[test]
 fn state_per_concurrent_call_stays_within_budget() {
