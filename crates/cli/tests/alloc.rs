@@ -5,35 +5,29 @@
 use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine};
 use calliper_wire::Transport;
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
+mod common;
 mod tracking;
 use tracking::ALLOCATIONS;
 
 #[test]
 fn rtp_packets_allocate_nothing_after_warm_up() {
-    let dir = std::env::temp_dir().join(format!("calliper-alloc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("steady.pcap");
     // 400 calls arriving within about a second, holding ~30 s: a steady state.
-    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "generate",
+    let data = common::generated_capture(
+        "alloc",
+        &[
             "--calls",
             "400",
             "--concurrent",
             "20000",
             "--hold-mean",
             "30",
-        ])
-        .args(["--loss", "1", "--seed", "3", "-o"])
-        .arg(&pcap)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let data = std::fs::read(&pcap).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
+        ]
+        .into_iter()
+        .chain(["--loss", "1", "--seed", "3"])
+        .collect::<Vec<_>>(),
+    );
 
     let mut engine = Engine::new(Config::default());
     let mut reader = CaptureReader::new(&data[..]).unwrap();

@@ -6,27 +6,30 @@
 
 use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine};
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
+mod common;
 mod tracking;
 use tracking::LIVE;
 
 #[test]
 fn state_per_concurrent_call_stays_within_budget() {
-    let dir = std::env::temp_dir().join(format!("calliper-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("calls.pcap");
-    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["generate", "--calls", "20000", "--concurrent", "5000"])
-        .args(["--warm-start", "--duration", "2", "--codecs", "g729:1"])
-        .args(["--seed", "9", "-o"])
-        .arg(&pcap)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let data = std::fs::read(&pcap).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
+    let data = common::generated_capture(
+        "memory",
+        &[
+            "--calls",
+            "20000",
+            "--concurrent",
+            "5000",
+            "--warm-start",
+            "--duration",
+            "2",
+            "--codecs",
+            "g729:1",
+            "--seed",
+            "9",
+        ],
+    );
 
     let before = LIVE.load(Ordering::Relaxed);
     let mut engine = Engine::new(Config::default());

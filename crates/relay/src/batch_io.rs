@@ -226,16 +226,6 @@ impl SendBatch {
         self.n += 1;
     }
 
-    /// Datagrams waiting.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    /// True if nothing waits.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
     /// How many datagrams from `first` go in one message.
     fn run_length(&self, first: usize) -> usize {
         if !self.segment {

@@ -62,6 +62,18 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
     assert!(st.success());
 }
 
+/// Runs `calliper generate ARGS` into a temporary directory and returns the
+/// capture's bytes (the directory is removed).
+pub fn generated_capture(name: &str, args: &[&str]) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("calliper-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("capture.pcap");
+    generate(args, &pcap, &dir.join("truth.jsonl"));
+    let data = std::fs::read(&pcap).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    data
+}
+
 /// Checks every stream in the generator's truth (JSON lines) against the
 /// streams of calliper's call records, exactly: packets = sent − dropped +
 /// duplicated, lost = dropped, duplicates = duplicated, out of order =
