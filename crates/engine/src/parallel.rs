@@ -1,11 +1,18 @@
 //! Analysis on several threads with results identical to one engine.
 //!
-//! The caller's thread reads and decodes each packet once, removes capture
-//! duplicates and routes it: media (UDP that is not SIP) to the shard that
-//! owns its address pair ([`crate::media_shard`]: both directions and RTCP
-//! together), everything else — SIP, TCP, fragments, what does not decode —
-//! to every shard. Every shard therefore keeps the same call and media
-//! tables and analyses only its own streams.
+//! The caller's thread only copies packets into chunks, and every shard reads
+//! every chunk (shared, not copied per shard). Each shard decodes each packet
+//! and removes capture duplicates exactly as a single engine would, then
+//! analyses media (UDP that is not SIP) only if it owns the address pair
+//! ([`crate::media_shard`]: both directions and RTCP together) and
+//! everything else — SIP, TCP, fragments — always. Every shard therefore
+//! keeps the same call and media tables and analyses only its own streams.
+//!
+//! An earlier design decoded and routed in the reader and copied each media
+//! packet to its shard: with two shards the reader became the bottleneck
+//! (1.0–1.1× one thread on two cores). Decoding is cheap next to stream
+//! analysis, whose table lookups miss the cache; repeating it in every shard
+//! scales better than funnelling all of it through one thread.
 //!
 //! Calls stay identical across shards because they change activity lists
 //! and expire only at batch ends ([`crate::Batcher`] decides where, from the
@@ -15,19 +22,17 @@
 //! agree. Each shard writes its own version of a call (with its streams); the
 //! reader merges the versions when all have arrived.
 
-use crate::dedup::Dedup;
 use crate::lru::Idx;
-use crate::{media_shard, Batcher, CallRecord, Config, Counters, Engine, Record, SipClassifier};
-use calliper_wire::Transport;
+use crate::{Batcher, CallRecord, Config, Counters, Engine, Record};
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
 
-/// Packets per message to a shard.
-const CHUNK: usize = 256;
-/// Messages queued per shard before the reader waits.
-const QUEUE: usize = 64;
+/// Packets per chunk sent to the shards.
+const CHUNK: usize = 1024;
+/// Chunks queued per shard before the reader waits.
+const QUEUE: usize = 16;
 /// Anomalies only the shard owning a stream can see; others are counted by
 /// every shard alike and taken from the first.
 const MEDIA_ANOMALIES: &[&str] = &["rtcp_malformed"];
@@ -40,7 +45,7 @@ struct Chunk {
 }
 
 enum Msg {
-    Packets(Chunk),
+    Packets(Arc<Chunk>),
     EndBatch(i64),
     Finish,
 }
@@ -55,13 +60,13 @@ struct Exchange {
 pub struct Parallel {
     n: usize,
     senders: Vec<SyncSender<Msg>>,
-    chunks: Vec<Chunk>,
-    spare: Receiver<Chunk>,
+    /// The chunk being filled.
+    chunk: Chunk,
+    /// Chunks sent, oldest first, reused once every shard has let go.
+    sent: std::collections::VecDeque<Arc<Chunk>>,
     results: Receiver<Vec<Record>>,
     handles: Vec<JoinHandle<Counters>>,
     batcher: Batcher,
-    dedup: Option<Dedup>,
-    sip: SipClassifier,
     partial: HashMap<(Box<str>, i64), (usize, CallRecord)>,
     out: Vec<Record>,
     packets: u64,
@@ -80,35 +85,29 @@ impl Parallel {
         // Unbounded: a shard must never wait on the reader while the reader
         // waits on it; the reader drains results at every batch end.
         let (result_tx, results) = channel::<Vec<Record>>();
-        let (spare_tx, spare) = sync_channel::<Chunk>(QUEUE * n);
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for i in 0..n {
             let (tx, rx) = sync_channel::<Msg>(QUEUE);
             senders.push(tx);
             let shard_cfg = Config {
-                dedup_window_ns: 0, // the reader removes duplicates
                 max_streams: cfg.max_streams / n + 1,
                 max_candidates: cfg.max_candidates / n + 1,
                 ..cfg.clone()
             };
-            let (exchange, result_tx, spare_tx) =
-                (exchange.clone(), result_tx.clone(), spare_tx.clone());
+            let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
             handles.push(std::thread::spawn(move || {
-                shard(i, n, shard_cfg, rx, exchange, result_tx, spare_tx)
+                shard(i, n, shard_cfg, rx, exchange, result_tx)
             }));
         }
-        let sip = SipClassifier::new(&cfg);
         Parallel {
             n,
             senders,
-            chunks: (0..n).map(|_| Chunk::default()).collect(),
-            spare,
+            chunk: Chunk::default(),
+            sent: std::collections::VecDeque::new(),
             results,
             handles,
             batcher: Batcher::default(),
-            dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
-            sip,
             partial: HashMap::new(),
             out: Vec::new(),
             packets: 0,
@@ -128,61 +127,42 @@ impl Parallel {
             }
             self.collect(false);
         }
-        let target = match calliper_wire::decode(link_type, data) {
-            Ok(f) => {
-                if self
-                    .dedup
-                    .as_mut()
-                    .is_some_and(|d| d.is_duplicate(ts_ns, &f))
-                {
-                    return;
-                }
-                match f.transport {
-                    Transport::Udp {
-                        sport,
-                        dport,
-                        payload,
-                    } if !self.sip.is_sip(sport, dport, payload) => {
-                        Some(media_shard(f.src, sport, f.dst, dport, self.n as u64) as usize)
-                    }
-                    _ => None,
-                }
-            }
-            Err(_) => None,
-        };
-        match target {
-            Some(i) => self.push(i, ts_ns, link_type, data),
-            None => {
-                for i in 0..self.n {
-                    self.push(i, ts_ns, link_type, data);
-                }
-            }
-        }
-    }
-
-    fn push(&mut self, i: usize, ts: i64, link: u16, data: &[u8]) {
-        let c = &mut self.chunks[i];
+        let c = &mut self.chunk;
         c.index
-            .push((ts, link, c.data.len() as u32, data.len() as u32));
+            .push((ts_ns, link_type, c.data.len() as u32, data.len() as u32));
         c.data.extend_from_slice(data);
         if c.index.len() >= CHUNK {
-            self.send_chunk(i);
+            self.flush();
         }
     }
 
-    fn send_chunk(&mut self, i: usize) {
-        let mut fresh = self.spare.try_recv().unwrap_or_default();
+    /// Sends the chunk being filled to every shard.
+    fn flush(&mut self) {
+        if self.chunk.index.is_empty() {
+            return;
+        }
+        // Each shard holds at most QUEUE + 1 chunks, so beyond that the
+        // oldest sent is usually free again and its buffers are reused.
+        let oldest_free = self.sent.len() > QUEUE + 1
+            && self.sent.front().is_some_and(|c| Arc::strong_count(c) == 1);
+        let mut fresh = match self.sent.pop_front() {
+            Some(old) if oldest_free => Arc::try_unwrap(old).unwrap_or_default(),
+            Some(old) => {
+                self.sent.push_front(old);
+                Chunk::default()
+            }
+            None => Chunk::default(),
+        };
         fresh.data.clear();
         fresh.index.clear();
-        let full = std::mem::replace(&mut self.chunks[i], fresh);
-        let _ = self.senders[i].send(Msg::Packets(full));
-    }
-
-    fn flush(&mut self) {
-        for i in 0..self.n {
-            if !self.chunks[i].index.is_empty() {
-                self.send_chunk(i);
-            }
+        let full = Arc::new(std::mem::replace(&mut self.chunk, fresh));
+        for s in &self.senders {
+            let _ = s.send(Msg::Packets(full.clone()));
+        }
+        self.sent.push_back(full);
+        // Bounded: a chunk still held by a slow shard is simply freed later.
+        if self.sent.len() > 2 * QUEUE + 2 {
+            self.sent.pop_front();
         }
     }
 
@@ -271,7 +251,6 @@ impl Parallel {
         }
         c.packets = self.packets;
         c.bytes = self.bytes;
-        c.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
         self.counters = c;
     }
 
@@ -293,7 +272,6 @@ fn shard(
     rx: Receiver<Msg>,
     exchange: Arc<Exchange>,
     results: Sender<Vec<Record>>,
-    spare: SyncSender<Chunk>,
 ) -> Counters {
     let mut e = Engine::new(cfg);
     e.set_shard(i as u64, n as u64);
@@ -310,7 +288,7 @@ fn shard(
                 for &(ts, link, start, len) in &c.index {
                     e.packet(ts, link, &c.data[start as usize..(start + len) as usize]);
                 }
-                let _ = spare.try_send(c);
+                drop(c);
                 send(&mut e);
             }
             Msg::EndBatch(now) => {
