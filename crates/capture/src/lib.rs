@@ -201,6 +201,66 @@ pub struct CaptureReader<R> {
     format: Format,
     /// Records skipped because they are not packets (pcapng statistics, names...).
     pub skipped_blocks: u64,
+    /// While filling a batch: stop before a record that is not wholly
+    /// buffered, since reading more would move the records already handed out.
+    hold: bool,
+    /// Records of the current batch (reused).
+    batch: Vec<Rec>,
+    /// An error met after the first record of a batch, reported by the next call.
+    pending: Option<CaptureError>,
+}
+
+/// A record found in the buffer: a packet whose bytes are `buf[start..start + len]`.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    ts_ns: i64,
+    link_type: u16,
+    start: usize,
+    len: usize,
+    orig_len: u32,
+    file_offset: u64,
+}
+
+/// What reading one record gave.
+enum Step {
+    Packet(Rec),
+    End,
+    /// The next record is not wholly buffered and the reader is holding.
+    Held,
+}
+
+/// Packets read in one go, all borrowing the reader's buffer.
+pub struct Batch<'a> {
+    buf: &'a [u8],
+    recs: &'a [Rec],
+}
+
+impl<'a> Batch<'a> {
+    /// Number of packets (0 only at the end of the input).
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+    /// True at the end of the input.
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+    /// The packets in file order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Packet<'a>> + '_ {
+        let buf = self.buf;
+        self.recs.iter().map(move |r| r.packet(buf))
+    }
+}
+
+impl Rec {
+    fn packet(self, buf: &[u8]) -> Packet<'_> {
+        Packet {
+            ts_ns: self.ts_ns,
+            link_type: self.link_type,
+            data: &buf[self.start..self.start + self.len],
+            orig_len: self.orig_len,
+            file_offset: self.file_offset,
+        }
+    }
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -220,6 +280,9 @@ impl<R: Read> CaptureReader<R> {
                 record_header: 16,
             },
             skipped_blocks: 0,
+            hold: false,
+            batch: Vec::new(),
+            pending: None,
         };
         r.fill(4)?;
         if r.end < 4 {
@@ -328,13 +391,80 @@ impl<R: Read> CaptureReader<R> {
     /// Returns the next packet, `None` at a clean end of file.
     #[allow(clippy::should_implement_trait)] // lending iterator: the packet borrows the reader
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        self.hold = false;
+        match self.next_record()? {
+            Step::Packet(r) => Ok(Some(r.packet(&self.buf))),
+            Step::End | Step::Held => Ok(None),
+        }
+    }
+
+    /// Returns up to `max` packets at once, all borrowing the buffer, so the
+    /// caller can look ahead (prefetch) without copying; empty at a clean end
+    /// of file. A batch ends early where the buffer does, so a batch is never
+    /// a reason to read more. An error after the first packet is returned by
+    /// the next call, after the packets before it.
+    pub fn next_batch(&mut self, max: usize) -> Result<Batch<'_>, CaptureError> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        self.batch.clear();
+        self.hold = false;
+        while self.batch.len() < max {
+            match self.next_record() {
+                Ok(Step::Packet(r)) => self.batch.push(r),
+                Ok(Step::End | Step::Held) => break,
+                Err(e) if self.batch.is_empty() => return Err(e),
+                Err(e) => {
+                    self.pending = Some(e);
+                    break;
+                }
+            }
+            self.hold = true;
+        }
+        self.hold = false;
+        Ok(Batch {
+            buf: &self.buf,
+            recs: &self.batch,
+        })
+    }
+
+    fn next_record(&mut self) -> Result<Step, CaptureError> {
         match self.format {
             Format::Pcap { .. } => self.next_pcap(),
             Format::Pcapng { .. } => self.next_pcapng(),
         }
     }
 
-    fn next_pcap(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+    /// True when the record at `pos` is wholly in the buffer (or is so
+    /// damaged that reading it gives an error without reading more).
+    fn record_buffered(&self) -> bool {
+        let avail = &self.buf[self.pos..self.end];
+        match self.format {
+            Format::Pcap {
+                endian,
+                record_header,
+                ..
+            } => {
+                avail.len() >= record_header && {
+                    let incl = endian.u32(&avail[8..12]) as usize;
+                    incl > MAX_RECORD || avail.len() >= record_header + incl
+                }
+            }
+            Format::Pcapng { endian, .. } => {
+                avail.len() >= 12 && {
+                    let raw = u32::from_le_bytes([avail[0], avail[1], avail[2], avail[3]]);
+                    let blen = endian.u32(&avail[4..8]) as usize;
+                    // A section header's length is in its own byte order: read it unheld.
+                    raw != 0x0A0D0D0A && (blen > MAX_RECORD || avail.len() >= blen)
+                }
+            }
+        }
+    }
+
+    fn next_pcap(&mut self) -> Result<Step, CaptureError> {
         let Format::Pcap {
             endian,
             nanos,
@@ -344,9 +474,12 @@ impl<R: Read> CaptureReader<R> {
         else {
             unreachable!("pcap reader state")
         };
+        if self.hold && !self.record_buffered() {
+            return Ok(Step::Held);
+        }
         self.fill(record_header)?;
         if self.end == self.pos {
-            return Ok(None);
+            return Ok(Step::End);
         }
         self.need(record_header, 0)?;
         let offset = self.position();
@@ -365,20 +498,24 @@ impl<R: Read> CaptureReader<R> {
         let start = self.pos + record_header;
         self.pos = start + incl;
         let ts_ns = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
-        Ok(Some(Packet {
+        Ok(Step::Packet(Rec {
             ts_ns,
             link_type,
-            data: &self.buf[start..start + incl],
+            start,
+            len: incl,
             orig_len: orig,
             file_offset: offset,
         }))
     }
 
-    fn next_pcapng(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+    fn next_pcapng(&mut self) -> Result<Step, CaptureError> {
         loop {
+            if self.hold && !self.record_buffered() {
+                return Ok(Step::Held);
+            }
             self.fill(12)?;
             if self.end == self.pos {
-                return Ok(None);
+                return Ok(Step::End);
             }
             self.need(12, 0)?;
             let offset = self.position();
@@ -488,10 +625,11 @@ impl<R: Read> CaptureReader<R> {
                         .ticks_to_ns(ts_ticks)
                         .saturating_add(iface.offset_s.saturating_mul(1_000_000_000));
                     let start = block_start + 8 + data_off;
-                    return Ok(Some(Packet {
+                    return Ok(Step::Packet(Rec {
                         ts_ns,
                         link_type: iface.link_type,
-                        data: &self.buf[start..start + caplen],
+                        start,
+                        len: caplen,
                         orig_len: orig,
                         file_offset: offset,
                     }));
@@ -816,5 +954,74 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 2);
+    }
+
+    /// Reads `chunk` bytes per call, so records straddle reads everywhere.
+    struct Chunky<'a>(&'a [u8], usize);
+    impl Read for Chunky<'_> {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(b.len()).min(self.1);
+            b[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    type Seen = Vec<(i64, u16, Vec<u8>, u64)>;
+
+    fn by_packet(f: &[u8], chunk: usize) -> (Seen, Option<String>) {
+        let mut r = CaptureReader::new(Chunky(f, chunk)).unwrap();
+        let mut v = Vec::new();
+        loop {
+            match r.next_packet() {
+                Ok(Some(p)) => v.push((p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)),
+                Ok(None) => return (v, None),
+                Err(e) => return (v, Some(e.to_string())),
+            }
+        }
+    }
+
+    fn by_batch(f: &[u8], chunk: usize, max: usize) -> (Seen, Option<String>) {
+        let mut r = CaptureReader::new(Chunky(f, chunk)).unwrap();
+        let mut v = Vec::new();
+        loop {
+            match r.next_batch(max) {
+                Ok(b) if b.is_empty() => return (v, None),
+                Ok(b) => {
+                    assert!(b.len() <= max);
+                    v.extend(b.iter().map(|p| (p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)))
+                }
+                Err(e) => return (v, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[test]
+    fn batches_give_the_same_packets_and_errors() {
+        let mut pcap = pcap_header(0xA1B2C3D4, 1, false);
+        for i in 0..500u32 {
+            let data: Vec<u8> = (0..(i * 7) % 300).map(|b| (b ^ i) as u8).collect();
+            record(&mut pcap, false, i, i * 3, &data);
+        }
+        let mut ng = Vec::new();
+        for _ in 0..50 {
+            ng.extend(pcapng_file(false, 9));
+        }
+        let mut truncated = pcap.clone();
+        truncated.truncate(pcap.len() - 5);
+        for (name, f, packets, error) in [
+            ("pcap", &pcap, 500, false),
+            ("pcapng", &ng, 100, false),
+            ("truncated", &truncated, 499, true),
+        ] {
+            for chunk in [1, 97, 1 << 20] {
+                let want = by_packet(f, chunk);
+                assert_eq!(want.0.len(), packets, "{name}");
+                assert_eq!(want.1.is_some(), error, "{name}");
+                for max in [1, 2, 64] {
+                    assert_eq!(by_batch(f, chunk, max), want, "{name}, chunk {chunk}, max {max}");
+                }
+            }
+        }
     }
 }
