@@ -14,6 +14,7 @@
 
 pub mod dedup;
 pub mod defrag;
+pub mod index;
 pub mod lru;
 pub mod parallel;
 pub mod record;
@@ -23,6 +24,7 @@ pub mod websocket;
 
 #[cfg(test)]
 mod flows;
+mod prefetch;
 
 use calliper_rtp::dtmf::DtmfTracker;
 use calliper_rtp::{ClockRate, Codec, StreamStats};
@@ -453,7 +455,10 @@ pub struct Engine {
     call_ids: HashMap<Box<str>, Idx>,
     media: HashMap<(IpAddr, u16), MediaEntry>,
     streams: Slab<Stream>,
-    stream_ids: HashMap<StreamKey, Idx>,
+    /// Stream slot by key hash ([`index`]); keys are checked in the streams.
+    stream_ids: index::StreamIndex,
+    /// Seeded hash of stream keys (a sender cannot aim keys at one slot run).
+    key_hasher: hashbrown::DefaultHashBuilder,
     out: Vec<Record>,
     now: i64,
     dedup: Option<Dedup>,
@@ -485,7 +490,8 @@ impl Engine {
             streams: Slab::with_capacity(cfg.max_streams),
             call_ids: HashMap::new(),
             media: HashMap::new(),
-            stream_ids: HashMap::new(),
+            stream_ids: index::StreamIndex::default(),
+            key_hasher: Default::default(),
             out: Vec::new(),
             now: i64::MIN,
             dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
@@ -1177,7 +1183,7 @@ impl Engine {
             marker: h.marker,
             bytes: payload.len() as u32,
         };
-        if let Some(&si) = self.stream_ids.get(&key) {
+        if let Some(si) = self.stream_id(&key) {
             let start = (h.header_len as usize).min(payload.len());
             let end = (start + h.payload_len as usize).min(payload.len());
             self.stream_packet(si, &pkt, &payload[start..end], now);
@@ -1269,6 +1275,18 @@ impl Engine {
         }
     }
 
+    fn key_hash(&self, k: &StreamKey) -> u64 {
+        use std::hash::BuildHasher;
+        self.key_hasher.hash_one(k)
+    }
+
+    /// The stream with this key.
+    fn stream_id(&self, k: &StreamKey) -> Option<Idx> {
+        let streams = &self.streams;
+        self.stream_ids
+            .find(self.key_hash(k), |i| streams.get(i).is_some_and(|s| s.key == *k))
+    }
+
     /// A packet of a stream without a call: confirm candidates, adopt the
     /// stream into a call if SDP has since described its address.
     /// Returns the list the stream should be on, or None if it was dropped.
@@ -1332,7 +1350,7 @@ impl Engine {
     /// Removes a stream from the tables and the media entries that list it.
     fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
         let s = self.streams.remove(si)?;
-        self.stream_ids.remove(&s.key);
+        self.stream_ids.remove(self.key_hash(&s.key), si);
         for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
             if let Some(e) = self.media.get_mut(&key) {
                 e.streams.retain(|&x| x != si);
@@ -1421,7 +1439,7 @@ impl Engine {
             return;
         };
         push_exact(&mut call.streams, si);
-        self.stream_ids.insert(key, si);
+        self.stream_ids.insert(self.key_hash(&key), si);
         self.register_stream(si, &key);
         self.counters.streams += 1;
         self.counters.rtp_in_calls += 1;
@@ -1454,7 +1472,7 @@ impl Engine {
             self.counters.streams_refused += 1;
             return;
         };
-        self.stream_ids.insert(key, si);
+        self.stream_ids.insert(self.key_hash(&key), si);
         self.streams.touch(si, LIST_CANDIDATE, now);
         self.counters.rtp_orphan += 1;
     }
