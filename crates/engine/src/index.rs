@@ -210,7 +210,7 @@ mod tests {
         assert!(index.heap_bytes() <= 32_768 * 8);
         for i in 0..10_000u64 {
             assert_eq!(index.find(h(i), |j| j == i as Idx), Some(i as Idx));
-            assert_eq!(index.peek(h(i)).is_some(), true);
+            assert!(index.peek(h(i)).is_some());
         }
         for i in (0..10_000u64).step_by(2) {
             assert!(index.remove(h(i), i as Idx));
