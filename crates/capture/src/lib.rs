@@ -989,7 +989,10 @@ mod tests {
                 Ok(b) if b.is_empty() => return (v, None),
                 Ok(b) => {
                     assert!(b.len() <= max);
-                    v.extend(b.iter().map(|p| (p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)))
+                    v.extend(
+                        b.iter()
+                            .map(|p| (p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)),
+                    )
                 }
                 Err(e) => return (v, Some(e.to_string())),
             }
@@ -1019,7 +1022,11 @@ mod tests {
                 assert_eq!(want.0.len(), packets, "{name}");
                 assert_eq!(want.1.is_some(), error, "{name}");
                 for max in [1, 2, 64] {
-                    assert_eq!(by_batch(f, chunk, max), want, "{name}, chunk {chunk}, max {max}");
+                    assert_eq!(
+                        by_batch(f, chunk, max),
+                        want,
+                        "{name}, chunk {chunk}, max {max}"
+                    );
                 }
             }
         }

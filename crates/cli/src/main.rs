@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use calliper_capture::CaptureReader;
-use calliper_engine::{Config, Engine, Record};
+use calliper_engine::{Config, Engine, RawPacket, Record};
 use calliper_store::{JsonLines, Sink, Sqlite};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -124,6 +124,10 @@ struct AnalyzeArgs {
     threads: u16,
 }
 
+/// Packets read from a capture at once (several prefetch groups of
+/// [`calliper_engine::LOOKAHEAD`]).
+const READ_BATCH: usize = 64;
+
 /// One engine, or shards on several threads: the same records either way.
 enum Analyzer {
     Single(Box<Engine>),
@@ -131,10 +135,14 @@ enum Analyzer {
 }
 
 impl Analyzer {
-    fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+    fn packets(&mut self, batch: &[RawPacket<'_>]) {
         match self {
-            Analyzer::Single(e) => e.packet(ts_ns, link_type, data),
-            Analyzer::Sharded(p) => p.packet(ts_ns, link_type, data),
+            Analyzer::Single(e) => e.packets(batch),
+            Analyzer::Sharded(s) => {
+                for p in batch {
+                    s.packet(p.ts_ns, p.link_type, p.data);
+                }
+            }
         }
     }
     fn drain(&mut self) -> std::vec::Drain<'_, Record> {
@@ -304,19 +312,30 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         };
         let mut n = 0u64;
         loop {
-            match reader.next_packet() {
-                Ok(Some(p)) => {
-                    engine.packet(p.ts_ns, p.link_type, p.data);
-                    n += 1;
-                    if n.is_multiple_of(65536) {
+            match reader.next_batch(READ_BATCH) {
+                Ok(b) if b.is_empty() => break,
+                Ok(b) => {
+                    let mut raw = [RawPacket::default(); READ_BATCH];
+                    for (r, p) in raw.iter_mut().zip(b.iter()) {
+                        *r = RawPacket {
+                            ts_ns: p.ts_ns,
+                            link_type: p.link_type,
+                            data: p.data,
+                        };
+                    }
+                    engine.packets(&raw[..b.len()]);
+                    let before = n;
+                    n += b.len() as u64;
+                    if n / 65536 != before / 65536 {
                         bar.set_position(done_bytes + reader.position());
                         if let Analyzer::Single(e) = &engine {
                             bar.set_message(format!("{} calls open", e.active_calls()));
                         }
+                    }
+                    if n / 4096 != before / 4096 {
                         emit(&mut engine, &mut text, &mut sinks)?;
                     }
                 }
-                Ok(None) => break,
                 Err(e) => {
                     bar.suspend(|| {
                         eprintln!("calliper: {name}: {e}; results up to this point are kept")
@@ -324,9 +343,6 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                     clean = false;
                     break;
                 }
-            }
-            if n.is_multiple_of(4096) {
-                emit(&mut engine, &mut text, &mut sinks)?;
             }
         }
         done_bytes += reader.position();

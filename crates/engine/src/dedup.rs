@@ -71,8 +71,19 @@ impl Dedup {
     /// TCP segments are never copies: pure ACKs differ only in fields not
     /// hashed, and nothing here reads them.
     pub fn is_duplicate(&mut self, now: i64, f: &Frame<'_>) -> bool {
+        self.hash(f).is_some_and(|h| self.check(now, h))
+    }
+
+    /// Starts loading the slot of a frame's hash (from [`Dedup::hash`]).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        crate::prefetch::prefetch(&self.slots[hash as usize & (SLOTS - 1)]);
+    }
+
+    /// The frame's hash, or None for frames never treated as copies.
+    pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
         let (kind, a, b, payload) = match f.transport {
-            Transport::Tcp { payload: [], .. } => return false,
+            Transport::Tcp { payload: [], .. } => return None,
             Transport::Udp {
                 sport,
                 dport,
@@ -115,7 +126,12 @@ impl Dedup {
         let mut tail = [0u8; 8];
         tail[..words.remainder().len()].copy_from_slice(words.remainder());
         h.add(u64::from_le_bytes(tail));
-        let hash = h.finish() | 1;
+        Some(h.finish() | 1)
+    }
+
+    /// True when a frame with this hash was seen within the window; else
+    /// remembers it.
+    pub fn check(&mut self, now: i64, hash: u64) -> bool {
         let slot = &mut self.slots[hash as usize & (SLOTS - 1)];
         let dup = slot.0 == hash && now.wrapping_sub(slot.1) <= self.window_ns && now >= slot.1;
         if dup {

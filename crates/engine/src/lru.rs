@@ -102,6 +102,14 @@ impl<T: Linked> Slab<T> {
         self.slots.get(i as usize)?.as_ref()
     }
 
+    /// Starts loading entry `i` into the cache.
+    #[inline]
+    pub fn prefetch(&self, i: Idx) {
+        if let Some(slot) = self.slots.get(i as usize) {
+            crate::prefetch::prefetch_all(slot);
+        }
+    }
+
     /// The entry at `i`, mutably.
     pub fn get_mut(&mut self, i: Idx) -> Option<&mut T> {
         self.slots.get_mut(i as usize)?.as_mut()

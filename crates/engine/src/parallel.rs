@@ -23,7 +23,7 @@
 //! reader merges the versions when all have arrived.
 
 use crate::lru::Idx;
-use crate::{Batcher, CallRecord, Config, Counters, Engine, Record};
+use crate::{Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, LOOKAHEAD};
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
@@ -285,8 +285,16 @@ fn shard(
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Packets(c) => {
-                for &(ts, link, start, len) in &c.index {
-                    e.packet(ts, link, &c.data[start as usize..(start + len) as usize]);
+                for group in c.index.chunks(LOOKAHEAD) {
+                    let mut raw = [RawPacket::default(); LOOKAHEAD];
+                    for (r, &(ts_ns, link_type, start, len)) in raw.iter_mut().zip(group) {
+                        *r = RawPacket {
+                            ts_ns,
+                            link_type,
+                            data: &c.data[start as usize..(start + len) as usize],
+                        };
+                    }
+                    e.packets(&raw[..group.len()]);
                 }
                 drop(c);
                 send(&mut e);

@@ -8,14 +8,28 @@
 /// Asks the CPU to start loading the cache line holding `r`.
 #[inline(always)]
 pub fn prefetch<T>(r: &T) {
+    line((r as *const T).cast::<u8>());
+}
+
+/// Like [`prefetch`], for every cache line of `*r`.
+#[inline(always)]
+pub fn prefetch_all<T>(r: &T) {
+    let start = (r as *const T).cast::<u8>();
+    for offset in (0..std::mem::size_of::<T>()).step_by(64) {
+        line(start.wrapping_add(offset));
+    }
+}
+
+#[inline(always)]
+fn line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, reads no value into
-    // the program and writes nothing; `r` is a valid reference anyway. SSE is
+    // SAFETY: a prefetch is only a hint: it never faults (whatever the
+    // address), reads no value into the program and writes nothing. SSE is
     // part of the x86_64 baseline, so the instruction always exists.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast::<i8>());
+        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
