@@ -152,7 +152,8 @@ pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
     let mut h = lo.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (lo.1 as u64);
     h = (h ^ hi.0).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (hi.1 as u64) << 17;
     h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (h ^ (h >> 29)) % n.max(1)
+    // Multiply-shift maps the hash onto 0..n without a division (~40 cycles).
+    (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
 }
 
 /// How often media refreshes its call's activity.

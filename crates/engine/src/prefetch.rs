@@ -15,8 +15,11 @@ pub fn prefetch<T>(r: &T) {
 #[inline(always)]
 pub fn prefetch_all<T>(r: &T) {
     let start = (r as *const T).cast::<u8>();
-    for offset in (0..std::mem::size_of::<T>()).step_by(64) {
-        line(start.wrapping_add(offset));
+    // From the line holding the first byte to the one holding the last.
+    let skew = start as usize % 64;
+    let first = start.wrapping_sub(skew);
+    for offset in (0..skew + std::mem::size_of::<T>()).step_by(64) {
+        line(first.wrapping_add(offset));
     }
 }
 
