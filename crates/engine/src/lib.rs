@@ -84,10 +84,13 @@ impl SipClassifier {
     }
 }
 
-/// Packets decoded and prefetched together by [`Engine::packets`]: enough
-/// misses in flight to hide memory latency, few enough that what the first
-/// packet's prefetches loaded is still cached when it is handled.
-pub const LOOKAHEAD: usize = 16;
+/// Packets [`Engine::packets`] pipelines together (its prefetch pipeline
+/// drains at the end of each group).
+pub const LOOKAHEAD: usize = 64;
+/// How far ahead of the packet being handled its index slot is requested.
+const INDEX_AHEAD: usize = 16;
+/// How far ahead its stream is requested (the slot must have arrived).
+const STREAM_AHEAD: usize = 8;
 
 /// A captured frame, as [`Engine::packets`] takes it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -476,6 +479,9 @@ pub struct Engine {
     stream_ids: index::StreamIndex,
     /// Seeded hash of stream keys (a sender cannot aim keys at one slot run).
     key_hasher: hashbrown::DefaultHashBuilder,
+    /// The key and hash computed while prefetching for the packet being
+    /// handled, so its lookup need not hash again.
+    key_hint: Option<(StreamKey, u64)>,
     out: Vec<Record>,
     now: i64,
     dedup: Option<Dedup>,
@@ -509,6 +515,7 @@ impl Engine {
             media: HashMap::new(),
             stream_ids: index::StreamIndex::default(),
             key_hasher: Default::default(),
+            key_hint: None,
             out: Vec::new(),
             now: i64::MIN,
             dedup: (cfg.dedup_window_ns > 0).then(|| Dedup::new(cfg.dedup_window_ns)),
@@ -575,30 +582,57 @@ impl Engine {
         type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
         let mut decoded: [Decoded<'a>; LOOKAHEAD] = [None; LOOKAHEAD];
         let mut dedup_hash = [None::<u64>; LOOKAHEAD];
-        let mut stream_hash = [None::<u64>; LOOKAHEAD];
-        for (i, p) in group.iter().enumerate() {
+        let mut stream_hash = [None::<(StreamKey, u64)>; LOOKAHEAD];
+        let n = group.len();
+        // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
+        // its index slot, packet i + STREAM_AHEAD (whose slot has arrived by
+        // now) starts the load of its stream, and packet i is handled.
+        let decode = |e: &Self,
+                      i: usize,
+                      decoded: &mut [Decoded<'a>],
+                      dh: &mut [Option<u64>],
+                      sh: &mut [Option<(StreamKey, u64)>]| {
+            let p = &group[i];
             let r = calliper_wire::decode(p.link_type, p.data);
             if let Ok(f) = &r {
-                if let Some(d) = &self.dedup {
-                    dedup_hash[i] = d.hash(f);
-                    if let Some(h) = dedup_hash[i] {
+                if let Some(d) = &e.dedup {
+                    dh[i] = d.hash(f);
+                    if let Some(h) = dh[i] {
                         d.prefetch(h);
                     }
                 }
-                if let Some(k) = self.rtp_key(f) {
-                    let h = self.key_hash(&k);
-                    self.stream_ids.prefetch(h);
-                    stream_hash[i] = Some(h);
+                if let Some(k) = e.rtp_key(f) {
+                    let h = e.key_hash(&k);
+                    e.stream_ids.prefetch(h);
+                    sh[i] = Some((k, h));
                 }
             }
             decoded[i] = Some(r);
-        }
-        for &h in stream_hash.iter().flatten() {
-            if let Some(si) = self.stream_ids.peek(h) {
-                self.streams.prefetch(si);
+        };
+        let load_stream = |e: &Self, sh: Option<(StreamKey, u64)>| {
+            if let Some(si) = sh.and_then(|(_, h)| e.stream_ids.peek(h)) {
+                e.streams.prefetch(si);
             }
+        };
+        for i in 0..n.min(INDEX_AHEAD) {
+            decode(self, i, &mut decoded, &mut dedup_hash, &mut stream_hash);
+        }
+        for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
+            load_stream(self, sh);
         }
         for (i, p) in group.iter().enumerate() {
+            if i + INDEX_AHEAD < n {
+                decode(
+                    self,
+                    i + INDEX_AHEAD,
+                    &mut decoded,
+                    &mut dedup_hash,
+                    &mut stream_hash,
+                );
+            }
+            if i + STREAM_AHEAD < n {
+                load_stream(self, stream_hash[i + STREAM_AHEAD]);
+            }
             self.counters.packets += 1;
             self.counters.bytes += p.data.len() as u64;
             if !self.external_batches && self.batcher.boundary(p.ts_ns) {
@@ -608,6 +642,7 @@ impl Engine {
             if p.ts_ns > self.now {
                 self.now = p.ts_ns;
             }
+            self.key_hint = stream_hash[i];
             match decoded[i] {
                 Some(Ok(frame)) => {
                     if let (Some(d), Some(h)) = (self.dedup.as_mut(), dedup_hash[i]) {
