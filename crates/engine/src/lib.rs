@@ -573,16 +573,21 @@ impl Engine {
     /// instead of stalling one packet after another. The prefetches are
     /// hints only: every packet is then handled exactly as alone.
     pub fn packets(&mut self, batch: &[RawPacket<'_>]) {
+        if let [one] = batch {
+            // No lookahead: skip setting up a group's worth of state.
+            return self.group::<1>(std::slice::from_ref(one));
+        }
         for group in batch.chunks(LOOKAHEAD) {
-            self.group(group);
+            self.group::<LOOKAHEAD>(group);
         }
     }
 
-    fn group<'a>(&mut self, group: &[RawPacket<'a>]) {
+    /// Handles up to `N` packets.
+    fn group<'a, const N: usize>(&mut self, group: &[RawPacket<'a>]) {
         type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
-        let mut decoded: [Decoded<'a>; LOOKAHEAD] = [None; LOOKAHEAD];
-        let mut dedup_hash = [None::<u64>; LOOKAHEAD];
-        let mut stream_hash = [None::<(StreamKey, u64)>; LOOKAHEAD];
+        let mut decoded: [Decoded<'a>; N] = [None; N];
+        let mut dedup_hash = [None::<u64>; N];
+        let mut stream_hash = [None::<(StreamKey, u64)>; N];
         let n = group.len();
         // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
         // its index slot, packet i + STREAM_AHEAD (whose slot has arrived by
