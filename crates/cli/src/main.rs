@@ -118,8 +118,11 @@ struct AnalyzeArgs {
     /// Progress bar on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     progress: Progress,
-    /// Analysis threads. Above 1, media is split between shards by address and
-    /// signalling goes to all; the results are identical to one thread.
+    /// Analysis threads. Above 1, every shard decodes every packet and analyses
+    /// the media of its share of addresses; the results are identical to one
+    /// thread. Decoding is repeated per shard, so extra threads pay only where
+    /// stream analysis dominates: on a 2-vCPU machine 2 threads were slower
+    /// than 1 (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
 }
