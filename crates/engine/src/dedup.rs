@@ -14,34 +14,8 @@
 //! stay. IPv6 has no ID outside fragments, so there identical payloads from
 //! the same sender within the window are treated as copies.
 
+use crate::fasthash::{self, ip_word};
 use calliper_wire::{Frame, Transport};
-use std::hash::BuildHasher;
-use std::net::IpAddr;
-
-/// Multiply-rotate mixing over words, seeded per process.
-struct Mix(u64);
-
-impl Mix {
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0 ^ w)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-    fn finish(&self) -> u64 {
-        let x = self.0 ^ (self.0 >> 32);
-        x.wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ (x >> 29)
-    }
-}
-
-fn ip_word(a: IpAddr) -> u64 {
-    match a {
-        IpAddr::V4(v) => u32::from(v) as u64,
-        IpAddr::V6(v) => {
-            let x = u128::from(v);
-            (x as u64) ^ ((x >> 64) as u64).rotate_left(17)
-        }
-    }
-}
 
 const SLOTS: usize = 1 << 14;
 
@@ -62,7 +36,7 @@ impl Dedup {
             slots: vec![(0, i64::MIN); SLOTS].into_boxed_slice(),
             window_ns,
             // A per-process seed, so nobody can aim packets at one slot.
-            seed: hashbrown::DefaultHashBuilder::default().hash_one(0x5EED_u64) | 1,
+            seed: crate::fasthash::seed(),
             removed: 0,
         }
     }
@@ -109,24 +83,16 @@ impl Dedup {
             ),
             Transport::Other { protocol, payload } => (protocol as u64, 0, 0, payload),
         };
-        let mut h = Mix(self.seed);
-        h.add(kind | (f.ip_id.map_or(1 << 20, |i| i as u64) << 24) | (payload.len() as u64) << 44);
-        h.add(a << 32 | b);
-        h.add(ip_word(f.src));
-        h.add(ip_word(f.dst));
+        let words = [
+            kind | (f.ip_id.map_or(1 << 20, |i| i as u64) << 24) | (payload.len() as u64) << 44,
+            a << 32 | b,
+            ip_word(f.src, self.seed),
+            ip_word(f.dst, self.seed),
+        ];
         // The first 64 bytes tell packets apart (RTP and TCP headers are in
         // them); hashing all of a 1 500-byte payload would cost more than the rest.
-        let head = &payload[..payload.len().min(64)];
-        let mut words = head.chunks_exact(8);
-        for w in &mut words {
-            h.add(u64::from_le_bytes([
-                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
-            ]));
-        }
-        let mut tail = [0u8; 8];
-        tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        h.add(u64::from_le_bytes(tail));
-        Some(h.finish() | 1)
+        let h = fasthash::hash(self.seed, words, payload);
+        Some(h | 1)
     }
 
     /// True when a frame with this hash was seen within the window; else

@@ -14,6 +14,7 @@
 
 pub mod dedup;
 pub mod defrag;
+mod fasthash;
 pub mod index;
 pub mod lru;
 pub mod parallel;
@@ -477,8 +478,8 @@ pub struct Engine {
     streams: Slab<Stream>,
     /// Stream slot by key hash ([`index`]); keys are checked in the streams.
     stream_ids: index::StreamIndex,
-    /// Seeded hash of stream keys (a sender cannot aim keys at one slot run).
-    key_hasher: hashbrown::DefaultHashBuilder,
+    /// Seed of the stream-key hash (a sender cannot aim keys at one slot run).
+    key_seed: u64,
     /// The key and hash computed while prefetching for the packet being
     /// handled, so its lookup need not hash again.
     key_hint: Option<(StreamKey, u64)>,
@@ -514,7 +515,7 @@ impl Engine {
             call_ids: HashMap::new(),
             media: HashMap::new(),
             stream_ids: index::StreamIndex::default(),
-            key_hasher: Default::default(),
+            key_seed: fasthash::seed(),
             key_hint: None,
             out: Vec::new(),
             now: i64::MIN,
@@ -1409,16 +1410,28 @@ impl Engine {
     }
 
     fn key_hash(&self, k: &StreamKey) -> u64 {
-        use std::hash::BuildHasher;
-        self.key_hasher.hash_one(k)
+        let ports = (k.sport as u64) << 48 | (k.dport as u64) << 32 | k.ssrc as u64;
+        fasthash::hash(
+            self.key_seed,
+            [
+                ports,
+                fasthash::ip_word(k.src, self.key_seed),
+                fasthash::ip_word(k.dst, self.key_seed),
+                0,
+            ],
+            &[],
+        )
     }
 
     /// The stream with this key.
-    fn stream_id(&self, k: &StreamKey) -> Option<Idx> {
+    fn stream_id(&mut self, k: &StreamKey) -> Option<Idx> {
+        let hash = match self.key_hint.take() {
+            Some((hinted, h)) if hinted == *k => h,
+            _ => self.key_hash(k),
+        };
         let streams = &self.streams;
-        self.stream_ids.find(self.key_hash(k), |i| {
-            streams.get(i).is_some_and(|s| s.key == *k)
-        })
+        self.stream_ids
+            .find(hash, |i| streams.get(i).is_some_and(|s| s.key == *k))
     }
 
     /// A packet of a stream without a call: confirm candidates, adopt the

@@ -1,0 +1,108 @@
+//! The per-packet hashes (duplicate filter, stream key): a folded 64×64→128
+//! multiply per 16 bytes (the `wyhash` construction), with independent
+//! chunks mixed in parallel rather than chained, since a chain of
+//! multiplies is what the general-purpose hashers spent their time on here.
+//! Seeded per process, so nobody can aim packets at one slot.
+
+use std::net::IpAddr;
+
+const K0: u64 = 0xA076_1D64_78BD_642F;
+const K1: u64 = 0xE703_7ED1_A0B4_28DB;
+const K2: u64 = 0x8EBC_6AF0_9C88_C6E3;
+const K3: u64 = 0x5899_65CC_7537_4CC3;
+
+/// Multiplies and folds the 128-bit product: every input bit reaches the output.
+#[inline(always)]
+pub fn mum(a: u64, b: u64) -> u64 {
+    let r = (a as u128).wrapping_mul(b as u128);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// A per-process seed.
+pub fn seed() -> u64 {
+    use std::hash::BuildHasher;
+    hashbrown::DefaultHashBuilder::default().hash_one(0x5EED_u64)
+}
+
+/// An address as one word; IPv6 is folded through a seeded multiply, so
+/// which addresses fold alike cannot be known without the seed.
+#[inline(always)]
+pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
+    match a {
+        IpAddr::V4(v) => u32::from(v) as u64,
+        IpAddr::V6(v) => {
+            let x = u128::from(v);
+            mum(x as u64 ^ seed ^ K2, (x >> 64) as u64 ^ K3) | 1 << 63
+        }
+    }
+}
+
+/// Hash of four words and up to the first 64 bytes of `bytes`.
+#[inline(always)]
+pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
+    let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ K1) ^ mum(words[2] ^ K2, words[3] ^ seed ^ K3);
+    let head = &bytes[..bytes.len().min(64)];
+    let mut chunks = head.chunks_exact(16);
+    let mut lane = 0u64;
+    for c in &mut chunks {
+        let lo = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let hi = u64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
+        lane = lane.wrapping_add(1);
+        h ^= mum(lo ^ K1.wrapping_mul(lane), hi ^ K2 ^ seed);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut t = [0u8; 16];
+        t[..rest.len()].copy_from_slice(rest);
+        let lo = u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]);
+        let hi = u64::from_le_bytes([t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]]);
+        h ^= mum(lo ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
+    }
+    mum(h ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_changes_the_hash() {
+        let s = seed();
+        let base = hash(s, [1, 2, 3, 4], &[7; 40]);
+        for i in 0..4 {
+            let mut w = [1, 2, 3, 4];
+            w[i] ^= 1 << 40;
+            assert_ne!(hash(s, w, &[7; 40]), base, "word {i}");
+        }
+        for i in 0..40 {
+            let mut b = [7u8; 40];
+            b[i] ^= 1;
+            assert_ne!(hash(s, [1, 2, 3, 4], &b), base, "byte {i}");
+        }
+        // Equal chunks in different places differ; a zero tail is not the same as no tail.
+        assert_ne!(hash(s, [0; 4], &[0; 32]), hash(s, [0; 4], &[0; 16]));
+        assert_ne!(hash(s, [0; 4], &[0; 17]), hash(s, [0; 4], &[0; 16]));
+        let mut swapped = [0u8; 32];
+        swapped[..16].copy_from_slice(&[1; 16]);
+        let mut other = [0u8; 32];
+        other[16..].copy_from_slice(&[1; 16]);
+        assert_ne!(hash(s, [0; 4], &swapped), hash(s, [0; 4], &other));
+    }
+
+    #[test]
+    fn low_and_high_bits_spread() {
+        // Sequential keys fill the index's home slots (high bits) and the
+        // filter's slots (low bits) evenly.
+        let s = seed();
+        let mut low = [0u32; 256];
+        let mut high = [0u32; 256];
+        for i in 0..256 * 64u64 {
+            let h = hash(s, [i, 0, 0, 0], &[]);
+            low[(h & 255) as usize] += 1;
+            high[(h >> 56) as usize] += 1;
+        }
+        for b in low.iter().chain(&high) {
+            assert!((24..=112).contains(b), "bucket of {b}, expected about 64");
+        }
+    }
+}
