@@ -13,10 +13,14 @@
 //!
 //! Buffers are allocated once; nothing is allocated per datagram.
 //!
-//! This is the crate's only unsafe code: the system calls through `libc`,
-//! with the pointer arrays built on the stack for each call so no raw
-//! pointer outlives it (and the node stays `Send`). The std library has no
-//! batched socket calls.
+//! This is the crate's only unsafe code: the system calls through `libc`.
+//! The std library has no batched socket calls. The receive side keeps its
+//! message headers between calls (a busy-polling node makes millions of
+//! empty calls, and zeroing and rebuilding 64 headers cost more than the
+//! call): they point into two heap blocks owned by the batch and never
+//! reallocated, so the pointers stay valid wherever the batch moves; each
+//! call resets only the fields the kernel changed in the previous one. The
+//! send side builds its headers per call.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -38,9 +42,25 @@ const MAX_SEGMENTED_BYTES: usize = 60_000;
 /// Control space for one `int` option (CMSG_SPACE(4) on 64-bit Linux).
 const CONTROL: usize = 24;
 
+/// Message headers for `recvmmsg`, kept between calls.
+struct RecvHeaders {
+    names: [libc::sockaddr_in6; BATCH],
+    iov: [libc::iovec; BATCH],
+    hdrs: [libc::mmsghdr; BATCH],
+    control: [[u64; CONTROL / 8]; BATCH],
+}
+
+// SAFETY: the raw pointers inside point only into the owning `RecvBatch`'s
+// own heap blocks, which move with it; nothing is shared between threads.
+unsafe impl Send for RecvHeaders {}
+
 /// Receives batches of datagrams.
 pub struct RecvBatch {
+    /// Never resized: the headers point into it.
     buf: Vec<u8>,
+    headers: Box<RecvHeaders>,
+    /// Messages the last call received (whose headers the kernel changed).
+    used: usize,
     /// (sender, start, length) of each datagram of the last batch.
     datagrams: Vec<(SocketAddr, usize, usize)>,
     /// Datagrams longer than a receive slot (dropped).
@@ -54,13 +74,38 @@ impl RecvBatch {
     /// where the kernel has it.
     pub fn new(socket: &UdpSocket) -> RecvBatch {
         let _ = set_int(socket, libc::SOL_UDP, libc::UDP_GRO, 1);
-        RecvBatch {
+        let mut r = RecvBatch {
             // Pages are touched only as datagrams fill them.
             buf: vec![0; BATCH * SLOT],
+            // SAFETY: all-zero is a valid value for these plain C structs.
+            headers: Box::new(unsafe { zeroed() }),
+            used: BATCH,
             datagrams: Vec::with_capacity(BATCH * MAX_SEGMENTS),
             truncated: 0,
             coalesced: 0,
+        };
+        let RecvHeaders {
+            names,
+            iov,
+            hdrs,
+            control,
+        } = &mut *r.headers;
+        for (((chunk, v), h), (name, c)) in r
+            .buf
+            .chunks_exact_mut(SLOT)
+            .zip(iov.iter_mut())
+            .zip(hdrs.iter_mut())
+            .zip(names.iter_mut().zip(control.iter_mut()))
+        {
+            v.iov_base = chunk.as_mut_ptr().cast();
+            v.iov_len = SLOT;
+            let h = &mut h.msg_hdr;
+            h.msg_name = (name as *mut libc::sockaddr_in6).cast();
+            h.msg_iov = v;
+            h.msg_iovlen = 1;
+            h.msg_control = c.as_mut_ptr().cast();
         }
+        r
     }
 
     /// Receives up to [`BATCH`] messages. With `wait`, blocks for the first
@@ -69,27 +114,13 @@ impl RecvBatch {
     /// timeout); read them with [`RecvBatch::get`].
     pub fn recv(&mut self, socket: &UdpSocket, wait: bool) -> io::Result<usize> {
         self.datagrams.clear();
-        // SAFETY: all-zero is a valid value for these plain C structs.
-        let mut names: [libc::sockaddr_in6; BATCH] = unsafe { zeroed() };
-        let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        let mut control = [[0u64; CONTROL / 8]; BATCH];
-        for (i, chunk) in self.buf.chunks_exact_mut(SLOT).enumerate() {
-            iov[i] = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: SLOT,
-            };
+        let RecvHeaders { names, hdrs, .. } = &mut *self.headers;
+        for h in &mut hdrs[..self.used] {
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in6>() as u32;
+            h.msg_hdr.msg_controllen = CONTROL;
+            h.msg_hdr.msg_flags = 0;
         }
-        let (iov_at, names_at) = (iov.as_mut_ptr(), names.as_mut_ptr());
-        for (i, (h, c)) in hdrs.iter_mut().zip(control.iter_mut()).enumerate() {
-            let h = &mut h.msg_hdr;
-            h.msg_name = names_at.wrapping_add(i).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_in6>() as u32;
-            h.msg_iov = iov_at.wrapping_add(i);
-            h.msg_iovlen = 1;
-            h.msg_control = c.as_mut_ptr().cast();
-            h.msg_controllen = CONTROL;
-        }
+        self.used = 0;
         let flags = if wait {
             libc::MSG_WAITFORONE
         } else {
@@ -117,6 +148,7 @@ impl RecvBatch {
                 _ => Err(e),
             };
         }
+        self.used = r as usize;
         for (i, h) in hdrs.iter().take(r as usize).enumerate() {
             if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 self.truncated += 1;

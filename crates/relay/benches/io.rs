@@ -1,0 +1,36 @@
+//! The socket layer's fixed costs: what a busy-polling node pays per empty
+//! poll, and one datagram's trip through loopback.
+use calliper_relay::batch_io::{RecvBatch, SendBatch};
+use divan::Bencher;
+use std::net::UdpSocket;
+
+fn main() {
+    divan::main();
+}
+
+/// `recvmmsg` on an empty socket: the busy-poll loop's idle turn.
+#[divan::bench]
+fn empty_poll(b: Bencher) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rx = RecvBatch::new(&s);
+    b.bench_local(|| rx.recv(&s, false).unwrap());
+}
+
+/// One datagram sent and received over loopback through the batch layer.
+#[divan::bench]
+fn loopback_round(b: Bencher) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = s.local_addr().unwrap();
+    let mut rx = RecvBatch::new(&s);
+    let mut tx = SendBatch::default();
+    let payload = [7u8; 172];
+    b.bench_local(|| {
+        tx.push(&s, to, &payload);
+        tx.flush(&s);
+        let mut n = 0;
+        while n == 0 {
+            n = rx.recv(&s, false).unwrap();
+        }
+        n
+    });
+}
