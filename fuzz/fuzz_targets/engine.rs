@@ -1,19 +1,23 @@
 //! The whole engine on a run of raw IP packets: each record is a 2-byte
-//! length, a 1-byte time step, then the packet.
+//! length, a 1-byte time step, then the packet. Run one packet at a time
+//! and in batches (the prefetch pipeline), the records must be the same.
 #![no_main]
-use calliper_engine::{Config, Engine};
+use calliper_engine::{Config, Engine, RawPacket, Record};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let cfg = Config {
+fn config() -> Config {
+    Config {
         max_calls: 16,
         max_streams: 32,
         max_media: 32,
         max_candidates: 8,
         max_unanswered: 4,
         ..Config::default()
-    };
-    let mut e = Engine::new(cfg);
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut packets = Vec::new();
     let mut rest = data;
     let mut now = 1_000_000_000i64;
     while rest.len() >= 3 {
@@ -21,10 +25,28 @@ fuzz_target!(|data: &[u8]| {
         now += rest[2] as i64 * 1_000_000;
         let (pkt, tail) = rest[3..].split_at(len);
         rest = tail;
-        e.packet(now, 101, pkt); // LINKTYPE_RAW
-        e.drain().for_each(drop);
-        assert!(e.active_calls() <= 16);
+        packets.push(RawPacket {
+            ts_ns: now,
+            link_type: 101, // LINKTYPE_RAW
+            data: pkt,
+        });
     }
-    e.finish();
-    e.drain().for_each(drop);
+    let mut one = Engine::new(config());
+    let mut want: Vec<Record> = Vec::new();
+    for p in &packets {
+        one.packet(p.ts_ns, p.link_type, p.data);
+        want.extend(one.drain());
+        assert!(one.active_calls() <= 16);
+    }
+    one.finish();
+    want.extend(one.drain());
+    let mut batched = Engine::new(config());
+    let mut got: Vec<Record> = Vec::new();
+    for group in packets.chunks(5) {
+        batched.packets(group);
+        got.extend(batched.drain());
+    }
+    batched.finish();
+    got.extend(batched.drain());
+    assert_eq!(format!("{got:?}"), format!("{want:?}"), "batched records differ");
 });

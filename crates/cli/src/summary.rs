@@ -16,6 +16,7 @@ pub fn counters_json(c: &Counters) -> serde_json::Value {
         "not_ip": c.not_ip,
         "ip_fragments": c.ip_fragments,
         "duplicates_removed": c.duplicates_removed,
+        "dedup_overflow": c.dedup_overflow,
         "defrag": c.defrag,
         "tcp_reassembly": c.tcp_reassembly,
         "sctp": c.sctp,
@@ -68,6 +69,13 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
             w,
             "duplicates   {} packets removed (each seen twice by the capture)",
             c.duplicates_removed
+        )?;
+    }
+    if c.dedup_overflow > 0 {
+        writeln!(
+            w,
+            "dedup        {} packets remembered by forgetting another within --dedup-window (traffic denser than the filter holds): a copy of a forgotten packet is counted twice",
+            c.dedup_overflow
         )?;
     }
     let d = &c.defrag;

@@ -11,8 +11,12 @@ mod common;
 mod tracking;
 use tracking::ALLOCATIONS;
 
+/// The allocation counter is global: tests that read it take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn rtp_packets_allocate_nothing_after_warm_up() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 400 calls arriving within about a second, holding ~30 s: a steady state.
     let data = common::generated_capture(
         "alloc",
@@ -70,4 +74,58 @@ fn rtp_packets_allocate_nothing_after_warm_up() {
     // In-dialog SIP (BYE, its 200) of established calls allocates nothing either.
     assert!(other > 0);
     assert_eq!(other_allocs, 0);
+}
+
+/// The same through the batched path the CLI uses (`Engine::packets`, 64
+/// packets per call): a steady-state batch allocates nothing either.
+#[test]
+fn batches_allocate_nothing_after_warm_up() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = common::generated_capture(
+        "alloc-batches",
+        &[
+            "--calls",
+            "400",
+            "--concurrent",
+            "20000",
+            "--hold-mean",
+            "30",
+            "--loss",
+            "1",
+            "--seed",
+            "3",
+        ],
+    );
+    let mut engine = Engine::new(Config::default());
+    let mut reader = CaptureReader::new(&data[..]).unwrap();
+    let (mut start, mut packets, mut allocating) = (None, 0u64, 0u64);
+    loop {
+        let batch = reader.next_batch(64).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        let mut raw = [calliper_engine::RawPacket::default(); 64];
+        for (r, p) in raw.iter_mut().zip(batch.iter()) {
+            *r = calliper_engine::RawPacket {
+                ts_ns: p.ts_ns,
+                link_type: p.link_type,
+                data: p.data,
+            };
+        }
+        let n = batch.len();
+        let first = raw[0].ts_ns;
+        let t0 = *start.get_or_insert(first);
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        engine.packets(&raw[..n]);
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        let emitted = engine.drain().count() > 0;
+        if first - t0 < 5_000_000_000 || emitted {
+            continue;
+        }
+        packets += n as u64;
+        allocating += (allocs > 0) as u64;
+    }
+    eprintln!("steady state: {packets} packets in batches, {allocating} batches allocating");
+    assert!(packets > 500_000, "only {packets} steady-state packets");
+    assert_eq!(allocating, 0);
 }

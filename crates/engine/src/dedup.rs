@@ -5,8 +5,14 @@
 //! report every stream as 100 % duplicated and every call's SIP twice. The
 //! filter remembers a hash of each packet's addresses, ports and first 64
 //! payload bytes (with the length) for
-//! a short window in a fixed, direct-mapped table (no allocation, O(1)); a
-//! packet equal to one seen within the window is dropped and counted. TTL and
+//! a short window in a fixed table of 4-way sets, one cache line each (no
+//! allocation, O(1)); a packet equal to one seen within the window is
+//! dropped and counted. A new packet takes the oldest entry of its set; only
+//! when all four are still within the window does the filter forget a packet
+//! it should remember, and that is counted (`dedup_overflow`): without
+//! overflow the result does not depend on which packets share a set, so it
+//! is the same in every run and in every shard. (A direct-mapped table forgot
+//! silently, and fuzzing showed two engines with different seeds disagreeing.) TTL and
 //! checksums are not hashed, so a routed packet seen on both sides of the
 //! router is one packet. The IPv4 identification is hashed: a sender that
 //! sends the same payload again (RFC 4733 repeats its end-of-event packet
@@ -17,27 +23,37 @@
 use crate::fasthash::{self, ip_word};
 use calliper_wire::{Frame, Transport};
 
-const SLOTS: usize = 1 << 14;
+const SETS: usize = 1 << 14;
+const WAYS: usize = 4;
+
+/// (hash, time) of four packets: one cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct Set([(u64, i64); WAYS]);
 
 /// The duplicate filter.
 #[derive(Debug)]
 pub struct Dedup {
-    slots: Box<[(u64, i64)]>,
+    sets: Box<[Set]>,
     window_ns: i64,
     seed: u64,
     /// Packets dropped as duplicates.
     pub removed: u64,
+    /// Packets remembered by forgetting one still within the window (a copy
+    /// of the forgotten one would be missed).
+    pub overflow: u64,
 }
 
 impl Dedup {
     /// A filter treating equal packets within `window_ns` as copies.
     pub fn new(window_ns: i64) -> Self {
         Dedup {
-            slots: vec![(0, i64::MIN); SLOTS].into_boxed_slice(),
+            sets: vec![Set([(0, i64::MIN); WAYS]); SETS].into_boxed_slice(),
             window_ns,
-            // A per-process seed, so nobody can aim packets at one slot.
+            // A per-process seed, so nobody can aim packets at one set.
             seed: crate::fasthash::seed(),
             removed: 0,
+            overflow: 0,
         }
     }
 
@@ -51,10 +67,11 @@ impl Dedup {
     /// Starts loading the slot of a frame's hash (from [`Dedup::hash`]).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        crate::prefetch::prefetch(&self.slots[hash as usize & (SLOTS - 1)]);
+        crate::prefetch::prefetch(&self.sets[hash as usize & (SETS - 1)]);
     }
 
     /// The frame's hash, or None for frames never treated as copies.
+    #[inline]
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
         let (kind, a, b, payload) = match f.transport {
             Transport::Tcp { payload: [], .. } => return None,
@@ -97,15 +114,28 @@ impl Dedup {
 
     /// True when a frame with this hash was seen within the window; else
     /// remembers it.
+    #[inline]
     pub fn check(&mut self, now: i64, hash: u64) -> bool {
-        let slot = &mut self.slots[hash as usize & (SLOTS - 1)];
-        let dup = slot.0 == hash && now.wrapping_sub(slot.1) <= self.window_ns && now >= slot.1;
-        if dup {
+        let window = self.window_ns;
+        // Empty entries hold i64::MIN: the subtraction overflows, never within.
+        let within = |t: i64| {
+            now.checked_sub(t)
+                .is_some_and(|d| (0..=window).contains(&d))
+        };
+        let set = &mut self.sets[hash as usize & (SETS - 1)].0;
+        if set.iter().any(|&(h, t)| h == hash && within(t)) {
             self.removed += 1;
-        } else {
-            *slot = (hash, now);
+            return true;
         }
-        dup
+        let mut oldest = 0;
+        for i in 1..WAYS {
+            if set[i].1 < set[oldest].1 {
+                oldest = i;
+            }
+        }
+        self.overflow += within(set[oldest].1) as u64;
+        set[oldest] = (hash, now);
+        false
     }
 }
 
@@ -138,5 +168,30 @@ mod tests {
         // Outside the window the same bytes are a new packet.
         assert!(!d.is_duplicate(5000, &udp(b"one")));
         assert_eq!(d.removed, 1);
+    }
+
+    #[test]
+    fn a_set_remembers_four_and_counts_what_it_forgets() {
+        let mut d = Dedup::new(1000);
+        // Five hashes of one set (same low bits).
+        let h = |k: u64| (k << 20) | 5;
+        for k in 0..4 {
+            assert!(!d.check(10 + k as i64, h(k)));
+        }
+        assert_eq!(d.overflow, 0);
+        // All four are still remembered: a direct-mapped slot kept only the last.
+        for k in 0..4 {
+            assert!(d.check(20, h(k)));
+        }
+        // A fifth within the window evicts the oldest, counted.
+        assert!(!d.check(30, h(4)));
+        assert_eq!(d.overflow, 1);
+        assert!(!d.check(31, h(0)), "the oldest was forgotten");
+        // Entries past the window are replaced without counting.
+        assert!(!d.check(5000, h(9)));
+        assert_eq!(
+            d.overflow, 2,
+            "re-adding h(0) forgot h(1) (counted), h(9) replaced an expired entry"
+        );
     }
 }

@@ -18,10 +18,14 @@ pub fn mum(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// A per-process seed.
+/// A seed drawn once per process: every engine (and shard) of a run hashes
+/// alike, so their tables agree, while another run's seed is unknown.
 pub fn seed() -> u64 {
-    use std::hash::BuildHasher;
-    hashbrown::DefaultHashBuilder::default().hash_one(0x5EED_u64)
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        use std::hash::BuildHasher;
+        hashbrown::DefaultHashBuilder::default().hash_one(0x5EED_u64)
+    })
 }
 
 /// An address as one word; IPv6 is folded through a seeded multiply, so

@@ -242,6 +242,9 @@ pub struct Counters {
     pub ip_fragments: u64,
     /// Packets dropped as capture duplicates (Linux `any`, SPAN of both sides).
     pub duplicates_removed: u64,
+    /// Packets the duplicate filter remembered only by forgetting one still
+    /// within its window (traffic too dense for the window: a copy may be missed).
+    pub dedup_overflow: u64,
     /// IP defragmentation.
     pub defrag: DefragCounters,
     /// TCP reassembly of signalling.
@@ -551,6 +554,7 @@ impl Engine {
         self.counters.tcp_reassembly = self.tcp.counters.clone();
         self.counters.sctp = self.sctp.counters.clone();
         self.counters.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
+        self.counters.dedup_overflow = self.dedup.as_ref().map_or(0, |d| d.overflow);
     }
 
     /// Takes the records finished so far.
