@@ -44,8 +44,7 @@ use std::net::IpAddr;
 use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
-/// Tells SIP from media the same way in the engine and in a sharded run's
-/// reader (which must route exactly as the shards will read).
+/// Tells SIP from media: by configured port, else (optionally) by its start line.
 #[derive(Debug, Clone)]
 pub struct SipClassifier {
     /// `sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
