@@ -14,24 +14,27 @@ use tracking::ALLOCATIONS;
 /// The allocation counter is global: tests that read it take turns.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// 400 calls arriving within about a second, holding ~30 s: a steady state.
+fn steady_capture() -> Vec<u8> {
+    let args = [
+        "--calls",
+        "400",
+        "--concurrent",
+        "20000",
+        "--hold-mean",
+        "30",
+        "--loss",
+        "1",
+        "--seed",
+        "3",
+    ];
+    common::generated_capture("alloc", &args)
+}
+
 #[test]
 fn rtp_packets_allocate_nothing_after_warm_up() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // 400 calls arriving within about a second, holding ~30 s: a steady state.
-    let data = common::generated_capture(
-        "alloc",
-        &[
-            "--calls",
-            "400",
-            "--concurrent",
-            "20000",
-            "--hold-mean",
-            "30",
-        ]
-        .into_iter()
-        .chain(["--loss", "1", "--seed", "3"])
-        .collect::<Vec<_>>(),
-    );
+    let data = steady_capture();
 
     let mut engine = Engine::new(Config::default());
     let mut reader = CaptureReader::new(&data[..]).unwrap();
@@ -81,21 +84,7 @@ fn rtp_packets_allocate_nothing_after_warm_up() {
 #[test]
 fn batches_allocate_nothing_after_warm_up() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let data = common::generated_capture(
-        "alloc-batches",
-        &[
-            "--calls",
-            "400",
-            "--concurrent",
-            "20000",
-            "--hold-mean",
-            "30",
-            "--loss",
-            "1",
-            "--seed",
-            "3",
-        ],
-    );
+    let data = steady_capture();
     let mut engine = Engine::new(Config::default());
     let mut reader = CaptureReader::new(&data[..]).unwrap();
     let (mut start, mut packets, mut allocating) = (None, 0u64, 0u64);

@@ -51,27 +51,7 @@ fn batched(data: &[u8], max: usize) -> (Vec<Record>, String) {
 
 #[test]
 fn batches_match_one_packet_at_a_time() {
-    let generated = common::generated_capture(
-        "batches",
-        &[
-            "--calls",
-            "300",
-            "--concurrent",
-            "120",
-            "--hold-mean",
-            "8",
-            "--loss",
-            "2",
-            "--burst",
-            "0.5",
-            "--duplicate",
-            "1",
-            "--reorder",
-            "1",
-            "--seed",
-            "21",
-        ],
-    );
+    let generated = common::generated_capture("batches", common::IMPAIRED);
     let mut inputs: Vec<(String, Vec<u8>)> = common::captures()
         .into_iter()
         .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))

@@ -34,28 +34,7 @@ fn two_and_three_shards_match_one_thread() {
     let dir = std::env::temp_dir().join(format!("calliper-threads-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
-    generate(
-        &[
-            "--calls",
-            "400",
-            "--concurrent",
-            "150",
-            "--hold-mean",
-            "10",
-            "--loss",
-            "2",
-            "--burst",
-            "0.5",
-            "--duplicate",
-            "1",
-            "--reorder",
-            "1",
-            "--seed",
-            "9",
-        ],
-        &pcap,
-        &truth,
-    );
+    generate(common::IMPAIRED, &pcap, &truth);
     let mut files = captures();
     files.push(pcap);
     let mut checked = 0;

@@ -5,6 +5,27 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Generator options for a busy capture with every impairment the analysis
+/// must survive unchanged across ways of running it (threads, batches).
+pub const IMPAIRED: &[&str] = &[
+    "--calls",
+    "400",
+    "--concurrent",
+    "150",
+    "--hold-mean",
+    "10",
+    "--loss",
+    "2",
+    "--burst",
+    "0.5",
+    "--duplicate",
+    "1",
+    "--reorder",
+    "1",
+    "--seed",
+    "9",
+];
+
 pub fn capture_dirs() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let shared = root.join("../shared/pcaps");
