@@ -31,7 +31,7 @@ fn state_per_concurrent_call_stays_within_budget() {
         ],
     );
 
-    // Fixed tables sized at start (the duplicate filter's 1 MiB) are not per call.
+    // Fixed tables sized at start (the duplicate filter's 4 MiB) are not per call.
     let mut engine = Engine::new(Config::default());
     let before = LIVE.load(Ordering::Relaxed);
     let mut reader = CaptureReader::new(&data[..]).unwrap();
