@@ -272,7 +272,9 @@ impl WiresharkView {
         self.prev_pt = h.payload_type;
 
         if in_time_sequence {
-            self.delta = (h.arrival_ns - self.time_ns) as f64 * 1e-6;
+            // Divided, not multiplied by 1e-6: correctly rounded, so 34834 µs prints as
+            // 34.834 (as Wireshark shows it), not 34.833999999999996.
+            self.delta = (h.arrival_ns - self.time_ns) as f64 / 1e6;
             if clock_hz != 0 {
                 // Wireshark divides by the clock in kHz as an integer.
                 let nominal_ms = since_first as f64 / (clock_hz / 1000).max(1) as f64;
