@@ -202,3 +202,14 @@ proptest! {
         prop_assert_eq!(s.seq.lost(), 0);
     }
 }
+
+#[test]
+fn delta_in_ms_is_correctly_rounded() {
+    // 34 834 µs between packets must read 34.834 ms, as Wireshark prints it
+    // (multiplying by 1e-6 gives 34.833999999999996).
+    let mut s = StreamStats::new(&pkt(0.0, 1, 0), ClockRate::Hz(8000));
+    let mut p = pkt(0.0, 2, 160);
+    p.arrival_ns = 34_834_000;
+    s.update(&p, ClockRate::Hz(8000));
+    assert_eq!(s.ws.max_delta, 34.834);
+}
