@@ -474,36 +474,22 @@ impl<R: Read> CaptureReader<R> {
         else {
             unreachable!("pcap reader state")
         };
-        // The common case, a whole sane record already buffered, reads its
-        // header once; everything else (refill, end, damage) takes the slow path.
-        let avail = &self.buf[self.pos..self.end];
-        if avail.len() >= record_header {
-            let incl = endian.u32(&avail[8..12]) as usize;
-            if incl <= MAX_RECORD && avail.len() >= record_header + incl {
-                let sec = endian.u32(&avail[0..4]) as i64;
-                let frac = endian.u32(&avail[4..8]) as i64;
-                let orig = endian.u32(&avail[12..16]);
-                let offset = self.position();
-                let start = self.pos + record_header;
-                self.pos = start + incl;
-                return Ok(Step::Packet(Rec {
-                    ts_ns: sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 },
-                    link_type,
-                    start,
-                    len: incl,
-                    orig_len: orig,
-                    file_offset: offset,
-                }));
+        // A record not yet wholly buffered (or damaged) is read in, or
+        // refused; a whole one is parsed straight from the buffer.
+        if !self.record_buffered() {
+            if self.hold {
+                return Ok(Step::Held);
+            }
+            self.fill(record_header)?;
+            if self.end == self.pos {
+                return Ok(Step::End);
+            }
+            self.need(record_header, 0)?;
+            let incl = endian.u32(&self.buf[self.pos + 8..self.pos + 12]) as usize;
+            if incl <= MAX_RECORD {
+                self.need(record_header + incl, 0)?;
             }
         }
-        if self.hold && !self.record_buffered() {
-            return Ok(Step::Held);
-        }
-        self.fill(record_header)?;
-        if self.end == self.pos {
-            return Ok(Step::End);
-        }
-        self.need(record_header, 0)?;
         let offset = self.position();
         let h = &self.buf[self.pos..self.pos + record_header];
         let sec = endian.u32(&h[0..4]) as i64;
@@ -516,7 +502,6 @@ impl<R: Read> CaptureReader<R> {
                 reason: format!("record length {incl} exceeds the {MAX_RECORD}-byte limit"),
             });
         }
-        self.need(record_header + incl, 0)?;
         let start = self.pos + record_header;
         self.pos = start + incl;
         let ts_ns = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
