@@ -320,11 +320,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                 Ok(b) => {
                     let mut raw = [RawPacket::default(); READ_BATCH];
                     for (r, p) in raw.iter_mut().zip(b.iter()) {
-                        *r = RawPacket {
-                            ts_ns: p.ts_ns,
-                            link_type: p.link_type,
-                            data: p.data,
-                        };
+                        *r = p.into();
                     }
                     engine.packets(&raw[..b.len()]);
                     let before = n;

@@ -95,11 +95,7 @@ fn batches_allocate_nothing_after_warm_up() {
         }
         let mut raw = [calliper_engine::RawPacket::default(); 64];
         for (r, p) in raw.iter_mut().zip(batch.iter()) {
-            *r = calliper_engine::RawPacket {
-                ts_ns: p.ts_ns,
-                link_type: p.link_type,
-                data: p.data,
-            };
+            *r = p.into();
         }
         let n = batch.len();
         let first = raw[0].ts_ns;

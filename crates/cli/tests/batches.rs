@@ -35,14 +35,7 @@ fn batched(data: &[u8], max: usize) -> (Vec<Record>, String) {
         if b.is_empty() {
             break;
         }
-        let raw: Vec<RawPacket<'_>> = b
-            .iter()
-            .map(|p| RawPacket {
-                ts_ns: p.ts_ns,
-                link_type: p.link_type,
-                data: p.data,
-            })
-            .collect();
+        let raw: Vec<RawPacket<'_>> = b.iter().map(RawPacket::from).collect();
         e.packets(&raw);
         out.extend(e.drain());
     }

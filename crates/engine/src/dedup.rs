@@ -53,7 +53,7 @@ impl Dedup {
             sets: vec![Set([(0, i64::MIN); WAYS]); SETS].into_boxed_slice(),
             window_ns,
             // A per-process seed, so nobody can aim packets at one set.
-            seed: crate::fasthash::seed(),
+            seed: fasthash::seed(),
             removed: 0,
             overflow: 0,
         }
@@ -66,7 +66,7 @@ impl Dedup {
         self.hash(f).is_some_and(|h| self.check(now, h))
     }
 
-    /// Starts loading the slot of a frame's hash (from [`Dedup::hash`]).
+    /// Starts loading the set of a frame's hash (from [`Dedup::hash`]).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         crate::prefetch::prefetch(&self.sets[hash as usize & (SETS - 1)]);
@@ -110,8 +110,7 @@ impl Dedup {
         ];
         // The first 64 bytes tell packets apart (RTP and TCP headers are in
         // them); hashing all of a 1 500-byte payload would cost more than the rest.
-        let h = fasthash::hash(self.seed, words, payload);
-        Some(h)
+        Some(fasthash::hash(self.seed, words, payload))
     }
 
     /// True when a frame with this hash was seen within the window; else

@@ -41,6 +41,24 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
     }
 }
 
+/// Two little-endian words from 16 bytes.
+#[inline(always)]
+fn words16(c: &[u8]) -> (u64, u64) {
+    let word = |i: usize| {
+        u64::from_le_bytes([
+            c[i],
+            c[i + 1],
+            c[i + 2],
+            c[i + 3],
+            c[i + 4],
+            c[i + 5],
+            c[i + 6],
+            c[i + 7],
+        ])
+    };
+    (word(0), word(8))
+}
+
 /// Hash of four words and up to the first 64 bytes of `bytes`.
 #[inline(always)]
 pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
@@ -49,8 +67,7 @@ pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     let mut chunks = head.chunks_exact(16);
     let mut lane = 0u64;
     for c in &mut chunks {
-        let lo = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let hi = u64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
+        let (lo, hi) = words16(c);
         lane = lane.wrapping_add(1);
         h ^= mum(lo ^ K1.wrapping_mul(lane), hi ^ K2 ^ seed);
     }
@@ -58,8 +75,7 @@ pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     if !rest.is_empty() {
         let mut t = [0u8; 16];
         t[..rest.len()].copy_from_slice(rest);
-        let lo = u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]);
-        let hi = u64::from_le_bytes([t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]]);
+        let (lo, hi) = words16(&t);
         h ^= mum(lo ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
     }
     mum(h ^ K0, (bytes.len() as u64) ^ K1 ^ seed)

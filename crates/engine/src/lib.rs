@@ -103,6 +103,16 @@ pub struct RawPacket<'a> {
     pub data: &'a [u8],
 }
 
+impl<'a> From<calliper_capture::Packet<'a>> for RawPacket<'a> {
+    fn from(p: calliper_capture::Packet<'a>) -> Self {
+        RawPacket {
+            ts_ns: p.ts_ns,
+            link_type: p.link_type,
+            data: p.data,
+        }
+    }
+}
+
 /// Packets per batch: calls change activity lists and expire only at batch
 /// ends (see [`Engine::end_batch`]). Each end is a barrier between shards,
 /// so ends are kept rare (at 5 M packets/s, one per 13 ms of capture).
@@ -421,20 +431,15 @@ struct StreamKey {
     ssrc: u32,
 }
 
-/// Hashed as a few machine words: the derived hash feeds each address
-/// through the byte-slice path, which costs more than the lookup it serves.
-impl std::hash::Hash for StreamKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u64(((self.sport as u64) << 48) | ((self.dport as u64) << 32) | self.ssrc as u64);
-        match (self.src, self.dst) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => {
-                h.write_u64(((u32::from(a) as u64) << 32) | u32::from(b) as u64)
-            }
-            (a, b) => {
-                h.write_u128(ip_bits(a));
-                h.write_u128(ip_bits(b));
-            }
-        }
+impl StreamKey {
+    /// The key's hash under `seed`, as the stream index stores it.
+    fn hash(&self, seed: u64) -> u64 {
+        let ports = (self.sport as u64) << 48 | (self.dport as u64) << 32 | self.ssrc as u64;
+        let (src, dst) = (
+            fasthash::ip_word(self.src, seed),
+            fasthash::ip_word(self.dst, seed),
+        );
+        fasthash::hash(seed, [ports, src, dst, 0], &[])
     }
 }
 
@@ -612,7 +617,7 @@ impl Engine {
                     }
                 }
                 if let Some(k) = e.rtp_key(f) {
-                    let h = e.key_hash(&k);
+                    let h = k.hash(e.key_seed);
                     e.stream_ids.prefetch(h);
                     sh[i] = Some((k, h));
                 }
@@ -1413,25 +1418,11 @@ impl Engine {
         }
     }
 
-    fn key_hash(&self, k: &StreamKey) -> u64 {
-        let ports = (k.sport as u64) << 48 | (k.dport as u64) << 32 | k.ssrc as u64;
-        fasthash::hash(
-            self.key_seed,
-            [
-                ports,
-                fasthash::ip_word(k.src, self.key_seed),
-                fasthash::ip_word(k.dst, self.key_seed),
-                0,
-            ],
-            &[],
-        )
-    }
-
     /// The stream with this key.
     fn stream_id(&mut self, k: &StreamKey) -> Option<Idx> {
         let hash = match self.key_hint.take() {
             Some((hinted, h)) if hinted == *k => h,
-            _ => self.key_hash(k),
+            _ => k.hash(self.key_seed),
         };
         let streams = &self.streams;
         self.stream_ids
@@ -1501,7 +1492,7 @@ impl Engine {
     /// Removes a stream from the tables and the media entries that list it.
     fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
         let s = self.streams.remove(si)?;
-        self.stream_ids.remove(self.key_hash(&s.key), si);
+        self.stream_ids.remove(s.key.hash(self.key_seed), si);
         for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
             if let Some(e) = self.media.get_mut(&key) {
                 e.streams.retain(|&x| x != si);
@@ -1590,7 +1581,7 @@ impl Engine {
             return;
         };
         push_exact(&mut call.streams, si);
-        self.stream_ids.insert(self.key_hash(&key), si);
+        self.stream_ids.insert(key.hash(self.key_seed), si);
         self.register_stream(si, &key);
         self.counters.streams += 1;
         self.counters.rtp_in_calls += 1;
@@ -1623,7 +1614,7 @@ impl Engine {
             self.counters.streams_refused += 1;
             return;
         };
-        self.stream_ids.insert(self.key_hash(&key), si);
+        self.stream_ids.insert(key.hash(self.key_seed), si);
         self.streams.touch(si, LIST_CANDIDATE, now);
         self.counters.rtp_orphan += 1;
     }

@@ -145,13 +145,13 @@ impl Parallel {
         // oldest sent is usually free again and its buffers are reused.
         let oldest_free = self.sent.len() > QUEUE + 1
             && self.sent.front().is_some_and(|c| Arc::strong_count(c) == 1);
-        let mut fresh = match self.sent.pop_front() {
-            Some(old) if oldest_free => Arc::try_unwrap(old).unwrap_or_default(),
-            Some(old) => {
-                self.sent.push_front(old);
-                Chunk::default()
-            }
-            None => Chunk::default(),
+        let mut fresh = if oldest_free {
+            self.sent
+                .pop_front()
+                .and_then(Arc::into_inner)
+                .unwrap_or_default()
+        } else {
+            Chunk::default()
         };
         fresh.data.clear();
         fresh.index.clear();
