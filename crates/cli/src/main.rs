@@ -90,13 +90,13 @@ struct AnalyzeArgs {
     #[arg(long)]
     no_rtp_heuristic: bool,
     /// End a call after this many seconds without SIP or media.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS", value_parser = positive_seconds)]
     call_timeout: f64,
     /// Keep a call this many seconds after BYE/CANCEL/failure, for late media and retries.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
     call_grace: f64,
     /// End a stream without signalling after this many seconds of silence.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
     stream_timeout: f64,
     /// Most calls held at once (the least recently active is evicted beyond it).
     #[arg(long, default_value_t = 1_000_000)]
@@ -109,7 +109,7 @@ struct AnalyzeArgs {
     #[arg(long, default_value_t = 100_000)]
     max_unanswered: usize,
     /// End a call whose INVITE had no response at all after this many seconds (Timer B).
-    #[arg(long, default_value_t = 32.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 32.0, value_name = "SECONDS", value_parser = positive_seconds)]
     unanswered_timeout: f64,
     /// Drop a packet equal to one seen this many milliseconds before (a capture
     /// on Linux `any` or a SPAN of both directions shows each packet twice); 0 keeps all.
@@ -209,15 +209,33 @@ fn seconds(s: f64) -> i64 {
     (s * 1e9) as i64
 }
 
+/// Longest timeout accepted (ten years): far beyond any use, and its
+/// nanoseconds fit in an i64.
+const MAX_SECONDS: f64 = 315_576_000.0;
+
+/// A duration in seconds, 0 allowed: finite and at most [`MAX_SECONDS`]
+/// (NaN or infinity would make every call expire at once or never).
+fn nonnegative_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.0..=MAX_SECONDS).contains(&v) {
+        return Err(format!("`{s}` must be between 0 and {MAX_SECONDS} seconds"));
+    }
+    Ok(v)
+}
+
+/// A duration in seconds above 0 (see [`nonnegative_seconds`]).
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match nonnegative_seconds(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` must be more than 0 seconds")),
+    }
+}
+
 /// Runs an analysis. Ok(false) means some input was damaged but results were written.
 fn analyze(a: AnalyzeArgs) -> Result<bool> {
-    if a.call_timeout <= 0.0
-        || a.call_grace < 0.0
-        || a.stream_timeout <= 0.0
-        || a.unanswered_timeout <= 0.0
-    {
-        bail!("timeouts must be positive");
-    }
     if !(0.0..=1000.0).contains(&a.dedup_window) {
         bail!("--dedup-window must be between 0 and 1000 ms");
     }

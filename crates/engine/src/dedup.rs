@@ -151,6 +151,7 @@ mod tests {
             dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
             vlan: None,
             tunnels: 0,
+            depth: 0,
             ip_id: Some(1),
             transport: Transport::Udp {
                 sport: 4000,

@@ -170,6 +170,27 @@ pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
     (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
 }
 
+/// SIP methods counted by name in [`Counters::sip_by_kind`] (RFC 3261 and
+/// its extensions); any other token counts as [`OTHER_METHOD`].
+pub const METHODS: [&str; 14] = [
+    "ACK",
+    "BYE",
+    "CANCEL",
+    "INFO",
+    "INVITE",
+    "MESSAGE",
+    "NOTIFY",
+    "OPTIONS",
+    "PRACK",
+    "PUBLISH",
+    "REFER",
+    "REGISTER",
+    "SUBSCRIBE",
+    "UPDATE",
+];
+/// The key of every method not in [`METHODS`].
+pub const OTHER_METHOD: &str = "other-method";
+
 /// How often media refreshes its call's activity.
 const TOUCH_EVERY_NS: i64 = SEC;
 
@@ -262,7 +283,8 @@ pub struct Counters {
     pub sctp: SctpCounters,
     /// SIP messages parsed.
     pub sip_messages: u64,
-    /// SIP messages by method or status class.
+    /// SIP messages by method (those in [`METHODS`], the rest as
+    /// [`OTHER_METHOD`]) or status code: at most 615 keys.
     pub sip_by_kind: BTreeMap<String, u64>,
     /// SIP messages whose Call-ID matches no call and that start none.
     pub sip_outside_calls: u64,
@@ -747,7 +769,53 @@ impl Engine {
         self.now = self.now.max(ts_ns);
     }
 
+    /// Handles a decoded frame. A fragment goes to reassembly; a datagram it
+    /// completes may itself be a fragment of an inner datagram (a tunnel
+    /// inside a fragmented packet), so reassembly loops here instead of
+    /// calling back into this function: nesting in the input is bounded by
+    /// the decoder's depth limit and never grows the stack.
     fn frame(&mut self, now: i64, f: &Frame<'_>) {
+        let Transport::Fragment { frag, payload } = f.transport else {
+            return self.transport(now, f);
+        };
+        let mut next = self.fragment(now, f, frag, payload);
+        while let Some((d, outer)) = next.take() {
+            match calliper_wire::transport_of(&outer, d.protocol, &d.payload) {
+                Ok(inner) => match inner.transport {
+                    Transport::Fragment { frag, payload } => {
+                        next = self.fragment(now, &inner, frag, payload);
+                    }
+                    _ => self.transport(now, &inner),
+                },
+                Err(e) => self.counters.anomaly(e.name()),
+            }
+            self.defrag.recycle(d.payload);
+        }
+    }
+
+    /// Offers one fragment to reassembly; returns the datagram it completes
+    /// and the frame it was found in (addresses, VLAN, nesting depth).
+    fn fragment(
+        &mut self,
+        now: i64,
+        f: &Frame<'_>,
+        frag: calliper_wire::Fragment,
+        payload: &[u8],
+    ) -> Option<(defrag::Datagram, Frame<'static>)> {
+        self.counters.ip_fragments += 1;
+        let d = self.defrag.add(now, f.src, f.dst, frag, payload)?;
+        let outer = Frame {
+            transport: Transport::Other {
+                protocol: d.protocol,
+                payload: &[],
+            },
+            ..*f
+        };
+        Some((d, outer))
+    }
+
+    /// Handles a frame's transport payload (never a fragment).
+    fn transport(&mut self, now: i64, f: &Frame<'_>) {
         match f.transport {
             Transport::Udp {
                 sport,
@@ -801,23 +869,8 @@ impl Engine {
                     }
                 }
             }
-            Transport::Fragment { frag, payload } => {
-                self.counters.ip_fragments += 1;
-                if let Some(d) = self.defrag.add(now, f.src, f.dst, frag, payload) {
-                    match calliper_wire::transport_of(f.src, f.dst, d.protocol, &d.payload) {
-                        Ok(inner) => {
-                            let inner = Frame {
-                                vlan: f.vlan,
-                                tunnels: f.tunnels + inner.tunnels,
-                                ..inner
-                            };
-                            self.frame(now, &inner);
-                        }
-                        Err(e) => self.counters.anomaly(e.name()),
-                    }
-                    self.defrag.recycle(d.payload);
-                }
-            }
+            // Handled by `frame`, which loops over nested reassemblies.
+            Transport::Fragment { .. } => {}
             Transport::Other {
                 protocol: 132,
                 payload,
@@ -826,7 +879,7 @@ impl Engine {
                 // Taken out for the length of the call so messages can reach
                 // the call table; an empty map, so nothing is allocated.
                 let mut sctp = std::mem::take(&mut self.sctp);
-                sctp.packet(f.src, f.dst, payload, |p, m| {
+                sctp.packet(now, f.src, f.dst, payload, |p, m| {
                     if self.sip.is_sip(p.sport, p.dport, m) {
                         self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
                     }
@@ -971,10 +1024,16 @@ impl Engine {
         m: &SipMessage<'_>,
     ) {
         self.counters.sip_messages += 1;
-        // Counted without allocating once a kind has been seen.
+        // Keys come from a fixed set (methods by name, others as one key;
+        // status codes are 100..=699), so the map stays small whatever the
+        // input, and nothing is allocated once a kind has been seen.
         let mut digits = [0u8; 5];
         let kind = match m.start {
-            Some(StartLine::Request { method, .. }) => method,
+            Some(StartLine::Request { method, .. }) => METHODS
+                .iter()
+                .find(|&&k| k == method)
+                .copied()
+                .unwrap_or(OTHER_METHOD),
             Some(StartLine::Response { code, .. }) => decimal(code, &mut digits),
             None => "?",
         };
@@ -1399,11 +1458,11 @@ impl Engine {
             };
         }
         s.stats.update(pkt, s.last_clock);
-        if s.last_clock == ClockRate::Event {
-            // The event clock is 8 kHz in practice (RFC 4733 §2.3 allows others).
+        if let ClockRate::Event(hz) = s.last_clock {
+            // Durations are in units of the event's own clock (RFC 4733 §2.3).
             s.dtmf
                 .get_or_insert_with(Default::default)
-                .update(now, pkt.timestamp, body, 8000);
+                .update(now, pkt.timestamp, body, hz);
         }
         self.counters.rtp_in_calls += 1;
         // Refreshing the call's place on its activity list touches three

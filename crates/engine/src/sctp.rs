@@ -4,8 +4,11 @@
 //! piece of one: B starts it, E ends it, and the pieces have consecutive TSNs.
 //! Pieces are joined per association direction; a piece that does not follow
 //! the one before (loss in the capture, reordering) abandons the message and
-//! is counted. Partial messages are capped in number and in size.
+//! is counted. Partial messages are capped in number, in size each and in
+//! total, and given up after [`PARTIAL_TIMEOUT_NS`] without a piece; the
+//! oldest go first (an activity list, no scan).
 
+use crate::lru::{Idx, Linked, Links, Slab};
 use hashbrown::HashMap;
 use std::net::IpAddr;
 
@@ -16,6 +19,10 @@ const FLAG_BEGIN: u8 = 0x02;
 const MAX_PARTIAL: usize = 4096;
 /// Largest user message joined.
 const MAX_MESSAGE: usize = 1 << 20;
+/// Bytes held in all partial messages together.
+pub const MAX_HELD: usize = 16 << 20;
+/// A partial message with no new piece for this long is given up (ns).
+pub const PARTIAL_TIMEOUT_NS: i64 = 30_000_000_000;
 
 /// What the SCTP layer did and gave up on.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -28,22 +35,48 @@ pub struct SctpCounters {
     pub messages: u64,
     /// Pieces dropped: out of sequence, over the caps, malformed chunks.
     pub dropped_pieces: u64,
+    /// Partial messages given up: idle past the timeout, or evicted (oldest
+    /// first) to keep within the count and byte caps.
+    pub partial_expired: u64,
 }
 
 type Key = (IpAddr, u16, IpAddr, u16);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Partial {
+    links: Links,
+    key: Key,
     next_tsn: u32,
     data: Vec<u8>,
 }
 
+impl Linked for Partial {
+    fn links(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
 /// Joins SCTP DATA chunks into user messages.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sctp {
-    partial: HashMap<Key, Partial>,
+    /// Partial messages on one activity list, oldest first.
+    partial: Slab<Partial>,
+    by_key: HashMap<Key, Idx>,
+    /// Bytes in all partial messages.
+    held: usize,
     /// Counters.
     pub counters: SctpCounters,
+}
+
+impl Default for Sctp {
+    fn default() -> Self {
+        Sctp {
+            partial: Slab::with_capacity(MAX_PARTIAL),
+            by_key: HashMap::new(),
+            held: 0,
+            counters: SctpCounters::default(),
+        }
+    }
 }
 
 /// One SCTP packet's ports.
@@ -56,16 +89,18 @@ pub struct Ports {
 }
 
 impl Sctp {
-    /// Reads one SCTP packet and calls `deliver` with each complete user
-    /// message in it.
+    /// Reads one SCTP packet seen at `now` and calls `deliver` with each
+    /// complete user message in it.
     pub fn packet(
         &mut self,
+        now: i64,
         src: IpAddr,
         dst: IpAddr,
         p: &[u8],
         mut deliver: impl FnMut(Ports, &[u8]),
     ) -> Option<Ports> {
         self.counters.packets += 1;
+        self.expire(now);
         if p.len() < 12 {
             self.counters.dropped_pieces += 1;
             return None;
@@ -85,7 +120,7 @@ impl Sctp {
                 break;
             }
             if kind == CHUNK_DATA {
-                self.data(key, flags, &rest[..len], |m| deliver(ports, m));
+                self.data(now, key, flags, &rest[..len], |m| deliver(ports, m));
             }
             // Chunks are padded to four bytes.
             rest = &rest[len.next_multiple_of(4).min(rest.len())..];
@@ -93,7 +128,14 @@ impl Sctp {
         Some(ports)
     }
 
-    fn data(&mut self, key: Key, flags: u8, chunk: &[u8], mut deliver: impl FnMut(&[u8])) {
+    fn data(
+        &mut self,
+        now: i64,
+        key: Key,
+        flags: u8,
+        chunk: &[u8],
+        mut deliver: impl FnMut(&[u8]),
+    ) {
         self.counters.data_chunks += 1;
         if chunk.len() < 16 {
             self.counters.dropped_pieces += 1;
@@ -107,37 +149,98 @@ impl Sctp {
             deliver(payload);
             return;
         }
+        let current = self.by_key.get(&key).copied();
         if begin {
-            if self.partial.len() >= MAX_PARTIAL && !self.partial.contains_key(&key) {
+            if let Some(i) = current {
+                // A new message abandons the unfinished one.
+                self.counters.dropped_pieces += 1;
+                self.remove(i);
+            }
+            if payload.len() > MAX_MESSAGE || !self.make_room(payload.len()) {
                 self.counters.dropped_pieces += 1;
                 return;
             }
-            let p = self.partial.entry(key).or_default();
-            if !p.data.is_empty() {
-                self.counters.dropped_pieces += 1;
+            let partial = Partial {
+                links: Links::default(),
+                key,
+                next_tsn: tsn.wrapping_add(1),
+                data: payload.to_vec(),
+            };
+            if let Ok(i) = self.partial.insert(partial) {
+                self.held += payload.len();
+                self.by_key.insert(key, i);
+                self.partial.touch(i, 0, now);
             }
-            p.data.clear();
-            p.data.extend_from_slice(payload);
-            p.next_tsn = tsn.wrapping_add(1);
             return;
         }
-        let Some(p) = self.partial.get_mut(&key) else {
+        let Some(i) = current else {
             self.counters.dropped_pieces += 1;
             return;
         };
-        if p.next_tsn != tsn || p.data.len() + payload.len() > MAX_MESSAGE {
+        let fits = self.partial.get(i).is_some_and(|p| {
+            p.next_tsn == tsn && p.data.len().saturating_add(payload.len()) <= MAX_MESSAGE
+        });
+        if !fits {
             self.counters.dropped_pieces += 1;
-            self.partial.remove(&key);
+            self.remove(i);
             return;
         }
-        p.data.extend_from_slice(payload);
-        p.next_tsn = tsn.wrapping_add(1);
+        // Making room may evict this very message (it is the oldest).
+        self.partial.touch(i, 0, now);
+        if !self.make_room(payload.len()) || self.partial.get(i).is_none() {
+            self.counters.dropped_pieces += 1;
+            return;
+        }
+        if let Some(p) = self.partial.get_mut(i) {
+            p.data.extend_from_slice(payload);
+            p.next_tsn = tsn.wrapping_add(1);
+            self.held += payload.len();
+        }
         if end {
-            if let Some(p) = self.partial.remove(&key) {
+            if let Some(p) = self.remove(i) {
                 self.counters.messages += 1;
                 deliver(&p.data);
             }
         }
+    }
+
+    /// Evicts the oldest partial messages until `more` bytes and one more
+    /// message fit; false if they cannot.
+    fn make_room(&mut self, more: usize) -> bool {
+        if more > MAX_HELD {
+            return false;
+        }
+        while self.held + more > MAX_HELD || self.partial.is_full() {
+            let Some((oldest, _)) = self.partial.oldest(0) else {
+                break;
+            };
+            self.counters.partial_expired += 1;
+            self.remove(oldest);
+        }
+        true
+    }
+
+    /// Gives up partial messages idle past the timeout (heads of the list only).
+    fn expire(&mut self, now: i64) {
+        while let Some((i, t)) = self.partial.oldest(0) {
+            if now.saturating_sub(t) < PARTIAL_TIMEOUT_NS {
+                break;
+            }
+            self.counters.partial_expired += 1;
+            self.remove(i);
+        }
+    }
+
+    fn remove(&mut self, i: Idx) -> Option<Partial> {
+        let p = self.partial.remove(i)?;
+        self.by_key.remove(&p.key);
+        self.held -= p.data.len();
+        Some(p)
+    }
+
+    /// Bytes held in partial messages.
+    pub fn held(&self) -> usize {
+        self.held
     }
 }
 
@@ -174,16 +277,17 @@ mod tests {
         let p1 = packet(&[chunk(3, 1, b"whole"), chunk(2, 2, b"jo")]);
         let p2 = packet(&[chunk(0, 3, b"in"), chunk(1, 4, b"ed")]);
         for p in [p1, p2] {
-            s.packet(a, a, &p, |_, m| got.push(m.to_vec()));
+            s.packet(0, a, a, &p, |_, m| got.push(m.to_vec()));
         }
         assert_eq!(got, vec![b"whole".to_vec(), b"joined".to_vec()]);
         // A missing middle piece abandons the message.
         let p3 = packet(&[chunk(2, 10, b"a"), chunk(1, 12, b"c")]);
-        s.packet(a, a, &p3, |_, m| got.push(m.to_vec()));
+        s.packet(0, a, a, &p3, |_, m| got.push(m.to_vec()));
         assert_eq!(got.len(), 2);
         assert_eq!(s.counters.dropped_pieces, 1);
         // Bad chunk lengths stop the walk without a panic.
         s.packet(
+            0,
             a,
             a,
             &[0; 12]
@@ -194,5 +298,24 @@ mod tests {
             |_, _| {},
         );
         assert_eq!(s.counters.dropped_pieces, 2);
+    }
+
+    #[test]
+    fn partial_messages_are_capped_in_bytes_and_expire() {
+        let a = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut s = Sctp::default();
+        let piece = vec![b'x'; 60_000];
+        // Begin pieces on many associations (ports vary): far more than the byte cap.
+        for port in 0..2_000u16 {
+            let mut p = packet(&[chunk(2, 1, &piece)]);
+            p[0..2].copy_from_slice(&port.to_be_bytes());
+            s.packet(0, a, a, &p, |_, _| panic!("nothing completes"));
+            assert!(s.held() <= MAX_HELD);
+        }
+        assert!(s.counters.partial_expired > 0);
+        // Past the timeout, every partial message is given up.
+        s.packet(PARTIAL_TIMEOUT_NS, a, a, &packet(&[]), |_, _| {});
+        assert_eq!(s.held(), 0);
+        assert_eq!(s.partial.len(), 0);
     }
 }

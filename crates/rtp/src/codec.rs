@@ -5,8 +5,9 @@
 pub enum ClockRate {
     /// Samples per second.
     Hz(u32),
-    /// RFC 4733 telephone-event: timestamps repeat per event, no jitter.
-    Event,
+    /// RFC 4733 telephone-event at this clock (Hz; 8000 when the rtpmap
+    /// gives none): timestamps repeat per event, no jitter.
+    Event(u32),
     /// Unknown (dynamic type without `a=rtpmap`): no jitter.
     Unknown,
 }
@@ -67,8 +68,17 @@ fn dynamic_default_rate(name: &str) -> u32 {
     ];
     TABLE
         .iter()
-        .find(|(n, _)| name.len() >= n.len() && name[..n.len()].eq_ignore_ascii_case(n))
+        .find(|(n, _)| starts_with_ignore_case(name, n))
         .map_or(0, |(_, r)| *r)
+}
+
+/// `name` starts with `prefix`, ASCII case ignored. Compares bytes, so a
+/// name with non-ASCII characters (from SDP, anyone's text) cannot split a
+/// character and panic.
+fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
+    name.as_bytes()
+        .get(..prefix.len())
+        .is_some_and(|b| b.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
 /// A payload type resolved to a codec, from `a=rtpmap` or the static table.
@@ -84,8 +94,8 @@ impl Codec {
     /// Resolves a payload type given the `a=rtpmap` entry, if any.
     pub fn resolve(pt: u8, rtpmap: Option<(&str, u32)>) -> Codec {
         if let Some((name, rate)) = rtpmap {
-            let clock = if name.len() >= 15 && name[..15].eq_ignore_ascii_case("telephone-event") {
-                ClockRate::Event
+            let clock = if starts_with_ignore_case(name, "telephone-event") {
+                ClockRate::Event(if rate == 0 { 8000 } else { rate })
             } else if rate != 0 {
                 ClockRate::Hz(rate)
             } else {

@@ -369,7 +369,7 @@ impl StreamStats {
             first_ns: p.arrival_ns,
             last_ns: p.arrival_ns,
             payload_type: p.payload_type,
-            event_packets: (clock == ClockRate::Event) as u64,
+            event_packets: matches!(clock, ClockRate::Event(_)) as u64,
             seq,
             ws: WiresharkView::new(p.seq, p.timestamp, p.payload_type, p.arrival_ns),
         }
@@ -384,7 +384,7 @@ impl StreamStats {
         self.seq.update(p.seq);
         let hz = match clock {
             ClockRate::Hz(hz) => hz,
-            ClockRate::Event => {
+            ClockRate::Event(_) => {
                 self.event_packets += 1;
                 0
             }

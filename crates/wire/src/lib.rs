@@ -157,6 +157,9 @@ pub struct Frame<'a> {
     pub vlan: Option<u16>,
     /// Number of tunnel layers unwrapped (GRE, IP-in-IP, VXLAN).
     pub tunnels: u8,
+    /// Levels of nesting entered to reach this frame: tunnels plus IP
+    /// reassemblies (at most `MAX_ENCAP_DEPTH`).
+    pub depth: u8,
     /// Identification of the innermost IPv4 header (IPv6 has none outside
     /// fragments). Tells a sender's identical re-send from a capture's copy.
     pub ip_id: Option<u16>,
@@ -183,47 +186,88 @@ struct Ctx {
 
 /// Decodes a frame of the given link type.
 pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
-    let mut ctx = Ctx {
-        vlan: None,
-        tunnels: 0,
-        depth: 0,
-        ip_id: None,
-    };
-    match link_type {
-        linktype::ETHERNET => ethernet(&mut ctx, data),
-        linktype::RAW | linktype::IPV4 | linktype::IPV6 => ip_by_version(&mut ctx, data),
+    let first = match link_type {
+        linktype::ETHERNET => Layer::Ethernet(data),
+        linktype::RAW | linktype::IPV4 | linktype::IPV6 => Layer::Ip(data),
         linktype::NULL | linktype::LOOP => {
             if data.len() < 4 {
                 return Err(DecodeError::Truncated("loopback"));
             }
             // The family is in host order (NULL) or network order (LOOP); the
             // payload's version nibble is authoritative either way.
-            ip_by_version(&mut ctx, &data[4..])
+            Layer::Ip(&data[4..])
         }
         linktype::LINUX_SLL => {
             if data.len() < 16 {
                 return Err(DecodeError::Truncated("sll"));
             }
-            ethertype(&mut ctx, be16(data, 14), &data[16..])
+            Layer::EtherType(be16(data, 14), &data[16..])
         }
         linktype::LINUX_SLL2 => {
             if data.len() < 20 {
                 return Err(DecodeError::Truncated("sll2"));
             }
-            ethertype(&mut ctx, be16(data, 0), &data[20..])
+            Layer::EtherType(be16(data, 0), &data[20..])
         }
-        other => Err(DecodeError::UnknownLinkType(other)),
+        other => return Err(DecodeError::UnknownLinkType(other)),
+    };
+    let mut ctx = Ctx {
+        vlan: None,
+        tunnels: 0,
+        depth: 0,
+        ip_id: None,
+    };
+    run(&mut ctx, first)
+}
+
+/// A layer still to decode. Each decoding step names the next layer instead
+/// of calling its decoder, and [`run`] loops: nesting in the packet never
+/// nests calls, so no input can grow the stack.
+enum Layer<'a> {
+    Ethernet(&'a [u8]),
+    EtherType(u16, &'a [u8]),
+    /// IP of either version, told by the version nibble.
+    Ip(&'a [u8]),
+    Ipv4(&'a [u8]),
+    Ipv6(&'a [u8]),
+    /// The payload of an IP header: source, destination, protocol, bytes.
+    Transport(IpAddr, IpAddr, u8, &'a [u8]),
+}
+
+/// What one decoding step found.
+enum Next<'a> {
+    Layer(Layer<'a>),
+    Done(Frame<'a>),
+}
+
+type Step<'a> = Result<Next<'a>, DecodeError>;
+
+/// Decodes layer after layer until a transport payload (or an error).
+fn run<'a>(ctx: &mut Ctx, mut layer: Layer<'a>) -> Result<Frame<'a>, DecodeError> {
+    loop {
+        let next = match layer {
+            Layer::Ethernet(d) => ethernet(d),
+            Layer::EtherType(et, d) => ethertype(ctx, et, d),
+            Layer::Ip(d) => ip_by_version(d),
+            Layer::Ipv4(d) => ipv4(ctx, d),
+            Layer::Ipv6(d) => ipv6(ctx, d),
+            Layer::Transport(src, dst, proto, p) => transport(ctx, src, dst, proto, p),
+        }?;
+        match next {
+            Next::Layer(l) => layer = l,
+            Next::Done(f) => return Ok(f),
+        }
     }
 }
 
-fn ethernet<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn ethernet(data: &[u8]) -> Step<'_> {
     if data.len() < 14 {
         return Err(DecodeError::Truncated("ethernet"));
     }
-    ethertype(ctx, be16(data, 12), &data[14..])
+    Ok(Next::Layer(Layer::EtherType(be16(data, 12), &data[14..])))
 }
 
-fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Step<'a> {
     loop {
         match et {
             ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD1 | ETH_QINQ_OLD2 => {
@@ -246,25 +290,25 @@ fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Result<Frame
                         break;
                     }
                 }
-                return ip_by_version(ctx, rest);
+                return Ok(Next::Layer(Layer::Ip(rest)));
             }
-            ETH_IPV4 => return ipv4(ctx, rest),
-            ETH_IPV6 => return ipv6(ctx, rest),
+            ETH_IPV4 => return Ok(Next::Layer(Layer::Ipv4(rest))),
+            ETH_IPV6 => return Ok(Next::Layer(Layer::Ipv6(rest))),
             _ => return Err(DecodeError::NotIp),
         }
     }
 }
 
-fn ip_by_version<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn ip_by_version(data: &[u8]) -> Step<'_> {
     match data.first().map(|b| b >> 4) {
-        Some(4) => ipv4(ctx, data),
-        Some(6) => ipv6(ctx, data),
+        Some(4) => Ok(Next::Layer(Layer::Ipv4(data))),
+        Some(6) => Ok(Next::Layer(Layer::Ipv6(data))),
         Some(_) => Err(DecodeError::NotIp),
         None => Err(DecodeError::Truncated("ip")),
     }
 }
 
-fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     if data.len() < 20 {
         return Err(DecodeError::Truncated("ipv4"));
     }
@@ -301,10 +345,10 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
         };
         return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
     }
-    transport(ctx, src, dst, proto, payload)
+    Ok(Next::Layer(Layer::Transport(src, dst, proto, payload)))
 }
 
-fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     ctx.ip_id = None;
     if data.len() < 40 {
         return Err(DecodeError::Truncated("ipv6"));
@@ -372,54 +416,60 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
                 next = rest[0];
                 rest = payload;
             }
-            _ => return transport(ctx, src, dst, next, rest),
+            _ => return Ok(Next::Layer(Layer::Transport(src, dst, next, rest))),
         }
     }
 }
 
-fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Frame<'a> {
-    Frame {
+fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Next<'a> {
+    Next::Done(Frame {
         src,
         dst,
         vlan: ctx.vlan,
         tunnels: ctx.tunnels,
+        depth: ctx.depth,
         ip_id: ctx.ip_id,
         transport,
-    }
+    })
 }
 
-/// Decodes the IP payload `payload` of protocol `proto`.
-pub fn transport_of(
-    src: IpAddr,
-    dst: IpAddr,
+/// Decodes a reassembled IP datagram's payload of protocol `proto`, found
+/// inside `outer` (whose addresses it keeps). Reassembly counts as one more
+/// level of nesting, so fragments inside reassembled datagrams cannot nest
+/// deeper than tunnels can ([`DecodeError::TooDeep`]).
+pub fn transport_of<'a>(
+    outer: &Frame<'_>,
     proto: u8,
-    payload: &[u8],
-) -> Result<Frame<'_>, DecodeError> {
+    payload: &'a [u8],
+) -> Result<Frame<'a>, DecodeError> {
     let mut ctx = Ctx {
-        vlan: None,
-        tunnels: 0,
-        depth: 0,
-        ip_id: None,
+        vlan: outer.vlan,
+        tunnels: outer.tunnels,
+        depth: outer.depth,
+        ip_id: outer.ip_id,
     };
-    transport(&mut ctx, src, dst, proto, payload)
+    enter(&mut ctx)?;
+    run(
+        &mut ctx,
+        Layer::Transport(outer.src, outer.dst, proto, payload),
+    )
 }
 
-fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
-    ctx.depth += 1;
-    ctx.tunnels += 1;
+/// One more level of nesting (a reassembly or a tunnel).
+fn enter(ctx: &mut Ctx) -> Result<(), DecodeError> {
+    ctx.depth = ctx.depth.saturating_add(1);
     if ctx.depth > MAX_ENCAP_DEPTH {
         return Err(DecodeError::TooDeep);
     }
     Ok(())
 }
 
-fn transport<'a>(
-    ctx: &mut Ctx,
-    src: IpAddr,
-    dst: IpAddr,
-    proto: u8,
-    p: &'a [u8],
-) -> Result<Frame<'a>, DecodeError> {
+fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
+    ctx.tunnels = ctx.tunnels.saturating_add(1);
+    enter(ctx)
+}
+
+fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Step<'a> {
     match proto {
         ipproto::UDP => {
             if p.len() < 8 {
@@ -433,7 +483,7 @@ fn transport<'a>(
             let payload = &p[8..end];
             if dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0 {
                 enter_tunnel(ctx)?;
-                return ethernet(ctx, &payload[8..]);
+                return Ok(Next::Layer(Layer::Ethernet(&payload[8..])));
             }
             Ok(frame(
                 ctx,
@@ -469,15 +519,15 @@ fn transport<'a>(
         }
         ipproto::IPIP => {
             enter_tunnel(ctx)?;
-            ipv4(ctx, p)
+            Ok(Next::Layer(Layer::Ipv4(p)))
         }
         ipproto::IPV6 => {
             enter_tunnel(ctx)?;
-            ipv6(ctx, p)
+            Ok(Next::Layer(Layer::Ipv6(p)))
         }
         ipproto::GRE => {
             enter_tunnel(ctx)?;
-            gre(ctx, p)
+            gre(p)
         }
         protocol => Ok(frame(
             ctx,
@@ -492,7 +542,7 @@ fn transport<'a>(
 }
 
 /// GRE (RFC 2784/2890), including ERSPAN types I, II and III.
-fn gre<'a>(ctx: &mut Ctx, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
+fn gre(p: &[u8]) -> Step<'_> {
     if p.len() < 4 {
         return Err(DecodeError::Truncated("gre"));
     }
@@ -519,12 +569,12 @@ fn gre<'a>(ctx: &mut Ctx, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
     let inner = &p[off..];
     match proto {
         // ERSPAN type I has no sequence number and no ERSPAN header.
-        ETH_ERSPAN2 if !has_seq => ethernet(ctx, inner),
+        ETH_ERSPAN2 if !has_seq => Ok(Next::Layer(Layer::Ethernet(inner))),
         ETH_ERSPAN2 => {
             if inner.len() < 8 {
                 return Err(DecodeError::Truncated("erspan"));
             }
-            ethernet(ctx, &inner[8..])
+            Ok(Next::Layer(Layer::Ethernet(&inner[8..])))
         }
         ETH_ERSPAN3 => {
             if inner.len() < 12 {
@@ -536,10 +586,10 @@ fn gre<'a>(ctx: &mut Ctx, p: &'a [u8]) -> Result<Frame<'a>, DecodeError> {
             if inner.len() < hl {
                 return Err(DecodeError::Truncated("erspan"));
             }
-            ethernet(ctx, &inner[hl..])
+            Ok(Next::Layer(Layer::Ethernet(&inner[hl..])))
         }
-        ETH_TEB => ethernet(ctx, inner),
-        other => ethertype(ctx, other, inner),
+        ETH_TEB => Ok(Next::Layer(Layer::Ethernet(inner))),
+        other => Ok(Next::Layer(Layer::EtherType(other, inner))),
     }
 }
 
