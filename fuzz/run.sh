@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets and runs each for SECONDS (default 20), seeded from
-# the repo's captures and ../shared/pcaps when present. A crash fails the run
-# and leaves its input under fuzz/artifacts/<target>/.
+# Builds the fuzz targets and runs each for SECONDS (default 30), starting
+# from the minimised corpus kept in fuzz/seeds-corpus/<target>/ plus seeds cut
+# from the repo's captures and ../shared/pcaps when present, with the SIP/SDP
+# dictionaries of fuzz/dict/. A crash fails the run and leaves its input
+# under fuzz/artifacts/<target>/.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")"
-secs=${1:-20}
+secs=${1:-30}
 shift || true
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
@@ -19,8 +21,14 @@ python3 seeds.py "$seeds" ../testdata/*.pcap $(ls ../../shared/pcaps/*/*.pcap 2>
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
     [ -d "$seeds/$t" ] && cp -n "$seeds/$t"/* "corpus/$t/" 2>/dev/null || true
+    [ -d "seeds-corpus/$t" ] && cp -n "seeds-corpus/$t"/* "corpus/$t/" 2>/dev/null || true
+    dict=()
+    case $t in
+        sip) dict=(-dict=dict/sip.dict) ;;
+        sdp | engine | whole_path | tcp) dict=(-dict=dict/sdp.dict) ;;
+    esac
     echo "fuzz: $t for ${secs}s"
-    cargo +nightly fuzz run -O "$t" "corpus/$t" -- \
+    cargo +nightly fuzz run -O "$t" "corpus/$t" -- "${dict[@]}" \
         -max_total_time="$secs" -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 2>&1 |
         grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+== ERROR|SUMMARY)|panicked" || true
     # cargo fuzz exits non-zero on a crash; pipefail is masked by grep, so check artifacts.

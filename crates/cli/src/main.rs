@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use calliper_capture::CaptureReader;
+use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Engine, RawPacket, Record};
 use calliper_store::{JsonLines, Sink, Sqlite};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -38,7 +39,10 @@ enum Command {
 raw IP, loopback). Several files are read in the order given as one continuous capture, as a rotated ring \
 buffer would be. Calls still open at the end of the input are reported as they stand.\n\n\
 A damaged file stops with an error naming the file and byte offset; everything before it is still \
-analysed and written, and the exit status is 1."
+analysed and written, and the exit status is 1.\n\n\
+Exit status: 0 all input read; 1 some input damaged (results up to the damage written); 2 usage or \
+output error; 3 the analysis itself failed (a bug: the records finished before it are written; \
+please report it with the input)."
     )]
     Analyze(AnalyzeArgs),
     /// Write a synthetic capture of many concurrent calls (for benchmarks and tests).
@@ -138,14 +142,14 @@ enum Analyzer {
 }
 
 impl Analyzer {
-    fn packets(&mut self, batch: &[RawPacket<'_>]) {
+    /// Analyses packets; an error means the analysis itself failed (a bug)
+    /// and cannot go on, though what it finished can still be drained.
+    fn packets(&mut self, batch: &[RawPacket<'_>]) -> Result<(), WorkerFailed> {
         match self {
-            Analyzer::Single(e) => e.packets(batch),
-            Analyzer::Sharded(s) => {
-                for p in batch {
-                    s.packet(p.ts_ns, p.link_type, p.data);
-                }
-            }
+            Analyzer::Single(e) => guard(0, None, || e.packets(batch)),
+            Analyzer::Sharded(s) => batch
+                .iter()
+                .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data)),
         }
     }
     fn drain(&mut self) -> std::vec::Drain<'_, Record> {
@@ -154,9 +158,9 @@ impl Analyzer {
             Analyzer::Sharded(p) => p.drain(),
         }
     }
-    fn finish(&mut self) {
+    fn finish(&mut self) -> Result<(), WorkerFailed> {
         match self {
-            Analyzer::Single(e) => e.finish(),
+            Analyzer::Single(e) => guard(0, None, || e.finish()),
             Analyzer::Sharded(p) => p.finish(),
         }
     }
@@ -178,6 +182,10 @@ fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
+        Err(e) if e.downcast_ref::<WorkerFailed>().is_some() => {
+            eprintln!("calliper: error: {e:#}");
+            ExitCode::from(3)
+        }
         // The reader went away (`| head`): not an error worth a message.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
@@ -251,6 +259,10 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         max_unanswered: a.max_unanswered,
         unanswered_timeout_ns: seconds(a.unanswered_timeout),
         dedup_window_ns: (a.dedup_window * 1e6) as i64,
+        // Tests of failure handling only (docs/hostile-input.md).
+        fault_panic_after_packets: std::env::var("CALLIPER_FAULT_PANIC_AFTER_PACKETS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
         ..Config::default()
     };
     // Open every input first so a typo fails before any work.
@@ -306,6 +318,8 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         Analyzer::Single(Box::new(Engine::new(cfg)))
     };
     let mut clean = true;
+    // A failure of the analysis itself (a panic): the input it was reading and why.
+    let mut failure: Option<(String, WorkerFailed)> = None;
     let mut done_bytes = 0u64;
     let emit = |engine: &mut Analyzer,
                 text: &mut Option<summary::TextReport<Box<dyn Write>>>,
@@ -340,7 +354,10 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                     for (r, p) in raw.iter_mut().zip(b.iter()) {
                         *r = p.into();
                     }
-                    engine.packets(&raw[..b.len()]);
+                    if let Err(f) = engine.packets(&raw[..b.len()]) {
+                        failure = Some((name.clone(), f));
+                        break;
+                    }
                     let before = n;
                     n += b.len() as u64;
                     if n / 65536 != before / 65536 {
@@ -364,19 +381,21 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         }
         done_bytes += reader.position();
         emit(&mut engine, &mut text, &mut sinks)?;
+        if failure.is_some() {
+            break;
+        }
     }
-    engine.finish();
+    if failure.is_none() {
+        if let Err(f) = engine.finish() {
+            failure = Some((input_names(&a.files), f));
+        }
+    }
     emit(&mut engine, &mut text, &mut sinks)?;
     bar.finish_and_clear();
 
     let counters = engine.counters().clone();
     let summary = summary::counters_json(&counters);
-    let input = a
-        .files
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let input = input_names(&a.files);
     for s in sinks.iter_mut() {
         s.finish(&input, &summary)?;
     }
@@ -392,5 +411,19 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             db.display()
         );
     }
+    if let Some((input, f)) = failure {
+        return Err(anyhow::Error::new(f).context(format!(
+            "{input}: analysis stopped; the records finished before the failure are written"
+        )));
+    }
     Ok(clean)
+}
+
+/// The inputs' names, as one string for messages and the `runs` table.
+fn input_names(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -5,114 +5,48 @@ use calliper_store::rfc3339;
 use serde_json::json;
 use std::io::{self, Write};
 
-/// Counters as a JSON object (for the JSON summary line and the database).
+/// Counters as a JSON object (for the JSON summary line and the database):
+/// every field of [`Counters`], by its serialisation.
 pub fn counters_json(c: &Counters) -> serde_json::Value {
-    json!({
-        "packets": c.packets,
-        "bytes": c.bytes,
-        "udp": c.udp,
-        "tcp": c.tcp,
-        "other_ip": c.other_ip,
-        "not_ip": c.not_ip,
-        "ip_fragments": c.ip_fragments,
-        "duplicates_removed": c.duplicates_removed,
-        "dedup_overflow": c.dedup_overflow,
-        "defrag": c.defrag,
-        "tcp_reassembly": c.tcp_reassembly,
-        "sctp": c.sctp,
-        "sip_messages": c.sip_messages,
-        "sip_by_kind": c.sip_by_kind,
-        "sip_outside_calls": c.sip_outside_calls,
-        "rtp_in_calls": c.rtp_in_calls,
-        "rtp_orphan": c.rtp_orphan,
-        "rtcp": c.rtcp,
-        "udp_untracked": c.udp_untracked,
-        "calls": c.calls,
-        "calls_evicted": c.calls_evicted,
-        "unanswered_evicted": c.unanswered_evicted,
-        "streams": c.streams,
-        "streams_refused": c.streams_refused,
-        "media_refused": c.media_refused,
-        "candidates_rejected": c.candidates_rejected,
-        "anomalies": c.anomalies,
-    })
+    serde_json::to_value(c).unwrap_or_else(|e| json!({ "error": e.to_string() }))
 }
 
-/// Prints the counters for a human.
+/// Prints the counters for a human: every counter that is not zero, one
+/// line per group (totals, then each nested group), each anomaly on a line
+/// of its own. Generated from the same serialisation as the JSON, so no
+/// counter can be left out; the number of lines is bounded by the number
+/// of counters in the code (SIP kinds are a fixed set), whatever the input.
 pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
-    writeln!(
-        w,
-        "packets      {} ({} bytes): {} UDP, {} TCP, {} other IP, {} not IP",
-        c.packets, c.bytes, c.udp, c.tcp, c.other_ip, c.not_ip
-    )?;
-    writeln!(
-        w,
-        "sip          {} messages, {} calls, {} outside any call",
-        c.sip_messages, c.calls, c.sip_outside_calls
-    )?;
-    if !c.sip_by_kind.is_empty() {
-        let kinds: Vec<String> = c
-            .sip_by_kind
+    let serde_json::Value::Object(all) = counters_json(c) else {
+        return Ok(());
+    };
+    let mut totals = Vec::new();
+    let mut groups = Vec::new();
+    for (name, v) in &all {
+        match v {
+            serde_json::Value::Object(o) if name != "anomalies" => groups.push((name, o)),
+            serde_json::Value::Number(n) if n.as_u64() != Some(0) => {
+                totals.push(format!("{} {n}", name.replace('_', " ")))
+            }
+            _ => {}
+        }
+    }
+    writeln!(w, "counters     {}", totals.join(", "))?;
+    for (name, o) in groups {
+        let parts: Vec<String> = o
             .iter()
-            .map(|(k, v)| format!("{k} {v}"))
+            .filter(|(_, v)| v.as_u64() != Some(0))
+            .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
             .collect();
-        writeln!(w, "             {}", kinds.join(", "))?;
-    }
-    writeln!(
-        w,
-        "rtp          {} packets in calls, {} without signalling, {} RTCP; {} streams",
-        c.rtp_in_calls, c.rtp_orphan, c.rtcp, c.streams
-    )?;
-    writeln!(w, "untracked    {} UDP datagrams", c.udp_untracked)?;
-    if c.duplicates_removed > 0 {
-        writeln!(
-            w,
-            "duplicates   {} packets removed (each seen twice by the capture)",
-            c.duplicates_removed
-        )?;
-    }
-    if c.dedup_overflow > 0 {
-        writeln!(
-            w,
-            "dedup        {} packets remembered by forgetting another within --dedup-window (traffic denser than the filter holds): a copy of a forgotten packet is counted twice",
-            c.dedup_overflow
-        )?;
-    }
-    let d = &c.defrag;
-    if d.fragments > 0 {
-        writeln!(
-            w,
-            "fragments    {} pieces, {} datagrams reassembled; given up: {} timed out, {} evicted, {} malformed, {} too many pieces; {} conflicting overlaps",
-            d.fragments, d.reassembled, d.timed_out, d.evicted, d.malformed, d.too_many_pieces, d.overlap_conflicts
-        )?;
-    }
-    let t = &c.tcp_reassembly;
-    if t.flows > 0 {
-        writeln!(
-            w,
-            "tcp sip      {} flows, {} segments, {} out of order, {} retransmitted bytes; given up: {} gaps ({} bytes), {} bytes over caps, {} flows evicted",
-            t.flows, t.segments, t.out_of_order, t.retransmitted_bytes, t.gaps, t.gap_bytes, t.overflow_bytes, t.flows_evicted
-        )?;
-    }
-    let refused = [
-        ("calls evicted (table full)", c.calls_evicted),
-        (
-            "unanswered INVITEs evicted (flood cap)",
-            c.unanswered_evicted,
-        ),
-        ("streams refused (table full)", c.streams_refused),
-        ("SDP media refused (table full)", c.media_refused),
-        ("RTP-like candidates rejected", c.candidates_rejected),
-    ];
-    for (what, n) in refused.iter().filter(|(_, n)| *n > 0) {
-        writeln!(w, "limits       {n} {what}")?;
+        if !parts.is_empty() {
+            writeln!(w, "{:<12} {}", name.replace('_', " "), parts.join(", "))?;
+        }
     }
     if c.anomalies.is_empty() {
         writeln!(w, "anomalies    none")?;
-    } else {
-        for (k, v) in &c.anomalies {
-            writeln!(w, "anomaly      {k}: {v}")?;
-        }
+    }
+    for (k, v) in &c.anomalies {
+        writeln!(w, "anomaly      {k}: {v}")?;
     }
     Ok(())
 }

@@ -44,23 +44,24 @@ impl Default for DefragConfig {
     }
 }
 
-/// What the defragmenter did and gave up on.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct DefragCounters {
-    /// Fragments offered.
-    pub fragments: u64,
-    /// Datagrams completed.
-    pub reassembled: u64,
-    /// Datagrams dropped incomplete at their timeout.
-    pub timed_out: u64,
-    /// Datagrams dropped incomplete to stay under the caps.
-    pub evicted: u64,
-    /// Pieces overlapping held bytes with different content (first kept).
-    pub overlap_conflicts: u64,
-    /// Pieces reaching beyond 65 535 bytes, or disagreeing about the end.
-    pub malformed: u64,
-    /// Datagrams dropped for having more than [`MAX_PIECES`] pieces.
-    pub too_many_pieces: u64,
+counters! {
+    /// What the defragmenter did and gave up on.
+    pub struct DefragCounters {
+        /// Fragments offered.
+        pub fragments: u64,
+        /// Datagrams completed.
+        pub reassembled: u64,
+        /// Datagrams dropped incomplete at their timeout.
+        pub timed_out: u64,
+        /// Datagrams dropped incomplete to stay under the caps.
+        pub evicted: u64,
+        /// Pieces overlapping held bytes with different content (first kept).
+        pub overlap_conflicts: u64,
+        /// Pieces reaching beyond 65 535 bytes, or disagreeing about the end.
+        pub malformed: u64,
+        /// Datagrams dropped for having more than [`MAX_PIECES`] pieces.
+        pub too_many_pieces: u64,
+    }
 }
 
 type Key = (IpAddr, IpAddr, u32, u8);

@@ -12,6 +12,8 @@
 //! Every table has a cap; what a cap refuses or evicts is counted in
 //! [`Counters`] and nothing is dropped silently.
 
+#[macro_use]
+mod counters;
 pub mod dedup;
 pub mod defrag;
 mod fasthash;
@@ -22,6 +24,7 @@ pub mod record;
 pub mod sctp;
 pub mod tcp;
 pub mod websocket;
+pub mod workers;
 
 #[cfg(test)]
 mod flows;
@@ -33,15 +36,17 @@ use calliper_sip::sdp::{self, Direction};
 use calliper_sip::{NameAddr, SipMessage, StartLine};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
 use calliper_wire::{Frame, Transport};
+pub use counters::{Counters, Sum};
 use dedup::Dedup;
-use defrag::{DefragConfig, DefragCounters, Defragmenter};
+use defrag::{DefragConfig, Defragmenter};
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 pub use record::*;
-use sctp::{Sctp, SctpCounters};
-use std::collections::BTreeMap;
+use sctp::Sctp;
 use std::net::IpAddr;
-use tcp::{FlowKey, TcpConfig, TcpCounters, TcpReassembler};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tcp::{FlowKey, TcpConfig, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
 /// Tells SIP from media: by configured port, else (optionally) by its start line.
@@ -229,6 +234,10 @@ pub struct Config {
     pub defrag: DefragConfig,
     /// TCP reassembly caps (signalling only).
     pub tcp: TcpConfig,
+    /// Fault injection for tests of failure handling: panic once this many
+    /// packets have been offered (in the last shard of a sharded run).
+    #[doc(hidden)]
+    pub fault_panic_after_packets: Option<u64>,
 }
 
 impl Default for Config {
@@ -249,74 +258,8 @@ impl Default for Config {
             dedup_window_ns: 5_000_000,
             defrag: DefragConfig::default(),
             tcp: TcpConfig::default(),
+            fault_panic_after_packets: None,
         }
-    }
-}
-
-/// What the engine saw and what it refused, for the summary and metrics.
-#[derive(Debug, Clone, Default)]
-pub struct Counters {
-    /// Frames offered.
-    pub packets: u64,
-    /// Bytes of frames offered (captured length).
-    pub bytes: u64,
-    /// UDP datagrams.
-    pub udp: u64,
-    /// TCP segments.
-    pub tcp: u64,
-    /// IP packets of other protocols.
-    pub other_ip: u64,
-    /// Frames that are not IP (ARP, LLDP, ...).
-    pub not_ip: u64,
-    /// IP fragments offered to reassembly.
-    pub ip_fragments: u64,
-    /// Packets dropped as capture duplicates (Linux `any`, SPAN of both sides).
-    pub duplicates_removed: u64,
-    /// Packets the duplicate filter remembered only by forgetting one still
-    /// within its window (traffic too dense for the window: a copy may be missed).
-    pub dedup_overflow: u64,
-    /// IP defragmentation.
-    pub defrag: DefragCounters,
-    /// TCP reassembly of signalling.
-    pub tcp_reassembly: TcpCounters,
-    /// SCTP DATA chunks joined into messages.
-    pub sctp: SctpCounters,
-    /// SIP messages parsed.
-    pub sip_messages: u64,
-    /// SIP messages by method (those in [`METHODS`], the rest as
-    /// [`OTHER_METHOD`]) or status code: at most 615 keys.
-    pub sip_by_kind: BTreeMap<String, u64>,
-    /// SIP messages whose Call-ID matches no call and that start none.
-    pub sip_outside_calls: u64,
-    /// RTP packets analysed in calls.
-    pub rtp_in_calls: u64,
-    /// RTP packets analysed in streams without signalling.
-    pub rtp_orphan: u64,
-    /// RTCP packets.
-    pub rtcp: u64,
-    /// UDP datagrams that were neither SIP nor RTP/RTCP we track.
-    pub udp_untracked: u64,
-    /// Calls started.
-    pub calls: u64,
-    /// Calls evicted because the call table was full.
-    pub calls_evicted: u64,
-    /// Unanswered calls evicted because too many INVITEs had no response.
-    pub unanswered_evicted: u64,
-    /// RTP streams started (in calls and orphan).
-    pub streams: u64,
-    /// Streams refused because the stream table was full.
-    pub streams_refused: u64,
-    /// SDP media refused because the media table was full.
-    pub media_refused: u64,
-    /// Heuristic RTP candidates never confirmed (noise that looked like RTP).
-    pub candidates_rejected: u64,
-    /// Anomalies: malformed or impossible input, by kind.
-    pub anomalies: BTreeMap<&'static str, u64>,
-}
-
-impl Counters {
-    fn anomaly(&mut self, kind: &'static str) {
-        *self.anomalies.entry(kind).or_default() += 1;
     }
 }
 
@@ -531,9 +474,18 @@ pub struct Engine {
     external_batches: bool,
     /// (index, count) when this engine is one shard of several.
     shard: Option<(u64, u64)>,
-    /// Counters (those of reassembly are copied in by [`Engine::counters`]
-    /// and [`Engine::finish`]).
-    pub counters: Counters,
+    /// Streams held by all shards of a sharded run (see `insert_stream`).
+    stream_budget: Option<Arc<AtomicUsize>>,
+    /// What every shard of a run counts alike: packets, decoding,
+    /// reassembly, signalling, calls (those of reassembly are copied in by
+    /// `sync_counters`).
+    counters: Counters,
+    /// What only this shard counts: the media of the address pairs it owns.
+    /// A run's counters are one shard's `counters` plus every shard's
+    /// `owned` ([`Engine::shard_counters`]); for a single engine, both.
+    owned: Counters,
+    /// `counters` plus `owned`, as [`Engine::counters`] returns them.
+    total: Counters,
 }
 
 impl Engine {
@@ -559,7 +511,10 @@ impl Engine {
             batcher: Batcher::default(),
             external_batches: false,
             shard: None,
+            stream_budget: None,
             counters: Counters::default(),
+            owned: Counters::default(),
+            total: Counters::default(),
             cfg,
         }
     }
@@ -572,7 +527,17 @@ impl Engine {
     /// All counters, up to date.
     pub fn counters(&mut self) -> &Counters {
         self.sync_counters();
-        &self.counters
+        self.total.clone_from(&self.counters);
+        self.total.add(&self.owned);
+        &self.total
+    }
+
+    /// The counters every shard counts alike, and those only this shard
+    /// counts (see the fields' docs): a sharded run adds one shard's first
+    /// and every shard's second.
+    pub fn shard_counters(&mut self) -> (&Counters, &Counters) {
+        self.sync_counters();
+        (&self.counters, &self.owned)
     }
 
     fn sync_counters(&mut self) {
@@ -616,6 +581,11 @@ impl Engine {
 
     /// Handles up to `N` packets.
     fn group<'a, const N: usize>(&mut self, group: &[RawPacket<'a>]) {
+        if let Some(n) = self.cfg.fault_panic_after_packets {
+            if self.counters.packets >= n && self.shard.is_none_or(|(i, n)| i + 1 == n) {
+                panic!("fault injection after {n} packets");
+            }
+        }
         type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
         let mut decoded: [Decoded<'a>; N] = [None; N];
         let mut dedup_hash = [None::<u64>; N];
@@ -758,9 +728,12 @@ impl Engine {
     /// Makes this engine one of `count` shards: it analyses only the media
     /// whose address pair hashes to `index`, and leaves batch boundaries to
     /// the caller ([`Engine::end_batch`] with the other shards' touches).
-    pub fn set_shard(&mut self, index: u64, count: u64) {
+    /// `live_streams` counts the streams of all shards together, against
+    /// the configured stream cap.
+    pub fn set_shard(&mut self, index: u64, count: u64, live_streams: Arc<AtomicUsize>) {
         self.shard = Some((index, count));
         self.external_batches = true;
+        self.stream_budget = Some(live_streams);
     }
 
     /// Advances the engine's clock without a packet (shards see only part of
@@ -822,16 +795,16 @@ impl Engine {
                 dport,
                 payload,
             } => {
-                // Each datagram is counted by one shard: signalling by the
-                // first, media by the shard that owns its address pair.
+                // Signalling is counted by every shard alike (`counters`),
+                // media only by the shard that owns its address pair (`owned`).
                 if self.sip.is_sip(sport, dport, payload) {
-                    self.counters.udp += self.shard.is_none_or(|(i, _)| i == 0) as u64;
+                    self.counters.udp += 1;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
                 } else if self
                     .shard
                     .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)
                 {
-                    self.counters.udp += 1;
+                    self.owned.udp += 1;
                     self.media_datagram(now, f.src, sport, f.dst, dport, payload);
                 }
             }
@@ -1347,7 +1320,7 @@ impl Engine {
         payload: &[u8],
     ) {
         if looks_like_rtcp(payload) {
-            self.counters.rtcp += 1;
+            self.owned.rtcp += 1;
             let entry = self
                 .media
                 .get(&(dst, dport))
@@ -1366,7 +1339,7 @@ impl Engine {
                 .map(|e| (e.call, e.rtp));
             match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
                 Some(call) => call.t38_packets += 1,
-                None => self.counters.udp_untracked += 1,
+                None => self.owned.udp_untracked += 1,
             }
             return;
         };
@@ -1401,7 +1374,7 @@ impl Engine {
         } else if self.cfg.rtp_heuristic {
             self.new_candidate(key, &pkt, now);
         } else {
-            self.counters.udp_untracked += 1;
+            self.owned.udp_untracked += 1;
         }
     }
 
@@ -1414,7 +1387,7 @@ impl Engine {
         c.rtcp_packets += 1;
         for report in calliper_wire::rtcp::reports(payload) {
             let Ok(report) = report else {
-                self.counters.anomaly("rtcp_malformed");
+                self.owned.anomaly("rtcp_malformed");
                 return;
             };
             for block in report.blocks() {
@@ -1464,7 +1437,7 @@ impl Engine {
                 .get_or_insert_with(Default::default)
                 .update(now, pkt.timestamp, body, hz);
         }
-        self.counters.rtp_in_calls += 1;
+        self.owned.rtp_in_calls += 1;
         // Refreshing the call's place on its activity list touches three
         // other entries (cache misses); once a second is precise enough for
         // timeouts of seconds to minutes, and the record's end time takes the
@@ -1497,7 +1470,7 @@ impl Engine {
             let step = pkt.seq.wrapping_sub(s.stats.seq.extended_max() as u16);
             if step > 10 || pkt.payload_type != s.stats.payload_type {
                 self.drop_candidate(si);
-                self.counters.udp_untracked += 1;
+                self.owned.udp_untracked += 1;
                 return None;
             }
             // A repeat (RFC 4733 end packets are sent three times) neither confirms nor refutes.
@@ -1511,7 +1484,7 @@ impl Engine {
         let confirmed = s.probation == 0;
         if confirmed {
             let entry = self.media_entry(&key);
-            self.counters.rtp_orphan += 1;
+            self.owned.rtp_orphan += 1;
             if let Some((e, by_dst)) = entry {
                 if self.adopt(si, e, by_dst) {
                     return None;
@@ -1519,7 +1492,7 @@ impl Engine {
             }
             return Some(LIST_ORPHAN);
         }
-        self.counters.rtp_orphan += 1;
+        self.owned.rtp_orphan += 1;
         Some(LIST_CANDIDATE)
     }
 
@@ -1548,9 +1521,33 @@ impl Engine {
         }
     }
 
+    /// Stores a new stream, within the stream cap: this engine's own, or in
+    /// a sharded run the cap on all shards' streams together, so a sharded
+    /// run refuses streams at the same table size as one engine.
+    fn insert_stream(&mut self, stream: Stream) -> Option<Idx> {
+        if let Some(b) = &self.stream_budget {
+            if b.fetch_add(1, Ordering::Relaxed) >= self.cfg.max_streams {
+                b.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            }
+        }
+        match self.streams.insert(stream) {
+            Ok(si) => Some(si),
+            Err(_) => {
+                if let Some(b) = &self.stream_budget {
+                    b.fetch_sub(1, Ordering::Relaxed);
+                }
+                None
+            }
+        }
+    }
+
     /// Removes a stream from the tables and the media entries that list it.
     fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
         let s = self.streams.remove(si)?;
+        if let Some(b) = &self.stream_budget {
+            b.fetch_sub(1, Ordering::Relaxed);
+        }
         self.stream_ids.remove(s.key.hash(self.key_seed), si);
         for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
             if let Some(e) = self.media.get_mut(&key) {
@@ -1595,8 +1592,8 @@ impl Engine {
         if let Some(key) = key {
             self.register_stream(si, &key);
         }
-        self.counters.rtp_orphan -= s_packets(&self.streams, si).min(self.counters.rtp_orphan);
-        self.counters.rtp_in_calls += s_packets(&self.streams, si);
+        self.owned.rtp_orphan -= s_packets(&self.streams, si).min(self.owned.rtp_orphan);
+        self.owned.rtp_in_calls += s_packets(&self.streams, si);
         true
     }
 
@@ -1612,7 +1609,7 @@ impl Engine {
             return;
         };
         if call.streams.len() >= MAX_STREAMS_PER_CALL {
-            self.counters.anomaly("rtp_too_many_streams_per_call");
+            self.owned.anomaly("rtp_too_many_streams_per_call");
             return;
         }
         let desc = call.media.get(e.desc as usize);
@@ -1635,15 +1632,17 @@ impl Engine {
             rtcp: RtcpView::default(),
             closed: false,
         };
-        let Ok(si) = self.streams.insert(stream) else {
-            self.counters.streams_refused += 1;
+        let Some(si) = self.insert_stream(stream) else {
+            self.owned.streams_refused += 1;
             return;
         };
-        push_exact(&mut call.streams, si);
+        if let Some(call) = self.calls.get_mut(e.call) {
+            push_exact(&mut call.streams, si);
+        }
         self.stream_ids.insert(key.hash(self.key_seed), si);
         self.register_stream(si, &key);
-        self.counters.streams += 1;
-        self.counters.rtp_in_calls += 1;
+        self.owned.streams += 1;
+        self.owned.rtp_in_calls += 1;
         self.pending_touches.push((now, e.call));
     }
 
@@ -1669,20 +1668,20 @@ impl Engine {
             rtcp: RtcpView::default(),
             closed: false,
         };
-        let Ok(si) = self.streams.insert(stream) else {
-            self.counters.streams_refused += 1;
+        let Some(si) = self.insert_stream(stream) else {
+            self.owned.streams_refused += 1;
             return;
         };
         self.stream_ids.insert(key.hash(self.key_seed), si);
         self.streams.touch(si, LIST_CANDIDATE, now);
-        self.counters.rtp_orphan += 1;
+        self.owned.rtp_orphan += 1;
     }
 
     fn drop_candidate(&mut self, si: Idx) {
         if let Some(s) = self.remove_stream(si) {
-            self.counters.candidates_rejected += 1;
-            self.counters.udp_untracked += s.stats.packets;
-            self.counters.rtp_orphan -= s.stats.packets.min(self.counters.rtp_orphan);
+            self.owned.candidates_rejected += 1;
+            self.owned.udp_untracked += s.stats.packets;
+            self.owned.rtp_orphan -= s.stats.packets.min(self.owned.rtp_orphan);
         }
     }
 
@@ -1718,7 +1717,7 @@ impl Engine {
 
     fn finish_orphan(&mut self, si: Idx) {
         if let Some(s) = self.remove_stream(si) {
-            self.counters.streams += 1;
+            self.owned.streams += 1;
             self.out
                 .push(Record::Stream(Box::new(stream_record(&s, None))));
         }

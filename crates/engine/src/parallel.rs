@@ -23,19 +23,18 @@
 //! reader merges the versions when all have arrived.
 
 use crate::lru::Idx;
-use crate::{Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, LOOKAHEAD};
+use crate::workers::{guard, Gate, WorkerFailed};
+use crate::{Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, Sum, LOOKAHEAD};
 use hashbrown::HashMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Packets per chunk sent to the shards.
 const CHUNK: usize = 1024;
 /// Chunks queued per shard before the reader waits.
 const QUEUE: usize = 16;
-/// Anomalies only the shard owning a stream can see; others are counted by
-/// every shard alike and taken from the first.
-const MEDIA_ANOMALIES: &[&str] = &["rtcp_malformed"];
 
 #[derive(Default)]
 struct Chunk {
@@ -53,7 +52,8 @@ enum Msg {
 /// Touches published by each shard at a batch end.
 struct Exchange {
     slots: Mutex<Vec<Vec<(i64, Idx)>>>,
-    barrier: Barrier,
+    /// Where shards meet at a batch end; a shard's panic breaks it.
+    gate: Arc<Gate>,
 }
 
 /// The sharded analyser.
@@ -65,7 +65,8 @@ pub struct Parallel {
     /// Chunks sent, oldest first, reused once every shard has let go.
     sent: std::collections::VecDeque<Arc<Chunk>>,
     results: Receiver<Vec<Record>>,
-    handles: Vec<JoinHandle<Counters>>,
+    handles: Vec<JoinHandle<Result<(Counters, Counters), WorkerFailed>>>,
+    gate: Arc<Gate>,
     batcher: Batcher,
     partial: HashMap<(Box<str>, i64), (usize, CallRecord)>,
     out: Vec<Record>,
@@ -78,9 +79,11 @@ impl Parallel {
     /// Starts `shards` analysis threads (at least 2).
     pub fn new(cfg: Config, shards: usize) -> Parallel {
         let n = shards.max(2);
+        let gate = Arc::new(Gate::new(n));
+        let live_streams = Arc::new(AtomicUsize::new(0));
         let exchange = Arc::new(Exchange {
             slots: Mutex::new(vec![Vec::new(); n]),
-            barrier: Barrier::new(n),
+            gate: gate.clone(),
         });
         // Unbounded: a shard must never wait on the reader while the reader
         // waits on it; the reader drains results at every batch end.
@@ -90,14 +93,19 @@ impl Parallel {
         for i in 0..n {
             let (tx, rx) = sync_channel::<Msg>(QUEUE);
             senders.push(tx);
+            // Streams are capped across shards (`live_streams`); unconfirmed
+            // candidates, noise until proven RTP, per shard by its share.
             let shard_cfg = Config {
-                max_streams: cfg.max_streams / n + 1,
                 max_candidates: cfg.max_candidates / n + 1,
                 ..cfg.clone()
             };
+            let live_streams = live_streams.clone();
             let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
             handles.push(std::thread::spawn(move || {
-                shard(i, n, shard_cfg, rx, exchange, result_tx)
+                let gate = exchange.gate.clone();
+                guard(i, Some(&gate), || {
+                    shard(i, n, shard_cfg, live_streams, rx, &exchange, result_tx)
+                })?
             }));
         }
         Parallel {
@@ -107,6 +115,7 @@ impl Parallel {
             sent: std::collections::VecDeque::new(),
             results,
             handles,
+            gate,
             batcher: Batcher::default(),
             partial: HashMap::new(),
             out: Vec::new(),
@@ -116,15 +125,14 @@ impl Parallel {
         }
     }
 
-    /// Analyses one captured frame.
-    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+    /// Analyses one captured frame. An error means a shard failed: the run
+    /// cannot go on (what was finished before is still in [`Parallel::drain`]).
+    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) -> Result<(), WorkerFailed> {
         self.packets += 1;
         self.bytes += data.len() as u64;
         if self.batcher.boundary(ts_ns) {
-            self.flush();
-            for s in &self.senders {
-                let _ = s.send(Msg::EndBatch(ts_ns));
-            }
+            self.flush()?;
+            self.send(|| Msg::EndBatch(ts_ns))?;
             self.collect(false);
         }
         let c = &mut self.chunk;
@@ -132,14 +140,34 @@ impl Parallel {
             .push((ts_ns, link_type, c.data.len() as u32, data.len() as u32));
         c.data.extend_from_slice(data);
         if c.index.len() >= CHUNK {
-            self.flush();
+            self.flush()?;
         }
+        Ok(())
+    }
+
+    /// Sends a message to every shard. A shard stops reading only when it
+    /// has failed (or been told to finish), so a refused send means failure.
+    fn send(&self, msg: impl Fn() -> Msg) -> Result<(), WorkerFailed> {
+        for (i, s) in self.senders.iter().enumerate() {
+            if s.send(msg()).is_err() {
+                return Err(self.failure(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// The failure that stopped the shards (shard `i` stopped reading).
+    fn failure(&self, i: usize) -> WorkerFailed {
+        self.gate.failed().unwrap_or(WorkerFailed {
+            worker: i,
+            message: "stopped without a reported panic".to_string(),
+        })
     }
 
     /// Sends the chunk being filled to every shard.
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), WorkerFailed> {
         if self.chunk.index.is_empty() {
-            return;
+            return Ok(());
         }
         // Each shard holds at most QUEUE + 1 chunks, so beyond that the
         // oldest sent is usually free again and its buffers are reused.
@@ -156,14 +184,13 @@ impl Parallel {
         fresh.data.clear();
         fresh.index.clear();
         let full = Arc::new(std::mem::replace(&mut self.chunk, fresh));
-        for s in &self.senders {
-            let _ = s.send(Msg::Packets(full.clone()));
-        }
+        self.send(|| Msg::Packets(full.clone()))?;
         self.sent.push_back(full);
         // Bounded: a chunk still held by a slow shard is simply freed later.
         if self.sent.len() > 2 * QUEUE + 2 {
             self.sent.pop_front();
         }
+        Ok(())
     }
 
     /// Merges what the shards wrote; `wait` blocks until every shard is done.
@@ -215,43 +242,59 @@ impl Parallel {
         self.out.drain(..)
     }
 
-    /// Ends the input: every shard finishes, counters are merged.
-    pub fn finish(&mut self) {
-        self.flush();
-        for s in &self.senders {
-            let _ = s.send(Msg::Finish);
+    /// Ends the input: every shard finishes, counters are merged. After a
+    /// shard's failure the others are stopped and the failure returned; the
+    /// records every shard had finished are still in [`Parallel::drain`].
+    pub fn finish(&mut self) -> Result<(), WorkerFailed> {
+        let sent = self.flush().and_then(|_| self.send(|| Msg::Finish));
+        if let Err(f) = &sent {
+            // Release shards waiting at the gate for the failed one.
+            self.gate.break_with(f.clone());
         }
         self.senders.clear();
-        let mut shards: Vec<Counters> = Vec::new();
-        for h in self.handles.drain(..) {
-            shards.push(h.join().unwrap_or_default());
+        let mut shards: Vec<(Counters, Counters)> = Vec::new();
+        let mut failed = sent.err();
+        for (i, h) in self.handles.drain(..).enumerate() {
+            match h.join() {
+                Ok(Ok(c)) => shards.push(c),
+                Ok(Err(f)) => failed = failed.or(Some(f)),
+                Err(_) => {
+                    failed = failed.or(Some(self.gate.failed().unwrap_or(WorkerFailed {
+                        worker: i,
+                        message: "thread ended abnormally".to_string(),
+                    })))
+                }
+            }
+        }
+        // Shards released by a failure report it as theirs: name the first.
+        if let Some(f) = self.gate.failed() {
+            failed = Some(f);
         }
         self.collect(true);
+        // What every shard counts alike, once, plus what each counted alone.
+        let mut c = shards
+            .first()
+            .map(|(shared, _)| shared.clone())
+            .unwrap_or_default();
+        for (_, owned) in &shards {
+            c.add(owned);
+        }
+        // The reader's own count, whole even when a shard stopped early.
+        c.packets = self.packets;
+        c.bytes = self.bytes;
+        self.counters = c;
+        if let Some(f) = failed {
+            // Calls not every shard had finished are incomplete: left out.
+            self.partial.clear();
+            return Err(f);
+        }
         // Calls a shard never wrote (it cannot happen while shards agree)
         // are still reported, merged as far as they got.
         let rest: Vec<CallRecord> = self.partial.drain().map(|(_, (_, c))| c).collect();
         for c in rest {
             self.out.push(Record::Call(Box::new(c)));
         }
-        let mut c = shards.first().cloned().unwrap_or_default();
-        for o in shards.iter().skip(1) {
-            c.udp += o.udp;
-            c.rtp_in_calls += o.rtp_in_calls;
-            c.rtp_orphan += o.rtp_orphan;
-            c.rtcp += o.rtcp;
-            c.udp_untracked += o.udp_untracked;
-            c.streams += o.streams;
-            c.streams_refused += o.streams_refused;
-            c.candidates_rejected += o.candidates_rejected;
-            for k in MEDIA_ANOMALIES {
-                if let Some(&v) = o.anomalies.get(k) {
-                    *c.anomalies.entry(k).or_default() += v;
-                }
-            }
-        }
-        c.packets = self.packets;
-        c.bytes = self.bytes;
-        self.counters = c;
+        Ok(())
     }
 
     /// Counters, merged (complete after [`Parallel::finish`]).
@@ -269,12 +312,13 @@ fn shard(
     i: usize,
     n: usize,
     cfg: Config,
+    live_streams: Arc<AtomicUsize>,
     rx: Receiver<Msg>,
-    exchange: Arc<Exchange>,
+    exchange: &Exchange,
     results: Sender<Vec<Record>>,
-) -> Counters {
+) -> Result<(Counters, Counters), WorkerFailed> {
     let mut e = Engine::new(cfg);
-    e.set_shard(i as u64, n as u64);
+    e.set_shard(i as u64, n as u64, live_streams);
     let mut others: Vec<(i64, Idx)> = Vec::new();
     let send = |e: &mut Engine| {
         let records: Vec<Record> = e.drain().collect();
@@ -304,7 +348,7 @@ fn shard(
                     slots[i].clear();
                     slots[i].extend_from_slice(e.batch_touches());
                 }
-                exchange.barrier.wait();
+                exchange.gate.wait()?;
                 others.clear();
                 if let Ok(slots) = exchange.slots.lock() {
                     for (j, s) in slots.iter().enumerate() {
@@ -313,7 +357,7 @@ fn shard(
                         }
                     }
                 }
-                exchange.barrier.wait();
+                exchange.gate.wait()?;
                 e.advance_to(now);
                 e.end_batch(&others);
                 send(&mut e);
@@ -323,5 +367,6 @@ fn shard(
     }
     e.finish();
     send(&mut e);
-    e.counters().clone()
+    let (shared, owned) = e.shard_counters();
+    Ok((shared.clone(), owned.clone()))
 }

@@ -24,20 +24,21 @@ pub const MAX_HELD: usize = 16 << 20;
 /// A partial message with no new piece for this long is given up (ns).
 pub const PARTIAL_TIMEOUT_NS: i64 = 30_000_000_000;
 
-/// What the SCTP layer did and gave up on.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct SctpCounters {
-    /// SCTP packets seen.
-    pub packets: u64,
-    /// DATA chunks seen.
-    pub data_chunks: u64,
-    /// User messages delivered (whole or joined).
-    pub messages: u64,
-    /// Pieces dropped: out of sequence, over the caps, malformed chunks.
-    pub dropped_pieces: u64,
-    /// Partial messages given up: idle past the timeout, or evicted (oldest
-    /// first) to keep within the count and byte caps.
-    pub partial_expired: u64,
+counters! {
+    /// What the SCTP layer did and gave up on.
+    pub struct SctpCounters {
+        /// SCTP packets seen.
+        pub packets: u64,
+        /// DATA chunks seen.
+        pub data_chunks: u64,
+        /// User messages delivered (whole or joined).
+        pub messages: u64,
+        /// Pieces dropped: out of sequence, over the caps, malformed chunks.
+        pub dropped_pieces: u64,
+        /// Partial messages given up: idle past the timeout, or evicted (oldest
+        /// first) to keep within the count and byte caps.
+        pub partial_expired: u64,
+    }
 }
 
 type Key = (IpAddr, u16, IpAddr, u16);

@@ -49,29 +49,30 @@ impl Default for TcpConfig {
     }
 }
 
-/// What the reassembler did and gave up on.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct TcpCounters {
-    /// Segments offered to tracked flows.
-    pub segments: u64,
-    /// Flows started.
-    pub flows: u64,
-    /// Flows ended by FIN or RST.
-    pub flows_closed: u64,
-    /// Flows dropped after the idle timeout.
-    pub flows_expired: u64,
-    /// Flows evicted to stay under the caps.
-    pub flows_evicted: u64,
-    /// Bytes seen again (retransmissions, overlaps) and ignored.
-    pub retransmitted_bytes: u64,
-    /// Segments that arrived ahead of a gap.
-    pub out_of_order: u64,
-    /// Gaps given up on (bytes never seen).
-    pub gaps: u64,
-    /// Bytes in skipped gaps.
-    pub gap_bytes: u64,
-    /// Buffered bytes dropped because a flow or the total hit its cap.
-    pub overflow_bytes: u64,
+counters! {
+    /// What the reassembler did and gave up on.
+    pub struct TcpCounters {
+        /// Segments offered to tracked flows.
+        pub segments: u64,
+        /// Flows started.
+        pub flows: u64,
+        /// Flows ended by FIN or RST.
+        pub flows_closed: u64,
+        /// Flows dropped after the idle timeout.
+        pub flows_expired: u64,
+        /// Flows evicted to stay under the caps.
+        pub flows_evicted: u64,
+        /// Bytes seen again (retransmissions, overlaps) and ignored.
+        pub retransmitted_bytes: u64,
+        /// Segments that arrived ahead of a gap.
+        pub out_of_order: u64,
+        /// Gaps given up on (bytes never seen).
+        pub gaps: u64,
+        /// Bytes in skipped gaps.
+        pub gap_bytes: u64,
+        /// Buffered bytes dropped because a flow or the total hit its cap.
+        pub overflow_bytes: u64,
+    }
 }
 
 /// Identifies one direction of a connection.
