@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 # The oracle (tshark, mergecap) and the real peers of the namespace tests.
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
-    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3; do
+    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -3,29 +3,13 @@
 
 mod common;
 
-use common::{check_truth, generate};
+use common::{check_truth, generate, run_measured};
 use serde_json::Value;
 use std::process::Command;
 
 /// Peak resident memory allowed for the analysis, documented in
 /// docs/hostile-input.md. Measured: about 150 MiB.
 const RSS_CAP_KIB: i64 = 256 * 1024;
-
-/// Runs a command and returns its exit status and peak RSS (KiB).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives the usage
-fn run_measured(cmd: &mut Command) -> (i32, i64) {
-    let child = cmd.spawn().unwrap();
-    let mut status = 0;
-    // SAFETY: wait4 on our own child's pid, with valid out-pointers.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let r = libc::wait4(child.id() as i32, &mut status, 0, &mut usage);
-        assert_eq!(r, child.id() as i32);
-        usage
-    };
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
-}
 
 #[test]
 fn invite_flood_and_hostile_messages() {
@@ -56,12 +40,13 @@ fn invite_flood_and_hostile_messages() {
         &pcap,
         &truth,
     );
-    let (code, rss_kib) = run_measured(
+    let run = run_measured(
         Command::new(env!("CARGO_BIN_EXE_calliper"))
             .args(["analyze", "--format", "jsonl", "--progress", "never", "-o"])
             .arg(&out)
             .arg(&pcap),
     );
+    let (code, rss_kib) = (run.code, run.peak_rss_kib);
     assert_eq!(code, 0);
     eprintln!("peak RSS {} MiB", rss_kib / 1024);
     assert!(rss_kib < RSS_CAP_KIB, "peak RSS {rss_kib} KiB over the cap");

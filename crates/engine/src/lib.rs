@@ -1801,6 +1801,9 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
+        // Other shards may still be analysing: the streams ended here must
+        // not free room in the shared stream cap for them.
+        self.stream_budget = None;
         self.apply_touches();
         if self.tcp.bytes() > 0 {
             // Signalling cut off by the end of the capture.

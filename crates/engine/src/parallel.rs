@@ -33,6 +33,10 @@ use std::thread::JoinHandle;
 
 /// Packets per chunk sent to the shards.
 const CHUNK: usize = 1024;
+/// Bytes after which a chunk is sent whatever its packet count, so chunks
+/// held in the queues stay small however large the packets
+/// (docs/hostile-input.md: at most about `2 × QUEUE + 2` chunks live).
+const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks queued per shard before the reader waits.
 const QUEUE: usize = 16;
 
@@ -139,7 +143,7 @@ impl Parallel {
         c.index
             .push((ts_ns, link_type, c.data.len() as u32, data.len() as u32));
         c.data.extend_from_slice(data);
-        if c.index.len() >= CHUNK {
+        if c.index.len() >= CHUNK || c.data.len() >= CHUNK_BYTES {
             self.flush()?;
         }
         Ok(())

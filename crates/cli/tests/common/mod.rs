@@ -1,9 +1,115 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod hostile;
+
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a measured command ended.
+pub struct Measured {
+    /// Exit status (the test fails if a signal ended it).
+    pub code: i32,
+    /// Peak resident memory, KiB.
+    pub peak_rss_kib: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Longest any measured command may run: beyond it the test fails as a hang.
+pub const HANG_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs a command, failing the test if it hangs (killed after
+/// [`HANG_LIMIT`]) or dies on a signal (a panic that aborts, a stack
+/// overflow); returns its exit status, peak RSS and output.
+///
+/// The peak RSS comes from GNU time (`/usr/bin/time`, Debian package
+/// `time`): a child spawned straight from this (large, multithreaded) test
+/// process would report this process's RSS as its own peak, which the
+/// kernel records when the child execs.
+pub fn run_measured(cmd: &mut Command) -> Measured {
+    assert!(
+        Path::new("/usr/bin/time").exists(),
+        "/usr/bin/time (Debian package `time`) is needed to measure peak memory; scripts/test.sh installs it"
+    );
+    let dir = std::env::temp_dir();
+    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
+    let tag: String = tag
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let (out_path, err_path, rss_path) = (
+        dir.join(format!("calliper-out-{tag}")),
+        dir.join(format!("calliper-err-{tag}")),
+        dir.join(format!("calliper-rss-{tag}")),
+    );
+    let mut timed = Command::new("/usr/bin/time");
+    timed.arg("-f").arg("%M").arg("-o").arg(&rss_path);
+    timed.arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
+    let child = timed
+        .process_group(0)
+        .stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
+        .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()))
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if start.elapsed() > HANG_LIMIT {
+                    // SAFETY: kill on our own child's process group.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                    }
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            false
+        })
+    };
+    let status = child.wait_with_output().unwrap().status;
+    done.store(true, Ordering::Relaxed);
+    let hung = watchdog.join().unwrap();
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let rss = std::fs::read_to_string(&rss_path).unwrap_or_default();
+    for p in [&out_path, &err_path, &rss_path] {
+        std::fs::remove_file(p).ok();
+    }
+    assert!(!hung, "{cmd:?} hung: killed after {HANG_LIMIT:?}\n{stderr}");
+    // GNU time writes "Command terminated by signal N" before the figure.
+    assert!(
+        !rss.contains("signal"),
+        "{cmd:?} died on a signal (abort, stack overflow?): {rss}\n{stderr}"
+    );
+    let peak_rss_kib = rss
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time: {rss:?}"));
+    Measured {
+        code: status.code().expect("GNU time exits normally"),
+        peak_rss_kib,
+        stdout,
+        stderr,
+    }
+}
 
 /// Generator options for a busy capture with every impairment the analysis
 /// must survive unchanged across ways of running it (threads, batches).

@@ -1,0 +1,276 @@
+//! A small generator of hostile captures: each function builds, from
+//! protocol headers, the capture that reproduced one failure (see
+//! docs/hostile-input.md), so the regression tests feed the real thing
+//! rather than hand-edited bytes.
+
+use std::net::Ipv4Addr;
+
+/// A pcap (Ethernet, ns timestamps) being written in memory.
+pub struct Pcap {
+    pub bytes: Vec<u8>,
+    pub packets: u64,
+}
+
+impl Default for Pcap {
+    fn default() -> Self {
+        let mut bytes = Vec::new();
+        // Magic for nanosecond timestamps, version 2.4, snaplen 256 KiB, Ethernet.
+        bytes.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes());
+        bytes.extend_from_slice(&2u16.to_le_bytes());
+        bytes.extend_from_slice(&4u16.to_le_bytes());
+        for x in [0u32, 0, 262_144, 1] {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        Pcap { bytes, packets: 0 }
+    }
+}
+
+impl Pcap {
+    /// Appends an Ethernet frame carrying an IPv4 packet.
+    pub fn ipv4(&mut self, ts_ns: i64, ip: &[u8]) {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(ip);
+        let (sec, ns) = (ts_ns / 1_000_000_000, ts_ns % 1_000_000_000);
+        for x in [sec as u32, ns as u32, f.len() as u32, f.len() as u32] {
+            self.bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        self.bytes.extend_from_slice(&f);
+        self.packets += 1;
+    }
+
+    /// Appends a UDP datagram.
+    pub fn udp(&mut self, ts_ns: i64, src: Endpoint, dst: Endpoint, payload: &[u8]) {
+        let ip = ipv4(src.0, dst.0, 17, 1, 0, &udp(src.1, dst.1, payload));
+        self.ipv4(ts_ns, &ip);
+    }
+
+    /// Writes the capture to a file in the system's temporary directory.
+    pub fn save(&self, name: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("calliper-{name}-{}.pcap", std::process::id()));
+        std::fs::write(&p, &self.bytes).unwrap();
+        p
+    }
+}
+
+/// An IPv4 address and port.
+pub type Endpoint = (Ipv4Addr, u16);
+
+/// A UDP header and payload.
+pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::with_capacity(8 + payload.len());
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+/// An IPv4 header (`frag`: flags and offset field) and payload.
+pub fn ipv4(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    id: u16,
+    frag: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&(20 + payload.len() as u16).to_be_bytes());
+    h.extend_from_slice(&id.to_be_bytes());
+    h.extend_from_slice(&frag.to_be_bytes());
+    h.extend_from_slice(&[64, proto, 0, 0]);
+    h.extend_from_slice(&src.octets());
+    h.extend_from_slice(&dst.octets());
+    h.extend_from_slice(payload);
+    h
+}
+
+/// An RTP packet.
+pub fn rtp(pt: u8, seq: u16, ts: u32, ssrc: u32, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x80, pt];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+pub const CALLER: Endpoint = (Ipv4Addr::new(10, 0, 0, 1), 5060);
+pub const CALLEE: Endpoint = (Ipv4Addr::new(10, 0, 0, 2), 5060);
+pub const CALLER_RTP: Endpoint = (Ipv4Addr::new(10, 0, 0, 1), 40000);
+pub const CALLEE_RTP: Endpoint = (Ipv4Addr::new(10, 0, 0, 2), 30000);
+pub const SEC: i64 = 1_000_000_000;
+/// 2023-11-14, a plausible capture time.
+pub const T0: i64 = 1_700_000_000 * SEC;
+
+/// An INVITE (from [`CALLER`]) or its 200 OK (from [`CALLEE`]) with an SDP
+/// offering `media` (extra `a=` lines) at the sender's RTP address.
+pub fn invite_or_ok(call_id: &str, ok: bool, media: &str) -> Vec<u8> {
+    let (start, rtp) = if ok {
+        ("SIP/2.0 200 OK".to_string(), CALLEE_RTP)
+    } else {
+        ("INVITE sip:bob@10.0.0.2 SIP/2.0".to_string(), CALLER_RTP)
+    };
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0 96 101\r\n{media}",
+        ip = rtp.0,
+        port = rtp.1
+    );
+    format!(
+        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK1\r\nFrom: <sip:alice@10.0.0.1>;tag=a\r\nTo: <sip:bob@10.0.0.2>{to_tag}\r\nCall-ID: {call_id}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len(),
+        to_tag = if ok { ";tag=b" } else { "" },
+    )
+    .into_bytes()
+}
+
+/// A call set up with `media` in both SDPs: INVITE then 200 OK.
+pub fn call_setup(p: &mut Pcap, call_id: &str, media: &str) {
+    p.udp(T0, CALLER, CALLEE, &invite_or_ok(call_id, false, media));
+    p.udp(
+        T0 + SEC / 10,
+        CALLEE,
+        CALLER,
+        &invite_or_ok(call_id, true, media),
+    );
+}
+
+/// `a=rtpmap:96 abé/8000` (a non-ASCII encoding name), then RTP of type 96.
+pub fn non_ascii_rtpmap() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "non-ascii", "a=rtpmap:96 ab\u{e9}/8000\r\n");
+    for i in 0..5u16 {
+        let t = T0 + SEC + i as i64 * 20_000_000;
+        p.udp(
+            t,
+            CALLER_RTP,
+            CALLEE_RTP,
+            &rtp(96, i, i as u32 * 160, 7, &[0; 160]),
+        );
+    }
+    p
+}
+
+/// A UDP datagram inside `levels` of fragmented IPv4 datagrams, each level
+/// an IP-in-IP packet fragmented in two: every level's second piece comes
+/// first, at the top level, then the outermost first piece; each
+/// reassembled datagram holds the next level's first piece.
+pub fn nested_fragments(levels: u16) -> Pcap {
+    let (a, b) = (CALLER.0, CALLEE.0);
+    // Innermost: a SIP-port datagram.
+    let mut payload = udp(5060, 5060, b"OPTIONS sip:x SIP/2.0\r\n\r\n");
+    let mut proto = 17;
+    let mut seconds = Vec::new();
+    for level in (0..levels).rev() {
+        let id = level.wrapping_add(1);
+        // This level's datagram: its first 8 payload bytes and the rest.
+        let (head, tail) = payload.split_at(8.min(payload.len()));
+        let first = ipv4(a, b, proto, id, 0x2000, head);
+        seconds.push(ipv4(a, b, proto, id, 1, tail));
+        payload = first;
+        proto = 4;
+    }
+    let mut p = Pcap::default();
+    let mut t = T0;
+    for s in &seconds {
+        p.ipv4(t, s);
+        t += 1000;
+    }
+    // The outermost first piece goes as it is: it is a fragment itself.
+    p.ipv4(t, &payload);
+    p
+}
+
+/// `n` datagrams to the SIP port, each with a method token never seen before.
+pub fn invented_methods(n: u32) -> Pcap {
+    let mut p = Pcap::default();
+    for i in 0..n {
+        let m = format!(
+            "X{i:07}Y sip:bob@10.0.0.2 SIP/2.0\r\nCall-ID: m{i}\r\nCSeq: 1 X{i:07}Y\r\nContent-Length: 0\r\n\r\n"
+        );
+        p.udp(T0 + i as i64 * 10_000, CALLER, CALLEE, m.as_bytes());
+    }
+    p
+}
+
+/// An SCTP packet with one DATA chunk (`flags`: B = 2, E = 1).
+pub fn sctp(sport: u16, flags: u8, tsn: u32, payload: &[u8]) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&5060u16.to_be_bytes());
+    t.extend_from_slice(&[0; 8]);
+    t.extend_from_slice(&[0, flags]);
+    t.extend_from_slice(&(16 + payload.len() as u16).to_be_bytes());
+    t.extend_from_slice(&tsn.to_be_bytes());
+    t.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+    t.extend_from_slice(payload);
+    t
+}
+
+/// `associations` SCTP associations each starting a 60 000-byte message
+/// that never ends, then one packet `later_s` seconds on.
+pub fn sctp_partial_flood(associations: u16, later_s: i64) -> Pcap {
+    let mut p = Pcap::default();
+    let piece = vec![b'x'; 60_000];
+    for i in 0..associations {
+        let seg = sctp(10_000 + i, 2, 1, &piece);
+        p.ipv4(
+            T0 + i as i64 * 1000,
+            &ipv4(CALLER.0, CALLEE.0, 132, i, 0, &seg),
+        );
+    }
+    let seg = sctp(9_999, 3, 1, b"");
+    p.ipv4(
+        T0 + later_s * SEC,
+        &ipv4(CALLER.0, CALLEE.0, 132, 0, 0, &seg),
+    );
+    p
+}
+
+/// One call whose caller sends one DTMF digit with a 16 kHz event clock:
+/// `duration` units of 1/16 000 s.
+pub fn dtmf_16k(duration: u16) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "dtmf-16k", "a=rtpmap:101 telephone-event/16000\r\n");
+    for (i, end) in [(0u16, false), (1, false), (2, true)] {
+        let d = if end { duration } else { duration / 2 };
+        let ev = [5, if end { 0x80 } else { 0 } | 10, (d >> 8) as u8, d as u8];
+        let t = T0 + SEC + i as i64 * 50_000_000;
+        p.udp(t, CALLER_RTP, CALLEE_RTP, &rtp(101, i, 16_000, 9, &ev));
+    }
+    p
+}
+
+/// One call whose caller's media address sends `ssrcs` streams (SSRC churn).
+pub fn ssrc_churn(ssrcs: u32) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "churn", "");
+    for s in 0..ssrcs {
+        for i in 0..3u16 {
+            let t = T0 + SEC + (s as i64 * 3 + i as i64) * 1_000_000;
+            p.udp(
+                t,
+                CALLER_RTP,
+                CALLEE_RTP,
+                &rtp(0, i, i as u32 * 160, s, &[0; 160]),
+            );
+        }
+    }
+    p
+}
+
+/// `n` RTP streams without signalling, each between its own address pair
+/// and `packets` long, interleaved.
+pub fn orphan_streams(n: u16, packets: u16) -> Pcap {
+    let mut p = Pcap::default();
+    for i in 0..packets {
+        for s in 0..n {
+            let src = (Ipv4Addr::new(10, 1, (s >> 8) as u8, s as u8), 20_000);
+            let dst = (Ipv4Addr::new(10, 2, (s >> 8) as u8, s as u8), 30_000);
+            let t = T0 + i as i64 * 20_000_000 + s as i64 * 1000;
+            p.udp(t, src, dst, &rtp(8, i, i as u32 * 160, s as u32, &[0; 160]));
+        }
+    }
+    p
+}

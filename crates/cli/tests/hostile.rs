@@ -1,0 +1,292 @@
+//! Hostile input, round two: one regression test per failure found by
+//! reading the code as an attacker would, each feeding the capture that
+//! reproduced it (built by `common::hostile`), with one thread and with two.
+//! Every run must end (no hang), by exit (no abort), with status 0 and
+//! equal counters for both thread counts, and memory under its bound.
+
+mod common;
+
+use common::hostile::{self, Pcap};
+use common::run_measured;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Peak RSS any of these small captures may take (KiB): the binary with its
+/// fixed tables (duplicate filter 4 MiB) is about 10 MiB.
+const SMALL_RSS_KIB: i64 = 64 * 1024;
+
+struct Run {
+    code: i32,
+    lines: Vec<Value>,
+    stderr: String,
+    rss_kib: i64,
+}
+
+impl Run {
+    fn summary(&self) -> Value {
+        let mut s = self
+            .lines
+            .iter()
+            .find(|l| l["type"] == "summary")
+            .unwrap_or_else(|| panic!("no summary line\n{}", self.stderr))
+            .clone();
+        s.as_object_mut().unwrap().remove("input");
+        s
+    }
+
+    fn calls(&self) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["type"] == "call").collect()
+    }
+}
+
+fn analyze(file: &Path, threads: u32, extra: &[&str]) -> Run {
+    let m = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--format", "jsonl", "--progress", "never"])
+            .args(["--threads", &threads.to_string()])
+            .args(extra)
+            .arg(file),
+    );
+    let lines = m
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    Run {
+        code: m.code,
+        lines,
+        stderr: m.stderr,
+        rss_kib: m.peak_rss_kib,
+    }
+}
+
+/// Runs the capture with one thread and two: both must exit 0 within
+/// `rss_kib` and give the same counters. Returns the one-thread run.
+fn both_ways(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {
+    let file = capture.save(name);
+    let one = analyze(&file, 1, extra);
+    let two = analyze(&file, 2, extra);
+    if std::env::var_os("KEEP").is_none() {
+        std::fs::remove_file(&file).ok();
+    }
+    for (t, r) in [(1, &one), (2, &two)] {
+        assert_eq!(
+            r.code, 0,
+            "{name} with {t} threads: exit {}\n{}",
+            r.code, r.stderr
+        );
+        assert!(
+            r.rss_kib < rss_kib,
+            "{name} with {t} threads: peak RSS {} KiB over {rss_kib} KiB",
+            r.rss_kib
+        );
+    }
+    assert_eq!(
+        two.summary(),
+        one.summary(),
+        "{name}: counters differ with 2 threads"
+    );
+    one
+}
+
+#[test]
+fn non_ascii_rtpmap_then_rtp() {
+    let run = both_ways(
+        "non-ascii",
+        &hostile::non_ascii_rtpmap(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let calls = run.calls();
+    assert_eq!(calls.len(), 1);
+    let streams = calls[0]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1);
+    assert_eq!(streams[0]["codec"], "ab\u{e9}");
+    assert_eq!(streams[0]["packets"], 5);
+}
+
+#[test]
+fn nested_fragments_5000_levels() {
+    let capture = hostile::nested_fragments(5000);
+    let run = both_ways("nested-fragments", &capture, &[], SMALL_RSS_KIB);
+    let s = run.summary();
+    // Reassembly counts as nesting: the chain stops at the depth limit.
+    assert_eq!(s["anomalies"]["encapsulation_too_deep"], 1, "{s}");
+    assert_eq!(s["packets"], 5001);
+    // The rest of the chain is never completed and is reported as such.
+    assert_eq!(s["anomalies"]["ip_fragments_incomplete_at_end"], 1, "{s}");
+}
+
+#[test]
+fn invented_methods_200000() {
+    let run = both_ways(
+        "invented-methods",
+        &hostile::invented_methods(200_000),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    let kinds = s["sip_by_kind"].as_object().unwrap();
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert_eq!(kinds["other-method"], 200_000);
+    // The terminal summary stays short whatever the methods were.
+    let file = hostile::invented_methods(200_000).save("invented-methods-text");
+    let m = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--progress", "never"])
+            .arg(&file),
+    );
+    std::fs::remove_file(&file).ok();
+    assert_eq!(m.code, 0);
+    let summary = m.stdout.split("---").nth(1).unwrap();
+    assert!(summary.len() < 2000, "summary of {} bytes", summary.len());
+}
+
+#[test]
+fn sctp_partial_messages_capped_and_expired() {
+    // 600 never-finished 60 000-byte messages: 36 MB if all were held.
+    let run = both_ways(
+        "sctp-partial",
+        &hostile::sctp_partial_flood(600, 31),
+        &[],
+        // Within the 16 MiB cap on partial messages (plus the small base).
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    // Each was given up: evicted by the byte cap or expired later.
+    assert_eq!(s["sctp"]["partial_expired"], 600, "{s}");
+}
+
+#[test]
+fn nan_and_infinite_timeouts_rejected() {
+    let file = hostile::non_ascii_rtpmap().save("nan");
+    for (opt, v) in [
+        ("--call-timeout", "NaN"),
+        ("--call-grace", "nan"),
+        ("--stream-timeout", "inf"),
+        ("--unanswered-timeout", "-1"),
+        ("--call-timeout", "0"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .arg("analyze")
+            .arg(format!("{opt}={v}"))
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{opt} {v}: {err}");
+        assert!(
+            err.contains(opt) && err.contains("seconds"),
+            "{opt} {v}: {err}"
+        );
+    }
+    std::fs::remove_file(&file).ok();
+}
+
+#[test]
+fn dtmf_duration_in_16khz_event_clock() {
+    let run = both_ways("dtmf-16k", &hostile::dtmf_16k(1600), &[], SMALL_RSS_KIB);
+    let calls = run.calls();
+    assert_eq!(calls[0]["dtmf_digits"], "5");
+    let ev = &calls[0]["streams"][0]["dtmf"][0];
+    // 1 600 units of a 16 kHz clock are 100 ms (not 200 ms at 8 kHz).
+    assert_eq!(ev["duration_ms"], 100.0, "{ev}");
+}
+
+#[test]
+fn ssrc_churn_counted_alike_with_threads() {
+    let run = both_ways("ssrc-churn", &hostile::ssrc_churn(300), &[], SMALL_RSS_KIB);
+    let s = run.summary();
+    // 256 streams per call; the other 44 SSRCs' 3 packets each are refused.
+    assert_eq!(
+        s["anomalies"]["rtp_too_many_streams_per_call"],
+        44 * 3,
+        "{s}"
+    );
+    assert_eq!(run.calls()[0]["streams"].as_array().unwrap().len(), 256);
+}
+
+#[test]
+fn stream_cap_shared_across_shards() {
+    // 200 streams of 5 packets against a cap of 50 streams.
+    let run = both_ways(
+        "stream-cap",
+        &hostile::orphan_streams(200, 5),
+        &["--max-streams", "50"],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    assert_eq!(s["streams_refused"], 150 * 5, "{s}");
+    let streams = run.lines.iter().filter(|l| l["type"] == "stream").count();
+    assert_eq!(streams, 50);
+}
+
+#[test]
+fn a_panicking_worker_ends_the_run_with_finished_records() {
+    // Calls of ~1 s each, one after another: many are finished (BYE plus
+    // grace) long before the injected failure near the end of the capture.
+    let dir = std::env::temp_dir().join(format!("calliper-panic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth) = (dir.join("calls.pcap"), dir.join("truth.jsonl"));
+    common::generate(
+        &[
+            "--calls",
+            "40",
+            "--concurrent",
+            "2",
+            "--hold-mean",
+            "1",
+            "--seed",
+            "3",
+        ],
+        &pcap,
+        &truth,
+    );
+    let complete = analyze(&pcap, 1, &[]);
+    assert_eq!(complete.code, 0);
+    let packets = complete.summary()["packets"].as_u64().unwrap();
+    for threads in [1, 2] {
+        let m = run_measured(
+            Command::new(env!("CARGO_BIN_EXE_calliper"))
+                .env(
+                    "CALLIPER_FAULT_PANIC_AFTER_PACKETS",
+                    (packets * 3 / 4).to_string(),
+                )
+                .args(["analyze", "--format", "jsonl", "--progress", "never"])
+                .args(["--threads", &threads.to_string()])
+                .arg(&pcap),
+        );
+        assert_eq!(
+            m.code, 3,
+            "{threads} threads: exit {}\n{}",
+            m.code, m.stderr
+        );
+        assert!(
+            m.stderr.contains(&*pcap.to_string_lossy()) && m.stderr.contains("fault injection"),
+            "{threads} threads: the error names the input and the failure\n{}",
+            m.stderr
+        );
+        let calls: Vec<Value> = m
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["type"] == "call")
+            .collect();
+        // Calls finished before the failure are written, exactly as in the full run.
+        assert!(
+            calls.len() >= 10,
+            "{threads} threads: only {} calls written",
+            calls.len()
+        );
+        assert!(calls.len() < 40);
+        for c in &calls {
+            let same = complete
+                .calls()
+                .into_iter()
+                .find(|x| x["call_id"] == c["call_id"]);
+            assert_eq!(Some(c), same, "{threads} threads");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
