@@ -11,7 +11,6 @@ use calliper_capture::CaptureReader;
 use common::calliper_jsonl;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -167,14 +166,14 @@ fn records(lines: Vec<Value>) -> Vec<Value> {
 }
 
 fn tshark_invites(path: &Path) -> usize {
-    let out = Command::new("tshark")
-        .arg("-n")
-        .arg("-r")
-        .arg(path)
-        .args(["-Y", "sip.Method == \"INVITE\""])
-        .output()
-        .expect("tshark must be installed");
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    let args: [&std::ffi::OsStr; 5] = [
+        "-n".as_ref(),
+        "-r".as_ref(),
+        path.as_os_str(),
+        "-Y".as_ref(),
+        "sip.Method == \"INVITE\"".as_ref(),
+    ];
+    common::tshark(args).lines().count()
 }
 
 #[test]

@@ -43,8 +43,12 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
         .expect("tests/netns/run.sh must be runnable");
     let log =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(77) {
-        eprintln!("{log}");
+    if out.status.code() == Some(77)
+        && common::skip_requested(
+            "netns",
+            &format!("network namespaces cannot be made here:\n{log}"),
+        )
+    {
         return;
     }
     assert!(out.status.success(), "netns run failed:\n{log}");

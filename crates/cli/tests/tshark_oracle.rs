@@ -1,15 +1,17 @@
 //! Stream-by-stream comparison with `tshark -q -z rtp,streams` on every
-//! capture under `../shared/pcaps` (or the repo's `testdata/` when the shared
-//! folder is absent). tshark is the oracle; it must be installed (the README's
-//! test command installs it) — a missing tshark fails the test, it does not skip.
+//! capture under `../shared/pcaps` (or only the repo's `testdata/` when
+//! `CALLIPER_SKIP=shared-pcaps`), in both directions: every stream tshark
+//! finds must be reported with equal figures, and every stream Calliper
+//! reports must be one tshark finds. tshark is the oracle; it must be
+//! installed (the README's test command installs it) and exit cleanly — a
+//! missing or failing tshark fails the test, it does not skip.
 
 mod common;
 
-use common::{calliper_jsonl, capture_dirs, captures};
+use common::{calliper_jsonl, capture_dirs, captures, tshark};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 #[derive(Debug, Clone)]
 struct TsharkStream {
@@ -22,18 +24,12 @@ struct TsharkStream {
 }
 
 fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-n")
-        .arg("-r")
-        .arg(file)
-        .args(["-q", "-z", "rtp,streams"]);
+    let mut args: Vec<&std::ffi::OsStr> = vec!["-n".as_ref(), "-r".as_ref(), file.as_os_str()];
+    args.extend(["-q", "-z", "rtp,streams"].map(std::ffi::OsStr::new));
     if heuristic {
-        cmd.args(["-o", "rtp.heuristic_rtp:TRUE"]);
+        args.extend(["-o", "rtp.heuristic_rtp:TRUE"].map(std::ffi::OsStr::new));
     }
-    let out = cmd
-        .output()
-        .expect("tshark must be installed: run the README's test command, which installs it");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = tshark(args);
     let mut streams = Vec::new();
     for line in text.lines() {
         let mut f: Vec<&str> = line.split_whitespace().collect();
@@ -117,6 +113,17 @@ fn every_tshark_stream_matches() {
         }
         let ours = all_streams(&calliper_jsonl(&file, &[]));
         let name = file.file_name().unwrap().to_string_lossy().to_string();
+        // The other direction: every stream Calliper reports must be one
+        // tshark finds too (by SDP or, for streams without signalling, by
+        // its own RTP heuristic).
+        let known: std::collections::HashSet<_> = ts
+            .iter()
+            .chain(&tshark_streams(&file, true))
+            .map(|t| t.key.clone())
+            .collect();
+        for key in ours.keys().filter(|k| !known.contains(*k)) {
+            failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
+        }
         for t in &ts {
             if let Some((_, _, why)) = KNOWN_DIFFERENCES
                 .iter()
@@ -217,20 +224,39 @@ fn sequence_restart_is_not_negative_loss() {
 type Events = HashMap<(String, u16, String, u16, u32), Vec<(char, u64)>>;
 
 fn tshark_dtmf(file: &Path) -> Events {
-    let out = Command::new("tshark")
-        .arg("-n")
-        .arg("-r")
-        .arg(file)
-        .args(["-Y", "rtpevent", "-T", "fields"])
-        .args(["-e", "ip.src", "-e", "ipv6.src", "-e", "udp.srcport"])
-        .args(["-e", "ip.dst", "-e", "ipv6.dst", "-e", "udp.dstport"])
-        .args(["-e", "rtp.ssrc", "-e", "rtp.timestamp"])
-        .args(["-e", "rtpevent.event_id", "-e", "rtpevent.duration"])
-        .output()
-        .expect("tshark must be installed");
+    let mut args = vec!["-n".into(), "-r".into(), file.as_os_str().to_owned()];
+    for a in [
+        "-Y",
+        "rtpevent",
+        "-T",
+        "fields",
+        "-e",
+        "ip.src",
+        "-e",
+        "ipv6.src",
+        "-e",
+        "udp.srcport",
+        "-e",
+        "ip.dst",
+        "-e",
+        "ipv6.dst",
+        "-e",
+        "udp.dstport",
+        "-e",
+        "rtp.ssrc",
+        "-e",
+        "rtp.timestamp",
+        "-e",
+        "rtpevent.event_id",
+        "-e",
+        "rtpevent.duration",
+    ] {
+        args.push(std::ffi::OsString::from(a));
+    }
+    let out = tshark(args);
     let mut events: Events = HashMap::new();
     let mut last_ts: HashMap<(String, u16, String, u16, u32), u64> = HashMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() < 10 {
             continue;
@@ -285,6 +311,7 @@ fn dtmf_events_match_tshark() {
         if want.is_empty() {
             continue;
         }
+        let mut seen = std::collections::HashSet::new();
         for call in calliper_jsonl(&file, &[])
             .iter()
             .filter(|l| l["type"] == "call")
@@ -307,6 +334,7 @@ fn dtmf_events_match_tshark() {
                     })
                     .collect();
                 let expected = want.get(&key).cloned().unwrap_or_default();
+                seen.insert(key.clone());
                 if got != expected {
                     failures.push(format!(
                         "{}: {key:?}: tshark {expected:?}, calliper {got:?}",
@@ -315,6 +343,14 @@ fn dtmf_events_match_tshark() {
                 }
                 compared += expected.len();
             }
+        }
+        // The other direction: events tshark decodes on a stream Calliper
+        // does not report in any call are missing.
+        for (key, events) in want.iter().filter(|(k, _)| !seen.contains(*k)) {
+            failures.push(format!(
+                "{}: {key:?}: tshark {events:?}, calliper has no such stream in a call",
+                file.display()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -329,17 +365,23 @@ fn rtcp_reports_match_tshark() {
     let mut compared = 0;
     let mut failures = vec![];
     for file in captures() {
-        let out = Command::new("tshark")
-            .arg("-n")
-            .arg("-r")
-            .arg(&file)
-            .args(["-Y", "rtcp.ssrc.identifier", "-T", "fields"])
-            .args(["-e", "rtcp.ssrc.identifier", "-e", "rtcp.ssrc.jitter"])
-            .output()
-            .expect("tshark must be installed");
+        let mut args = vec!["-n".into(), "-r".into(), file.as_os_str().to_owned()];
+        for a in [
+            "-Y",
+            "rtcp.ssrc.identifier",
+            "-T",
+            "fields",
+            "-e",
+            "rtcp.ssrc.identifier",
+            "-e",
+            "rtcp.ssrc.jitter",
+        ] {
+            args.push(std::ffi::OsString::from(a));
+        }
+        let out = tshark(args);
         // Per reported SSRC: largest jitter in any block.
         let mut max_jitter: HashMap<u32, u64> = HashMap::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
+        for line in out.lines() {
             let f: Vec<&str> = line.split('\t').collect();
             if f.len() < 2 {
                 continue;

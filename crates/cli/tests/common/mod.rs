@@ -132,13 +132,35 @@ pub const IMPAIRED: &[&str] = &[
     "9",
 ];
 
+/// Whether a test whose prerequisite is missing may skip: only when the
+/// skip was asked for by naming `what` in `CALLIPER_SKIP` (comma-separated;
+/// README). Otherwise the test fails with `why`, so a test that cannot run
+/// is never reported as passed.
+pub fn skip_requested(what: &str, why: &str) -> bool {
+    let asked = std::env::var("CALLIPER_SKIP").unwrap_or_default();
+    if asked.split(',').any(|w| w.trim() == what) {
+        eprintln!("skipped ({what} in CALLIPER_SKIP): {why}");
+        return true;
+    }
+    panic!("{why}\n(set CALLIPER_SKIP={what} to skip this on purpose)");
+}
+
+/// The capture directories compared against: ../shared/pcaps (public and
+/// generated), or only the repository's testdata/ when `shared-pcaps` is
+/// in `CALLIPER_SKIP`.
 pub fn capture_dirs() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let shared = root.join("../shared/pcaps");
     if shared.is_dir() {
         vec![shared.join("public"), shared.join("generated")]
     } else {
-        eprintln!("note: ../shared/pcaps not found; comparing on testdata/ only");
+        skip_requested(
+            "shared-pcaps",
+            &format!(
+                "{} not found: the captures the tests compare on",
+                shared.display()
+            ),
+        );
         vec![root.join("testdata")]
     }
 }
@@ -153,6 +175,28 @@ pub fn captures() -> Vec<PathBuf> {
     v.sort();
     assert!(!v.is_empty(), "no captures found");
     v
+}
+
+/// Runs tshark (the oracle) with `args` and returns its standard output.
+/// Fails the test if tshark is missing or exits with an error: an oracle
+/// that did not run must not look like one that found nothing.
+pub fn tshark<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = Command::new("tshark");
+    cmd.args(args);
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("tshark cannot run ({e}): run the README's test command, which installs it")
+    });
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
