@@ -73,7 +73,7 @@ enum Progress {
 #[derive(clap::Args)]
 struct AnalyzeArgs {
     /// Capture files (pcap or pcapng).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "memory_bound")]
     files: Vec<PathBuf>,
     /// Output format on stdout (or --output).
     #[arg(long, value_enum, default_value = "text")]
@@ -129,6 +129,10 @@ struct AnalyzeArgs {
     /// than 1 (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
+    /// Print the most memory an analysis with these caps and threads can
+    /// hold, table by table (docs/hostile-input.md), and exit without reading input.
+    #[arg(long)]
+    memory_bound: bool,
 }
 
 /// Packets read from a capture at once (several prefetch groups of
@@ -265,6 +269,15 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             .and_then(|v| v.parse().ok()),
         ..Config::default()
     };
+    if a.memory_bound {
+        let bound = cfg.memory_bound_threads(a.threads as usize);
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        for (what, bytes) in &bound.parts {
+            println!("{what:<30} {:>12.1} MiB", mib(*bytes));
+        }
+        println!("{:<30} {:>12.1} MiB", "total", mib(bound.total()));
+        return Ok(true);
+    }
     // Open every input first so a typo fails before any work.
     let mut inputs = Vec::new();
     let mut total_bytes = 0;

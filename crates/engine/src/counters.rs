@@ -85,8 +85,8 @@ counters! {
         pub sctp: SctpCounters,
         /// SIP messages parsed.
         pub sip_messages: u64,
-        /// SIP messages by method (those in [`METHODS`], the rest as
-        /// [`OTHER_METHOD`]) or status code: at most 615 keys.
+        /// SIP messages by method (those in [`calliper_sip::METHODS`], the
+        /// rest as [`crate::OTHER_METHOD`]) or status code: at most 615 keys.
         pub sip_by_kind: BTreeMap<String, u64>,
         /// SIP messages whose Call-ID matches no call and that start none.
         pub sip_outside_calls: u64,

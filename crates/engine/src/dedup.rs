@@ -46,6 +46,11 @@ pub struct Dedup {
     pub overflow: u64,
 }
 
+/// Heap of a duplicate filter: its fixed table.
+pub(crate) fn memory_bound() -> usize {
+    SETS * std::mem::size_of::<Set>()
+}
+
 impl Dedup {
     /// A filter treating equal packets within `window_ns` as copies.
     pub fn new(window_ns: i64) -> Self {

@@ -93,6 +93,20 @@ pub struct Datagram {
     pub payload: Vec<u8>,
 }
 
+/// Worst-case heap of a defragmenter with these caps (docs/hostile-input.md):
+/// payload bytes (a buffer's capacity may be twice its length), the recycled
+/// buffers (each at most one datagram, 64 KiB, with the same slack), and per
+/// pending datagram its slot, byte ranges and index entry.
+pub(crate) fn memory_bound(cfg: &DefragConfig) -> usize {
+    use crate::bound::{slab, table};
+    use std::mem::size_of;
+    2 * cfg.max_bytes
+        + POOL * 2 * 65_536
+        + slab::<Pending>(cfg.max_datagrams)
+        + table::<(Key, Idx)>(cfg.max_datagrams)
+        + cfg.max_datagrams * 2 * MAX_PIECES * size_of::<(u32, u32)>()
+}
+
 /// IPv4/IPv6 fragment reassembly with caps.
 #[derive(Debug)]
 pub struct Defragmenter {

@@ -14,6 +14,7 @@
 
 #[macro_use]
 mod counters;
+mod bound;
 pub mod dedup;
 pub mod defrag;
 mod fasthash;
@@ -328,6 +329,29 @@ const MAX_DESCS_PER_CALL: usize = 64;
 const MAX_STREAMS_PER_CALL: usize = 256;
 /// Longest Call-ID accepted.
 const MAX_CALL_ID: usize = 512;
+/// Longest text kept from a SIP header (URI, user, display name, tag, user
+/// agent, reason): a call's memory must not grow with header sizes.
+const MAX_TEXT: usize = 256;
+
+/// `s` cut to at most [`MAX_TEXT`] bytes, at a character boundary.
+fn cut(s: &str) -> &str {
+    let mut end = s.len().min(MAX_TEXT);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Counters {
+    /// [`cut`], counting the cut as an anomaly (for what a call record keeps
+    /// verbatim: URIs, users, display names).
+    fn cut<'a>(&mut self, s: &'a str) -> &'a str {
+        if s.len() > MAX_TEXT {
+            self.anomaly("sip_field_truncated");
+        }
+        cut(s)
+    }
+}
 
 /// A media entry's routing facts, copied out of the table.
 #[derive(Debug, Clone, Copy)]
@@ -1002,7 +1026,7 @@ impl Engine {
         // input, and nothing is allocated once a kind has been seen.
         let mut digits = [0u8; 5];
         let kind = match m.start {
-            Some(StartLine::Request { method, .. }) => METHODS
+            Some(StartLine::Request { method, .. }) => calliper_sip::METHODS
                 .iter()
                 .find(|&&k| k == method)
                 .copied()
@@ -1093,26 +1117,28 @@ impl Engine {
             self.counters.calls_evicted += 1;
             self.finish_call(oldest, Ending::Evicted);
         }
-        let party = |v: Option<&str>| {
+        let c = &mut self.counters;
+        let mut party = |v: Option<&str>| {
             let na = NameAddr::parse(v.unwrap_or(""));
             (
                 Party {
-                    uri: na.uri.to_string(),
-                    user: na.user.map(str::to_string),
-                    display_name: na.display.map(str::to_string),
+                    uri: c.cut(na.uri).to_string(),
+                    user: na.user.map(|u| c.cut(u).to_string()),
+                    display_name: na.display.map(|d| c.cut(d).to_string()),
                 },
-                na.tag.map(Box::from),
+                na.tag.map(|t| Box::from(cut(t))),
             )
         };
         let (from, caller_tag) = party(m.from);
         let (to, _) = party(m.to);
+        let caller_ua = m.user_agent.map(|u| self.counters.cut(u).to_string());
         let call = Call {
             links: Links::default(),
             call_id: call_id.into(),
             caller_tag,
             from,
             to,
-            caller_ua: m.user_agent.map(str::to_string),
+            caller_ua,
             callee_ua: None,
             caller: (src, sport),
             callee: (dst, dport),
@@ -1150,7 +1176,7 @@ impl Engine {
         call.sip_messages += 1;
         let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
         let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
-            (Some(ct), Some(ft)) => **ct == *ft,
+            (Some(ct), Some(ft)) => **ct == *cut(ft),
             _ => true,
         };
         match m.start? {
@@ -1177,14 +1203,14 @@ impl Engine {
                         });
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(str::to_string);
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
                     }
                     "CANCEL" if call.answer_ns.is_none() => {
                         call.cancelled = true;
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(str::to_string);
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
                     }
                     _ => {}
                 }
@@ -1201,7 +1227,7 @@ impl Engine {
                 }
                 call.responded = true;
                 if sender == Side::Callee && call.callee_ua.is_none() {
-                    call.callee_ua = m.server.or(m.user_agent).map(str::to_string);
+                    call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).to_string());
                 }
                 if code > 100
                     && call.first_provisional_ns.is_none()
@@ -1215,7 +1241,7 @@ impl Engine {
                 }
                 if code >= 200 && call.answer_ns.is_none() {
                     call.final_status = Some(code);
-                    call.final_reason = Some(reason.to_string());
+                    call.final_reason = Some(cut(reason).to_string());
                     if code < 300 {
                         call.answer_ns = Some(now);
                         call.closing = None;

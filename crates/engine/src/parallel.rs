@@ -40,6 +40,18 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks queued per shard before the reader waits.
 const QUEUE: usize = 16;
 
+/// The most bytes of packet chunks alive at once with `threads` shards:
+/// the chunk being filled, the `2 × QUEUE + 2` the reader keeps for reuse,
+/// and the one each shard is reading (all shards read the same chunks, so a
+/// chunk a shard still queues is among those). A chunk is sent once past
+/// [`CHUNK_BYTES`], so it holds at most that plus one packet, with its
+/// vector's doubling slack.
+pub(crate) fn queued_bytes(threads: usize) -> usize {
+    let chunk = 2 * (CHUNK_BYTES + calliper_capture::MAX_RECORD)
+        + 2 * CHUNK * std::mem::size_of::<(i64, u16, u32, u32)>();
+    (2 * QUEUE + 3 + threads) * chunk
+}
+
 #[derive(Default)]
 struct Chunk {
     data: Vec<u8>,

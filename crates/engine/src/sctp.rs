@@ -57,6 +57,14 @@ impl Linked for Partial {
     }
 }
 
+/// Worst-case heap of the SCTP layer (docs/hostile-input.md): message bytes
+/// (capacity up to twice the length) and per partial message its slot and
+/// index entry.
+pub(crate) fn memory_bound() -> usize {
+    use crate::bound::{slab, table};
+    2 * MAX_HELD + slab::<Partial>(MAX_PARTIAL) + table::<(Key, Idx)>(MAX_PARTIAL)
+}
+
 /// Joins SCTP DATA chunks into user messages.
 #[derive(Debug)]
 pub struct Sctp {

@@ -21,6 +21,8 @@ const RST: u8 = 0x04;
 /// Out-of-order segments held per flow.
 const MAX_OOO_SEGMENTS: usize = 64;
 const POOL: usize = 256;
+/// Largest buffer kept for reuse: the pool holds at most `POOL` of these.
+const POOL_BUFFER_MAX: usize = 64 << 10;
 
 /// Caps of the reassembler.
 #[derive(Debug, Clone)]
@@ -108,6 +110,21 @@ pub struct Offered {
     pub flow: Idx,
     /// FIN or RST: consume what is buffered, then [`TcpReassembler::close`].
     pub closing: bool,
+}
+
+/// Worst-case heap of a reassembler with these caps (docs/hostile-input.md):
+/// buffered bytes (capacity up to twice the length), the recycled buffers,
+/// and per flow its slot, index entry and out-of-order segment list.
+pub(crate) fn memory_bound(cfg: &TcpConfig) -> usize {
+    use crate::bound::{slab, table};
+    use std::mem::size_of;
+    2 * cfg.max_bytes
+        + POOL * POOL_BUFFER_MAX
+        + slab::<Flow>(cfg.max_flows)
+        + table::<(FlowKey, Idx)>(cfg.max_flows)
+        // Each out-of-order segment's entry, and its buffer's allocation
+        // rounding (a 1-byte segment still takes a minimum block).
+        + cfg.max_flows * 2 * MAX_OOO_SEGMENTS * (size_of::<(u32, i64, Vec<u8>)>() + 32)
 }
 
 /// Reassembles TCP byte streams of chosen flows.
@@ -297,7 +314,7 @@ impl TcpReassembler {
     }
 
     fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < POOL && buf.capacity() <= self.cfg.max_flow_bytes {
+        if self.pool.len() < POOL && buf.capacity() <= POOL_BUFFER_MAX {
             buf.clear();
             self.pool.push(buf);
         }

@@ -137,7 +137,10 @@ impl SipError {
     }
 }
 
-const METHODS: &[&str] = &[
+/// The SIP methods known by name (RFC 3261 and its extensions): they start
+/// messages on any port, and the engine counts each by name (any other
+/// token as one kind).
+pub const METHODS: &[&str] = &[
     "INVITE",
     "ACK",
     "BYE",

@@ -38,9 +38,11 @@ impl Pcap {
         self.packets += 1;
     }
 
-    /// Appends a UDP datagram.
+    /// Appends a UDP datagram (a fresh IP ID each, as a sender's stack
+    /// gives, so equal datagrams are not taken for a capture's copies).
     pub fn udp(&mut self, ts_ns: i64, src: Endpoint, dst: Endpoint, payload: &[u8]) {
-        let ip = ipv4(src.0, dst.0, 17, 1, 0, &udp(src.1, dst.1, payload));
+        let id = self.packets as u16;
+        let ip = ipv4(src.0, dst.0, 17, id, 0, &udp(src.1, dst.1, payload));
         self.ipv4(ts_ns, &ip);
     }
 
@@ -84,6 +86,17 @@ pub fn ipv4(
     h.extend_from_slice(&dst.octets());
     h.extend_from_slice(payload);
     h
+}
+
+/// A TCP header (data offset 5, window 65535) and payload.
+pub fn tcp(sport: u16, dport: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(20 + payload.len());
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]);
+    t.extend_from_slice(payload);
+    t
 }
 
 /// An RTP packet.

@@ -11,13 +11,20 @@ pub struct Tracking;
 pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 /// Bytes allocated and not yet freed.
 pub static LIVE: AtomicI64 = AtomicI64::new(0);
+/// The most bytes live at once so far.
+pub static PEAK: AtomicI64 = AtomicI64::new(0);
+
+fn grew(by: i64) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 // SAFETY: forwards to the system allocator; only counts.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
+        grew(l.size() as i64);
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -26,8 +33,11 @@ unsafe impl GlobalAlloc for Tracking {
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
+        // Counted as the new block before the old is freed: realloc may copy.
+        grew(n as i64);
+        let q = unsafe { System.realloc(p, l, n) };
+        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
+        q
     }
 }
 

@@ -1,0 +1,138 @@
+//! The most heap an analysis can hold, as a formula of its configured caps
+//! (docs/hostile-input.md prints it for the defaults). Every table's term
+//! is its cap times the largest entry it can hold, with the slack its
+//! container may carry (doubling vectors, hash tables below their load
+//! factor, the old and new storage while either grows). A test drives each
+//! cap to its limit with the largest entries input can make and checks the
+//! heap stays under this.
+
+use crate::lru::Idx;
+use crate::{
+    dedup, defrag, sctp, tcp, Call, CallRecord, Config, MediaDesc, MediaEntry, Record, Stream,
+    StreamRecord, BATCH, MAX_CALL_ID, MAX_DESCS_PER_CALL, MAX_STREAMS_PER_CALL, MAX_TEXT,
+};
+use calliper_rtp::dtmf::{DtmfEvent, DtmfTracker, MAX_EVENTS};
+use std::mem::size_of;
+use std::net::IpAddr;
+
+/// Bytes the allocator may add to one allocation (header and rounding).
+const ALLOC: usize = 32;
+/// Texts a call keeps, each at most [`MAX_TEXT`] bytes: From and To URI,
+/// user and display name, the caller's tag, both user agents, the final
+/// and hang-up reasons.
+const TEXTS_PER_CALL: usize = 11;
+
+/// A slab of `n` entries of `T`: its slots vector may have twice the
+/// capacity it uses, and old and new storage coexist while it grows.
+pub(crate) fn slab<T>(n: usize) -> usize {
+    3 * n * (size_of::<Option<T>>() + size_of::<Idx>())
+}
+
+/// A hash table of `n` entries of `T` (hashbrown: at most 7/8 full, bucket
+/// counts a power of two, one control byte each, old and new while growing).
+pub(crate) fn table<T>(n: usize) -> usize {
+    4 * n * (size_of::<T>() + 1)
+}
+
+/// The heap bound of one engine or of a sharded run, by part.
+#[derive(Debug, Clone)]
+pub struct MemoryBound {
+    /// (what, bytes), in the order of docs/hostile-input.md.
+    pub parts: Vec<(&'static str, usize)>,
+}
+
+impl MemoryBound {
+    /// The whole bound, bytes.
+    pub fn total(&self) -> usize {
+        self.parts.iter().map(|p| p.1).sum()
+    }
+}
+
+impl Config {
+    /// The most heap one engine with these caps can hold.
+    pub fn memory_bound(&self) -> MemoryBound {
+        let calls = self.max_calls;
+        let streams = self.max_streams;
+        // Texts, the Call-ID (in the call and as its table key), SDP media
+        // descriptions with their rtpmaps, media addresses, stream indices.
+        let call_heap = 2 * (MAX_CALL_ID + ALLOC)
+            + TEXTS_PER_CALL * (MAX_TEXT + ALLOC)
+            + MAX_DESCS_PER_CALL
+                * (size_of::<MediaDesc>()
+                    + calliper_sip::sdp::MAX_FORMATS * size_of::<crate::Rtpmap>()
+                    + ALLOC)
+            + 2 * MAX_DESCS_PER_CALL * size_of::<(IpAddr, u16)>()
+            + MAX_STREAMS_PER_CALL * size_of::<Idx>()
+            + 3 * ALLOC;
+        let stream_heap = size_of::<DtmfTracker>() + 2 * MAX_EVENTS * size_of::<DtmfEvent>();
+        let parts = vec![
+            (
+                "calls",
+                slab::<Call>(calls) + table::<(Box<str>, Idx)>(calls) + calls * call_heap,
+            ),
+            (
+                // Each stream is listed by the entries of its two addresses.
+                "media addresses",
+                table::<((IpAddr, u16), MediaEntry)>(self.max_media)
+                    + self.max_media * ALLOC
+                    + 2 * streams * size_of::<Idx>(),
+            ),
+            (
+                // Slots, the index (grows at half full: up to four slots of
+                // 8 bytes per stream, six while it grows), DTMF events.
+                "streams",
+                slab::<Stream>(streams) + streams * (6 * 8 + stream_heap + 2 * ALLOC),
+            ),
+            (
+                // Records not yet taken by the caller: in the worst case every
+                // call and stream ends at one batch end.
+                "records",
+                calls
+                    * (size_of::<Record>()
+                        + size_of::<CallRecord>()
+                        + MAX_CALL_ID
+                        + TEXTS_PER_CALL * (MAX_TEXT + ALLOC))
+                    + streams
+                        * (size_of::<StreamRecord>()
+                            + MAX_EVENTS * (size_of::<DtmfEvent>() + 4)
+                            + 3 * ALLOC),
+            ),
+            ("duplicate filter", dedup::memory_bound()),
+            ("IP reassembly", defrag::memory_bound(&self.defrag)),
+            ("TCP reassembly", tcp::memory_bound(&self.tcp)),
+            ("SCTP messages", sctp::memory_bound()),
+            (
+                // Media activity of a batch (sorted in place), and one
+                // WebSocket message being unmasked.
+                "batch and scratch",
+                2 * BATCH as usize * size_of::<(i64, Idx)>()
+                    + 2 * crate::websocket::MAX_FRAME as usize,
+            ),
+        ];
+        MemoryBound { parts }
+    }
+
+    /// The most heap a run on `threads` threads can hold: each shard is a
+    /// whole engine (signalling is repeated in every shard), the reader
+    /// keeps the records it merges, and the packet chunks queued to the
+    /// shards ([`crate::parallel`]).
+    pub fn memory_bound_threads(&self, threads: usize) -> MemoryBound {
+        let one = self.memory_bound();
+        if threads <= 1 {
+            return one;
+        }
+        let records = one
+            .parts
+            .iter()
+            .find(|p| p.0 == "records")
+            .map_or(0, |p| p.1);
+        let mut parts: Vec<(&'static str, usize)> =
+            one.parts.iter().map(|&(k, v)| (k, v * threads)).collect();
+        parts.push(("records merged by the reader", records));
+        parts.push((
+            "packet chunks queued",
+            crate::parallel::queued_bytes(threads),
+        ));
+        MemoryBound { parts }
+    }
+}
