@@ -103,14 +103,17 @@ struct AnalyzeArgs {
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
     stream_timeout: f64,
     /// Most calls held at once (the least recently active is evicted beyond it).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = Config::default().max_calls)]
     max_calls: usize,
     /// Most RTP streams held at once (new streams are refused beyond it).
-    #[arg(long, default_value_t = 2_000_000)]
+    #[arg(long, default_value_t = Config::default().max_streams)]
     max_streams: usize,
+    /// Most SDP media addresses held at once (new ones are refused beyond it).
+    #[arg(long, default_value_t = Config::default().max_media)]
+    max_media: usize,
     /// Most calls whose INVITE has had no response at all (an INVITE flood
     /// evicts only its own kind beyond it).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = Config::default().max_unanswered)]
     max_unanswered: usize,
     /// End a call whose INVITE had no response at all after this many seconds (Timer B).
     #[arg(long, default_value_t = 32.0, value_name = "SECONDS", value_parser = positive_seconds)]
@@ -260,6 +263,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         stream_idle_timeout_ns: seconds(a.stream_timeout),
         max_calls: a.max_calls,
         max_streams: a.max_streams,
+        max_media: a.max_media,
         max_unanswered: a.max_unanswered,
         unanswered_timeout_ns: seconds(a.unanswered_timeout),
         dedup_window_ns: (a.dedup_window * 1e6) as i64,

@@ -56,6 +56,37 @@ fn invite_flood_and_hostile_messages() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // Two threads count the same, records and counters alike.
+    let two = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args([
+                "analyze",
+                "--format",
+                "jsonl",
+                "--progress",
+                "never",
+                "--threads",
+                "2",
+            ])
+            .arg(&pcap),
+    );
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    let sorted = |text: &str| {
+        let mut v: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let mut j: Value = serde_json::from_str(l).unwrap();
+                j.as_object_mut().unwrap().remove("input");
+                j.to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        sorted(&two.stdout) == sorted(&text),
+        "two threads differ on the flood"
+    );
     let truth = std::fs::read_to_string(&truth).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
