@@ -549,6 +549,15 @@ impl<R: Read> CaptureReader<R> {
             }
             self.need(blen, 0)?;
             let block_start = self.pos;
+            // The length is repeated at the end of every block: a mismatch
+            // means the file is damaged here, and reading on would misframe.
+            let trailer = endian.u32(&self.buf[block_start + blen - 4..block_start + blen]);
+            if trailer as usize != blen {
+                return Err(CaptureError::Corrupt {
+                    offset,
+                    reason: format!("pcapng block length {blen} but {trailer} at its end"),
+                });
+            }
             self.pos += blen;
             let body = block_start + 8..block_start + blen - 4;
             match btype {
@@ -938,6 +947,17 @@ mod tests {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         r.next_packet().unwrap();
         assert!(matches!(r.next_packet(), Err(CaptureError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn pcapng_trailing_length_must_match() {
+        let mut f = pcapng_file(false, 6);
+        let n = f.len();
+        f[n - 4..].copy_from_slice(&1024u32.to_le_bytes());
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        r.next_packet().unwrap();
+        let err = r.next_packet().unwrap_err().to_string();
+        assert!(err.contains("at its end"), "{err}");
     }
 
     #[test]

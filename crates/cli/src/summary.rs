@@ -3,7 +3,28 @@
 use calliper_engine::{CallRecord, Counters, Record, StreamRecord};
 use calliper_store::rfc3339;
 use serde_json::json;
+use std::borrow::Cow;
 use std::io::{self, Write};
+
+/// Text from the capture made safe for a terminal: control characters
+/// (escape sequences, a bare CR that would overwrite a line) are shown
+/// escaped instead of acted on.
+fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
 
 /// Counters as a JSON object (for the JSON summary line and the database):
 /// every field of [`Counters`], by its serialisation.
@@ -81,23 +102,25 @@ impl<W: Write> TextReport<W> {
 
     fn call(&mut self, c: &CallRecord) -> io::Result<()> {
         self.calls += 1;
-        let who = |p: &calliper_engine::Party| p.user.clone().unwrap_or_else(|| p.uri.clone());
+        let who = |p: &calliper_engine::Party| {
+            printable(p.user.as_deref().unwrap_or(&p.uri)).into_owned()
+        };
         writeln!(
             self.w,
             "call {}  {} -> {}  {}  {} {}  {:?}  duration {:.1} s  setup {}",
-            c.call_id,
+            printable(&c.call_id),
             who(&c.from),
             who(&c.to),
             rfc3339(c.invite_ns),
             c.final_status.map_or("-".into(), |s| s.to_string()),
-            c.final_reason.as_deref().unwrap_or(""),
+            printable(c.final_reason.as_deref().unwrap_or("")),
             c.state,
             c.duration_ms / 1000.0,
             c.setup_delay_ms
                 .map_or("-".into(), |d| format!("{d:.0} ms")),
         )?;
         if !c.dtmf_digits.is_empty() {
-            writeln!(self.w, "    dtmf {}", c.dtmf_digits)?;
+            writeln!(self.w, "    dtmf {}", printable(&c.dtmf_digits))?;
         }
         for s in &c.streams {
             self.streams += 1;
@@ -122,7 +145,7 @@ impl<W: Write> TextReport<W> {
 fn stream_line(s: &StreamRecord) -> String {
     format!(
         "{}:{} -> {}:{} ssrc 0x{:08X} {} pkts {} lost {} ({:.2}%) dup {} ooo {} jitter mean {:.3} max {:.3} ms delta max {:.3} ms MOS {:.2}",
-        s.src, s.src_port, s.dst, s.dst_port, s.ssrc, s.codec, s.packets, s.lost, s.loss_percent, s.duplicates, s.out_of_order,
+        s.src, s.src_port, s.dst, s.dst_port, s.ssrc, printable(&s.codec), s.packets, s.lost, s.loss_percent, s.duplicates, s.out_of_order,
         s.mean_jitter_ms, s.max_jitter_ms, s.max_delta_ms, s.mos
     )
 }

@@ -38,6 +38,18 @@ impl Run {
     fn calls(&self) -> Vec<&Value> {
         self.lines.iter().filter(|l| l["type"] == "call").collect()
     }
+
+    /// Call and stream records, sorted (shards finish in their own order).
+    fn records(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .lines
+            .iter()
+            .filter(|l| l["type"] != "summary")
+            .map(|l| l.to_string())
+            .collect();
+        v.sort();
+        v
+    }
 }
 
 fn analyze(file: &Path, threads: u32, extra: &[&str]) -> Run {
@@ -62,8 +74,23 @@ fn analyze(file: &Path, threads: u32, extra: &[&str]) -> Run {
 }
 
 /// Runs the capture with one thread and two: both must exit 0 within
-/// `rss_kib` and give the same counters. Returns the one-thread run.
+/// `rss_kib` and give the same counters and records. Returns the one-thread run.
 fn both_ways(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {
+    let (one, two) = both_runs(name, capture, extra, rss_kib);
+    assert!(
+        two.records() == one.records(),
+        "{name}: records differ with 2 threads"
+    );
+    one
+}
+
+/// As [`both_ways`], comparing counters only (for a cap reached, where
+/// which entries got the last places may depend on thread timing).
+fn both_ways_counters(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {
+    both_runs(name, capture, extra, rss_kib).0
+}
+
+fn both_runs(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> (Run, Run) {
     let file = capture.save(name);
     let one = analyze(&file, 1, extra);
     let two = analyze(&file, 2, extra);
@@ -87,7 +114,7 @@ fn both_ways(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {
         one.summary(),
         "{name}: counters differ with 2 threads"
     );
-    one
+    (one, two)
 }
 
 #[test]
@@ -210,7 +237,7 @@ fn ssrc_churn_counted_alike_with_threads() {
 #[test]
 fn stream_cap_shared_across_shards() {
     // 200 streams of 5 packets against a cap of 50 streams.
-    let run = both_ways(
+    let run = both_ways_counters(
         "stream-cap",
         &hostile::orphan_streams(200, 5),
         &["--max-streams", "50"],
@@ -289,4 +316,148 @@ fn a_panicking_worker_ends_the_run_with_finished_records() {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+// Found by the independent attacker review (docs/hostile-input.md).
+
+#[test]
+fn ipv6_sources_cancelling_the_hash_constant() {
+    // Once all one slot run: each packet walked every stream before it.
+    let run = both_ways("v6-hash", &hostile::v6_hash_flood(100_000), &[], 256 * 1024);
+    assert_eq!(run.summary()["candidates_rejected"], 100_000);
+}
+
+#[test]
+fn tcp_body_one_byte_per_segment() {
+    // Each segment parsed the 60 KB header section again.
+    let run = both_ways(
+        "tcp-slow-body",
+        &hostile::tcp_slow_body(150_000),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    assert_eq!(s["sip_messages"], 1, "{s}");
+    assert_eq!(s["calls"], 1, "{s}");
+}
+
+#[test]
+fn candidates_on_one_address_pair_with_threads() {
+    // Each shard had a share of the candidate cap; one pair is on one shard.
+    let run = both_ways(
+        "candidates",
+        &hostile::candidates_one_pair(60_000),
+        &[],
+        256 * 1024,
+    );
+    let s = run.summary();
+    assert_eq!(
+        (s["streams"].as_u64(), s["candidates_rejected"].as_u64()),
+        (Some(60_000), Some(0))
+    );
+}
+
+#[test]
+fn streams_per_call_capped_across_shards() {
+    let run = both_ways_counters(
+        "streams-per-call",
+        &hostile::streams_per_call(400),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    assert_eq!(
+        s["anomalies"]["rtp_too_many_streams_per_call"],
+        144 * 5,
+        "{s}"
+    );
+    assert_eq!(run.calls()[0]["streams"].as_array().unwrap().len(), 256);
+}
+
+#[test]
+fn same_call_id_and_start_time_stay_two_calls() {
+    let run = both_ways(
+        "call-id-reuse",
+        &hostile::call_id_reuse(),
+        &["--max-calls", "1", "--dedup-window", "0"],
+        SMALL_RSS_KIB,
+    );
+    let with_media: Vec<(String, u64)> = run
+        .calls()
+        .iter()
+        .filter(|c| c["call_id"] == "X")
+        .map(|c| {
+            let streams = c["streams"].as_array().unwrap();
+            (
+                c["from"]["user"].as_str().unwrap().to_string(),
+                streams.len() as u64,
+            )
+        })
+        .collect();
+    assert_eq!(with_media, vec![("alice".into(), 1), ("mallory".into(), 1)]);
+}
+
+#[test]
+fn rtcp_on_another_shard_than_its_rtp() {
+    let run = both_ways(
+        "rtcp-odd-ports",
+        &hostile::rtcp_on_odd_ports(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    for c in run.calls() {
+        assert_eq!(c["streams"][0]["rtcp_reports"], 4, "{}", c["call_id"]);
+    }
+}
+
+#[test]
+fn different_sip_messages_with_equal_first_bytes_are_not_duplicates() {
+    let run = both_ways(
+        "equal-start",
+        &hostile::equal_starting_invites(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    assert_eq!(
+        (s["calls"].as_u64(), s["duplicates_removed"].as_u64()),
+        (Some(2), Some(0))
+    );
+}
+
+#[test]
+fn session_refreshes_do_not_use_up_media_descriptions() {
+    let run = both_ways(
+        "refresh",
+        &hostile::session_refresh_then_move(100),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let s = run.summary();
+    assert!(
+        s["anomalies"].get("sdp_too_many_media_per_call").is_none(),
+        "{s}"
+    );
+    assert_eq!(
+        s["rtp_in_calls"], 50,
+        "the moved media stays in its call: {s}"
+    );
+}
+
+#[test]
+fn control_characters_do_not_reach_the_terminal() {
+    let file = hostile::control_characters().save("control");
+    let m = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--progress", "never"])
+            .arg(&file),
+    );
+    std::fs::remove_file(&file).ok();
+    assert_eq!(m.code, 0);
+    assert!(
+        !m.stdout.contains('\u{1b}') && !m.stdout.contains("\rcall"),
+        "{:?}",
+        m.stdout
+    );
+    assert!(m.stdout.contains("\\u{1b}[2J"), "{:?}", m.stdout);
 }

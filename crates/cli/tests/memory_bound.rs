@@ -55,8 +55,9 @@ fn big_sdp(ip: Ipv4Addr, base: u16) -> String {
             s += &format!(" {pt}");
         }
         s += "\r\n";
+        // Names differ per section and SDP, so each is a description of its own.
         for pt in 96..127 {
-            s += &format!("a=rtpmap:{pt} long-name-{pt:04}/8000\r\n");
+            s += &format!("a=rtpmap:{pt} n{base}-{m}-{pt}/8000\r\n");
         }
         s += "a=rtpmap:127 telephone-event/8000\r\n";
     }

@@ -133,6 +133,10 @@ impl Config {
             "packet chunks queued",
             crate::parallel::queued_bytes(threads),
         ));
+        parts.push((
+            "caps shared by the shards",
+            crate::shared::SharedCaps::memory_bound(threads, self.max_calls),
+        ));
         MemoryBound { parts }
     }
 }

@@ -113,9 +113,17 @@ impl Dedup {
             ip_word(f.src, self.seed),
             ip_word(f.dst, self.seed),
         ];
-        // The first 64 bytes tell packets apart (RTP and TCP headers are in
-        // them); hashing all of a 1 500-byte payload would cost more than the rest.
-        Some(fasthash::hash(self.seed, words, payload))
+        // For RTP, TCP and fragments the first 64 bytes tell packets apart
+        // (sequence numbers are in them), and hashing all of a 1 500-byte
+        // payload would cost more than the rest. Other UDP — SIP above all,
+        // whose different messages often share their first 64 bytes and
+        // length, with IP ID 0 or none — is hashed whole: it is rare.
+        let rtp_like = payload.first().is_some_and(|b| b >> 6 == 2);
+        let hashed = match f.transport {
+            Transport::Udp { .. } if !rtp_like => payload,
+            _ => &payload[..payload.len().min(64)],
+        };
+        Some(fasthash::hash(self.seed, words, hashed))
     }
 
     /// True when a frame with this hash was seen within the window; else

@@ -2,7 +2,10 @@
 //! multiply per 16 bytes (the `wyhash` construction), with independent
 //! chunks mixed in parallel rather than chained, since a chain of
 //! multiplies is what the general-purpose hashers spent their time on here.
-//! Seeded per process, so nobody can aim packets at one slot.
+//! Seeded per process, so nobody can aim packets at one slot: every operand
+//! of every multiply carries the seed, since a product is zero when either
+//! operand is, and an operand an attacker can zero without the seed would
+//! make all keys that differ only in the other operand collide.
 
 use std::net::IpAddr;
 
@@ -10,6 +13,12 @@ const K0: u64 = 0xA076_1D64_78BD_642F;
 const K1: u64 = 0xE703_7ED1_A0B4_28DB;
 const K2: u64 = 0x8EBC_6AF0_9C88_C6E3;
 const K3: u64 = 0x5899_65CC_7537_4CC3;
+
+/// A second seed word for the other operand of each multiply.
+#[inline(always)]
+fn other(seed: u64) -> u64 {
+    seed.rotate_left(29) ^ K0
+}
 
 /// Multiplies and folds the 128-bit product: every input bit reaches the output.
 #[inline(always)]
@@ -36,7 +45,7 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
         IpAddr::V4(v) => u32::from(v) as u64,
         IpAddr::V6(v) => {
             let x = u128::from(v);
-            mum(x as u64 ^ seed ^ K2, (x >> 64) as u64 ^ K3) | 1 << 63
+            mum(x as u64 ^ seed ^ K2, (x >> 64) as u64 ^ other(seed) ^ K3) | 1 << 63
         }
     }
 }
@@ -59,26 +68,28 @@ fn words16(c: &[u8]) -> (u64, u64) {
     (word(0), word(8))
 }
 
-/// Hash of four words and up to the first 64 bytes of `bytes`.
+/// Hash of four words and `bytes` (callers pass a short slice on the packet
+/// path: each 16 bytes cost a multiply).
 #[inline(always)]
 pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
-    let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ K1) ^ mum(words[2] ^ K2, words[3] ^ seed ^ K3);
-    let head = &bytes[..bytes.len().min(64)];
-    let mut chunks = head.chunks_exact(16);
+    let s2 = other(seed);
+    let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
+        ^ mum(words[2] ^ s2 ^ K2, words[3] ^ seed ^ K3);
+    let mut chunks = bytes.chunks_exact(16);
     let mut lane = 0u64;
     for c in &mut chunks {
         let (lo, hi) = words16(c);
         lane = lane.wrapping_add(1);
-        h ^= mum(lo ^ K1.wrapping_mul(lane), hi ^ K2 ^ seed);
+        h ^= mum(lo ^ s2 ^ K1.wrapping_mul(lane), hi ^ K2 ^ seed);
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut t = [0u8; 16];
         t[..rest.len()].copy_from_slice(rest);
         let (lo, hi) = words16(&t);
-        h ^= mum(lo ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
+        h ^= mum(lo ^ s2 ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
     }
-    mum(h ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
+    mum(h ^ s2 ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
 }
 
 #[cfg(test)]
@@ -107,6 +118,32 @@ mod tests {
         let mut other = [0u8; 32];
         other[16..].copy_from_slice(&[1; 16]);
         assert_ne!(hash(s, [0; 4], &swapped), hash(s, [0; 4], &other));
+    }
+
+    /// The attack that stalled the stream index: IPv6 sources whose high
+    /// half cancelled the multiply's constant all folded to one word.
+    /// Operands that cancel a constant still differ by the seed.
+    #[test]
+    fn no_operand_zeroes_a_multiply_without_the_seed() {
+        let s = seed();
+        let prefix = (K3 as u128) << 64;
+        let words: std::collections::HashSet<u64> = (0..10_000u128)
+            .map(|i| ip_word(IpAddr::V6((prefix | i).into()), s))
+            .collect();
+        assert_eq!(words.len(), 10_000);
+        // The same for payload chunks and words cancelling a constant.
+        let mut chunk = [0u8; 16];
+        chunk[..8].copy_from_slice(&K1.to_le_bytes());
+        let hashes: std::collections::HashSet<u64> = (0..1000u64)
+            .map(|i| {
+                chunk[8..].copy_from_slice(&i.to_le_bytes());
+                hash(s, [0, K1, 0, 0], &chunk)
+            })
+            .collect();
+        assert_eq!(hashes.len(), 1000);
+        let words: std::collections::HashSet<u64> =
+            (0..1000u64).map(|i| hash(s, [i, K1, K2, i], &[])).collect();
+        assert_eq!(words.len(), 1000);
     }
 
     #[test]

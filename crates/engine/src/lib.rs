@@ -23,6 +23,7 @@ pub mod lru;
 pub mod parallel;
 pub mod record;
 pub mod sctp;
+pub mod shared;
 pub mod tcp;
 pub mod websocket;
 pub mod workers;
@@ -45,7 +46,6 @@ use lru::{Idx, Linked, Links, Slab};
 pub use record::*;
 use sctp::Sctp;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tcp::{FlowKey, TcpConfig, TcpReassembler};
 
@@ -273,7 +273,7 @@ struct MediaDesc {
 }
 
 /// One `a=rtpmap` line, the name kept inline: no allocation per codec.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Rtpmap {
     payload_type: u8,
     name_len: u8,
@@ -374,6 +374,8 @@ const HEURISTIC_CONFIRM: u8 = 3;
 
 struct Call {
     links: Links,
+    /// Number of the call in this run (see [`CallRecord::serial`]).
+    serial: u64,
     call_id: Box<str>,
     caller_tag: Option<Box<str>>,
     from: Party,
@@ -498,8 +500,8 @@ pub struct Engine {
     external_batches: bool,
     /// (index, count) when this engine is one shard of several.
     shard: Option<(u64, u64)>,
-    /// Streams held by all shards of a sharded run (see `insert_stream`).
-    stream_budget: Option<Arc<AtomicUsize>>,
+    /// Caps shared with the other shards of a sharded run ([`shared`]).
+    shared: Option<Arc<shared::SharedCaps>>,
     /// What every shard of a run counts alike: packets, decoding,
     /// reassembly, signalling, calls (those of reassembly are copied in by
     /// `sync_counters`).
@@ -535,7 +537,7 @@ impl Engine {
             batcher: Batcher::default(),
             external_batches: false,
             shard: None,
-            stream_budget: None,
+            shared: None,
             counters: Counters::default(),
             owned: Counters::default(),
             total: Counters::default(),
@@ -752,12 +754,11 @@ impl Engine {
     /// Makes this engine one of `count` shards: it analyses only the media
     /// whose address pair hashes to `index`, and leaves batch boundaries to
     /// the caller ([`Engine::end_batch`] with the other shards' touches).
-    /// `live_streams` counts the streams of all shards together, against
-    /// the configured stream cap.
-    pub fn set_shard(&mut self, index: u64, count: u64, live_streams: Arc<AtomicUsize>) {
+    /// `caps` are the stream, candidate and per-call caps of all shards together.
+    pub fn set_shard(&mut self, index: u64, count: u64, caps: Arc<shared::SharedCaps>) {
         self.shard = Some((index, count));
         self.external_batches = true;
-        self.stream_budget = Some(live_streams);
+        self.shared = Some(caps);
     }
 
     /// Advances the engine's clock without a packet (shards see only part of
@@ -824,6 +825,12 @@ impl Engine {
                 if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += 1;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
+                } else if looks_like_rtcp(payload) {
+                    // Every shard reads RTCP (it is light), each applying it
+                    // to the streams it owns: RTCP need not be on RTP's
+                    // port + 1 (RFC 3605), so it may hash to another shard.
+                    self.counters.udp += 1;
+                    self.rtcp_datagram(f.src, sport, f.dst, dport, payload);
                 } else if self
                     .shard
                     .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)
@@ -940,9 +947,13 @@ impl Engine {
 
     /// Frames and handles the SIP messages buffered in a TCP flow.
     fn sip_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        if !self.tcp.ready(flow) {
+            return;
+        }
         let (mut buf, mut resync) = self.tcp.take_buffer(flow);
         let (src, sport, dst, dport) = key;
         let mut used = 0;
+        let mut wait = 0;
         loop {
             // CRLF keep-alives (RFC 5626) sit between messages.
             while used < buf.len() && matches!(buf[used], b'\r' | b'\n') {
@@ -973,7 +984,12 @@ impl Engine {
                     self.sip_message(now, src, sport, dst, dport, &m);
                     used += len;
                 }
-                Err(calliper_sip::SipError::Incomplete) => break,
+                Err(calliper_sip::SipError::Incomplete { needed }) => {
+                    // Parse again only once the rest of it is here (after
+                    // the drain below, the message starts the buffer).
+                    wait = needed.unwrap_or(0);
+                    break;
+                }
                 Err(e) => {
                     self.counters.anomaly(e.name());
                     resync = true;
@@ -983,6 +999,7 @@ impl Engine {
         }
         buf.drain(..used);
         self.tcp.put_buffer(flow, buf);
+        self.tcp.set_wait(flow, wait);
         if resync {
             self.tcp.mark_resync(flow);
         }
@@ -1134,6 +1151,8 @@ impl Engine {
         let caller_ua = m.user_agent.map(|u| self.counters.cut(u).to_string());
         let call = Call {
             links: Links::default(),
+            // Signalling is counted alike in every shard, so shards agree.
+            serial: self.counters.calls + 1,
             call_id: call_id.into(),
             caller_tag,
             from,
@@ -1279,22 +1298,31 @@ impl Engine {
             let Some(call) = self.calls.get_mut(idx) else {
                 return;
             };
-            if call.media.len() >= MAX_DESCS_PER_CALL {
-                self.counters.anomaly("sdp_too_many_media_per_call");
-                break;
-            }
-            let desc = call.media.len() as u16;
-            push_exact(
-                &mut call.media,
-                MediaDesc {
-                    owner: side,
-                    rtpmaps: med
-                        .rtpmaps
-                        .iter()
-                        .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
-                        .collect(),
-                },
-            );
+            let rtpmaps: Box<[Rtpmap]> = med
+                .rtpmaps
+                .iter()
+                .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
+                .collect();
+            // The same media offered again (session refresh, hold and
+            // resume) reuses its description instead of filling the cap.
+            let same = |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps;
+            let desc = match call.media.iter().position(same) {
+                Some(d) => d as u16,
+                None if call.media.len() >= MAX_DESCS_PER_CALL => {
+                    self.counters.anomaly("sdp_too_many_media_per_call");
+                    break;
+                }
+                None => {
+                    push_exact(
+                        &mut call.media,
+                        MediaDesc {
+                            owner: side,
+                            rtpmaps,
+                        },
+                    );
+                    (call.media.len() - 1) as u16
+                }
+            };
             let rtp = med.proto.to_ascii_uppercase().contains("RTP");
             let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
             for key in [(addr, port), (addr, rtcp)] {
@@ -1345,18 +1373,6 @@ impl Engine {
         dport: u16,
         payload: &[u8],
     ) {
-        if looks_like_rtcp(payload) {
-            self.owned.rtcp += 1;
-            let entry = self
-                .media
-                .get(&(dst, dport))
-                .or_else(|| self.media.get(&(src, sport)))
-                .map(|e| e.call);
-            if let Some(call) = entry {
-                self.rtcp_in_call(call, payload);
-            }
-            return;
-        }
         let Ok(h) = RtpHeader::parse(payload) else {
             let entry = self
                 .media
@@ -1404,6 +1420,19 @@ impl Engine {
         }
     }
 
+    /// An RTCP datagram: counted, and applied to its call (by either address).
+    fn rtcp_datagram(&mut self, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, payload: &[u8]) {
+        self.counters.rtcp += 1;
+        let entry = self
+            .media
+            .get(&(dst, dport))
+            .or_else(|| self.media.get(&(src, sport)))
+            .map(|e| e.call);
+        if let Some(call) = entry {
+            self.rtcp_in_call(call, payload);
+        }
+    }
+
     /// Applies the report blocks of an RTCP packet to the call's streams
     /// they describe (matched by SSRC): the receivers' own view of loss and jitter.
     fn rtcp_in_call(&mut self, call: Idx, payload: &[u8]) {
@@ -1413,7 +1442,7 @@ impl Engine {
         c.rtcp_packets += 1;
         for report in calliper_wire::rtcp::reports(payload) {
             let Ok(report) = report else {
-                self.owned.anomaly("rtcp_malformed");
+                self.counters.anomaly("rtcp_malformed");
                 return;
             };
             for block in report.blocks() {
@@ -1551,28 +1580,47 @@ impl Engine {
     /// a sharded run the cap on all shards' streams together, so a sharded
     /// run refuses streams at the same table size as one engine.
     fn insert_stream(&mut self, stream: Stream) -> Option<Idx> {
-        if let Some(b) = &self.stream_budget {
-            if b.fetch_add(1, Ordering::Relaxed) >= self.cfg.max_streams {
-                b.fetch_sub(1, Ordering::Relaxed);
+        if let Some(c) = &self.shared {
+            if !c.take_stream(self.cfg.max_streams) {
                 return None;
             }
         }
         match self.streams.insert(stream) {
             Ok(si) => Some(si),
             Err(_) => {
-                if let Some(b) = &self.stream_budget {
-                    b.fetch_sub(1, Ordering::Relaxed);
+                if let Some(c) = &self.shared {
+                    c.give_back_stream();
                 }
                 None
             }
         }
     }
 
+    /// Takes a place for one more stream in call `idx`: fewer than
+    /// [`MAX_STREAMS_PER_CALL`] here and, when sharded, in all shards.
+    fn admit_call_stream(&self, idx: Idx) -> bool {
+        let Some(call) = self.calls.get(idx) else {
+            return false;
+        };
+        call.streams.len() < MAX_STREAMS_PER_CALL
+            && self
+                .shared
+                .as_ref()
+                .is_none_or(|c| c.admit_call_stream(idx, call.serial))
+    }
+
+    /// Gives back a place [`Self::admit_call_stream`] took.
+    fn release_call_stream(&self, idx: Idx) {
+        if let (Some(c), Some(call)) = (&self.shared, self.calls.get(idx)) {
+            c.release_call_stream(idx, call.serial);
+        }
+    }
+
     /// Removes a stream from the tables and the media entries that list it.
     fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
         let s = self.streams.remove(si)?;
-        if let Some(b) = &self.stream_budget {
-            b.fetch_sub(1, Ordering::Relaxed);
+        if let Some(c) = &self.shared {
+            c.give_back_stream();
         }
         self.stream_ids.remove(s.key.hash(self.key_seed), si);
         for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
@@ -1593,12 +1641,12 @@ impl Engine {
 
     /// Moves an orphan stream into a call. False if the call cannot take it.
     fn adopt(&mut self, si: Idx, e: MediaRef, by_dst: bool) -> bool {
+        if !self.admit_call_stream(e.call) {
+            return false;
+        }
         let Some(call) = self.calls.get_mut(e.call) else {
             return false;
         };
-        if call.streams.len() >= MAX_STREAMS_PER_CALL {
-            return false;
-        }
         push_exact(&mut call.streams, si);
         let desc = call.media.get(e.desc as usize);
         let direction = desc.map_or(StreamDirection::Unknown, |d| {
@@ -1631,13 +1679,13 @@ impl Engine {
         pkt: &calliper_rtp::Packet,
         now: i64,
     ) {
-        let Some(call) = self.calls.get_mut(e.call) else {
-            return;
-        };
-        if call.streams.len() >= MAX_STREAMS_PER_CALL {
+        if !self.admit_call_stream(e.call) {
             self.owned.anomaly("rtp_too_many_streams_per_call");
             return;
         }
+        let Some(call) = self.calls.get(e.call) else {
+            return;
+        };
         let desc = call.media.get(e.desc as usize);
         let codec = resolve(desc, pkt.payload_type);
         let direction = desc.map_or(StreamDirection::Unknown, |d| {
@@ -1659,6 +1707,7 @@ impl Engine {
             closed: false,
         };
         let Some(si) = self.insert_stream(stream) else {
+            self.release_call_stream(e.call);
             self.owned.streams_refused += 1;
             return;
         };
@@ -1673,7 +1722,12 @@ impl Engine {
     }
 
     fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
-        if self.streams.list_len(LIST_CANDIDATE) >= self.cfg.max_candidates {
+        let own = self.streams.list_len(LIST_CANDIDATE);
+        let full = match (&self.shared, self.shard) {
+            (Some(c), Some((i, _))) => c.candidates_full(i as usize, own, self.cfg.max_candidates),
+            _ => own >= self.cfg.max_candidates,
+        };
+        if full {
             if let Some((old, _)) = self.streams.oldest(LIST_CANDIDATE) {
                 self.drop_candidate(old);
             }
@@ -1793,6 +1847,7 @@ impl Engine {
             _ => None,
         };
         self.out.push(Record::Call(Box::new(CallRecord {
+            serial: call.serial,
             call_id: call.call_id.into(),
             from: call.from,
             to: call.to,
@@ -1829,7 +1884,7 @@ impl Engine {
     pub fn finish(&mut self) {
         // Other shards may still be analysing: the streams ended here must
         // not free room in the shared stream cap for them.
-        self.stream_budget = None;
+        self.shared = None;
         self.apply_touches();
         if self.tcp.bytes() > 0 {
             // Signalling cut off by the end of the capture.

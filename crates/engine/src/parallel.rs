@@ -4,7 +4,8 @@
 //! every chunk (shared, not copied per shard). Each shard decodes each packet
 //! and removes capture duplicates exactly as a single engine would, then
 //! analyses media (UDP that is not SIP) only if it owns the address pair
-//! ([`crate::media_shard`]: both directions and RTCP together) and
+//! ([`crate::media_shard`]: both directions together; RTCP is read by
+//! every shard, each applying it to the streams it owns) and
 //! everything else — SIP, TCP, fragments — always. Every shard therefore
 //! keeps the same call and media tables and analyses only its own streams.
 //!
@@ -23,10 +24,10 @@
 //! reader merges the versions when all have arrived.
 
 use crate::lru::Idx;
+use crate::shared::SharedCaps;
 use crate::workers::{guard, Gate, WorkerFailed};
 use crate::{Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, Sum, LOOKAHEAD};
 use hashbrown::HashMap;
-use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -84,7 +85,8 @@ pub struct Parallel {
     handles: Vec<JoinHandle<Result<(Counters, Counters), WorkerFailed>>>,
     gate: Arc<Gate>,
     batcher: Batcher,
-    partial: HashMap<(Box<str>, i64), (usize, CallRecord)>,
+    /// Calls some shards have written, by serial: (versions so far, merged).
+    partial: HashMap<u64, (usize, CallRecord)>,
     out: Vec<Record>,
     packets: u64,
     bytes: u64,
@@ -96,7 +98,7 @@ impl Parallel {
     pub fn new(cfg: Config, shards: usize) -> Parallel {
         let n = shards.max(2);
         let gate = Arc::new(Gate::new(n));
-        let live_streams = Arc::new(AtomicUsize::new(0));
+        let caps = Arc::new(SharedCaps::new(n, cfg.max_calls));
         let exchange = Arc::new(Exchange {
             slots: Mutex::new(vec![Vec::new(); n]),
             gate: gate.clone(),
@@ -109,18 +111,15 @@ impl Parallel {
         for i in 0..n {
             let (tx, rx) = sync_channel::<Msg>(QUEUE);
             senders.push(tx);
-            // Streams are capped across shards (`live_streams`); unconfirmed
-            // candidates, noise until proven RTP, per shard by its share.
-            let shard_cfg = Config {
-                max_candidates: cfg.max_candidates / n + 1,
-                ..cfg.clone()
-            };
-            let live_streams = live_streams.clone();
+            // Streams, candidates and streams per call are capped across
+            // shards (`caps`), as in one engine.
+            let shard_cfg = cfg.clone();
+            let caps = caps.clone();
             let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
             handles.push(std::thread::spawn(move || {
                 let gate = exchange.gate.clone();
                 guard(i, Some(&gate), || {
-                    shard(i, n, shard_cfg, live_streams, rx, &exchange, result_tx)
+                    shard(i, n, shard_cfg, caps, rx, &exchange, result_tx)
                 })?
             }));
         }
@@ -229,14 +228,15 @@ impl Parallel {
             self.out.push(r);
             return;
         };
-        let key = (Box::<str>::from(c.call_id.as_str()), c.invite_ns);
+        let key = c.serial;
         let (count, merged) = match self.partial.remove(&key) {
             None => (1, *c),
             Some((count, mut m)) => {
                 m.streams.extend(c.streams);
                 m.end_ns = m.end_ns.max(c.end_ns);
                 m.duration_ms = m.duration_ms.max(c.duration_ms);
-                m.rtcp_packets += c.rtcp_packets;
+                // Every shard reads every RTCP packet: the versions agree.
+                m.rtcp_packets = m.rtcp_packets.max(c.rtcp_packets);
                 m.t38_packets += c.t38_packets;
                 (count + 1, m)
             }
@@ -328,13 +328,13 @@ fn shard(
     i: usize,
     n: usize,
     cfg: Config,
-    live_streams: Arc<AtomicUsize>,
+    caps: Arc<SharedCaps>,
     rx: Receiver<Msg>,
     exchange: &Exchange,
     results: Sender<Vec<Record>>,
 ) -> Result<(Counters, Counters), WorkerFailed> {
     let mut e = Engine::new(cfg);
-    e.set_shard(i as u64, n as u64, live_streams);
+    e.set_shard(i as u64, n as u64, caps);
     let mut others: Vec<(i64, Idx)> = Vec::new();
     let send = |e: &mut Engine| {
         let records: Vec<Record> = e.drain().collect();

@@ -140,6 +140,11 @@ impl StreamRecord {
 /// One call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallRecord {
+    /// The call's number in this run (1 for the first call started): tells
+    /// apart calls that share a Call-ID and start time (a sharded run
+    /// merges its shards' versions of a call by it).
+    #[serde(skip)]
+    pub serial: u64,
     /// SIP Call-ID.
     pub call_id: String,
     /// Caller (From of the first INVITE).

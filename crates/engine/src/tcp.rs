@@ -93,6 +93,10 @@ struct Flow {
     ooo_bytes: usize,
     /// The buffer may start mid-message (gap, overflow, pickup mid-stream).
     resync: bool,
+    /// Buffered bytes the framer needs before it can make progress (a
+    /// message whose length is known but not all here yet): below it, new
+    /// segments are only buffered, not parsed again.
+    wait: usize,
     /// What the caller frames in this flow (its own meaning).
     tag: u8,
 }
@@ -254,6 +258,21 @@ impl TcpReassembler {
     pub fn mark_resync(&mut self, flow: Idx) {
         if let Some(f) = self.flows.get_mut(flow) {
             f.resync = true;
+            f.wait = 0;
+            f.wait = 0;
+        }
+    }
+
+    /// Whether the framer should look at the flow's buffer again: it holds
+    /// at least the bytes the framer said it needs ([`Self::set_wait`]).
+    pub fn ready(&self, flow: Idx) -> bool {
+        self.flows.get(flow).is_some_and(|f| f.buf.len() >= f.wait)
+    }
+
+    /// Tells the flow not to be framed again until its buffer holds `bytes`.
+    pub fn set_wait(&mut self, flow: Idx, bytes: usize) {
+        if let Some(f) = self.flows.get_mut(flow) {
+            f.wait = bytes;
         }
     }
 
@@ -292,6 +311,7 @@ impl TcpReassembler {
                 ooo: Vec::new(),
                 ooo_bytes: 0,
                 resync: false,
+                wait: 0,
                 tag: 0,
             })
             .ok()?;
@@ -356,6 +376,8 @@ impl TcpReassembler {
             self.bytes -= f.buf.len();
             f.buf.clear();
             f.resync = true;
+            f.wait = 0;
+            f.wait = 0;
             return;
         }
         f.buf.extend_from_slice(new);
@@ -450,6 +472,7 @@ impl TcpReassembler {
         f.buf.clear();
         f.next = seq;
         f.resync = true;
+        f.wait = 0;
     }
 }
 

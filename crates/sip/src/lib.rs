@@ -10,8 +10,6 @@
 
 pub mod sdp;
 
-use memchr::memmem;
-
 /// Most headers we read in one message; more is an anomaly, not a crash.
 pub const MAX_HEADERS: usize = 256;
 /// Longest header section we wait for on a stream (RFC 3261 sets no limit).
@@ -114,8 +112,12 @@ impl<'a> SipMessage<'a> {
 pub enum SipError {
     /// The first line is not a SIP request or status line.
     NotSip,
-    /// The headers (or, on a stream, the body) end beyond the buffer.
-    Incomplete,
+    /// The headers (or, on a stream, the body) end beyond the buffer;
+    /// `needed` is the whole message's length once the headers say it.
+    Incomplete {
+        /// Bytes from the start of the buffer to the end of the message.
+        needed: Option<usize>,
+    },
     /// More than [`MAX_HEADERS`] headers.
     TooManyHeaders,
     /// Content-Length is not a number or exceeds [`MAX_BODY`].
@@ -129,7 +131,7 @@ impl SipError {
     pub fn name(&self) -> &'static str {
         match self {
             SipError::NotSip => "sip_not_sip",
-            SipError::Incomplete => "sip_incomplete",
+            SipError::Incomplete { .. } => "sip_incomplete",
             SipError::TooManyHeaders => "sip_too_many_headers",
             SipError::BadContentLength => "sip_bad_content_length",
             SipError::MissingHeader(_) => "sip_missing_header",
@@ -235,25 +237,39 @@ fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
 pub fn parse(buf: &[u8], stream: bool) -> Result<SipMessage<'_>, SipError> {
     let skipped = buf.len() - trim_leading_crlf(buf).len();
     let b = &buf[skipped..];
-    let Some(hdr_end) = memmem::find(b, b"\r\n\r\n")
-        .map(|i| (i, i + 4))
-        .or_else(|| {
-            // Tolerate bare-LF messages.
-            memmem::find(b, b"\n\n").map(|i| (i, i + 2))
-        })
-    else {
+    let Some(hdr_end) = header_end(b) else {
         // No blank line: a datagram may still be a complete body-less message
         // missing its final CRLF; a stream needs more bytes.
         if stream || first_line(b).is_none() {
             return Err(if b.len() > MAX_MESSAGE {
                 SipError::NotSip
             } else {
-                SipError::Incomplete
+                SipError::Incomplete { needed: None }
             });
         }
         return parse_headers(b, b.len(), b.len(), skipped, false);
     };
     parse_headers(b, hdr_end.0, hdr_end.1, skipped, stream)
+}
+
+/// The first blank line within the first [`MAX_MESSAGE`] bytes: (end of
+/// the header section, start of the body). CRLF and bare LF line ends both
+/// count. One pass, never past the header cap, so a stream that never
+/// sends a blank line costs a bounded scan per attempt.
+fn header_end(b: &[u8]) -> Option<(usize, usize)> {
+    let window = &b[..b.len().min(MAX_MESSAGE + 4)];
+    memchr::memchr_iter(b'\n', window).find_map(|i| {
+        let head = if i > 0 && window[i - 1] == b'\r' {
+            i - 1
+        } else {
+            i
+        };
+        match window.get(i + 1..) {
+            Some([b'\n', ..]) => Some((head, i + 2)),
+            Some([b'\r', b'\n', ..]) => Some((head, i + 3)),
+            _ => None,
+        }
+    })
 }
 
 fn parse_headers(
@@ -300,7 +316,9 @@ fn parse_headers(
     let body_len = match m.content_length {
         Some(cl) if cl > available => {
             if stream {
-                return Err(SipError::Incomplete);
+                return Err(SipError::Incomplete {
+                    needed: Some(skipped + body_start + cl),
+                });
             }
             m.body_truncated = true;
             available

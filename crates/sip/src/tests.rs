@@ -91,10 +91,13 @@ fn two_messages_in_one_stream_buffer() {
     assert_eq!(m.len, one.len());
     let m2 = parse(&buf[m.len..], true).unwrap();
     assert_eq!(m2.call_id, Some("1-9472@127.0.1.1"));
-    // Cut inside the second body: a stream says incomplete.
+    // Cut inside the second body: a stream says incomplete, and how long
+    // the whole message is.
     assert_eq!(
         parse(&buf[m.len..buf.len() - 10], true),
-        Err(SipError::Incomplete)
+        Err(SipError::Incomplete {
+            needed: Some(buf.len() - m.len)
+        })
     );
     // A datagram takes the short body and flags it.
     let d = parse(&buf[m.len..buf.len() - 10], false).unwrap();
@@ -157,4 +160,24 @@ m=audio 0 RTP/AVP 0\r\nbogus line\r\n";
     assert_eq!(s.media[1].direction, Direction::Inactive);
     assert_eq!(s.media[2].port, 0);
     assert_eq!(s.bad_lines, 1);
+}
+
+#[test]
+fn header_end_is_found_in_one_bounded_pass() {
+    // Bare LF, CRLF and mixed blank lines all end the headers.
+    for msg in [
+        "OPTIONS sip:a SIP/2.0\nCall-ID: x\nCSeq: 1 OPTIONS\n\n",
+        "OPTIONS sip:a SIP/2.0\r\nCall-ID: x\r\nCSeq: 1 OPTIONS\r\n\r\n",
+        "OPTIONS sip:a SIP/2.0\r\nCall-ID: x\r\nCSeq: 1 OPTIONS\n\r\n",
+    ] {
+        let m = parse(msg.as_bytes(), true).unwrap();
+        assert_eq!((m.call_id, m.len), (Some("x"), msg.len()), "{msg:?}");
+    }
+    // A header section beyond the cap is refused even if a blank line follows.
+    let mut big = b"OPTIONS sip:a SIP/2.0\r\n".to_vec();
+    while big.len() <= MAX_MESSAGE {
+        big.extend_from_slice(b"X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    big.extend_from_slice(b"Call-ID: x\r\nCSeq: 1 OPTIONS\r\n\r\n");
+    assert_eq!(parse(&big, true), Err(SipError::NotSip));
 }

@@ -287,3 +287,279 @@ pub fn orphan_streams(n: u16, packets: u16) -> Pcap {
     }
     p
 }
+
+/// An IPv6 header and payload.
+pub fn ipv6(src: [u8; 16], dst: [u8; 16], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x60, 0, 0, 0];
+    h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    h.extend_from_slice(&[proto, 64]);
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    h.extend_from_slice(payload);
+    h
+}
+
+impl Pcap {
+    /// Appends an Ethernet frame carrying an IPv6 packet.
+    pub fn ipv6(&mut self, ts_ns: i64, ip: &[u8]) {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xDD];
+        f.extend_from_slice(ip);
+        let (sec, ns) = (ts_ns / SEC, ts_ns % SEC);
+        for x in [sec as u32, ns as u32, f.len() as u32, f.len() as u32] {
+            self.bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        self.bytes.extend_from_slice(&f);
+        self.packets += 1;
+    }
+}
+
+/// RTP from `n` IPv6 sources in the /64 whose high half cancelled the
+/// stream-key hash's constant (5899:65cc:7537:4cc3::/64), same ports and SSRC.
+pub fn v6_hash_flood(n: u32) -> Pcap {
+    let mut p = Pcap::default();
+    let mut src = [0u8; 16];
+    src[..8].copy_from_slice(&0x5899_65CC_7537_4CC3u64.to_be_bytes());
+    let mut dst = [0u8; 16];
+    dst[0] = 0xfd;
+    dst[15] = 1;
+    for i in 0..n {
+        src[8..].copy_from_slice(&(i as u64).to_be_bytes());
+        let body = udp(30_000, 40_000, &rtp(0, 1, 160, 0x1234, &[0; 20]));
+        p.ipv6(T0 + i as i64 * 1000, &ipv6(src, dst, 17, &body));
+    }
+    p
+}
+
+/// SIP over TCP: a 60 000-byte header section (under the cap) announcing a
+/// body of `body` bytes, then the body one byte per segment.
+pub fn tcp_slow_body(body: u32) -> Pcap {
+    let mut p = Pcap::default();
+    let (a, b) = (CALLER.0, CALLEE.0);
+    let mut head = String::from(
+        "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nCall-ID: slow\r\nCSeq: 1 INVITE\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@x>\r\n",
+    );
+    for _ in 0..150 {
+        head += &format!("X-Pad:{}\r\n", " ".repeat(390));
+    }
+    head += &format!("Content-Length: {body}\r\n\r\n");
+    let mut t = T0;
+    let mut seg = |p: &mut Pcap, seq: u32, flags: u8, data: &[u8]| {
+        t += 10_000;
+        p.ipv4(
+            t,
+            &ipv4(a, b, 6, seq as u16, 0, &tcp(40_000, 5060, seq, flags, data)),
+        );
+    };
+    seg(&mut p, 0, 0x02, b"");
+    let mut seq = 1;
+    for chunk in head.as_bytes().chunks(1400) {
+        seg(&mut p, seq, 0x18, chunk);
+        seq += chunk.len() as u32;
+    }
+    for _ in 0..body {
+        seg(&mut p, seq, 0x18, b"v");
+        seq += 1;
+    }
+    p
+}
+
+/// `n` RTP streams without signalling between one pair of addresses (one
+/// SSRC each, three continuing packets): all on one shard.
+pub fn candidates_one_pair(n: u32) -> Pcap {
+    let mut p = Pcap::default();
+    for s in 0..n {
+        for i in 0..3u16 {
+            let t = T0 + (s as i64 * 3 + i as i64) * 10_000;
+            p.udp(
+                t,
+                CALLER_RTP,
+                CALLEE_RTP,
+                &rtp(8, i, i as u32 * 160, s, &[0; 20]),
+            );
+        }
+    }
+    p
+}
+
+/// One answered call whose caller's SDP address receives from `senders`
+/// different source addresses (so from every shard).
+pub fn streams_per_call(senders: u32) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "many-senders", "");
+    for s in 0..senders {
+        let src = (Ipv4Addr::new(10, 9, (s >> 8) as u8, s as u8), 7000);
+        for i in 0..5u16 {
+            let t = T0 + SEC + (s as i64 * 5 + i as i64) * 100_000;
+            p.udp(t, src, CALLER_RTP, &rtp(0, i, i as u32 * 160, s, &[0; 20]));
+        }
+    }
+    p
+}
+
+/// The same Call-ID used by two calls started at the same capture time
+/// (the first pushed out by `--max-calls 1`), each with its own media.
+pub fn call_id_reuse() -> Pcap {
+    let mut p = Pcap::default();
+    let sender = |n: u8| (Ipv4Addr::new(10, 0, 9, n), 30_000);
+    let invite = |id: &str, user: &str, host: u8, port: u16| {
+        let ip = Ipv4Addr::new(10, 0, 0, host);
+        let sdp = format!(
+            "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n"
+        );
+        format!(
+            "INVITE sip:x@y SIP/2.0\r\nFrom: <sip:{user}@a>;tag={user}\r\nTo: <sip:b@b>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+            sdp.len()
+        )
+        .into_bytes()
+    };
+    p.udp(T0, CALLER, CALLEE, &invite("X", "alice", 1, 20_000));
+    for i in 0..10u16 {
+        let to = (Ipv4Addr::new(10, 0, 0, 1), 20_000);
+        p.udp(
+            T0,
+            sender(1),
+            to,
+            &rtp(0, i, i as u32 * 160, 0xA11CE, &[0; 20]),
+        );
+    }
+    p.udp(T0, CALLER, CALLEE, &invite("Y", "carol", 3, 22_000));
+    p.udp(T0, CALLER, CALLEE, &invite("X", "mallory", 5, 24_000));
+    for i in 0..10u16 {
+        let to = (Ipv4Addr::new(10, 0, 0, 5), 24_000);
+        p.udp(
+            T0,
+            sender(2),
+            to,
+            &rtp(0, i, i as u32 * 160, 0xBADD, &[0; 20]),
+        );
+    }
+    p.udp(T0, CALLER, CALLEE, &invite("Z", "zed", 7, 26_000));
+    p
+}
+
+/// 16 calls with RTP on odd ports and RTCP receiver reports on port + 1
+/// (so RTP and RTCP address pairs can hash to different shards).
+pub fn rtcp_on_odd_ports() -> Pcap {
+    let mut p = Pcap::default();
+    for c in 0..16u8 {
+        let (a, b) = (Ipv4Addr::new(10, 0, c, 1), Ipv4Addr::new(10, 1, c, 1));
+        let (ap, bp) = (20_001 + 2 * c as u16, 30_001 + 2 * c as u16);
+        let sdp = |ip: Ipv4Addr, port: u16| {
+            format!("v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n")
+        };
+        let msg = |start: &str, body: String| {
+            format!(
+                "{start}\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>;tag=b\r\nCall-ID: rtcp-{c}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        };
+        let t = T0 + c as i64 * 1_000_000;
+        p.udp(
+            t,
+            (a, 5060),
+            (b, 5060),
+            &msg("INVITE sip:b@b SIP/2.0", sdp(a, ap)),
+        );
+        p.udp(
+            t + 50_000_000,
+            (b, 5060),
+            (a, 5060),
+            &msg("SIP/2.0 200 OK", sdp(b, bp)),
+        );
+        for k in 0..100u16 {
+            let tt = t + 100_000_000 + k as i64 * 20_000_000;
+            let ssrc = 0x5000 + c as u32;
+            p.udp(
+                tt,
+                (b, bp),
+                (a, ap),
+                &rtp(0, k, k as u32 * 160, ssrc, &[0; 20]),
+            );
+            if k % 25 == 24 {
+                let mut rr = vec![0x81, 201, 0, 7];
+                rr.extend_from_slice(&0xAAAAu32.to_be_bytes());
+                for w in [ssrc, 10 << 24 | 3, 1000 + k as u32, 40, 0, 0] {
+                    rr.extend_from_slice(&w.to_be_bytes());
+                }
+                p.udp(tt + 1_000_000, (a, ap + 1), (b, bp + 1), &rr);
+            }
+        }
+    }
+    p
+}
+
+/// Two different INVITEs whose first 64 bytes and lengths are equal, 1 ms
+/// apart, with IP ID 0 (as Linux gives unconnected UDP sockets).
+pub fn equal_starting_invites() -> Pcap {
+    let mut p = Pcap::default();
+    for (i, id) in ["call-aaaa", "call-bbbb"].into_iter().enumerate() {
+        let m = format!(
+            "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK-same\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@y>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        );
+        let ip = ipv4(
+            CALLER.0,
+            CALLEE.0,
+            17,
+            0,
+            0x4000,
+            &udp(5060, 5060, m.as_bytes()),
+        );
+        p.ipv4(T0 + i as i64 * 1_000_000, &ip);
+    }
+    p
+}
+
+/// A call refreshed by `refreshes` re-INVITEs with unchanged SDP (session
+/// timers), then moved to new media addresses, which then carry RTP.
+pub fn session_refresh_then_move(refreshes: u32) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "refresh", "");
+    let moved = (Ipv4Addr::new(10, 0, 0, 1), 41_000);
+    for k in 0..=refreshes {
+        let (addr, last) = if k == refreshes {
+            (moved, true)
+        } else {
+            (CALLER_RTP, false)
+        };
+        let sdp = format!(
+            "v=0\r\no=- 1 {k} IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n",
+            ip = addr.0,
+            port = addr.1
+        );
+        let m = format!(
+            "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nFrom: <sip:alice@10.0.0.1>;tag=a\r\nTo: <sip:bob@10.0.0.2>;tag=b\r\nCall-ID: refresh\r\nCSeq: {} INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+            k + 2,
+            sdp.len()
+        );
+        p.udp(T0 + SEC + k as i64 * SEC, CALLER, CALLEE, m.as_bytes());
+        if last {
+            for i in 0..50u16 {
+                let t = T0 + (refreshes as i64 + 2) * SEC + i as i64 * 20_000_000;
+                p.udp(
+                    t,
+                    CALLEE_RTP,
+                    moved,
+                    &rtp(0, i, i as u32 * 160, 77, &[0; 20]),
+                );
+            }
+        }
+    }
+    p
+}
+
+/// A call whose Call-ID and reason phrase carry terminal escape sequences
+/// and a bare CR.
+pub fn control_characters() -> Pcap {
+    let mut p = Pcap::default();
+    let id = "evil\u{1b}[2J\u{1b}[31m\rcall legit";
+    let m = format!(
+        "INVITE sip:b@b SIP/2.0\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    );
+    p.udp(T0, CALLER, CALLEE, m.as_bytes());
+    let r = format!(
+        "SIP/2.0 486 Busy\u{1b}[0m\rHere\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>;tag=b\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    );
+    p.udp(T0 + SEC, CALLEE, CALLER, r.as_bytes());
+    p
+}
