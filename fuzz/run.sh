@@ -3,7 +3,7 @@
 # from the minimised corpus kept in fuzz/seeds-corpus/<target>/ plus seeds cut
 # from the repo's captures and ../shared/pcaps when present, with the SIP/SDP
 # dictionaries of fuzz/dict/. A crash fails the run and leaves its input
-# under fuzz/artifacts/<target>/.
+# under fuzz/artifacts/<target>/; so does an input that runs over 10 s (a hang).
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 set -euo pipefail
@@ -29,10 +29,11 @@ for t in "${targets[@]}"; do
     esac
     echo "fuzz: $t for ${secs}s"
     cargo +nightly fuzz run -O "$t" "corpus/$t" -- "${dict[@]}" \
-        -max_total_time="$secs" -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 2>&1 |
+        -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 2>&1 |
         grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+== ERROR|SUMMARY)|panicked" || true
     # cargo fuzz exits non-zero on a crash; pipefail is masked by grep, so check artifacts.
-    if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null; then
+    if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null ||
+        compgen -G "artifacts/$t/timeout-*" >/dev/null; then
         echo "fuzz: $t found a crash:"; ls "artifacts/$t"; exit 1
     fi
 done
