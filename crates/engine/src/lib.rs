@@ -176,25 +176,8 @@ pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
     (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
 }
 
-/// SIP methods counted by name in [`Counters::sip_by_kind`] (RFC 3261 and
-/// its extensions); any other token counts as [`OTHER_METHOD`].
-pub const METHODS: [&str; 14] = [
-    "ACK",
-    "BYE",
-    "CANCEL",
-    "INFO",
-    "INVITE",
-    "MESSAGE",
-    "NOTIFY",
-    "OPTIONS",
-    "PRACK",
-    "PUBLISH",
-    "REFER",
-    "REGISTER",
-    "SUBSCRIBE",
-    "UPDATE",
-];
-/// The key of every method not in [`METHODS`].
+/// The key in [`Counters::sip_by_kind`] of every method not in
+/// [`calliper_sip::METHODS`].
 pub const OTHER_METHOD: &str = "other-method";
 
 /// How often media refreshes its call's activity.
