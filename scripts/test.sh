@@ -20,10 +20,16 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 mkdir -p target
-cargo test --workspace --release 2>&1 | tee target/test.log
+# Every test binary runs even after one fails, and the closing line always prints.
+status=0
+cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log || status=$?
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
-# Every parser under libFuzzer for a short bounded time (FUZZ_SECONDS each).
-if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
-    fuzz/run.sh "${FUZZ_SECONDS:-15}"
+if [ "$status" != 0 ]; then
+    echo "tests failed (see target/test.log)" >&2
+    exit "$status"
+fi
+# Every fuzz target under libFuzzer for a bounded time (FUZZ_SECONDS each).
+if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
+    fuzz/run.sh "${FUZZ_SECONDS:-30}"
 fi

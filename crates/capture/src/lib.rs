@@ -84,6 +84,9 @@ impl fmt::Display for CaptureError {
                 "not a pcap or pcapng file (first bytes {:02x}{:02x}{:02x}{:02x})",
                 magic[0], magic[1], magic[2], magic[3]
             ),
+            CaptureError::Truncated { offset: 0, available: 0, .. } => {
+                write!(f, "empty file: no capture header")
+            }
             CaptureError::Truncated { offset, needed, available } => write!(
                 f,
                 "truncated capture: record at byte offset {offset} needs {needed} bytes, only {available} present"
@@ -286,9 +289,11 @@ impl<R: Read> CaptureReader<R> {
         };
         r.fill(4)?;
         if r.end < 4 {
-            let mut magic = [0u8; 4];
-            magic[..r.end].copy_from_slice(&r.buf[..r.end]);
-            return Err(CaptureError::NotACapture { magic });
+            return Err(CaptureError::Truncated {
+                offset: 0,
+                needed: 4,
+                available: r.end as u64,
+            });
         }
         let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
         let m = u32::from_le_bytes(magic);

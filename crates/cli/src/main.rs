@@ -287,8 +287,23 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let mut total_bytes = 0;
     for path in &a.files {
         let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        total_bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
+        let meta = f
+            .metadata()
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            bail!("{} is a directory, not a capture file", path.display());
+        }
+        total_bytes += meta.len();
         inputs.push((path.clone(), f));
+    }
+    // Writing the report over a capture would destroy it before it is read.
+    for out in a.output.iter().chain(&a.db) {
+        if a.files.iter().any(|f| same_file(f, out)) {
+            bail!(
+                "{} is also an input: refusing to overwrite it",
+                out.display()
+            );
+        }
     }
     let out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(BufWriter::new(
@@ -338,11 +353,15 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     // A failure of the analysis itself (a panic): the input it was reading and why.
     let mut failure: Option<(String, WorkerFailed)> = None;
     let mut done_bytes = 0u64;
-    let emit = |engine: &mut Analyzer,
-                text: &mut Option<summary::TextReport<Box<dyn Write>>>,
-                sinks: &mut Vec<Box<dyn Sink>>|
+    let mut calls_written = 0u64;
+    // The latest capture time of the files read so far.
+    let mut files_end = i64::MIN;
+    let mut emit = |engine: &mut Analyzer,
+                    text: &mut Option<summary::TextReport<Box<dyn Write>>>,
+                    sinks: &mut Vec<Box<dyn Sink>>|
      -> Result<()> {
         for r in engine.drain() {
+            calls_written += matches!(r, Record::Call(_)) as u64;
             for s in sinks.iter_mut() {
                 s.write(&r)?;
             }
@@ -363,6 +382,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             }
         };
         let mut n = 0u64;
+        let mut file_end = i64::MIN;
         loop {
             match reader.next_batch(READ_BATCH) {
                 Ok(b) if b.is_empty() => break,
@@ -371,6 +391,17 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                     for (r, p) in raw.iter_mut().zip(b.iter()) {
                         *r = p.into();
                     }
+                    let first = raw[0].ts_ns;
+                    if n == 0 && first < files_end {
+                        bar.suspend(|| {
+                            eprintln!(
+                                "calliper: warning: {name} starts {:.3} s before the previous file ended: \
+                                 files are read as one capture in the order given, so give them in time order",
+                                (files_end - first) as f64 / 1e9
+                            )
+                        });
+                    }
+                    file_end = raw[..b.len()].iter().fold(file_end, |m, p| m.max(p.ts_ns));
                     if let Err(f) = engine.packets(&raw[..b.len()]) {
                         failure = Some((name.clone(), f));
                         break;
@@ -397,6 +428,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             }
         }
         done_bytes += reader.position();
+        files_end = files_end.max(file_end);
         emit(&mut engine, &mut text, &mut sinks)?;
         if failure.is_some() {
             break;
@@ -422,11 +454,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         summary::print_counters(&mut io::stderr().lock(), &counters)?;
     }
     if let Some(db) = &a.db {
-        eprintln!(
-            "calliper: stored {} calls in {}",
-            counters.calls,
-            db.display()
-        );
+        eprintln!("calliper: stored {calls_written} calls in {}", db.display());
     }
     if let Some((input, f)) = failure {
         return Err(anyhow::Error::new(f).context(format!(
@@ -434,6 +462,14 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         )));
     }
     Ok(clean)
+}
+
+/// True when both paths name one existing file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 /// The inputs' names, as one string for messages and the `runs` table.

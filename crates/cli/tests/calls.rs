@@ -88,7 +88,10 @@ fn calls_and_final_status_match_tshark() {
         "calls differ from tshark:\n{}",
         failures.join("\n")
     );
-    assert!(checked >= 20, "only {checked} calls checked");
+    assert!(
+        checked >= common::at_least(20, 5),
+        "only {checked} calls checked"
+    );
 }
 
 #[test]

@@ -461,3 +461,45 @@ fn control_characters_do_not_reach_the_terminal() {
     );
     assert!(m.stdout.contains("\\u{1b}[2J"), "{:?}", m.stdout);
 }
+
+// Found by the new-user review.
+
+#[test]
+fn output_that_is_an_input_empty_files_and_directories() {
+    let file = hostile::non_ascii_rtpmap().save("clobber");
+    let before = std::fs::read(&file).unwrap();
+    for opt in ["-o", "--db"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", opt])
+            .arg(&file)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{opt}: {err}");
+        assert!(err.contains("also an input"), "{opt}: {err}");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "{opt} overwrote the capture"
+        );
+    }
+    std::fs::remove_file(&file).ok();
+    let empty = std::env::temp_dir().join(format!("calliper-empty-{}.pcap", std::process::id()));
+    std::fs::write(&empty, b"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&empty).ok();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty file"));
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze"])
+        .arg(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+}

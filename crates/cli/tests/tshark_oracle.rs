@@ -187,7 +187,10 @@ fn every_tshark_stream_matches() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(compared >= 60, "only {compared} streams compared");
+    assert!(
+        compared >= common::at_least(60, 15),
+        "only {compared} streams compared"
+    );
     if capture_dirs()[0].ends_with("public") {
         assert_eq!(
             known_seen,
