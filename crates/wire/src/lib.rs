@@ -185,6 +185,7 @@ struct Ctx {
 }
 
 /// Decodes a frame of the given link type.
+#[inline]
 pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
     let first = match link_type {
         linktype::ETHERNET => Layer::Ethernet(data),
@@ -220,9 +221,11 @@ pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
     run(&mut ctx, first)
 }
 
-/// A layer still to decode. Each decoding step names the next layer instead
-/// of calling its decoder, and [`run`] loops: nesting in the packet never
-/// nests calls, so no input can grow the stack.
+/// A layer still to decode. Within one level of encapsulation the decoders
+/// call each other (link, then IP, then transport: a fixed chain); entering
+/// a tunnel instead names the inner layer, and [`run`] loops. Nesting in
+/// the packet therefore never nests calls, so no input can grow the stack,
+/// and the common untunnelled packet takes the direct chain.
 enum Layer<'a> {
     Ethernet(&'a [u8]),
     EtherType(u16, &'a [u8]),
@@ -243,12 +246,13 @@ enum Next<'a> {
 type Step<'a> = Result<Next<'a>, DecodeError>;
 
 /// Decodes layer after layer until a transport payload (or an error).
+#[inline(always)]
 fn run<'a>(ctx: &mut Ctx, mut layer: Layer<'a>) -> Result<Frame<'a>, DecodeError> {
     loop {
         let next = match layer {
-            Layer::Ethernet(d) => ethernet(d),
+            Layer::Ethernet(d) => ethernet(ctx, d),
             Layer::EtherType(et, d) => ethertype(ctx, et, d),
-            Layer::Ip(d) => ip_by_version(d),
+            Layer::Ip(d) => ip_by_version(ctx, d),
             Layer::Ipv4(d) => ipv4(ctx, d),
             Layer::Ipv6(d) => ipv6(ctx, d),
             Layer::Transport(src, dst, proto, p) => transport(ctx, src, dst, proto, p),
@@ -260,13 +264,15 @@ fn run<'a>(ctx: &mut Ctx, mut layer: Layer<'a>) -> Result<Frame<'a>, DecodeError
     }
 }
 
-fn ethernet(data: &[u8]) -> Step<'_> {
+#[inline(always)]
+fn ethernet<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     if data.len() < 14 {
         return Err(DecodeError::Truncated("ethernet"));
     }
-    Ok(Next::Layer(Layer::EtherType(be16(data, 12), &data[14..])))
+    ethertype(ctx, be16(data, 12), &data[14..])
 }
 
+#[inline(always)]
 fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Step<'a> {
     loop {
         match et {
@@ -290,24 +296,26 @@ fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Step<'a> {
                         break;
                     }
                 }
-                return Ok(Next::Layer(Layer::Ip(rest)));
+                return ip_by_version(ctx, rest);
             }
-            ETH_IPV4 => return Ok(Next::Layer(Layer::Ipv4(rest))),
-            ETH_IPV6 => return Ok(Next::Layer(Layer::Ipv6(rest))),
+            ETH_IPV4 => return ipv4(ctx, rest),
+            ETH_IPV6 => return ipv6(ctx, rest),
             _ => return Err(DecodeError::NotIp),
         }
     }
 }
 
-fn ip_by_version(data: &[u8]) -> Step<'_> {
+#[inline(always)]
+fn ip_by_version<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     match data.first().map(|b| b >> 4) {
-        Some(4) => Ok(Next::Layer(Layer::Ipv4(data))),
-        Some(6) => Ok(Next::Layer(Layer::Ipv6(data))),
+        Some(4) => ipv4(ctx, data),
+        Some(6) => ipv6(ctx, data),
         Some(_) => Err(DecodeError::NotIp),
         None => Err(DecodeError::Truncated("ip")),
     }
 }
 
+#[inline(always)]
 fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     if data.len() < 20 {
         return Err(DecodeError::Truncated("ipv4"));
@@ -345,9 +353,10 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
         };
         return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
     }
-    Ok(Next::Layer(Layer::Transport(src, dst, proto, payload)))
+    transport(ctx, src, dst, proto, payload)
 }
 
+#[inline(always)]
 fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     ctx.ip_id = None;
     if data.len() < 40 {
@@ -416,11 +425,12 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
                 next = rest[0];
                 rest = payload;
             }
-            _ => return Ok(Next::Layer(Layer::Transport(src, dst, next, rest))),
+            _ => return transport(ctx, src, dst, next, rest),
         }
     }
 }
 
+#[inline(always)]
 fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Next<'a> {
     Next::Done(Frame {
         src,
@@ -469,6 +479,7 @@ fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
     enter(ctx)
 }
 
+#[inline(always)]
 fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Step<'a> {
     match proto {
         ipproto::UDP => {
@@ -542,6 +553,7 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
 }
 
 /// GRE (RFC 2784/2890), including ERSPAN types I, II and III.
+#[inline(always)]
 fn gre(p: &[u8]) -> Step<'_> {
     if p.len() < 4 {
         return Err(DecodeError::Truncated("gre"));
