@@ -412,27 +412,23 @@ pub fn call_id_reuse() -> Pcap {
         )
         .into_bytes()
     };
+    // Ten RTP packets from sender `n` to the call's media at 10.0.0.`host`:`port`.
+    let media = |p: &mut Pcap, n: u8, host: u8, port: u16, ssrc: u32| {
+        for i in 0..10u16 {
+            let to = (Ipv4Addr::new(10, 0, 0, host), port);
+            p.udp(
+                T0,
+                sender(n),
+                to,
+                &rtp(0, i, i as u32 * 160, ssrc, &[0; 20]),
+            );
+        }
+    };
     p.udp(T0, CALLER, CALLEE, &invite("X", "alice", 1, 20_000));
-    for i in 0..10u16 {
-        let to = (Ipv4Addr::new(10, 0, 0, 1), 20_000);
-        p.udp(
-            T0,
-            sender(1),
-            to,
-            &rtp(0, i, i as u32 * 160, 0xA11CE, &[0; 20]),
-        );
-    }
+    media(&mut p, 1, 1, 20_000, 0xA11CE);
     p.udp(T0, CALLER, CALLEE, &invite("Y", "carol", 3, 22_000));
     p.udp(T0, CALLER, CALLEE, &invite("X", "mallory", 5, 24_000));
-    for i in 0..10u16 {
-        let to = (Ipv4Addr::new(10, 0, 0, 5), 24_000);
-        p.udp(
-            T0,
-            sender(2),
-            to,
-            &rtp(0, i, i as u32 * 160, 0xBADD, &[0; 20]),
-        );
-    }
+    media(&mut p, 2, 5, 24_000, 0xBADD);
     p.udp(T0, CALLER, CALLEE, &invite("Z", "zed", 7, 26_000));
     p
 }
