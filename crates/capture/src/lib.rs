@@ -288,12 +288,18 @@ impl<R: Read> CaptureReader<R> {
             pending: None,
         };
         r.fill(4)?;
-        if r.end < 4 {
+        if r.end == 0 {
+            // Said as such: "not a capture (first bytes 00000000)" misleads.
             return Err(CaptureError::Truncated {
                 offset: 0,
                 needed: 4,
-                available: r.end as u64,
+                available: 0,
             });
+        }
+        if r.end < 4 {
+            let mut magic = [0u8; 4];
+            magic[..r.end].copy_from_slice(&r.buf[..r.end]);
+            return Err(CaptureError::NotACapture { magic });
         }
         let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
         let m = u32::from_le_bytes(magic);
