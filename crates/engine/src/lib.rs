@@ -21,7 +21,6 @@ mod fasthash;
 pub mod index;
 pub mod lru;
 pub mod parallel;
-pub mod record;
 pub mod sctp;
 pub mod shared;
 pub mod tcp;
@@ -43,7 +42,9 @@ use dedup::Dedup;
 use defrag::{DefragConfig, Defragmenter};
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
-pub use record::*;
+/// The record types live in their own crate, so consumers need not depend
+/// on the engine; re-exported here for the engine's callers.
+pub use calliper_record::*;
 use sctp::Sctp;
 use std::net::IpAddr;
 use std::sync::Arc;

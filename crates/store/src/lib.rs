@@ -3,7 +3,7 @@
 //! Both implement [`Sink`]; the CLI writes every record to each sink it was
 //! given. Sinks never print and never exit; they return [`StoreError`].
 
-use calliper_engine::{CallRecord, Record, StreamRecord};
+use calliper_record::{CallRecord, Record, StreamRecord};
 use rusqlite::{params, Connection};
 use serde::Serialize;
 use std::fmt;

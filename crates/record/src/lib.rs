@@ -1,4 +1,6 @@
-//! What the probe reports: call records and stream records.
+//! What the probe reports: call records and stream records. A crate of its
+//! own so the store, the console and other consumers depend on these types
+//! and not on the engine that makes them.
 
 use calliper_rtp::emodel;
 use serde::Serialize;
