@@ -1,0 +1,165 @@
+//! What an engine is configured with: its caps and timeouts, which
+//! datagrams are SIP, where batches end, and which shard owns which media.
+
+use super::*;
+
+/// Tells SIP from media: by configured port, else (optionally) by its start line.
+#[derive(Debug, Clone)]
+pub struct SipClassifier {
+    /// `sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
+    ports: Box<[u64; 1024]>,
+    any_port: bool,
+}
+
+impl SipClassifier {
+    /// From the configured ports and detection switch.
+    pub fn new(cfg: &Config) -> SipClassifier {
+        let mut ports = Box::new([0u64; 1024]);
+        for &p in &cfg.sip_ports {
+            ports[p as usize >> 6] |= 1 << (p & 63);
+        }
+        SipClassifier {
+            ports,
+            any_port: cfg.sip_any_port,
+        }
+    }
+
+    /// Either port is a configured SIP port.
+    pub fn port(&self, sport: u16, dport: u16) -> bool {
+        let bit = |p: u16| self.ports[p as usize >> 6] & (1 << (p & 63)) != 0;
+        bit(sport) || bit(dport)
+    }
+
+    /// The datagram is SIP.
+    pub fn is_sip(&self, sport: u16, dport: u16, payload: &[u8]) -> bool {
+        if self.port(sport, dport) {
+            // Keep-alives (CRLF) and RTP mistakenly on a SIP port are not SIP.
+            return payload.first().is_some_and(|b| b.is_ascii_alphabetic());
+        }
+        // Cheap first test: RTP starts with 0x80.., SIP with a letter.
+        self.any_port
+            && payload.first().is_some_and(|b| b.is_ascii_uppercase())
+            && calliper_sip::looks_like_sip(payload)
+    }
+}
+
+/// Packets per batch: calls change activity lists and expire only at batch
+/// ends (see [`Engine::end_batch`]). Each end is a barrier between shards,
+/// so ends are kept rare (at 5 M packets/s, one per 13 ms of capture).
+pub const BATCH: u32 = 65536;
+/// A batch also ends when capture time has moved this far (ns), so timeouts
+/// keep a 100 ms granularity however slow the traffic.
+pub const BATCH_NS: i64 = 100_000_000;
+
+/// Decides where batches end: before the packet that would make a batch
+/// longer than [`BATCH`] packets or [`BATCH_NS`] of capture time. The reader
+/// of a sharded run and a single engine use the same rule, so their batch
+/// ends fall on the same packets.
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    packets: u32,
+    start_ns: i64,
+}
+
+impl Default for Batcher {
+    fn default() -> Self {
+        Batcher {
+            packets: 0,
+            start_ns: i64::MIN,
+        }
+    }
+}
+
+impl Batcher {
+    /// Called for every packet, in order: true when a batch ends before it.
+    pub fn boundary(&mut self, ts_ns: i64) -> bool {
+        if self.start_ns == i64::MIN {
+            self.start_ns = ts_ns;
+        }
+        let end = self.packets >= BATCH || ts_ns.saturating_sub(self.start_ns) >= BATCH_NS;
+        if end {
+            self.packets = 0;
+            self.start_ns = ts_ns;
+        }
+        self.packets += 1;
+        end
+    }
+}
+
+/// Which of `n` shards analyses the media between two endpoints: the pair is
+/// ordered and ports paired (even/odd), so both directions of a stream land
+/// on the same shard (RTCP is read by every shard).
+pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
+    let x = (ip_bits(a) as u64 ^ (ip_bits(a) >> 64) as u64, ap & !1);
+    let y = (ip_bits(b) as u64 ^ (ip_bits(b) >> 64) as u64, bp & !1);
+    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+    let mut h = lo.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (lo.1 as u64);
+    h = (h ^ hi.0).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (hi.1 as u64) << 17;
+    h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    // Multiply-shift maps the hash onto 0..n without a division (~40 cycles).
+    (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
+}
+
+/// Tunables. The defaults suit a capture file of an ordinary PBX or trunk.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// UDP/TCP ports always treated as SIP.
+    pub sip_ports: Vec<u16>,
+    /// Also recognise SIP on any port by its start line.
+    pub sip_any_port: bool,
+    /// Report RTP without signalling, found by a heuristic.
+    pub rtp_heuristic: bool,
+    /// A call with no SIP or media for this long ends (ns).
+    pub call_idle_timeout_ns: i64,
+    /// After BYE, CANCEL or a final failure, keep a call this long for
+    /// late media and retries (ns).
+    pub call_grace_ns: i64,
+    /// An RTP stream without signalling ends after this much silence (ns).
+    pub stream_idle_timeout_ns: i64,
+    /// Most calls held at once; beyond it the least recently active is
+    /// evicted, unanswered calls first.
+    pub max_calls: usize,
+    /// Most calls held whose INVITE has had no response at all.
+    pub max_unanswered: usize,
+    /// An INVITE with no response for this long has failed (ns; Timer B is 32 s).
+    pub unanswered_timeout_ns: i64,
+    /// Most RTP streams held at once; beyond it new streams are refused.
+    pub max_streams: usize,
+    /// Most media addresses held at once; beyond it SDP media are refused.
+    pub max_media: usize,
+    /// Most unconfirmed heuristic RTP candidates; beyond it the oldest is dropped.
+    pub max_candidates: usize,
+    /// Equal packets within this window are capture duplicates (ns; 0 keeps all).
+    pub dedup_window_ns: i64,
+    /// IP defragmentation caps.
+    pub defrag: DefragConfig,
+    /// TCP reassembly caps (signalling only).
+    pub tcp: TcpConfig,
+    /// Fault injection for tests of failure handling: panic once this many
+    /// packets have been offered (in the last shard of a sharded run).
+    #[doc(hidden)]
+    pub fault_panic_after_packets: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sip_ports: vec![5060, 5080],
+            sip_any_port: true,
+            rtp_heuristic: true,
+            call_idle_timeout_ns: 300 * SEC,
+            call_grace_ns: 5 * SEC,
+            stream_idle_timeout_ns: 60 * SEC,
+            max_calls: 1_000_000,
+            max_unanswered: 100_000,
+            unanswered_timeout_ns: 32 * SEC,
+            max_streams: 2_000_000,
+            max_media: 4_000_000,
+            max_candidates: 100_000,
+            dedup_window_ns: 5_000_000,
+            defrag: DefragConfig::default(),
+            tcp: TcpConfig::default(),
+            fault_panic_after_packets: None,
+        }
+    }
+}

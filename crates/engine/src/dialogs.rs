@@ -1,0 +1,271 @@
+//! Calls from their SIP messages: the call table keyed by Call-ID, call
+//! state (answer, hang-up, failure, cancel) and activity lists.
+
+use super::*;
+
+impl Engine {
+    pub(crate) fn sip_message(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        m: &SipMessage<'_>,
+    ) {
+        self.counters.sip_messages += 1;
+        // Keys come from a fixed set (methods by name, others as one key;
+        // status codes are 100..=699), so the map stays small whatever the
+        // input, and nothing is allocated once a kind has been seen.
+        let mut digits = [0u8; 5];
+        let kind = match m.start {
+            Some(StartLine::Request { method, .. }) => calliper_sip::METHODS
+                .iter()
+                .find(|&&k| k == method)
+                .copied()
+                .unwrap_or(OTHER_METHOD),
+            Some(StartLine::Response { code, .. }) => decimal(code, &mut digits),
+            None => "?",
+        };
+        match self.counters.sip_by_kind.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.counters.sip_by_kind.insert(kind.to_string(), 1);
+            }
+        }
+        let Some(call_id) = m.call_id.filter(|c| !c.is_empty()) else {
+            self.counters.anomaly("sip_missing_call_id");
+            return;
+        };
+        if call_id.len() > MAX_CALL_ID {
+            self.counters.anomaly("sip_call_id_too_long");
+            return;
+        }
+        let is_invite = matches!(
+            m.start,
+            Some(StartLine::Request {
+                method: "INVITE",
+                ..
+            })
+        );
+        let idx = match self.call_ids.get(call_id) {
+            Some(&i) => i,
+            None if is_invite => match self.new_call(now, call_id, src, sport, dst, dport, m) {
+                Some(i) => i,
+                None => return,
+            },
+            None => {
+                self.counters.sip_outside_calls += 1;
+                return;
+            }
+        };
+        let sdp_side = self.update_call(idx, now, m);
+        if let Some(side) = sdp_side {
+            if m.has_sdp() {
+                self.apply_sdp(idx, side, m.body);
+            }
+        }
+        self.touch_call(idx, now);
+    }
+
+    /// Records activity on a call, keeping it on the list its state belongs to.
+    pub(crate) fn touch_call(&mut self, idx: Idx, now: i64) {
+        let Some(call) = self.calls.get(idx) else {
+            return;
+        };
+        let list = if call.closing.is_some() {
+            LIST_CLOSING
+        } else if !call.responded {
+            LIST_UNANSWERED
+        } else {
+            LIST_ACTIVE
+        };
+        self.calls.touch(idx, list, now);
+    }
+
+    #[allow(clippy::too_many_arguments)] // the 5-tuple plus the message; a struct would only rename them
+    pub(crate) fn new_call(
+        &mut self,
+        now: i64,
+        call_id: &str,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        m: &SipMessage<'_>,
+    ) -> Option<Idx> {
+        if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
+            if let Some((oldest, _)) = self.calls.oldest(LIST_UNANSWERED) {
+                // A flood: count it, do not write a record per forged INVITE.
+                self.counters.unanswered_evicted += 1;
+                self.finish_call(oldest, Ending::Discarded);
+            }
+        }
+        if self.calls.is_full() {
+            let (oldest, _) = self
+                .calls
+                .oldest(LIST_UNANSWERED)
+                .or_else(|| self.calls.oldest(LIST_CLOSING))
+                .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
+            self.counters.calls_evicted += 1;
+            self.finish_call(oldest, Ending::Evicted);
+        }
+        let c = &mut self.counters;
+        let mut party = |v: Option<&str>| {
+            let na = NameAddr::parse(v.unwrap_or(""));
+            (
+                Party {
+                    uri: c.cut(na.uri).to_string(),
+                    user: na.user.map(|u| c.cut(u).to_string()),
+                    display_name: na.display.map(|d| c.cut(d).to_string()),
+                },
+                na.tag.map(|t| Box::from(cut(t))),
+            )
+        };
+        let (from, caller_tag) = party(m.from);
+        let (to, _) = party(m.to);
+        let caller_ua = m.user_agent.map(|u| self.counters.cut(u).to_string());
+        let call = Call {
+            links: Links::default(),
+            // Signalling is counted alike in every shard, so shards agree.
+            serial: self.counters.calls + 1,
+            call_id: call_id.into(),
+            caller_tag,
+            from,
+            to,
+            caller_ua,
+            callee_ua: None,
+            caller: (src, sport),
+            callee: (dst, dport),
+            invite_ns: now,
+            first_provisional_ns: None,
+            ringing_ns: None,
+            answer_ns: None,
+            end_ns: None,
+            final_status: None,
+            final_reason: None,
+            closing: None,
+            hangup_by: None,
+            hangup_reason: None,
+            cancelled: false,
+            responded: false,
+            sip_messages: 0,
+            invites: 0,
+            rtcp_packets: 0,
+            t38_packets: 0,
+            anomalies: 0,
+            media: Vec::new(),
+            media_keys: Vec::new(),
+            streams: Vec::new(),
+        };
+        let idx = self.calls.insert(call).ok()?;
+        self.call_ids.insert(call_id.into(), idx);
+        self.counters.calls += 1;
+        Some(idx)
+    }
+
+    /// Updates a call from one of its messages; returns the side that sent
+    /// the message (whose SDP, if any, describes where that side receives).
+    pub(crate) fn update_call(&mut self, idx: Idx, now: i64, m: &SipMessage<'_>) -> Option<Side> {
+        let call = self.calls.get_mut(idx)?;
+        call.sip_messages += 1;
+        let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
+        let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
+            (Some(ct), Some(ft)) => **ct == *cut(ft),
+            _ => true,
+        };
+        match m.start? {
+            StartLine::Request { method, .. } => {
+                let sender = if from_is_caller {
+                    Side::Caller
+                } else {
+                    Side::Callee
+                };
+                match method {
+                    "INVITE" => {
+                        call.invites += 1;
+                        // A retry after a challenge or failure reopens an unanswered call.
+                        if call.answer_ns.is_none() && call.closing.is_some() && !call.cancelled {
+                            call.closing = None;
+                            call.end_ns = None;
+                        }
+                    }
+                    "BYE" if call.closing.is_none() => {
+                        call.closing = Some(if call.answer_ns.is_some() {
+                            CallState::Completed
+                        } else {
+                            CallState::Cancelled
+                        });
+                        call.end_ns = Some(now);
+                        call.hangup_by = Some(sender);
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
+                    }
+                    "CANCEL" if call.answer_ns.is_none() => {
+                        call.cancelled = true;
+                        call.closing = Some(CallState::Cancelled);
+                        call.end_ns = Some(now);
+                        call.hangup_by = Some(sender);
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
+                    }
+                    _ => {}
+                }
+                Some(sender)
+            }
+            StartLine::Response { code, reason } => {
+                let sender = if from_is_caller {
+                    Side::Callee
+                } else {
+                    Side::Caller
+                };
+                if m.cseq_method != Some("INVITE") {
+                    return Some(sender);
+                }
+                call.responded = true;
+                if sender == Side::Callee && call.callee_ua.is_none() {
+                    call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).to_string());
+                }
+                if code > 100
+                    && call.first_provisional_ns.is_none()
+                    && call.answer_ns.is_none()
+                    && code < 200
+                {
+                    call.first_provisional_ns = Some(now);
+                }
+                if (code == 180 || code == 183) && call.ringing_ns.is_none() {
+                    call.ringing_ns = Some(now);
+                }
+                if code >= 200 && call.answer_ns.is_none() {
+                    call.final_status = Some(code);
+                    call.final_reason = Some(cut(reason).to_string());
+                    if code < 300 {
+                        call.answer_ns = Some(now);
+                        call.closing = None;
+                        call.end_ns = None;
+                    } else if call.closing.is_none() || call.cancelled {
+                        call.closing = Some(if call.cancelled {
+                            CallState::Cancelled
+                        } else {
+                            CallState::Failed
+                        });
+                        call.end_ns.get_or_insert(now);
+                    }
+                }
+                Some(sender)
+            }
+        }
+    }
+}
+
+/// `n` in decimal, written into `buf`.
+pub(crate) fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("?")
+}

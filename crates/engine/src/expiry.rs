@@ -1,0 +1,176 @@
+//! Ending calls and streams: idle expiry from the heads of the activity
+//! lists (no table scans), eviction, and the records they leave.
+
+use super::*;
+
+impl Engine {
+    /// Ends whatever has been idle past its timeout, looking only at list heads.
+    pub(crate) fn expire(&mut self) {
+        let now = self.now;
+        let call_lists = [
+            (LIST_CLOSING, self.cfg.call_grace_ns),
+            (LIST_ACTIVE, self.cfg.call_idle_timeout_ns),
+            (LIST_UNANSWERED, self.cfg.unanswered_timeout_ns),
+        ];
+        for (list, timeout) in call_lists {
+            while let Some((i, t)) = self.calls.oldest(list) {
+                if now - t < timeout {
+                    break;
+                }
+                self.finish_call(i, Ending::Normal);
+            }
+        }
+        while let Some((i, t)) = self.streams.oldest(LIST_CANDIDATE) {
+            if now - t < self.cfg.stream_idle_timeout_ns {
+                break;
+            }
+            self.drop_candidate(i);
+        }
+        while let Some((i, t)) = self.streams.oldest(LIST_ORPHAN) {
+            if now - t < self.cfg.stream_idle_timeout_ns {
+                break;
+            }
+            self.finish_orphan(i);
+        }
+    }
+
+    pub(crate) fn finish_orphan(&mut self, si: Idx) {
+        if let Some(s) = self.remove_stream(si) {
+            self.owned.streams += 1;
+            self.out
+                .push(Record::Stream(Box::new(stream_record(&s, None))));
+        }
+    }
+
+    pub(crate) fn finish_call(&mut self, idx: Idx, ending: Ending) {
+        let Some(call) = self.calls.remove(idx) else {
+            return;
+        };
+        let evicted = ending == Ending::Evicted;
+        self.call_ids.remove(&*call.call_id);
+        let mut last_activity = call.links.stamp;
+        let mut streams = Vec::with_capacity(call.streams.len());
+        for &si in &call.streams {
+            if let Some(s) = self.remove_stream(si) {
+                let desc = s.desc.and_then(|d| call.media.get(d as usize));
+                last_activity = last_activity.max(s.stats.last_ns);
+                streams.push(stream_record(&s, desc));
+            }
+        }
+        for key in &call.media_keys {
+            if self.media.get(key).is_some_and(|e| e.call == idx) {
+                self.media.remove(key);
+            }
+        }
+        if ending == Ending::Discarded {
+            return;
+        }
+        streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
+        let state = if evicted {
+            CallState::Evicted
+        } else if let Some(s) = call.closing {
+            s
+        } else if call.answer_ns.is_some() {
+            CallState::Answered
+        } else if call.final_status.is_some_and(|c| c >= 300) {
+            CallState::Failed
+        } else {
+            CallState::NoFinalResponse
+        };
+        let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
+        let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
+        let setup_delay_ms = match (call.first_provisional_ns, call.answer_ns, call.final_status) {
+            (Some(p), _, _) => Some(ms(call.invite_ns, p)),
+            (None, Some(a), _) => Some(ms(call.invite_ns, a)),
+            (None, None, Some(_)) => call.end_ns.map(|e| ms(call.invite_ns, e)),
+            _ => None,
+        };
+        self.out.push(Record::Call(Box::new(CallRecord {
+            serial: call.serial,
+            call_id: call.call_id.into(),
+            from: call.from,
+            to: call.to,
+            caller_user_agent: call.caller_ua,
+            callee_user_agent: call.callee_ua,
+            caller_ip: call.caller.0,
+            caller_port: call.caller.1,
+            callee_ip: call.callee.0,
+            callee_port: call.callee.1,
+            invite_ns: call.invite_ns,
+            first_provisional_ns: call.first_provisional_ns,
+            ringing_ns: call.ringing_ns,
+            answer_ns: call.answer_ns,
+            end_ns,
+            duration_ms: call.answer_ns.map_or(0.0, |a| ms(a, end_ns).max(0.0)),
+            setup_delay_ms,
+            final_status: call.final_status,
+            final_reason: call.final_reason,
+            state,
+            hangup_by: call.hangup_by,
+            hangup_reason: call.hangup_reason,
+            sip_messages: call.sip_messages,
+            invites: call.invites,
+            rtcp_packets: call.rtcp_packets,
+            t38_packets: call.t38_packets,
+            anomalies: call.anomalies,
+            dtmf_digits: dtmf_digits(&streams),
+            streams,
+        })));
+    }
+
+    /// Ends everything still open (end of input). Calls come out in order of
+    /// their first INVITE, then orphan streams in order of their first packet.
+    pub fn finish(&mut self) {
+        // Other shards may still be analysing: the streams ended here must
+        // not free room in the shared stream cap for them.
+        self.shared = None;
+        self.apply_touches();
+        if self.tcp.bytes() > 0 {
+            // Signalling cut off by the end of the capture.
+            self.counters.anomaly("sip_tcp_incomplete_at_end");
+        }
+        if !self.defrag.is_empty() {
+            self.counters.anomaly("ip_fragments_incomplete_at_end");
+        }
+        self.sync_counters();
+        let mut calls: Vec<(i64, Idx)> = self
+            .calls
+            .live_indices()
+            .into_iter()
+            .filter_map(|i| self.calls.get(i).map(|c| (c.invite_ns, i)))
+            .collect();
+        calls.sort_unstable();
+        for (_, i) in calls {
+            self.finish_call(i, Ending::Normal);
+        }
+        let mut orphans: Vec<(i64, Idx, bool)> = self
+            .streams
+            .live_indices()
+            .into_iter()
+            .filter_map(|i| {
+                self.streams
+                    .get(i)
+                    .map(|s| (s.stats.first_ns, i, s.probation == 0))
+            })
+            .collect();
+        orphans.sort_unstable();
+        for (_, i, confirmed) in orphans {
+            if confirmed {
+                self.finish_orphan(i);
+            } else {
+                self.drop_candidate(i);
+            }
+        }
+    }
+}
+
+/// How a call leaves the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Ended by signalling or timeout: write its record.
+    Normal,
+    /// Pushed out by the call cap: write its record, marked evicted.
+    Evicted,
+    /// An unanswered INVITE pushed out by the flood cap: counted only.
+    Discarded,
+}

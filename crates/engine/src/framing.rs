@@ -1,0 +1,151 @@
+//! SIP framing: datagrams, SIP over TCP (Content-Length framing with
+//! resynchronisation) and over WebSocket (RFC 7118).
+
+use super::*;
+
+impl Engine {
+    /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then
+    /// unmasks each message and reads it as one SIP message.
+    pub(crate) fn websocket_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        let (mut buf, _) = self.tcp.take_buffer(flow);
+        let (src, sport, dst, dport) = key;
+        let mut used = 0;
+        if self.tcp.tag(flow) == websocket::TAG_HANDSHAKE {
+            match memchr::memmem::find(&buf, b"\r\n\r\n") {
+                Some(end) => {
+                    used = end + 4;
+                    self.tcp.set_tag(flow, websocket::TAG_FRAMES);
+                }
+                None if buf.len() > calliper_sip::MAX_MESSAGE => {
+                    self.counters.anomaly("websocket_bad_handshake");
+                    used = buf.len();
+                }
+                None => {}
+            }
+        }
+        let mut message = std::mem::take(&mut self.ws_scratch);
+        if self.tcp.tag(flow) == websocket::TAG_FRAMES {
+            loop {
+                match websocket::frame(&buf[used..]) {
+                    Ok(Some(f)) => {
+                        used += f.len;
+                        // Text or binary, unfragmented: one SIP message.
+                        if f.fin && (f.opcode == 1 || f.opcode == 2) {
+                            message.clear();
+                            f.unmask_into(&buf[used - f.len..used], &mut message);
+                            match calliper_sip::parse(&message, false) {
+                                Ok(m) => self.sip_message(now, src, sport, dst, dport, &m),
+                                Err(e) => self.counters.anomaly(e.name()),
+                            }
+                        } else if f.opcode < 3 {
+                            self.counters.anomaly("websocket_fragmented_message");
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(websocket::FrameTooLarge) => {
+                        self.counters.anomaly("websocket_frame_too_large");
+                        used = buf.len();
+                        break;
+                    }
+                }
+            }
+        }
+        self.ws_scratch = message;
+        buf.drain(..used);
+        self.tcp.put_buffer(flow, buf);
+    }
+
+    /// Frames and handles the SIP messages buffered in a TCP flow.
+    pub(crate) fn sip_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        if !self.tcp.ready(flow) {
+            return;
+        }
+        let (mut buf, mut resync) = self.tcp.take_buffer(flow);
+        let (src, sport, dst, dport) = key;
+        let mut used = 0;
+        let mut wait = 0;
+        loop {
+            // CRLF keep-alives (RFC 5626) sit between messages.
+            while used < buf.len() && matches!(buf[used], b'\r' | b'\n') {
+                used += 1;
+            }
+            let rest = &buf[used..];
+            if rest.is_empty() {
+                break;
+            }
+            if resync && !calliper_sip::looks_like_sip(rest) {
+                match find_message_start(rest) {
+                    Some(at) => {
+                        self.counters.anomaly("sip_tcp_resync");
+                        used += at;
+                        continue;
+                    }
+                    None => {
+                        // Keep a possible partial start line for the next segment.
+                        used = buf.len().saturating_sub(MAX_START_LINE).max(used);
+                        break;
+                    }
+                }
+            }
+            resync = false;
+            match calliper_sip::parse(rest, true) {
+                Ok(m) => {
+                    let len = m.len.clamp(1, rest.len());
+                    self.sip_message(now, src, sport, dst, dport, &m);
+                    used += len;
+                }
+                Err(calliper_sip::SipError::Incomplete { needed }) => {
+                    // Parse again only once the rest of it is here (after
+                    // the drain below, the message starts the buffer).
+                    wait = needed.unwrap_or(0);
+                    break;
+                }
+                Err(e) => {
+                    self.counters.anomaly(e.name());
+                    resync = true;
+                    used += 1;
+                }
+            }
+        }
+        buf.drain(..used);
+        self.tcp.put_buffer(flow, buf);
+        self.tcp.set_wait(flow, wait);
+        if resync {
+            self.tcp.mark_resync(flow);
+        }
+    }
+
+    pub(crate) fn sip_datagram(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        payload: &[u8],
+    ) {
+        match calliper_sip::parse(payload, false) {
+            Ok(m) => {
+                if m.body_truncated {
+                    self.counters.anomaly("sip_content_length_exceeds_datagram");
+                }
+                if m.bad_content_length {
+                    self.counters.anomaly("sip_bad_content_length");
+                }
+                self.sip_message(now, src, sport, dst, dport, &m)
+            }
+            Err(e) => self.counters.anomaly(e.name()),
+        }
+    }
+}
+
+/// A SIP start line is shorter than this; resynchronisation keeps this many
+/// trailing bytes in case one is cut in two.
+pub(crate) const MAX_START_LINE: usize = 1024;
+
+/// Offset of the next line that starts a SIP message, after the first byte.
+pub(crate) fn find_message_start(buf: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', buf)
+        .map(|i| i + 1)
+        .find(|&i| i < buf.len() && calliper_sip::looks_like_sip(&buf[i..]))
+}

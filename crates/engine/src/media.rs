@@ -1,0 +1,116 @@
+//! The media table: SDP offers and answers map (address, port) to their
+//! call and media description, in both directions.
+
+use super::*;
+
+impl Engine {
+    pub(crate) fn apply_sdp(&mut self, idx: Idx, side: Side, body: &[u8]) {
+        let parsed = sdp::parse(body);
+        if parsed.bad_lines > 0 {
+            if let Some(call) = self.calls.get_mut(idx) {
+                call.anomalies += 1;
+            }
+            self.counters.anomaly("sdp_bad_line");
+        }
+        for med in &parsed.media {
+            let (Some(addr), port) = (med.addr, med.port) else {
+                self.counters.anomaly("sdp_media_without_address");
+                continue;
+            };
+            if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
+                continue;
+            }
+            let Some(call) = self.calls.get_mut(idx) else {
+                return;
+            };
+            let rtpmaps: Box<[Rtpmap]> = med
+                .rtpmaps
+                .iter()
+                .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
+                .collect();
+            // The same media offered again (session refresh, hold and
+            // resume) reuses its description instead of filling the cap.
+            let same = |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps;
+            let desc = match call.media.iter().position(same) {
+                Some(d) => d as u16,
+                None if call.media.len() >= MAX_DESCS_PER_CALL => {
+                    self.counters.anomaly("sdp_too_many_media_per_call");
+                    break;
+                }
+                None => {
+                    push_exact(
+                        &mut call.media,
+                        MediaDesc {
+                            owner: side,
+                            rtpmaps,
+                        },
+                    );
+                    (call.media.len() - 1) as u16
+                }
+            };
+            let rtp = med.proto.to_ascii_uppercase().contains("RTP");
+            let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
+            for key in [(addr, port), (addr, rtcp)] {
+                if let Some(e) = self.media.get_mut(&key) {
+                    e.call = idx;
+                    e.desc = desc;
+                    e.rtp = rtp;
+                } else if self.media.len() >= self.cfg.max_media {
+                    self.counters.media_refused += 1;
+                    continue;
+                } else {
+                    self.media.insert(
+                        key,
+                        MediaEntry {
+                            call: idx,
+                            desc,
+                            rtp,
+                            streams: Vec::new(),
+                        },
+                    );
+                }
+                if !call.media_keys.contains(&key) {
+                    push_exact(&mut call.media_keys, key);
+                }
+            }
+            // Streams on this address follow its latest description (RTP <-> T.38),
+            // whichever call (or leg through a proxy) they were first seen in.
+            if let Some(e) = self.media.get(&(addr, port)) {
+                for &si in &e.streams {
+                    if let Some(st) = self.streams.get_mut(si) {
+                        if (st.key.dst, st.key.dport) == (addr, port)
+                            || (st.key.src, st.key.sport) == (addr, port)
+                        {
+                            st.closed = !rtp;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The media entry for a stream: by destination (where SDP says the
+    /// receiver listens), else by source (symmetric RTP).
+    pub(crate) fn media_entry(&self, k: &StreamKey) -> Option<(MediaRef, bool)> {
+        let r = |e: &MediaEntry| MediaRef {
+            call: e.call,
+            desc: e.desc,
+            rtp: e.rtp,
+        };
+        self.media
+            .get(&(k.dst, k.dport))
+            .map(|e| (r(e), true))
+            .or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
+    }
+
+    /// Registers a stream with the media entries of its two addresses.
+    pub(crate) fn register_stream(&mut self, si: Idx, k: &StreamKey) {
+        for key in [(k.dst, k.dport), (k.src, k.sport)] {
+            if let Some(e) = self.media.get_mut(&key) {
+                if e.streams.len() < MAX_STREAMS_PER_CALL {
+                    push_exact(&mut e.streams, si);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The packet path: decoding a group of packets with prefetching, the
+//! duplicate filter, reassembly of fragments, and dispatch of each
+//! transport payload to SIP, TCP/SCTP/WebSocket framing or media.
+
+use super::*;
+
+impl Engine {
+    /// Analyses one captured frame.
+    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+        self.packets(&[RawPacket {
+            ts_ns,
+            link_type,
+            data,
+        }]);
+    }
+
+    /// Analyses captured frames in order, with the same results as one
+    /// [`Engine::packet`] call each, but faster: for each group of
+    /// [`LOOKAHEAD`] packets it first decodes them all and starts loading
+    /// what their lookups will touch (duplicate filter slot, stream index
+    /// slot, then the stream itself), so the cache misses of a group overlap
+    /// instead of stalling one packet after another. The prefetches are
+    /// hints only: every packet is then handled exactly as alone.
+    pub fn packets(&mut self, batch: &[RawPacket<'_>]) {
+        if let [one] = batch {
+            // No lookahead: skip setting up a group's worth of state.
+            return self.group::<1>(std::slice::from_ref(one));
+        }
+        for group in batch.chunks(LOOKAHEAD) {
+            self.group::<LOOKAHEAD>(group);
+        }
+    }
+
+    /// Handles up to `N` packets.
+    pub(crate) fn group<'a, const N: usize>(&mut self, group: &[RawPacket<'a>]) {
+        if let Some(n) = self.cfg.fault_panic_after_packets {
+            if self.counters.packets >= n && self.shard.is_none_or(|(i, n)| i + 1 == n) {
+                panic!("fault injection after {n} packets");
+            }
+        }
+        type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
+        let mut decoded: [Decoded<'a>; N] = [None; N];
+        let mut dedup_hash = [None::<u64>; N];
+        let mut stream_hash = [None::<(StreamKey, u64)>; N];
+        let n = group.len();
+        // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
+        // its index slot, packet i + STREAM_AHEAD (whose slot has arrived by
+        // now) starts the load of its stream, and packet i is handled.
+        let decode = |e: &Self,
+                      i: usize,
+                      decoded: &mut [Decoded<'a>],
+                      dh: &mut [Option<u64>],
+                      sh: &mut [Option<(StreamKey, u64)>]| {
+            let p = &group[i];
+            let r = calliper_wire::decode(p.link_type, p.data);
+            if let Ok(f) = &r {
+                if let Some(d) = &e.dedup {
+                    dh[i] = d.hash(f);
+                    if let Some(h) = dh[i] {
+                        d.prefetch(h);
+                    }
+                }
+                if let Some(k) = e.rtp_key(f) {
+                    let h = k.hash(e.key_seed);
+                    e.stream_ids.prefetch(h);
+                    sh[i] = Some((k, h));
+                }
+            }
+            decoded[i] = Some(r);
+        };
+        let load_stream = |e: &Self, sh: Option<(StreamKey, u64)>| {
+            if let Some(si) = sh.and_then(|(_, h)| e.stream_ids.peek(h)) {
+                e.streams.prefetch(si);
+            }
+        };
+        for i in 0..n.min(INDEX_AHEAD) {
+            decode(self, i, &mut decoded, &mut dedup_hash, &mut stream_hash);
+        }
+        for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
+            load_stream(self, sh);
+        }
+        for (i, p) in group.iter().enumerate() {
+            if i + INDEX_AHEAD < n {
+                decode(
+                    self,
+                    i + INDEX_AHEAD,
+                    &mut decoded,
+                    &mut dedup_hash,
+                    &mut stream_hash,
+                );
+            }
+            if i + STREAM_AHEAD < n {
+                load_stream(self, stream_hash[i + STREAM_AHEAD]);
+            }
+            self.counters.packets += 1;
+            self.counters.bytes += p.data.len() as u64;
+            if !self.external_batches && self.batcher.boundary(p.ts_ns) {
+                self.advance_to(p.ts_ns);
+                self.end_batch(&[]);
+            }
+            if p.ts_ns > self.now {
+                self.now = p.ts_ns;
+            }
+            self.key_hint = stream_hash[i];
+            match decoded[i] {
+                Some(Ok(frame)) => {
+                    if let (Some(d), Some(h)) = (self.dedup.as_mut(), dedup_hash[i]) {
+                        if d.check(p.ts_ns, h) {
+                            continue;
+                        }
+                    }
+                    self.frame(p.ts_ns, &frame)
+                }
+                Some(Err(calliper_wire::DecodeError::NotIp)) => self.counters.not_ip += 1,
+                Some(Err(e)) => self.counters.anomaly(e.name()),
+                None => {}
+            }
+        }
+    }
+
+    /// The stream key of a frame this engine would analyse as RTP, read
+    /// cheaply (for prefetching; the packet's handling decides for itself).
+    pub(crate) fn rtp_key(&self, f: &Frame<'_>) -> Option<StreamKey> {
+        let Transport::Udp {
+            sport,
+            dport,
+            payload,
+        } = f.transport
+        else {
+            return None;
+        };
+        if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
+            return None;
+        }
+        if self.sip.is_sip(sport, dport, payload)
+            || self
+                .shard
+                .is_some_and(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) != i)
+        {
+            return None;
+        }
+        Some(StreamKey {
+            src: f.src,
+            dst: f.dst,
+            sport,
+            dport,
+            ssrc: u32::from_be_bytes([payload[8], payload[9], payload[10], payload[11]]),
+        })
+    }
+
+    /// Handles a decoded frame. A fragment goes to reassembly; a datagram it
+    /// completes may itself be a fragment of an inner datagram (a tunnel
+    /// inside a fragmented packet), so reassembly loops here instead of
+    /// calling back into this function: nesting in the input is bounded by
+    /// the decoder's depth limit and never grows the stack.
+    pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
+        let Transport::Fragment { frag, payload } = f.transport else {
+            return self.transport(now, f);
+        };
+        let mut next = self.fragment(now, f, frag, payload);
+        while let Some((d, outer)) = next.take() {
+            match calliper_wire::transport_of(&outer, d.protocol, &d.payload) {
+                Ok(inner) => match inner.transport {
+                    Transport::Fragment { frag, payload } => {
+                        next = self.fragment(now, &inner, frag, payload);
+                    }
+                    _ => self.transport(now, &inner),
+                },
+                Err(e) => self.counters.anomaly(e.name()),
+            }
+            self.defrag.recycle(d.payload);
+        }
+    }
+
+    /// Offers one fragment to reassembly; returns the datagram it completes
+    /// and the frame it was found in (addresses, VLAN, nesting depth).
+    pub(crate) fn fragment(
+        &mut self,
+        now: i64,
+        f: &Frame<'_>,
+        frag: calliper_wire::Fragment,
+        payload: &[u8],
+    ) -> Option<(defrag::Datagram, Frame<'static>)> {
+        self.counters.ip_fragments += 1;
+        let d = self.defrag.add(now, f.src, f.dst, frag, payload)?;
+        let outer = Frame {
+            transport: Transport::Other {
+                protocol: d.protocol,
+                payload: &[],
+            },
+            ..*f
+        };
+        Some((d, outer))
+    }
+
+    /// Handles a frame's transport payload (never a fragment).
+    pub(crate) fn transport(&mut self, now: i64, f: &Frame<'_>) {
+        match f.transport {
+            Transport::Udp {
+                sport,
+                dport,
+                payload,
+            } => {
+                // Signalling is counted by every shard alike (`counters`),
+                // media only by the shard that owns its address pair (`owned`).
+                if self.sip.is_sip(sport, dport, payload) {
+                    self.counters.udp += 1;
+                    self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
+                } else if looks_like_rtcp(payload) {
+                    // Every shard reads RTCP (it is light), each applying it
+                    // to the streams it owns: RTCP need not be on RTP's
+                    // port + 1 (RFC 3605), so it may hash to another shard.
+                    self.counters.udp += 1;
+                    self.rtcp_datagram(f.src, sport, f.dst, dport, payload);
+                } else if self
+                    .shard
+                    .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)
+                {
+                    self.owned.udp += 1;
+                    self.media_datagram(now, f.src, sport, f.dst, dport, payload);
+                }
+            }
+            Transport::Tcp {
+                sport,
+                dport,
+                seq,
+                flags,
+                payload,
+            } => {
+                self.counters.tcp += 1;
+                let key = (f.src, sport, f.dst, dport);
+                // Track a direction from its SYN to a SIP port or from its
+                // first segment that starts a SIP message.
+                let mut ws = false;
+                let start = if payload.is_empty() {
+                    flags & 0x12 == 0x02 && self.sip.port(sport, dport)
+                } else if self.tcp.tracks(&key) {
+                    false
+                } else {
+                    ws = websocket::is_sip_upgrade(payload);
+                    ws || self.sip.is_sip(sport, dport, payload)
+                };
+                if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
+                    if ws {
+                        self.tcp.set_tag(o.flow, websocket::TAG_HANDSHAKE);
+                    }
+                    if self.tcp.tag(o.flow) == 0 {
+                        self.sip_stream(now, key, o.flow);
+                    } else {
+                        self.websocket_stream(now, key, o.flow);
+                    }
+                    if o.closing {
+                        self.tcp.close(o.flow);
+                    }
+                }
+            }
+            // Handled by `frame`, which loops over nested reassemblies.
+            Transport::Fragment { .. } => {}
+            Transport::Other {
+                protocol: 132,
+                payload,
+            } => {
+                self.counters.other_ip += 1;
+                // Taken out for the length of the call so messages can reach
+                // the call table; an empty map, so nothing is allocated.
+                let mut sctp = std::mem::take(&mut self.sctp);
+                sctp.packet(now, f.src, f.dst, payload, |p, m| {
+                    if self.sip.is_sip(p.sport, p.dport, m) {
+                        self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
+                    }
+                });
+                self.sctp = sctp;
+            }
+            Transport::Other { .. } => self.counters.other_ip += 1,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Records from analysis state: stream records, codecs resolved through
+//! rtpmaps, a call's DTMF digits.
+
+use super::*;
+
+/// Digits of all streams of a call in order of arrival.
+pub(crate) fn dtmf_digits(streams: &[StreamRecord]) -> String {
+    let mut events: Vec<(i64, char)> = streams
+        .iter()
+        .flat_map(|s| s.dtmf.iter().map(|e| (e.start_ns, e.digit)))
+        .collect();
+    events.sort_unstable();
+    events.into_iter().map(|e| e.1).collect()
+}
+
+/// Resolves a payload type through a media description's rtpmaps, else the static table.
+pub(crate) fn resolve(desc: Option<&MediaDesc>, pt: u8) -> Codec {
+    let map = desc.and_then(|d| d.rtpmaps.iter().find(|r| r.payload_type == pt));
+    Codec::resolve(pt, map.map(|r| (r.name(), r.clock_rate)))
+}
+
+pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecord {
+    let st = &s.stats;
+    let expected = st.seq.expected();
+    let lost = st.seq.lost();
+    let mut r = StreamRecord {
+        src: s.key.src,
+        src_port: s.key.sport,
+        dst: s.key.dst,
+        dst_port: s.key.dport,
+        ssrc: s.key.ssrc,
+        direction: s.direction,
+        payload_type: st.payload_type,
+        codec: resolve(desc, st.payload_type).name,
+        first_ns: st.first_ns,
+        last_ns: st.last_ns,
+        packets: st.packets,
+        bytes: st.bytes,
+        expected,
+        lost,
+        loss_percent: if expected == 0 {
+            0.0
+        } else {
+            lost as f64 * 100.0 / expected as f64
+        },
+        duplicates: st.seq.duplicates,
+        out_of_order: st.seq.out_of_order,
+        seq_resets: st.seq.resets,
+        event_packets: st.event_packets,
+        mean_jitter_ms: st.ws.mean_jitter,
+        max_jitter_ms: st.ws.max_jitter,
+        min_delta_ms: st.ws.min_delta,
+        mean_delta_ms: st.ws.mean_delta,
+        max_delta_ms: st.ws.max_delta,
+        wireshark_expected: st.ws.expected(),
+        wireshark_lost: st.ws.lost(),
+        r_factor: 0.0,
+        mos: 0.0,
+        dtmf: s.dtmf.as_ref().map_or(Vec::new(), |d| d.events.clone()),
+        rtcp_reports: s.rtcp.reports,
+        rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
+        rtcp_cumulative_lost: s.rtcp.cumulative_lost,
+        rtcp_max_jitter_ms: s.rtcp.max_jitter_ms,
+    };
+    r.estimate_quality();
+    r
+}

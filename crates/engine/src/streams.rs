@@ -1,0 +1,356 @@
+//! RTP streams: lookup by (addresses, ports, SSRC), analysis per packet,
+//! streams tied to calls through the media table, heuristic candidates
+//! without signalling, and the caps on them.
+
+use super::*;
+
+impl Engine {
+    pub(crate) fn media_datagram(
+        &mut self,
+        now: i64,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        payload: &[u8],
+    ) {
+        let Ok(h) = RtpHeader::parse(payload) else {
+            let entry = self
+                .media
+                .get(&(dst, dport))
+                .or_else(|| self.media.get(&(src, sport)))
+                .map(|e| (e.call, e.rtp));
+            match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
+                Some(call) => call.t38_packets += 1,
+                None => self.owned.udp_untracked += 1,
+            }
+            return;
+        };
+        let key = StreamKey {
+            src,
+            dst,
+            sport,
+            dport,
+            ssrc: h.ssrc,
+        };
+        let pkt = calliper_rtp::Packet {
+            arrival_ns: now,
+            seq: h.seq,
+            timestamp: h.timestamp,
+            payload_type: h.payload_type,
+            marker: h.marker,
+            bytes: payload.len() as u32,
+        };
+        if let Some(si) = self.stream_id(&key) {
+            let start = (h.header_len as usize).min(payload.len());
+            let end = (start + h.payload_len as usize).min(payload.len());
+            self.stream_packet(si, &pkt, &payload[start..end], now);
+            return;
+        }
+        let entry = self.media_entry(&key);
+        if let Some((e, by_dst)) = entry {
+            if e.rtp {
+                self.new_call_stream(key, e, by_dst, &pkt, now);
+            } else if let Some(call) = self.calls.get_mut(e.call) {
+                call.t38_packets += 1;
+            }
+        } else if self.cfg.rtp_heuristic {
+            self.new_candidate(key, &pkt, now);
+        } else {
+            self.owned.udp_untracked += 1;
+        }
+    }
+
+    pub(crate) fn stream_packet(
+        &mut self,
+        si: Idx,
+        pkt: &calliper_rtp::Packet,
+        body: &[u8],
+        now: i64,
+    ) {
+        let Some(s) = self.streams.get_mut(si) else {
+            return;
+        };
+        if s.closed {
+            if let Some(call) = s.call.and_then(|c| self.calls.get_mut(c)) {
+                call.t38_packets += 1;
+            }
+            return;
+        }
+        if s.call.is_none() {
+            if let Some(list) = self.orphan_packet(si, pkt) {
+                self.streams.touch(si, list, now);
+            }
+            return;
+        }
+        if pkt.payload_type != s.last_pt {
+            s.last_pt = pkt.payload_type;
+            s.last_clock = match (s.call, s.desc) {
+                (Some(c), Some(d)) => self
+                    .calls
+                    .get(c)
+                    .map_or(Codec::static_clock(pkt.payload_type), |call| {
+                        resolve(call.media.get(d as usize), pkt.payload_type).clock
+                    }),
+                _ => Codec::static_clock(pkt.payload_type),
+            };
+        }
+        s.stats.update(pkt, s.last_clock);
+        if let ClockRate::Event(hz) = s.last_clock {
+            // Durations are in units of the event's own clock (RFC 4733 §2.3).
+            s.dtmf
+                .get_or_insert_with(Default::default)
+                .update(now, pkt.timestamp, body, hz);
+        }
+        self.owned.rtp_in_calls += 1;
+        // Refreshing the call's place on its activity list touches three
+        // other entries (cache misses); once a second is precise enough for
+        // timeouts of seconds to minutes, and the record's end time takes the
+        // streams' exact last packet.
+        if now - s.touched_call_ns >= TOUCH_EVERY_NS {
+            s.touched_call_ns = now;
+            if let Some(c) = s.call {
+                self.pending_touches.push((now, c));
+            }
+        }
+    }
+
+    /// The stream with this key.
+    pub(crate) fn stream_id(&mut self, k: &StreamKey) -> Option<Idx> {
+        let hash = match self.key_hint.take() {
+            Some((hinted, h)) if hinted == *k => h,
+            _ => k.hash(self.key_seed),
+        };
+        let streams = &self.streams;
+        self.stream_ids
+            .find(hash, |i| streams.get(i).is_some_and(|s| s.key == *k))
+    }
+
+    /// A packet of a stream without a call: confirm candidates, adopt the
+    /// stream into a call if SDP has since described its address.
+    /// Returns the list the stream should be on, or None if it was dropped.
+    pub(crate) fn orphan_packet(&mut self, si: Idx, pkt: &calliper_rtp::Packet) -> Option<u8> {
+        let s = self.streams.get_mut(si)?;
+        if s.probation > 0 {
+            let step = pkt.seq.wrapping_sub(s.stats.seq.extended_max() as u16);
+            if step > 10 || pkt.payload_type != s.stats.payload_type {
+                self.drop_candidate(si);
+                self.owned.udp_untracked += 1;
+                return None;
+            }
+            // A repeat (RFC 4733 end packets are sent three times) neither confirms nor refutes.
+            if step != 0 {
+                s.probation -= 1;
+            }
+        }
+        let clock = Codec::static_clock(pkt.payload_type);
+        s.stats.update(pkt, clock);
+        let key = s.key;
+        let confirmed = s.probation == 0;
+        if confirmed {
+            let entry = self.media_entry(&key);
+            self.owned.rtp_orphan += 1;
+            if let Some((e, by_dst)) = entry {
+                if self.adopt(si, e, by_dst) {
+                    return None;
+                }
+            }
+            return Some(LIST_ORPHAN);
+        }
+        self.owned.rtp_orphan += 1;
+        Some(LIST_CANDIDATE)
+    }
+
+    /// Stores a new stream, within the stream cap: this engine's own, or in
+    /// a sharded run the cap on all shards' streams together, so a sharded
+    /// run refuses streams at the same table size as one engine.
+    pub(crate) fn insert_stream(&mut self, stream: Stream) -> Option<Idx> {
+        if let Some(c) = &self.shared {
+            if !c.take_stream(self.cfg.max_streams) {
+                return None;
+            }
+        }
+        match self.streams.insert(stream) {
+            Ok(si) => Some(si),
+            Err(_) => {
+                if let Some(c) = &self.shared {
+                    c.give_back_stream();
+                }
+                None
+            }
+        }
+    }
+
+    /// Takes a place for one more stream in call `idx`: fewer than
+    /// [`MAX_STREAMS_PER_CALL`] here and, when sharded, in all shards.
+    pub(crate) fn admit_call_stream(&self, idx: Idx) -> bool {
+        let Some(call) = self.calls.get(idx) else {
+            return false;
+        };
+        call.streams.len() < MAX_STREAMS_PER_CALL
+            && self
+                .shared
+                .as_ref()
+                .is_none_or(|c| c.admit_call_stream(idx, call.serial))
+    }
+
+    /// Gives back a place [`Self::admit_call_stream`] took.
+    pub(crate) fn release_call_stream(&self, idx: Idx) {
+        if let (Some(c), Some(call)) = (&self.shared, self.calls.get(idx)) {
+            c.release_call_stream(idx, call.serial);
+        }
+    }
+
+    /// Removes a stream from the tables and the media entries that list it.
+    pub(crate) fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
+        let s = self.streams.remove(si)?;
+        if let Some(c) = &self.shared {
+            c.give_back_stream();
+        }
+        self.stream_ids.remove(s.key.hash(self.key_seed), si);
+        for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
+            if let Some(e) = self.media.get_mut(&key) {
+                e.streams.retain(|&x| x != si);
+            }
+        }
+        Some(s)
+    }
+
+    pub(crate) fn direction(owner: Side, by_dst: bool) -> StreamDirection {
+        // The media entry's owner receives on that address.
+        match (owner, by_dst) {
+            (Side::Callee, true) | (Side::Caller, false) => StreamDirection::CallerToCallee,
+            (Side::Caller, true) | (Side::Callee, false) => StreamDirection::CalleeToCaller,
+        }
+    }
+
+    /// Moves an orphan stream into a call. False if the call cannot take it.
+    pub(crate) fn adopt(&mut self, si: Idx, e: MediaRef, by_dst: bool) -> bool {
+        if !self.admit_call_stream(e.call) {
+            return false;
+        }
+        let Some(call) = self.calls.get_mut(e.call) else {
+            return false;
+        };
+        push_exact(&mut call.streams, si);
+        let desc = call.media.get(e.desc as usize);
+        let direction = desc.map_or(StreamDirection::Unknown, |d| {
+            Self::direction(d.owner, by_dst)
+        });
+        let Some(s) = self.streams.get_mut(si) else {
+            return false;
+        };
+        s.last_pt = s.stats.payload_type;
+        s.last_clock = resolve(desc, s.stats.payload_type).clock;
+        s.call = Some(e.call);
+        s.desc = Some(e.desc);
+        s.direction = direction;
+        // Call streams live and die with their call: take it off the orphan lists.
+        self.streams.detach(si);
+        let key = self.streams.get(si).map(|s| s.key);
+        if let Some(key) = key {
+            self.register_stream(si, &key);
+        }
+        self.owned.rtp_orphan -= s_packets(&self.streams, si).min(self.owned.rtp_orphan);
+        self.owned.rtp_in_calls += s_packets(&self.streams, si);
+        true
+    }
+
+    pub(crate) fn new_call_stream(
+        &mut self,
+        key: StreamKey,
+        e: MediaRef,
+        by_dst: bool,
+        pkt: &calliper_rtp::Packet,
+        now: i64,
+    ) {
+        if !self.admit_call_stream(e.call) {
+            self.owned.anomaly("rtp_too_many_streams_per_call");
+            return;
+        }
+        let Some(call) = self.calls.get(e.call) else {
+            return;
+        };
+        let desc = call.media.get(e.desc as usize);
+        let codec = resolve(desc, pkt.payload_type);
+        let direction = desc.map_or(StreamDirection::Unknown, |d| {
+            Self::direction(d.owner, by_dst)
+        });
+        let stream = Stream {
+            links: Links::default(),
+            key,
+            call: Some(e.call),
+            desc: Some(e.desc),
+            direction,
+            last_pt: pkt.payload_type,
+            last_clock: codec.clock,
+            stats: StreamStats::new(pkt, codec.clock),
+            touched_call_ns: now,
+            probation: 0,
+            dtmf: None,
+            rtcp: RtcpView::default(),
+            closed: false,
+        };
+        let Some(si) = self.insert_stream(stream) else {
+            self.release_call_stream(e.call);
+            self.owned.streams_refused += 1;
+            return;
+        };
+        if let Some(call) = self.calls.get_mut(e.call) {
+            push_exact(&mut call.streams, si);
+        }
+        self.stream_ids.insert(key.hash(self.key_seed), si);
+        self.register_stream(si, &key);
+        self.owned.streams += 1;
+        self.owned.rtp_in_calls += 1;
+        self.pending_touches.push((now, e.call));
+    }
+
+    pub(crate) fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
+        let own = self.streams.list_len(LIST_CANDIDATE);
+        let full = match (&self.shared, self.shard) {
+            (Some(c), Some((i, _))) => c.candidates_full(i as usize, own, self.cfg.max_candidates),
+            _ => own >= self.cfg.max_candidates,
+        };
+        if full {
+            if let Some((old, _)) = self.streams.oldest(LIST_CANDIDATE) {
+                self.drop_candidate(old);
+            }
+        }
+        let codec = Codec::resolve(pkt.payload_type, None);
+        let stream = Stream {
+            links: Links::default(),
+            key,
+            call: None,
+            desc: None,
+            direction: StreamDirection::Unknown,
+            last_pt: pkt.payload_type,
+            last_clock: codec.clock,
+            stats: StreamStats::new(pkt, codec.clock),
+            touched_call_ns: now,
+            probation: HEURISTIC_CONFIRM - 1,
+            dtmf: None,
+            rtcp: RtcpView::default(),
+            closed: false,
+        };
+        let Some(si) = self.insert_stream(stream) else {
+            self.owned.streams_refused += 1;
+            return;
+        };
+        self.stream_ids.insert(key.hash(self.key_seed), si);
+        self.streams.touch(si, LIST_CANDIDATE, now);
+        self.owned.rtp_orphan += 1;
+    }
+
+    pub(crate) fn drop_candidate(&mut self, si: Idx) {
+        if let Some(s) = self.remove_stream(si) {
+            self.owned.candidates_rejected += 1;
+            self.owned.udp_untracked += s.stats.packets;
+            self.owned.rtp_orphan -= s.stats.packets.min(self.owned.rtp_orphan);
+        }
+    }
+}
+
+pub(crate) fn s_packets(streams: &Slab<Stream>, si: Idx) -> u64 {
+    streams.get(si).map_or(0, |s| s.stats.packets)
+}
