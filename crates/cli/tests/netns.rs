@@ -52,6 +52,20 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
         return;
     }
     assert!(out.status.success(), "netns run failed:\n{log}");
+    // A capture that itself lost packets would show loss nftables never made.
+    for side in ["a", "b"] {
+        let log =
+            std::fs::read_to_string(dir.join(format!("tcpdump-{side}.log"))).unwrap_or_default();
+        let kernel_drops: u64 = log
+            .lines()
+            .find(|l| l.contains("dropped by kernel"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        assert_eq!(
+            kernel_drops, 0,
+            "tcpdump on side {side} lost packets (machine overloaded?): the loss comparison would be meaningless\n{log}"
+        );
+    }
     let drops = drop_counters(&dir.join("drops.json"));
     let lines = calliper_jsonl(&dir.join("calls.pcap"), &[]);
     let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
