@@ -11,7 +11,6 @@
 use anyhow::{bail, Context, Result};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -396,8 +395,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let total_w: f64 = mix.iter().map(|(_, w)| w).sum();
     let mut rng = Rng(a.seed);
     let mean_interarrival = a.hold_mean / a.concurrent;
-    let file =
-        File::create(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+    let file = calliper_store::create_private(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut w = Writer {
         w: BufWriter::with_capacity(1 << 20, file),
         frame: Vec::with_capacity(256),
@@ -411,7 +410,8 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     }
     let mut truth = match &a.truth {
         Some(p) => Some(BufWriter::new(
-            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            calliper_store::create_private(p)
+                .with_context(|| format!("cannot create {}", p.display()))?,
         )),
         None => None,
     };

@@ -307,7 +307,8 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     }
     let out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(BufWriter::new(
-            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            calliper_store::create_private(p)
+                .with_context(|| format!("cannot create {}", p.display()))?,
         )),
         None => Box::new(BufWriter::new(io::stdout().lock())),
     };

@@ -188,6 +188,20 @@ fn sqlite_store_holds_calls_and_streams() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Call records name people and numbers: owner-only, as is the -o output.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "database created {mode:o}");
+    let report = dir.join("report.txt");
+    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "-o"])
+        .arg(&report)
+        .arg(repo("testdata/sipp_hold_dtmf.pcap"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "report created {mode:o}");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let calls: i64 = conn
         .query_row(

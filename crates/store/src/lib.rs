@@ -57,6 +57,18 @@ pub trait Sink {
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
 }
 
+/// Creates (or truncates) a file readable and writable by its owner only
+/// (0600): call records name people and numbers.
+pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Formats ns since the epoch as RFC 3339 UTC with microseconds.
 pub fn rfc3339(ns: i64) -> String {
     let secs = ns.div_euclid(1_000_000_000);
@@ -218,6 +230,11 @@ pub struct Sqlite {
 impl Sqlite {
     /// Opens (or creates) the database and its schema.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if !path.exists() {
+            // Created 0600 here; SQLite gives its -wal and -shm files the
+            // database file's permissions.
+            create_private(path)?;
+        }
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
