@@ -1,0 +1,189 @@
+//! Decoder tests.
+use super::*;
+
+/// Builds an IPv4/UDP packet with the given payload.
+pub(crate) fn ipv4_udp(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let total = 20 + 8 + payload.len();
+    let mut v = vec![
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        1,
+        0,
+        0,
+        64,
+        17,
+        0,
+        0,
+    ];
+    v.extend(src);
+    v.extend(dst);
+    v.extend(sport.to_be_bytes());
+    v.extend(dport.to_be_bytes());
+    v.extend(((8 + payload.len()) as u16).to_be_bytes());
+    v.extend([0, 0]);
+    v.extend_from_slice(payload);
+    v
+}
+
+fn eth(ethertype: u16, inner: &[u8]) -> Vec<u8> {
+    let mut v = vec![0u8; 12];
+    v.extend(ethertype.to_be_bytes());
+    v.extend_from_slice(inner);
+    v
+}
+
+#[test]
+fn ethernet_ipv4_udp_with_padding() {
+    let mut f = eth(
+        ETH_IPV4,
+        &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"),
+    );
+    f.extend([0u8; 16]); // Ethernet minimum-size padding must not leak into the payload.
+    let fr = decode(1, &f).unwrap();
+    assert_eq!(fr.src, "10.0.0.1".parse::<IpAddr>().unwrap());
+    assert_eq!(
+        fr.transport,
+        Transport::Udp {
+            sport: 5060,
+            dport: 5062,
+            payload: b"hi"
+        }
+    );
+}
+
+#[test]
+fn vlan_and_qinq() {
+    let ip = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"x");
+    let mut inner = vec![0x00, 0x64];
+    inner.extend(ETH_IPV4.to_be_bytes());
+    inner.extend(&ip);
+    let mut outer = vec![0x20, 0xC8]; // priority 1, VLAN 200
+    outer.extend(ETH_VLAN.to_be_bytes());
+    outer.extend(&inner);
+    let f = eth(ETH_QINQ, &outer);
+    let fr = decode(1, &f).unwrap();
+    assert_eq!(fr.vlan, Some(200));
+    assert!(matches!(fr.transport, Transport::Udp { payload: b"x", .. }));
+}
+
+#[test]
+fn sll_sll2_null_raw() {
+    let ip = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"x");
+    let mut sll = vec![0u8; 14];
+    sll.extend(ETH_IPV4.to_be_bytes());
+    sll.extend(&ip);
+    assert!(decode(113, &sll).is_ok());
+    let mut sll2 = ETH_IPV4.to_be_bytes().to_vec();
+    sll2.extend([0u8; 18]);
+    sll2.extend(&ip);
+    assert!(decode(276, &sll2).is_ok());
+    let mut null = 2u32.to_le_bytes().to_vec();
+    null.extend(&ip);
+    assert!(decode(0, &null).is_ok());
+    assert!(decode(101, &ip).is_ok());
+    assert_eq!(decode(147, &ip), Err(DecodeError::UnknownLinkType(147)));
+}
+
+#[test]
+fn ipv6_with_extension_headers_and_fragment() {
+    let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
+    v6.extend(
+        [0xfe, 0x80]
+            .iter()
+            .chain([0u8; 13].iter())
+            .chain([1u8].iter()),
+    );
+    v6.extend(
+        [0xfe, 0x80]
+            .iter()
+            .chain([0u8; 13].iter())
+            .chain([2u8].iter()),
+    );
+    // hop-by-hop (8 bytes) -> fragment (offset 0, more) -> UDP
+    let mut ext = vec![44, 0, 0, 0, 0, 0, 0, 0];
+    ext.extend([17, 0, 0x00, 0x01, 0, 0, 0, 42]);
+    ext.extend([0u8; 16]);
+    let plen = ext.len() as u16;
+    v6[4..6].copy_from_slice(&plen.to_be_bytes());
+    v6[6] = 0;
+    v6.extend(&ext);
+    let fr = decode(101, &v6).unwrap();
+    match fr.transport {
+        Transport::Fragment { frag, payload } => {
+            assert_eq!(
+                frag,
+                Fragment {
+                    id: 42,
+                    offset: 0,
+                    more: true,
+                    protocol: 17
+                }
+            );
+            assert_eq!(payload.len(), 16);
+        }
+        t => panic!("{t:?}"),
+    }
+}
+
+#[test]
+fn ipip_and_gre_tunnels_report_inner_addresses() {
+    let inner = ipv4_udp([192, 168, 0, 1], [192, 168, 0, 2], 5060, 5060, b"sip");
+    let mut outer = vec![
+        0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+    ];
+    let total = (20 + inner.len()) as u16;
+    outer[2..4].copy_from_slice(&total.to_be_bytes());
+    outer.extend(&inner);
+    let fr = decode(101, &outer).unwrap();
+    assert_eq!(fr.src, "192.168.0.1".parse::<IpAddr>().unwrap());
+    assert_eq!(fr.tunnels, 1);
+    // GRE carrying IPv4
+    let mut gre = vec![0, 0, 0x08, 0x00];
+    gre.extend(&inner);
+    let mut outer = vec![
+        0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+    ];
+    let total = (20 + gre.len()) as u16;
+    outer[2..4].copy_from_slice(&total.to_be_bytes());
+    outer.extend(&gre);
+    assert_eq!(
+        decode(101, &outer).unwrap().dst,
+        "192.168.0.2".parse::<IpAddr>().unwrap()
+    );
+}
+
+#[test]
+fn recursive_tunnels_stop() {
+    // IP-in-IP nested far deeper than we follow: an error, not a stack overflow.
+    let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"");
+    for _ in 0..50 {
+        let mut o = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+        ];
+        let total = (20 + p.len()) as u16;
+        o[2..4].copy_from_slice(&total.to_be_bytes());
+        o.extend(&p);
+        p = o;
+    }
+    assert_eq!(decode(101, &p), Err(DecodeError::TooDeep));
+}
+
+#[test]
+fn every_prefix_of_a_frame_decodes_or_errs() {
+    let f = eth(
+        ETH_IPV4,
+        &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"),
+    );
+    for n in 0..f.len() {
+        let _ = decode(1, &f[..n]);
+    }
+}
