@@ -12,24 +12,24 @@ use std::process::Command;
 /// Per Call-ID that has an INVITE: the final status tshark sees for the call
 /// (the first 2xx to an INVITE, else the last final response to one).
 fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
-    let mut args = vec!["-n".into(), "-d".into(), "tcp.port==6060,sip".into()];
-    args.extend(["-r".into(), file.as_os_str().to_owned()]);
-    for a in [
-        "-Y",
-        "sip.CSeq.method == \"INVITE\"",
-        "-T",
-        "fields",
-        "-e",
-        "sip.Call-ID",
-        "-e",
-        "sip.Method",
-        "-e",
-        "sip.Status-Code",
-    ] {
-        args.push(std::ffi::OsString::from(a));
-    }
-    // The heplify TCP capture runs SIP on port 6060 (the -d above).
-    let out = common::tshark(args);
+    // The heplify TCP capture runs SIP on port 6060.
+    let out = common::tshark(
+        file,
+        &[
+            "-d",
+            "tcp.port==6060,sip",
+            "-Y",
+            "sip.CSeq.method == \"INVITE\"",
+            "-T",
+            "fields",
+            "-e",
+            "sip.Call-ID",
+            "-e",
+            "sip.Method",
+            "-e",
+            "sip.Status-Code",
+        ],
+    );
     let mut calls: BTreeMap<String, Option<u16>> = BTreeMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.split('\t').collect();

@@ -166,14 +166,9 @@ fn records(lines: Vec<Value>) -> Vec<Value> {
 }
 
 fn tshark_invites(path: &Path) -> usize {
-    let args: [&std::ffi::OsStr; 5] = [
-        "-n".as_ref(),
-        "-r".as_ref(),
-        path.as_os_str(),
-        "-Y".as_ref(),
-        "sip.Method == \"INVITE\"".as_ref(),
-    ];
-    common::tshark(args).lines().count()
+    common::tshark(path, &["-Y", "sip.Method == \"INVITE\""])
+        .lines()
+        .count()
 }
 
 #[test]

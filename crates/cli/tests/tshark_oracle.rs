@@ -24,12 +24,14 @@ struct TsharkStream {
 }
 
 fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["-n".as_ref(), "-r".as_ref(), file.as_os_str()];
-    args.extend(["-q", "-z", "rtp,streams"].map(std::ffi::OsStr::new));
-    if heuristic {
-        args.extend(["-o", "rtp.heuristic_rtp:TRUE"].map(std::ffi::OsStr::new));
-    }
-    let text = tshark(args);
+    let text = if heuristic {
+        tshark(
+            file,
+            &["-q", "-z", "rtp,streams", "-o", "rtp.heuristic_rtp:TRUE"],
+        )
+    } else {
+        tshark(file, &["-q", "-z", "rtp,streams"])
+    };
     let mut streams = Vec::new();
     for line in text.lines() {
         let mut f: Vec<&str> = line.split_whitespace().collect();
@@ -227,36 +229,35 @@ fn sequence_restart_is_not_negative_loss() {
 type Events = HashMap<(String, u16, String, u16, u32), Vec<(char, u64)>>;
 
 fn tshark_dtmf(file: &Path) -> Events {
-    let mut args = vec!["-n".into(), "-r".into(), file.as_os_str().to_owned()];
-    for a in [
-        "-Y",
-        "rtpevent",
-        "-T",
-        "fields",
-        "-e",
-        "ip.src",
-        "-e",
-        "ipv6.src",
-        "-e",
-        "udp.srcport",
-        "-e",
-        "ip.dst",
-        "-e",
-        "ipv6.dst",
-        "-e",
-        "udp.dstport",
-        "-e",
-        "rtp.ssrc",
-        "-e",
-        "rtp.timestamp",
-        "-e",
-        "rtpevent.event_id",
-        "-e",
-        "rtpevent.duration",
-    ] {
-        args.push(std::ffi::OsString::from(a));
-    }
-    let out = tshark(args);
+    let out = tshark(
+        file,
+        &[
+            "-Y",
+            "rtpevent",
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "ipv6.src",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "ip.dst",
+            "-e",
+            "ipv6.dst",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "rtp.ssrc",
+            "-e",
+            "rtp.timestamp",
+            "-e",
+            "rtpevent.event_id",
+            "-e",
+            "rtpevent.duration",
+        ],
+    );
     let mut events: Events = HashMap::new();
     let mut last_ts: HashMap<(String, u16, String, u16, u32), u64> = HashMap::new();
     for line in out.lines() {
@@ -368,20 +369,19 @@ fn rtcp_reports_match_tshark() {
     let mut compared = 0;
     let mut failures = vec![];
     for file in captures() {
-        let mut args = vec!["-n".into(), "-r".into(), file.as_os_str().to_owned()];
-        for a in [
-            "-Y",
-            "rtcp.ssrc.identifier",
-            "-T",
-            "fields",
-            "-e",
-            "rtcp.ssrc.identifier",
-            "-e",
-            "rtcp.ssrc.jitter",
-        ] {
-            args.push(std::ffi::OsString::from(a));
-        }
-        let out = tshark(args);
+        let out = tshark(
+            &file,
+            &[
+                "-Y",
+                "rtcp.ssrc.identifier",
+                "-T",
+                "fields",
+                "-e",
+                "rtcp.ssrc.identifier",
+                "-e",
+                "rtcp.ssrc.jitter",
+            ],
+        );
         // Per reported SSRC: largest jitter in any block.
         let mut max_jitter: HashMap<u32, u64> = HashMap::new();
         for line in out.lines() {

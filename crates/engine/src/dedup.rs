@@ -80,13 +80,21 @@ impl Dedup {
     /// The frame's hash, or None for frames never treated as copies.
     #[inline]
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
-        let (kind, a, b, payload) = match f.transport {
+        // For RTP, TCP and fragments the first 64 bytes tell packets apart
+        // (sequence numbers are in them), and hashing all of a 1 500-byte
+        // payload would cost more than the rest. Other UDP — SIP above all,
+        // whose different messages often share their first 64 bytes and
+        // length, with IP ID 0 or none — is hashed whole: it is rare.
+        let (kind, a, b, payload, whole) = match f.transport {
             Transport::Tcp { payload: [], .. } => return None,
             Transport::Udp {
                 sport,
                 dport,
                 payload,
-            } => (17u64, sport as u64, dport as u64, payload),
+            } => {
+                let rtp_like = payload.first().is_some_and(|b| b >> 6 == 2);
+                (17u64, sport as u64, dport as u64, payload, !rtp_like)
+            }
             Transport::Tcp {
                 sport,
                 dport,
@@ -98,14 +106,16 @@ impl Dedup {
                 sport as u64,
                 ((dport as u64) << 32) | seq as u64,
                 payload,
+                false,
             ),
             Transport::Fragment { frag, payload } => (
                 44 | (frag.protocol as u64) << 8 | (frag.more as u64) << 16,
                 frag.id as u64,
                 frag.offset as u64,
                 payload,
+                false,
             ),
-            Transport::Other { protocol, payload } => (protocol as u64, 0, 0, payload),
+            Transport::Other { protocol, payload } => (protocol as u64, 0, 0, payload, false),
         };
         let words = [
             kind | (f.ip_id.map_or(1 << 20, |i| i as u64) << 24) | (payload.len() as u64) << 44,
@@ -113,15 +123,10 @@ impl Dedup {
             ip_word(f.src, self.seed),
             ip_word(f.dst, self.seed),
         ];
-        // For RTP, TCP and fragments the first 64 bytes tell packets apart
-        // (sequence numbers are in them), and hashing all of a 1 500-byte
-        // payload would cost more than the rest. Other UDP — SIP above all,
-        // whose different messages often share their first 64 bytes and
-        // length, with IP ID 0 or none — is hashed whole: it is rare.
-        let rtp_like = payload.first().is_some_and(|b| b >> 6 == 2);
-        let hashed = match f.transport {
-            Transport::Udp { .. } if !rtp_like => payload,
-            _ => &payload[..payload.len().min(64)],
+        let hashed = if whole {
+            payload
+        } else {
+            &payload[..payload.len().min(64)]
         };
         Some(fasthash::hash(self.seed, words, hashed))
     }

@@ -189,16 +189,12 @@ pub fn captures() -> Vec<PathBuf> {
     v
 }
 
-/// Runs tshark (the oracle) with `args` and returns its standard output.
-/// Fails the test if tshark is missing or exits with an error: an oracle
-/// that did not run must not look like one that found nothing.
-pub fn tshark<I, S>(args: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
+/// Runs tshark (the oracle) on `file` with `args` and returns its standard
+/// output. Fails the test if tshark is missing or exits with an error: an
+/// oracle that did not run must not look like one that found nothing.
+pub fn tshark(file: &Path, args: &[&str]) -> String {
     let mut cmd = Command::new("tshark");
-    cmd.args(args);
+    cmd.arg("-n").arg("-r").arg(file).args(args);
     let out = cmd.output().unwrap_or_else(|e| {
         panic!("tshark cannot run ({e}): run the README's test command, which installs it")
     });
