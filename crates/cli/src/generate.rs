@@ -8,7 +8,12 @@
 //! benchmarking range 198.18.0.0/15 (RFC 2544). The truth file has one JSON
 //! line per stream with the packets sent and dropped.
 
+mod attacks;
+mod rng;
+
 use anyhow::{bail, Context, Result};
+use attacks::{flood_invite, hostile_message};
+use rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{BufWriter, Write};
@@ -72,92 +77,6 @@ pub struct GenerateArgs {
     /// Content-Lengths, huge Call-IDs, thousands of SDP media lines, binary junk.
     #[arg(long, default_value_t = 0)]
     hostile: u64,
-}
-
-/// One forged INVITE of a flood: random Call-ID, random source, with SDP.
-fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
-    let r = rng.next();
-    let src = Ipv4Addr::from(0x6440_0000 | (r as u32 & 0x003F_FFFF)); // 100.64.0.0/10
-    let id = format!("{:016x}{:016x}", rng.next(), rng.next());
-    let port = 10_000 + (r >> 32) as u16 % 50_000 / 2 * 2;
-    let body = format!(
-        "v=0\r\no=- 1 1 IN IP4 {src}\r\ns=-\r\nc=IN IP4 {src}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n"
-    );
-    let msg = format!(
-        "INVITE sip:victim@192.0.2.1 SIP/2.0\r\nVia: SIP/2.0/UDP {src}:5060;branch=z9hG4bK{id}\r\nFrom: <sip:x@{src}>;tag={r:x}\r\nTo: <sip:victim@192.0.2.1>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    (src, msg)
-}
-
-/// One hostile message of kind `k % 5`.
-fn hostile_message(rng: &mut Rng, k: u64) -> Vec<u8> {
-    let id = format!("hostile-{:016x}", rng.next());
-    let head = |extra: &str, cl: &str| {
-        format!(
-            "INVITE sip:victim@192.0.2.1 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.66;branch=z9hG4bK{id}\r\nFrom: <sip:x@192.0.2.66>;tag=1\r\nTo: <sip:victim@192.0.2.1>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\n{extra}Content-Length: {cl}\r\n\r\n"
-        )
-    };
-    match k % 5 {
-        0 => {
-            let extra: String = (0..3000).map(|i| format!("X-{i}: a\r\n")).collect();
-            head(&extra, "0").into_bytes()
-        }
-        1 => head("", "99999999999999999999").into_bytes(),
-        2 => {
-            let long = "c".repeat(10_000);
-            head("", "0").replace(&id, &long).into_bytes()
-        }
-        3 => {
-            let media: String = (0..2000)
-                .map(|i| format!("m=audio {} RTP/AVP 0\r\n", 2000 + 2 * i))
-                .collect();
-            let body = format!("v=0\r\nc=IN IP4 192.0.2.66\r\n{media}");
-            let mut m = head("Content-Type: application/sdp\r\n", &body.len().to_string());
-            m.push_str(&body);
-            m.into_bytes()
-        }
-        _ => {
-            let mut m = b"INVITE ".to_vec();
-            m.extend((0..1400).map(|_| rng.next() as u8));
-            m
-        }
-    }
-}
-
-/// SplitMix64: small, fast, good enough for traffic synthesis.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn exp(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-    fn normal(&mut self) -> f64 {
-        let (u1, u2) = (1.0 - self.uniform(), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    /// Inverse Gaussian (Michael, Schucany & Haas 1976).
-    fn inverse_gaussian(&mut self, mu: f64, lambda: f64) -> f64 {
-        let n = self.normal();
-        let y = n * n;
-        let x = mu + mu * mu * y / (2.0 * lambda)
-            - mu / (2.0 * lambda) * (4.0 * mu * lambda * y + mu * mu * y * y).sqrt();
-        if self.uniform() <= mu / (mu + x) {
-            x
-        } else {
-            mu * mu / x
-        }
-    }
 }
 
 #[derive(Clone, Copy)]
