@@ -1,0 +1,115 @@
+//! Loss recovery on a link: accounting of what arrived, NACKs when a gap
+//! is due, retransmission from the send buffer.
+
+use super::*;
+
+impl Node {
+    /// Data sequence accounting. Returns false for a copy already seen.
+    pub(super) fn account(&mut self, now: i64, li: usize, seq: u32, retransmit: bool) -> bool {
+        let link = &mut self.links[li];
+        if retransmit {
+            let filled = link.missing.remove(&seq).is_some();
+            self.counters.recovered += filled as u64;
+            return filled;
+        }
+        let Some(next) = link.rx_data_next else {
+            link.rx_data_next = Some(seq.wrapping_add(1));
+            return true;
+        };
+        let d = seq.wrapping_sub(next) as i32;
+        if d >= 0 {
+            self.counters.gaps += d as u64;
+            for k in 0..d as u32 {
+                if link.missing.len() >= MAX_MISSING {
+                    self.counters.given_up += (d as u32 - k) as u64;
+                    break;
+                }
+                link.missing.insert(
+                    next.wrapping_add(k),
+                    Missing {
+                        detected: now,
+                        rounds: 0,
+                        next_at: now,
+                    },
+                );
+            }
+            link.rx_data_next = Some(seq.wrapping_add(1));
+            if d > 0 {
+                self.nack_due(now, li);
+            }
+            true
+        } else if link.missing.remove(&seq).is_some() {
+            // A late original: reordered, not lost.
+            self.counters.recovered += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sends one NACK for every missing packet whose turn has come.
+    pub(super) fn nack_due(&mut self, now: i64, li: usize) {
+        let (budget, rounds) = (self.cfg.budget_ns, self.cfg.max_nack_rounds);
+        let link = &mut self.links[li];
+        if !link.alive {
+            return;
+        }
+        let rtt_ns = (link.srtt_us.unwrap_or(20_000.0) * 1000.0) as i64;
+        // Ask again once the answer to the last request is overdue.
+        let wait = rtt_ns + rtt_ns / 4 + 2 * MS;
+        let mut ask = Vec::new();
+        let mut expired = 0;
+        link.missing.retain(|&seq, m| {
+            if m.next_at > now {
+                return true;
+            }
+            // An answer takes about one RTT: past the budget it is useless.
+            let too_late = now - m.detected + rtt_ns > budget;
+            let rounds_done = rounds != 0 && m.rounds >= rounds;
+            if too_late || rounds_done {
+                expired += 1;
+                return false;
+            }
+            if ask.len() < packet::MAX_NACKS {
+                ask.push(seq);
+                m.rounds += 1;
+                m.next_at = now + wait;
+            }
+            true
+        });
+        self.counters.given_up += expired;
+        if !ask.is_empty() {
+            self.counters.nacks_sent += 1;
+            self.emit(li, 0, Message::Nack(ask));
+        }
+    }
+
+    pub(super) fn retransmit(&mut self, now: i64, li: usize, seqs: &[u32]) {
+        let budget = self.cfg.budget_ns;
+        for &seq in seqs {
+            let link = &mut self.links[li];
+            let at = link
+                .history
+                .partition_point(|h| (h.0.wrapping_sub(seq) as i32) < 0);
+            let held = link
+                .history
+                .get(at)
+                .filter(|h| h.0 == seq && now - h.1 <= budget);
+            let Some(h) = held else {
+                self.counters.retransmit_not_held += 1;
+                continue;
+            };
+            if link.tokens < 1.0 {
+                self.counters.retransmit_no_tokens += 1;
+                continue;
+            }
+            link.tokens -= 1.0;
+            let mut bytes = h.2.clone();
+            let link_seq = link.next_link_seq();
+            packet::set_link_header(&mut bytes, link_seq, FLAG_RETRANSMIT);
+            let peer = link.peer;
+            self.counters.retransmitted += 1;
+            self.push_transmit(peer, bytes);
+        }
+    }
+}
