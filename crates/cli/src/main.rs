@@ -132,6 +132,11 @@ struct AnalyzeArgs {
     /// than 1 (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
+    /// Rules from this TOML file: ignore, label or select for recording
+    /// traffic by exact flow, network and port ranges, or SIP fields
+    /// (docs/rules.md). Each rule's hits are reported at the end.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
     /// Print the most memory an analysis with these caps and threads can
     /// hold, table by table (docs/hostile-input.md), and exit without reading input.
     #[arg(long)]
@@ -254,7 +259,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if !(0.0..=1000.0).contains(&a.dedup_window) {
         bail!("--dedup-window must be between 0 and 1000 ms");
     }
-    let cfg = Config {
+    let mut cfg = Config {
         sip_ports: a.sip_ports.clone(),
         sip_any_port: !a.no_sip_detection,
         rtp_heuristic: !a.no_rtp_heuristic,
@@ -273,6 +278,12 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             .and_then(|v| v.parse().ok()),
         ..Config::default()
     };
+    if let Some(path) = &a.rules {
+        let rules = calliper_rules::Rules::new();
+        calliper_rules::load_file(path, &rules)?;
+        cfg.rules = Some(rules);
+    }
+    let rules = cfg.rules.clone();
     if a.memory_bound {
         let bound = cfg.memory_bound_threads(a.threads as usize);
         let mib = |b: usize| b as f64 / (1 << 20) as f64;
@@ -444,15 +455,20 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     bar.finish_and_clear();
 
     let counters = engine.counters().clone();
-    let summary = summary::counters_json(&counters);
+    let mut summary = summary::counters_json(&counters);
+    let rule_list = rules.as_ref().map(|r| r.list()).unwrap_or_default();
+    if let (Some(_), serde_json::Value::Object(o)) = (&rules, &mut summary) {
+        o.insert("rules".into(), serde_json::to_value(&rule_list)?);
+    }
     let input = input_names(&a.files);
     for s in sinks.iter_mut() {
         s.finish(&input, &summary)?;
     }
     if let Some(t) = text.as_mut() {
-        t.finish(&counters)?;
+        t.finish(&counters, &rule_list)?;
     } else {
         summary::print_counters(&mut io::stderr().lock(), &counters)?;
+        summary::print_rules(&mut io::stderr().lock(), &rule_list)?;
     }
     if let Some(db) = &a.db {
         eprintln!("calliper: stored {calls_written} calls in {}", db.display());

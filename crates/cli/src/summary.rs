@@ -1,6 +1,7 @@
 //! The terminal report and the counters as JSON.
 
 use calliper_engine::{CallRecord, Counters, Record, StreamRecord};
+use calliper_rules::RuleInfo;
 use calliper_store::rfc3339;
 use serde_json::json;
 use std::borrow::Cow;
@@ -122,6 +123,12 @@ impl<W: Write> TextReport<W> {
         if !c.dtmf_digits.is_empty() {
             writeln!(self.w, "    dtmf {}", printable(&c.dtmf_digits))?;
         }
+        if !c.labels.is_empty() {
+            writeln!(self.w, "    labels {}", printable(&c.labels.join(", ")))?;
+        }
+        if c.record_payload {
+            writeln!(self.w, "    selected for payload recording by a rule")?;
+        }
         for s in &c.streams {
             self.streams += 1;
             writeln!(self.w, "    {}", stream_line(s))?;
@@ -129,8 +136,8 @@ impl<W: Write> TextReport<W> {
         Ok(())
     }
 
-    /// Writes the counters and flushes.
-    pub fn finish(&mut self, c: &Counters) -> io::Result<()> {
+    /// Writes the counters and the rules' hits, and flushes.
+    pub fn finish(&mut self, c: &Counters, rules: &[RuleInfo]) -> io::Result<()> {
         writeln!(self.w, "---")?;
         writeln!(
             self.w,
@@ -138,8 +145,33 @@ impl<W: Write> TextReport<W> {
             self.calls, self.streams
         )?;
         print_counters(&mut self.w, c)?;
+        print_rules(&mut self.w, rules)?;
         self.w.flush()
     }
+}
+
+/// One line per rule: what it matches, what it does, how often it decided.
+pub fn print_rules(w: &mut impl Write, rules: &[RuleInfo]) -> io::Result<()> {
+    for r in rules {
+        let name = if r.name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", printable(&r.name))
+        };
+        let label = r.label.as_deref().map(|l| format!(" {}", printable(l)));
+        writeln!(
+            w,
+            "rule {}{name}  {} {}  -> {}{}  priority {}  hits {}",
+            r.id,
+            r.kind,
+            printable(&r.filter),
+            r.action,
+            label.unwrap_or_default(),
+            r.priority,
+            r.hits
+        )?;
+    }
+    Ok(())
 }
 
 fn stream_line(s: &StreamRecord) -> String {

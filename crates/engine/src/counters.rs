@@ -112,6 +112,11 @@ counters! {
         pub media_refused: u64,
         /// Heuristic RTP candidates never confirmed (noise that looked like RTP).
         pub candidates_rejected: u64,
+        /// Packets dropped by an `ignore` rule before any state was made.
+        pub rule_ignored_packets: u64,
+        /// Calls an `ignore` SIP rule matched: followed (so their media is
+        /// not taken for unknown streams) but not reported.
+        pub rule_ignored_calls: u64,
         /// Anomalies: malformed or impossible input, by kind.
         pub anomalies: BTreeMap<&'static str, u64>,
     }

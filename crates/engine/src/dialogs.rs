@@ -59,6 +59,9 @@ impl Engine {
                 return;
             }
         };
+        if let Some(a) = self.packet_rule.take() {
+            self.apply_rule(idx, a);
+        }
         let sdp_side = self.update_call(idx, now, m);
         if let Some(side) = sdp_side {
             if m.has_sdp() {
@@ -110,9 +113,25 @@ impl Engine {
             self.counters.calls_evicted += 1;
             self.finish_call(oldest, Ending::Evicted);
         }
+        let (from_na, to_na) = (
+            NameAddr::parse(m.from.unwrap_or("")),
+            NameAddr::parse(m.to.unwrap_or("")),
+        );
+        let rule = if self.rules.no_sip_rules() {
+            None
+        } else {
+            self.rules.lookup_sip(&calliper_rules::SipFacts {
+                method: "INVITE",
+                from_user: from_na.user,
+                from_domain: Some(from_na.host),
+                to_user: to_na.user,
+                to_domain: Some(to_na.host),
+                user_agent: m.user_agent,
+            })
+        }
+        .cloned();
         let c = &mut self.counters;
-        let mut party = |v: Option<&str>| {
-            let na = NameAddr::parse(v.unwrap_or(""));
+        let mut party = |na: NameAddr<'_>| {
             (
                 Party {
                     uri: c.cut(na.uri).to_string(),
@@ -122,8 +141,8 @@ impl Engine {
                 na.tag.map(|t| Box::from(cut(t))),
             )
         };
-        let (from, caller_tag) = party(m.from);
-        let (to, _) = party(m.to);
+        let (from, caller_tag) = party(from_na);
+        let (to, _) = party(to_na);
         let caller_ua = m.user_agent.map(|u| self.counters.cut(u).to_string());
         let call = Call {
             links: Links::default(),
@@ -157,11 +176,40 @@ impl Engine {
             media: Vec::new(),
             media_keys: Vec::new(),
             streams: Vec::new(),
+            labels: Vec::new(),
+            record_payload: false,
+            ignored: false,
         };
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);
         self.counters.calls += 1;
+        if let Some(a) = rule {
+            self.apply_rule(idx, a);
+        }
         Some(idx)
+    }
+
+    /// Applies a rule's action to a call (`ignore` from a SIP rule: the
+    /// call is followed but not reported).
+    pub(crate) fn apply_rule(&mut self, idx: Idx, action: RuleAction) {
+        let Some(call) = self.calls.get_mut(idx) else {
+            return;
+        };
+        match action {
+            RuleAction::Track => {}
+            RuleAction::Ignore => {
+                if !call.ignored {
+                    call.ignored = true;
+                    self.counters.rule_ignored_calls += 1;
+                }
+            }
+            RuleAction::Record => call.record_payload = true,
+            RuleAction::Label(l) => {
+                if !call.labels.contains(&l) && call.labels.len() < MAX_LABELS_PER_CALL {
+                    push_exact(&mut call.labels, l);
+                }
+            }
+        }
     }
 
     /// Updates a call from one of its messages; returns the side that sent

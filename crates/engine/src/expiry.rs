@@ -62,7 +62,7 @@ impl Engine {
                 self.media.remove(key);
             }
         }
-        if ending == Ending::Discarded {
+        if ending == Ending::Discarded || call.ignored {
             return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
@@ -114,6 +114,8 @@ impl Engine {
             t38_packets: call.t38_packets,
             anomalies: call.anomalies,
             dtmf_digits: dtmf_digits(&streams),
+            labels: call.labels.iter().map(|l| l.to_string()).collect(),
+            record_payload: call.record_payload,
             streams,
         })));
     }

@@ -51,6 +51,7 @@ use rtcp::RtcpView;
 pub use calliper_record::*;
 use calliper_rtp::dtmf::DtmfTracker;
 use calliper_rtp::{ClockRate, Codec, StreamStats};
+use calliper_rules::{Action as RuleAction, RuleTable};
 use calliper_sip::sdp::{self, Direction};
 use calliper_sip::{NameAddr, SipMessage, StartLine};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
@@ -167,6 +168,8 @@ struct MediaEntry {
 const MAX_DESCS_PER_CALL: usize = 64;
 /// Most streams per call.
 const MAX_STREAMS_PER_CALL: usize = 256;
+/// Most rule labels kept per call (labels are the operator's, so few).
+const MAX_LABELS_PER_CALL: usize = 16;
 /// Longest Call-ID accepted.
 const MAX_CALL_ID: usize = 512;
 /// Longest text kept from a SIP header (URI, user, display name, tag, user
@@ -245,6 +248,12 @@ struct Call {
     media: Vec<MediaDesc>,
     media_keys: Vec<(IpAddr, u16)>,
     streams: Vec<Idx>,
+    /// Labels from rules, in the order first applied.
+    labels: Vec<Arc<str>>,
+    /// A rule selected the call for payload recording.
+    record_payload: bool,
+    /// An `ignore` SIP rule matched: follow the call, report nothing.
+    ignored: bool,
 }
 
 impl Linked for Call {
@@ -352,6 +361,11 @@ pub struct Engine {
     owned: Counters,
     /// `counters` plus `owned`, as [`Engine::counters`] returns them.
     total: Counters,
+    /// This engine's copy of the run's rules.
+    rules: RuleTable,
+    /// The `label` or `record` action of the packet being handled, for the
+    /// call its SIP message or stream belongs to.
+    packet_rule: Option<RuleAction>,
 }
 
 impl Engine {
@@ -381,6 +395,11 @@ impl Engine {
             counters: Counters::default(),
             owned: Counters::default(),
             total: Counters::default(),
+            rules: cfg
+                .rules
+                .as_ref()
+                .map_or_else(RuleTable::empty, |r| r.table()),
+            packet_rule: None,
             cfg,
         }
     }
@@ -455,6 +474,8 @@ impl Engine {
     pub fn set_shard(&mut self, index: u64, count: u64, caps: Arc<shared::SharedCaps>) {
         self.shard = Some((index, count));
         self.external_batches = true;
+        // Every shard sees every packet: one counts the rules' hits.
+        self.rules.count_hits(index == 0);
         self.shared = Some(caps);
     }
 

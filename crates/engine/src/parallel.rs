@@ -238,6 +238,13 @@ impl Parallel {
                 // Every shard reads every RTCP packet: the versions agree.
                 m.rtcp_packets = m.rtcp_packets.max(c.rtcp_packets);
                 m.t38_packets += c.t38_packets;
+                // Rules on media act in the shard that owns the stream.
+                for l in c.labels {
+                    if !m.labels.contains(&l) {
+                        m.labels.push(l);
+                    }
+                }
+                m.record_payload |= c.record_payload;
                 (count + 1, m)
             }
         };

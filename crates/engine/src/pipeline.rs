@@ -33,6 +33,7 @@ impl Engine {
 
     /// Handles up to `N` packets.
     pub(crate) fn group<'a, const N: usize>(&mut self, group: &[RawPacket<'a>]) {
+        self.rules.sync();
         if let Some(n) = self.cfg.fault_panic_after_packets {
             if self.counters.packets >= n && self.shard.is_none_or(|(i, n)| i + 1 == n) {
                 panic!("fault injection after {n} packets");
@@ -154,6 +155,9 @@ impl Engine {
     /// calling back into this function: nesting in the input is bounded by
     /// the decoder's depth limit and never grows the stack.
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
+        if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
+            return;
+        }
         let Transport::Fragment { frag, payload } = f.transport else {
             return self.transport(now, f);
         };
@@ -164,6 +168,8 @@ impl Engine {
                     Transport::Fragment { frag, payload } => {
                         next = self.fragment(now, &inner, frag, payload);
                     }
+                    // A reassembled datagram has the ports its fragments lacked.
+                    _ if !self.rules.no_network_rules() && self.ignored_by_rule(&inner) => {}
                     _ => self.transport(now, &inner),
                 },
                 Err(e) => self.counters.anomaly(e.name()),
@@ -191,6 +197,47 @@ impl Engine {
             ..*f
         };
         Some((d, outer))
+    }
+
+    /// Looks the packet up in the network rules: true when an `ignore` rule
+    /// drops it; a `label` or `record` action is kept for the call its SIP
+    /// message or stream belongs to. Fragments carry no ports, so only rules
+    /// without ports decide them; the reassembled datagram is looked up again.
+    fn ignored_by_rule(&mut self, f: &Frame<'_>) -> bool {
+        let (protocol, sport, dport) = match f.transport {
+            Transport::Udp { sport, dport, .. } => (17, sport, dport),
+            Transport::Tcp { sport, dport, .. } => (6, sport, dport),
+            Transport::Fragment { frag, .. } => (frag.protocol, 0, 0),
+            Transport::Other { protocol, payload } => match payload {
+                // SCTP's common header starts with the ports.
+                [a, b, c, d, ..] if protocol == 132 => (
+                    protocol,
+                    u16::from_be_bytes([*a, *b]),
+                    u16::from_be_bytes([*c, *d]),
+                ),
+                _ => (protocol, 0, 0),
+            },
+        };
+        let flow = calliper_rules::Flow {
+            vlan: f.vlan,
+            protocol,
+            src: f.src,
+            dst: f.dst,
+            sport,
+            dport,
+        };
+        self.packet_rule = None;
+        match self.rules.lookup(&flow) {
+            Some(RuleAction::Ignore) => {
+                self.counters.rule_ignored_packets += 1;
+                true
+            }
+            Some(RuleAction::Track) | None => false,
+            Some(a) => {
+                self.packet_rule = Some(a.clone());
+                false
+            }
+        }
     }
 
     /// Handles a frame's transport payload (never a fragment).

@@ -229,6 +229,9 @@ impl Engine {
         if !self.admit_call_stream(e.call) {
             return false;
         }
+        if let Some(a) = self.packet_rule.take() {
+            self.apply_rule(e.call, a);
+        }
         let Some(call) = self.calls.get_mut(e.call) else {
             return false;
         };
@@ -267,6 +270,9 @@ impl Engine {
         if !self.admit_call_stream(e.call) {
             self.owned.anomaly("rtp_too_many_streams_per_call");
             return;
+        }
+        if let Some(a) = self.packet_rule.take() {
+            self.apply_rule(e.call, a);
         }
         let Some(call) = self.calls.get(e.call) else {
             return;

@@ -201,6 +201,12 @@ pub struct CallRecord {
     pub anomalies: u32,
     /// DTMF digits sent in the call, in order of arrival, both directions.
     pub dtmf_digits: String,
+    /// Labels put on the call by rules (`label` action), in the order first applied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// A rule selected the call for payload recording (`record` action).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub record_payload: bool,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
 }

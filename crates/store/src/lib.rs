@@ -189,7 +189,8 @@ CREATE TABLE IF NOT EXISTS calls (
     final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
     hangup_by TEXT, hangup_reason TEXT,
     sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
-    dtmf_digits TEXT
+    dtmf_digits TEXT,
+    labels TEXT, record_payload INTEGER
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
@@ -217,6 +218,27 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 ";
 
+/// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
+/// labels and payload-recording flag.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Brings a database written by an earlier version up to [`SCHEMA`].
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version < 1 {
+        let has_labels = conn
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'labels'")?
+            .exists([])?;
+        if !has_labels {
+            conn.execute_batch(
+                "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
+            )?;
+        }
+    }
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
 /// Records per transaction: large enough to amortise fsync, small enough
 /// that a crash loses little.
 const BATCH: usize = 2000;
@@ -239,6 +261,7 @@ impl Sqlite {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         conn.execute_batch("BEGIN")?;
         Ok(Sqlite { conn, pending: 0 })
     }
@@ -302,13 +325,18 @@ impl Sink for Sqlite {
             Record::Call(c) => {
                 let state = serde_json::to_value(c.state)?;
                 let hangup = c.hangup_by.map(serde_json::to_value).transpose()?;
+                // A JSON array, so searches can use json_each.
+                let labels = (!c.labels.is_empty())
+                    .then(|| serde_json::to_string(&c.labels))
+                    .transpose()?;
                 self.conn
                     .prepare_cached(
                         "INSERT INTO calls (call_id, from_uri, from_user, from_display, to_uri, to_user, to_display,
                          caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
-                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
+                         labels, record_payload)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -341,6 +369,8 @@ impl Sink for Sqlite {
                         c.rtcp_packets as i64,
                         c.anomalies,
                         c.dtmf_digits,
+                        labels,
+                        c.record_payload,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {

@@ -1,0 +1,245 @@
+//! Rules from a TOML file (`calliper analyze --rules FILE`). Each `[[rule]]`
+//! table is one rule; its keys say which kind it is:
+//!
+//! ```toml
+//! [[rule]]                       # wildcard: networks, port ranges, VLAN, transport
+//! name = "lab"
+//! net = "192.0.2.0/24"           # either address (src = / dst = for one direction)
+//! action = "ignore"
+//!
+//! [[rule]]                       # exact flow, both directions
+//! protocol = "udp"
+//! a = "10.0.0.1:5060"
+//! b = "10.0.0.2:5060"
+//! action = "record"
+//!
+//! [[rule]]                       # SIP: once per call or registration
+//! from_user = "+4420*"
+//! action = "label"
+//! label = "london"
+//! priority = 10                  # highest wins; default 0
+//! ```
+
+use crate::{
+    error, Action, Cidr, ExactFilter, Filter, Pattern, PortRange, RuleError, Rules, SipFilter,
+    WildFilter,
+};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// A port or range as a file gives it: `5060` or `"10000-20000"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Ports {
+    One(u16),
+    Text(String),
+}
+
+impl Ports {
+    fn parse(&self) -> Result<PortRange, RuleError> {
+        match self {
+            Ports::One(p) => Ok(PortRange { lo: *p, hi: *p }),
+            Ports::Text(t) => PortRange::parse(t),
+        }
+    }
+}
+
+/// One `[[rule]]` of a file, before validation.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    name: Option<String>,
+    #[serde(default)]
+    priority: i32,
+    action: Option<String>,
+    label: Option<String>,
+    vlan: Option<u16>,
+    protocol: Option<String>,
+    a: Option<String>,
+    b: Option<String>,
+    src: Option<String>,
+    dst: Option<String>,
+    net: Option<String>,
+    sport: Option<Ports>,
+    dport: Option<Ports>,
+    port: Option<Ports>,
+    method: Option<String>,
+    from_user: Option<String>,
+    from_domain: Option<String>,
+    to_user: Option<String>,
+    to_domain: Option<String>,
+    user_agent: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    #[serde(default)]
+    rule: Vec<RuleSpec>,
+}
+
+/// The protocol number of `udp`, `tcp`, `sctp` or a number.
+fn protocol_number(s: &str) -> Result<u8, RuleError> {
+    match s.to_ascii_lowercase().as_str() {
+        "udp" => Ok(17),
+        "tcp" => Ok(6),
+        "sctp" => Ok(132),
+        n => n.parse().map_err(|_| {
+            RuleError(format!(
+                "protocol `{s}`: say udp, tcp, sctp or an IP protocol number"
+            ))
+        }),
+    }
+}
+
+/// The name of a protocol number, as files spell it.
+pub(crate) fn protocol_name(p: u8) -> String {
+    match p {
+        17 => "udp".into(),
+        6 => "tcp".into(),
+        132 => "sctp".into(),
+        n => n.to_string(),
+    }
+}
+
+fn endpoint(s: &str) -> Result<(std::net::IpAddr, u16), RuleError> {
+    s.parse::<SocketAddr>()
+        .map(|a| (a.ip(), a.port()))
+        .map_err(|_| {
+            RuleError(format!(
+                "`{s}` is not address:port (e.g. 10.0.0.1:5060 or [2001:db8::1]:5060)"
+            ))
+        })
+}
+
+fn pattern(p: &Option<String>) -> Result<Option<Pattern>, RuleError> {
+    p.as_deref().map(Pattern::parse).transpose()
+}
+
+impl RuleSpec {
+    /// Validates the rule: its name, priority, filter and action.
+    pub fn parts(&self) -> Result<(String, i32, Filter, Action), RuleError> {
+        let action = match (self.action.as_deref().unwrap_or("track"), &self.label) {
+            ("label", Some(l)) => Action::Label(l.as_str().into()),
+            ("label", None) => return error("action = \"label\" needs label = \"...\""),
+            (_, Some(_)) => return error("label = is only for action = \"label\""),
+            ("track", None) => Action::Track,
+            ("ignore", None) => Action::Ignore,
+            ("record", None) => Action::Record,
+            (a, None) => return error(format!("action `{a}`: say track, ignore, record or label")),
+        };
+        let sip = [
+            &self.method,
+            &self.from_user,
+            &self.from_domain,
+            &self.to_user,
+            &self.to_domain,
+            &self.user_agent,
+        ]
+        .iter()
+        .any(|k| k.is_some());
+        let exact = self.a.is_some() || self.b.is_some();
+        let wild = self.src.is_some()
+            || self.dst.is_some()
+            || self.net.is_some()
+            || self.sport.is_some()
+            || self.dport.is_some()
+            || self.port.is_some();
+        let network = exact || wild || self.vlan.is_some() || self.protocol.is_some();
+        let filter = if sip {
+            if network {
+                return error("a rule matches SIP fields or the network, not both");
+            }
+            Filter::Sip(SipFilter {
+                method: self.method.clone(),
+                from_user: pattern(&self.from_user)?,
+                from_domain: pattern(&self.from_domain)?,
+                to_user: pattern(&self.to_user)?,
+                to_domain: pattern(&self.to_domain)?,
+                user_agent: pattern(&self.user_agent)?,
+            })
+        } else if exact {
+            if wild {
+                return error(
+                    "an exact flow (a, b) takes protocol and vlan only; use src/dst/net/ports for a wildcard rule",
+                );
+            }
+            let (Some(a), Some(b), Some(p)) = (&self.a, &self.b, &self.protocol) else {
+                return error("an exact flow needs protocol, a and b");
+            };
+            Filter::Exact(ExactFilter {
+                vlan: self.vlan,
+                protocol: protocol_number(p)?,
+                a: endpoint(a)?,
+                b: endpoint(b)?,
+            })
+        } else if network {
+            if self.net.is_some() && (self.src.is_some() || self.dst.is_some()) {
+                return error("net matches either address: use it or src/dst, not both");
+            }
+            let cidr = |c: &Option<String>| c.as_deref().map(Cidr::parse).transpose();
+            let ports = |p: &Option<Ports>| p.as_ref().map(Ports::parse).transpose();
+            Filter::Wild(WildFilter {
+                vlan: self.vlan,
+                protocol: self.protocol.as_deref().map(protocol_number).transpose()?,
+                src: cidr(&self.src)?,
+                dst: cidr(&self.dst)?,
+                net: cidr(&self.net)?,
+                sport: ports(&self.sport)?,
+                dport: ports(&self.dport)?,
+                port: ports(&self.port)?,
+            })
+        } else {
+            return error(
+                "the rule matches nothing in particular: give network keys (net, src, dst, ports, vlan, protocol, a/b) or SIP keys (method, from_user, from_domain, to_user, to_domain, user_agent)",
+            );
+        };
+        Ok((
+            self.name.clone().unwrap_or_default(),
+            self.priority,
+            filter,
+            action,
+        ))
+    }
+}
+
+/// Parses rule-file text into validated rules (nothing inserted yet).
+pub fn parse(text: &str) -> Result<Vec<(String, i32, Filter, Action)>, RuleError> {
+    let file: RuleFile = toml::from_str(text).map_err(|e| RuleError(e.to_string()))?;
+    file.rule
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.parts().map_err(|e| {
+                let name = r
+                    .name
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
+                RuleError(format!("rule {}{name}: {e}", i + 1))
+            })
+        })
+        .collect()
+}
+
+/// Reads a rule file into `rules`: all of it or, on any error, none of it.
+/// Returns how many rules it held.
+pub fn load_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| RuleError(format!("cannot read {}: {e}", path.display())))?;
+    let parsed = parse(&text).map_err(|e| RuleError(format!("{}: {e}", path.display())))?;
+    let mut ids = Vec::new();
+    for (i, (name, priority, filter, action)) in parsed.into_iter().enumerate() {
+        match rules.insert(&name, priority, filter, action) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                for id in ids {
+                    rules.delete(id);
+                }
+                return error(format!("{}: rule {}: {e}", path.display(), i + 1));
+            }
+        }
+    }
+    Ok(ids.len())
+}
