@@ -353,13 +353,23 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         ProgressBar::hidden()
     };
 
+    // Trackers: registrations per user and each registration transaction.
+    let users = calliper_trackers::UserTracker::new();
+    let registrations = calliper_trackers::RegistrationLog::new();
+    let hub: calliper_engine::TrackerHub = std::sync::Arc::new(std::sync::Mutex::new(vec![
+        Box::new(users.clone()),
+        Box::new(registrations.clone()),
+    ]));
     let mut engine = if a.threads > 1 {
         Analyzer::Sharded(Box::new(calliper_engine::parallel::Parallel::new(
             cfg,
             a.threads as usize,
+            Some(hub),
         )))
     } else {
-        Analyzer::Single(Box::new(Engine::new(cfg)))
+        let mut e = Engine::new(cfg);
+        e.set_trackers(hub, true, true);
+        Analyzer::Single(Box::new(e))
     };
     let mut clean = true;
     // A failure of the analysis itself (a panic): the input it was reading and why.
@@ -379,6 +389,12 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             }
             if let Some(t) = text.as_mut() {
                 t.record(&r);
+            }
+        }
+        for r in registrations.take() {
+            let v = serde_json::to_value(&r)?;
+            for s in sinks.iter_mut() {
+                s.write_tracked("registration", &v)?;
             }
         }
         Ok(())
@@ -461,10 +477,18 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         o.insert("rules".into(), serde_json::to_value(&rule_list)?);
     }
     let input = input_names(&a.files);
+    let users = users.users();
+    for u in users.users.values() {
+        let v = serde_json::to_value(u)?;
+        for s in sinks.iter_mut() {
+            s.write_tracked("user", &v)?;
+        }
+    }
     for s in sinks.iter_mut() {
         s.finish(&input, &summary)?;
     }
     if let Some(t) = text.as_mut() {
+        t.users(&users)?;
         t.finish(&counters, &rule_list)?;
     } else {
         summary::print_counters(&mut io::stderr().lock(), &counters)?;

@@ -136,6 +136,29 @@ impl<W: Write> TextReport<W> {
         Ok(())
     }
 
+    /// One line per address of record that registered.
+    pub fn users(&mut self, u: &calliper_trackers::Users) -> io::Result<()> {
+        for user in u.users.values() {
+            writeln!(
+                self.w,
+                "user {}  registered {} unregistered {} challenged {} auth failed {} failed {}  expires {}  contacts {}  {}",
+                printable(&user.aor),
+                user.registered,
+                user.unregistered,
+                user.challenged,
+                user.auth_failed,
+                user.failed,
+                user.expires.map_or("-".into(), |e| format!("{e} s")),
+                printable(&user.contacts.join(", ")),
+                printable(user.user_agent.as_deref().unwrap_or("")),
+            )?;
+        }
+        if u.dropped > 0 {
+            writeln!(self.w, "users dropped beyond the cap: {}", u.dropped)?;
+        }
+        Ok(())
+    }
+
     /// Writes the counters and the rules' hits, and flushes.
     pub fn finish(&mut self, c: &Counters, rules: &[RuleInfo]) -> io::Result<()> {
         writeln!(self.w, "---")?;

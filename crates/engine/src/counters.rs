@@ -112,6 +112,10 @@ counters! {
         pub media_refused: u64,
         /// Heuristic RTP candidates never confirmed (noise that looked like RTP).
         pub candidates_rejected: u64,
+        /// REGISTER transactions completed (final response seen).
+        pub registrations: u64,
+        /// REGISTERs given up without a final response (timeout or table full).
+        pub registers_given_up: u64,
         /// Packets dropped by an `ignore` rule before any state was made.
         pub rule_ignored_packets: u64,
         /// Calls an `ignore` SIP rule matched: followed (so their media is

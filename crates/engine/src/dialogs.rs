@@ -33,13 +33,14 @@ impl Engine {
                 self.counters.sip_by_kind.insert(kind.to_string(), 1);
             }
         }
+        let (from, to) = ((src, sport), (dst, dport));
         let Some(call_id) = m.call_id.filter(|c| !c.is_empty()) else {
             self.counters.anomaly("sip_missing_call_id");
-            return;
+            return self.sip_event(now, from, to, m, None);
         };
         if call_id.len() > MAX_CALL_ID {
             self.counters.anomaly("sip_call_id_too_long");
-            return;
+            return self.sip_event(now, from, to, m, None);
         }
         let is_invite = matches!(
             m.start,
@@ -48,21 +49,35 @@ impl Engine {
                 ..
             })
         );
-        let idx = match self.call_ids.get(call_id) {
-            Some(&i) => i,
+        let (idx, started) = match self.call_ids.get(call_id) {
+            Some(&i) => (i, false),
             None if is_invite => match self.new_call(now, call_id, src, sport, dst, dport, m) {
-                Some(i) => i,
-                None => return,
+                Some(i) => (i, true),
+                None => return self.sip_event(now, from, to, m, None),
             },
             None => {
                 self.counters.sip_outside_calls += 1;
-                return;
+                return self.sip_event(now, from, to, m, None);
             }
         };
         if let Some(a) = self.packet_rule.take() {
             self.apply_rule(idx, a);
         }
+        // An ignored call's messages are followed, not reported.
+        if let Some(c) = self.calls.get(idx).filter(|c| !c.ignored) {
+            let serial = c.serial;
+            self.sip_event(now, from, to, m, Some(serial));
+        }
+        if started {
+            self.call_event(idx, now, CallPhase::Started, None);
+        }
+        let before = self.calls.get(idx).map(events::progress);
         let sdp_side = self.update_call(idx, now, m);
+        if let (Some(b), Some(a)) = (before, self.calls.get(idx).map(events::progress)) {
+            if let Some(phase) = events::phase_change(b, a, m) {
+                self.call_event(idx, now, phase, m.status());
+            }
+        }
         if let Some(side) = sdp_side {
             if m.has_sdp() {
                 self.apply_sdp(idx, side, m.body);

@@ -85,7 +85,7 @@ impl Engine {
             (None, None, Some(_)) => call.end_ns.map(|e| ms(call.invite_ns, e)),
             _ => None,
         };
-        self.out.push(Record::Call(Box::new(CallRecord {
+        let record = Box::new(CallRecord {
             serial: call.serial,
             call_id: call.call_id.into(),
             from: call.from,
@@ -117,7 +117,9 @@ impl Engine {
             labels: call.labels.iter().map(|l| l.to_string()).collect(),
             record_payload: call.record_payload,
             streams,
-        })));
+        });
+        self.call_ended_event(&record);
+        self.out.push(Record::Call(record));
     }
 
     /// Ends everything still open (end of input). Calls come out in order of

@@ -7,6 +7,7 @@ impl Engine {
     /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then
     /// unmasks each message and reads it as one SIP message.
     pub(crate) fn websocket_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+        self.sip_transport = SipTransport::WebSocket;
         let (mut buf, _) = self.tcp.take_buffer(flow);
         let (src, sport, dst, dport) = key;
         let mut used = 0;
@@ -60,6 +61,7 @@ impl Engine {
         if !self.tcp.ready(flow) {
             return;
         }
+        self.sip_transport = SipTransport::Tcp;
         let (mut buf, mut resync) = self.tcp.take_buffer(flow);
         let (src, sport, dst, dport) = key;
         let mut used = 0;

@@ -29,6 +29,7 @@ pub mod workers;
 
 mod config;
 mod dialogs;
+mod events;
 mod expiry;
 #[cfg(test)]
 mod flows;
@@ -46,6 +47,7 @@ pub(crate) use report::dtmf_digits;
 use report::{resolve, stream_record};
 use rtcp::RtcpView;
 
+use calliper_record::event::{CallPhase, SipTransport};
 /// The record types live in their own crate, so consumers need not depend
 /// on the engine; re-exported here for the engine's callers.
 pub use calliper_record::*;
@@ -60,6 +62,7 @@ pub use config::*;
 pub use counters::{Counters, Sum};
 use dedup::Dedup;
 use defrag::{DefragConfig, Defragmenter};
+pub use events::TrackerHub;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 use sctp::Sctp;
@@ -366,6 +369,10 @@ pub struct Engine {
     /// The `label` or `record` action of the packet being handled, for the
     /// call its SIP message or stream belongs to.
     packet_rule: Option<RuleAction>,
+    /// Trackers and open registrations ([`events`]).
+    events: events::Events,
+    /// How the SIP message being handled was carried (set by its framing).
+    sip_transport: SipTransport,
 }
 
 impl Engine {
@@ -400,6 +407,8 @@ impl Engine {
                 .as_ref()
                 .map_or_else(RuleTable::empty, |r| r.table()),
             packet_rule: None,
+            events: events::Events::default(),
+            sip_transport: SipTransport::Udp,
             cfg,
         }
     }
@@ -433,8 +442,10 @@ impl Engine {
         self.counters.dedup_overflow = self.dedup.as_ref().map_or(0, |d| d.overflow);
     }
 
-    /// Takes the records finished so far.
+    /// Takes the records finished so far (delivering them to the trackers
+    /// first, when this engine delivers records).
     pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
+        self.record_events();
         self.out.drain(..)
     }
 

@@ -26,7 +26,9 @@
 use crate::lru::Idx;
 use crate::shared::SharedCaps;
 use crate::workers::{guard, Gate, WorkerFailed};
-use crate::{Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, Sum, LOOKAHEAD};
+use crate::{
+    Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, Sum, TrackerHub, LOOKAHEAD,
+};
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -71,6 +73,8 @@ struct Exchange {
     slots: Mutex<Vec<Vec<(i64, Idx)>>>,
     /// Where shards meet at a batch end; a shard's panic breaks it.
     gate: Arc<Gate>,
+    /// The run's trackers: the first shard delivers signalling events.
+    trackers: Option<TrackerHub>,
 }
 
 /// The sharded analyser.
@@ -88,20 +92,25 @@ pub struct Parallel {
     /// Calls some shards have written, by serial: (versions so far, merged).
     partial: HashMap<u64, (usize, CallRecord)>,
     out: Vec<Record>,
+    /// Receive the merged records.
+    trackers: Option<TrackerHub>,
     packets: u64,
     bytes: u64,
     counters: Counters,
 }
 
 impl Parallel {
-    /// Starts `shards` analysis threads (at least 2).
-    pub fn new(cfg: Config, shards: usize) -> Parallel {
+    /// Starts `shards` analysis threads (at least 2). Trackers, if any,
+    /// receive signalling events from the first shard and the merged records
+    /// from the reader.
+    pub fn new(cfg: Config, shards: usize, trackers: Option<TrackerHub>) -> Parallel {
         let n = shards.max(2);
         let gate = Arc::new(Gate::new(n));
         let caps = Arc::new(SharedCaps::new(n, cfg.max_calls));
         let exchange = Arc::new(Exchange {
             slots: Mutex::new(vec![Vec::new(); n]),
             gate: gate.clone(),
+            trackers: trackers.clone(),
         });
         // Unbounded: a shard must never wait on the reader while the reader
         // waits on it; the reader drains results at every batch end.
@@ -137,6 +146,7 @@ impl Parallel {
             packets: 0,
             bytes: 0,
             counters: Counters::default(),
+            trackers,
         }
     }
 
@@ -262,6 +272,9 @@ impl Parallel {
     /// Takes the records finished so far.
     pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
         self.collect(false);
+        if let Some(hub) = &self.trackers {
+            crate::events::deliver_merged(hub, &self.out);
+        }
         self.out.drain(..)
     }
 
@@ -342,6 +355,9 @@ fn shard(
 ) -> Result<(Counters, Counters), WorkerFailed> {
     let mut e = Engine::new(cfg);
     e.set_shard(i as u64, n as u64, caps);
+    if let Some(hub) = &exchange.trackers {
+        e.set_trackers(hub.clone(), i == 0, false);
+    }
     let mut others: Vec<(i64, Idx)> = Vec::new();
     let send = |e: &mut Engine| {
         let records: Vec<Record> = e.drain().collect();

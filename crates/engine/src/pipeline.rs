@@ -252,6 +252,7 @@ impl Engine {
                 // media only by the shard that owns its address pair (`owned`).
                 if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += 1;
+                    self.sip_transport = SipTransport::Udp;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
                 } else if looks_like_rtcp(payload) {
                     // Every shard reads RTCP (it is light), each applying it
@@ -311,6 +312,7 @@ impl Engine {
                 // Taken out for the length of the call so messages can reach
                 // the call table; an empty map, so nothing is allocated.
                 let mut sctp = std::mem::take(&mut self.sctp);
+                self.sip_transport = SipTransport::Sctp;
                 sctp.packet(now, f.src, f.dst, payload, |p, m| {
                     if self.sip.is_sip(p.sport, p.dport, m) {
                         self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);

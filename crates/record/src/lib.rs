@@ -2,6 +2,10 @@
 //! own so the store, the console and other consumers depend on these types
 //! and not on the engine that makes them.
 
+pub mod event;
+
+pub use event::{Event, Tracker};
+
 use calliper_rtp::emodel;
 use serde::Serialize;
 use std::net::IpAddr;

@@ -66,6 +66,14 @@ pub struct SipMessage<'a> {
     pub content_length: Option<usize>,
     /// Reason header (RFC 3326), e.g. on BYE or CANCEL.
     pub reason_header: Option<&'a str>,
+    /// Expires header (registrations).
+    pub expires: Option<&'a str>,
+    /// Authorization or Proxy-Authorization present: the request carries
+    /// credentials (a challenge to it means they were refused).
+    pub authorization: bool,
+    /// The whole message as captured, start line to end of body (the
+    /// console's ladder and the recorder keep it).
+    pub raw: &'a [u8],
     /// Message body.
     pub body: &'a [u8],
     /// Headers in the message.
@@ -328,6 +336,7 @@ fn parse_headers(
         None => available,
     };
     m.body = &b[body_start..body_start + body_len];
+    m.raw = &b[..body_start + body_len];
     m.len = skipped + body_start + body_len;
     Ok(m)
 }
@@ -367,6 +376,10 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
         }
     } else if is("Reason", None) {
         m.reason_header.get_or_insert(v);
+    } else if is("Expires", None) {
+        m.expires.get_or_insert(v);
+    } else if is("Authorization", None) || is("Proxy-Authorization", None) {
+        m.authorization = true;
     }
 }
 

@@ -53,6 +53,16 @@ impl From<serde_json::Error> for StoreError {
 pub trait Sink {
     /// Stores one record.
     fn write(&mut self, r: &Record) -> Result<(), StoreError>;
+    /// Stores what a tracker produced (`kind` is its line type, e.g.
+    /// `registration`, `user`); a sink that has no place for it yet ignores it.
+    fn write_tracked(
+        &mut self,
+        kind: &'static str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let _ = (kind, value);
+        Ok(())
+    }
     /// Flushes and records the run's summary (counters as JSON).
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
 }
@@ -135,6 +145,23 @@ impl<W: Write> JsonLines<W> {
 }
 
 impl<W: Write> Sink for JsonLines<W> {
+    fn write_tracked(
+        &mut self,
+        kind: &'static str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            #[serde(flatten)]
+            value: &'a serde_json::Value,
+        }
+        serde_json::to_writer(&mut self.w, &Line { kind, value })?;
+        self.w.write_all(b"\n")?;
+        Ok(())
+    }
+
     fn write(&mut self, r: &Record) -> Result<(), StoreError> {
         match r {
             Record::Call(c) => serde_json::to_writer(

@@ -1,0 +1,155 @@
+//! Events: what the engine sees, as it sees it, for trackers. An event
+//! borrows the engine's data for the length of one [`Tracker::event`] call;
+//! a tracker copies what it keeps. There is no event per RTP packet.
+
+use crate::{CallRecord, CallState, Side, StreamRecord};
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// How a SIP message was carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SipTransport {
+    /// One message per datagram.
+    Udp,
+    /// Framed from a TCP stream.
+    Tcp,
+    /// An SCTP DATA message.
+    Sctp,
+    /// A WebSocket message (RFC 7118).
+    WebSocket,
+}
+
+/// A SIP message seen.
+#[derive(Debug, Clone, Copy)]
+pub struct SipSeen<'a> {
+    /// Capture time, ns since the epoch.
+    pub ts_ns: i64,
+    /// Sender.
+    pub src: (IpAddr, u16),
+    /// Receiver.
+    pub dst: (IpAddr, u16),
+    /// How it was carried.
+    pub transport: SipTransport,
+    /// Call-ID ("" when missing).
+    pub call_id: &'a str,
+    /// Method of a request.
+    pub method: Option<&'a str>,
+    /// Status code of a response.
+    pub status: Option<u16>,
+    /// CSeq method (what a response answers).
+    pub cseq_method: Option<&'a str>,
+    /// The call it belongs to ([`CallRecord::serial`]), if any.
+    pub call: Option<u64>,
+    /// The message as captured, start line to end of body.
+    pub bytes: &'a [u8],
+}
+
+/// A step in a call's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPhase {
+    /// The INVITE was sent.
+    Started,
+    /// The first provisional response (100–179).
+    Trying,
+    /// 180 or 183 without a session description.
+    Ringing,
+    /// 180 or 183 with a session description: media before the answer.
+    EarlyMedia,
+    /// 2xx to the INVITE.
+    Answered,
+    /// The call's record is written (see `state`, `by`, `reason`).
+    Ended,
+}
+
+/// A call changed phase.
+#[derive(Debug, Clone, Copy)]
+pub struct CallChange<'a> {
+    /// When, ns since the epoch.
+    pub ts_ns: i64,
+    /// The call ([`CallRecord::serial`]).
+    pub call: u64,
+    /// Its Call-ID.
+    pub call_id: &'a str,
+    /// The new phase.
+    pub phase: CallPhase,
+    /// The response that caused it, if one did.
+    pub status: Option<u16>,
+    /// How the call ended ([`CallPhase::Ended`] only).
+    pub state: Option<CallState>,
+    /// Who ended it (BYE or CANCEL), when known.
+    pub by: Option<Side>,
+    /// Reason header of the BYE or CANCEL, or the failure's reason phrase.
+    pub reason: Option<&'a str>,
+}
+
+/// What a registration transaction came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegistrationOutcome {
+    /// 2xx with a non-zero expiry: the contact is bound.
+    Registered,
+    /// 2xx to a request with expiry 0: the contact is removed.
+    Unregistered,
+    /// 401 or 407 to a request without credentials: the normal first step.
+    Challenged,
+    /// 401/407 to a request that carried credentials, or 403: refused.
+    AuthFailed,
+    /// Any other final failure.
+    Failed,
+}
+
+/// A REGISTER and its final response (request and response matched by
+/// Call-ID and CSeq).
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    /// The response's time, ns since the epoch.
+    pub ts_ns: i64,
+    /// The request's time.
+    pub request_ns: i64,
+    /// Address of record: the To URI.
+    pub aor: &'a str,
+    /// The Contact of the response, else of the request.
+    pub contact: Option<&'a str>,
+    /// Granted expiry, s: the response's Contact `expires` or Expires
+    /// header, else the request's.
+    pub expires: Option<u32>,
+    /// Final status.
+    pub status: u16,
+    /// What it came to.
+    pub outcome: RegistrationOutcome,
+    /// The request's User-Agent.
+    pub user_agent: Option<&'a str>,
+    /// Call-ID of the transaction.
+    pub call_id: &'a str,
+    /// CSeq number of the transaction.
+    pub cseq: u32,
+    /// The registering client (the request's sender).
+    pub client: (IpAddr, u16),
+    /// The registrar (the request's receiver).
+    pub registrar: (IpAddr, u16),
+}
+
+/// Something the engine saw.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// A SIP message.
+    Sip(&'a SipSeen<'a>),
+    /// A call changed phase.
+    Call(&'a CallChange<'a>),
+    /// A registration transaction completed.
+    Registration(&'a Registration<'a>),
+    /// A call's record, with its streams, is final.
+    CallRecord(&'a CallRecord),
+    /// A stream without signalling ended.
+    OrphanStream(&'a StreamRecord),
+}
+
+/// Receives the engine's events on the packet thread: keep it cheap, and
+/// bound what it keeps (count what it drops). A sharded run delivers each
+/// event once: signalling from one shard, media from the shard that owns it.
+pub trait Tracker: Send {
+    /// One event.
+    fn event(&mut self, event: &Event<'_>);
+}
