@@ -8,11 +8,13 @@ use calliper_engine::{Engine, Event, RawPacket, Tracker, TrackerHub};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// User-Agent → (calls, streams with a MOS, sum of those MOS).
+type Table = BTreeMap<String, (u64, u64, f64)>;
+
 /// Calls and the sum of their streams' MOS, per caller User-Agent.
 #[derive(Clone, Default)]
 pub struct MosByUserAgent {
-    /// User-Agent → (calls, streams with a MOS, sum of those MOS).
-    pub table: Arc<Mutex<BTreeMap<String, (u64, u64, f64)>>>,
+    table: Arc<Mutex<Table>>,
 }
 
 /// Most User-Agents kept (the rest are counted under one key).
