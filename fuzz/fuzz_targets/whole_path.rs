@@ -420,7 +420,7 @@ fuzz_target!(|packets: Vec<Packet>| {
     }
     one.finish();
     want.extend(one.drain());
-    let mut two = Parallel::new(config(), 2);
+    let mut two = Parallel::new(config(), 2, None);
     let mut got = Vec::new();
     for (t, f) in &frames_in {
         two.packet(*t, 1, f).expect("a shard failed");
