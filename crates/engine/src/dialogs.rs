@@ -60,9 +60,7 @@ impl Engine {
                 return self.sip_event(now, from, to, m, None);
             }
         };
-        if let Some(a) = self.packet_rule.take() {
-            self.apply_rule(idx, a);
-        }
+        self.apply_packet_rule(idx);
         // An ignored call's messages are followed, not reported.
         if let Some(c) = self.calls.get(idx).filter(|c| !c.ignored) {
             let serial = c.serial;
@@ -202,6 +200,14 @@ impl Engine {
             self.apply_rule(idx, a);
         }
         Some(idx)
+    }
+
+    /// Applies the action a network rule chose for the packet being handled
+    /// (once: its SIP message or its new stream takes it).
+    pub(crate) fn apply_packet_rule(&mut self, idx: Idx) {
+        if let Some(a) = self.packet_rule.take() {
+            self.apply_rule(idx, a);
+        }
     }
 
     /// Applies a rule's action to a call (`ignore` from a SIP rule: the

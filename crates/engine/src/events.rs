@@ -65,14 +65,19 @@ fn boxed(s: Option<&str>) -> Option<Box<str>> {
     s.map(|s| cut(s).into())
 }
 
+/// Hands one event to every tracker of `hub`.
+fn deliver_to(hub: &TrackerHub, e: &Event<'_>) {
+    // A tracker that panicked poisoned the lock; its data is its own.
+    let mut ts = hub.lock().unwrap_or_else(|p| p.into_inner());
+    for t in ts.iter_mut() {
+        t.event(e);
+    }
+}
+
 impl Events {
     fn deliver(&self, e: &Event<'_>) {
         if let Some(hub) = &self.hub {
-            // A tracker that panicked poisoned the lock; its data is its own.
-            let mut ts = hub.lock().unwrap_or_else(|p| p.into_inner());
-            for t in ts.iter_mut() {
-                t.event(e);
-            }
+            deliver_to(hub, e);
         }
     }
 }
@@ -95,13 +100,12 @@ impl Engine {
 
     /// Delivers the records about to be drained.
     pub(crate) fn record_events(&self) {
-        if self.events.hub.is_some() && self.events.records {
-            deliver_records(&self.events, &self.out);
+        if let (Some(hub), true) = (&self.events.hub, self.events.records) {
+            deliver_records(hub, &self.out);
         }
     }
 
     /// A SIP message: its event, and the registration it may complete.
-    #[allow(clippy::too_many_arguments)] // the 5-tuple plus the message and its call
     pub(crate) fn sip_event(
         &mut self,
         now: i64,
@@ -156,11 +160,14 @@ impl Engine {
             if ev.pending.contains_key(&key) {
                 return;
             }
-            if ev.pending.len() >= MAX_PENDING_REGISTERS {
-                if let Some((_, oldest)) = ev.order.pop_front() {
-                    if ev.pending.remove(&oldest).is_some() {
-                        self.counters.registers_given_up += 1;
-                    }
+            // Full: give up the oldest still open (the queue's front may
+            // hold transactions answered meanwhile; every open one is in it).
+            while ev.pending.len() >= MAX_PENDING_REGISTERS {
+                let Some((_, oldest)) = ev.order.pop_front() else {
+                    break;
+                };
+                if ev.pending.remove(&oldest).is_some() {
+                    self.counters.registers_given_up += 1;
                 }
             }
             let to = NameAddr::parse(m.to.unwrap_or(""));
@@ -274,24 +281,17 @@ impl Engine {
     }
 }
 
-/// Delivers finished records to the trackers of `hub`.
-pub(crate) fn deliver_records(ev: &Events, records: &[Record]) {
+/// Delivers finished records (one engine's, or a sharded run's merged ones).
+pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {
     for r in records {
-        ev.deliver(&match r {
-            Record::Call(c) => Event::CallRecord(c),
-            Record::Stream(s) => Event::OrphanStream(s),
-        });
+        deliver_to(
+            hub,
+            &match r {
+                Record::Call(c) => Event::CallRecord(c),
+                Record::Stream(s) => Event::OrphanStream(s),
+            },
+        );
     }
-}
-
-/// Delivers a sharded run's merged records.
-pub(crate) fn deliver_merged(hub: &TrackerHub, records: &[Record]) {
-    let ev = Events {
-        hub: Some(hub.clone()),
-        records: true,
-        ..Events::default()
-    };
-    deliver_records(&ev, records);
 }
 
 /// A call's progress: (any response, ringing, answered).

@@ -273,7 +273,7 @@ impl Parallel {
     pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
         self.collect(false);
         if let Some(hub) = &self.trackers {
-            crate::events::deliver_merged(hub, &self.out);
+            crate::events::deliver_records(hub, &self.out);
         }
         self.out.drain(..)
     }

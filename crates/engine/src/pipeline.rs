@@ -34,6 +34,9 @@ impl Engine {
     /// Handles up to `N` packets.
     pub(crate) fn group<'a, const N: usize>(&mut self, group: &[RawPacket<'a>]) {
         self.rules.sync();
+        // An action no call took stays with its packet, even if the rules
+        // were just emptied and no lookup will clear it.
+        self.packet_rule = None;
         if let Some(n) = self.cfg.fault_panic_after_packets {
             if self.counters.packets >= n && self.shard.is_none_or(|(i, n)| i + 1 == n) {
                 panic!("fault injection after {n} packets");

@@ -229,9 +229,7 @@ impl Engine {
         if !self.admit_call_stream(e.call) {
             return false;
         }
-        if let Some(a) = self.packet_rule.take() {
-            self.apply_rule(e.call, a);
-        }
+        self.apply_packet_rule(e.call);
         let Some(call) = self.calls.get_mut(e.call) else {
             return false;
         };
@@ -271,9 +269,7 @@ impl Engine {
             self.owned.anomaly("rtp_too_many_streams_per_call");
             return;
         }
-        if let Some(a) = self.packet_rule.take() {
-            self.apply_rule(e.call, a);
-        }
+        self.apply_packet_rule(e.call);
         let Some(call) = self.calls.get(e.call) else {
             return;
         };
