@@ -29,31 +29,7 @@ fn rule_file(name: &str, text: &str) -> PathBuf {
 /// Runs `analyze --format jsonl` without duplicate removal (so packet counts
 /// compare with tshark's frames); returns (calls, summary).
 fn analyze(extra: &[&str]) -> (Vec<Value>, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "analyze",
-            "--format",
-            "jsonl",
-            "--progress",
-            "never",
-            "--dedup-window",
-            "0",
-        ])
-        .args(extra)
-        .arg(capture())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::calliper_jsonl(&capture(), &[&["--dedup-window", "0"], extra].concat());
     let calls = lines
         .iter()
         .filter(|l| l["type"] == "call")
