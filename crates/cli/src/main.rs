@@ -56,7 +56,7 @@ please report it with the input)."
 enum Format {
     /// Human-readable summary of calls, streams and anomalies.
     Text,
-    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, then {"type":"summary",...}.
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, then {"type":"user",...} per address of record and {"type":"summary",...}.
     Jsonl,
 }
 
@@ -280,7 +280,12 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     };
     if let Some(path) = &a.rules {
         let rules = calliper_rules::Rules::new();
-        calliper_rules::load_file(path, &rules)?;
+        if calliper_rules::load_file(path, &rules)? == 0 {
+            eprintln!(
+                "calliper: warning: {} has no [[rule]]: everything is tracked",
+                path.display()
+            );
+        }
         cfg.rules = Some(rules);
     }
     let rules = cfg.rules.clone();

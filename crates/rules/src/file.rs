@@ -32,14 +32,17 @@ use std::path::Path;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 enum Ports {
-    One(u16),
+    One(i64),
     Text(String),
 }
 
 impl Ports {
     fn parse(&self) -> Result<PortRange, RuleError> {
         match self {
-            Ports::One(p) => Ok(PortRange { lo: *p, hi: *p }),
+            Ports::One(p) => match u16::try_from(*p) {
+                Ok(p) => Ok(PortRange { lo: p, hi: p }),
+                Err(_) => error(format!("port {p} is not between 0 and 65535")),
+            },
             Ports::Text(t) => PortRange::parse(t),
         }
     }
@@ -150,6 +153,11 @@ impl RuleSpec {
         let filter = if sip {
             if network {
                 return error("a rule matches SIP fields or the network, not both");
+            }
+            if self.method.as_deref().is_some_and(|m| m != "INVITE") {
+                return error(
+                    "SIP rules apply to calls (their first INVITE): method can only be \"INVITE\"",
+                );
             }
             Filter::Sip(SipFilter {
                 method: self.method.clone(),
