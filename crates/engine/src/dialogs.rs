@@ -133,13 +133,14 @@ impl Engine {
         let rule = if self.rules.no_sip_rules() {
             None
         } else {
+            // Cut as the record keeps them: a pattern's cost stays bounded.
             self.rules.lookup_sip(&calliper_rules::SipFacts {
                 method: "INVITE",
-                from_user: from_na.user,
-                from_domain: Some(from_na.host),
-                to_user: to_na.user,
-                to_domain: Some(to_na.host),
-                user_agent: m.user_agent,
+                from_user: from_na.user.map(cut),
+                from_domain: Some(cut(from_na.host)),
+                to_user: to_na.user.map(cut),
+                to_domain: Some(cut(to_na.host)),
+                user_agent: m.user_agent.map(cut),
             })
         }
         .cloned();

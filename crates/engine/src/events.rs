@@ -49,14 +49,17 @@ pub(crate) struct Events {
     order: VecDeque<(i64, RegisterKey)>,
 }
 
-/// Expiry of a REGISTER or Contact: the Contact's `expires` parameter, else
-/// the Expires header.
+/// Expiry of a REGISTER or Contact: the Contact's `expires` header
+/// parameter (after the `<URI>`, not inside it; any case), else the Expires header.
 fn expiry(m: &SipMessage<'_>) -> Option<u32> {
     let param = m.contact.and_then(|c| {
-        c.split(';')
-            .skip(1)
-            .find_map(|p| p.trim().strip_prefix("expires="))
-            .and_then(|v| v.trim().parse().ok())
+        let params = c.rfind('>').map_or(c, |gt| &c[gt + 1..]);
+        params.split(';').skip(1).find_map(|p| {
+            let (k, v) = p.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("expires")
+                .then(|| v.trim().parse().ok())?
+        })
     });
     param.or_else(|| m.expires.and_then(|e| e.trim().parse().ok()))
 }
@@ -148,10 +151,14 @@ impl Engine {
         m: &SipMessage<'_>,
         status: Option<u16>,
     ) {
+        // An over-long Call-ID was counted as an anomaly; cutting it would
+        // merge transactions that differ after the cut.
         let (Some(call_id), Some(cseq)) = (m.call_id, m.cseq) else {
             return;
         };
-        let call_id = cut(call_id);
+        if call_id.len() > MAX_CALL_ID {
+            return;
+        }
         self.expire_registers(now);
         let ev = &mut self.events;
         let Some(status) = status else {
@@ -227,14 +234,16 @@ impl Engine {
     fn expire_registers(&mut self, now: i64) {
         let ev = &mut self.events;
         while let Some((t, _)) = ev.order.front() {
-            if now - t < REGISTER_TIMEOUT_NS && ev.order.len() <= 2 * MAX_PENDING_REGISTERS {
+            // The queue also holds answered transactions; past twice the
+            // cap its front goes early, and an open one there is given up.
+            let overfull = ev.order.len() > 2 * MAX_PENDING_REGISTERS;
+            if now - t < REGISTER_TIMEOUT_NS && !overfull {
                 break;
             }
             let Some((t, key)) = ev.order.pop_front() else {
                 break;
             };
-            if ev.pending.get(&key).is_some_and(|p| p.ts_ns == t) && now - t >= REGISTER_TIMEOUT_NS
-            {
+            if ev.pending.get(&key).is_some_and(|p| p.ts_ns == t) {
                 ev.pending.remove(&key);
                 self.counters.registers_given_up += 1;
             }

@@ -158,10 +158,10 @@ impl Engine {
     /// calling back into this function: nesting in the input is bounded by
     /// the decoder's depth limit and never grows the stack.
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
-        if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
-            return;
-        }
         let Transport::Fragment { frag, payload } = f.transport else {
+            if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
+                return;
+            }
             return self.transport(now, f);
         };
         let mut next = self.fragment(now, f, frag, payload);
@@ -204,13 +204,13 @@ impl Engine {
 
     /// Looks the packet up in the network rules: true when an `ignore` rule
     /// drops it; a `label` or `record` action is kept for the call its SIP
-    /// message or stream belongs to. Fragments carry no ports, so only rules
-    /// without ports decide them; the reassembled datagram is looked up again.
+    /// message or stream belongs to. Fragments carry no ports, so rules
+    /// judge the reassembled datagram, never its pieces.
     fn ignored_by_rule(&mut self, f: &Frame<'_>) -> bool {
         let (protocol, sport, dport) = match f.transport {
             Transport::Udp { sport, dport, .. } => (17, sport, dport),
             Transport::Tcp { sport, dport, .. } => (6, sport, dport),
-            Transport::Fragment { frag, .. } => (frag.protocol, 0, 0),
+            Transport::Fragment { .. } => return false,
             Transport::Other { protocol, payload } => match payload {
                 // SCTP's common header starts with the ports.
                 [a, b, c, d, ..] if protocol == 132 => (

@@ -150,11 +150,15 @@ impl RuleSpec {
             || self.dport.is_some()
             || self.port.is_some();
         let network = exact || wild || self.vlan.is_some() || self.protocol.is_some();
+        if self.vlan.is_some_and(|v| v > 4095) {
+            return error("vlan must be 0 to 4095");
+        }
         let filter = if sip {
             if network {
                 return error("a rule matches SIP fields or the network, not both");
             }
             if self.method.as_deref().is_some_and(|m| m != "INVITE") {
+                // (Also keeps an absurd method out of listings.)
                 return error(
                     "SIP rules apply to calls (their first INVITE): method can only be \"INVITE\"",
                 );
@@ -212,9 +216,19 @@ impl RuleSpec {
     }
 }
 
+/// Largest rule file read (200 000 rules of about 80 bytes fit).
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
 /// Parses rule-file text into validated rules (nothing inserted yet).
 pub fn parse(text: &str) -> Result<Vec<(String, i32, Filter, Action)>, RuleError> {
     let file: RuleFile = toml::from_str(text).map_err(|e| RuleError(e.to_string()))?;
+    let most = crate::MAX_NETWORK_RULES + crate::MAX_SIP_RULES;
+    if file.rule.len() > most {
+        return error(format!(
+            "{} rules: at most {most} are held",
+            file.rule.len()
+        ));
+    }
     file.rule
         .iter()
         .enumerate()
@@ -234,8 +248,21 @@ pub fn parse(text: &str) -> Result<Vec<(String, i32, Filter, Action)>, RuleError
 /// Reads a rule file into `rules`: all of it or, on any error, none of it.
 /// Returns how many rules it held.
 pub fn load_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| RuleError(format!("cannot read {}: {e}", path.display())))?;
+    use std::io::Read;
+    let cannot = |e: std::io::Error| RuleError(format!("cannot read {}: {e}", path.display()));
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return error(format!(
+            "{} is larger than {} MiB: not a rule file",
+            path.display(),
+            MAX_FILE_BYTES >> 20
+        ));
+    }
     let parsed = parse(&text).map_err(|e| RuleError(format!("{}: {e}", path.display())))?;
     let mut ids = Vec::new();
     for (i, (name, priority, filter, action)) in parsed.into_iter().enumerate() {

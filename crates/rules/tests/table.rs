@@ -270,6 +270,11 @@ fn bad_rules_are_refused_with_the_reason() {
     assert!(err("[[rule]]\nnet = \"10.0.0.0/8\"\nfrom_user = \"1\"").contains("not both"));
     assert!(err("[[rule]]\na = \"10.0.0.1:1\"\nb = \"10.0.0.2:2\"").contains("needs protocol"));
     assert!(err("[[rule]]\nnte = \"10.0.0.0/8\"").contains("unknown field"));
+    // 65535 must not become the "any VLAN" key of exact rules.
+    assert!(err(
+        "[[rule]]\nprotocol = \"udp\"\na = \"10.0.0.1:1\"\nb = \"10.0.0.2:2\"\nvlan = 65535"
+    )
+    .contains("vlan must be 0 to 4095"));
     assert!(err("[[rule]]\nport = 70000").contains("port 70000 is not between 0 and 65535"));
     assert!(err("[[rule]]\nmethod = \"REGISTER\"").contains("only be \"INVITE\""));
     assert!(err("[[rule]]\nname = \"x\"\ndport = \"9-1\"").starts_with("rule 1 (x):"));
