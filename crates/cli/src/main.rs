@@ -5,6 +5,7 @@ use calliper_capture::CaptureReader;
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Engine, RawPacket, Record};
 use calliper_store::{JsonLines, Sink, Sqlite};
+use calliper_trackers::{EventKind, EventLog};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fs::File;
@@ -137,6 +138,18 @@ struct AnalyzeArgs {
     /// (docs/rules.md). Each rule's hits are reported at the end.
     #[arg(long, value_name = "FILE")]
     rules: Option<PathBuf>,
+    /// Also write the engine's events as JSON lines (needs --format jsonl):
+    /// a comma-separated list of calls (phases: started, trying, ringing,
+    /// early media, answered, held, resumed, transferred, ended), streams
+    /// (started, ended), intervals (each stream's packets, loss, jitter, max
+    /// delta and MOS per --interval), rtcp (report blocks), dtmf (digits),
+    /// anomalies; or `all`.
+    #[arg(long, value_name = "KINDS", value_parser = event_kinds)]
+    events: Option<EventKinds>,
+    /// Length of a stream's reporting interval, at least 1 s (intervals
+    /// align to multiples of it, so all streams' intervals line up).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    interval: f64,
     /// Print the most memory an analysis with these caps and threads can
     /// hold, table by table (docs/hostile-input.md), and exit without reading input.
     #[arg(long)]
@@ -254,10 +267,34 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Event kinds chosen with `--events`.
+#[derive(Clone)]
+struct EventKinds(Vec<EventKind>);
+
+fn event_kinds(s: &str) -> Result<EventKinds, String> {
+    if s == "all" {
+        return Ok(EventKinds(EventKind::ALL.to_vec()));
+    }
+    let names = || EventKind::ALL.map(EventKind::name).join(", ");
+    s.split(',')
+        .map(|n| {
+            EventKind::from_name(n.trim())
+                .ok_or_else(|| format!("`{n}` is not an event kind (one of {}, or all)", names()))
+        })
+        .collect::<Result<_, _>>()
+        .map(EventKinds)
+}
+
 /// Runs an analysis. Ok(false) means some input was damaged but results were written.
 fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if !(0.0..=1000.0).contains(&a.dedup_window) {
         bail!("--dedup-window must be between 0 and 1000 ms");
+    }
+    if a.interval < 1.0 {
+        bail!("--interval must be at least 1 second");
+    }
+    if a.events.is_some() && a.format != Format::Jsonl {
+        bail!("--events writes JSON lines: use it with --format jsonl");
     }
     let mut cfg = Config {
         sip_ports: a.sip_ports.clone(),
@@ -272,6 +309,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         max_unanswered: a.max_unanswered,
         unanswered_timeout_ns: seconds(a.unanswered_timeout),
         dedup_window_ns: (a.dedup_window * 1e6) as i64,
+        interval_ns: seconds(a.interval),
         // Tests of failure handling only (docs/hostile-input.md).
         fault_panic_after_packets: std::env::var("CALLIPER_FAULT_PANIC_AFTER_PACKETS")
             .ok()
@@ -361,9 +399,11 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     // Trackers: registrations per user and each registration transaction.
     let users = calliper_trackers::UserTracker::new();
     let registrations = calliper_trackers::RegistrationLog::new();
+    let event_log = EventLog::new(a.events.as_ref().map_or(&[], |k| &k.0));
     let hub: calliper_engine::TrackerHub = std::sync::Arc::new(std::sync::Mutex::new(vec![
         Box::new(users.clone()),
         Box::new(registrations.clone()),
+        Box::new(event_log.clone()),
     ]));
     let mut engine = if a.threads > 1 {
         Analyzer::Sharded(Box::new(calliper_engine::parallel::Parallel::new(
@@ -400,6 +440,11 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             let v = serde_json::to_value(&r)?;
             for s in sinks.iter_mut() {
                 s.write_tracked("registration", &v)?;
+            }
+        }
+        for (kind, v) in event_log.take() {
+            for s in sinks.iter_mut() {
+                s.write_tracked(kind, &v)?;
             }
         }
         Ok(())
@@ -480,6 +525,16 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let rule_list = rules.as_ref().map(|r| r.list()).unwrap_or_default();
     if let (Some(_), serde_json::Value::Object(o)) = (&rules, &mut summary) {
         o.insert("rules".into(), serde_json::to_value(&rule_list)?);
+    }
+    let events_dropped = event_log.dropped();
+    if events_dropped > 0 {
+        eprintln!(
+            "calliper: warning: {events_dropped} events dropped (more than {} between two writes)",
+            calliper_trackers::MAX_BACKLOG
+        );
+        if let serde_json::Value::Object(o) = &mut summary {
+            o.insert("events_dropped".into(), events_dropped.into());
+        }
     }
     let input = input_names(&a.files);
     let users = users.users();

@@ -83,19 +83,6 @@ fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Valu
     m
 }
 
-/// Streams where Calliper deliberately differs from tshark, with the reason.
-/// The test checks each is still reported by tshark, so the list stays true.
-const KNOWN_DIFFERENCES: &[(&str, u32, &str)] = &[
-    (
-        "heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap",
-        0x0EAF0EAF,
-        "tshark also applies SDP from MEGACO (H.248) messages, which move 10.23.1.52:16756 to T.38; \
-         Calliper reads SDP from SIP only and keeps counting the RTP packets (same SSRC) on that address",
-    ),
-    ("ndpi__stun_dtls_rtp.pcapng", 795438192, "RTP inside TURN ChannelData over TCP is not analysed"),
-    ("ndpi__stun_dtls_rtp.pcapng", 840771771, "RTP inside TURN ChannelData over TCP is not analysed"),
-];
-
 fn close(a: f64, b: f64, abs: f64, rel: f64) -> bool {
     (a - b).abs() <= abs || (a - b).abs() <= rel * b.abs()
 }
@@ -127,7 +114,7 @@ fn every_tshark_stream_matches() {
             failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
         }
         for t in &ts {
-            if let Some((_, _, why)) = KNOWN_DIFFERENCES
+            if let Some((_, _, why)) = common::KNOWN_DIFFERENCES
                 .iter()
                 .find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4)
             {
@@ -196,7 +183,7 @@ fn every_tshark_stream_matches() {
     if capture_dirs()[0].ends_with("public") {
         assert_eq!(
             known_seen,
-            KNOWN_DIFFERENCES.len(),
+            common::KNOWN_DIFFERENCES.len(),
             "a known difference no longer appears in tshark's output"
         );
     }
@@ -306,7 +293,7 @@ fn dtmf_events_match_tshark() {
     let mut failures = vec![];
     for file in captures() {
         // tshark reads this capture's payload types from MEGACO (H.248) SDP
-        // as well as SIP (see KNOWN_DIFFERENCES), so it decodes other packets
+        // as well as SIP (see common::KNOWN_DIFFERENCES), so it decodes other packets
         // as events; not comparable.
         if file.ends_with("heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap") {
             continue;

@@ -139,6 +139,9 @@ pub struct Config {
     /// packets have been offered (in the last shard of a sharded run).
     #[doc(hidden)]
     pub fault_panic_after_packets: Option<u64>,
+    /// Length of a stream's reporting interval (ns; intervals are aligned
+    /// to multiples of it since the epoch).
+    pub interval_ns: i64,
     /// The run's rules ([`calliper_rules`]): each engine (shard) takes a
     /// table of its own that follows every later change.
     pub rules: Option<calliper_rules::Rules>,
@@ -163,6 +166,7 @@ impl Default for Config {
             defrag: DefragConfig::default(),
             tcp: TcpConfig::default(),
             fault_panic_after_packets: None,
+            interval_ns: 10 * SEC,
             rules: None,
         }
     }

@@ -67,21 +67,58 @@ impl Engine {
             self.sip_event(now, from, to, m, Some(serial));
         }
         if started {
-            self.call_event(idx, now, CallPhase::Started, None);
+            self.call_event(idx, now, CallPhase::Started, None, None);
         }
         let before = self.calls.get(idx).map(events::progress);
         let sdp_side = self.update_call(idx, now, m);
         if let (Some(b), Some(a)) = (before, self.calls.get(idx).map(events::progress)) {
             if let Some(phase) = events::phase_change(b, a, m) {
-                self.call_event(idx, now, phase, m.status());
+                self.call_event(idx, now, phase, m.status(), None);
             }
         }
         if let Some(side) = sdp_side {
             if m.has_sdp() {
-                self.apply_sdp(idx, side, m.body);
+                let hold = self.apply_sdp(idx, side, m.body);
+                // Offers decide (an answer to a hold says recvonly).
+                let offer = matches!(
+                    m.start,
+                    Some(StartLine::Request {
+                        method: "INVITE" | "UPDATE",
+                        ..
+                    })
+                );
+                if let (Some(hold), true) = (hold, offer) {
+                    self.hold_change(idx, now, side, hold);
+                }
+            }
+            // A REFER accepted: its sender (this response's receiver) transferred the call.
+            if m.cseq_method == Some("REFER") && m.status().is_some_and(|s| (200..300).contains(&s))
+            {
+                let by = match side {
+                    Side::Caller => Side::Callee,
+                    Side::Callee => Side::Caller,
+                };
+                self.call_event(idx, now, CallPhase::Transferred, m.status(), Some(by));
             }
         }
         self.touch_call(idx, now);
+    }
+
+    /// An offer in an answered call put it on hold or took it off.
+    fn hold_change(&mut self, idx: Idx, now: i64, by: Side, hold: bool) {
+        let Some(call) = self.calls.get_mut(idx) else {
+            return;
+        };
+        if call.answer_ns.is_none() || call.held == hold {
+            return;
+        }
+        call.held = hold;
+        let phase = if hold {
+            CallPhase::Held
+        } else {
+            CallPhase::Resumed
+        };
+        self.call_event(idx, now, phase, None, Some(by));
     }
 
     /// Records activity on a call, keeping it on the list its state belongs to.
@@ -193,6 +230,7 @@ impl Engine {
             labels: Vec::new(),
             record_payload: false,
             ignored: false,
+            held: false,
         };
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);

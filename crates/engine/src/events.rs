@@ -5,7 +5,7 @@
 
 use super::*;
 use calliper_record::event::{CallChange, CallPhase, Registration, RegistrationOutcome, SipSeen};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 /// Trackers shared by the engines of a run (one lock per event: events
@@ -47,6 +47,9 @@ pub(crate) struct Events {
     pending: HashMap<RegisterKey, Pending>,
     /// Pending keys in arrival order, for expiry from the front.
     order: VecDeque<(i64, RegisterKey)>,
+    /// Anomalies already delivered: (total, by kind) of the signalling
+    /// counters and of this shard's own ([`Engine::anomaly_events`]).
+    pub(crate) anomalies_seen: [(u64, BTreeMap<&'static str, u64>); 2],
 }
 
 /// Expiry of a REGISTER or Contact: the Contact's `expires` header
@@ -78,7 +81,14 @@ fn deliver_to(hub: &TrackerHub, e: &Event<'_>) {
 }
 
 impl Events {
-    fn deliver(&self, e: &Event<'_>) {
+    /// True when media events go somewhere: every engine with trackers
+    /// delivers those of the streams it owns.
+    #[inline]
+    pub(crate) fn media(&self) -> bool {
+        self.hub.is_some()
+    }
+
+    pub(crate) fn deliver(&self, e: &Event<'_>) {
         if let Some(hub) = &self.hub {
             deliver_to(hub, e);
         }
@@ -251,7 +261,14 @@ impl Engine {
     }
 
     /// A call phase change.
-    pub(crate) fn call_event(&self, idx: Idx, now: i64, phase: CallPhase, status: Option<u16>) {
+    pub(crate) fn call_event(
+        &self,
+        idx: Idx,
+        now: i64,
+        phase: CallPhase,
+        status: Option<u16>,
+        by: Option<Side>,
+    ) {
         if !self.signalling_events() {
             return;
         }
@@ -268,38 +285,37 @@ impl Engine {
             phase,
             status,
             state: None,
-            by: None,
+            by,
             reason: None,
         }));
     }
+}
 
-    /// A call's end, as its record says.
-    pub(crate) fn call_ended_event(&self, r: &CallRecord) {
-        if self.signalling_events() {
-            self.events.deliver(&Event::Call(&CallChange {
-                ts_ns: r.end_ns,
-                call: r.serial,
-                call_id: &r.call_id,
-                phase: CallPhase::Ended,
-                status: r.final_status,
-                state: Some(r.state),
-                by: r.hangup_by,
-                reason: r.hangup_reason.as_deref().or(r.final_reason.as_deref()),
-            }));
+/// Delivers finished records (one engine's, or a sharded run's merged
+/// ones): a call's end (as its merged record says) and then its record.
+pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {
+    for r in records {
+        match r {
+            Record::Call(c) => {
+                deliver_to(hub, &Event::Call(&ended(c)));
+                deliver_to(hub, &Event::CallRecord(c));
+            }
+            Record::Stream(s) => deliver_to(hub, &Event::OrphanStream(s)),
         }
     }
 }
 
-/// Delivers finished records (one engine's, or a sharded run's merged ones).
-pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {
-    for r in records {
-        deliver_to(
-            hub,
-            &match r {
-                Record::Call(c) => Event::CallRecord(c),
-                Record::Stream(s) => Event::OrphanStream(s),
-            },
-        );
+/// A call's end, as its record says.
+fn ended(r: &CallRecord) -> CallChange<'_> {
+    CallChange {
+        ts_ns: r.end_ns,
+        call: r.serial,
+        call_id: &r.call_id,
+        phase: CallPhase::Ended,
+        status: r.final_status,
+        state: Some(r.state),
+        by: r.hangup_by,
+        reason: r.hangup_reason.as_deref().or(r.final_reason.as_deref()),
     }
 }
 

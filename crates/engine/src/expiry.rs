@@ -35,10 +35,11 @@ impl Engine {
     }
 
     pub(crate) fn finish_orphan(&mut self, si: Idx) {
-        if let Some(s) = self.remove_stream(si) {
+        if let Some(mut s) = self.remove_stream(si) {
             self.owned.streams += 1;
-            self.out
-                .push(Record::Stream(Box::new(stream_record(&s, None))));
+            let record = stream_record(&s, None);
+            self.stream_ended_events(&mut s, None, &record);
+            self.out.push(Record::Stream(Box::new(record)));
         }
     }
 
@@ -51,10 +52,12 @@ impl Engine {
         let mut last_activity = call.links.stamp;
         let mut streams = Vec::with_capacity(call.streams.len());
         for &si in &call.streams {
-            if let Some(s) = self.remove_stream(si) {
+            if let Some(mut s) = self.remove_stream(si) {
                 let desc = s.desc.and_then(|d| call.media.get(d as usize));
                 last_activity = last_activity.max(s.stats.last_ns);
-                streams.push(stream_record(&s, desc));
+                let record = stream_record(&s, desc);
+                self.stream_ended_events(&mut s, Some(&call), &record);
+                streams.push(record);
             }
         }
         for key in &call.media_keys {
@@ -118,7 +121,6 @@ impl Engine {
             record_payload: call.record_payload,
             streams,
         });
-        self.call_ended_event(&record);
         self.out.push(Record::Call(record));
     }
 
@@ -164,6 +166,9 @@ impl Engine {
             } else {
                 self.drop_candidate(i);
             }
+        }
+        if self.events.media() {
+            self.anomaly_events();
         }
     }
 }

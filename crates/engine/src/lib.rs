@@ -35,6 +35,7 @@ mod expiry;
 mod flows;
 mod framing;
 mod media;
+mod media_events;
 mod pipeline;
 mod prefetch;
 mod report;
@@ -257,6 +258,8 @@ struct Call {
     record_payload: bool,
     /// An `ignore` SIP rule matched: follow the call, report nothing.
     ignored: bool,
+    /// The latest offer put the call on hold.
+    held: bool,
 }
 
 impl Linked for Call {

@@ -4,8 +4,20 @@
 use super::*;
 
 impl Engine {
-    pub(crate) fn apply_sdp(&mut self, idx: Idx, side: Side, body: &[u8]) {
+    /// Applies a session description `side` sent; returns whether it puts
+    /// the call on hold (audio offered send-only, inactive or to 0.0.0.0),
+    /// None when it has no audio.
+    pub(crate) fn apply_sdp(&mut self, idx: Idx, side: Side, body: &[u8]) -> Option<bool> {
         let parsed = sdp::parse(body);
+        let hold = parsed
+            .media
+            .iter()
+            .filter(|m| m.kind.eq_ignore_ascii_case("audio") && m.port != 0)
+            .map(|m| {
+                matches!(m.direction, Direction::SendOnly | Direction::Inactive)
+                    || m.addr.is_some_and(|a| a.is_unspecified())
+            })
+            .reduce(|a, b| a || b);
         if parsed.bad_lines > 0 {
             if let Some(call) = self.calls.get_mut(idx) {
                 call.anomalies += 1;
@@ -21,7 +33,7 @@ impl Engine {
                 continue;
             }
             let Some(call) = self.calls.get_mut(idx) else {
-                return;
+                return hold;
             };
             let rtpmaps: Box<[Rtpmap]> = med
                 .rtpmaps
@@ -87,6 +99,7 @@ impl Engine {
                 }
             }
         }
+        hold
     }
 
     /// The media entry for a stream: by destination (where SDP says the

@@ -120,6 +120,9 @@ impl Engine {
                 None => {}
             }
         }
+        if self.events.media() {
+            self.anomaly_events();
+        }
     }
 
     /// The stream key of a frame this engine would analyse as RTP, read
@@ -262,7 +265,7 @@ impl Engine {
                     // to the streams it owns: RTCP need not be on RTP's
                     // port + 1 (RFC 3605), so it may hash to another shard.
                     self.counters.udp += 1;
-                    self.rtcp_datagram(f.src, sport, f.dst, dport, payload);
+                    self.rtcp_datagram(now, f.src, sport, f.dst, dport, payload);
                 } else if self
                     .shard
                     .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)

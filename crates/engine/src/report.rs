@@ -49,7 +49,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         event_packets: st.event_packets,
         mean_jitter_ms: st.ws.mean_jitter,
         max_jitter_ms: st.ws.max_jitter,
-        min_delta_ms: st.ws.min_delta,
+        min_delta_ms: st.ws.min_delta(),
         mean_delta_ms: st.ws.mean_delta,
         max_delta_ms: st.ws.max_delta,
         wireshark_expected: st.ws.expected(),
@@ -59,8 +59,8 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         dtmf: s.dtmf.as_ref().map_or(Vec::new(), |d| d.events.clone()),
         rtcp_reports: s.rtcp.reports,
         rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
-        rtcp_cumulative_lost: s.rtcp.cumulative_lost,
-        rtcp_max_jitter_ms: s.rtcp.max_jitter_ms,
+        rtcp_cumulative_lost: s.rtcp.cumulative_lost as i64,
+        rtcp_max_jitter_ms: s.rtcp.max_jitter_ms as f64,
     };
     r.estimate_quality();
     r

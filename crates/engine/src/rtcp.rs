@@ -6,6 +6,7 @@ impl Engine {
     /// An RTCP datagram: counted, and applied to its call (by either address).
     pub(crate) fn rtcp_datagram(
         &mut self,
+        now: i64,
         src: IpAddr,
         sport: u16,
         dst: IpAddr,
@@ -19,13 +20,13 @@ impl Engine {
             .or_else(|| self.media.get(&(src, sport)))
             .map(|e| e.call);
         if let Some(call) = entry {
-            self.rtcp_in_call(call, payload);
+            self.rtcp_in_call(now, call, payload);
         }
     }
 
     /// Applies the report blocks of an RTCP packet to the call's streams
     /// they describe (matched by SSRC): the receivers' own view of loss and jitter.
-    pub(crate) fn rtcp_in_call(&mut self, call: Idx, payload: &[u8]) {
+    pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, payload: &[u8]) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
@@ -39,7 +40,8 @@ impl Engine {
                 for &si in &c.streams {
                     if let Some(s) = self.streams.get_mut(si) {
                         if s.key.ssrc == block.ssrc {
-                            s.rtcp.update(&block, s.last_clock);
+                            let figures = s.rtcp.update(&block, s.last_clock);
+                            media_events::rtcp_event(&self.events, now, c, s, &figures);
                         }
                     }
                 }
@@ -49,13 +51,26 @@ impl Engine {
 }
 
 impl RtcpView {
-    fn update(&mut self, b: &calliper_wire::rtcp::ReportBlock, clock: ClockRate) {
+    /// Takes one report block; returns its figures for the event.
+    fn update(
+        &mut self,
+        b: &calliper_wire::rtcp::ReportBlock,
+        clock: ClockRate,
+    ) -> media_events::ReportBlockFigures {
         self.reports += 1;
         self.max_fraction_lost = self.max_fraction_lost.max(b.fraction_lost);
-        self.cumulative_lost = b.cumulative_lost as i64;
-        if let ClockRate::Hz(hz) = clock {
-            let ms = b.jitter as f64 * 1000.0 / hz.max(1) as f64;
-            self.max_jitter_ms = self.max_jitter_ms.max(ms);
+        self.cumulative_lost = b.cumulative_lost;
+        let jitter_ms = match clock {
+            ClockRate::Hz(hz) => Some(b.jitter as f64 * 1000.0 / hz.max(1) as f64),
+            _ => None,
+        };
+        if let Some(ms) = jitter_ms {
+            self.max_jitter_ms = self.max_jitter_ms.max(ms as f32);
+        }
+        media_events::ReportBlockFigures {
+            fraction_lost: b.fraction_lost,
+            cumulative_lost: b.cumulative_lost as i64,
+            jitter_ms,
         }
     }
 }
@@ -65,6 +80,7 @@ impl RtcpView {
 pub(crate) struct RtcpView {
     pub(crate) reports: u32,
     pub(crate) max_fraction_lost: u8,
-    pub(crate) cumulative_lost: i64,
-    pub(crate) max_jitter_ms: f64,
+    /// RTCP's 24-bit signed count.
+    pub(crate) cumulative_lost: i32,
+    pub(crate) max_jitter_ms: f32,
 }

@@ -77,6 +77,10 @@ impl Engine {
             }
             return;
         }
+        if s.stats.interval_due(now) {
+            let call = s.call.and_then(|c| self.calls.get(c));
+            media_events::cut_interval(&self.events, self.cfg.interval_ns, s, call, Some(now));
+        }
         if s.call.is_none() {
             if let Some(list) = self.orphan_packet(si, pkt) {
                 self.streams.touch(si, list, now);
@@ -98,9 +102,13 @@ impl Engine {
         s.stats.update(pkt, s.last_clock);
         if let ClockRate::Event(hz) = s.last_clock {
             // Durations are in units of the event's own clock (RFC 4733 §2.3).
-            s.dtmf
-                .get_or_insert_with(Default::default)
-                .update(now, pkt.timestamp, body, hz);
+            let ended =
+                s.dtmf
+                    .get_or_insert_with(Default::default)
+                    .update(now, pkt.timestamp, body, hz);
+            if let (Some(e), Some(call)) = (ended, s.call.and_then(|c| self.calls.get(c))) {
+                media_events::dtmf_event(&self.events, call, &s.key, &e);
+            }
         }
         self.owned.rtp_in_calls += 1;
         // Refreshing the call's place on its activity list touches three
@@ -113,6 +121,13 @@ impl Engine {
                 self.pending_touches.push((now, c));
             }
         }
+    }
+
+    /// A stream's statistics from its first packet, reporting intervals started.
+    fn new_stats(&self, pkt: &calliper_rtp::Packet, clock: ClockRate) -> StreamStats {
+        let mut stats = StreamStats::new(pkt, clock);
+        stats.start_intervals(self.cfg.interval_ns);
+        stats
     }
 
     /// The stream with this key.
@@ -252,6 +267,7 @@ impl Engine {
         if let Some(key) = key {
             self.register_stream(si, &key);
         }
+        self.stream_started_event(si, self.now);
         self.owned.rtp_orphan -= s_packets(&self.streams, si).min(self.owned.rtp_orphan);
         self.owned.rtp_in_calls += s_packets(&self.streams, si);
         true
@@ -286,7 +302,7 @@ impl Engine {
             direction,
             last_pt: pkt.payload_type,
             last_clock: codec.clock,
-            stats: StreamStats::new(pkt, codec.clock),
+            stats: self.new_stats(pkt, codec.clock),
             touched_call_ns: now,
             probation: 0,
             dtmf: None,
@@ -306,6 +322,7 @@ impl Engine {
         self.owned.streams += 1;
         self.owned.rtp_in_calls += 1;
         self.pending_touches.push((now, e.call));
+        self.stream_started_event(si, now);
     }
 
     pub(crate) fn new_candidate(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
@@ -328,7 +345,7 @@ impl Engine {
             direction: StreamDirection::Unknown,
             last_pt: pkt.payload_type,
             last_clock: codec.clock,
-            stats: StreamStats::new(pkt, codec.clock),
+            stats: self.new_stats(pkt, codec.clock),
             touched_call_ns: now,
             probation: HEURISTIC_CONFIRM - 1,
             dtmf: None,

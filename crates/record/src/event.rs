@@ -2,7 +2,8 @@
 //! borrows the engine's data for the length of one [`Tracker::event`] call;
 //! a tracker copies what it keeps. There is no event per RTP packet.
 
-use crate::{CallRecord, CallState, Side, StreamRecord};
+use crate::{CallRecord, CallState, Side, StreamDirection, StreamRecord};
+use calliper_rtp::interval::IntervalFigures;
 use serde::Serialize;
 use std::net::IpAddr;
 
@@ -59,12 +60,19 @@ pub enum CallPhase {
     EarlyMedia,
     /// 2xx to the INVITE.
     Answered,
+    /// A re-INVITE or UPDATE offered media send-only or inactive (or to
+    /// 0.0.0.0): `by` put the call on hold.
+    Held,
+    /// A held call offered two-way media again.
+    Resumed,
+    /// A REFER was accepted (2xx): `by` transferred the call.
+    Transferred,
     /// The call's record is written (see `state`, `by`, `reason`).
     Ended,
 }
 
 /// A call changed phase.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct CallChange<'a> {
     /// When, ns since the epoch.
     pub ts_ns: i64,
@@ -131,6 +139,119 @@ pub struct Registration<'a> {
     pub registrar: (IpAddr, u16),
 }
 
+/// A stream's addresses and source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StreamId {
+    /// Sender.
+    pub src: IpAddr,
+    /// Sender's port.
+    pub src_port: u16,
+    /// Receiver.
+    pub dst: IpAddr,
+    /// Receiver's port.
+    pub dst_port: u16,
+    /// RTP synchronisation source.
+    pub ssrc: u32,
+}
+
+/// A call's RTP stream started (its first packet).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct StreamStarted<'a> {
+    /// First packet, ns since the epoch.
+    pub ts_ns: i64,
+    /// The call ([`CallRecord::serial`]).
+    pub call: u64,
+    /// The stream.
+    #[serde(flatten)]
+    pub stream: StreamId,
+    /// Payload type of the first packet.
+    pub payload_type: u8,
+    /// Its codec, as the call's SDP or the static table names it.
+    pub codec: &'a str,
+    /// Direction in the call.
+    pub direction: StreamDirection,
+}
+
+/// One reporting interval of a stream (see `calliper_rtp::interval`): cut
+/// when the first packet of a later interval arrives, and at the stream's
+/// end (`last`). Intervals without packets are not reported.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct StreamInterval<'a> {
+    /// The call, or None for a stream without signalling.
+    pub call: Option<u64>,
+    /// The stream.
+    #[serde(flatten)]
+    pub stream: StreamId,
+    /// Codec of the stream's first packet.
+    pub codec: &'a str,
+    /// The interval's figures.
+    #[serde(flatten)]
+    pub figures: IntervalFigures,
+    /// E-model R of the interval (its loss and end jitter).
+    pub r_factor: f64,
+    /// Estimated MOS of the interval.
+    pub mos: f64,
+    /// The stream ended: this is its final, partial interval.
+    pub last: bool,
+}
+
+/// A stream ended (its call ended, or it fell silent): its final figures.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamEnded<'a> {
+    /// The call, or None for a stream without signalling.
+    pub call: Option<u64>,
+    /// The stream's record as it will be written.
+    pub record: &'a StreamRecord,
+}
+
+/// One RTCP report block about a stream of a call: the receiver's view.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RtcpBlock {
+    /// When the report was seen, ns since the epoch.
+    pub ts_ns: i64,
+    /// The call.
+    pub call: u64,
+    /// The stream reported on.
+    #[serde(flatten)]
+    pub stream: StreamId,
+    /// Fraction lost since the previous report, percent.
+    pub fraction_lost_percent: f64,
+    /// Cumulative packets lost (may be negative with duplicates).
+    pub cumulative_lost: i64,
+    /// Interarrival jitter, ms (None when the stream's clock is unknown).
+    pub jitter_ms: Option<f64>,
+}
+
+/// A DTMF digit (RFC 4733 telephone-event), delivered at its end packet.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct DtmfDigit {
+    /// The digit's first packet, ns since the epoch.
+    pub ts_ns: i64,
+    /// The call.
+    pub call: u64,
+    /// The stream that carried it.
+    #[serde(flatten)]
+    pub stream: StreamId,
+    /// 0-9, *, #, A-D, F (flash) or ? (another event).
+    pub digit: char,
+    /// Duration the sender signalled, ms.
+    pub duration_ms: f64,
+    /// Volume, dBm0 below zero.
+    pub volume: u8,
+}
+
+/// Anomalies counted (malformed or impossible input), by kind: delivered
+/// after the group of packets that caused them (at most 64 packets).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Anomaly {
+    /// Time of the group's last packet, ns since the epoch.
+    pub ts_ns: i64,
+    /// The kind, as the summary's `anomalies` counts it.
+    pub kind: &'static str,
+    /// How many in the group.
+    pub count: u64,
+}
+
 /// Something the engine saw.
 #[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
@@ -140,6 +261,18 @@ pub enum Event<'a> {
     Call(&'a CallChange<'a>),
     /// A registration transaction completed.
     Registration(&'a Registration<'a>),
+    /// A call's stream started.
+    StreamStarted(&'a StreamStarted<'a>),
+    /// A stream's reporting interval.
+    Interval(&'a StreamInterval<'a>),
+    /// A stream ended.
+    StreamEnded(&'a StreamEnded<'a>),
+    /// An RTCP report block on a call's stream.
+    Rtcp(&'a RtcpBlock),
+    /// A DTMF digit ended.
+    Dtmf(&'a DtmfDigit),
+    /// Anomalies counted.
+    Anomaly(&'a Anomaly),
     /// A call's record, with its streams, is final.
     CallRecord(&'a CallRecord),
     /// A stream without signalling ended.

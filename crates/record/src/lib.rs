@@ -133,13 +133,11 @@ pub struct StreamRecord {
 }
 
 impl StreamRecord {
-    /// Fills the quality estimate: loss is the measured loss; delay is
-    /// estimated as a jitter buffer of twice the mean jitter plus 20 ms of
-    /// packetisation (a passive probe does not see mouth-to-ear delay).
+    /// Fills the quality estimate from the measured loss and the mean
+    /// jitter ([`emodel::estimate`]).
     pub fn estimate_quality(&mut self) {
-        let delay = 20.0 + 2.0 * self.mean_jitter_ms;
-        self.r_factor = emodel::r_factor(&self.codec, self.loss_percent, 1.0, delay);
-        self.mos = emodel::mos(self.r_factor);
+        (self.r_factor, self.mos) =
+            emodel::estimate(&self.codec, self.loss_percent, self.mean_jitter_ms);
     }
 }
 

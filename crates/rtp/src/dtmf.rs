@@ -11,7 +11,7 @@ use serde::Serialize;
 pub const MAX_EVENTS: usize = 64;
 
 /// One telephone event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DtmfEvent {
     /// `0`-`9`, `*`, `#`, `A`-`D`, `F` (flash), or `?` for other events.
     pub digit: char,
@@ -48,33 +48,42 @@ fn digit(event: u8) -> char {
 
 impl DtmfTracker {
     /// Takes one telephone-event packet's payload; `clock_hz` is the event
-    /// clock (8000 unless the SDP says otherwise).
-    pub fn update(&mut self, arrival_ns: i64, timestamp: u32, payload: &[u8], clock_hz: u32) {
+    /// clock (8000 unless the SDP says otherwise). Returns the event when
+    /// this packet is the first to mark its end.
+    pub fn update(
+        &mut self,
+        arrival_ns: i64,
+        timestamp: u32,
+        payload: &[u8],
+        clock_hz: u32,
+    ) -> Option<DtmfEvent> {
         let [event, flags, d0, d1, ..] = *payload else {
             self.dropped += 1;
-            return;
+            return None;
         };
         let duration_ms = u16::from_be_bytes([d0, d1]) as f64 * 1000.0 / clock_hz.max(1) as f64;
         let ended = flags & 0x80 != 0;
         if self.last_timestamp == Some(timestamp) {
-            if let Some(e) = self.events.last_mut() {
-                e.duration_ms = e.duration_ms.max(duration_ms);
-                e.ended |= ended;
-            }
-            return;
+            let e = self.events.last_mut()?;
+            e.duration_ms = e.duration_ms.max(duration_ms);
+            let first_end = ended && !e.ended;
+            e.ended |= ended;
+            return first_end.then_some(*e);
         }
         self.last_timestamp = Some(timestamp);
         if self.events.len() >= MAX_EVENTS {
             self.dropped += 1;
-            return;
+            return None;
         }
-        self.events.push(DtmfEvent {
+        let e = DtmfEvent {
             digit: digit(event),
             start_ns: arrival_ns,
             duration_ms,
             volume: flags & 0x3F,
             ended,
-        });
+        };
+        self.events.push(e);
+        ended.then_some(e)
     }
 
     /// The digits in order, as typed.

@@ -49,3 +49,11 @@ pub fn mos(r: f64) -> f64 {
         1.0 + 0.035 * r + r * (r - 60.0) * (100.0 - r) * 7e-6
     }
 }
+
+/// A passive probe's estimate (R, MOS) from measured loss and jitter: the
+/// delay is taken as a jitter buffer of twice the jitter plus 20 ms of
+/// packetisation, since a probe does not see mouth-to-ear delay.
+pub fn estimate(codec: &str, loss_percent: f64, jitter_ms: f64) -> (f64, f64) {
+    let r = r_factor(codec, loss_percent, 1.0, 20.0 + 2.0 * jitter_ms);
+    (r, mos(r))
+}

@@ -20,6 +20,7 @@
 pub mod codec;
 pub mod dtmf;
 pub mod emodel;
+pub mod interval;
 
 pub use codec::{ClockRate, Codec};
 
@@ -202,13 +203,12 @@ pub struct WiresharkView {
     pub max_jitter: f64,
     /// Wireshark's running mean of jitter, ms.
     pub mean_jitter: f64,
-    /// Smallest jitter over regular packets, ms (None until one is seen).
-    pub min_jitter: Option<f64>,
     delta: f64,
     /// Largest inter-arrival delta over regular packets, ms.
     pub max_delta: f64,
-    /// Smallest inter-arrival delta over regular packets, ms.
-    pub min_delta: Option<f64>,
+    /// Smallest inter-arrival delta over regular packets, ms (infinite
+    /// until one is seen: see [`Self::min_delta`]).
+    min_delta: f64,
     /// Wireshark's running mean of delta, ms.
     pub mean_delta: f64,
     total: u32,
@@ -233,18 +233,19 @@ impl WiresharkView {
             jitter: 0.0,
             max_jitter: 0.0,
             mean_jitter: 0.0,
-            min_jitter: None,
             delta: 0.0,
             max_delta: 0.0,
-            min_delta: None,
+            min_delta: f64::INFINITY,
             mean_delta: 0.0,
             total: 1,
         }
     }
 
     /// One packet after the first. `clock_hz` is 0 where Wireshark would not
-    /// compute jitter (unknown clock, telephone-event).
-    fn update(&mut self, h: &Packet, clock_hz: u32) {
+    /// compute jitter (unknown clock, telephone-event). Returns the packet's
+    /// inter-arrival delta if it is a regular packet (one the min/mean/max
+    /// figures take).
+    fn update(&mut self, h: &Packet, clock_hz: u32) -> Option<f64> {
         let since_first = h.timestamp.wrapping_sub(self.first_ts);
         let in_time_sequence = h.timestamp >= self.first_ts && since_first < 0x8000_0000;
         let seq = h.seq;
@@ -288,7 +289,7 @@ impl WiresharkView {
             if self.delta > self.max_delta {
                 self.max_delta = self.delta;
             }
-            self.min_delta = Some(self.min_delta.map_or(self.delta, |m| m.min(self.delta)));
+            self.min_delta = self.min_delta.min(self.delta);
             // Wireshark's running means, sharing one division (the divisions
             // were the costliest part of a packet's analysis).
             let n = self.total as f64;
@@ -299,7 +300,6 @@ impl WiresharkView {
                     self.max_jitter = self.jitter;
                 }
                 self.mean_jitter = (self.mean_jitter * (n - 1.0) + self.jitter) * inv_n;
-                self.min_jitter = Some(self.min_jitter.map_or(self.jitter, |m| m.min(self.jitter)));
             }
         }
         if in_time_sequence {
@@ -307,6 +307,12 @@ impl WiresharkView {
         }
         self.stop_seq = seq;
         self.total += 1;
+        regular.then_some(self.delta)
+    }
+
+    /// Smallest inter-arrival delta over regular packets, ms.
+    pub fn min_delta(&self) -> Option<f64> {
+        self.min_delta.is_finite().then_some(self.min_delta)
     }
 
     /// Wireshark's expected packet count.
@@ -356,6 +362,8 @@ pub struct StreamStats {
     pub seq: SeqTracker,
     /// Wireshark-compatible timing figures.
     pub ws: WiresharkView,
+    /// Where the current reporting interval began ([`interval`]).
+    interval: interval::IntervalMark,
 }
 
 impl StreamStats {
@@ -372,6 +380,7 @@ impl StreamStats {
             event_packets: matches!(clock, ClockRate::Event(_)) as u64,
             seq,
             ws: WiresharkView::new(p.seq, p.timestamp, p.payload_type, p.arrival_ns),
+            interval: interval::IntervalMark::default(),
         }
     }
 
@@ -390,7 +399,12 @@ impl StreamStats {
             }
             ClockRate::Unknown => 0,
         };
-        self.ws.update(p, hz);
+        if let Some(delta) = self.ws.update(p, hz) {
+            let d = delta as f32;
+            if d > self.interval.max_delta_ms {
+                self.interval.max_delta_ms = d;
+            }
+        }
     }
 }
 

@@ -4,7 +4,11 @@
 //! [`UserTracker`] keeps, per address of record, what its registrations
 //! came to: contacts, user agent, granted expiry, last success and failure,
 //! challenges and refused credentials; [`RegistrationLog`] keeps every
-//! registration transaction for output.
+//! registration transaction for output; [`EventLog`] keeps the events of
+//! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies).
+
+mod event_log;
+pub use event_log::{EventKind, EventLog, MAX_BACKLOG};
 
 use calliper_record::event::{Registration, RegistrationOutcome};
 use calliper_record::{Event, Tracker};

@@ -1,0 +1,186 @@
+//! Media events for trackers: a call's streams starting and ending, every
+//! stream's reporting intervals, RTCP report blocks, DTMF digits, and the
+//! anomalies counted. Each shard delivers the events of the streams it owns
+//! (anomalies: signalling ones from the signalling shard). Intervals are
+//! cut at boundaries, never per packet.
+
+use super::*;
+use calliper_record::event::{
+    Anomaly, DtmfDigit, RtcpBlock, StreamEnded, StreamId, StreamInterval, StreamStarted,
+};
+use calliper_rtp::dtmf::DtmfEvent;
+use calliper_rtp::emodel;
+
+impl StreamKey {
+    pub(crate) fn id(&self) -> StreamId {
+        StreamId {
+            src: self.src,
+            src_port: self.sport,
+            dst: self.dst,
+            dst_port: self.dport,
+            ssrc: self.ssrc,
+        }
+    }
+}
+
+/// The call a stream's events name: `Some(None)` for a stream without
+/// signalling, `None` when its call is ignored by a rule (no events).
+fn event_call(call: Option<&Call>) -> Option<Option<u64>> {
+    match call {
+        Some(c) if c.ignored => None,
+        Some(c) => Some(Some(c.serial)),
+        None => Some(None),
+    }
+}
+
+/// Cuts a stream's current interval and delivers it. `now`: the time of
+/// the packet that opens a later interval; None at the stream's end.
+pub(crate) fn cut_interval(
+    events: &events::Events,
+    every_ns: i64,
+    s: &mut Stream,
+    call: Option<&Call>,
+    now: Option<i64>,
+) {
+    let figures = s.stats.cut_interval(now, every_ns);
+    // Unconfirmed candidates (noise until proven RTP) report nothing.
+    if !events.media() || s.probation > 0 || figures.packets == 0 {
+        return;
+    }
+    let Some(call_serial) = event_call(call) else {
+        return;
+    };
+    let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
+    let codec = resolve(desc, s.stats.payload_type).name;
+    let (r_factor, mos) = emodel::estimate(&codec, figures.loss_percent, figures.jitter_ms);
+    events.deliver(&Event::Interval(&StreamInterval {
+        call: call_serial,
+        stream: s.key.id(),
+        codec: &codec,
+        figures,
+        r_factor,
+        mos,
+        last: now.is_none(),
+    }));
+}
+
+impl Engine {
+    /// A call's stream started (its first packet, or adopted into the call).
+    pub(crate) fn stream_started_event(&self, si: Idx, now: i64) {
+        if !self.events.media() {
+            return;
+        }
+        let Some(s) = self.streams.get(si) else {
+            return;
+        };
+        let Some(call) = s.call.and_then(|c| self.calls.get(c)) else {
+            return;
+        };
+        if call.ignored {
+            return;
+        }
+        let desc = s.desc.and_then(|d| call.media.get(d as usize));
+        let codec = resolve(desc, s.stats.payload_type).name;
+        self.events.deliver(&Event::StreamStarted(&StreamStarted {
+            ts_ns: now,
+            call: call.serial,
+            stream: s.key.id(),
+            payload_type: s.stats.payload_type,
+            codec: &codec,
+            direction: s.direction,
+        }));
+    }
+
+    /// A stream leaves the tables: its final interval, then its end.
+    pub(crate) fn stream_ended_events(
+        &self,
+        s: &mut Stream,
+        call: Option<&Call>,
+        record: &StreamRecord,
+    ) {
+        cut_interval(&self.events, self.cfg.interval_ns, s, call, None);
+        if !self.events.media() || s.probation > 0 {
+            return;
+        }
+        if let Some(call) = event_call(call) {
+            self.events
+                .deliver(&Event::StreamEnded(&StreamEnded { call, record }));
+        }
+    }
+
+    /// Anomalies counted since the last look, by kind (after each group of
+    /// packets; only with trackers attached).
+    pub(crate) fn anomaly_events(&mut self) {
+        let signalling = self.signalling_events();
+        let seen = &mut self.events.anomalies_seen;
+        let mut fresh: Vec<(&'static str, u64)> = Vec::new();
+        let maps = [
+            signalling.then_some(&self.counters.anomalies),
+            Some(&self.owned.anomalies),
+        ];
+        for (which, map) in maps.into_iter().enumerate() {
+            let Some(map) = map else { continue };
+            let total: u64 = map.values().fold(0, |a, &b| a.saturating_add(b));
+            if total == seen[which].0 {
+                continue;
+            }
+            for (&kind, &n) in map {
+                let before = seen[which].1.get(kind).copied().unwrap_or(0);
+                if n > before {
+                    fresh.push((kind, n - before));
+                }
+            }
+            seen[which] = (total, map.clone());
+        }
+        for (kind, count) in fresh {
+            self.events.deliver(&Event::Anomaly(&Anomaly {
+                ts_ns: self.now,
+                kind,
+                count,
+            }));
+        }
+    }
+}
+
+/// A DTMF digit's end was seen on stream `s` of call `call`.
+pub(crate) fn dtmf_event(events: &events::Events, call: &Call, s: &StreamKey, e: &DtmfEvent) {
+    if !events.media() || call.ignored {
+        return;
+    }
+    events.deliver(&Event::Dtmf(&DtmfDigit {
+        ts_ns: e.start_ns,
+        call: call.serial,
+        stream: s.id(),
+        digit: e.digit,
+        duration_ms: e.duration_ms,
+        volume: e.volume,
+    }));
+}
+
+/// An RTCP report block about stream `s` of call `call`.
+pub(crate) fn rtcp_event(
+    events: &events::Events,
+    now: i64,
+    call: &Call,
+    s: &Stream,
+    b: &ReportBlockFigures,
+) {
+    if !events.media() || call.ignored {
+        return;
+    }
+    events.deliver(&Event::Rtcp(&RtcpBlock {
+        ts_ns: now,
+        call: call.serial,
+        stream: s.key.id(),
+        fraction_lost_percent: b.fraction_lost as f64 * 100.0 / 256.0,
+        cumulative_lost: b.cumulative_lost,
+        jitter_ms: b.jitter_ms,
+    }));
+}
+
+/// An RTCP report block's figures as the stream's clock reads them.
+pub(crate) struct ReportBlockFigures {
+    pub(crate) fraction_lost: u8,
+    pub(crate) cumulative_lost: i64,
+    pub(crate) jitter_ms: Option<f64>,
+}

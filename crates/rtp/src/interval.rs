@@ -1,0 +1,119 @@
+//! Reporting intervals: a stream's figures over fixed intervals (every N
+//! seconds, aligned to multiples of N since the epoch, so all streams'
+//! intervals line up), cut from the running totals at a boundary. The
+//! packet path pays one comparison and the interval's largest delta.
+
+use crate::StreamStats;
+use serde::Serialize;
+
+/// The running totals where the current interval began. They are kept in
+/// 32 bits: an interval's share is their wrapping difference, exact while
+/// an interval holds fewer than 2^31 packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntervalMark {
+    /// Where the current interval ends (exclusive), ns; 0 before the first.
+    pub end_ns: i64,
+    packets: u32,
+    expected: u32,
+    lost: u32,
+    duplicates: u32,
+    /// Largest regular inter-arrival delta in the interval, ms.
+    pub(crate) max_delta_ms: f32,
+}
+
+/// One interval of one stream (RFC 3550 A.3 interval arithmetic: `lost`
+/// is expected − received and is negative when late packets of an earlier
+/// interval arrive in this one).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct IntervalFigures {
+    /// Start of the interval, ns since the epoch.
+    pub start_ns: i64,
+    /// End of the interval (exclusive; the stream's last packet for its
+    /// final, partial interval).
+    pub end_ns: i64,
+    /// Packets received, duplicates included.
+    pub packets: u32,
+    /// Packets the sequence numbers say were sent in it.
+    pub expected: u32,
+    /// Expected − received (unique).
+    pub lost: i64,
+    /// Loss, percent of expected (0 when nothing was lost on balance).
+    pub loss_percent: f64,
+    /// Packets seen twice.
+    pub duplicates: u32,
+    /// Jitter at the interval's end, ms (Wireshark's arithmetic).
+    pub jitter_ms: f64,
+    /// Largest inter-arrival delta among the interval's regular packets, ms.
+    pub max_delta_ms: f64,
+}
+
+/// The start of the interval of length `every_ns` that holds `ts_ns`.
+pub fn interval_start(ts_ns: i64, every_ns: i64) -> i64 {
+    ts_ns.div_euclid(every_ns) * every_ns
+}
+
+impl StreamStats {
+    /// Starts interval accounting at the stream's first packet.
+    pub fn start_intervals(&mut self, every_ns: i64) {
+        // Zero totals: the first packet is the first interval's.
+        self.interval = IntervalMark {
+            end_ns: interval_start(self.first_ns, every_ns) + every_ns,
+            ..IntervalMark::default()
+        };
+    }
+
+    /// True when a packet at `now_ns` belongs to a later interval than the
+    /// current one: cut it first.
+    #[inline]
+    pub fn interval_due(&self, now_ns: i64) -> bool {
+        now_ns >= self.interval.end_ns && self.interval.end_ns != 0
+    }
+
+    /// The current interval's figures; a new interval starts, the one
+    /// holding `now_ns`. For a stream's final interval pass `None`: its end
+    /// is the last packet.
+    pub fn cut_interval(&mut self, now_ns: Option<i64>, every_ns: i64) -> IntervalFigures {
+        let m = self.interval;
+        let start_ns = m.end_ns - every_ns;
+        let end_ns = if now_ns.is_some() {
+            m.end_ns
+        } else {
+            (self.last_ns + 1).clamp(start_ns, m.end_ns)
+        };
+        let expected = (self.seq.expected() as u32).wrapping_sub(m.expected);
+        let lost = (self.seq.lost() as u32).wrapping_sub(m.lost) as i32 as i64;
+        let f = IntervalFigures {
+            start_ns,
+            end_ns,
+            packets: (self.packets as u32).wrapping_sub(m.packets),
+            expected,
+            lost,
+            loss_percent: if expected == 0 || lost <= 0 {
+                0.0
+            } else {
+                lost as f64 * 100.0 / expected as f64
+            },
+            duplicates: (self.seq.duplicates as u32).wrapping_sub(m.duplicates),
+            jitter_ms: self.ws.jitter,
+            max_delta_ms: m.max_delta_ms as f64,
+        };
+        if let Some(now) = now_ns {
+            self.interval = IntervalMark {
+                end_ns: interval_start(now, every_ns) + every_ns,
+                ..self.interval_mark_now()
+            };
+        }
+        f
+    }
+
+    fn interval_mark_now(&self) -> IntervalMark {
+        IntervalMark {
+            end_ns: self.interval.end_ns,
+            packets: self.packets as u32,
+            expected: self.seq.expected() as u32,
+            lost: self.seq.lost() as u32,
+            duplicates: self.seq.duplicates as u32,
+            max_delta_ms: 0.0,
+        }
+    }
+}
