@@ -12,7 +12,9 @@
 #![no_main]
 use arbitrary::{Arbitrary, Result, Unstructured};
 use calliper_engine::parallel::Parallel;
-use calliper_engine::{Config, Engine, Record};
+use calliper_engine::{Config, Engine, Record, TrackerHub};
+use calliper_trackers::{EventKind, EventLog};
+use std::sync::{Arc, Mutex};
 use libfuzzer_sys::{arbitrary, fuzz_target};
 
 /// Text for SIP and SDP fields: a token from the dictionary (some of them
@@ -393,12 +395,33 @@ fn config() -> Config {
         unanswered_timeout_ns: 2_000_000_000,
         stream_idle_timeout_ns: 1_000_000_000,
         dedup_window_ns: 0,
+        interval_ns: 1_000_000_000,
         ..Config::default()
     }
 }
 
 fn sorted(records: Vec<Record>) -> Vec<String> {
     let mut v: Vec<String> = records.iter().map(|r| format!("{r:?}")).collect();
+    v.sort();
+    v
+}
+
+/// An event log of every kind, attached to an engine or a sharded run.
+fn event_log() -> (EventLog, TrackerHub) {
+    let log = EventLog::new(&EventKind::ALL);
+    let hub: TrackerHub = Arc::new(Mutex::new(vec![Box::new(log.clone())]));
+    (log, hub)
+}
+
+/// Event lines in order, without anomalies (their totals are the counters,
+/// compared below; the packet group that reports them differs by shard).
+fn event_lines(log: &EventLog) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8(log.take())
+        .expect("event lines are UTF-8")
+        .lines()
+        .filter(|l| !l.starts_with("{\"type\":\"anomaly\""))
+        .map(str::to_string)
+        .collect();
     v.sort();
     v
 }
@@ -412,7 +435,9 @@ fuzz_target!(|packets: Vec<Packet>| {
             frames_in.push((now, f));
         }
     }
+    let (log_one, hub_one) = event_log();
     let mut one = Engine::new(config());
+    one.set_trackers(hub_one, true, true);
     let mut want = Vec::new();
     for (t, f) in &frames_in {
         one.packet(*t, 1, f);
@@ -420,7 +445,8 @@ fuzz_target!(|packets: Vec<Packet>| {
     }
     one.finish();
     want.extend(one.drain());
-    let mut two = Parallel::new(config(), 2, None);
+    let (log_two, hub_two) = event_log();
+    let mut two = Parallel::new(config(), 2, Some(hub_two));
     let mut got = Vec::new();
     for (t, f) in &frames_in {
         two.packet(*t, 1, f).expect("a shard failed");
@@ -430,4 +456,6 @@ fuzz_target!(|packets: Vec<Packet>| {
     got.extend(two.drain());
     assert_eq!(two.counters(), one.counters(), "counters differ with 2 shards");
     assert_eq!(sorted(got), sorted(want), "records differ with 2 shards");
+    assert_eq!(event_lines(&log_two), event_lines(&log_one), "events differ with 2 shards");
+    assert_eq!(log_one.dropped(), 0);
 });

@@ -442,9 +442,10 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                 s.write_tracked("registration", &v)?;
             }
         }
-        for (kind, v) in event_log.take() {
+        let lines = event_log.take();
+        if !lines.is_empty() {
             for s in sinks.iter_mut() {
-                s.write_tracked(kind, &v)?;
+                s.write_json_lines(&lines)?;
             }
         }
         Ok(())
@@ -529,8 +530,8 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let events_dropped = event_log.dropped();
     if events_dropped > 0 {
         eprintln!(
-            "calliper: warning: {events_dropped} events dropped (more than {} between two writes)",
-            calliper_trackers::MAX_BACKLOG
+            "calliper: warning: {events_dropped} events dropped (more than {} MiB of them between two writes)",
+            calliper_trackers::MAX_BACKLOG_BYTES >> 20
         );
         if let serde_json::Value::Object(o) = &mut summary {
             o.insert("events_dropped".into(), events_dropped.into());

@@ -140,3 +140,23 @@ impl Config {
         MemoryBound { parts }
     }
 }
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    /// Per-call state is measured (BENCHMARKS.md, memory per concurrent
+    /// call); a field added to a call or stream must be paid for elsewhere.
+    #[test]
+    fn call_and_stream_state_stay_within_budget() {
+        assert!(
+            size_of::<crate::Stream>() <= 384,
+            "{}",
+            size_of::<crate::Stream>()
+        );
+        assert!(
+            size_of::<crate::Call>() <= 520,
+            "{}",
+            size_of::<crate::Call>()
+        );
+    }
+}

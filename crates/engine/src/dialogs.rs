@@ -194,7 +194,7 @@ impl Engine {
         };
         let (from, caller_tag) = party(from_na);
         let (to, _) = party(to_na);
-        let caller_ua = m.user_agent.map(|u| self.counters.cut(u).to_string());
+        let caller_ua = m.user_agent.map(|u| self.counters.cut(u).into());
         let call = Call {
             links: Links::default(),
             // Signalling is counted alike in every shard, so shards agree.
@@ -306,14 +306,14 @@ impl Engine {
                         });
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).into());
                     }
                     "CANCEL" if call.answer_ns.is_none() => {
                         call.cancelled = true;
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(|r| cut(r).to_string());
+                        call.hangup_reason = m.reason_header.map(|r| cut(r).into());
                     }
                     _ => {}
                 }
@@ -330,7 +330,7 @@ impl Engine {
                 }
                 call.responded = true;
                 if sender == Side::Callee && call.callee_ua.is_none() {
-                    call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).to_string());
+                    call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).into());
                 }
                 if code > 100
                     && call.first_provisional_ns.is_none()
@@ -344,7 +344,7 @@ impl Engine {
                 }
                 if code >= 200 && call.answer_ns.is_none() {
                     call.final_status = Some(code);
-                    call.final_reason = Some(cut(reason).to_string());
+                    call.final_reason = Some(cut(reason).into());
                     if code < 300 {
                         call.answer_ns = Some(now);
                         call.closing = None;

@@ -43,9 +43,9 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         } else {
             lost as f64 * 100.0 / expected as f64
         },
-        duplicates: st.seq.duplicates,
-        out_of_order: st.seq.out_of_order,
-        seq_resets: st.seq.resets,
+        duplicates: st.seq.duplicates as u64,
+        out_of_order: st.seq.out_of_order as u64,
+        seq_resets: st.seq.resets as u64,
         event_packets: st.event_packets,
         mean_jitter_ms: st.ws.mean_jitter,
         max_jitter_ms: st.ws.max_jitter,

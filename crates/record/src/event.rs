@@ -196,11 +196,12 @@ pub struct StreamInterval<'a> {
 }
 
 /// A stream ended (its call ended, or it fell silent): its final figures.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct StreamEnded<'a> {
     /// The call, or None for a stream without signalling.
     pub call: Option<u64>,
     /// The stream's record as it will be written.
+    #[serde(flatten)]
     pub record: &'a StreamRecord,
 }
 

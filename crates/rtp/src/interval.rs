@@ -93,7 +93,7 @@ impl StreamStats {
             } else {
                 lost as f64 * 100.0 / expected as f64
             },
-            duplicates: (self.seq.duplicates as u32).wrapping_sub(m.duplicates),
+            duplicates: self.seq.duplicates.wrapping_sub(m.duplicates),
             jitter_ms: self.ws.jitter,
             max_delta_ms: m.max_delta_ms as f64,
         };
@@ -112,7 +112,7 @@ impl StreamStats {
             packets: self.packets as u32,
             expected: self.seq.expected() as u32,
             lost: self.seq.lost() as u32,
-            duplicates: self.seq.duplicates as u32,
+            duplicates: self.seq.duplicates,
             max_delta_ms: 0.0,
         }
     }

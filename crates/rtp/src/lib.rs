@@ -47,14 +47,15 @@ pub struct SeqTracker {
     closed_expected: u64,
     closed_lost: u64,
     /// Packets seen twice within the window (not counted as received).
-    pub duplicates: u64,
+    /// These four counters are 32-bit (saturating) to keep stream state small.
+    pub duplicates: u32,
     /// Packets that arrived after a higher sequence number.
-    pub out_of_order: u64,
+    pub out_of_order: u32,
     /// Times the source restarted its numbering (confirmed big jumps).
-    pub resets: u64,
+    pub resets: u32,
     /// Packets with an unexplained big jump that were never confirmed by a
     /// following packet (counted in packets, not in the loss arithmetic).
-    pub strays: u64,
+    pub strays: u32,
 }
 
 impl SeqTracker {
@@ -67,7 +68,7 @@ impl SeqTracker {
         }
         let udelta = seq.wrapping_sub(self.max_seq);
         if udelta == 0 {
-            self.duplicates += 1;
+            self.duplicates = self.duplicates.saturating_add(1);
         } else if udelta < MAX_DROPOUT {
             // In order, possibly with a gap.
             if seq < self.max_seq {
@@ -86,23 +87,23 @@ impl SeqTracker {
             // A big jump: a restart if the next packet follows it.
             if self.bad_seq == Some(seq) {
                 self.close_segment();
-                self.resets += 1;
-                self.strays -= 1; // the packet that announced the restart belongs to the new segment
+                self.resets = self.resets.saturating_add(1);
+                self.strays = self.strays.saturating_sub(1); // the packet that announced the restart belongs to the new segment
                 self.start_segment(seq.wrapping_sub(1));
                 self.update(seq);
             } else {
                 self.bad_seq = Some(seq.wrapping_add(1));
-                self.strays += 1;
+                self.strays = self.strays.saturating_add(1);
             }
         } else {
             // Behind max_seq by less than MAX_MISORDER: late or duplicate.
             let back = self.max_seq.wrapping_sub(seq) as u32;
             let bit = 1u128 << back;
             if self.window & bit != 0 {
-                self.duplicates += 1;
+                self.duplicates = self.duplicates.saturating_add(1);
             } else {
                 self.window |= bit;
-                self.out_of_order += 1;
+                self.out_of_order = self.out_of_order.saturating_add(1);
                 if self.segment_expected() > self.segment_received {
                     self.segment_received += 1;
                 }

@@ -188,7 +188,7 @@ proptest! {
         sent.truncate(n);
         prop_assert_eq!(t.expected(), n as u64);
         prop_assert_eq!(t.lost(), n as u64 - unique);
-        prop_assert_eq!(t.duplicates, (with_dups.len() - delivered.len()) as u64);
+        prop_assert_eq!(t.duplicates, (with_dups.len() - delivered.len()) as u32);
     }
 
     /// Constant spacing in both arrival and timestamp means zero jitter.

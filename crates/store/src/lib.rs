@@ -63,6 +63,12 @@ pub trait Sink {
         let _ = (kind, value);
         Ok(())
     }
+    /// Stores events already written as JSON lines (each `{"type":...}`);
+    /// a sink that has no place for them ignores them.
+    fn write_json_lines(&mut self, lines: &[u8]) -> Result<(), StoreError> {
+        let _ = lines;
+        Ok(())
+    }
     /// Flushes and records the run's summary (counters as JSON).
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
 }
@@ -145,6 +151,11 @@ impl<W: Write> JsonLines<W> {
 }
 
 impl<W: Write> Sink for JsonLines<W> {
+    fn write_json_lines(&mut self, lines: &[u8]) -> Result<(), StoreError> {
+        self.w.write_all(lines)?;
+        Ok(())
+    }
+
     fn write_tracked(
         &mut self,
         kind: &'static str,

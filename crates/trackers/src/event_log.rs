@@ -1,13 +1,14 @@
-//! [`EventLog`]: the engine's events of the chosen kinds as JSON objects,
+//! [`EventLog`]: the engine's events of the chosen kinds as JSON lines,
 //! for output (the CLI's `--events`). The taker drains it; between drains
-//! it keeps at most [`MAX_BACKLOG`] and counts what it drops.
+//! it holds at most [`MAX_BACKLOG_BYTES`] and counts the events it drops
+//! (the end of a run ends every call at once, so a backlog can be large).
 
 use calliper_record::{Event, Tracker};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
-/// Most events held between two takes.
-pub const MAX_BACKLOG: usize = 1_000_000;
+/// Most bytes of JSON lines held between two takes.
+pub const MAX_BACKLOG_BYTES: usize = 256 << 20;
 
 /// A kind of event the log can keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +63,17 @@ impl EventKind {
 
 #[derive(Debug, Default)]
 struct Backlog {
-    lines: Vec<(&'static str, Value)>,
+    lines: Vec<u8>,
     dropped: u64,
+}
+
+/// One output line: its type, then the event's fields.
+#[derive(Serialize)]
+struct Line<'a, T: Serialize> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    event: &'a T,
 }
 
 /// Events of the chosen kinds as (line type, JSON object), shared like the
@@ -71,6 +81,8 @@ struct Backlog {
 #[derive(Debug, Clone, Default)]
 pub struct EventLog {
     kinds: u8,
+    /// Most bytes held ([`MAX_BACKLOG_BYTES`]).
+    limit: usize,
     backlog: Arc<Mutex<Backlog>>,
 }
 
@@ -79,12 +91,13 @@ impl EventLog {
     pub fn new(kinds: &[EventKind]) -> Self {
         EventLog {
             kinds: kinds.iter().fold(0, |a, k| a | k.bit()),
+            limit: MAX_BACKLOG_BYTES,
             backlog: Arc::default(),
         }
     }
 
-    /// Takes the events since the last take.
-    pub fn take(&self) -> Vec<(&'static str, Value)> {
+    /// Takes the events since the last take, as JSON lines.
+    pub fn take(&self) -> Vec<u8> {
         std::mem::take(&mut self.lock().lines)
     }
 
@@ -102,33 +115,27 @@ impl EventLog {
     }
 }
 
-/// The event's kind, line type and object, if the log keeps such events.
-fn line(e: &Event<'_>) -> Option<(EventKind, &'static str, Value)> {
-    let to = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
-    Some(match e {
-        Event::Call(c) => (EventKind::Calls, "call_event", to(serde_json::to_value(c))),
-        Event::StreamStarted(s) => (
-            EventKind::Streams,
-            "stream_started",
-            to(serde_json::to_value(s)),
-        ),
-        Event::StreamEnded(s) => {
-            let mut v = to(serde_json::to_value(s.record));
-            if let Value::Object(o) = &mut v {
-                o.insert("call".into(), json!(s.call));
-            }
-            (EventKind::Streams, "stream_ended", v)
-        }
-        Event::Interval(i) => (
-            EventKind::Intervals,
-            "interval",
-            to(serde_json::to_value(i)),
-        ),
-        Event::Rtcp(r) => (EventKind::Rtcp, "rtcp", to(serde_json::to_value(r))),
-        Event::Dtmf(d) => (EventKind::Dtmf, "dtmf", to(serde_json::to_value(d))),
-        Event::Anomaly(a) => (EventKind::Anomalies, "anomaly", to(serde_json::to_value(a))),
-        _ => return None,
-    })
+/// Appends the event's line to `out` if the log keeps its kind.
+fn write(log: &EventLog, e: &Event<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    fn line<T: Serialize>(
+        out: &mut Vec<u8>,
+        kind: &'static str,
+        event: &T,
+    ) -> serde_json::Result<()> {
+        serde_json::to_writer(&mut *out, &Line { kind, event })?;
+        out.push(b'\n');
+        Ok(())
+    }
+    match e {
+        Event::Call(c) if log.wants(EventKind::Calls) => line(out, "call_event", c),
+        Event::StreamStarted(s) if log.wants(EventKind::Streams) => line(out, "stream_started", s),
+        Event::StreamEnded(s) if log.wants(EventKind::Streams) => line(out, "stream_ended", s),
+        Event::Interval(i) if log.wants(EventKind::Intervals) => line(out, "interval", i),
+        Event::Rtcp(r) if log.wants(EventKind::Rtcp) => line(out, "rtcp", r),
+        Event::Dtmf(d) if log.wants(EventKind::Dtmf) => line(out, "dtmf", d),
+        Event::Anomaly(a) if log.wants(EventKind::Anomalies) => line(out, "anomaly", a),
+        _ => Ok(()),
+    }
 }
 
 impl Tracker for EventLog {
@@ -136,17 +143,49 @@ impl Tracker for EventLog {
         if self.kinds == 0 {
             return;
         }
-        let Some((kind, name, value)) = line(event) else {
-            return;
-        };
-        if !self.wants(kind) {
-            return;
-        }
         let mut b = self.lock();
-        if b.lines.len() >= MAX_BACKLOG {
+        let before = b.lines.len();
+        // Serialising into memory fails only on a map with non-string keys
+        // (none here); a line that failed or would pass the cap is dropped.
+        let ok = write(self, event, &mut b.lines).is_ok();
+        if !ok || b.lines.len() > self.limit {
+            b.lines.truncate(before);
             b.dropped += 1;
-        } else {
-            b.lines.push((name, value));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calliper_record::event::Anomaly;
+
+    fn anomaly(log: &mut EventLog) {
+        log.event(&Event::Anomaly(&Anomaly {
+            ts_ns: 1,
+            kind: "sip_bad_content_length",
+            count: 2,
+        }));
+    }
+
+    #[test]
+    fn keeps_chosen_kinds_as_lines_and_counts_what_passes_the_cap() {
+        let mut none = EventLog::new(&[EventKind::Calls]);
+        anomaly(&mut none);
+        assert!(none.take().is_empty());
+
+        let mut log = EventLog::new(&[EventKind::Anomalies]);
+        anomaly(&mut log);
+        let line = String::from_utf8(log.take()).unwrap();
+        assert_eq!(
+            line,
+            "{\"type\":\"anomaly\",\"ts_ns\":1,\"kind\":\"sip_bad_content_length\",\"count\":2}\n"
+        );
+        log.limit = line.len() * 2;
+        for _ in 0..5 {
+            anomaly(&mut log);
+        }
+        assert_eq!(log.take().len(), line.len() * 2);
+        assert_eq!(log.dropped(), 3);
     }
 }

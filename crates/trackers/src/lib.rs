@@ -8,7 +8,7 @@
 //! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies).
 
 mod event_log;
-pub use event_log::{EventKind, EventLog, MAX_BACKLOG};
+pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 
 use calliper_record::event::{Registration, RegistrationOutcome};
 use calliper_record::{Event, Tracker};
