@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
+mod tracked;
 
 /// Why a sink failed.
 #[derive(Debug)]
@@ -257,8 +258,9 @@ CREATE TABLE IF NOT EXISTS runs (
 ";
 
 /// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
-/// labels and payload-recording flag.
-const SCHEMA_VERSION: i64 = 1;
+/// labels and payload-recording flag; 2 the trackers' tables
+/// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds.
+const SCHEMA_VERSION: i64 = 2;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -299,9 +301,20 @@ impl Sqlite {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(&tracked::schema())?;
         migrate(&conn)?;
         conn.execute_batch("BEGIN")?;
         Ok(Sqlite { conn, pending: 0 })
+    }
+
+    /// One more row written: commits every [`BATCH`].
+    fn counted(&mut self) -> Result<(), StoreError> {
+        self.pending += 1;
+        if self.pending >= BATCH {
+            self.conn.execute_batch("COMMIT; BEGIN")?;
+            self.pending = 0;
+        }
+        Ok(())
     }
 
     fn insert_stream(
@@ -417,10 +430,16 @@ impl Sink for Sqlite {
             }
             Record::Stream(s) => Self::insert_stream(&self.conn, None, s)?,
         }
-        self.pending += 1;
-        if self.pending >= BATCH {
-            self.conn.execute_batch("COMMIT; BEGIN")?;
-            self.pending = 0;
+        self.counted()
+    }
+
+    fn write_tracked(
+        &mut self,
+        kind: &'static str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        if tracked::insert(&self.conn, kind, value)? {
+            self.counted()?;
         }
         Ok(())
     }

@@ -1,0 +1,112 @@
+//! What trackers produce, in SQLite: a table per kind whose columns are the
+//! JSON fields of the tracker's line (one definition: the field names), so
+//! the database holds exactly what the JSON-lines output says.
+
+use crate::StoreError;
+use rusqlite::types::Value as Sql;
+use rusqlite::Connection;
+use serde_json::Value;
+
+/// A tracker's line type, its table and its columns (JSON field names;
+/// arrays and objects are stored as JSON text).
+pub(crate) struct TrackedTable {
+    pub(crate) kind: &'static str,
+    pub(crate) table: &'static str,
+    pub(crate) columns: &'static [&'static str],
+}
+
+/// Every kind the database stores. Registrations are one row per REGISTER
+/// transaction; users one row per address of record and run (the state at
+/// the run's end).
+pub(crate) const TRACKED: &[TrackedTable] = &[
+    TrackedTable {
+        kind: "registration",
+        table: "registrations",
+        columns: &[
+            "ts_ns",
+            "request_ns",
+            "aor",
+            "contact",
+            "expires",
+            "status",
+            "outcome",
+            "user_agent",
+            "call_id",
+            "cseq",
+            "client",
+            "client_port",
+            "registrar",
+            "registrar_port",
+        ],
+    },
+    TrackedTable {
+        kind: "user",
+        table: "users",
+        columns: &[
+            "aor",
+            "contacts",
+            "user_agent",
+            "expires",
+            "client",
+            "registered",
+            "unregistered",
+            "challenged",
+            "auth_failed",
+            "failed",
+            "last_success_ns",
+            "last_failure_ns",
+            "last_failure_status",
+        ],
+    },
+];
+
+/// The tables' schema (columns untyped: SQLite keeps each value's type).
+pub(crate) fn schema() -> String {
+    let mut s = String::new();
+    for t in TRACKED {
+        s += &format!(
+            "CREATE TABLE IF NOT EXISTS {} (id INTEGER PRIMARY KEY, {});\n",
+            t.table,
+            t.columns.join(", ")
+        );
+    }
+    s += "CREATE INDEX IF NOT EXISTS registrations_by_aor ON registrations(aor, ts_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
+    s
+}
+
+fn sql(v: &Value) -> Result<Sql, StoreError> {
+    Ok(match v {
+        Value::Null => Sql::Null,
+        Value::Bool(b) => Sql::Integer(*b as i64),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Sql::Integer(i),
+            (None, Some(f)) => Sql::Real(f),
+            // u64 above i64::MAX: kept exactly, as text.
+            _ => Sql::Text(n.to_string()),
+        },
+        Value::String(s) => Sql::Text(s.clone()),
+        Value::Array(_) | Value::Object(_) => Sql::Text(serde_json::to_string(v)?),
+    })
+}
+
+/// Stores one tracker line if its kind has a table; other kinds are not
+/// stored (they have no table yet).
+pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<bool, StoreError> {
+    let Some(t) = TRACKED.iter().find(|t| t.kind == kind) else {
+        return Ok(false);
+    };
+    let values = t
+        .columns
+        .iter()
+        .map(|c| sql(value.get(*c).unwrap_or(&Value::Null)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let marks = vec!["?"; t.columns.len()].join(",");
+    conn.prepare_cached(&format!(
+        "INSERT INTO {} ({}) VALUES ({marks})",
+        t.table,
+        t.columns.join(", ")
+    ))?
+    .execute(rusqlite::params_from_iter(values))?;
+    Ok(true)
+}
