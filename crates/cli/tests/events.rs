@@ -310,22 +310,19 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
     let mut compared = 0;
     for file in captures() {
         let lines = events(&file, "rtcp,streams", &[]);
-        let ours: Vec<&Value> = lines.iter().filter(|l| l["type"] == "rtcp").collect();
-        if ours.is_empty() {
-            continue;
-        }
-        // Per stream: (its addresses either way, SSRC) — a proxied call's
-        // two legs carry the same SSRC between different addresses.
-        let pair = |a: &str, b: &str| {
-            let mut p = [a.to_string(), b.to_string()];
-            p.sort();
-            p
-        };
-        let mut by_stream: BTreeMap<([String; 2], u64), Vec<i64>> = BTreeMap::new();
-        for r in &ours {
-            let k = key(r);
-            by_stream
-                .entry((pair(&k.0, &k.2), k.4))
+        // A block is about a stream when its receiver sends it: keyed by
+        // (reporter = the stream's receiver, the stream's sender, SSRC) — a
+        // proxied call's legs carry the same SSRC between other addresses.
+        type Reported = (String, String, u64);
+        let reported = |k: Key| (k.2, k.0, k.4);
+        let call_streams: BTreeSet<Reported> = lines
+            .iter()
+            .filter(|l| l["type"] == "stream_ended" && !l["call"].is_null())
+            .map(|l| reported(key(l)))
+            .collect();
+        let mut ours: BTreeMap<Reported, Vec<i64>> = BTreeMap::new();
+        for r in lines.iter().filter(|l| l["type"] == "rtcp") {
+            ours.entry(reported(key(r)))
                 .or_default()
                 .push(r["cumulative_lost"].as_i64().unwrap());
         }
@@ -348,22 +345,21 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
                 "rtcp.ssrc.cum_nr",
             ],
         );
-        let mut theirs: BTreeMap<([String; 2], u64), Vec<i64>> = BTreeMap::new();
+        let mut theirs: BTreeMap<Reported, Vec<i64>> = BTreeMap::new();
         for l in out.lines() {
             let f: Vec<&str> = l.split('\t').collect();
-            let p = pair(last(f[0]), last(f[1]));
             // Report blocks come first; SDES chunk SSRCs (no block) follow.
             let lost = f.get(3).unwrap_or(&"").split(',').filter(|l| !l.is_empty());
             for (id, lost) in f[2].split(',').zip(lost) {
                 let ssrc = u64::from_str_radix(id.trim_start_matches("0x"), 16).unwrap();
-                let k = (p.clone(), ssrc);
-                if by_stream.contains_key(&k) {
+                let k = (last(f[0]).to_string(), last(f[1]).to_string(), ssrc);
+                if call_streams.contains(&k) {
                     theirs.entry(k).or_default().push(lost.parse().unwrap());
                 }
             }
         }
-        assert_eq!(by_stream, theirs, "{}: RTCP blocks differ", file.display());
-        compared += ours.len();
+        assert_eq!(ours, theirs, "{}: RTCP blocks differ", file.display());
+        compared += ours.values().map(Vec::len).sum::<usize>();
     }
     assert!(compared >= 2, "only {compared} RTCP blocks compared");
 }

@@ -92,8 +92,10 @@ impl Engine {
                 }
             }
             // A REFER accepted: its sender (this response's receiver) transferred the call.
-            if m.cseq_method == Some("REFER") && m.status().is_some_and(|s| (200..300).contains(&s))
-            {
+            let refer_accepted = m.cseq_method == Some("REFER")
+                && m.status().is_some_and(|s| (200..300).contains(&s))
+                && self.first_refer_answer(idx, m.cseq);
+            if refer_accepted {
                 let by = match side {
                     Side::Caller => Side::Callee,
                     Side::Callee => Side::Caller,
@@ -102,6 +104,18 @@ impl Engine {
             }
         }
         self.touch_call(idx, now);
+    }
+
+    /// True for the first 2xx to a REFER transaction (its retransmissions
+    /// are the same transfer).
+    fn first_refer_answer(&mut self, idx: Idx, cseq: Option<u32>) -> bool {
+        let (Some(call), Some(cseq)) = (self.calls.get_mut(idx), cseq) else {
+            return false;
+        };
+        let mark = cseq.wrapping_add(1);
+        let first = call.refer_cseq != mark;
+        call.refer_cseq = mark;
+        first
     }
 
     /// An offer in an answered call put it on hold or took it off.
@@ -231,6 +245,7 @@ impl Engine {
             record_payload: false,
             ignored: false,
             held: false,
+            refer_cseq: 0,
         };
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);

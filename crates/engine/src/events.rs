@@ -291,6 +291,24 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// A call pushed out by the unanswered-INVITE cap ended without a record.
+    pub(crate) fn call_discarded_event(&self, c: &Call) {
+        if self.signalling_events() {
+            self.events.deliver(&Event::Call(&CallChange {
+                ts_ns: self.now,
+                call: c.serial,
+                call_id: &c.call_id,
+                phase: CallPhase::Ended,
+                status: None,
+                state: None,
+                by: None,
+                reason: Some("discarded: too many unanswered INVITEs (--max-unanswered)"),
+            }));
+        }
+    }
+}
+
 /// Delivers finished records (one engine's, or a sharded run's merged
 /// ones): a call's end (as its merged record says) and then its record.
 pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {

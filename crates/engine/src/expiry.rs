@@ -65,7 +65,13 @@ impl Engine {
                 self.media.remove(key);
             }
         }
-        if ending == Ending::Discarded || call.ignored {
+        if call.ignored {
+            return;
+        }
+        if ending == Ending::Discarded {
+            // No record, but its end, so a consumer following calls by
+            // their events does not keep it open.
+            self.call_discarded_event(&call);
             return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
@@ -113,7 +119,7 @@ impl Engine {
             hangup_reason: call.hangup_reason.map(String::from),
             sip_messages: call.sip_messages,
             invites: call.invites,
-            rtcp_packets: call.rtcp_packets,
+            rtcp_packets: call.rtcp_packets as u64,
             t38_packets: call.t38_packets,
             anomalies: call.anomalies,
             dtmf_digits: dtmf_digits(&streams),

@@ -246,7 +246,8 @@ struct Call {
     responded: bool,
     sip_messages: u32,
     invites: u32,
-    rtcp_packets: u64,
+    /// Saturating 32-bit: a call's own RTCP never reaches 2^32 packets.
+    rtcp_packets: u32,
     t38_packets: u64,
     anomalies: u32,
     media: Vec<MediaDesc>,
@@ -260,6 +261,9 @@ struct Call {
     ignored: bool,
     /// The latest offer put the call on hold.
     held: bool,
+    /// CSeq of the last REFER answered 2xx, plus one (0: none); its
+    /// retransmissions are not another transfer.
+    refer_cseq: u32,
 }
 
 impl Linked for Call {

@@ -20,30 +20,45 @@ impl Engine {
             .or_else(|| self.media.get(&(src, sport)))
             .map(|e| e.call);
         if let Some(call) = entry {
-            self.rtcp_in_call(now, call, payload);
+            self.rtcp_in_call(now, call, src, payload);
         }
     }
 
-    /// Applies the report blocks of an RTCP packet to the call's streams
-    /// they describe (matched by SSRC): the receivers' own view of loss and jitter.
-    pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, payload: &[u8]) {
+    /// Applies the report blocks of an RTCP packet from `sender` to the
+    /// call's streams they describe: the receivers' own view of loss and
+    /// jitter. A block describes one stream: the one with its SSRC that
+    /// `sender` receives (a proxied call's legs share SSRCs; the choice
+    /// depends on nothing a shard lacks). At most [`MAX_RTCP_BLOCKS`] blocks
+    /// per datagram count.
+    pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, sender: IpAddr, payload: &[u8]) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        c.rtcp_packets += 1;
+        c.rtcp_packets = c.rtcp_packets.saturating_add(1);
+        let mut blocks = 0;
         for report in calliper_wire::rtcp::reports(payload) {
             let Ok(report) = report else {
                 self.counters.anomaly("rtcp_malformed");
                 return;
             };
             for block in report.blocks() {
-                for &si in &c.streams {
-                    if let Some(s) = self.streams.get_mut(si) {
-                        if s.key.ssrc == block.ssrc {
-                            let figures = s.rtcp.update(&block, s.last_clock);
-                            media_events::rtcp_event(&self.events, now, c, s, &figures);
-                        }
-                    }
+                blocks += 1;
+                if blocks > MAX_RTCP_BLOCKS {
+                    // Every shard reads the same datagram: counted alike.
+                    self.counters.anomaly("rtcp_too_many_blocks");
+                    return;
+                }
+                let streams = &self.streams;
+                let Some(si) = c.streams.iter().copied().find(|&si| {
+                    streams
+                        .get(si)
+                        .is_some_and(|s| s.key.ssrc == block.ssrc && s.key.dst == sender)
+                }) else {
+                    continue;
+                };
+                if let Some(s) = self.streams.get_mut(si) {
+                    let figures = s.rtcp.update(&block, s.last_clock);
+                    media_events::rtcp_event(&self.events, now, c, s, &figures);
                 }
             }
         }
@@ -74,6 +89,11 @@ impl RtcpView {
         }
     }
 }
+
+/// Report blocks taken from one RTCP datagram (a receiver report holds at
+/// most 31; a compound packet a few reports): beyond it they are counted
+/// as an anomaly, not applied.
+const MAX_RTCP_BLOCKS: usize = 64;
 
 /// A stream as its receiver reports it in RTCP.
 #[derive(Debug, Clone, Copy, Default)]

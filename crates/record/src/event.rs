@@ -84,7 +84,8 @@ pub struct CallChange<'a> {
     pub phase: CallPhase,
     /// The response that caused it, if one did.
     pub status: Option<u16>,
-    /// How the call ended ([`CallPhase::Ended`] only).
+    /// How the call ended ([`CallPhase::Ended`] only; None when the call
+    /// was discarded without a record by the unanswered-INVITE cap).
     pub state: Option<CallState>,
     /// Who ended it (BYE or CANCEL), when known.
     pub by: Option<Side>,

@@ -52,8 +52,10 @@ pub fn mos(r: f64) -> f64 {
 
 /// A passive probe's estimate (R, MOS) from measured loss and jitter: the
 /// delay is taken as a jitter buffer of twice the jitter plus 20 ms of
-/// packetisation, since a probe does not see mouth-to-ear delay.
+/// packetisation, since a probe does not see mouth-to-ear delay. R is kept
+/// to G.107's range 0–100 (absurd jitter from hostile timing would
+/// otherwise drive it far below zero).
 pub fn estimate(codec: &str, loss_percent: f64, jitter_ms: f64) -> (f64, f64) {
-    let r = r_factor(codec, loss_percent, 1.0, 20.0 + 2.0 * jitter_ms);
+    let r = r_factor(codec, loss_percent, 1.0, 20.0 + 2.0 * jitter_ms).clamp(0.0, 100.0);
     (r, mos(r))
 }

@@ -11,8 +11,10 @@ use serde::Serialize;
 /// an interval holds fewer than 2^31 packets.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct IntervalMark {
-    /// Where the current interval ends (exclusive), ns; 0 before the first.
+    /// Where the current interval ends (exclusive), ns.
     pub end_ns: i64,
+    /// Interval accounting has started (see [`StreamStats::start_intervals`]).
+    started: bool,
     packets: u32,
     expected: u32,
     lost: u32,
@@ -47,9 +49,22 @@ pub struct IntervalFigures {
     pub max_delta_ms: f64,
 }
 
-/// The start of the interval of length `every_ns` that holds `ts_ns`.
+/// The start of the interval of length `every_ns` that holds `ts_ns`
+/// (saturating at the ends of time: a capture may carry any timestamp).
 pub fn interval_start(ts_ns: i64, every_ns: i64) -> i64 {
-    ts_ns.div_euclid(every_ns) * every_ns
+    let every = every_ns.max(1);
+    ts_ns
+        .div_euclid(every)
+        .checked_mul(every)
+        .unwrap_or(i64::MIN)
+}
+
+/// The end of that interval (exclusive, saturating).
+fn interval_end(ts_ns: i64, every_ns: i64) -> i64 {
+    let every = every_ns.max(1);
+    (ts_ns.div_euclid(every) + 1)
+        .checked_mul(every)
+        .unwrap_or(i64::MAX)
 }
 
 impl StreamStats {
@@ -57,16 +72,18 @@ impl StreamStats {
     pub fn start_intervals(&mut self, every_ns: i64) {
         // Zero totals: the first packet is the first interval's.
         self.interval = IntervalMark {
-            end_ns: interval_start(self.first_ns, every_ns) + every_ns,
+            end_ns: interval_end(self.first_ns, every_ns),
+            started: true,
             ..IntervalMark::default()
         };
     }
 
     /// True when a packet at `now_ns` belongs to a later interval than the
-    /// current one: cut it first.
+    /// current one: cut it first. (An interval ending at the end of time
+    /// takes every later packet.)
     #[inline]
     pub fn interval_due(&self, now_ns: i64) -> bool {
-        now_ns >= self.interval.end_ns && self.interval.end_ns != 0
+        now_ns >= self.interval.end_ns && self.interval.started && self.interval.end_ns < i64::MAX
     }
 
     /// The current interval's figures; a new interval starts, the one
@@ -74,11 +91,11 @@ impl StreamStats {
     /// is the last packet.
     pub fn cut_interval(&mut self, now_ns: Option<i64>, every_ns: i64) -> IntervalFigures {
         let m = self.interval;
-        let start_ns = m.end_ns - every_ns;
+        let start_ns = m.end_ns.saturating_sub(every_ns.max(1));
         let end_ns = if now_ns.is_some() {
             m.end_ns
         } else {
-            (self.last_ns + 1).clamp(start_ns, m.end_ns)
+            self.last_ns.saturating_add(1).max(start_ns).min(m.end_ns)
         };
         let expected = (self.seq.expected() as u32).wrapping_sub(m.expected);
         let lost = (self.seq.lost() as u32).wrapping_sub(m.lost) as i32 as i64;
@@ -99,7 +116,7 @@ impl StreamStats {
         };
         if let Some(now) = now_ns {
             self.interval = IntervalMark {
-                end_ns: interval_start(now, every_ns) + every_ns,
+                end_ns: interval_end(now, every_ns),
                 ..self.interval_mark_now()
             };
         }
@@ -109,11 +126,63 @@ impl StreamStats {
     fn interval_mark_now(&self) -> IntervalMark {
         IntervalMark {
             end_ns: self.interval.end_ns,
+            started: self.interval.started,
             packets: self.packets as u32,
             expected: self.seq.expected() as u32,
             lost: self.seq.lost() as u32,
             duplicates: self.seq.duplicates,
             max_delta_ms: 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClockRate, Packet};
+
+    fn packet(t: i64, seq: u16) -> Packet {
+        Packet {
+            arrival_ns: t,
+            seq,
+            timestamp: seq as u32 * 160,
+            payload_type: 0,
+            marker: false,
+            bytes: 172,
+        }
+    }
+
+    /// Timestamps anywhere in i64 (pcapng saturates, offsets go negative):
+    /// intervals stay ordered, add up, and nothing overflows.
+    #[test]
+    fn intervals_hold_at_the_ends_of_time_and_across_zero() {
+        let every = 10_000_000_000;
+        for base in [i64::MAX - 5, i64::MIN, -5_000_000_000, -1, 0] {
+            let mut s = StreamStats::new(&packet(base, 0), ClockRate::Hz(8000));
+            s.start_intervals(every);
+            let mut cut = vec![];
+            for i in 1..200u16 {
+                let t = base.saturating_add(i as i64 * 100_000_000);
+                if s.interval_due(t) {
+                    cut.push(s.cut_interval(Some(t), every));
+                }
+                s.update(&packet(t, i), ClockRate::Hz(8000));
+            }
+            cut.push(s.cut_interval(None, every));
+            assert!(cut.len() <= 3, "{base}: {} intervals", cut.len());
+            assert!(
+                cut.iter().all(|f| f.start_ns <= f.end_ns),
+                "{base}: {cut:?}"
+            );
+            assert!(
+                cut.windows(2).all(|w| w[0].end_ns <= w[1].start_ns),
+                "{base}: {cut:?}"
+            );
+            assert_eq!(
+                cut.iter().map(|f| f.packets as u64).sum::<u64>(),
+                s.packets,
+                "{base}"
+            );
         }
     }
 }
