@@ -1,4 +1,5 @@
-//! Packet sources: pcap and pcapng files.
+//! Packet sources: pcap and pcapng files, and (on Linux) a live AF_PACKET
+//! ring ([`live`]).
 //!
 //! [`CaptureReader`] reads either format from any [`std::io::Read`] through one
 //! reusable buffer and hands out [`Packet`]s that borrow it, so reading does not
@@ -527,6 +528,8 @@ impl<R: Read> CaptureReader<R> {
     }
 }
 
+#[cfg(target_os = "linux")]
+pub mod live;
 mod pcapng;
 
 #[cfg(test)]
