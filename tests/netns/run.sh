@@ -10,7 +10,13 @@
 #   calls.pcap   both captures merged (caller side + callee side)
 #   drops.json   nftables' per-stream drop counters (the ground truth)
 #
-# usage: tests/netns/run.sh OUT [CALLS]
+# With CALLIPER set to a calliper binary, `calliper probe` (2 threads) also
+# runs live in the proxy on both its interfaces, keeping what the proxy
+# sends (after the drops), while tcpdump captures the same:
+#   probe.jsonl  the probe's records, written as calls end
+#   proxy.pcap   tcpdump's capture of the same packets
+#
+# usage: [CALLIPER=path] tests/netns/run.sh OUT [CALLS]
 # Exits 77 (skip) only when network namespaces cannot be created.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -74,6 +80,18 @@ ipa "$A" tcpdump -i a0 -U -s 0 -w "$out/caller.pcap" 'udp port 5060 or (udp and 
 pids+=($!)
 ipa "$B" tcpdump -i b0 -U -s 0 -w "$out/callee.pcap" 'tcp port 5060 or (udp and dst host 10.90.2.2)' 2>"$out/tcpdump-b.log" &
 pids+=($!)
+probe=
+if [ -n "${CALLIPER:-}" ]; then
+    for i in pa pb; do
+        # Not through `ipa`: a backgrounded function is a subshell, and the
+        # signals below must reach the program itself.
+        ip netns exec "$P" tcpdump -i $i -Q out --time-stamp-precision=nano -U -s 0 -w "$out/proxy-$i.pcap" 2>"$out/tcpdump-$i.log" &
+        pids+=($!)
+    done
+    ip netns exec "$P" "$CALLIPER" probe -i pa -i pb --direction out --threads 2 --status-every 1 \
+        --format jsonl -o "$out/probe.jsonl" 2>"$out/probe.log" &
+    probe=$!
+fi
 sleep 1.5
 
 ipa "$B" sipp -sf "$here/uas.xml" -t t1 -i 10.90.2.2 -p 5060 -mi 10.90.2.2 -mp 20000 \
@@ -134,8 +152,16 @@ CFG
     wait "$callee" || true
     sleep 0.5
 fi
-for p in "${pids[@]:1:2}"; do kill -INT "$p" 2>/dev/null || true; done
+if [ -n "$probe" ]; then
+    # Calls end 5 s after BYE (--call-grace): the probe writes them as they
+    # end, before the signal; SIGTERM then writes whatever is still open.
+    sleep 6
+    kill -TERM "$probe"
+    wait "$probe" || { echo "probe failed:"; cat "$out/probe.log"; exit 1; }
+fi
+for p in "${pids[@]:1}"; do kill -INT "$p" 2>/dev/null || true; done
 sleep 0.5
 mergecap -w "$out/calls.pcap" "$out/caller.pcap" "$out/callee.pcap"
+[ -z "$probe" ] || mergecap -w "$out/proxy.pcap" "$out/proxy-pa.pcap" "$out/proxy-pb.pcap"
 ipa "$P" nft -j list set inet lossy drops >"$out/drops.json"
 echo "netns: $calls calls captured to $out/calls.pcap"

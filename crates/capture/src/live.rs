@@ -45,6 +45,21 @@ pub struct LiveConfig {
     pub promiscuous: bool,
     /// Join this fanout group: packets are spread among its sockets by flow.
     pub fanout_group: Option<u16>,
+    /// Which packets of the interfaces to keep.
+    pub direction: Direction,
+}
+
+/// Which packets of an interface a ring keeps (tcpdump's `-Q`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Received and sent.
+    #[default]
+    Both,
+    /// Received only (the kernel leaves sent packets out).
+    In,
+    /// Sent only: on a router or proxy, what it forwards after its own
+    /// filtering.
+    Out,
 }
 
 impl Default for LiveConfig {
@@ -56,6 +71,7 @@ impl Default for LiveConfig {
             block_timeout_ms: 10,
             promiscuous: true,
             fanout_group: None,
+            direction: Direction::Both,
         }
     }
 }
@@ -130,6 +146,8 @@ pub struct LiveCapture {
     totals: LiveStats,
     /// Packets whose header did not fit their block (never seen; counted).
     malformed: u64,
+    /// Keep only packets this host sent.
+    outgoing_only: bool,
 }
 
 // SAFETY: the ring is owned by this value alone; the kernel's side of it is
@@ -336,6 +354,7 @@ impl LiveCapture {
             next: 0,
             totals: LiveStats::default(),
             malformed: 0,
+            outgoing_only: cfg.direction == Direction::Out,
         };
         // SAFETY: a zeroed sockaddr_ll is valid; fields set below.
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -356,6 +375,16 @@ impl LiveCapture {
         };
         if r != 0 {
             return Err(os("cannot bind the packet socket to the interface"));
+        }
+        if cfg.direction == Direction::In {
+            let on: libc::c_int = 1;
+            set_option(
+                &capture.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                &on,
+                "cannot leave out sent packets",
+            )?;
         }
         if cfg.promiscuous {
             for &ix in &indexes {
@@ -485,9 +514,13 @@ impl LiveCapture {
                 ARPHRD_NONE => Some(linktype::RAW),
                 _ => None,
             };
-            let looped =
-                sll.sll_hatype == ARPHRD_LOOPBACK && sll.sll_pkttype == libc::PACKET_OUTGOING;
-            if let (Some(link_type), false) = (link, looped) {
+            let sent = sll.sll_pkttype == libc::PACKET_OUTGOING;
+            let skip = if self.outgoing_only {
+                !sent
+            } else {
+                sent && sll.sll_hatype == ARPHRD_LOOPBACK
+            };
+            if let (Some(link_type), false) = (link, skip) {
                 // SAFETY: inside the block, which stays ours until released below.
                 let data = unsafe { std::slice::from_raw_parts(block.add(start), len) };
                 batch[n] = Packet {

@@ -129,6 +129,19 @@ impl<W: Write> TextReport<W> {
         if c.record_payload {
             writeln!(self.w, "    selected for payload recording by a rule")?;
         }
+        if c.ongoing {
+            writeln!(
+                self.w,
+                "    still open when the input ended: shown as it stood"
+            )?;
+        }
+        if c.capture_dropped > 0 {
+            writeln!(
+                self.w,
+                "    probe dropped {} packets during this call: its loss may be the probe's, not the network's",
+                c.capture_dropped
+            )?;
+        }
         for s in &c.streams {
             self.streams += 1;
             writeln!(self.w, "    {}", stream_line(s))?;
@@ -157,6 +170,11 @@ impl<W: Write> TextReport<W> {
             writeln!(self.w, "users dropped beyond the cap: {}", u.dropped)?;
         }
         Ok(())
+    }
+
+    /// Writes out what is buffered.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
     }
 
     /// Writes the counters and the rules' hits, and flushes.

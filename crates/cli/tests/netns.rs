@@ -2,7 +2,10 @@
 //! calls through a record-routing Kamailio, UDP on one leg and TCP on the
 //! other, with nftables dropping RTP in the proxy. Calliper must report, per
 //! stream, exactly the loss nftables counted, and each call's two legs as
-//! one call.
+//! one call. Meanwhile `calliper probe` (two threads) runs live on the
+//! proxy's two interfaces, keeping what the proxy sends: its records must
+//! equal `calliper analyze` of tcpdump's capture of the same packets, its
+//! loss nftables' counts, and it must have lost nothing itself.
 
 mod common;
 
@@ -37,6 +40,7 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
     let out = Command::new(root.join("tests/netns/run.sh"))
+        .env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
         .arg(&dir)
         .arg("3")
         .output()
@@ -53,7 +57,7 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
     }
     assert!(out.status.success(), "netns run failed:\n{log}");
     // A capture that itself lost packets would show loss nftables never made.
-    for side in ["a", "b"] {
+    for side in ["a", "b", "pa", "pb"] {
         let log =
             std::fs::read_to_string(dir.join(format!("tcpdump-{side}.log"))).unwrap_or_default();
         let kernel_drops: u64 = log
@@ -105,5 +109,56 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
         dropped > 0,
         "nftables dropped nothing: the test would prove nothing"
     );
+    probe_equals_offline_analysis(&dir, &drops, &log);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The live probe's records equal the offline analysis of tcpdump's capture
+/// of the same packets, line for line (tcpdump writes nanosecond times, and
+/// both read the kernel's timestamp of each packet); each stream's loss
+/// equals nftables' count; the probe's kernel ring dropped nothing.
+fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &str) {
+    let probe_log = std::fs::read_to_string(dir.join("probe.log")).unwrap_or_default();
+    let records = |lines: Vec<Value>| -> (Vec<String>, Value) {
+        let summary = lines.iter().find(|l| l["type"] == "summary").cloned();
+        let mut rest: Vec<String> = lines
+            .iter()
+            .filter(|l| l["type"] != "summary")
+            .map(|l| l.to_string())
+            .collect();
+        rest.sort();
+        (rest, summary.unwrap_or(Value::Null))
+    };
+    let text = std::fs::read_to_string(dir.join("probe.jsonl"))
+        .unwrap_or_else(|e| panic!("the probe wrote no output ({e}):\n{probe_log}\n{log}"));
+    let (live, summary) = records(
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+    );
+    let (offline, _) = records(calliper_jsonl(&dir.join("proxy.pcap"), &[]));
+    assert_eq!(live.len(), 4, "four calls live:\n{probe_log}");
+    assert_eq!(
+        live, offline,
+        "live records differ from the offline analysis"
+    );
+    assert_eq!(summary["capture"]["dropped"], 0, "{summary}");
+    assert!(summary["capture"]["received"].as_u64().unwrap() > 0);
+    for line in &live {
+        let c: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(c["capture_dropped"], 0);
+        assert!(
+            c.get("ongoing").is_none(),
+            "ended before the probe stopped: {c}"
+        );
+        for s in c["streams"].as_array().unwrap() {
+            let key = (
+                s["src"].as_str().unwrap().to_string(),
+                s["src_port"].as_u64().unwrap(),
+                s["dst"].as_str().unwrap().to_string(),
+                s["dst_port"].as_u64().unwrap(),
+            );
+            assert_eq!(s["lost"].as_u64(), drops.get(&key).copied(), "{key:?}");
+        }
+    }
 }

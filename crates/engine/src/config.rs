@@ -71,6 +71,17 @@ impl Default for Batcher {
 }
 
 impl Batcher {
+    /// True when a batch should end at `now_ns` though no packet came
+    /// (the batch has lasted [`BATCH_NS`]); the next batch starts then.
+    pub fn due(&mut self, now_ns: i64) -> bool {
+        if self.start_ns == i64::MIN || now_ns.saturating_sub(self.start_ns) < BATCH_NS {
+            return false;
+        }
+        self.packets = 0;
+        self.start_ns = now_ns;
+        true
+    }
+
     /// Called for every packet, in order: true when a batch ends before it.
     pub fn boundary(&mut self, ts_ns: i64) -> bool {
         if self.start_ns == i64::MIN {

@@ -246,6 +246,7 @@ impl Engine {
             ignored: false,
             held: false,
             refer_cseq: 0,
+            capture_dropped_at_start: self.capture_dropped,
         };
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);

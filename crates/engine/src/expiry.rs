@@ -120,11 +120,16 @@ impl Engine {
             sip_messages: call.sip_messages,
             invites: call.invites,
             rtcp_packets: call.rtcp_packets as u64,
-            t38_packets: call.t38_packets,
+            t38_packets: call.t38_packets as u64,
             anomalies: call.anomalies,
             dtmf_digits: dtmf_digits(&streams),
             labels: call.labels.iter().map(|l| l.to_string()).collect(),
             record_payload: call.record_payload,
+            capture_dropped: self
+                .capture_dropped
+                .wrapping_sub(call.capture_dropped_at_start) as u64,
+            // A call in its grace after BYE, CANCEL or failure has ended.
+            ongoing: ending == Ending::Open && call.closing.is_none(),
             streams,
         });
         self.out.push(Record::Call(record));
@@ -136,6 +141,7 @@ impl Engine {
         // Other shards may still be analysing: the streams ended here must
         // not free room in the shared stream cap for them.
         self.shared = None;
+        self.capture_dropped = self.capture_dropped_next as u32;
         self.apply_touches();
         if self.tcp.bytes() > 0 {
             // Signalling cut off by the end of the capture.
@@ -153,7 +159,7 @@ impl Engine {
             .collect();
         calls.sort_unstable();
         for (_, i) in calls {
-            self.finish_call(i, Ending::Normal);
+            self.finish_call(i, Ending::Open);
         }
         let mut orphans: Vec<(i64, Idx, bool)> = self
             .streams
@@ -188,4 +194,6 @@ pub(crate) enum Ending {
     Evicted,
     /// An unanswered INVITE pushed out by the flood cap: counted only.
     Discarded,
+    /// Still open at the end of the input: write it as it stands.
+    Open,
 }

@@ -248,7 +248,8 @@ struct Call {
     invites: u32,
     /// Saturating 32-bit: a call's own RTCP never reaches 2^32 packets.
     rtcp_packets: u32,
-    t38_packets: u64,
+    /// Saturating 32-bit, like `rtcp_packets`.
+    t38_packets: u32,
     anomalies: u32,
     media: Vec<MediaDesc>,
     media_keys: Vec<(IpAddr, u16)>,
@@ -264,6 +265,9 @@ struct Call {
     /// CSeq of the last REFER answered 2xx, plus one (0: none); its
     /// retransmissions are not another transfer.
     refer_cseq: u32,
+    /// The engine's capture-drop total when the call began (wrapping: a
+    /// call does not outlive 2^32 dropped packets).
+    capture_dropped_at_start: u32,
 }
 
 impl Linked for Call {
@@ -380,6 +384,10 @@ pub struct Engine {
     events: events::Events,
     /// How the SIP message being handled was carried (set by its framing).
     sip_transport: SipTransport,
+    /// Packets the capture dropped so far (low 32 bits), as of the last batch end.
+    capture_dropped: u32,
+    /// The total reported since, applied at the next batch end (so shards agree).
+    capture_dropped_next: u64,
 }
 
 impl Engine {
@@ -416,6 +424,8 @@ impl Engine {
             packet_rule: None,
             events: events::Events::default(),
             sip_transport: SipTransport::Udp,
+            capture_dropped: 0,
+            capture_dropped_next: 0,
             cfg,
         }
     }
@@ -461,6 +471,7 @@ impl Engine {
     /// idle. Calls therefore change lists only at batch boundaries, the same
     /// way in one thread or in many, which keeps shards' call tables identical.
     pub fn end_batch(&mut self, other_shards: &[(i64, Idx)]) {
+        self.capture_dropped = self.capture_dropped_next as u32;
         self.pending_touches.extend_from_slice(other_shards);
         self.apply_touches();
         self.expire();
@@ -501,5 +512,22 @@ impl Engine {
     /// the traffic; the batch end tells them the time).
     pub fn advance_to(&mut self, ts_ns: i64) {
         self.now = self.now.max(ts_ns);
+    }
+
+    /// The capture's total of dropped packets (kernel ring full) so far.
+    /// Calls open while it grows say how much in their record
+    /// ([`CallRecord::capture_dropped`]); it takes effect at the next batch end.
+    pub fn set_capture_dropped(&mut self, total: u64) {
+        self.capture_dropped_next = total;
+    }
+
+    /// Lets time pass without packets (a quiet live link): when capture
+    /// time `now_ns` ends a batch, what is idle expires. A caller that ends
+    /// batches itself (a shard) ignores this.
+    pub fn tick(&mut self, now_ns: i64) {
+        if !self.external_batches && self.batcher.due(now_ns) {
+            self.advance_to(now_ns);
+            self.end_batch(&[]);
+        }
     }
 }

@@ -64,8 +64,10 @@ struct Chunk {
 
 enum Msg {
     Packets(Arc<Chunk>),
-    EndBatch(i64),
-    Finish,
+    /// A batch ends at this time; the capture's drop total so far.
+    EndBatch(i64, u64),
+    /// The input ended; the capture's drop total.
+    Finish(u64),
 }
 
 /// Touches published by each shard at a batch end.
@@ -97,6 +99,8 @@ pub struct Parallel {
     packets: u64,
     bytes: u64,
     counters: Counters,
+    /// The capture's drop total, passed to the shards at batch ends.
+    capture_dropped: u64,
 }
 
 impl Parallel {
@@ -147,6 +151,7 @@ impl Parallel {
             bytes: 0,
             counters: Counters::default(),
             trackers,
+            capture_dropped: 0,
         }
     }
 
@@ -156,9 +161,7 @@ impl Parallel {
         self.packets += 1;
         self.bytes += data.len() as u64;
         if self.batcher.boundary(ts_ns) {
-            self.flush()?;
-            self.send(|| Msg::EndBatch(ts_ns))?;
-            self.collect(false);
+            self.end_batch(ts_ns)?;
         }
         let c = &mut self.chunk;
         c.index
@@ -168,6 +171,27 @@ impl Parallel {
             self.flush()?;
         }
         Ok(())
+    }
+
+    fn end_batch(&mut self, ts_ns: i64) -> Result<(), WorkerFailed> {
+        self.flush()?;
+        let dropped = self.capture_dropped;
+        self.send(|| Msg::EndBatch(ts_ns, dropped))?;
+        self.collect(false);
+        Ok(())
+    }
+
+    /// Lets time pass without packets (see [`Engine::tick`]).
+    pub fn tick(&mut self, now_ns: i64) -> Result<(), WorkerFailed> {
+        if self.batcher.due(now_ns) {
+            self.end_batch(now_ns)?;
+        }
+        Ok(())
+    }
+
+    /// The capture's drop total so far (see [`Engine::set_capture_dropped`]).
+    pub fn set_capture_dropped(&mut self, total: u64) {
+        self.capture_dropped = total;
     }
 
     /// Sends a message to every shard. A shard stops reading only when it
@@ -282,7 +306,10 @@ impl Parallel {
     /// shard's failure the others are stopped and the failure returned; the
     /// records every shard had finished are still in [`Parallel::drain`].
     pub fn finish(&mut self) -> Result<(), WorkerFailed> {
-        let sent = self.flush().and_then(|_| self.send(|| Msg::Finish));
+        let dropped = self.capture_dropped;
+        let sent = self
+            .flush()
+            .and_then(|_| self.send(|| Msg::Finish(dropped)));
         if let Err(f) = &sent {
             // Release shards waiting at the gate for the failed one.
             self.gate.break_with(f.clone());
@@ -382,7 +409,8 @@ fn shard(
                 drop(c);
                 send(&mut e);
             }
-            Msg::EndBatch(now) => {
+            Msg::EndBatch(now, dropped) => {
+                e.set_capture_dropped(dropped);
                 if let Ok(mut slots) = exchange.slots.lock() {
                     slots[i].clear();
                     slots[i].extend_from_slice(e.batch_touches());
@@ -401,7 +429,10 @@ fn shard(
                 e.end_batch(&others);
                 send(&mut e);
             }
-            Msg::Finish => break,
+            Msg::Finish(dropped) => {
+                e.set_capture_dropped(dropped);
+                break;
+            }
         }
     }
     e.finish();

@@ -21,7 +21,7 @@ impl Engine {
                 .or_else(|| self.media.get(&(src, sport)))
                 .map(|e| (e.call, e.rtp));
             match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
-                Some(call) => call.t38_packets += 1,
+                Some(call) => call.t38_packets = call.t38_packets.saturating_add(1),
                 None => self.owned.udp_untracked += 1,
             }
             return;
@@ -52,7 +52,7 @@ impl Engine {
             if e.rtp {
                 self.new_call_stream(key, e, by_dst, &pkt, now);
             } else if let Some(call) = self.calls.get_mut(e.call) {
-                call.t38_packets += 1;
+                call.t38_packets = call.t38_packets.saturating_add(1);
             }
         } else if self.cfg.rtp_heuristic {
             self.new_candidate(key, &pkt, now);
@@ -73,7 +73,7 @@ impl Engine {
         };
         if s.closed {
             if let Some(call) = s.call.and_then(|c| self.calls.get_mut(c)) {
-                call.t38_packets += 1;
+                call.t38_packets = call.t38_packets.saturating_add(1);
             }
             return;
         }

@@ -209,6 +209,14 @@ pub struct CallRecord {
     /// A rule selected the call for payload recording (`record` action).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub record_payload: bool,
+    /// Packets the probe itself lost (capture ring full) while this call
+    /// was open, read about once a second: when above 0, the call's loss
+    /// figures may include packets the network delivered.
+    pub capture_dropped: u64,
+    /// The call was still open (no BYE, CANCEL or final failure yet) when
+    /// the input ended or the probe stopped: the record is the call as it stood.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ongoing: bool,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
 }

@@ -248,6 +248,22 @@ pub fn parse(text: &str) -> Result<Vec<(String, i32, Filter, Action)>, RuleError
 /// Reads a rule file into `rules`: all of it or, on any error, none of it.
 /// Returns how many rules it held.
 pub fn load_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
+    insert_all(path, rules, read_file(path)?)
+}
+
+/// Replaces every rule with the file's (a probe's reload): a file with an
+/// error changes nothing. Returns how many rules it held.
+pub fn reload_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
+    let parsed = read_file(path)?;
+    for r in rules.list() {
+        rules.delete(r.id);
+    }
+    insert_all(path, rules, parsed)
+}
+
+type Parsed = Vec<(String, i32, Filter, Action)>;
+
+fn read_file(path: &Path) -> Result<Parsed, RuleError> {
     use std::io::Read;
     let cannot = |e: std::io::Error| RuleError(format!("cannot read {}: {e}", path.display()));
     let mut text = String::new();
@@ -263,7 +279,10 @@ pub fn load_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
             MAX_FILE_BYTES >> 20
         ));
     }
-    let parsed = parse(&text).map_err(|e| RuleError(format!("{}: {e}", path.display())))?;
+    parse(&text).map_err(|e| RuleError(format!("{}: {e}", path.display())))
+}
+
+fn insert_all(path: &Path, rules: &Rules, parsed: Parsed) -> Result<usize, RuleError> {
     let mut ids = Vec::new();
     for (i, (name, priority, filter, action)) in parsed.into_iter().enumerate() {
         match rules.insert(&name, priority, filter, action) {

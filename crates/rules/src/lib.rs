@@ -24,7 +24,7 @@ mod table;
 mod tuples;
 
 pub use control::{RuleInfo, Rules};
-pub use file::{load_file, parse, RuleSpec};
+pub use file::{load_file, parse, reload_file, RuleSpec};
 pub use net::{Cidr, PortRange};
 pub use pattern::Pattern;
 pub use table::{Flow, RuleTable, SipFacts};

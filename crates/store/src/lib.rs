@@ -70,6 +70,9 @@ pub trait Sink {
         let _ = lines;
         Ok(())
     }
+    /// Makes what was written so far durable (buffers written, the open
+    /// transaction committed): a long-running probe calls it periodically.
+    fn flush(&mut self) -> Result<(), StoreError>;
     /// Flushes and records the run's summary (counters as JSON).
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
 }
@@ -152,6 +155,11 @@ impl<W: Write> JsonLines<W> {
 }
 
 impl<W: Write> Sink for JsonLines<W> {
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.w.flush()?;
+        Ok(())
+    }
+
     fn write_json_lines(&mut self, lines: &[u8]) -> Result<(), StoreError> {
         self.w.write_all(lines)?;
         Ok(())
@@ -229,7 +237,8 @@ CREATE TABLE IF NOT EXISTS calls (
     hangup_by TEXT, hangup_reason TEXT,
     sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
     dtmf_digits TEXT,
-    labels TEXT, record_payload INTEGER
+    labels TEXT, record_payload INTEGER,
+    capture_dropped INTEGER, ongoing INTEGER
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
@@ -259,8 +268,9 @@ CREATE TABLE IF NOT EXISTS runs (
 
 /// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
 /// labels and payload-recording flag; 2 the trackers' tables
-/// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds.
-const SCHEMA_VERSION: i64 = 2;
+/// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds; 3 the
+/// calls' capture drops and ongoing flag.
+const SCHEMA_VERSION: i64 = 3;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -272,6 +282,16 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         if !has_labels {
             conn.execute_batch(
                 "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
+            )?;
+        }
+    }
+    if version < 3 {
+        let has_drops = conn
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'capture_dropped'")?
+            .exists([])?;
+        if !has_drops {
+            conn.execute_batch(
+                "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
             )?;
         }
     }
@@ -386,8 +406,8 @@ impl Sink for Sqlite {
                          caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
                          final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
-                         labels, record_payload)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         labels, record_payload, capture_dropped, ongoing)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -422,6 +442,8 @@ impl Sink for Sqlite {
                         c.dtmf_digits,
                         labels,
                         c.record_payload,
+                        c.capture_dropped as i64,
+                        c.ongoing,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {
@@ -440,6 +462,14 @@ impl Sink for Sqlite {
     ) -> Result<(), StoreError> {
         if tracked::insert(&self.conn, kind, value)? {
             self.counted()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.pending > 0 {
+            self.conn.execute_batch("COMMIT; BEGIN")?;
+            self.pending = 0;
         }
         Ok(())
     }

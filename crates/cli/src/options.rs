@@ -1,0 +1,193 @@
+//! Options shared by `analyze` and `probe`: what to write and how the
+//! engine analyses. One definition each, so both commands (and the probe's
+//! configuration file, whose keys are these flags' long names) agree.
+
+use anyhow::{bail, Result};
+use calliper_engine::Config;
+use calliper_trackers::EventKind;
+use clap::ValueEnum;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Format {
+    /// Human-readable summary of calls, streams and anomalies.
+    Text,
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, then {"type":"user",...} per address of record and {"type":"summary",...}.
+    Jsonl,
+}
+
+/// Where results go.
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Output format on stdout (or --output).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Write the --format output to this file instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Also store calls and streams in this SQLite database (created if missing).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Also write the engine's events as JSON lines (needs --format jsonl):
+    /// a comma-separated list of calls (phases: started, trying, ringing,
+    /// early media, answered, held, resumed, transferred, ended), streams
+    /// (started, ended), intervals (each stream's packets, loss, jitter, max
+    /// delta and MOS per --interval), rtcp (report blocks), dtmf (digits),
+    /// anomalies; or `all`.
+    #[arg(long, value_name = "KINDS", value_parser = event_kinds)]
+    pub events: Option<EventKinds>,
+}
+
+/// How the engine analyses.
+#[derive(clap::Args, Debug)]
+pub struct EngineArgs {
+    /// Ports always treated as SIP (repeat or comma-separate). SIP on other ports is found by its start line.
+    #[arg(long = "sip-port", value_delimiter = ',', default_values_t = [5060u16, 5080])]
+    pub sip_ports: Vec<u16>,
+    /// Only treat the --sip-port ports as SIP.
+    #[arg(long)]
+    pub no_sip_detection: bool,
+    /// Do not report RTP streams that no SDP describes.
+    #[arg(long)]
+    pub no_rtp_heuristic: bool,
+    /// End a call after this many seconds without SIP or media.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub call_timeout: f64,
+    /// Keep a call this many seconds after BYE/CANCEL/failure, for late media and retries.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
+    pub call_grace: f64,
+    /// End a stream without signalling after this many seconds of silence.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub stream_timeout: f64,
+    /// Most calls held at once (the least recently active is evicted beyond it).
+    #[arg(long, default_value_t = Config::default().max_calls)]
+    pub max_calls: usize,
+    /// Most RTP streams held at once (new streams are refused beyond it).
+    #[arg(long, default_value_t = Config::default().max_streams)]
+    pub max_streams: usize,
+    /// Most SDP media addresses held at once (new ones are refused beyond it).
+    #[arg(long, default_value_t = Config::default().max_media)]
+    pub max_media: usize,
+    /// Most calls whose INVITE has had no response at all (an INVITE flood
+    /// evicts only its own kind beyond it).
+    #[arg(long, default_value_t = Config::default().max_unanswered)]
+    pub max_unanswered: usize,
+    /// End a call whose INVITE had no response at all after this many seconds (Timer B).
+    #[arg(long, default_value_t = 32.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub unanswered_timeout: f64,
+    /// Drop a packet equal to one seen this many milliseconds before (a capture
+    /// on Linux `any` or a SPAN of both directions shows each packet twice); 0 keeps all.
+    #[arg(long, default_value_t = 5.0, value_name = "MS")]
+    pub dedup_window: f64,
+    /// Analysis threads. Above 1, every shard decodes every packet and analyses
+    /// the media of its share of addresses; the results are identical to one
+    /// thread. Decoding is repeated per shard, so extra threads pay only where
+    /// stream analysis dominates: on a 2-vCPU machine 2 threads were slower
+    /// than 1 (BENCHMARKS.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+    /// Rules from this TOML file: ignore, label or select for recording
+    /// traffic by exact flow, network and port ranges, or SIP fields
+    /// (docs/rules.md). Each rule's hits are reported at the end.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Length of a stream's reporting interval, at least 1 s (intervals
+    /// align to multiples of it, so all streams' intervals line up).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub interval: f64,
+}
+
+fn seconds(s: f64) -> i64 {
+    (s * 1e9) as i64
+}
+
+impl EngineArgs {
+    /// The engine's configuration, rules loaded.
+    pub fn config(&self) -> Result<Config> {
+        if !(0.0..=1000.0).contains(&self.dedup_window) {
+            bail!("--dedup-window must be between 0 and 1000 ms");
+        }
+        if self.interval < 1.0 {
+            bail!("--interval must be at least 1 second");
+        }
+        let mut cfg = Config {
+            sip_ports: self.sip_ports.clone(),
+            sip_any_port: !self.no_sip_detection,
+            rtp_heuristic: !self.no_rtp_heuristic,
+            call_idle_timeout_ns: seconds(self.call_timeout),
+            call_grace_ns: seconds(self.call_grace),
+            stream_idle_timeout_ns: seconds(self.stream_timeout),
+            max_calls: self.max_calls,
+            max_streams: self.max_streams,
+            max_media: self.max_media,
+            max_unanswered: self.max_unanswered,
+            unanswered_timeout_ns: seconds(self.unanswered_timeout),
+            dedup_window_ns: (self.dedup_window * 1e6) as i64,
+            interval_ns: seconds(self.interval),
+            // Tests of failure handling only (docs/hostile-input.md).
+            fault_panic_after_packets: std::env::var("CALLIPER_FAULT_PANIC_AFTER_PACKETS")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            ..Config::default()
+        };
+        if let Some(path) = &self.rules {
+            cfg.rules = Some(load_rules(path)?);
+        }
+        Ok(cfg)
+    }
+}
+
+/// Loads a rules file (warning when it has no rule).
+pub fn load_rules(path: &std::path::Path) -> Result<calliper_rules::Rules> {
+    let rules = calliper_rules::Rules::new();
+    if calliper_rules::load_file(path, &rules)? == 0 {
+        eprintln!(
+            "calliper: warning: {} has no [[rule]]: everything is tracked",
+            path.display()
+        );
+    }
+    Ok(rules)
+}
+
+/// Longest timeout accepted (ten years): far beyond any use, and its
+/// nanoseconds fit in an i64.
+const MAX_SECONDS: f64 = 315_576_000.0;
+
+/// A duration in seconds, 0 allowed: finite and at most [`MAX_SECONDS`]
+/// (NaN or infinity would make every call expire at once or never).
+pub fn nonnegative_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.0..=MAX_SECONDS).contains(&v) {
+        return Err(format!("`{s}` must be between 0 and {MAX_SECONDS} seconds"));
+    }
+    Ok(v)
+}
+
+/// A duration in seconds above 0 (see [`nonnegative_seconds`]).
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    match nonnegative_seconds(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` must be more than 0 seconds")),
+    }
+}
+
+/// Event kinds chosen with `--events`.
+#[derive(Clone, Debug)]
+pub struct EventKinds(pub Vec<EventKind>);
+
+fn event_kinds(s: &str) -> Result<EventKinds, String> {
+    if s == "all" {
+        return Ok(EventKinds(EventKind::ALL.to_vec()));
+    }
+    let names = || EventKind::ALL.map(EventKind::name).join(", ");
+    s.split(',')
+        .map(|n| {
+            EventKind::from_name(n.trim())
+                .ok_or_else(|| format!("`{n}` is not an event kind (one of {}, or all)", names()))
+        })
+        .collect::<Result<_, _>>()
+        .map(EventKinds)
+}

@@ -1,0 +1,116 @@
+//! The probe's TOML configuration file: every key is a `calliper probe`
+//! flag's long name (`max-calls = 100000`, `interface = ["eth0", "eth1"]`,
+//! `no-promiscuous = true`), so flags and keys cannot drift apart. A flag
+//! given on the command line wins over the file.
+
+use anyhow::{bail, Context, Result};
+use clap::CommandFactory;
+use std::ffi::OsString;
+use std::path::Path;
+
+/// Largest configuration file read.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// Keys that make no sense in the file itself.
+const NOT_IN_FILE: [&str; 4] = ["config", "check-config", "help", "version"];
+
+/// `argv` with the settings of the `--config FILE` of the `probe`
+/// subcommand inserted after `probe` (those the command line does not set).
+pub fn expand(argv: Vec<OsString>) -> Result<Vec<OsString>> {
+    let Some(at) = argv.iter().position(|a| a == "probe") else {
+        return Ok(argv);
+    };
+    let Some(path) = config_path(&argv[at + 1..]) else {
+        return Ok(argv);
+    };
+    let extra = settings(Path::new(&path), &argv[at + 1..])
+        .with_context(|| format!("configuration file {}", Path::new(&path).display()))?;
+    let mut out = argv[..=at].to_vec();
+    out.extend(extra);
+    out.extend_from_slice(&argv[at + 1..]);
+    Ok(out)
+}
+
+fn config_path(args: &[OsString]) -> Option<OsString> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--config" {
+            return it.next().cloned();
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--config=")) {
+            return Some(v.into());
+        }
+    }
+    None
+}
+
+/// The file's settings as flags, leaving out those `given` sets.
+fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .context("cannot open it")?
+        .take(MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .context("cannot read it as UTF-8 text")?;
+    if text.len() as u64 > MAX_BYTES {
+        bail!(
+            "larger than {} KiB: not a configuration file",
+            MAX_BYTES >> 10
+        );
+    }
+    let table: toml::Table = text.parse().context("not valid TOML")?;
+    let cmd = crate::Cli::command();
+    let probe = cmd
+        .find_subcommand("probe")
+        .context("no probe command (a bug)")?;
+    let known: Vec<(String, Option<char>, bool)> = probe
+        .get_arguments()
+        .filter_map(|a| {
+            let long = a.get_long()?.to_string();
+            let flag = matches!(
+                a.get_action(),
+                clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
+            );
+            (!NOT_IN_FILE.contains(&long.as_str())).then_some((long, a.get_short(), flag))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        let name = key.replace('_', "-");
+        let Some((long, short, flag)) = known.iter().find(|(l, _, _)| *l == name) else {
+            let mut names: Vec<&str> = known.iter().map(|(l, _, _)| l.as_str()).collect();
+            names.sort_unstable();
+            bail!("unknown key `{key}` (the keys are: {})", names.join(", "));
+        };
+        let on_command_line = given.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == format!("--{long}")
+                || a.starts_with(&format!("--{long}="))
+                || short.is_some_and(|s| a.starts_with(&format!("-{s}")) && !a.starts_with("--"))
+        });
+        if on_command_line {
+            continue;
+        }
+        let scalar = |v: &toml::Value| -> Result<String> {
+            Ok(match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                _ => bail!("`{key}` must be a string or a number, or a list of them"),
+            })
+        };
+        match (value, flag) {
+            (toml::Value::Boolean(true), true) => out.push(format!("--{long}").into()),
+            (toml::Value::Boolean(false), true) => {}
+            (_, true) => bail!("`{key}` is a switch: true or false"),
+            (toml::Value::Array(items), false) => {
+                for v in items {
+                    out.push(format!("--{long}={}", scalar(v)?).into());
+                }
+            }
+            (v, false) => out.push(format!("--{long}={}", scalar(v)?).into()),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,387 @@
+//! `calliper probe`: the engine as a service on live interfaces (or driven
+//! from captures by `--read`, through the same loop): records written as
+//! calls end and made durable every second, capture loss counted apart from
+//! network loss, signals for a clean stop and a rules reload.
+
+pub mod config_file;
+mod signals;
+
+use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
+use crate::run::{Analyzer, Outputs};
+use anyhow::{bail, Context, Result};
+use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
+use calliper_capture::{CaptureReader, Packet};
+use calliper_engine::workers::WorkerFailed;
+use calliper_engine::RawPacket;
+use std::fs::File;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Options of `calliper probe`.
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Interface to capture on; repeat for several (one ring receives them
+    /// all, in the kernel's order).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present_any = ["read", "check_config"])]
+    interfaces: Vec<String>,
+    /// Drive the probe from these capture files instead of interfaces, through
+    /// the same loop (replays and tests); time comes from the packets.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "interfaces")]
+    read: Vec<PathBuf>,
+    #[command(flatten)]
+    out: OutputArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Bytes per ring block: a power of two, 4096 to 134217728, larger than
+    /// the largest packet.
+    #[arg(long, default_value_t = LiveConfig::default().block_size, value_name = "BYTES")]
+    block_size: u32,
+    /// Blocks in the ring (ring memory = block size × count, locked per socket).
+    #[arg(long, default_value_t = LiveConfig::default().block_count)]
+    block_count: u32,
+    /// The kernel hands over a block that is not full after this many ms.
+    #[arg(long, default_value_t = LiveConfig::default().block_timeout_ms, value_name = "MS")]
+    block_timeout: u32,
+    /// Leave the interfaces out of promiscuous mode (see only traffic to this host).
+    #[arg(long)]
+    no_promiscuous: bool,
+    /// Which packets to keep: both, in (received) or out (sent). On a proxy
+    /// or router, `out` sees what it forwards after its own filtering, once.
+    #[arg(long, value_enum, default_value = "both")]
+    direction: DirectionArg,
+    /// Log the probe's state (packets, open calls, capture drops) to stderr
+    /// every this many seconds; 0 never.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    status_every: u64,
+    /// Read settings from this TOML file: each key is a flag's long name
+    /// (`interface = ["eth0"]`, `db = "/var/lib/calliper/calls.db"`,
+    /// `max-calls = 200000`, `no-promiscuous = true`); flags given on the
+    /// command line win.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Check the settings (file and flags): print them, open the interfaces
+    /// and the rules, and exit without capturing.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum DirectionArg {
+    /// Received and sent packets.
+    Both,
+    /// Received packets only.
+    In,
+    /// Sent packets only.
+    Out,
+}
+
+impl ProbeArgs {
+    fn live(&self) -> LiveConfig {
+        LiveConfig {
+            interfaces: self.interfaces.clone(),
+            block_size: self.block_size,
+            block_count: self.block_count,
+            block_timeout_ms: self.block_timeout,
+            promiscuous: !self.no_promiscuous,
+            fanout_group: None,
+            direction: match self.direction {
+                DirectionArg::Both => Direction::Both,
+                DirectionArg::In => Direction::In,
+                DirectionArg::Out => Direction::Out,
+            },
+        }
+    }
+}
+
+/// Where packets come from.
+enum Source {
+    Live(Box<LiveCapture>),
+    /// Files still to read, and the one being read.
+    Files(
+        std::vec::IntoIter<(PathBuf, File)>,
+        Option<(String, CaptureReader<File>)>,
+    ),
+}
+
+/// What one step of reading gave.
+enum Step {
+    /// Some packets (or none yet, live).
+    Packets,
+    /// No more input.
+    End,
+}
+
+impl Source {
+    /// Hands the next packets to `f`; damaged files are reported and skipped.
+    fn next(&mut self, f: &mut dyn FnMut(&[Packet<'_>]), clean: &mut bool) -> Result<Step> {
+        match self {
+            Source::Live(ring) => {
+                ring.next_block(100, f).context("capture failed")?;
+                Ok(Step::Packets)
+            }
+            Source::Files(rest, current) => loop {
+                if current.is_none() {
+                    let Some((path, file)) = rest.next() else {
+                        return Ok(Step::End);
+                    };
+                    let name = path.display().to_string();
+                    match CaptureReader::new(file) {
+                        Ok(r) => *current = Some((name, r)),
+                        Err(e) => {
+                            eprintln!("calliper: {name}: {e}");
+                            *clean = false;
+                            continue;
+                        }
+                    }
+                }
+                let Some((name, reader)) = current.as_mut() else {
+                    continue;
+                };
+                match reader.next_batch(64) {
+                    Ok(b) if b.is_empty() => *current = None,
+                    Ok(b) => {
+                        let mut packets = [EMPTY; 64];
+                        for (slot, p) in packets.iter_mut().zip(b.iter()) {
+                            *slot = p;
+                        }
+                        f(&packets[..b.len().min(64)]);
+                        return Ok(Step::Packets);
+                    }
+                    Err(e) => {
+                        eprintln!("calliper: {name}: {e}; results up to this point are kept");
+                        *clean = false;
+                        *current = None;
+                    }
+                }
+            },
+        }
+    }
+
+    fn stats(&mut self) -> Result<Option<LiveStats>> {
+        match self {
+            Source::Live(ring) => Ok(Some(ring.stats()?)),
+            Source::Files(..) => Ok(None),
+        }
+    }
+}
+
+const EMPTY: Packet<'static> = Packet {
+    ts_ns: 0,
+    link_type: 0,
+    data: &[],
+    orig_len: 0,
+    file_offset: 0,
+};
+
+fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Runs the probe until its input ends or a signal stops it. Ok(false)
+/// means some input was damaged (files) but results were written.
+pub fn run(a: ProbeArgs) -> Result<bool> {
+    if a.out.events.is_some() && a.out.format != Format::Jsonl {
+        bail!("--events writes JSON lines: use it with --format jsonl");
+    }
+    let cfg = a.engine.config()?;
+    let rules = cfg.rules.clone();
+    let live = a.live();
+    if a.check_config {
+        return check(&a, &live).map(|_| true);
+    }
+    let mut inputs = Vec::new();
+    for path in &a.read {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if f.metadata().is_ok_and(|m| m.is_dir()) {
+            bail!("{} is a directory, not a capture file", path.display());
+        }
+        inputs.push((path.clone(), f));
+    }
+    crate::refuse_overwriting_inputs(&a.read, &a.out)?;
+    let mut source = if a.read.is_empty() {
+        Source::Live(Box::new(LiveCapture::open(&live)?))
+    } else {
+        Source::Files(inputs.into_iter(), None)
+    };
+    let input = if a.read.is_empty() {
+        a.interfaces.join(",")
+    } else {
+        crate::input_names(&a.read)
+    };
+    let mut outputs = Outputs::open(&a.out)?;
+    let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
+    signals::install();
+    log(&format!(
+        "event=start input={input:?} threads={}",
+        a.engine.threads
+    ));
+
+    let mut clean = true;
+    let mut failure: Option<WorkerFailed> = None;
+    let mut packets = 0u64;
+    let mut since_emit = 0u64;
+    let mut last_flush = Instant::now();
+    let mut last_status = Instant::now();
+    let mut stats: Option<LiveStats> = None;
+    // A block may hold packets up to its timeout old: idle time passes only
+    // up to there, so no call expires before its last packets are read.
+    let lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
+    while !signals::stop_requested() {
+        if signals::take_reload() {
+            reload(&a, rules.as_ref());
+        }
+        let mut on_packets = |b: &[Packet<'_>]| {
+            if failure.is_some() {
+                return;
+            }
+            let mut raw = [RawPacket::default(); 64];
+            for (r, p) in raw.iter_mut().zip(b) {
+                *r = (*p).into();
+            }
+            packets += b.len() as u64;
+            since_emit += b.len() as u64;
+            if let Err(f) = engine.packets(&raw[..b.len().min(64)]) {
+                failure = Some(f);
+            }
+        };
+        let step = source.next(&mut on_packets, &mut clean);
+        let step = match step {
+            Ok(s) => s,
+            Err(e) => {
+                // The interface went away: write everything, then report.
+                finish(engine, outputs, rules.as_ref(), &input, stats)?;
+                return Err(e);
+            }
+        };
+        if failure.is_some() || matches!(step, Step::End) {
+            break;
+        }
+        if since_emit >= 4096 || last_flush.elapsed() >= Duration::from_secs(1) {
+            since_emit = 0;
+            outputs.emit(&mut engine)?;
+        }
+        if last_flush.elapsed() >= Duration::from_secs(1) {
+            last_flush = Instant::now();
+            if let Some(s) = source.stats()? {
+                stats = Some(s);
+                engine.set_capture_dropped(s.dropped);
+                if let Err(f) = engine.tick(realtime_ns() - lag_ns) {
+                    failure = Some(f);
+                    break;
+                }
+            }
+            outputs.emit(&mut engine)?;
+            outputs.flush()?;
+        }
+        if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
+            last_status = Instant::now();
+            log(&format!(
+                "event=status packets={packets} calls_open={} calls_written={}{}",
+                engine.active_calls().map_or("-".into(), |n| n.to_string()),
+                outputs.calls_written,
+                drops(stats)
+            ));
+        }
+    }
+    if signals::stop_requested() {
+        log("event=stopping reason=signal");
+    }
+    if let Some(s) = source.stats()? {
+        stats = Some(s);
+        engine.set_capture_dropped(s.dropped);
+    }
+    if let Some(f) = failure {
+        // What was finished before the failure is written; open calls are not.
+        outputs.emit(&mut engine)?;
+        outputs.flush()?;
+        return Err(anyhow::Error::new(f).context(format!(
+            "{input}: analysis stopped; the records finished before the failure are written"
+        )));
+    }
+    finish(engine, outputs, rules.as_ref(), &input, stats)?;
+    Ok(clean)
+}
+
+/// Ends the analysis (open calls written as ongoing) and the outputs.
+fn finish(
+    mut engine: Analyzer,
+    mut outputs: Outputs,
+    rules: Option<&calliper_rules::Rules>,
+    input: &str,
+    stats: Option<LiveStats>,
+) -> Result<()> {
+    let failed = engine.finish().err();
+    outputs.emit(&mut engine)?;
+    let counters = engine.counters().clone();
+    let mut extra = serde_json::Map::new();
+    if let Some(s) = stats {
+        extra.insert(
+            "capture".into(),
+            serde_json::json!({
+                "received": s.received,
+                "dropped": s.dropped,
+                "ring_full": s.ring_full,
+            }),
+        );
+    }
+    let written = outputs.calls_written;
+    outputs.finish(&counters, rules, input, extra)?;
+    log(&format!(
+        "event=stopped calls_written={written}{}",
+        drops(stats)
+    ));
+    if let Some(f) = failed {
+        return Err(anyhow::Error::new(f).context(format!("{input}: analysis stopped")));
+    }
+    Ok(())
+}
+
+/// The capture's drop counts for a log line (nothing for files).
+fn drops(stats: Option<LiveStats>) -> String {
+    stats.map_or(String::new(), |s| {
+        format!(
+            " kernel_received={} kernel_dropped={} ring_full={}",
+            s.received, s.dropped, s.ring_full
+        )
+    })
+}
+
+/// Replaces the rules with their file's current content (SIGHUP).
+fn reload(a: &ProbeArgs, rules: Option<&calliper_rules::Rules>) {
+    match (&a.engine.rules, rules) {
+        (Some(path), Some(rules)) => match calliper_rules::reload_file(path, rules) {
+            Ok(n) => log(&format!("event=rules_reloaded rules={n}")),
+            Err(e) => log(&format!(
+                "event=rules_reload_failed error={:?}",
+                e.to_string()
+            )),
+        },
+        _ => log("event=reload_ignored reason=\"no --rules file\""),
+    }
+}
+
+/// `--check-config`: prints the settings, tries what can fail at start.
+fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
+    println!("{a:#?}");
+    if let Some(path) = &a.engine.rules {
+        load_rules(path)?;
+    }
+    if a.read.is_empty() {
+        if a.interfaces.is_empty() {
+            bail!("no --interface (or --read) given");
+        }
+        LiveCapture::open(live)?;
+    }
+    println!("configuration OK");
+    Ok(())
+}
+
+/// One structured log line on stderr (`key=value`, logfmt).
+fn log(fields: &str) {
+    eprintln!(
+        "calliper probe: time={} {fields}",
+        calliper_store::rfc3339(realtime_ns())
+    );
+}

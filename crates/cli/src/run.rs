@@ -1,0 +1,233 @@
+//! What `analyze` and `probe` share once packets arrive: the analyser (one
+//! engine or shards) and the outputs (text or JSON lines, SQLite, the
+//! trackers' results and the event log).
+
+use crate::options::{Format, OutputArgs};
+use crate::summary;
+use anyhow::{Context, Result};
+use calliper_engine::workers::{guard, WorkerFailed};
+use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
+use calliper_store::{JsonLines, Sink, Sqlite};
+use calliper_trackers::{EventLog, RegistrationLog, UserTracker};
+use std::io::{self, BufWriter, Write};
+
+/// One engine, or shards on several threads: the same records either way.
+pub enum Analyzer {
+    /// One engine on the caller's thread.
+    Single(Box<Engine>),
+    /// Shards on their own threads.
+    Sharded(Box<calliper_engine::parallel::Parallel>),
+}
+
+impl Analyzer {
+    /// An analyser with `threads` threads whose events go to `hub`.
+    pub fn new(cfg: Config, threads: usize, hub: TrackerHub) -> Analyzer {
+        if threads > 1 {
+            Analyzer::Sharded(Box::new(calliper_engine::parallel::Parallel::new(
+                cfg,
+                threads,
+                Some(hub),
+            )))
+        } else {
+            let mut e = Engine::new(cfg);
+            e.set_trackers(hub, true, true);
+            Analyzer::Single(Box::new(e))
+        }
+    }
+
+    /// Analyses packets; an error means the analysis itself failed (a bug)
+    /// and cannot go on, though what it finished can still be drained.
+    pub fn packets(&mut self, batch: &[RawPacket<'_>]) -> Result<(), WorkerFailed> {
+        match self {
+            Analyzer::Single(e) => guard(0, None, || e.packets(batch)),
+            Analyzer::Sharded(s) => batch
+                .iter()
+                .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data)),
+        }
+    }
+
+    /// Lets capture time pass without packets, so idle calls expire.
+    pub fn tick(&mut self, now_ns: i64) -> Result<(), WorkerFailed> {
+        match self {
+            Analyzer::Single(e) => guard(0, None, || e.tick(now_ns)),
+            Analyzer::Sharded(p) => p.tick(now_ns),
+        }
+    }
+
+    /// The capture's total of dropped packets so far.
+    pub fn set_capture_dropped(&mut self, total: u64) {
+        match self {
+            Analyzer::Single(e) => e.set_capture_dropped(total),
+            Analyzer::Sharded(p) => p.set_capture_dropped(total),
+        }
+    }
+
+    /// Takes the records finished so far.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
+        match self {
+            Analyzer::Single(e) => e.drain(),
+            Analyzer::Sharded(p) => p.drain(),
+        }
+    }
+
+    /// Ends the input: open calls are written as they stand.
+    pub fn finish(&mut self) -> Result<(), WorkerFailed> {
+        match self {
+            Analyzer::Single(e) => guard(0, None, || e.finish()),
+            Analyzer::Sharded(p) => p.finish(),
+        }
+    }
+
+    /// Counters (complete after [`Analyzer::finish`]).
+    pub fn counters(&mut self) -> &Counters {
+        match self {
+            Analyzer::Single(e) => e.counters(),
+            Analyzer::Sharded(p) => p.counters(),
+        }
+    }
+
+    /// Calls open now (one engine only; shards do not say).
+    pub fn active_calls(&self) -> Option<usize> {
+        match self {
+            Analyzer::Single(e) => Some(e.active_calls()),
+            Analyzer::Sharded(_) => None,
+        }
+    }
+}
+
+/// Everything results are written to, and the trackers that produce some.
+pub struct Outputs {
+    sinks: Vec<Box<dyn Sink>>,
+    text: Option<summary::TextReport<Box<dyn Write>>>,
+    users: UserTracker,
+    registrations: RegistrationLog,
+    event_log: EventLog,
+    /// Call records written so far.
+    pub calls_written: u64,
+}
+
+impl Outputs {
+    /// Opens the outputs `o` asks for (creating files 0600).
+    pub fn open(o: &OutputArgs) -> Result<Outputs> {
+        let out: Box<dyn Write> = match &o.output {
+            Some(p) => Box::new(BufWriter::new(
+                calliper_store::create_private(p)
+                    .with_context(|| format!("cannot create {}", p.display()))?,
+            )),
+            None => Box::new(BufWriter::new(io::stdout().lock())),
+        };
+        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        let mut text = None;
+        match o.format {
+            Format::Jsonl => sinks.push(Box::new(JsonLines::new(out))),
+            Format::Text => text = Some(summary::TextReport::new(out)),
+        }
+        if let Some(db) = &o.db {
+            sinks.push(Box::new(Sqlite::open(db).with_context(|| {
+                format!("cannot open database {}", db.display())
+            })?));
+        }
+        Ok(Outputs {
+            sinks,
+            text,
+            users: UserTracker::new(),
+            registrations: RegistrationLog::new(),
+            event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
+            calls_written: 0,
+        })
+    }
+
+    /// The trackers, for the analyser: registrations per user, each
+    /// registration transaction, and the event log.
+    pub fn hub(&self) -> TrackerHub {
+        std::sync::Arc::new(std::sync::Mutex::new(vec![
+            Box::new(self.users.clone()),
+            Box::new(self.registrations.clone()),
+            Box::new(self.event_log.clone()),
+        ]))
+    }
+
+    /// Writes what the analyser and the trackers finished since last time.
+    pub fn emit(&mut self, engine: &mut Analyzer) -> Result<()> {
+        for r in engine.drain() {
+            self.calls_written += matches!(r, Record::Call(_)) as u64;
+            for s in self.sinks.iter_mut() {
+                s.write(&r)?;
+            }
+            if let Some(t) = self.text.as_mut() {
+                t.record(&r);
+            }
+        }
+        for r in self.registrations.take() {
+            let v = serde_json::to_value(&r)?;
+            for s in self.sinks.iter_mut() {
+                s.write_tracked("registration", &v)?;
+            }
+        }
+        let lines = self.event_log.take();
+        if !lines.is_empty() {
+            for s in self.sinks.iter_mut() {
+                s.write_json_lines(&lines)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (file buffers written,
+    /// the database transaction committed).
+    pub fn flush(&mut self) -> Result<()> {
+        for s in self.sinks.iter_mut() {
+            s.flush()?;
+        }
+        if let Some(t) = self.text.as_mut() {
+            t.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the users, the run's summary (counters, rules' hits, `extra`
+    /// fields) and flushes.
+    pub fn finish(
+        mut self,
+        counters: &Counters,
+        rules: Option<&calliper_rules::Rules>,
+        input: &str,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let mut summary = summary::counters_json(counters);
+        let rule_list = rules.map(|r| r.list()).unwrap_or_default();
+        let mut fields = extra;
+        if rules.is_some() {
+            fields.insert("rules".into(), serde_json::to_value(&rule_list)?);
+        }
+        let events_dropped = self.event_log.dropped();
+        if events_dropped > 0 {
+            eprintln!(
+                "calliper: warning: {events_dropped} events dropped (more than {} MiB of them between two writes)",
+                calliper_trackers::MAX_BACKLOG_BYTES >> 20
+            );
+            fields.insert("events_dropped".into(), events_dropped.into());
+        }
+        if let serde_json::Value::Object(o) = &mut summary {
+            o.extend(fields);
+        }
+        let users = self.users.users();
+        for u in users.users.values() {
+            let v = serde_json::to_value(u)?;
+            for s in self.sinks.iter_mut() {
+                s.write_tracked("user", &v)?;
+            }
+        }
+        for s in self.sinks.iter_mut() {
+            s.finish(input, &summary)?;
+        }
+        if let Some(t) = self.text.as_mut() {
+            t.users(&users)?;
+            t.finish(counters, &rule_list)?;
+        } else {
+            summary::print_counters(&mut io::stderr().lock(), counters)?;
+            summary::print_rules(&mut io::stderr().lock(), &rule_list)?;
+        }
+        Ok(())
+    }
+}
