@@ -22,6 +22,10 @@
 #![allow(unsafe_code)]
 
 use crate::{linktype, Packet};
+use socket::{interface_filter, os, set_option};
+pub use socket::{interface_index, interfaces};
+
+mod socket;
 use std::ffi::c_void;
 use std::fmt;
 use std::io;
@@ -159,97 +163,6 @@ const BATCH: usize = 64;
 const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
 const ARPHRD_NONE: u16 = 0xfffe;
-
-fn os(what: &'static str) -> LiveError {
-    let error = io::Error::last_os_error();
-    match error.raw_os_error() {
-        Some(libc::EPERM | libc::EACCES) => LiveError::NotPermitted,
-        _ => LiveError::Os { what, error },
-    }
-}
-
-/// The interfaces this machine has, by name.
-pub fn interfaces() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
-/// The index of interface `name`.
-pub fn interface_index(name: &str) -> Result<u32, LiveError> {
-    let missing = || LiveError::NoInterface {
-        name: name.to_string(),
-        existing: interfaces(),
-    };
-    if name.is_empty() || name.len() > 15 || name.contains(['/', '\0']) || name.starts_with('.') {
-        return Err(missing());
-    }
-    let c = std::ffi::CString::new(name).map_err(|_| missing())?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(missing()),
-        i => Ok(i),
-    }
-}
-
-fn set_option<T>(
-    fd: &OwnedFd,
-    level: i32,
-    name: i32,
-    value: &T,
-    what: &'static str,
-) -> Result<(), LiveError> {
-    // SAFETY: `value` points at a live `T` of the size given.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast::<c_void>(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(os(what));
-    }
-    Ok(())
-}
-
-/// A classic BPF program accepting packets of these interfaces only
-/// (`ld ifidx`, one compare each).
-fn interface_filter(indexes: &[u32]) -> Vec<libc::sock_filter> {
-    const SKF_AD_IFINDEX: u32 = 8;
-    let ins = |code: u32, jt: usize, jf: usize, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: jt as u8,
-        jf: jf as u8,
-        k,
-    };
-    let n = indexes.len();
-    let mut prog = vec![ins(
-        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
-        0,
-        0,
-        (libc::SKF_AD_OFF as u32).wrapping_add(SKF_AD_IFINDEX),
-    )];
-    for (i, &ix) in indexes.iter().enumerate() {
-        // Match: jump to "accept" (after the remaining compares and "reject").
-        prog.push(ins(
-            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-            n - i,
-            0,
-            ix,
-        ));
-    }
-    prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, 0));
-    prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
-    prog
-}
 
 impl LiveCapture {
     /// Opens a ring on the configured interfaces.
@@ -618,96 +531,4 @@ impl Drop for LiveCapture {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn filter_accepts_listed_interfaces_only() {
-        let p = interface_filter(&[3, 7]);
-        // ld; jeq 3 → accept; jeq 7 → accept; ret 0; ret all.
-        assert_eq!(p.len(), 5);
-        assert_eq!((p[1].k, p[1].jt as usize), (3, 2));
-        assert_eq!((p[2].k, p[2].jt as usize), (7, 1));
-        assert_eq!(p[1 + p[1].jt as usize + 1].k, u32::MAX);
-        assert_eq!(p[2 + p[2].jt as usize + 1].k, u32::MAX);
-        assert_eq!(p[3].k, 0);
-    }
-
-    #[test]
-    fn bad_names_and_sizes_are_refused_clearly() {
-        for name in ["", "../etc", "no-such-if0", "a/b", "x".repeat(16).as_str()] {
-            let e = interface_index(name).unwrap_err();
-            assert!(matches!(e, LiveError::NoInterface { .. }), "{name}: {e}");
-            assert!(e.to_string().contains("there are:"), "{e}");
-        }
-        for (size, count) in [(3000, 4), (1 << 20, 0), (1 << 28, 1), (1 << 27, 1 << 10)] {
-            let cfg = LiveConfig {
-                interfaces: vec!["lo".into()],
-                block_size: size,
-                block_count: count,
-                ..LiveConfig::default()
-            };
-            assert!(
-                matches!(LiveCapture::open(&cfg), Err(LiveError::Config(_))),
-                "{size} {count}"
-            );
-        }
-    }
-
-    /// Datagrams sent to 127.0.0.1 come out of the ring once each, whole,
-    /// in order, with the current time. Needs CAP_NET_RAW; skipped only when
-    /// `CALLIPER_SKIP` names `live`.
-    #[test]
-    fn loopback_datagrams_arrive_once_in_order() {
-        let cfg = LiveConfig {
-            interfaces: vec!["lo".into()],
-            block_size: 1 << 16,
-            block_count: 4,
-            block_timeout_ms: 5,
-            ..LiveConfig::default()
-        };
-        let mut ring = match LiveCapture::open(&cfg) {
-            Err(LiveError::NotPermitted)
-                if std::env::var("CALLIPER_SKIP")
-                    .is_ok_and(|s| s.split(',').any(|p| p == "live")) =>
-            {
-                return
-            }
-            r => r.expect("open a ring on lo (needs CAP_NET_RAW; CALLIPER_SKIP=live skips)"),
-        };
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = rx.local_addr().unwrap().port();
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i64;
-        for i in 0..300u32 {
-            tx.send_to(&i.to_be_bytes(), ("127.0.0.1", port)).unwrap();
-        }
-        let mut seen = Vec::new();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while seen.len() < 300 && std::time::Instant::now() < deadline {
-            ring.next_block(50, |pkts| {
-                for p in pkts {
-                    // Ethernet (14) + IPv4 (20) + UDP (8) + 4 bytes.
-                    let d = p.data;
-                    if d.len() == 46 && u16::from_be_bytes([d[36], d[37]]) == port {
-                        assert_eq!(p.link_type, linktype::ETHERNET);
-                        assert!(
-                            p.ts_ns >= start - 1_000_000_000,
-                            "time {} < {start}",
-                            p.ts_ns
-                        );
-                        seen.push(u32::from_be_bytes([d[42], d[43], d[44], d[45]]));
-                    }
-                }
-            })
-            .unwrap();
-        }
-        assert_eq!(seen, (0..300).collect::<Vec<_>>());
-        let s = ring.stats().unwrap();
-        assert!(s.received >= 300, "{s:?}");
-        assert_eq!(ring.malformed(), 0);
-    }
-}
+mod tests;

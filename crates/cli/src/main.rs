@@ -183,7 +183,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         inputs.push((path.clone(), f));
     }
     refuse_overwriting_inputs(&a.files, &a.out)?;
-    let mut outputs = Outputs::open(&a.out)?;
+    let mut outputs = Outputs::open(&a.out, false)?;
 
     let show = match a.progress {
         Progress::Always => true,

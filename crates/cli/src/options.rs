@@ -22,7 +22,7 @@ pub struct OutputArgs {
     /// Output format on stdout (or --output).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    /// Write the --format output to this file instead of stdout.
+    /// Write the --format output to this file instead of stdout (`probe` appends to it, so a restart keeps what was written).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Also store calls and streams in this SQLite database (created if missing).

@@ -107,12 +107,17 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// Opens the outputs `o` asks for (creating files 0600).
-    pub fn open(o: &OutputArgs) -> Result<Outputs> {
+    /// Opens the outputs `o` asks for (creating files 0600); `append` adds
+    /// to an existing --output file instead of replacing it.
+    pub fn open(o: &OutputArgs, append: bool) -> Result<Outputs> {
+        let open = if append {
+            calliper_store::append_private
+        } else {
+            calliper_store::create_private
+        };
         let out: Box<dyn Write> = match &o.output {
             Some(p) => Box::new(BufWriter::new(
-                calliper_store::create_private(p)
-                    .with_context(|| format!("cannot create {}", p.display()))?,
+                open(p).with_context(|| format!("cannot create {}", p.display()))?,
             )),
             None => Box::new(BufWriter::new(io::stdout().lock())),
         };

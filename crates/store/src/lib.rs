@@ -89,6 +89,17 @@ pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Opens a file for appending, creating it readable and writable by its
+/// owner only (0600): a restarted probe adds to its output.
+pub fn append_private(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Formats ns since the epoch as RFC 3339 UTC with microseconds.
 pub fn rfc3339(ns: i64) -> String {
     let secs = ns.div_euclid(1_000_000_000);

@@ -210,7 +210,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     } else {
         crate::input_names(&a.read)
     };
-    let mut outputs = Outputs::open(&a.out)?;
+    let mut outputs = Outputs::open(&a.out, true)?;
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
     signals::install();
     log(&format!(

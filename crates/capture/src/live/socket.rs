@@ -1,0 +1,98 @@
+//! Socket set-up helpers: interface names, socket options, the interface filter.
+#![allow(unsafe_code)]
+
+use super::LiveError;
+use std::ffi::c_void;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+pub(super) fn os(what: &'static str) -> LiveError {
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => LiveError::NotPermitted,
+        _ => LiveError::Os { what, error },
+    }
+}
+
+/// The interfaces this machine has, by name.
+pub fn interfaces() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The index of interface `name`.
+pub fn interface_index(name: &str) -> Result<u32, LiveError> {
+    let missing = || LiveError::NoInterface {
+        name: name.to_string(),
+        existing: interfaces(),
+    };
+    if name.is_empty() || name.len() > 15 || name.contains(['/', '\0']) || name.starts_with('.') {
+        return Err(missing());
+    }
+    let c = std::ffi::CString::new(name).map_err(|_| missing())?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(missing()),
+        i => Ok(i),
+    }
+}
+
+pub(super) fn set_option<T>(
+    fd: &OwnedFd,
+    level: i32,
+    name: i32,
+    value: &T,
+    what: &'static str,
+) -> Result<(), LiveError> {
+    // SAFETY: `value` points at a live `T` of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast::<c_void>(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(os(what));
+    }
+    Ok(())
+}
+
+/// A classic BPF program accepting packets of these interfaces only
+/// (`ld ifidx`, one compare each).
+pub(super) fn interface_filter(indexes: &[u32]) -> Vec<libc::sock_filter> {
+    const SKF_AD_IFINDEX: u32 = 8;
+    let ins = |code: u32, jt: usize, jf: usize, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: jt as u8,
+        jf: jf as u8,
+        k,
+    };
+    let n = indexes.len();
+    let mut prog = vec![ins(
+        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
+        0,
+        0,
+        (libc::SKF_AD_OFF as u32).wrapping_add(SKF_AD_IFINDEX),
+    )];
+    for (i, &ix) in indexes.iter().enumerate() {
+        // Match: jump to "accept" (after the remaining compares and "reject").
+        prog.push(ins(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            n - i,
+            0,
+            ix,
+        ));
+    }
+    prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, 0));
+    prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
+    prog
+}

@@ -1,0 +1,103 @@
+//! The probe's configuration file: keys are the flags' long names, the
+//! command line wins, mistakes are named, `--check-config` says what it
+//! would run with. Driven with `--read`, so no capture privilege is needed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(name)
+}
+
+fn probe(args: &[&str], config: &str) -> Output {
+    let dir = std::env::temp_dir().join(format!("calliper-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = dir.join(format!("{n}.toml"));
+    std::fs::write(&file, config).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .arg("probe")
+        .arg("--config")
+        .arg(&file)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+}
+
+#[test]
+fn keys_set_flags_and_the_command_line_wins() {
+    let pcap = testdata("sipp_hold_dtmf.pcap");
+    let config = format!(
+        "read = [{:?}]\nformat = \"jsonl\"\nsip_port = [5060]\nno-rtp-heuristic = true\ncall-timeout = 100\n",
+        pcap.to_str().unwrap()
+    );
+    let o = probe(&[], &config);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "call", "jsonl from the file's `format`");
+    // The flag overrides the file's format.
+    let o = probe(&["--format", "text"], &config);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("call "),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn mistakes_are_named() {
+    let cases = [
+        ("max-cals = 3\n", "unknown key `max-cals`"),
+        ("no-rtp-heuristic = \"yes\"\n", "is a switch"),
+        ("format = \"xml\"\n", "xml"),
+        ("max-calls = { a = 1 }\n", "string or a number"),
+        ("read = [", "not valid TOML"),
+        ("check-config = true\n", "unknown key `check-config`"),
+    ];
+    for (config, want) in cases {
+        let o = probe(&["--read", "/dev/null"], config);
+        assert_eq!(o.status.code(), Some(2), "{config}: {}", text(&o));
+        assert!(
+            text(&o).contains(want),
+            "{config}: want {want:?} in {}",
+            text(&o)
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["probe", "--config", "/nonexistent/probe.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("/nonexistent/probe.toml"), "{}", text(&o));
+}
+
+#[test]
+fn check_config_reports_and_does_not_run() {
+    let pcap = testdata("sipp_hold_dtmf.pcap");
+    let config = format!("read = [{:?}]\nmax-calls = 1234\n", pcap.to_str().unwrap());
+    let o = probe(&["--check-config"], &config);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("max_calls: 1234") && t.contains("configuration OK"),
+        "{t}"
+    );
+    assert!(!t.contains("call "), "no analysis: {t}");
+    // A missing interface is named with the ones that exist.
+    let o = probe(&["--check-config", "-i", "nosuch0"], "");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("no network interface named `nosuch0` (there are: "),
+        "{}",
+        text(&o)
+    );
+}
