@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use calliper_store::{JsonLines, Sink, Sqlite};
-use calliper_trackers::{EventLog, RegistrationLog, UserTracker};
+use calliper_trackers::{EventLog, RegistrationLog, TimeSeries, UserTracker};
 use std::io::{self, BufWriter, Write};
 
 /// One engine, or shards on several threads: the same records either way.
@@ -101,6 +101,7 @@ pub struct Outputs {
     text: Option<summary::TextReport<Box<dyn Write>>>,
     users: UserTracker,
     registrations: RegistrationLog,
+    time_series: TimeSeries,
     event_log: EventLog,
     /// Call records written so far.
     pub calls_written: u64,
@@ -137,17 +138,19 @@ impl Outputs {
             text,
             users: UserTracker::new(),
             registrations: RegistrationLog::new(),
+            time_series: TimeSeries::new(),
             event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
             calls_written: 0,
         })
     }
 
     /// The trackers, for the analyser: registrations per user, each
-    /// registration transaction, and the event log.
+    /// registration transaction, the time series and the event log.
     pub fn hub(&self) -> TrackerHub {
         std::sync::Arc::new(std::sync::Mutex::new(vec![
             Box::new(self.users.clone()),
             Box::new(self.registrations.clone()),
+            Box::new(self.time_series.clone()),
             Box::new(self.event_log.clone()),
         ]))
     }
@@ -167,6 +170,11 @@ impl Outputs {
             let v = serde_json::to_value(&r)?;
             for s in self.sinks.iter_mut() {
                 s.write_tracked("registration", &v)?;
+            }
+        }
+        for v in self.time_series.take() {
+            for s in self.sinks.iter_mut() {
+                s.write_tracked("traffic", &v)?;
             }
         }
         let lines = self.event_log.take();
@@ -212,6 +220,14 @@ impl Outputs {
                 calliper_trackers::MAX_BACKLOG_BYTES >> 20
             );
             fields.insert("events_dropped".into(), events_dropped.into());
+        }
+        let rows_dropped = self.time_series.dropped();
+        if rows_dropped > 0 {
+            eprintln!(
+                "calliper: warning: {rows_dropped} time-series rows dropped (more than {} between two writes)",
+                calliper_trackers::MAX_TRAFFIC_ROWS
+            );
+            fields.insert("traffic_rows_dropped".into(), rows_dropped.into());
         }
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);

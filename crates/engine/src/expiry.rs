@@ -133,6 +133,7 @@ impl Engine {
             streams,
         });
         self.out.push(Record::Call(record));
+        self.traffic.calls_ended += 1;
     }
 
     /// Ends everything still open (end of input). Calls come out in order of
@@ -182,6 +183,7 @@ impl Engine {
         if self.events.media() {
             self.anomaly_events();
         }
+        self.traffic_finish();
     }
 }
 

@@ -41,6 +41,7 @@ mod prefetch;
 mod report;
 mod rtcp;
 mod streams;
+mod traffic;
 
 // What the modules use of each other (each module does `use super::*`).
 use expiry::Ending;
@@ -388,6 +389,8 @@ pub struct Engine {
     capture_dropped: u32,
     /// The total reported since, applied at the next batch end (so shards agree).
     capture_dropped_next: u64,
+    /// The time series' current interval ([`traffic`]).
+    traffic: traffic::Traffic,
 }
 
 impl Engine {
@@ -426,6 +429,7 @@ impl Engine {
             sip_transport: SipTransport::Udp,
             capture_dropped: 0,
             capture_dropped_next: 0,
+            traffic: traffic::Traffic::default(),
             cfg,
         }
     }
@@ -512,6 +516,7 @@ impl Engine {
     /// the traffic; the batch end tells them the time).
     pub fn advance_to(&mut self, ts_ns: i64) {
         self.now = self.now.max(ts_ns);
+        self.traffic_boundary(self.now);
     }
 
     /// The capture's total of dropped packets (kernel ring full) so far.

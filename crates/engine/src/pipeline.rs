@@ -106,6 +106,9 @@ impl Engine {
                 self.now = p.ts_ns;
             }
             self.key_hint = stream_hash[i];
+            if let Some(d) = &decoded[i] {
+                self.count_traffic(p.ts_ns, p.data.len(), d);
+            }
             match decoded[i] {
                 Some(Ok(frame)) => {
                     if let (Some(d), Some(h)) = (self.dedup.as_mut(), dedup_hash[i]) {

@@ -279,6 +279,51 @@ pub enum Event<'a> {
     CallRecord(&'a CallRecord),
     /// A stream without signalling ended.
     OrphanStream(&'a StreamRecord),
+    /// The traffic of one reporting interval (the time series).
+    Traffic(&'a TrafficInterval<'a>),
+}
+
+/// Packets and bytes of one kind of traffic in an interval: network
+/// (`ipv4`, `ipv6`, `other`), transport (`udp`, `tcp`, `sctp`, `icmp`,
+/// `other`) and application by port and payload (`sip`, `rtp`, `rtcp`,
+/// `dns`, `http`, `other`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrafficClass {
+    /// Network protocol.
+    pub network: &'static str,
+    /// Transport protocol.
+    pub transport: &'static str,
+    /// Application protocol.
+    pub application: &'static str,
+    /// Packets captured.
+    pub packets: u64,
+    /// Their captured bytes.
+    pub bytes: u64,
+}
+
+/// What one reporting interval held, probe-wide: one row of the time
+/// series. Intervals align to multiples of their length; quiet intervals
+/// between two with packets are reported empty (up to a day's worth).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TrafficInterval<'a> {
+    /// Start, ns since the epoch.
+    pub start_ns: i64,
+    /// End (exclusive), ns.
+    pub end_ns: i64,
+    /// Packets captured in it (duplicates included).
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Calls open at its end.
+    pub calls_open: u64,
+    /// Calls that began in it.
+    pub calls_started: u64,
+    /// Calls whose record was written in it.
+    pub calls_ended: u64,
+    /// Packets the capture dropped in it (live capture; read about once a second).
+    pub capture_dropped: u64,
+    /// The packets by protocol, kinds seen only.
+    pub protocols: &'a [TrafficClass],
 }
 
 /// Receives the engine's events on the packet thread: keep it cheap, and

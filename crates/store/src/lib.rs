@@ -280,7 +280,8 @@ CREATE TABLE IF NOT EXISTS runs (
 /// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
 /// labels and payload-recording flag; 2 the trackers' tables
 /// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds; 3 the
-/// calls' capture drops and ongoing flag.
+/// calls' capture drops and ongoing flag, and the time series (`traffic`,
+/// `traffic_protocols`, also added that way).
 const SCHEMA_VERSION: i64 = 3;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].

@@ -13,6 +13,16 @@ pub(crate) struct TrackedTable {
     pub(crate) kind: &'static str,
     pub(crate) table: &'static str,
     pub(crate) columns: &'static [&'static str],
+    /// An array field whose items go to their own table, one row each,
+    /// keyed by the parent's row id (`parent` column).
+    pub(crate) items: Option<Items>,
+}
+
+/// Rows of an array field.
+pub(crate) struct Items {
+    pub(crate) field: &'static str,
+    pub(crate) table: &'static str,
+    pub(crate) columns: &'static [&'static str],
 }
 
 /// Every kind the database stores. Registrations are one row per REGISTER
@@ -38,6 +48,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "registrar",
             "registrar_port",
         ],
+        items: None,
     },
     TrackedTable {
         kind: "user",
@@ -57,6 +68,26 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "last_failure_ns",
             "last_failure_status",
         ],
+        items: None,
+    },
+    TrackedTable {
+        kind: "traffic",
+        table: "traffic",
+        columns: &[
+            "start_ns",
+            "end_ns",
+            "packets",
+            "bytes",
+            "calls_open",
+            "calls_started",
+            "calls_ended",
+            "capture_dropped",
+        ],
+        items: Some(Items {
+            field: "protocols",
+            table: "traffic_protocols",
+            columns: &["network", "transport", "application", "packets", "bytes"],
+        }),
     },
 ];
 
@@ -69,7 +100,20 @@ pub(crate) fn schema() -> String {
             t.table,
             t.columns.join(", ")
         );
+        if let Some(i) = &t.items {
+            s += &format!(
+                "CREATE TABLE IF NOT EXISTS {} (parent INTEGER REFERENCES {}(id), {});\n",
+                i.table,
+                t.table,
+                i.columns.join(", ")
+            );
+            s += &format!(
+                "CREATE INDEX IF NOT EXISTS {0}_by_parent ON {0}(parent);\n",
+                i.table
+            );
+        }
     }
+    s += "CREATE INDEX IF NOT EXISTS traffic_by_time ON traffic(start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS registrations_by_aor ON registrations(aor, ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
     s
@@ -96,17 +140,44 @@ pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<boo
     let Some(t) = TRACKED.iter().find(|t| t.kind == kind) else {
         return Ok(false);
     };
-    let values = t
-        .columns
-        .iter()
-        .map(|c| sql(value.get(*c).unwrap_or(&Value::Null)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let marks = vec!["?"; t.columns.len()].join(",");
+    insert_row(conn, t.table, t.columns, None, value)?;
+    if let Some(items) = &t.items {
+        let parent = conn.last_insert_rowid();
+        for v in value
+            .get(items.field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            insert_row(conn, items.table, items.columns, Some(parent), v)?;
+        }
+    }
+    Ok(true)
+}
+
+/// One row of `columns` from `value`'s fields, with the parent's id first
+/// when given.
+fn insert_row(
+    conn: &Connection,
+    table: &str,
+    columns: &[&str],
+    parent: Option<i64>,
+    value: &Value,
+) -> Result<(), StoreError> {
+    let mut values = parent.map(Sql::Integer).into_iter().collect::<Vec<_>>();
+    for c in columns {
+        values.push(sql(value.get(*c).unwrap_or(&Value::Null))?);
+    }
+    let names = parent
+        .map(|_| "parent")
+        .into_iter()
+        .chain(columns.iter().copied())
+        .collect::<Vec<_>>();
+    let marks = vec!["?"; names.len()].join(",");
     conn.prepare_cached(&format!(
-        "INSERT INTO {} ({}) VALUES ({marks})",
-        t.table,
-        t.columns.join(", ")
+        "INSERT INTO {table} ({}) VALUES ({marks})",
+        names.join(", ")
     ))?
     .execute(rusqlite::params_from_iter(values))?;
-    Ok(true)
+    Ok(())
 }

@@ -1,0 +1,229 @@
+//! The time series: every interval's packets and bytes, by network and
+//! transport protocol, equal what tshark shows for the same interval
+//! (intervals aligned to multiples of their length), in both directions;
+//! the application split adds up; calls started and ended add up to the
+//! calls; SQLite holds exactly the JSON lines' rows.
+
+mod common;
+
+use common::{calliper_jsonl, tshark};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// (interval start, network, transport) → (packets, bytes).
+type Bins = BTreeMap<(i64, String, String), (u64, u64)>;
+
+const EVERY_NS: i64 = 2_000_000_000;
+
+fn testdata() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// tshark's view: each frame's time, captured length and innermost IP
+/// protocol (the fragment header's next header for IPv6 fragments).
+fn tshark_bins(file: &Path) -> Bins {
+    let out = tshark(
+        file,
+        &[
+            "-T",
+            "fields",
+            "-E",
+            "separator=|",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.cap_len",
+            "-e",
+            "ip.proto",
+            "-e",
+            "ipv6.nxt",
+            "-e",
+            "ipv6.fraghdr.nxt",
+        ],
+    );
+    let mut bins = Bins::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        let (secs, frac) = f[0].split_once('.').unwrap();
+        let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
+            + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+        let len: u64 = f[1].parse().unwrap();
+        let last = |s: &str| {
+            s.rsplit(',')
+                .next()
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse::<u8>().unwrap())
+        };
+        // The innermost header decides (tunnels list outer values first).
+        let (net, proto) = match (last(f[2]), last(f[4]).or(last(f[3]))) {
+            (_, Some(p)) if !f[3].is_empty() && (f[2].is_empty() || f[3].len() >= f[2].len()) => {
+                ("ipv6", p)
+            }
+            (Some(p), _) => ("ipv4", p),
+            (None, Some(p)) => ("ipv6", p),
+            (None, None) => ("other", 0),
+        };
+        let transport = match (net, proto) {
+            ("other", _) => "other",
+            (_, 17) => "udp",
+            (_, 6) => "tcp",
+            (_, 132) => "sctp",
+            (_, 1 | 58) => "icmp",
+            _ => "other",
+        };
+        let e = bins
+            .entry((
+                ns.div_euclid(EVERY_NS) * EVERY_NS,
+                net.to_string(),
+                transport.to_string(),
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 += len;
+    }
+    bins
+}
+
+fn calliper_bins(rows: &[&Value]) -> Bins {
+    let mut bins = Bins::new();
+    for r in rows {
+        let start = r["start_ns"].as_i64().unwrap();
+        let (mut p, mut b) = (0, 0);
+        for c in r["protocols"].as_array().unwrap() {
+            let e = bins
+                .entry((
+                    start,
+                    c["network"].as_str().unwrap().into(),
+                    c["transport"].as_str().unwrap().into(),
+                ))
+                .or_default();
+            e.0 += c["packets"].as_u64().unwrap();
+            e.1 += c["bytes"].as_u64().unwrap();
+            p += c["packets"].as_u64().unwrap();
+            b += c["bytes"].as_u64().unwrap();
+        }
+        assert_eq!(
+            (p, b),
+            (r["packets"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()),
+            "{r}"
+        );
+    }
+    bins
+}
+
+#[test]
+fn intervals_hold_what_tshark_shows_by_protocol() {
+    let mut compared = 0;
+    for file in testdata() {
+        let lines = calliper_jsonl(&file, &["--interval", "2"]);
+        let rows: Vec<&Value> = lines.iter().filter(|l| l["type"] == "traffic").collect();
+        let ours = calliper_bins(&rows);
+        let theirs = tshark_bins(&file);
+        for (k, v) in &theirs {
+            assert_eq!(ours.get(k), Some(v), "{}: tshark's {k:?}", file.display());
+        }
+        for (k, v) in &ours {
+            assert_eq!(
+                theirs.get(k),
+                Some(v),
+                "{}: calliper's {k:?}",
+                file.display()
+            );
+        }
+        // Rows are consecutive intervals, quiet ones reported empty (up to
+        // 8 640 of them for one gap: this capture's clock jumps by years).
+        let mut empties = 0;
+        for w in rows.windows(2) {
+            empties = if w[0]["packets"] == 0 { empties + 1 } else { 0 };
+            if w[0]["end_ns"] != w[1]["start_ns"] {
+                assert_eq!(empties, 8640, "{}: a gap after {}", file.display(), w[0]);
+            }
+        }
+        let calls = lines.iter().filter(|l| l["type"] == "call").count() as u64;
+        let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(sum("calls_ended"), calls, "{}", file.display());
+        let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+        assert_eq!(sum("calls_started"), summary["calls"].as_u64().unwrap());
+        compared += theirs.len();
+    }
+    assert!(compared > 20, "compared {compared} bins");
+}
+
+#[test]
+fn two_threads_give_the_same_series_and_the_database_holds_it() {
+    let file = testdata()
+        .into_iter()
+        .find(|f| f.ends_with("heplify__rtp_rtcp_sip_ipv4_udp.pcap"))
+        .unwrap();
+    let rows = |extra: &[&str]| -> Vec<Value> {
+        calliper_jsonl(&file, extra)
+            .into_iter()
+            .filter(|l| l["type"] == "traffic")
+            .collect()
+    };
+    let one = rows(&[]);
+    assert!(one.len() >= 3);
+    assert_eq!(rows(&["--threads", "2"]), one);
+    let db = std::env::temp_dir().join(format!("calliper-traffic-{}.db", std::process::id()));
+    std::fs::remove_file(&db).ok();
+    rows(&["--db", db.to_str().unwrap()]);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT id, start_ns, end_ns, packets, bytes, calls_open, calls_started, calls_ended, capture_dropped FROM traffic ORDER BY id")
+        .unwrap();
+    let stored: Vec<(i64, Vec<i64>)> = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, (1..9).map(|i| r.get(i).unwrap()).collect()))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stored.len(), one.len());
+    for ((id, cols), row) in stored.iter().zip(&one) {
+        let want: Vec<i64> = [
+            "start_ns",
+            "end_ns",
+            "packets",
+            "bytes",
+            "calls_open",
+            "calls_started",
+            "calls_ended",
+            "capture_dropped",
+        ]
+        .iter()
+        .map(|k| row[k].as_i64().unwrap())
+        .collect();
+        assert_eq!(cols, &want);
+        let items: Vec<(String, String, String, i64, i64)> = conn
+            .prepare("SELECT network, transport, application, packets, bytes FROM traffic_protocols WHERE parent = ? ORDER BY rowid")
+            .unwrap()
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<(String, String, String, i64, i64)> = row["protocols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["network"].as_str().unwrap().into(),
+                    c["transport"].as_str().unwrap().into(),
+                    c["application"].as_str().unwrap().into(),
+                    c["packets"].as_i64().unwrap(),
+                    c["bytes"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(items, want);
+    }
+    std::fs::remove_file(&db).ok();
+}
