@@ -26,8 +26,20 @@ pub struct OutputArgs {
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Also store calls and streams in this SQLite database (created if missing).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "db_dir")]
     pub db: Option<PathBuf>,
+    /// Store in one SQLite database per day (UTC) in this directory,
+    /// `calliper-YYYY-MM-DD.db`, each record in the day of its time.
+    #[arg(long, value_name = "DIR")]
+    pub db_dir: Option<PathBuf>,
+    /// With --db-dir: keep this many most recent days, at least 2 (older ones
+    /// are deleted when a new day begins; yesterday stays for calls that span midnight).
+    #[arg(long, value_name = "DAYS", requires = "db_dir", value_parser = clap::value_parser!(u32).range(2..))]
+    pub keep_days: Option<u32>,
+    /// With --db-dir: delete the oldest days while the databases take more
+    /// than this many MiB (today and yesterday are kept whatever their size).
+    #[arg(long, value_name = "MIB", requires = "db_dir")]
+    pub max_db_mib: Option<u64>,
     /// Also write the engine's events as JSON lines (needs --format jsonl):
     /// a comma-separated list of calls (phases: started, trying, ringing,
     /// early media, answered, held, resumed, transferred, ended), streams

@@ -133,6 +133,16 @@ impl Outputs {
                 format!("cannot open database {}", db.display())
             })?));
         }
+        if let Some(dir) = &o.db_dir {
+            let retention = calliper_store::Retention {
+                keep_days: o.keep_days,
+                max_bytes: o.max_db_mib.map(|m| m.saturating_mul(1 << 20)),
+            };
+            sinks.push(Box::new(
+                calliper_store::Daily::open(dir, retention)
+                    .with_context(|| format!("cannot use database directory {}", dir.display()))?,
+            ));
+        }
         Ok(Outputs {
             sinks,
             text,

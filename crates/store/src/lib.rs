@@ -9,7 +9,16 @@ use serde::Serialize;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
+mod daily;
 mod tracked;
+pub use daily::{day_file, Daily, Retention};
+
+/// The clock, ns since the epoch (for what has no time of its own).
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
 
 /// Why a sink failed.
 #[derive(Debug)]

@@ -1,0 +1,256 @@
+//! One SQLite database per day (UTC) in a directory, kept within an age and
+//! a disk budget: what a probe running for months writes to. A record goes
+//! to the day of its time (a call's INVITE, a stream's first packet, a
+//! tracker row's time), so a replay of old captures files them where they
+//! belong. When a newer day begins, days beyond `keep_days` and, oldest
+//! first, days beyond the byte budget are deleted — never the newest two:
+//! records of yesterday still arrive after today began (calls that span
+//! midnight, one batch of output holding both days). A record for a day
+//! already deleted is dropped and counted, never written to a new file.
+
+use crate::{Sink, Sqlite, StoreError};
+use calliper_record::Record;
+use std::path::{Path, PathBuf};
+
+const DAY_NS: i64 = 86_400_000_000_000;
+/// Day databases held open at once (today and yesterday, for calls that
+/// span midnight and late records).
+const OPEN_DAYS: usize = 2;
+const PREFIX: &str = "calliper-";
+const SUFFIX: &str = ".db";
+
+/// Days to keep and bytes the directory may hold.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retention {
+    /// Keep this many most recent days (the newest included; at least 2);
+    /// None keeps all.
+    pub keep_days: Option<u32>,
+    /// Delete the oldest days while the databases take more than this.
+    pub max_bytes: Option<u64>,
+}
+
+/// The per-day sink.
+pub struct Daily {
+    dir: PathBuf,
+    retention: Retention,
+    open: Vec<(i64, Sqlite)>,
+    newest: Option<i64>,
+    /// The newest day retention deleted: older records are dropped.
+    deleted_through: Option<i64>,
+    /// Records dropped because their day was deleted.
+    dropped: u64,
+}
+
+/// The file name of day `day` (days since the epoch).
+pub fn day_file(day: i64) -> String {
+    format!(
+        "{PREFIX}{}{SUFFIX}",
+        &crate::rfc3339(day.saturating_mul(DAY_NS))[..10]
+    )
+}
+
+/// The day a file name stands for, if it is a day database's.
+fn day_of_file(name: &str) -> Option<i64> {
+    let date = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let mut parts = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (parts.next()??, parts.next()??, parts.next()??);
+    if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm), the inverse of rfc3339's.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+impl Daily {
+    /// Writes day databases into `dir` (created 0700 if missing).
+    pub fn open(dir: &Path, retention: Retention) -> Result<Daily, StoreError> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        Ok(Daily {
+            dir: dir.to_path_buf(),
+            retention,
+            open: Vec::new(),
+            newest: None,
+            deleted_through: None,
+            dropped: 0,
+        })
+    }
+
+    /// The day databases in the directory, oldest first, with their sizes
+    /// (the database and its -wal and -shm files).
+    pub fn days(dir: &Path) -> Result<Vec<(i64, PathBuf, u64)>, StoreError> {
+        let mut days = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let name = e.file_name();
+            let Some(day) = name.to_str().and_then(day_of_file) else {
+                continue;
+            };
+            let path = e.path();
+            let size = ["", "-wal", "-shm"]
+                .iter()
+                .filter_map(|s| std::fs::metadata(format!("{}{s}", path.display())).ok())
+                .map(|m| m.len())
+                .sum();
+            days.push((day, path, size));
+        }
+        days.sort();
+        Ok(days)
+    }
+
+    /// The database of the day of `ns` (None: the newest day), or None when
+    /// retention deleted that day.
+    fn db(&mut self, ns: Option<i64>) -> Result<Option<&mut Sqlite>, StoreError> {
+        let day = ns
+            .map(|t| t.div_euclid(DAY_NS))
+            .or(self.newest)
+            .unwrap_or_else(|| crate::now_ns().div_euclid(DAY_NS));
+        if self.deleted_through.is_some_and(|d| day <= d) {
+            self.dropped += 1;
+            return Ok(None);
+        }
+        if let Some(i) = self.open.iter().position(|(d, _)| *d == day) {
+            return Ok(Some(&mut self.open[i].1));
+        }
+        if self.open.len() >= OPEN_DAYS {
+            // Close the oldest open day (its last batch committed).
+            let oldest = (0..self.open.len())
+                .min_by_key(|&i| self.open[i].0)
+                .unwrap_or(0);
+            let (_, mut db) = self.open.remove(oldest);
+            db.flush()?;
+        }
+        let db = Sqlite::open(&self.dir.join(day_file(day)))?;
+        self.open.push((day, db));
+        if self.newest.map_or(true, |n| day > n) {
+            self.newest = Some(day);
+            self.retain()?;
+        }
+        let i = self.open.iter().position(|(d, _)| *d == day);
+        Ok(i.map(|i| &mut self.open[i].1))
+    }
+
+    /// Deletes days beyond the retention (never the newest).
+    fn retain(&mut self) -> Result<(), StoreError> {
+        let Some(newest) = self.newest else {
+            return Ok(());
+        };
+        let mut days = Self::days(&self.dir)?;
+        let mut total: u64 = days.iter().map(|d| d.2).sum();
+        let mut doomed = Vec::new();
+        days.retain(|(day, path, size)| {
+            let too_old = self
+                .retention
+                .keep_days
+                .is_some_and(|k| *day <= newest - k.max(OPEN_DAYS as u32) as i64);
+            if too_old {
+                doomed.push(path.clone());
+                total -= size;
+            }
+            !too_old
+        });
+        for (day, path, size) in &days {
+            if *day > newest - OPEN_DAYS as i64
+                || self.retention.max_bytes.map_or(true, |m| total <= m)
+            {
+                break;
+            }
+            doomed.push(path.clone());
+            total -= size;
+        }
+        for path in doomed {
+            let day = day_of_path(&path);
+            self.deleted_through = self.deleted_through.max(day);
+            // An open day being deleted is closed first.
+            self.open.retain(|(d, _)| Some(*d) != day);
+            for s in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{s}", path.display()));
+            }
+            eprintln!("calliper: retention: deleted {}", path.display());
+        }
+        Ok(())
+    }
+}
+
+fn day_of_path(p: &Path) -> Option<i64> {
+    day_of_file(p.file_name()?.to_str()?)
+}
+
+impl Sink for Daily {
+    fn write(&mut self, r: &Record) -> Result<(), StoreError> {
+        let ns = match r {
+            Record::Call(c) => c.invite_ns,
+            Record::Stream(s) => s.first_ns,
+        };
+        match self.db(Some(ns))? {
+            Some(db) => db.write(r),
+            None => Ok(()),
+        }
+    }
+
+    fn write_tracked(
+        &mut self,
+        kind: &'static str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let ns = ["ts_ns", "start_ns"]
+            .iter()
+            .find_map(|k| value.get(*k).and_then(|v| v.as_i64()));
+        match self.db(ns)? {
+            Some(db) => db.write_tracked(kind, value),
+            None => Ok(()),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        for (_, db) in &mut self.open {
+            db.flush()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+        self.flush()?;
+        if self.dropped > 0 {
+            eprintln!(
+                "calliper: warning: {} records not stored: their day's database was already deleted by retention",
+                self.dropped
+            );
+        }
+        // The run's row goes to the newest day.
+        match self.db(None)? {
+            Some(db) => db.finish(input, summary),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_names_round_trip() {
+        for day in [-1000, 0, 1, 59, 60, 365, 11_016, 20_415, 100_000] {
+            assert_eq!(day_of_file(&day_file(day)), Some(day), "{}", day_file(day));
+        }
+        // 20 416 days after 1970-01-01 (Python: date(2025, 11, 24) - date(1970, 1, 1)).
+        assert_eq!(day_file(20_416), "calliper-2025-11-24.db");
+        for bad in [
+            "calliper-2025-13-01.db",
+            "calliper-x.db",
+            "other-2025-01-01.db",
+            "calliper-2025-01-01-1.db",
+        ] {
+            assert_eq!(day_of_file(bad), None, "{bad}");
+        }
+    }
+}
