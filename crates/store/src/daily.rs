@@ -130,7 +130,7 @@ impl Daily {
         }
         let db = Sqlite::open(&self.dir.join(day_file(day)))?;
         self.open.push((day, db));
-        if self.newest.map_or(true, |n| day > n) {
+        if self.newest.is_none_or(|n| day > n) {
             self.newest = Some(day);
             self.retain()?;
         }
@@ -159,7 +159,7 @@ impl Daily {
         });
         for (day, path, size) in &days {
             if *day > newest - OPEN_DAYS as i64
-                || self.retention.max_bytes.map_or(true, |m| total <= m)
+                || self.retention.max_bytes.is_none_or(|m| total <= m)
             {
                 break;
             }
