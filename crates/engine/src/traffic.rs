@@ -18,8 +18,10 @@ const APPLICATIONS: [&str; 6] = ["sip", "rtp", "rtcp", "dns", "http", "other"];
 /// One interval's counts.
 #[derive(Default)]
 pub(crate) struct Traffic {
-    /// Start of the interval being counted (i64::MIN before the first packet).
+    /// Start of the interval being counted (None before the first packet).
     start_ns: Option<i64>,
+    /// Its end: a packet before it needs no boundary arithmetic.
+    end_ns: i64,
     counts: [[[(u64, u64); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()],
     packets: u64,
     bytes: u64,
@@ -90,7 +92,9 @@ impl Engine {
         if !self.signalling_events() {
             return;
         }
-        self.traffic_boundary(ts_ns);
+        if ts_ns >= self.traffic.end_ns || self.traffic.start_ns.is_none() {
+            self.traffic_boundary(ts_ns);
+        }
         let (n, t, a) = classify(decoded, &self.cfg.sip_ports);
         let tr = &mut self.traffic;
         let c = &mut tr.counts[n][t][a];
@@ -140,6 +144,7 @@ impl Engine {
         let counts = [[[(0, 0); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()];
         self.traffic = Traffic {
             start_ns: Some(start),
+            end_ns: start.saturating_add(self.cfg.interval_ns.max(1)),
             counts,
             calls_before: self.counters.calls,
             dropped_before: self.capture_dropped,
