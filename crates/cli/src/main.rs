@@ -19,6 +19,7 @@ mod probe;
 mod relay;
 mod run;
 mod summary;
+mod writer;
 
 #[derive(Parser)]
 #[command(
@@ -183,7 +184,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         inputs.push((path.clone(), f));
     }
     refuse_overwriting_inputs(&a.files, &a.out)?;
-    let mut outputs = Outputs::open(&a.out, false)?;
+    let mut outputs = Outputs::open(&a.out, false, false)?;
 
     let show = match a.progress {
         Progress::Always => true,
@@ -254,7 +255,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
                         }
                     }
                     if n / 4096 != before / 4096 {
-                        outputs.emit(&mut engine)?;
+                        outputs.emit(&mut engine, false)?;
                     }
                 }
                 Err(e) => {
@@ -268,7 +269,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         }
         done_bytes += reader.position();
         files_end = files_end.max(file_end);
-        outputs.emit(&mut engine)?;
+        outputs.emit(&mut engine, false)?;
         if failure.is_some() {
             break;
         }
@@ -278,7 +279,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
             failure = Some((input_names(&a.files), f));
         }
     }
-    outputs.emit(&mut engine)?;
+    outputs.emit(&mut engine, false)?;
     bar.finish_and_clear();
 
     let counters = engine.counters().clone();

@@ -4,10 +4,11 @@
 
 use crate::options::{Format, OutputArgs};
 use crate::summary;
+use crate::writer::{Batch, Finish, Sinks, Writer};
 use anyhow::{Context, Result};
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
-use calliper_store::{JsonLines, Sink, Sqlite};
+use calliper_store::{JsonLines, Sqlite};
 use calliper_trackers::{EventLog, RegistrationLog, TimeSeries, UserTracker};
 use std::io::{self, BufWriter, Write};
 
@@ -95,57 +96,61 @@ impl Analyzer {
     }
 }
 
-/// Everything results are written to, and the trackers that produce some.
+/// Everything results are written to (through the [`Writer`] thread), and
+/// the trackers that produce some.
 pub struct Outputs {
-    sinks: Vec<Box<dyn Sink>>,
-    text: Option<summary::TextReport<Box<dyn Write>>>,
+    writer: Writer,
     users: UserTracker,
     registrations: RegistrationLog,
     time_series: TimeSeries,
     event_log: EventLog,
-    /// Call records written so far.
+    /// Call records handed to the writer so far.
     pub calls_written: u64,
 }
 
 impl Outputs {
     /// Opens the outputs `o` asks for (creating files 0600); `append` adds
-    /// to an existing --output file instead of replacing it.
-    pub fn open(o: &OutputArgs, append: bool) -> Result<Outputs> {
+    /// to an existing --output file instead of replacing it; `lossy` drops
+    /// (and counts) what the writer cannot take instead of waiting.
+    pub fn open(o: &OutputArgs, append: bool, lossy: bool) -> Result<Outputs> {
         let open = if append {
             calliper_store::append_private
         } else {
             calliper_store::create_private
         };
-        let out: Box<dyn Write> = match &o.output {
+        let out: Box<dyn Write + Send> = match &o.output {
             Some(p) => Box::new(BufWriter::new(
                 open(p).with_context(|| format!("cannot create {}", p.display()))?,
             )),
-            None => Box::new(BufWriter::new(io::stdout().lock())),
+            None => Box::new(BufWriter::new(io::stdout())),
         };
-        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-        let mut text = None;
+        let mut sinks = Sinks {
+            sinks: Vec::new(),
+            text: None,
+        };
         match o.format {
-            Format::Jsonl => sinks.push(Box::new(JsonLines::new(out))),
-            Format::Text => text = Some(summary::TextReport::new(out)),
+            Format::Jsonl => sinks.sinks.push(Box::new(JsonLines::new(out))),
+            Format::Text => sinks.text = Some(summary::TextReport::new(out)),
         }
         if let Some(db) = &o.db {
-            sinks.push(Box::new(Sqlite::open(db).with_context(|| {
-                format!("cannot open database {}", db.display())
-            })?));
+            sinks
+                .sinks
+                .push(Box::new(Sqlite::open(db).with_context(|| {
+                    format!("cannot open database {}", db.display())
+                })?));
         }
         if let Some(dir) = &o.db_dir {
             let retention = calliper_store::Retention {
                 keep_days: o.keep_days,
                 max_bytes: o.max_db_mib.map(|m| m.saturating_mul(1 << 20)),
             };
-            sinks.push(Box::new(
+            sinks.sinks.push(Box::new(
                 calliper_store::Daily::open(dir, retention)
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
         Ok(Outputs {
-            sinks,
-            text,
+            writer: Writer::start(sinks, lossy),
             users: UserTracker::new(),
             registrations: RegistrationLog::new(),
             time_series: TimeSeries::new(),
@@ -165,51 +170,42 @@ impl Outputs {
         ]))
     }
 
-    /// Writes what the analyser and the trackers finished since last time.
-    pub fn emit(&mut self, engine: &mut Analyzer) -> Result<()> {
-        for r in engine.drain() {
-            self.calls_written += matches!(r, Record::Call(_)) as u64;
-            for s in self.sinks.iter_mut() {
-                s.write(&r)?;
-            }
-            if let Some(t) = self.text.as_mut() {
-                t.record(&r);
-            }
-        }
+    /// Hands the writer what the analyser and the trackers finished since
+    /// last time; `flush` also makes everything written durable.
+    pub fn emit(&mut self, engine: &mut Analyzer, flush: bool) -> Result<()> {
+        let mut b = Batch {
+            records: engine.drain().collect(),
+            flush,
+            ..Batch::default()
+        };
+        let calls = b
+            .records
+            .iter()
+            .filter(|r| matches!(r, Record::Call(_)))
+            .count() as u64;
         for r in self.registrations.take() {
-            let v = serde_json::to_value(&r)?;
-            for s in self.sinks.iter_mut() {
-                s.write_tracked("registration", &v)?;
-            }
+            b.tracked.push(("registration", serde_json::to_value(&r)?));
         }
         for v in self.time_series.take() {
-            for s in self.sinks.iter_mut() {
-                s.write_tracked("traffic", &v)?;
-            }
+            b.tracked.push(("traffic", v));
         }
-        let lines = self.event_log.take();
-        if !lines.is_empty() {
-            for s in self.sinks.iter_mut() {
-                s.write_json_lines(&lines)?;
-            }
+        b.lines = self.event_log.take();
+        let dropped = self.writer.dropped;
+        self.writer.send(b)?;
+        if self.writer.dropped == dropped {
+            self.calls_written += calls;
         }
         Ok(())
     }
 
-    /// Makes everything written so far durable (file buffers written,
-    /// the database transaction committed).
-    pub fn flush(&mut self) -> Result<()> {
-        for s in self.sinks.iter_mut() {
-            s.flush()?;
-        }
-        if let Some(t) = self.text.as_mut() {
-            t.flush()?;
-        }
-        Ok(())
+    /// Waits for what was handed over to be written, without a summary
+    /// (the analysis failed).
+    pub fn close(self) -> Result<()> {
+        self.writer.close()
     }
 
     /// Writes the users, the run's summary (counters, rules' hits, `extra`
-    /// fields) and flushes.
+    /// fields) and waits for the writer to finish.
     pub fn finish(
         mut self,
         counters: &Counters,
@@ -223,42 +219,56 @@ impl Outputs {
         if rules.is_some() {
             fields.insert("rules".into(), serde_json::to_value(&rule_list)?);
         }
-        let events_dropped = self.event_log.dropped();
-        if events_dropped > 0 {
-            eprintln!(
-                "calliper: warning: {events_dropped} events dropped (more than {} MiB of them between two writes)",
+        let mut dropped = |what: &str, key: &str, n: u64, why: String| {
+            if n > 0 {
+                eprintln!("calliper: warning: {n} {what} dropped ({why})");
+                fields.insert(key.into(), n.into());
+            }
+        };
+        dropped(
+            "events",
+            "events_dropped",
+            self.event_log.dropped(),
+            format!(
+                "more than {} MiB of them between two writes",
                 calliper_trackers::MAX_BACKLOG_BYTES >> 20
-            );
-            fields.insert("events_dropped".into(), events_dropped.into());
-        }
-        let rows_dropped = self.time_series.dropped();
-        if rows_dropped > 0 {
-            eprintln!(
-                "calliper: warning: {rows_dropped} time-series rows dropped (more than {} between two writes)",
+            ),
+        );
+        dropped(
+            "time-series rows",
+            "traffic_rows_dropped",
+            self.time_series.dropped(),
+            format!(
+                "more than {} between two writes",
                 calliper_trackers::MAX_TRAFFIC_ROWS
-            );
-            fields.insert("traffic_rows_dropped".into(), rows_dropped.into());
-        }
+            ),
+        );
+        dropped(
+            "records and rows",
+            "output_dropped",
+            self.writer.dropped,
+            "the output could not keep up with the capture".into(),
+        );
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);
         }
-        let users = self.users.users();
-        for u in users.users.values() {
-            let v = serde_json::to_value(u)?;
-            for s in self.sinks.iter_mut() {
-                s.write_tracked("user", &v)?;
-            }
+        // Whatever the trackers still hold goes before the end.
+        let mut last = Batch::default();
+        for r in self.registrations.take() {
+            last.tracked
+                .push(("registration", serde_json::to_value(&r)?));
         }
-        for s in self.sinks.iter_mut() {
-            s.finish(input, &summary)?;
+        for v in self.time_series.take() {
+            last.tracked.push(("traffic", v));
         }
-        if let Some(t) = self.text.as_mut() {
-            t.users(&users)?;
-            t.finish(counters, &rule_list)?;
-        } else {
-            summary::print_counters(&mut io::stderr().lock(), counters)?;
-            summary::print_rules(&mut io::stderr().lock(), &rule_list)?;
-        }
-        Ok(())
+        last.lines = self.event_log.take();
+        self.writer.send(last)?;
+        self.writer.finish(Finish {
+            input: input.to_string(),
+            summary,
+            counters: counters.clone(),
+            rules: rule_list,
+            users: self.users.users(),
+        })
     }
 }

@@ -210,7 +210,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     } else {
         crate::input_names(&a.read)
     };
-    let mut outputs = Outputs::open(&a.out, true)?;
+    // Live capture must not wait for the disk; a replay may.
+    let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
     signals::install();
     log(&format!(
@@ -258,9 +259,9 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         if failure.is_some() || matches!(step, Step::End) {
             break;
         }
-        if since_emit >= 4096 || last_flush.elapsed() >= Duration::from_secs(1) {
+        if since_emit >= 4096 {
             since_emit = 0;
-            outputs.emit(&mut engine)?;
+            outputs.emit(&mut engine, false)?;
         }
         if last_flush.elapsed() >= Duration::from_secs(1) {
             last_flush = Instant::now();
@@ -272,8 +273,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
                     break;
                 }
             }
-            outputs.emit(&mut engine)?;
-            outputs.flush()?;
+            outputs.emit(&mut engine, true)?;
         }
         if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
             last_status = Instant::now();
@@ -294,8 +294,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     }
     if let Some(f) = failure {
         // What was finished before the failure is written; open calls are not.
-        outputs.emit(&mut engine)?;
-        outputs.flush()?;
+        outputs.emit(&mut engine, true)?;
+        outputs.close()?;
         return Err(anyhow::Error::new(f).context(format!(
             "{input}: analysis stopped; the records finished before the failure are written"
         )));
@@ -313,7 +313,7 @@ fn finish(
     stats: Option<LiveStats>,
 ) -> Result<()> {
     let failed = engine.finish().err();
-    outputs.emit(&mut engine)?;
+    outputs.emit(&mut engine, false)?;
     let counters = engine.counters().clone();
     let mut extra = serde_json::Map::new();
     if let Some(s) = stats {

@@ -1,0 +1,284 @@
+//! The sinks on a thread of their own, behind a bounded queue, so the
+//! packet path never waits for a disk. Offline runs wait when the queue is
+//! full (nothing is lost); the live probe does not: what does not fit is
+//! dropped and counted (`output_dropped` in the summary, and a warning).
+
+use crate::summary::{self, TextReport};
+use anyhow::{anyhow, Result};
+use calliper_engine::{Counters, Record};
+use calliper_rules::RuleInfo;
+use calliper_store::Sink;
+use serde_json::Value;
+use std::io::{self, Write};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+/// Batches waiting for the writer (each holds what the engine finished in
+/// up to 4 096 packets or one second).
+const QUEUE: usize = 256;
+
+/// What the writer writes to.
+pub struct Sinks {
+    /// JSON lines and databases.
+    pub sinks: Vec<Box<dyn Sink + Send>>,
+    /// The terminal report (`--format text`).
+    pub text: Option<TextReport<Box<dyn Write + Send>>>,
+}
+
+/// Output finished together.
+#[derive(Default)]
+pub struct Batch {
+    /// Call and stream records.
+    pub records: Vec<Record>,
+    /// Trackers' rows, by line type.
+    pub tracked: Vec<(&'static str, Value)>,
+    /// Event-log JSON lines.
+    pub lines: Vec<u8>,
+    /// Make everything durable after writing this.
+    pub flush: bool,
+}
+
+impl Batch {
+    /// True when there is nothing to write or do.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.tracked.is_empty() && self.lines.is_empty() && !self.flush
+    }
+    /// Records and rows it holds.
+    fn items(&self) -> u64 {
+        (self.records.len() + self.tracked.len()) as u64
+    }
+}
+
+/// The end of a run, for the sinks.
+pub struct Finish {
+    /// Names of the inputs.
+    pub input: String,
+    /// Counters and extra fields, as JSON.
+    pub summary: Value,
+    /// The counters, for the terminal.
+    pub counters: Counters,
+    /// The rules and their hits.
+    pub rules: Vec<RuleInfo>,
+    /// Users at the end (rows and the text report).
+    pub users: calliper_trackers::Users,
+}
+
+enum Msg {
+    Batch(Batch),
+    Finish(Box<Finish>),
+}
+
+impl Sinks {
+    fn write(&mut self, b: Batch) -> Result<()> {
+        for r in &b.records {
+            for s in self.sinks.iter_mut() {
+                s.write(r)?;
+            }
+            if let Some(t) = self.text.as_mut() {
+                t.record(r);
+            }
+        }
+        for (kind, v) in &b.tracked {
+            for s in self.sinks.iter_mut() {
+                s.write_tracked(kind, v)?;
+            }
+        }
+        if !b.lines.is_empty() {
+            for s in self.sinks.iter_mut() {
+                s.write_json_lines(&b.lines)?;
+            }
+        }
+        if b.flush {
+            for s in self.sinks.iter_mut() {
+                s.flush()?;
+            }
+            if let Some(t) = self.text.as_mut() {
+                t.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, f: &Finish) -> Result<()> {
+        for u in f.users.users.values() {
+            let v = serde_json::to_value(u)?;
+            for s in self.sinks.iter_mut() {
+                s.write_tracked("user", &v)?;
+            }
+        }
+        for s in self.sinks.iter_mut() {
+            s.finish(&f.input, &f.summary)?;
+        }
+        if let Some(t) = self.text.as_mut() {
+            t.users(&f.users)?;
+            t.finish(&f.counters, &f.rules)?;
+        } else {
+            summary::print_counters(&mut io::stderr().lock(), &f.counters)?;
+            summary::print_rules(&mut io::stderr().lock(), &f.rules)?;
+        }
+        Ok(())
+    }
+}
+
+/// The writer thread and its queue.
+pub struct Writer {
+    tx: Option<SyncSender<Msg>>,
+    handle: Option<JoinHandle<Result<()>>>,
+    /// Drop what does not fit instead of waiting.
+    lossy: bool,
+    /// Records and rows dropped because the queue was full.
+    pub dropped: u64,
+}
+
+impl Writer {
+    /// Starts writing to `sinks`; `lossy` for live capture.
+    pub fn start(mut sinks: Sinks, lossy: bool) -> Writer {
+        let (tx, rx): (SyncSender<Msg>, Receiver<Msg>) = sync_channel(QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("calliper-writer".into())
+            .spawn(move || {
+                while let Ok(m) = rx.recv() {
+                    match m {
+                        Msg::Batch(b) => sinks.write(b)?,
+                        Msg::Finish(f) => return sinks.finish(&f),
+                    }
+                }
+                Ok(())
+            })
+            .ok();
+        Writer {
+            tx: Some(tx),
+            handle,
+            lossy,
+            dropped: 0,
+        }
+    }
+
+    /// Queues a batch. An error is the writer's (a full disk, a closed
+    /// pipe): it has stopped, and says why.
+    pub fn send(&mut self, b: Batch) -> Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let Some(tx) = &self.tx else {
+            return Err(anyhow!("the writer has stopped"));
+        };
+        let items = b.items();
+        let sent = if self.lossy {
+            match tx.try_send(Msg::Batch(b)) {
+                Err(TrySendError::Full(_)) => {
+                    self.dropped += items;
+                    return Ok(());
+                }
+                Err(TrySendError::Disconnected(_)) => Err(()),
+                Ok(()) => Ok(()),
+            }
+        } else {
+            tx.send(Msg::Batch(b)).map_err(|_| ())
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            Err(()) => Err(self.stopped()),
+        }
+    }
+
+    /// The error that stopped the writer.
+    fn stopped(&mut self) -> anyhow::Error {
+        self.tx = None;
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => anyhow!("the writer thread panicked"),
+            _ => anyhow!("the writer stopped"),
+        }
+    }
+
+    /// Waits for what is queued to be written, without a summary (the run
+    /// failed).
+    pub fn close(mut self) -> Result<()> {
+        self.tx = None;
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(anyhow!("the writer thread panicked")),
+        }
+    }
+
+    /// Writes the end of the run and waits for everything to be written.
+    pub fn finish(mut self, f: Finish) -> Result<()> {
+        let Some(tx) = self.tx.take() else {
+            return Err(anyhow!("the writer has stopped"));
+        };
+        // The end always waits: nothing after it could be lost.
+        if tx.send(Msg::Finish(Box::new(f))).is_err() {
+            return Err(self.stopped());
+        }
+        drop(tx);
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(anyhow!("the writer thread panicked")),
+            None => Err(anyhow!("the writer thread could not start")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calliper_store::StoreError;
+    use std::sync::{Arc, Mutex};
+
+    /// A sink whose disk hangs until the test lets it go, counting rows.
+    struct Stalled {
+        gate: Arc<Mutex<()>>,
+        rows: Arc<Mutex<u64>>,
+    }
+
+    impl Sink for Stalled {
+        fn write(&mut self, _: &Record) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn write_tracked(&mut self, _: &'static str, _: &Value) -> Result<(), StoreError> {
+            let _wait = self.gate.lock();
+            *self.rows.lock().unwrap() += 1;
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn finish(&mut self, _: &str, _: &Value) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    fn row() -> Batch {
+        Batch {
+            tracked: vec![("traffic", Value::Null)],
+            ..Batch::default()
+        }
+    }
+
+    #[test]
+    fn a_stalled_disk_costs_counted_rows_never_a_wait() {
+        let gate = Arc::new(Mutex::new(()));
+        let rows = Arc::new(Mutex::new(0));
+        let stall = gate.lock().unwrap();
+        let sinks = Sinks {
+            sinks: vec![Box::new(Stalled {
+                gate: gate.clone(),
+                rows: rows.clone(),
+            })],
+            text: None,
+        };
+        let mut w = Writer::start(sinks, true);
+        let sent = QUEUE as u64 + 100;
+        for _ in 0..sent {
+            w.send(row()).unwrap();
+        }
+        // The writer holds one batch, the queue QUEUE: the rest is dropped.
+        assert!(w.dropped >= 99 && w.dropped <= 100, "{}", w.dropped);
+        let w_dropped = w.dropped;
+        drop(stall);
+        w.close().unwrap();
+        // Everything was either written or counted.
+        assert_eq!(*rows.lock().unwrap() + w_dropped, sent);
+    }
+}
