@@ -111,7 +111,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(argv);
+    let with_config = argv
+        .iter()
+        .any(|a| a == "--config" || a.to_string_lossy().starts_with("--config="));
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            if !e.use_stderr() {
+                return ExitCode::SUCCESS;
+            }
+            if with_config {
+                eprintln!("note: the configuration file's settings are given as these flags (its keys are their long names)");
+            }
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Analyze(a) => analyze(a),
         Command::Probe(p) => probe::run(*p),

@@ -119,24 +119,32 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
 /// equals nftables' count; the probe's kernel ring dropped nothing.
 fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &str) {
     let probe_log = std::fs::read_to_string(dir.join("probe.log")).unwrap_or_default();
-    let records = |lines: Vec<Value>| -> (Vec<String>, Value) {
+    // Records compared line for line; the time series by its packet total
+    // (live, quiet intervals pass by the clock and are reported empty).
+    let records = |lines: Vec<Value>| -> (Vec<String>, Value, u64) {
         let summary = lines.iter().find(|l| l["type"] == "summary").cloned();
+        let traffic = lines
+            .iter()
+            .filter(|l| l["type"] == "traffic")
+            .map(|l| l["packets"].as_u64().unwrap())
+            .sum();
         let mut rest: Vec<String> = lines
             .iter()
-            .filter(|l| l["type"] != "summary")
+            .filter(|l| l["type"] != "summary" && l["type"] != "traffic")
             .map(|l| l.to_string())
             .collect();
         rest.sort();
-        (rest, summary.unwrap_or(Value::Null))
+        (rest, summary.unwrap_or(Value::Null), traffic)
     };
     let text = std::fs::read_to_string(dir.join("probe.jsonl"))
         .unwrap_or_else(|e| panic!("the probe wrote no output ({e}):\n{probe_log}\n{log}"));
-    let (live, summary) = records(
+    let (live, summary, live_packets) = records(
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect(),
     );
-    let (offline, _) = records(calliper_jsonl(&dir.join("proxy.pcap"), &[]));
+    let (offline, _, offline_packets) = records(calliper_jsonl(&dir.join("proxy.pcap"), &[]));
+    assert_eq!(live_packets, offline_packets, "time series packets");
     assert_eq!(live.len(), 4, "four calls live:\n{probe_log}");
     assert_eq!(
         live, offline,

@@ -88,7 +88,7 @@ fn check_config_reports_and_does_not_run() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("max_calls: 1234") && t.contains("configuration OK"),
+        t.contains("max-calls = 1234\n") && t.contains("call-timeout = 300\n"),
         "{t}"
     );
     assert!(!t.contains("call "), "no analysis: {t}");

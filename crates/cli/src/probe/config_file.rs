@@ -114,3 +114,44 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
     }
     Ok(out)
 }
+
+/// The probe's effective settings, defaults included, as a configuration
+/// file would give them (`--check-config` prints this).
+pub fn effective(argv: &[OsString]) -> Result<String> {
+    let matches = crate::Cli::command().try_get_matches_from(argv)?;
+    let (_, probe) = matches
+        .subcommand()
+        .filter(|(name, _)| *name == "probe")
+        .context("not the probe command")?;
+    let cmd = crate::Cli::command();
+    let probe_cmd = cmd
+        .find_subcommand("probe")
+        .context("no probe command (a bug)")?;
+    let value = |v: &str| -> String {
+        if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
+            v.to_string()
+        } else {
+            toml::Value::String(v.to_string()).to_string()
+        }
+    };
+    let mut out = String::new();
+    for arg in probe_cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if NOT_IN_FILE.contains(&long) {
+            continue;
+        }
+        let Some(raw) = probe.get_raw(arg.get_id().as_str()) else {
+            out += &format!("# {long} (not set)\n");
+            continue;
+        };
+        let vals: Vec<String> = raw.map(|v| value(&v.to_string_lossy())).collect();
+        let many = matches!(arg.get_action(), clap::ArgAction::Append)
+            || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+        out += &if many {
+            format!("{long} = [{}]\n", vals.join(", "))
+        } else {
+            format!("{long} = {}\n", vals.join(", "))
+        };
+    }
+    Ok(out)
+}

@@ -364,9 +364,22 @@ fn reload(a: &ProbeArgs, rules: Option<&calliper_rules::Rules>) {
 
 /// `--check-config`: prints the settings, tries what can fail at start.
 fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
-    println!("{a:#?}");
+    let argv = config_file::expand(std::env::args_os().collect())?;
+    print!("{}", config_file::effective(&argv)?);
     if let Some(path) = &a.engine.rules {
         load_rules(path)?;
+    }
+    // Where output goes must exist (the service would otherwise restart in a loop).
+    let parents = a.out.output.iter().chain(&a.out.db).chain(&a.out.db_dir);
+    for p in parents {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(d) = dir.filter(|d| !d.is_dir()) {
+            bail!(
+                "{} cannot be written: {} is not a directory",
+                p.display(),
+                d.display()
+            );
+        }
     }
     if a.read.is_empty() {
         if a.interfaces.is_empty() {
