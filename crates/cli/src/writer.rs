@@ -1,7 +1,8 @@
-//! The sinks on a thread of their own, behind a bounded queue, so the
-//! packet path never waits for a disk. Offline runs wait when the queue is
-//! full (nothing is lost); the live probe does not: what does not fit is
+//! For the live probe, the sinks on a thread of their own behind a bounded
+//! queue, so the packet path never waits for a disk: what does not fit is
 //! dropped and counted (`output_dropped` in the summary, and a warning).
+//! Offline runs write on the calling thread: they may wait, nothing is lost,
+//! and no third thread competes with the analysis for the cores.
 
 use crate::summary::{self, TextReport};
 use anyhow::{anyhow, Result};
@@ -120,19 +121,29 @@ impl Sinks {
     }
 }
 
-/// The writer thread and its queue.
+/// The writer thread and its queue, or the sinks themselves (offline).
 pub struct Writer {
     tx: Option<SyncSender<Msg>>,
     handle: Option<JoinHandle<Result<()>>>,
-    /// Drop what does not fit instead of waiting.
-    lossy: bool,
+    /// Offline: written on the caller's thread.
+    inline: Option<Sinks>,
     /// Records and rows dropped because the queue was full.
     pub dropped: u64,
 }
 
 impl Writer {
-    /// Starts writing to `sinks`; `lossy` for live capture.
-    pub fn start(mut sinks: Sinks, lossy: bool) -> Writer {
+    /// Writes to `sinks`: on a thread of its own dropping what does not fit
+    /// (`lossy`, live capture), or on the caller's thread.
+    pub fn start(sinks: Sinks, lossy: bool) -> Writer {
+        if !lossy {
+            return Writer {
+                tx: None,
+                handle: None,
+                inline: Some(sinks),
+                dropped: 0,
+            };
+        }
+        let mut sinks = sinks;
         let (tx, rx): (SyncSender<Msg>, Receiver<Msg>) = sync_channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("calliper-writer".into())
@@ -149,7 +160,7 @@ impl Writer {
         Writer {
             tx: Some(tx),
             handle,
-            lossy,
+            inline: None,
             dropped: 0,
         }
     }
@@ -160,25 +171,20 @@ impl Writer {
         if b.is_empty() {
             return Ok(());
         }
+        if let Some(sinks) = &mut self.inline {
+            return sinks.write(b);
+        }
         let Some(tx) = &self.tx else {
             return Err(anyhow!("the writer has stopped"));
         };
         let items = b.items();
-        let sent = if self.lossy {
-            match tx.try_send(Msg::Batch(b)) {
-                Err(TrySendError::Full(_)) => {
-                    self.dropped += items;
-                    return Ok(());
-                }
-                Err(TrySendError::Disconnected(_)) => Err(()),
-                Ok(()) => Ok(()),
+        match tx.try_send(Msg::Batch(b)) {
+            Err(TrySendError::Full(_)) => {
+                self.dropped += items;
+                Ok(())
             }
-        } else {
-            tx.send(Msg::Batch(b)).map_err(|_| ())
-        };
-        match sent {
+            Err(TrySendError::Disconnected(_)) => Err(self.stopped()),
             Ok(()) => Ok(()),
-            Err(()) => Err(self.stopped()),
         }
     }
 
@@ -195,6 +201,9 @@ impl Writer {
     /// Waits for what is queued to be written, without a summary (the run
     /// failed).
     pub fn close(mut self) -> Result<()> {
+        if self.inline.is_some() {
+            return Ok(());
+        }
         self.tx = None;
         match self.handle.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
@@ -204,6 +213,9 @@ impl Writer {
 
     /// Writes the end of the run and waits for everything to be written.
     pub fn finish(mut self, f: Finish) -> Result<()> {
+        if let Some(sinks) = &mut self.inline {
+            return sinks.finish(&f);
+        }
         let Some(tx) = self.tx.take() else {
             return Err(anyhow!("the writer has stopped"));
         };

@@ -391,6 +391,9 @@ pub struct Engine {
     capture_dropped_next: u64,
     /// The time series' current interval ([`traffic`]).
     traffic: traffic::Traffic,
+    /// Duplicates of media this shard owns, removed (counted as `owned`:
+    /// only the owner filters them).
+    owned_duplicates: u64,
 }
 
 impl Engine {
@@ -430,6 +433,7 @@ impl Engine {
             capture_dropped: 0,
             capture_dropped_next: 0,
             traffic: traffic::Traffic::default(),
+            owned_duplicates: 0,
             cfg,
         }
     }
@@ -459,7 +463,9 @@ impl Engine {
         self.counters.defrag = self.defrag.counters.clone();
         self.counters.tcp_reassembly = self.tcp.counters.clone();
         self.counters.sctp = self.sctp.counters.clone();
-        self.counters.duplicates_removed = self.dedup.as_ref().map_or(0, |d| d.removed);
+        let removed = self.dedup.as_ref().map_or(0, |d| d.removed);
+        self.counters.duplicates_removed = removed - self.owned_duplicates;
+        self.owned.duplicates_removed = self.owned_duplicates;
         self.counters.dedup_overflow = self.dedup.as_ref().map_or(0, |d| d.overflow);
     }
 

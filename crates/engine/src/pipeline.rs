@@ -45,6 +45,8 @@ impl Engine {
         type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
         let mut decoded: [Decoded<'a>; N] = [None; N];
         let mut dedup_hash = [None::<u64>; N];
+        // For a shard: Some(owned) when the packet is media (see `media_owner`).
+        let mut media = [None::<bool>; N];
         let mut stream_hash = [None::<(StreamKey, u64)>; N];
         let n = group.len();
         // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
@@ -54,10 +56,14 @@ impl Engine {
                       i: usize,
                       decoded: &mut [Decoded<'a>],
                       dh: &mut [Option<u64>],
-                      sh: &mut [Option<(StreamKey, u64)>]| {
+                      sh: &mut [Option<(StreamKey, u64)>],
+                      media: &mut [Option<bool>]| {
             let p = &group[i];
             let r = calliper_wire::decode(p.link_type, p.data);
             if let Ok(f) = &r {
+                media[i] = e.media_owner(f);
+            }
+            if let (Ok(f), false) = (&r, media[i] == Some(false)) {
                 if let Some(d) = &e.dedup {
                     dh[i] = d.hash(f);
                     if let Some(h) = dh[i] {
@@ -78,7 +84,14 @@ impl Engine {
             }
         };
         for i in 0..n.min(INDEX_AHEAD) {
-            decode(self, i, &mut decoded, &mut dedup_hash, &mut stream_hash);
+            decode(
+                self,
+                i,
+                &mut decoded,
+                &mut dedup_hash,
+                &mut stream_hash,
+                &mut media,
+            );
         }
         for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
             load_stream(self, sh);
@@ -91,6 +104,7 @@ impl Engine {
                     &mut decoded,
                     &mut dedup_hash,
                     &mut stream_hash,
+                    &mut media,
                 );
             }
             if i + STREAM_AHEAD < n {
@@ -110,9 +124,17 @@ impl Engine {
                 self.count_traffic(p.ts_ns, p.data.len(), d);
             }
             match decoded[i] {
+                // Another shard's media: it alone goes further with it.
+                Some(Ok(_)) if media[i] == Some(false) => {}
                 Some(Ok(frame)) => {
+                    if let Some((index, _)) = self.shard {
+                        // Media is seen by its owner only, which counts its
+                        // rule hits; what all shards see, the first counts.
+                        self.rules.count_hits(media[i].is_some() || index == 0);
+                    }
                     if let (Some(d), Some(h)) = (self.dedup.as_mut(), dedup_hash[i]) {
                         if d.check(p.ts_ns, h) {
+                            self.owned_duplicates += media[i].is_some() as u64;
                             continue;
                         }
                     }
@@ -126,6 +148,29 @@ impl Engine {
         if self.events.media() {
             self.anomaly_events();
         }
+    }
+
+    /// For one shard of several: whether a frame is media (UDP that is
+    /// neither SIP nor RTCP, the very tests `transport` makes) and if so
+    /// whether this shard owns its address pair. Media goes no further than
+    /// decoding in the other shards — no duplicate filter, no rules, no
+    /// counting — so shards split the work; everything else (signalling,
+    /// RTCP, fragments, other transports) every shard handles (None).
+    #[inline]
+    pub(crate) fn media_owner(&self, f: &Frame<'_>) -> Option<bool> {
+        let (i, n) = self.shard?;
+        let Transport::Udp {
+            sport,
+            dport,
+            payload,
+        } = f.transport
+        else {
+            return None;
+        };
+        if self.sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) {
+            return None;
+        }
+        Some(media_shard(f.src, sport, f.dst, dport, n) == i)
     }
 
     /// The stream key of a frame this engine would analyse as RTP, read
