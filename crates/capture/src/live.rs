@@ -72,13 +72,18 @@ impl Default for LiveConfig {
             interfaces: Vec::new(),
             block_size: 1 << 20,
             block_count: 64,
-            block_timeout_ms: 10,
+            // At a low packet rate each block leaves after its timeout: 64
+            // blocks of 50 ms ride out a 3 s stall of the probe.
+            block_timeout_ms: 50,
             promiscuous: true,
             fanout_group: None,
             direction: Direction::Both,
         }
     }
 }
+
+/// The most interfaces one ring captures (its filter's jumps are 8-bit).
+pub const MAX_INTERFACES: usize = 64;
 
 /// The most ring memory accepted (a typo should not pin the machine's RAM).
 pub const MAX_RING_BYTES: u64 = 16 << 30;
@@ -187,6 +192,12 @@ impl LiveCapture {
         }
         if cfg.interfaces.is_empty() {
             return Err(LiveError::Config("no interface to capture on".into()));
+        }
+        if cfg.interfaces.len() > MAX_INTERFACES {
+            return Err(LiveError::Config(format!(
+                "{} interfaces: at most {MAX_INTERFACES} per probe",
+                cfg.interfaces.len()
+            )));
         }
         let indexes = cfg
             .interfaces

@@ -235,7 +235,7 @@ impl Outputs {
             ),
         );
         dropped(
-            "time-series rows",
+            "empty time-series rows",
             "traffic_rows_dropped",
             self.time_series.dropped(),
             format!(

@@ -9,14 +9,16 @@ use std::process::Command;
 
 const DAY: i64 = 86_400;
 
-/// `testdata/sipp_hold_dtmf.pcap` shifted by 0..days days, in `dir`.
+/// `testdata/sipp_hold_dtmf.pcap` moved 400 days back, then shifted by
+/// 0..days days, in `dir`: days well before the clock's today and
+/// yesterday, which retention never deletes.
 fn shifted_days(dir: &Path, days: i64) -> Vec<PathBuf> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     (0..days)
         .map(|d| {
             let out = dir.join(format!("day{d}.pcap"));
             let st = Command::new("editcap")
-                .args(["-t", &(d * DAY).to_string()])
+                .args(["-t", &((d - 400) * DAY).to_string()])
                 .arg(&src)
                 .arg(&out)
                 .status()

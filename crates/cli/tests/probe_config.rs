@@ -101,3 +101,41 @@ fn check_config_reports_and_does_not_run() {
         text(&o)
     );
 }
+
+#[test]
+fn a_flag_that_conflicts_with_a_key_overrides_it() {
+    // The file captures live; the command line replays a file instead.
+    let pcap = testdata("sipp_hold_dtmf.pcap");
+    let o = probe(
+        &["--read", pcap.to_str().unwrap()],
+        "interface = [\"lo\"]\nformat = \"jsonl\"\n",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"type\":\"call\""));
+}
+
+#[test]
+fn an_output_cut_short_is_ended_before_the_next_run_appends() {
+    let pcap = testdata("sipp_hold_dtmf.pcap");
+    let out = std::env::temp_dir().join(format!("calliper-append-{}.jsonl", std::process::id()));
+    std::fs::write(&out, "{\"type\":\"call\",\"cut").unwrap();
+    let o = probe(
+        &[
+            "--read",
+            pcap.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        "format = \"jsonl\"\n",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let written = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).ok();
+    let mut lines = written.lines();
+    assert_eq!(lines.next(), Some("{\"type\":\"call\",\"cut"));
+    let parsed = lines
+        .map(serde_json::from_str::<serde_json::Value>)
+        .collect::<Result<Vec<_>, _>>();
+    let parsed = parsed.expect("every appended line is whole JSON");
+    assert_eq!(parsed.iter().filter(|l| l["type"] == "call").count(), 3);
+}

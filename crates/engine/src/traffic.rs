@@ -8,9 +8,11 @@ use super::*;
 use calliper_record::event::{TrafficClass, TrafficInterval};
 use calliper_wire::DecodeError;
 
-/// Most empty intervals reported for one gap in the traffic (a day of 10 s
-/// intervals; a capture whose clock jumps by years is not worth a row each).
-const MAX_EMPTY: usize = 8640;
+/// Most empty intervals reported for one gap in the traffic: a day's worth,
+/// and never more than 8 640 rows (a day of 10 s intervals) — a capture
+/// whose clock jumps by years is not worth a row (or a day file) each.
+const MAX_EMPTY: i64 = 8640;
+const DAY_NS: i64 = 86_400 * SEC;
 const NETWORKS: [&str; 3] = ["ipv4", "ipv6", "other"];
 const TRANSPORTS: [&str; 5] = ["udp", "tcp", "sctp", "icmp", "other"];
 const APPLICATIONS: [&str; 6] = ["sip", "rtp", "rtcp", "dns", "http", "other"];
@@ -118,7 +120,7 @@ impl Engine {
                 // Quiet intervals are reported empty (a live probe's
                 // heartbeat), at most MAX_EMPTY of them for one gap.
                 let mut next = s.saturating_add(every);
-                for _ in 0..MAX_EMPTY {
+                for _ in 0..MAX_EMPTY.min(DAY_NS / every) {
                     if next >= start {
                         break;
                     }

@@ -195,6 +195,23 @@ impl Rules {
             .collect()
     }
 
+    /// Every rule as it was inserted (name, priority, filter, action), in
+    /// insertion order: what a reload puts back when the new file fails.
+    pub fn export(&self) -> Vec<(String, i32, Filter, Action)> {
+        self.lock()
+            .rules
+            .values()
+            .map(|r| {
+                (
+                    r.name.to_string(),
+                    r.priority,
+                    r.filter.clone(),
+                    r.action.clone(),
+                )
+            })
+            .collect()
+    }
+
     /// Number of rules.
     pub fn len(&self) -> usize {
         self.lock().rules.len()

@@ -252,13 +252,20 @@ pub fn load_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
 }
 
 /// Replaces every rule with the file's (a probe's reload): a file with an
-/// error changes nothing. Returns how many rules it held.
+/// error — in its text or in a rule the table refuses — leaves the rules as
+/// they were (their hit counts restart). Returns how many rules it held.
 pub fn reload_file(path: &Path, rules: &Rules) -> Result<usize, RuleError> {
     let parsed = read_file(path)?;
+    let old = rules.export();
     for r in rules.list() {
         rules.delete(r.id);
     }
-    insert_all(path, rules, parsed)
+    insert_all(path, rules, parsed).inspect_err(|_| {
+        // `insert_all` took back what it inserted: put the old rules back.
+        for (name, priority, filter, action) in old {
+            let _ = rules.insert(&name, priority, filter, action);
+        }
+    })
 }
 
 type Parsed = Vec<(String, i32, Filter, Action)>;
@@ -266,6 +273,10 @@ type Parsed = Vec<(String, i32, Filter, Action)>;
 fn read_file(path: &Path) -> Result<Parsed, RuleError> {
     use std::io::Read;
     let cannot = |e: std::io::Error| RuleError(format!("cannot read {}: {e}", path.display()));
+    // A FIFO or device would block the reader (the probe's capture thread).
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return error(format!("{} is not a regular file", path.display()));
+    }
     let mut text = String::new();
     std::fs::File::open(path)
         .map_err(cannot)?

@@ -290,3 +290,31 @@ fn bad_rules_are_refused_with_the_reason() {
         .to_string()
         .contains("already has this exact flow"));
 }
+
+/// A reload whose file the table refuses (two rules on one exact flow)
+/// leaves the rules as they were; a FIFO is refused before it is opened.
+#[test]
+fn a_failed_reload_changes_nothing() {
+    let dir = std::env::temp_dir().join(format!("calliper-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rules.toml");
+    let one = "[[rule]]\nname = \"keep\"\nprotocol = \"udp\"\na = \"10.0.0.1:5060\"\nb = \"10.0.0.2:5060\"\naction = \"ignore\"\n";
+    std::fs::write(&path, one).unwrap();
+    let rules = calliper_rules::Rules::new();
+    assert_eq!(calliper_rules::load_file(&path, &rules).unwrap(), 1);
+    let twice = "[[rule]]\nprotocol = \"udp\"\na = \"10.0.0.3:5060\"\nb = \"10.0.0.4:5060\"\naction = \"ignore\"\n".repeat(2);
+    std::fs::write(&path, twice).unwrap();
+    assert!(calliper_rules::reload_file(&path, &rules).is_err());
+    let left: Vec<String> = rules.list().into_iter().map(|r| r.name).collect();
+    assert_eq!(left, vec!["keep".to_string()]);
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let e = calliper_rules::reload_file(&fifo, &rules).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    assert_eq!(rules.len(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}

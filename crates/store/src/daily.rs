@@ -16,6 +16,9 @@ const DAY_NS: i64 = 86_400_000_000_000;
 /// Day databases held open at once (today and yesterday, for calls that
 /// span midnight and late records).
 const OPEN_DAYS: usize = 2;
+/// Most day files one run creates (a capture with a clock that jumps about
+/// must not fill the disk with files); records beyond are dropped, counted.
+pub const MAX_NEW_DAYS: usize = 1000;
 const PREFIX: &str = "calliper-";
 const SUFFIX: &str = ".db";
 
@@ -37,8 +40,13 @@ pub struct Daily {
     newest: Option<i64>,
     /// The newest day retention deleted: older records are dropped.
     deleted_through: Option<i64>,
-    /// Records dropped because their day was deleted.
+    /// Records dropped because their day was deleted, its database is
+    /// damaged, or the run made [`MAX_NEW_DAYS`] files already.
     dropped: u64,
+    /// Days whose database could not be opened (named once on stderr).
+    broken: Vec<i64>,
+    /// Day files this run created.
+    created: usize,
 }
 
 /// The file name of day `day` (days since the epoch).
@@ -49,9 +57,21 @@ pub fn day_file(day: i64) -> String {
     )
 }
 
-/// The day a file name stands for, if it is a day database's.
+/// The day a file name stands for, if it is exactly a name [`day_file`]
+/// writes (`calliper-YYYY-MM-DD.db`, a date that exists).
 fn day_of_file(name: &str) -> Option<i64> {
     let date = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let shape = date.len() == 10
+        && date.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if !shape {
+        return None;
+    }
     let mut parts = date.split('-').map(|p| p.parse::<i64>().ok());
     let (y, m, d) = (parts.next()??, parts.next()??, parts.next()??);
     if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
@@ -63,7 +83,9 @@ fn day_of_file(name: &str) -> Option<i64> {
     let yoe = y - era * 400;
     let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Some(era * 146_097 + doe - 719_468)
+    let day = era * 146_097 + doe - 719_468;
+    // 2026-02-31 would parse as a day in March: only real dates.
+    (day_file(day) == name).then_some(day)
 }
 
 impl Daily {
@@ -81,6 +103,8 @@ impl Daily {
             newest: None,
             deleted_through: None,
             dropped: 0,
+            broken: Vec::new(),
+            created: 0,
         })
     }
 
@@ -90,6 +114,10 @@ impl Daily {
         let mut days = Vec::new();
         for e in std::fs::read_dir(dir)? {
             let e = e?;
+            // Only files (or links) by that name: never a directory.
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
             let name = e.file_name();
             let Some(day) = name.to_str().and_then(day_of_file) else {
                 continue;
@@ -113,7 +141,7 @@ impl Daily {
             .map(|t| t.div_euclid(DAY_NS))
             .or(self.newest)
             .unwrap_or_else(|| crate::now_ns().div_euclid(DAY_NS));
-        if self.deleted_through.is_some_and(|d| day <= d) {
+        if self.deleted_through.is_some_and(|d| day <= d) || self.broken.contains(&day) {
             self.dropped += 1;
             return Ok(None);
         }
@@ -128,7 +156,27 @@ impl Daily {
             let (_, mut db) = self.open.remove(oldest);
             db.flush()?;
         }
-        let db = Sqlite::open(&self.dir.join(day_file(day)))?;
+        let path = self.dir.join(day_file(day));
+        let existed = path.exists();
+        if !existed && self.created >= MAX_NEW_DAYS {
+            self.dropped += 1;
+            return Ok(None);
+        }
+        let db = match Sqlite::open(&path) {
+            Ok(db) => db,
+            Err(e) => {
+                // One damaged day must not stop the probe: its records are
+                // dropped and counted, the other days go on.
+                eprintln!(
+                    "calliper: warning: {}: {e}; records of that day are not stored",
+                    path.display()
+                );
+                self.broken.push(day);
+                self.dropped += 1;
+                return Ok(None);
+            }
+        };
+        self.created += !existed as usize;
         self.open.push((day, db));
         if self.newest.is_none_or(|n| day > n) {
             self.newest = Some(day);
@@ -138,19 +186,27 @@ impl Daily {
         Ok(i.map(|i| &mut self.open[i].1))
     }
 
-    /// Deletes days beyond the retention (never the newest).
+    /// Deletes days beyond the retention, counted back from the newest
+    /// record's day but never from later than the clock's today (a record
+    /// from the future must not delete the present); today and yesterday,
+    /// by records and by the clock, are never deleted.
     fn retain(&mut self) -> Result<(), StoreError> {
         let Some(newest) = self.newest else {
             return Ok(());
         };
+        let today = crate::now_ns().div_euclid(DAY_NS);
+        let newest = newest.min(today);
+        // Never deleted: the newest two days by the records and by the clock.
+        let protected = |day: i64| day > newest - OPEN_DAYS as i64 || day >= today - 1;
         let mut days = Self::days(&self.dir)?;
         let mut total: u64 = days.iter().map(|d| d.2).sum();
         let mut doomed = Vec::new();
         days.retain(|(day, path, size)| {
-            let too_old = self
-                .retention
-                .keep_days
-                .is_some_and(|k| *day <= newest - k.max(OPEN_DAYS as u32) as i64);
+            let too_old = !protected(*day)
+                && self
+                    .retention
+                    .keep_days
+                    .is_some_and(|k| *day <= newest - k.max(OPEN_DAYS as u32) as i64);
             if too_old {
                 doomed.push(path.clone());
                 total -= size;
@@ -158,9 +214,7 @@ impl Daily {
             !too_old
         });
         for (day, path, size) in &days {
-            if *day > newest - OPEN_DAYS as i64
-                || self.retention.max_bytes.is_none_or(|m| total <= m)
-            {
+            if protected(*day) || self.retention.max_bytes.is_none_or(|m| total <= m) {
                 break;
             }
             doomed.push(path.clone());
@@ -221,7 +275,8 @@ impl Sink for Daily {
         self.flush()?;
         if self.dropped > 0 {
             eprintln!(
-                "calliper: warning: {} records not stored: their day's database was already deleted by retention",
+                "calliper: warning: {} records not stored: their day's database was deleted by retention, \
+                 could not be opened, or the run had already made {MAX_NEW_DAYS} day files",
                 self.dropped
             );
         }
@@ -245,6 +300,11 @@ mod tests {
         // 20 416 days after 1970-01-01 (Python: date(2025, 11, 24) - date(1970, 1, 1)).
         assert_eq!(day_file(20_416), "calliper-2025-11-24.db");
         for bad in [
+            "calliper-2026-02-31.db",
+            "calliper-+2026-01-01.db",
+            "calliper-02025-01-01.db",
+            "calliper-2025-1-1.db",
+            "calliper-99999999999999999-01-01.db",
             "calliper-2025-13-01.db",
             "calliper-x.db",
             "other-2025-01-01.db",
@@ -252,5 +312,52 @@ mod tests {
         ] {
             assert_eq!(day_of_file(bad), None, "{bad}");
         }
+    }
+
+    /// A record from the future neither deletes the present nor files
+    /// that are not exactly day databases.
+    #[test]
+    fn retention_counts_from_the_clock_and_spares_other_names() {
+        let dir = std::env::temp_dir().join(format!("calliper-daily-unit-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("calliper-2019-01-01.db")).unwrap();
+        let today = crate::now_ns().div_euclid(DAY_NS);
+        for d in [today, today - 1, today - 5] {
+            std::fs::write(dir.join(day_file(d)), b"").unwrap();
+        }
+        for other in [
+            "calliper-2026-02-31.db",
+            "calliper-+2026-01-01.db",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.join(other), b"x").unwrap();
+        }
+        let mut daily = Daily::open(
+            &dir,
+            Retention {
+                keep_days: Some(2),
+                max_bytes: Some(0),
+            },
+        )
+        .unwrap();
+        // Year 2096.
+        daily.db(Some(4_000_000_000 * 1_000_000_000)).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.ends_with("-wal") && !n.ends_with("-shm"))
+            .collect();
+        left.sort();
+        let mut want = vec![
+            "calliper-+2026-01-01.db".to_string(),
+            "calliper-2019-01-01.db".to_string(),
+            "calliper-2026-02-31.db".to_string(),
+            "calliper-2096-10-02.db".to_string(),
+            day_file(today - 1),
+            day_file(today),
+            "notes.txt".to_string(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

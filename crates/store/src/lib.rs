@@ -100,13 +100,22 @@ pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
 
 /// Opens a file for appending, creating it readable and writable by its
 /// owner only (0600): a restarted probe adds to its output.
+/// A last line cut short (a full disk, a crash) is ended first, so the
+/// next record starts on a line of its own.
 pub fn append_private(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    let len = f.metadata()?.len();
+    let mut last = [0u8];
+    if len > 0 && f.read_at(&mut last, len - 1)? == 1 && last[0] != b'\n' {
+        f.write_all(b"\n")?;
+    }
+    Ok(f)
 }
 
 /// Formats ns since the epoch as RFC 3339 UTC with microseconds.

@@ -224,8 +224,10 @@ impl Tracker for RegistrationLog {
     }
 }
 
-/// Most time-series rows kept between two [`TimeSeries::take`] calls
-/// (beyond it they are counted in [`TimeSeries::dropped`]).
+/// Most empty time-series rows kept between two [`TimeSeries::take`] calls
+/// (beyond it they are counted in [`TimeSeries::dropped`]). A row with
+/// packets is always kept: there are no more of those than packets between
+/// two writes.
 pub const MAX_TRAFFIC_ROWS: usize = 100_000;
 
 /// Keeps the probe's time series ([`Event::Traffic`]) for output.
@@ -245,7 +247,7 @@ impl TimeSeries {
         std::mem::take(&mut self.rows.lock().unwrap_or_else(|p| p.into_inner()).0)
     }
 
-    /// Rows dropped because more than [`MAX_TRAFFIC_ROWS`] waited.
+    /// Empty rows dropped because more than [`MAX_TRAFFIC_ROWS`] waited.
     pub fn dropped(&self) -> u64 {
         self.rows.lock().unwrap_or_else(|p| p.into_inner()).1
     }
@@ -255,7 +257,7 @@ impl Tracker for TimeSeries {
     fn event(&mut self, event: &Event<'_>) {
         if let Event::Traffic(t) = event {
             let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-            if rows.0.len() >= MAX_TRAFFIC_ROWS {
+            if rows.0.len() >= MAX_TRAFFIC_ROWS && t.packets == 0 {
                 rows.1 += 1;
             } else if let Ok(v) = serde_json::to_value(t) {
                 rows.0.push(v);

@@ -185,6 +185,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     if a.out.events.is_some() && a.out.format != Format::Jsonl {
         bail!("--events writes JSON lines: use it with --format jsonl");
     }
+    // First: a SIGHUP during start-up must not kill the probe.
+    signals::install();
     let cfg = a.engine.config()?;
     let rules = cfg.rules.clone();
     let live = a.live();
@@ -213,7 +215,6 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
-    signals::install();
     log(&format!(
         "event=start input={input:?} threads={}",
         a.engine.threads
@@ -368,6 +369,12 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
     print!("{}", config_file::effective(&argv)?);
     if let Some(path) = &a.engine.rules {
         load_rules(path)?;
+    }
+    for f in &a.read {
+        File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
+    }
+    if let Some(d) = a.out.db_dir.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+        bail!("--db-dir {} is not a directory", d.display());
     }
     // Where output goes must exist (the service would otherwise restart in a loop).
     let parents = a.out.output.iter().chain(&a.out.db).chain(&a.out.db_dir);

@@ -1,6 +1,7 @@
 //! SIGTERM and SIGINT ask the probe to stop (it writes every open call and
-//! drains its queues first); SIGHUP asks it to reload its rules. The
-//! handlers only set flags the probe's loop reads.
+//! drains its queues first); a second one stops it at once, should the
+//! first find it blocked (reading a FIFO that stays quiet). SIGHUP asks it
+//! to reload its rules. The handlers only set flags the probe's loop reads.
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
         RELOAD.store(true, Ordering::Relaxed);
     } else {
         STOP.store(true, Ordering::Relaxed);
+        // The next one takes the default action (sigaction is async-signal-safe).
+        // SAFETY: a zeroed sigaction is SIG_DFL with no flags.
+        unsafe {
+            let dfl: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
     }
 }
 
