@@ -249,6 +249,10 @@ impl Outputs {
             self.writer.dropped,
             "the output could not keep up with the capture".into(),
         );
+        let late = self.time_series.late();
+        if late > 0 {
+            fields.insert("late_stream_intervals".into(), late.into());
+        }
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);
         }
@@ -258,7 +262,7 @@ impl Outputs {
             last.tracked
                 .push(("registration", serde_json::to_value(&r)?));
         }
-        for v in self.time_series.take() {
+        for v in self.time_series.take_all() {
             last.tracked.push(("traffic", v));
         }
         last.lines = self.event_log.take();

@@ -82,6 +82,12 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "calls_started",
             "calls_ended",
             "capture_dropped",
+            "streams",
+            "stream_packets",
+            "stream_expected",
+            "stream_lost",
+            "mos_mean",
+            "mos_min",
         ],
         items: Some(Items {
             field: "protocols",

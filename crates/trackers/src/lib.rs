@@ -8,7 +8,9 @@
 //! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies).
 
 mod event_log;
+mod time_series;
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
+pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 
 use calliper_record::event::{Registration, RegistrationOutcome};
 use calliper_record::{Event, Tracker};
@@ -220,48 +222,6 @@ impl Tracker for RegistrationLog {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(rec);
-        }
-    }
-}
-
-/// Most empty time-series rows kept between two [`TimeSeries::take`] calls
-/// (beyond it they are counted in [`TimeSeries::dropped`]). A row with
-/// packets is always kept: there are no more of those than packets between
-/// two writes.
-pub const MAX_TRAFFIC_ROWS: usize = 100_000;
-
-/// Keeps the probe's time series ([`Event::Traffic`]) for output.
-#[derive(Clone, Default)]
-pub struct TimeSeries {
-    rows: Arc<Mutex<(Vec<serde_json::Value>, u64)>>,
-}
-
-impl TimeSeries {
-    /// An empty series.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Takes the rows completed since the last call.
-    pub fn take(&self) -> Vec<serde_json::Value> {
-        std::mem::take(&mut self.rows.lock().unwrap_or_else(|p| p.into_inner()).0)
-    }
-
-    /// Empty rows dropped because more than [`MAX_TRAFFIC_ROWS`] waited.
-    pub fn dropped(&self) -> u64 {
-        self.rows.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-}
-
-impl Tracker for TimeSeries {
-    fn event(&mut self, event: &Event<'_>) {
-        if let Event::Traffic(t) = event {
-            let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-            if rows.0.len() >= MAX_TRAFFIC_ROWS && t.packets == 0 {
-                rows.1 += 1;
-            } else if let Ok(v) = serde_json::to_value(t) {
-                rows.0.push(v);
-            }
         }
     }
 }
