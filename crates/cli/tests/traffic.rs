@@ -240,6 +240,106 @@ fn two_threads_give_the_same_series_and_the_database_holds_it() {
             })
             .collect();
         assert_eq!(items, want);
+        let talkers: Vec<(String, i64, i64)> = conn
+            .prepare("SELECT address, packets, bytes FROM traffic_talkers WHERE parent = ? ORDER BY rowid")
+            .unwrap()
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<(String, i64, i64)> = row["top_talkers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["address"].as_str().unwrap().into(),
+                    t["packets"].as_i64().unwrap(),
+                    t["bytes"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(talkers, want);
     }
     std::fs::remove_file(&db).ok();
+}
+
+/// (interval start, source address) → (packets, bytes), as tshark sees them.
+fn tshark_talkers(file: &Path) -> BTreeMap<(i64, String), (u64, u64)> {
+    let out = tshark(
+        file,
+        &[
+            "-T",
+            "fields",
+            "-E",
+            "separator=|",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.cap_len",
+            "-e",
+            "ip.src",
+            "-e",
+            "ipv6.src",
+        ],
+    );
+    let mut talkers = BTreeMap::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        let (secs, frac) = f[0].split_once('.').unwrap();
+        let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
+            + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+        // The innermost header: the last value listed.
+        let last = |s: &str| {
+            s.rsplit(',')
+                .next()
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let Some(src) = last(f[3]).or_else(|| last(f[2])) else {
+            continue;
+        };
+        let e = talkers
+            .entry((ns.div_euclid(EVERY_NS) * EVERY_NS, src))
+            .or_insert((0, 0));
+        e.0 += 1;
+        e.1 += f[1].parse::<u64>().unwrap();
+    }
+    talkers
+}
+
+#[test]
+fn top_talkers_are_tsharks_busiest_sources() {
+    let mut checked = 0;
+    for file in testdata() {
+        let lines = calliper_jsonl(&file, &["--interval", "2"]);
+        let theirs = tshark_talkers(&file);
+        for row in lines.iter().filter(|l| l["type"] == "traffic") {
+            let start = row["start_ns"].as_i64().unwrap();
+            let listed = row["top_talkers"].as_array().unwrap();
+            assert_eq!(row["talkers_untracked_packets"], 0, "{}", file.display());
+            let mut all: Vec<(u64, u64, &String)> = theirs
+                .range((start, String::new())..(start + EVERY_NS, String::new()))
+                .map(|((_, a), (p, b))| (*b, *p, a))
+                .collect();
+            all.sort_by(|x, y| y.cmp(x));
+            assert_eq!(listed.len(), all.len().min(10), "{}", file.display());
+            for t in listed {
+                let a = t["address"].as_str().unwrap().to_string();
+                let want = theirs.get(&(start, a.clone()));
+                let got = (t["packets"].as_u64().unwrap(), t["bytes"].as_u64().unwrap());
+                assert_eq!(want, Some(&got), "{} {start} {a}", file.display());
+                checked += 1;
+            }
+            // Nobody left out sent more than the last one listed.
+            if let (Some(last), Some(next)) = (listed.last(), all.get(listed.len())) {
+                assert!(
+                    next.0 <= last["bytes"].as_u64().unwrap(),
+                    "{}",
+                    file.display()
+                );
+            }
+        }
+    }
+    assert!(checked > 20, "{checked}");
 }

@@ -5,7 +5,7 @@
 //! delivered as [`Event::Traffic`] by the engine that delivers signalling.
 
 use super::*;
-use calliper_record::event::{TrafficClass, TrafficInterval};
+use calliper_record::event::{Talker, TrafficClass, TrafficInterval};
 use calliper_wire::DecodeError;
 
 /// Most empty intervals reported for one gap in the traffic: a day's worth,
@@ -13,6 +13,11 @@ use calliper_wire::DecodeError;
 /// whose clock jumps by years is not worth a row (or a day file) each.
 const MAX_EMPTY: i64 = 8640;
 const DAY_NS: i64 = 86_400 * SEC;
+/// Sources followed per interval (an open-addressed table, 4 probes).
+const TALKER_SLOTS: usize = 256;
+/// Sources reported per interval.
+const TOP_TALKERS: usize = 10;
+
 const NETWORKS: [&str; 3] = ["ipv4", "ipv6", "other"];
 const TRANSPORTS: [&str; 5] = ["udp", "tcp", "sctp", "icmp", "other"];
 const APPLICATIONS: [&str; 6] = ["sip", "rtp", "rtcp", "dns", "http", "other"];
@@ -33,6 +38,63 @@ pub(crate) struct Traffic {
     pub(crate) calls_ended: u64,
     /// The capture-drop total when the interval began.
     dropped_before: u32,
+    /// Sources (as IPv6 bits, IPv4 mapped) and their packets and bytes; a
+    /// slot with 0 packets is free. Boxed: 8 KiB.
+    talkers: Option<Box<[(u128, u64, u64); TALKER_SLOTS]>>,
+    /// Packets of sources without a slot.
+    talkers_untracked: u64,
+}
+
+impl Traffic {
+    #[inline]
+    fn talker(&mut self, src: IpAddr, len: u64) {
+        let slots = self
+            .talkers
+            .get_or_insert_with(|| Box::new([(0, 0, 0); TALKER_SLOTS]));
+        let key = match src {
+            IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+            IpAddr::V6(a) => u128::from(a),
+        };
+        let h = ((key as u64) ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        for k in 0..4 {
+            let s = &mut slots[(h as usize + k) % TALKER_SLOTS];
+            if s.1 == 0 {
+                *s = (key, 1, len);
+                return;
+            }
+            if s.0 == key {
+                s.1 += 1;
+                s.2 += len;
+                return;
+            }
+        }
+        self.talkers_untracked += 1;
+    }
+
+    /// The top sources by bytes.
+    fn top(&self) -> ([Talker; TOP_TALKERS], usize) {
+        let mut all: Vec<(IpAddr, u64, u64)> = self
+            .talkers
+            .iter()
+            .flat_map(|s| s.iter().filter(|t| t.1 > 0))
+            .map(|&(k, p, b)| (std::net::Ipv6Addr::from(k).to_canonical(), p, b))
+            .collect();
+        all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
+        let mut top = [Talker {
+            address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            packets: 0,
+            bytes: 0,
+        }; TOP_TALKERS];
+        let n = all.len().min(TOP_TALKERS);
+        for (t, &(address, packets, bytes)) in top.iter_mut().zip(&all) {
+            *t = Talker {
+                address,
+                packets,
+                bytes,
+            };
+        }
+        (top, n)
+    }
 }
 
 /// Network, transport and application indexes of a decoded packet.
@@ -99,6 +161,9 @@ impl Engine {
         }
         let (n, t, a) = classify(decoded, &self.cfg.sip_ports);
         let tr = &mut self.traffic;
+        if let Ok(f) = decoded {
+            tr.talker(f.src, len as u64);
+        }
         let c = &mut tr.counts[n][t][a];
         c.0 += 1;
         c.1 += len as u64;
@@ -144,7 +209,13 @@ impl Engine {
 
     fn traffic_restart(&mut self, start: i64) {
         let counts = [[[(0, 0); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()];
+        // The talker table is kept, emptied.
+        let mut talkers = self.traffic.talkers.take();
+        if let Some(t) = talkers.as_mut() {
+            t.fill((0, 0, 0));
+        }
         self.traffic = Traffic {
+            talkers,
             start_ns: Some(start),
             end_ns: start.saturating_add(self.cfg.interval_ns.max(1)),
             counts,
@@ -180,6 +251,7 @@ impl Engine {
                 }
             }
         }
+        let (top, talkers) = tr.top();
         let row = TrafficInterval {
             start_ns,
             end_ns,
@@ -190,6 +262,8 @@ impl Engine {
             calls_ended: tr.calls_ended,
             capture_dropped: self.capture_dropped.wrapping_sub(tr.dropped_before) as u64,
             protocols: &protocols[..n],
+            top_talkers: &top[..talkers],
+            talkers_untracked_packets: tr.talkers_untracked,
         };
         self.events.deliver(&Event::Traffic(&row));
     }

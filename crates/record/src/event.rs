@@ -324,6 +324,22 @@ pub struct TrafficInterval<'a> {
     pub capture_dropped: u64,
     /// The packets by protocol, kinds seen only.
     pub protocols: &'a [TrafficClass],
+    /// The sources that sent the most bytes, most first (at most 10).
+    pub top_talkers: &'a [Talker],
+    /// Packets from sources the talker table had no room for (it follows
+    /// 256 sources per interval): the top list is exact while this is 0.
+    pub talkers_untracked_packets: u64,
+}
+
+/// One source of traffic in an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Talker {
+    /// Source address (innermost IP header).
+    pub address: std::net::IpAddr,
+    /// Packets it sent.
+    pub packets: u64,
+    /// Their captured bytes.
+    pub bytes: u64,
 }
 
 /// Receives the engine's events on the packet thread: keep it cheap, and

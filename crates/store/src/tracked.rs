@@ -13,9 +13,9 @@ pub(crate) struct TrackedTable {
     pub(crate) kind: &'static str,
     pub(crate) table: &'static str,
     pub(crate) columns: &'static [&'static str],
-    /// An array field whose items go to their own table, one row each,
+    /// Array fields whose items go to their own tables, one row each,
     /// keyed by the parent's row id (`parent` column).
-    pub(crate) items: Option<Items>,
+    pub(crate) items: &'static [Items],
 }
 
 /// Rows of an array field.
@@ -48,7 +48,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "registrar",
             "registrar_port",
         ],
-        items: None,
+        items: &[],
     },
     TrackedTable {
         kind: "user",
@@ -68,7 +68,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "last_failure_ns",
             "last_failure_status",
         ],
-        items: None,
+        items: &[],
     },
     TrackedTable {
         kind: "traffic",
@@ -89,11 +89,18 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "mos_mean",
             "mos_min",
         ],
-        items: Some(Items {
-            field: "protocols",
-            table: "traffic_protocols",
-            columns: &["network", "transport", "application", "packets", "bytes"],
-        }),
+        items: &[
+            Items {
+                field: "protocols",
+                table: "traffic_protocols",
+                columns: &["network", "transport", "application", "packets", "bytes"],
+            },
+            Items {
+                field: "top_talkers",
+                table: "traffic_talkers",
+                columns: &["address", "packets", "bytes"],
+            },
+        ],
     },
 ];
 
@@ -106,7 +113,7 @@ pub(crate) fn schema() -> String {
             t.table,
             t.columns.join(", ")
         );
-        if let Some(i) = &t.items {
+        for i in t.items {
             s += &format!(
                 "CREATE TABLE IF NOT EXISTS {} (parent INTEGER REFERENCES {}(id), {});\n",
                 i.table,
@@ -147,8 +154,8 @@ pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<boo
         return Ok(false);
     };
     insert_row(conn, t.table, t.columns, None, value)?;
-    if let Some(items) = &t.items {
-        let parent = conn.last_insert_rowid();
+    let parent = conn.last_insert_rowid();
+    for items in t.items {
         for v in value
             .get(items.field)
             .and_then(Value::as_array)
