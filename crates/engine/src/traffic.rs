@@ -98,13 +98,16 @@ impl Traffic {
 }
 
 /// Network, transport and application indexes of a decoded packet.
-fn classify(decoded: &Result<Frame<'_>, DecodeError>, sip_ports: &[u16]) -> (usize, usize, usize) {
+fn classify(
+    decoded: &Result<Frame<'_>, DecodeError>,
+    sip: &SipClassifier,
+) -> (usize, usize, usize) {
     let Ok(f) = decoded else {
         return (2, 4, 5);
     };
     let net = if f.src.is_ipv4() { 0 } else { 1 };
     let app_of_ports = |s: u16, d: u16| {
-        if sip_ports.contains(&s) || sip_ports.contains(&d) {
+        if sip.port(s, d) {
             Some(0)
         } else if s == 53 || d == 53 {
             Some(3)
@@ -159,7 +162,7 @@ impl Engine {
         if ts_ns >= self.traffic.end_ns || self.traffic.start_ns.is_none() {
             self.traffic_boundary(ts_ns);
         }
-        let (n, t, a) = classify(decoded, &self.cfg.sip_ports);
+        let (n, t, a) = classify(decoded, &self.sip);
         let tr = &mut self.traffic;
         if let Ok(f) = decoded {
             tr.talker(f.src, len as u64);
