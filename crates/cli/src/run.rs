@@ -262,7 +262,7 @@ impl Outputs {
             last.tracked
                 .push(("registration", serde_json::to_value(&r)?));
         }
-        for v in self.time_series.take_all() {
+        for v in self.time_series.take() {
             last.tracked.push(("traffic", v));
         }
         last.lines = self.event_log.take();

@@ -391,6 +391,8 @@ pub struct Engine {
     capture_dropped_next: u64,
     /// The time series' current interval ([`traffic`]).
     traffic: traffic::Traffic,
+    /// Finished intervals waiting for their streams' reports.
+    traffic_rows: std::collections::VecDeque<traffic::Row>,
     /// Duplicates of media this shard owns, removed (counted as `owned`:
     /// only the owner filters them).
     owned_duplicates: u64,
@@ -433,6 +435,7 @@ impl Engine {
             capture_dropped: 0,
             capture_dropped_next: 0,
             traffic: traffic::Traffic::default(),
+            traffic_rows: std::collections::VecDeque::new(),
             owned_duplicates: 0,
             cfg,
         }
@@ -485,6 +488,7 @@ impl Engine {
         self.pending_touches.extend_from_slice(other_shards);
         self.apply_touches();
         self.expire();
+        self.traffic_release(false);
     }
 
     /// Applies the batch's media activity in time order (never moving a

@@ -34,13 +34,15 @@ fn event_call(call: Option<&Call>) -> Option<Option<u64>> {
 }
 
 /// Cuts a stream's current interval and delivers it. `now`: the time of
-/// the packet that opens a later interval; None at the stream's end.
+/// the packet that opens a later interval; None at the stream's end, which
+/// the engine's clock `clock` dates.
 pub(crate) fn cut_interval(
     events: &events::Events,
     every_ns: i64,
     s: &mut Stream,
     call: Option<&Call>,
     now: Option<i64>,
+    clock: i64,
 ) {
     let figures = s.stats.cut_interval(now, every_ns);
     // Unconfirmed candidates (noise until proven RTP) report nothing.
@@ -61,6 +63,7 @@ pub(crate) fn cut_interval(
         r_factor,
         mos,
         last: now.is_none(),
+        reported_ns: now.unwrap_or(clock),
     }));
 }
 
@@ -98,7 +101,7 @@ impl Engine {
         call: Option<&Call>,
         record: &StreamRecord,
     ) {
-        cut_interval(&self.events, self.cfg.interval_ns, s, call, None);
+        cut_interval(&self.events, self.cfg.interval_ns, s, call, None, self.now);
         if !self.events.media() || s.probation > 0 {
             return;
         }

@@ -79,7 +79,7 @@ impl Engine {
         }
         if s.stats.interval_due(now) {
             let call = s.call.and_then(|c| self.calls.get(c));
-            media_events::cut_interval(&self.events, self.cfg.interval_ns, s, call, Some(now));
+            media_events::cut_interval(&self.events, self.cfg.interval_ns, s, call, Some(now), now);
         }
         if s.call.is_none() {
             if let Some(list) = self.orphan_packet(si, pkt) {

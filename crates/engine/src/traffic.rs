@@ -202,12 +202,13 @@ impl Engine {
         }
     }
 
-    /// Delivers the interval being counted (end of input).
+    /// Delivers every row, the interval being counted too (end of input).
     pub(crate) fn traffic_finish(&mut self) {
         if let (true, Some(s)) = (self.signalling_events(), self.traffic.start_ns) {
             self.traffic_deliver(s, s.saturating_add(self.cfg.interval_ns.max(1)));
             self.traffic.start_ns = None;
         }
+        self.traffic_release(true);
     }
 
     fn traffic_restart(&mut self, start: i64) {
@@ -255,7 +256,7 @@ impl Engine {
             }
         }
         let (top, talkers) = tr.top();
-        let row = TrafficInterval {
+        let row = Row {
             start_ns,
             end_ns,
             packets: tr.packets,
@@ -264,10 +265,57 @@ impl Engine {
             calls_started: self.counters.calls - tr.calls_before,
             calls_ended: tr.calls_ended,
             capture_dropped: self.capture_dropped.wrapping_sub(tr.dropped_before) as u64,
-            protocols: &protocols[..n],
-            top_talkers: &top[..talkers],
+            protocols: protocols[..n].to_vec(),
+            top_talkers: top[..talkers].to_vec(),
             talkers_untracked_packets: tr.talkers_untracked,
         };
-        self.events.deliver(&Event::Traffic(&row));
+        self.traffic_rows.push_back(row);
     }
+
+    /// Delivers the rows whose interval ended an interval or more before
+    /// now (`all`: every row, at the end of the input). Called at batch
+    /// ends, when every shard has handled every packet before it: the
+    /// streams' reports of an interval, cut at their next packets, have
+    /// all been delivered by then, in one thread as in several.
+    pub(crate) fn traffic_release(&mut self, all: bool) {
+        let every = self.cfg.interval_ns.max(1);
+        while let Some(r) = self.traffic_rows.front() {
+            if !all && r.end_ns.saturating_add(every) > self.now {
+                return;
+            }
+            let Some(r) = self.traffic_rows.pop_front() else {
+                return;
+            };
+            let row = TrafficInterval {
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                packets: r.packets,
+                bytes: r.bytes,
+                calls_open: r.calls_open,
+                calls_started: r.calls_started,
+                calls_ended: r.calls_ended,
+                capture_dropped: r.capture_dropped,
+                protocols: &r.protocols,
+                top_talkers: &r.top_talkers,
+                talkers_untracked_packets: r.talkers_untracked_packets,
+                released_ns: self.now,
+            };
+            self.events.deliver(&Event::Traffic(&row));
+        }
+    }
+}
+
+/// A finished interval waiting for its release ([`Engine::traffic_release`]).
+pub(crate) struct Row {
+    start_ns: i64,
+    end_ns: i64,
+    packets: u64,
+    bytes: u64,
+    calls_open: u64,
+    calls_started: u64,
+    calls_ended: u64,
+    capture_dropped: u64,
+    protocols: Vec<TrafficClass>,
+    top_talkers: Vec<Talker>,
+    talkers_untracked_packets: u64,
 }

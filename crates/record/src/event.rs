@@ -194,6 +194,9 @@ pub struct StreamInterval<'a> {
     pub mos: f64,
     /// The stream ended: this is its final, partial interval.
     pub last: bool,
+    /// When the report was made: the time of the packet that opened a
+    /// later interval, or of the stream's end.
+    pub reported_ns: i64,
 }
 
 /// A stream ended (its call ended, or it fell silent): its final figures.
@@ -329,6 +332,9 @@ pub struct TrafficInterval<'a> {
     /// Packets from sources the talker table had no room for (it follows
     /// 256 sources per interval): the top list is exact while this is 0.
     pub talkers_untracked_packets: u64,
+    /// When the row was delivered (capture time, a batch end an interval or
+    /// more after `end_ns`): stream reports made before it belong to it.
+    pub released_ns: i64,
 }
 
 /// One source of traffic in an interval.

@@ -3,61 +3,44 @@
 //! streams' interval reports ([`Event::Interval`]).
 //!
 //! A stream reports an interval when its first packet of a later interval
-//! arrives, so the reports of interval k come in during k + 1. A row
-//! therefore waits until two later rows have come (in a sharded run the
-//! shards may be a batch apart) and then leaves with the reports received;
-//! a report for a row already gone (a stream silent for more than an
-//! interval, reported at its end) is counted as late.
+//! arrives, so the reports of interval k come in during k + 1; the engine
+//! delivers row k at the first batch end an interval after k ended. The
+//! row takes the reports made (by capture time) before its delivery; one
+//! made later — a stream silent for longer, reported when it resumes or
+//! ends — is counted as late. Deciding by capture time rather than by
+//! arrival keeps the rows of a sharded run equal to one thread's: another
+//! shard may deliver a report a little before or after the row.
 
 use calliper_record::{Event, Tracker};
 use serde_json::Value;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// Most empty rows kept between two [`TimeSeries::take`] calls (beyond it
 /// they are counted in [`TimeSeries::dropped`]). A row with packets is
 /// always kept: there are no more of those than packets between two writes.
 pub const MAX_TRAFFIC_ROWS: usize = 100_000;
-/// Rows waiting for their streams' reports.
-const WAIT: usize = 2;
-/// Intervals whose stream reports are being summed at once.
-const MAX_OPEN: usize = 64;
+/// Stream reports held for rows not yet delivered (beyond: counted late).
+const MAX_HELD: usize = 1_000_000;
 
-/// The streams' figures in one interval.
+/// One stream's report of one interval, as much as the row needs.
 #[derive(Debug, Clone, Copy)]
-struct Quality {
-    streams: u64,
+struct Report {
+    reported_ns: i64,
     packets: u64,
     expected: u64,
     lost: i64,
-    /// Voice streams only (not telephone-event).
-    mos_sum: f64,
-    mos_count: u64,
-    mos_min: f64,
-}
-
-impl Default for Quality {
-    fn default() -> Self {
-        Quality {
-            streams: 0,
-            packets: 0,
-            expected: 0,
-            lost: 0,
-            mos_sum: 0.0,
-            mos_count: 0,
-            mos_min: f64::INFINITY,
-        }
-    }
+    /// MOS of a voice stream (not telephone-event) with packets.
+    mos: Option<f64>,
 }
 
 #[derive(Default)]
 struct Series {
     /// Rows done, to be written.
     ready: Vec<Value>,
-    /// Newest rows, by start, waiting for their streams' reports.
-    waiting: VecDeque<(i64, Value)>,
-    /// Reports summed per interval start.
-    quality: BTreeMap<i64, Quality>,
+    /// Reports held per interval start until its row comes.
+    held: BTreeMap<i64, Vec<Report>>,
+    held_count: usize,
     /// The start of the newest row gone: reports for it or earlier are late.
     gone: Option<i64>,
     dropped: u64,
@@ -65,23 +48,46 @@ struct Series {
 }
 
 impl Series {
-    fn release(&mut self, start: i64, mut row: Value) {
-        let q = self.quality.remove(&start).unwrap_or_default();
-        if let Value::Object(o) = &mut row {
-            o.insert("streams".into(), q.streams.into());
-            o.insert("stream_packets".into(), q.packets.into());
-            o.insert("stream_expected".into(), q.expected.into());
-            o.insert("stream_lost".into(), q.lost.into());
-            let mean = (q.mos_count > 0).then(|| q.mos_sum / q.mos_count as f64);
-            o.insert("mos_mean".into(), mean.into());
-            o.insert("mos_min".into(), mean.map(|_| q.mos_min).into());
+    /// Completes a row with the reports made before its release; those made
+    /// after (held or still to come) are late, in one thread as in several.
+    fn release(&mut self, start: i64, released_ns: i64, mut row: Value) {
+        let reports = self.held.remove(&start).unwrap_or_default();
+        self.held_count -= reports.len();
+        let (mut streams, mut packets, mut expected, mut lost) = (0u64, 0u64, 0u64, 0i64);
+        let mut scores = Vec::new();
+        for r in &reports {
+            if r.reported_ns >= released_ns {
+                self.late += 1;
+                continue;
+            }
+            streams += 1;
+            packets += r.packets;
+            expected += r.expected;
+            lost += r.lost;
+            scores.extend(r.mos);
         }
-        self.gone = Some(start);
+        // Summed in one order whatever order the shards delivered them in:
+        // floating-point addition is not associative.
+        scores.sort_by(f64::total_cmp);
+        let mos_count = scores.len();
+        let mos_sum: f64 = scores.iter().sum();
+        let mos_min = scores.first().copied().unwrap_or(f64::INFINITY);
+        if let Value::Object(o) = &mut row {
+            o.insert("streams".into(), streams.into());
+            o.insert("stream_packets".into(), packets.into());
+            o.insert("stream_expected".into(), expected.into());
+            o.insert("stream_lost".into(), lost.into());
+            let mean = (mos_count > 0).then(|| mos_sum / mos_count as f64);
+            o.insert("mos_mean".into(), mean.into());
+            o.insert("mos_min".into(), mean.map(|_| mos_min).into());
+        }
+        self.gone = Some(self.gone.map_or(start, |g| g.max(start)));
         // Reports for intervals before this one can no longer find a row.
-        let stale: Vec<i64> = self.quality.range(..start).map(|(k, _)| *k).collect();
+        let stale: Vec<i64> = self.held.range(..start).map(|(k, _)| *k).collect();
         for k in stale {
-            if let Some(q) = self.quality.remove(&k) {
-                self.late += q.streams;
+            if let Some(v) = self.held.remove(&k) {
+                self.held_count -= v.len();
+                self.late += v.len() as u64;
             }
         }
         let empty = row.get("packets").and_then(Value::as_u64) == Some(0);
@@ -114,21 +120,12 @@ impl TimeSeries {
         std::mem::take(&mut self.lock().ready)
     }
 
-    /// Takes every row, the waiting ones too (the end of the input).
-    pub fn take_all(&self) -> Vec<Value> {
-        let mut s = self.lock();
-        while let Some((start, row)) = s.waiting.pop_front() {
-            s.release(start, row);
-        }
-        std::mem::take(&mut s.ready)
-    }
-
     /// Empty rows dropped because more than [`MAX_TRAFFIC_ROWS`] waited.
     pub fn dropped(&self) -> u64 {
         self.lock().dropped
     }
 
-    /// Stream interval reports that came after their row had gone.
+    /// Stream interval reports made after their row was delivered.
     pub fn late(&self) -> u64 {
         self.lock().late
     }
@@ -141,32 +138,24 @@ impl Tracker for TimeSeries {
                 let Ok(row) = serde_json::to_value(t) else {
                     return;
                 };
-                let mut s = self.lock();
-                s.waiting.push_back((t.start_ns, row));
-                while s.waiting.len() > WAIT {
-                    if let Some((start, row)) = s.waiting.pop_front() {
-                        s.release(start, row);
-                    }
-                }
+                self.lock().release(t.start_ns, t.released_ns, row);
             }
             Event::Interval(i) => {
                 let mut s = self.lock();
                 let start = i.figures.start_ns;
-                let open = s.quality.len() < MAX_OPEN || s.quality.contains_key(&start);
-                if s.gone.is_some_and(|g| start <= g) || !open {
+                if s.gone.is_some_and(|g| start <= g) || s.held_count >= MAX_HELD {
                     s.late += 1;
                     return;
                 }
-                let q = s.quality.entry(start).or_default();
-                q.streams += 1;
-                q.packets += i.figures.packets as u64;
-                q.expected += i.figures.expected as u64;
-                q.lost += i.figures.lost;
-                if i.codec != "telephone-event" && i.figures.packets > 0 {
-                    q.mos_sum += i.mos;
-                    q.mos_count += 1;
-                    q.mos_min = q.mos_min.min(i.mos);
-                }
+                let voice = i.codec != "telephone-event" && i.figures.packets > 0;
+                s.held.entry(start).or_default().push(Report {
+                    reported_ns: i.reported_ns,
+                    packets: i.figures.packets as u64,
+                    expected: i.figures.expected as u64,
+                    lost: i.figures.lost,
+                    mos: voice.then_some(i.mos),
+                });
+                s.held_count += 1;
             }
             _ => {}
         }
