@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Format {
     /// Human-readable summary of calls, streams and anomalies.
     Text,
-    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, then {"type":"user",...} per address of record and {"type":"summary",...}.
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, {"type":"traffic",...} per --interval (the time series), then {"type":"user",...} per address of record and {"type":"summary",...}.
     Jsonl,
 }
 
@@ -25,7 +25,7 @@ pub struct OutputArgs {
     /// Write the --format output to this file instead of stdout (`probe` appends to it, so a restart keeps what was written).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// Also store calls and streams in this SQLite database (created if missing).
+    /// Also store everything in this SQLite database (created if missing): calls, streams, registrations, users, the time series.
     #[arg(long, conflicts_with = "db_dir")]
     pub db: Option<PathBuf>,
     /// Store in one SQLite database per day (UTC) in this directory,
