@@ -529,6 +529,7 @@ impl<R: Read> CaptureReader<R> {
 }
 
 #[cfg(target_os = "linux")]
+pub mod filter;
 pub mod live;
 mod pcapng;
 

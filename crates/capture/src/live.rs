@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use crate::{linktype, Packet};
-use socket::{interface_filter, os, set_option};
+use socket::{filter_link_type, os, set_option, socket_filter};
 pub use socket::{interface_index, interfaces};
 
 mod socket;
@@ -51,6 +51,9 @@ pub struct LiveConfig {
     pub fanout_group: Option<u16>,
     /// Which packets of the interfaces to keep.
     pub direction: Direction,
+    /// Keep only packets this tcpdump-language expression accepts (run by
+    /// the kernel; compiled by libpcap, see [`crate::filter`]).
+    pub filter: Option<String>,
 }
 
 /// Which packets of an interface a ring keeps (tcpdump's `-Q`).
@@ -78,6 +81,7 @@ impl Default for LiveConfig {
             promiscuous: true,
             fanout_group: None,
             direction: Direction::Both,
+            filter: None,
         }
     }
 }
@@ -220,8 +224,15 @@ impl LiveCapture {
             &version,
             "cannot select TPACKET_V3",
         )?;
-        if indexes.len() > 1 {
-            let prog = interface_filter(&indexes);
+        let user = match &cfg.filter {
+            Some(expr) => {
+                let link_type = filter_link_type(&cfg.interfaces)?;
+                Some(crate::filter::compile(expr, link_type).map_err(|e| LiveError::Config(e.0))?)
+            }
+            None => None,
+        };
+        if indexes.len() > 1 || user.is_some() {
+            let prog = socket_filter(&indexes, user.as_ref());
             let fprog = libc::sock_fprog {
                 len: prog.len() as u16,
                 filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -231,7 +242,7 @@ impl LiveCapture {
                 libc::SOL_SOCKET,
                 libc::SO_ATTACH_FILTER,
                 &fprog,
-                "cannot attach the interface filter",
+                "cannot attach the capture filter",
             )?;
         }
         let frame_size = 2048u32;

@@ -4,7 +4,7 @@
 //! not matter): SIGTERM writes the open call marked ongoing; a call is
 //! written as it ends, so SIGKILL afterwards loses nothing; packets the
 //! kernel ring dropped while the probe was stalled are in the call's record
-//! and the summary; SIGHUP reloads the rules. Needs CAP_NET_RAW; skipped
+//! and the summary; SIGHUP reloads the rules; `--filter` runs in the kernel. Needs CAP_NET_RAW; skipped
 //! only when `CALLIPER_SKIP` names `live`.
 
 #![allow(unsafe_code)] // libc::kill, to signal the probe
@@ -360,5 +360,47 @@ fn sighup_reloads_the_rules() {
         second.record(&lines).unwrap()["labels"],
         serde_json::json!(["after"]),
         "{log}"
+    );
+}
+
+#[test]
+fn the_filter_runs_in_the_kernel_on_the_live_interface() {
+    // Everything but b's media: the call is seen, b's stream is not.
+    let Some(p) = Probe::start(
+        "filter",
+        &[
+            "--filter",
+            "not (src host 127.77.6.2 and udp and not port 5060)",
+        ],
+    ) else {
+        return;
+    };
+    let mut call = Call::new(6);
+    call.answer();
+    call.media(40);
+    std::thread::sleep(Duration::from_millis(300));
+    let (lines, code, log) = p.stop(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{log}");
+    let c = call
+        .record(&lines)
+        .unwrap_or_else(|| panic!("no call:\n{log}"));
+    let a_rtp = call.a.rtp.local_addr().unwrap();
+    let streams = c["streams"].as_array().unwrap();
+    let seen: Vec<(String, u64, u64)> = streams
+        .iter()
+        .filter(|s| s["packets"].as_u64() > Some(0))
+        .map(|s| {
+            let src = s["src"].as_str().unwrap_or_default().to_string();
+            (
+                src,
+                s["src_port"].as_u64().unwrap(),
+                s["packets"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(a_rtp.ip().to_string(), u64::from(a_rtp.port()), 40)],
+        "only a's stream passes the filter: {c}"
     );
 }

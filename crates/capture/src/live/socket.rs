@@ -96,3 +96,62 @@ pub(super) fn interface_filter(indexes: &[u32]) -> Vec<libc::sock_filter> {
     prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
     prog
 }
+
+/// The program the socket runs: the interface filter when several
+/// interfaces share the ring, then the user's filter (its jumps are
+/// relative, so it runs where the interface filter would accept).
+pub(super) fn socket_filter(
+    indexes: &[u32],
+    user: Option<&crate::filter::Program>,
+) -> Vec<libc::sock_filter> {
+    let mut prog = if indexes.len() > 1 {
+        interface_filter(indexes)
+    } else {
+        vec![libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: u32::MAX,
+        }]
+    };
+    if let Some(user) = user {
+        // Replace the final "accept everything".
+        prog.pop();
+        prog.extend(user.insns.iter().map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        }));
+    }
+    prog
+}
+
+/// The link type a filter is compiled for: the one every interface has
+/// (as the ring reports them: Ethernet and loopback alike, or raw IP).
+pub(super) fn filter_link_type(names: &[String]) -> Result<u16, LiveError> {
+    let mut common = None;
+    for name in names {
+        let path = format!("/sys/class/net/{name}/type");
+        let hatype: u16 = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| LiveError::Config(format!("cannot read {path}")))?;
+        let link = match hatype {
+            super::ARPHRD_ETHER | super::ARPHRD_LOOPBACK => crate::linktype::ETHERNET,
+            super::ARPHRD_NONE => crate::linktype::RAW,
+            other => {
+                return Err(LiveError::Config(format!(
+                    "cannot filter on `{name}`: its link type ({other}) is not captured"
+                )))
+            }
+        };
+        if common.is_some_and(|c| c != link) {
+            return Err(LiveError::Config(
+                "--filter needs interfaces of one link type (Ethernet or raw IP)".into(),
+            ));
+        }
+        common = Some(link);
+    }
+    common.ok_or_else(|| LiveError::Config("no interface to capture on".into()))
+}

@@ -1,5 +1,6 @@
 //! The ring on `lo`, and what is refused before any system call.
 
+use super::socket::interface_filter;
 use super::*;
 
 #[test]

@@ -9,6 +9,7 @@ mod signals;
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
 use crate::run::{Analyzer, Outputs};
 use anyhow::{bail, Context, Result};
+use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
 use calliper_capture::{CaptureReader, Packet};
 use calliper_engine::workers::WorkerFailed;
@@ -49,6 +50,11 @@ pub struct ProbeArgs {
     /// or router, `out` sees what it forwards after its own filtering, once.
     #[arg(long, value_enum, default_value = "both")]
     direction: DirectionArg,
+    /// Keep only packets this tcpdump-language expression accepts, e.g.
+    /// `udp port 5060 or udp portrange 10000-20000` (compiled by libpcap;
+    /// live, the kernel applies it; with --read, the probe does).
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
     /// Log the probe's state (packets, open calls, capture drops) to stderr
     /// every this many seconds; 0 never.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
@@ -84,6 +90,7 @@ impl ProbeArgs {
             block_timeout_ms: self.block_timeout,
             promiscuous: !self.no_promiscuous,
             fanout_group: None,
+            filter: self.filter.clone(),
             direction: match self.direction {
                 DirectionArg::Both => Direction::Both,
                 DirectionArg::In => Direction::In,
@@ -96,10 +103,11 @@ impl ProbeArgs {
 /// Where packets come from.
 enum Source {
     Live(Box<LiveCapture>),
-    /// Files still to read, and the one being read.
+    /// Files still to read, the one being read, and the filter.
     Files(
         std::vec::IntoIter<(PathBuf, File)>,
         Option<(String, CaptureReader<File>)>,
+        Option<Filter>,
     ),
 }
 
@@ -119,7 +127,7 @@ impl Source {
                 ring.next_block(100, f).context("capture failed")?;
                 Ok(Step::Packets)
             }
-            Source::Files(rest, current) => loop {
+            Source::Files(rest, current, filter) => loop {
                 if current.is_none() {
                     let Some((path, file)) = rest.next() else {
                         return Ok(Step::End);
@@ -141,10 +149,17 @@ impl Source {
                     Ok(b) if b.is_empty() => *current = None,
                     Ok(b) => {
                         let mut packets = [EMPTY; 64];
-                        for (slot, p) in packets.iter_mut().zip(b.iter()) {
-                            *slot = p;
+                        let mut n = 0;
+                        for p in b.iter().take(64) {
+                            if let Some(filter) = filter.as_mut() {
+                                if !filter.accepts(p.link_type, p.data, p.orig_len)? {
+                                    continue;
+                                }
+                            }
+                            packets[n] = p;
+                            n += 1;
                         }
-                        f(&packets[..b.len().min(64)]);
+                        f(&packets[..n]);
                         return Ok(Step::Packets);
                     }
                     Err(e) => {
@@ -161,6 +176,14 @@ impl Source {
         match self {
             Source::Live(ring) => Ok(Some(ring.stats()?)),
             Source::Files(..) => Ok(None),
+        }
+    }
+
+    /// Packets the filter left out (files; live, the kernel does not say).
+    fn filtered_out(&self) -> Option<u64> {
+        match self {
+            Source::Files(_, _, Some(f)) => Some(f.rejected),
+            _ => None,
         }
     }
 }
@@ -205,7 +228,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     let mut source = if a.read.is_empty() {
         Source::Live(Box::new(LiveCapture::open(&live)?))
     } else {
-        Source::Files(inputs.into_iter(), None)
+        let filter = a.filter.as_deref().map(Filter::new).transpose()?;
+        Source::Files(inputs.into_iter(), None, filter)
     };
     let input = if a.read.is_empty() {
         a.interfaces.join(",")
@@ -253,7 +277,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
             Ok(s) => s,
             Err(e) => {
                 // The interface went away: write everything, then report.
-                finish(engine, outputs, rules.as_ref(), &input, stats)?;
+                finish(engine, outputs, rules.as_ref(), &input, stats, None)?;
                 return Err(e);
             }
         };
@@ -301,7 +325,14 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
             "{input}: analysis stopped; the records finished before the failure are written"
         )));
     }
-    finish(engine, outputs, rules.as_ref(), &input, stats)?;
+    finish(
+        engine,
+        outputs,
+        rules.as_ref(),
+        &input,
+        stats,
+        source.filtered_out(),
+    )?;
     Ok(clean)
 }
 
@@ -312,6 +343,7 @@ fn finish(
     rules: Option<&calliper_rules::Rules>,
     input: &str,
     stats: Option<LiveStats>,
+    filtered_out: Option<u64>,
 ) -> Result<()> {
     let failed = engine.finish().err();
     outputs.emit(&mut engine, false)?;
@@ -327,10 +359,14 @@ fn finish(
             }),
         );
     }
+    if let Some(n) = filtered_out {
+        extra.insert("filtered_out".into(), n.into());
+    }
     let written = outputs.calls_written;
     outputs.finish(&counters, rules, input, extra)?;
+    let filtered = filtered_out.map_or(String::new(), |n| format!(" filtered_out={n}"));
     log(&format!(
-        "event=stopped calls_written={written}{}",
+        "event=stopped calls_written={written}{filtered}{}",
         drops(stats)
     ));
     if let Some(f) = failed {
@@ -372,6 +408,9 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
     }
     for f in &a.read {
         File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
+    }
+    if let Some(expr) = &a.filter {
+        Filter::new(expr)?;
     }
     if let Some(d) = a.out.db_dir.as_ref().filter(|d| d.exists() && !d.is_dir()) {
         bail!("--db-dir {} is not a directory", d.display());
