@@ -101,6 +101,7 @@ impl ProbeArgs {
 }
 
 /// Where packets come from.
+#[allow(clippy::large_enum_variant)] // one per run: size does not matter
 enum Source {
     Live(Box<LiveCapture>),
     /// Files still to read, the one being read, and the filter.
