@@ -135,8 +135,6 @@ CFG
         echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
             >"$out/baresip-$side/accounts"
     done
-    ipa "$P" nft add rule inet lossy forward udp dport 40000-40999 udp sport 40000-40999 '@th,72,8 < 200' \
-        numgen random mod 100 '< 5' update @drops '{ ip saddr . udp sport . ip daddr . udp dport }' counter drop
     ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
     callee=$!
     pids+=($callee)
@@ -144,7 +142,12 @@ CFG
     ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t 12 >"$out/baresip-a.log" 2>&1 &
     caller=$!
     pids+=($caller)
-    sleep 9
+    # Start dropping once media flows, so no stream loses its first packet
+    # (a loss before the first packet is invisible to any receiver).
+    sleep 2
+    ipa "$P" nft add rule inet lossy forward udp dport 40000-40999 udp sport 40000-40999 '@th,72,8 < 200' \
+        numgen random mod 100 '< 5' update @drops '{ ip saddr . udp sport . ip daddr . udp dport }' counter drop
+    sleep 7
     # Stop dropping before hangup so the last packets of each stream arrive.
     h=$(ipa "$P" nft -a list chain inet lossy forward | awk '/40000-40999/ {print $NF}')
     ipa "$P" nft delete rule inet lossy forward handle "$h"

@@ -4,7 +4,7 @@
 //! `cargo run --release --example mos_by_user_agent -- capture.pcap`
 
 use calliper_capture::CaptureReader;
-use calliper_engine::{Engine, Event, RawPacket, Tracker, TrackerHub};
+use calliper_engine::{Engine, Event, MosScale, RawPacket, Tracker, TrackerHub};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -35,9 +35,11 @@ impl Tracker for MosByUserAgent {
         }
         let row = t.entry(ua).or_default();
         row.0 += 1;
-        for s in c.streams.iter().filter(|s| s.packets > 1) {
+        let narrowband =
+            |s: &&calliper_engine::StreamRecord| s.mos_scale == Some(MosScale::Narrowband);
+        for mos in c.streams.iter().filter(narrowband).filter_map(|s| s.mos) {
             row.1 += 1;
-            row.2 += s.mos;
+            row.2 += mos;
         }
     }
 }

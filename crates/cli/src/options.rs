@@ -68,6 +68,10 @@ pub struct EngineArgs {
     /// Keep a call this many seconds after BYE/CANCEL/failure, for late media and retries.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
     pub call_grace: f64,
+    /// Wait this many seconds for the retry of an INVITE challenged with
+    /// 401/407 (a user typing a password): the retry joins the same call.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
+    pub challenge_wait: f64,
     /// End a stream without signalling after this many seconds of silence.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
     pub stream_timeout: f64,
@@ -128,6 +132,7 @@ impl EngineArgs {
             rtp_heuristic: !self.no_rtp_heuristic,
             call_idle_timeout_ns: seconds(self.call_timeout),
             call_grace_ns: seconds(self.call_grace),
+            challenge_wait_ns: seconds(self.challenge_wait),
             stream_idle_timeout_ns: seconds(self.stream_timeout),
             max_calls: self.max_calls,
             max_streams: self.max_streams,

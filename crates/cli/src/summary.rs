@@ -1,6 +1,6 @@
 //! The terminal report and the counters as JSON.
 
-use calliper_engine::{CallRecord, Counters, Record, StreamRecord};
+use calliper_engine::{CallRecord, Counters, MosScale, Record, StreamRecord, Unscored};
 use calliper_rules::RuleInfo;
 use calliper_store::rfc3339;
 use serde_json::json;
@@ -217,8 +217,19 @@ pub fn print_rules(w: &mut impl Write, rules: &[RuleInfo]) -> io::Result<()> {
 
 fn stream_line(s: &StreamRecord) -> String {
     format!(
-        "{}:{} -> {}:{} ssrc 0x{:08X} {} pkts {} lost {} ({:.2}%) dup {} ooo {} jitter mean {:.3} max {:.3} ms delta max {:.3} ms MOS {:.2}",
+        "{}:{} -> {}:{} ssrc 0x{:08X} {} pkts {} lost {} ({:.2}%) dup {} ooo {} jitter mean {:.3} max {:.3} ms delta max {:.3} ms {}",
         s.src, s.src_port, s.dst, s.dst_port, s.ssrc, printable(&s.codec), s.packets, s.lost, s.loss_percent, s.duplicates, s.out_of_order,
-        s.mean_jitter_ms, s.max_jitter_ms, s.max_delta_ms, s.mos
+        s.mean_jitter_ms, s.max_jitter_ms, s.max_delta_ms, mos_text(s)
     )
+}
+
+/// `MOS 4.21`, `MOS 3.90 wideband`, or why there is none.
+fn mos_text(s: &StreamRecord) -> String {
+    match (s.mos, s.mos_scale, s.unscored) {
+        (Some(m), Some(MosScale::Wideband), _) => format!("MOS {m:.2} wideband"),
+        (Some(m), _, _) => format!("MOS {m:.2}"),
+        (None, _, Some(Unscored::NotVoice)) => "no MOS (not voice)".into(),
+        (None, _, Some(Unscored::TooShort)) => "no MOS (too short)".into(),
+        (None, _, _) => "no MOS (no E-model value for this codec)".into(),
+    }
 }

@@ -67,7 +67,7 @@ fn calls_and_final_status_match_tshark() {
             &[]
         };
         let lines = calliper_jsonl(&file, extra);
-        let got: BTreeMap<String, Option<u16>> = lines
+        let records: Vec<(String, Option<u16>)> = lines
             .iter()
             .filter(|l| l["type"] == "call")
             .map(|l| {
@@ -77,7 +77,16 @@ fn calls_and_final_status_match_tshark() {
                 )
             })
             .collect();
+        let got: BTreeMap<String, Option<u16>> = records.iter().cloned().collect();
         let name = file.file_name().unwrap().to_string_lossy();
+        // One record per Call-ID: a challenged INVITE and its retry are one call.
+        if records.len() != got.len() {
+            failures.push(format!(
+                "{name}: {} records for {} Call-IDs",
+                records.len(),
+                got.len()
+            ));
+        }
         if got != want {
             failures.push(format!("{name}: tshark {want:?}\n   calliper {got:?}"));
         }
@@ -262,4 +271,117 @@ fn generated_loss_is_reported_exactly() {
     assert_eq!(n, 120);
     assert!(total_lost > 0);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// RFC 6076 timings computed from tshark's view of each call: the first
+/// provisional response (100 included), and the session request delay from
+/// the INVITE (after a 401/407 challenge, the next INVITE) to the first
+/// response other than 100 that is not a challenge.
+fn tshark_setup(file: &Path) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
+    let out = common::tshark(
+        file,
+        &[
+            "-d",
+            "tcp.port==6060,sip",
+            "-Y",
+            "sip.CSeq.method == \"INVITE\"",
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "sip.Call-ID",
+            "-e",
+            "sip.Method",
+            "-e",
+            "sip.Status-Code",
+        ],
+    );
+    // Per call: SRD start, challenged, answered, first 1xx, SRD end.
+    type State = (f64, bool, bool, Option<f64>, Option<f64>);
+    let mut calls: BTreeMap<String, State> = BTreeMap::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 4 || f[1].is_empty() {
+            continue;
+        }
+        let t: f64 = f[0].parse().unwrap();
+        let id = f[1].split(',').next().unwrap().to_string();
+        if f[2] == "INVITE" {
+            let c = calls.entry(id).or_insert((t, false, false, None, None));
+            if c.1 && !c.2 {
+                *c = (t, false, false, c.3, None);
+            }
+            continue;
+        }
+        let Some(c) = calls.get_mut(&id) else {
+            continue;
+        };
+        let Ok(code) = f[3].split(',').next().unwrap().parse::<u16>() else {
+            continue;
+        };
+        if c.2 {
+            continue; // answered: later responses are to re-INVITEs
+        }
+        if code < 200 && c.3.is_none() {
+            c.3 = Some(t);
+        }
+        let challenge = code == 401 || code == 407;
+        if code > 100 && !challenge && c.4.is_none() {
+            c.4 = Some(t);
+        }
+        c.1 = challenge;
+        c.2 = (200..300).contains(&code);
+    }
+    calls
+        .into_iter()
+        .map(|(id, (from, _, _, first, to))| (id, (first, to.map(|to| (to - from) * 1e3))))
+        .collect()
+}
+
+#[test]
+fn setup_delays_follow_rfc_6076_as_tshark_shows_them() {
+    let mut checked = 0;
+    let mut failures = vec![];
+    for file in captures() {
+        let want = tshark_setup(&file);
+        if want.is_empty() || file.ends_with("heplify__sip_ipv6_udp.pcap") {
+            continue;
+        }
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        for call in calliper_jsonl(&file, &[])
+            .iter()
+            .filter(|l| l["type"] == "call")
+        {
+            let id = call["call_id"].as_str().unwrap();
+            let Some((first, srd)) = want.get(id) else {
+                continue;
+            };
+            let got_first = call["first_provisional_ns"]
+                .as_i64()
+                .map(|t| t as f64 / 1e9);
+            let got_srd = call["setup_delay_ms"].as_f64();
+            let near = |a: Option<f64>, b: Option<f64>, tol: f64| match (a, b) {
+                (Some(a), Some(b)) => (a - b).abs() <= tol,
+                (None, None) => true,
+                _ => false,
+            };
+            // tshark prints times to the nanosecond as text; 1 µs covers rounding.
+            if !near(got_first, *first, 1e-6) || !near(got_srd, *srd, 1e-3) {
+                failures.push(format!(
+                    "{name} {id}: first provisional {got_first:?} vs tshark {first:?}, SRD {got_srd:?} ms vs {srd:?}"
+                ));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "setup timings differ:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        checked >= common::at_least(20, 5),
+        "only {checked} calls checked"
+    );
 }

@@ -1,7 +1,8 @@
 //! Every encapsulation the decoder handles, shown on real traffic: the
 //! packets of two captures (SIPp over IPv4, and SIP over IPv6 with fragments)
 //! are wrapped in VXLAN, MPLS, GRE, ERSPAN I/II/III, IPv4-in-IPv4,
-//! IPv4-in-IPv6 and IPv6-in-IPv4. Calliper must report exactly the records of
+//! IPv4-in-IPv6, IPv6-in-IPv4, PPPoE sessions and PPTP (enhanced GRE
+//! carrying PPP, with and without PPP's header compression). Calliper must report exactly the records of
 //! the unwrapped capture, and tshark must find the same SIP INVITEs in the
 //! wrapped file (so the wrapping is real, not something only we accept).
 
@@ -133,29 +134,41 @@ fn wrap(kind: &str, ip: &[u8]) -> Vec<u8> {
             let next = if et == 0x86DD { 41 } else { 4 };
             ethernet(0x86DD, &outer_ipv6(next, ip))
         }
+        "pppoe" => {
+            let ppp_proto: u16 = if et == 0x86DD { 0x0057 } else { 0x0021 };
+            let mut p = vec![0x11, 0x00, 0x00, 0x01];
+            p.extend_from_slice(&((2 + ip.len()) as u16).to_be_bytes());
+            p.extend_from_slice(&ppp_proto.to_be_bytes());
+            p.extend_from_slice(ip);
+            ethernet(0x8864, &p)
+        }
+        "pptp" | "pptp-compressed-ppp" => {
+            let compressed = kind == "pptp-compressed-ppp";
+            // PPP: address and control bytes and a two-byte protocol, or
+            // both compressed away (one odd protocol byte).
+            let mut ppp = if compressed {
+                vec![]
+            } else {
+                vec![0xFF, 0x03, 0x00]
+            };
+            ppp.push(if et == 0x86DD { 0x57 } else { 0x21 });
+            ppp.extend_from_slice(ip);
+            // Enhanced GRE: key and sequence present; with an acknowledgement too.
+            let mut g = vec![0x30, if compressed { 0x81 } else { 0x01 }, 0x88, 0x0B];
+            g.extend_from_slice(&(ppp.len() as u16).to_be_bytes());
+            g.extend_from_slice(&[0x00, 0x07, 0, 0, 0, 1]); // call id 7, sequence 1
+            if compressed {
+                g.extend_from_slice(&[0, 0, 0, 1]); // acknowledgement 1
+            }
+            g.extend_from_slice(&ppp);
+            ethernet(0x0800, &outer_ipv4(47, &g))
+        }
         _ => unreachable!(),
     }
 }
 
 fn write_pcap(path: &Path, packets: &[(i64, Vec<u8>)]) {
-    let mut out = vec![];
-    out.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes()); // nanosecond pcap
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    for x in [0u32, 0, 262_144, 1] {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    for (ts, f) in packets {
-        let (s, ns) = (
-            ts.div_euclid(1_000_000_000) as u32,
-            ts.rem_euclid(1_000_000_000) as u32,
-        );
-        for x in [s, ns, f.len() as u32, f.len() as u32] {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
+    common::write_pcap(path, 1, packets);
 }
 
 fn records(lines: Vec<Value>) -> Vec<Value> {
@@ -193,6 +206,9 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
             "erspan3",
             "ip-in-ipv4",
             "ip-in-ipv6",
+            "pppoe",
+            "pptp",
+            "pptp-compressed-ppp",
         ] {
             let wrapped: Vec<(i64, Vec<u8>)> =
                 packets.iter().map(|(t, ip)| (*t, wrap(kind, ip))).collect();
@@ -214,4 +230,52 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
         std::fs::remove_dir_all(&dir).ok();
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Frames that are not IP are counted by what they carry, and PPP that is
+/// compressed or encrypted (its calls cannot be seen) is also an anomaly.
+#[test]
+fn frames_that_are_not_ip_are_counted_by_type() {
+    let dir = std::env::temp_dir().join(format!("calliper-notip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pppoe = |proto: u16| {
+        let mut p = vec![0x11, 0x00, 0x00, 0x01, 0x00, 0x06];
+        p.extend_from_slice(&proto.to_be_bytes());
+        p.extend_from_slice(&[1, 2, 3, 4]);
+        ethernet(0x8864, &p)
+    };
+    let pptp_ack = ethernet(
+        0x0800,
+        &outer_ipv4(47, &[0x20, 0x81, 0x88, 0x0B, 0, 0, 0, 7, 0, 0, 0, 1]),
+    );
+    let frames = [
+        ethernet(0x0806, &[0; 28]),                  // ARP
+        ethernet(0x8863, &[0x11, 0x09, 0, 0, 0, 0]), // PPPoE discovery (PADI)
+        pppoe(0xC021),                               // LCP
+        pppoe(0x00FD),                               // CCP-compressed datagram
+        pptp_ack,
+    ];
+    let packets: Vec<(i64, Vec<u8>)> = frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (1_700_000_000_000_000_000 + i as i64 * 1000, f))
+        .collect();
+    let path = dir.join("not-ip.pcap");
+    write_pcap(&path, &packets);
+    let lines = calliper_jsonl(&path, &[]);
+    let summary = lines.last().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(summary["not_ip"], 5, "{summary}");
+    let by_type = &summary["not_ip_by_type"];
+    for kind in [
+        "arp",
+        "pppoe_discovery",
+        "ppp_control",
+        "ppp_compressed",
+        "pptp_ack",
+    ] {
+        assert_eq!(by_type[kind], 1, "{kind}: {summary}");
+    }
+    assert_eq!(summary["anomalies"]["ppp_compressed"], 1, "{summary}");
+    assert!(summary["anomalies"]["pptp_ack"].is_null(), "{summary}");
 }

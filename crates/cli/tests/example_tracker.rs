@@ -26,7 +26,7 @@ fn the_example_tracker_sees_every_call_once() {
             let row = expected.entry(ua).or_default();
             row.0 += 1;
             for s in c["streams"].as_array().unwrap() {
-                if s["packets"].as_u64().unwrap() > 1 {
+                if s["mos_scale"] == "narrowband" {
                     row.1 += 1;
                     row.2 += s["mos"].as_f64().unwrap();
                 }

@@ -140,7 +140,10 @@ fn every_tshark_stream_matches() {
             }
             // Our `lost` equals Wireshark's where Wireshark's arithmetic is sound:
             // no duplicates and no sequence restarts (docs/rtp-analysis.md).
-            let clean = s["duplicates"].as_u64() == Some(0) && s["seq_resets"].as_u64() == Some(0);
+            // (A telephone event's repeated end packets are duplicates to Wireshark.)
+            let clean = s["duplicates"].as_u64() == Some(0)
+                && s["seq_resets"].as_u64() == Some(0)
+                && s["event_end_repeats"].as_u64() == Some(0);
             if clean && s["lost"].as_i64() != Some(t.lost) {
                 bad.push(format!("lost {} vs {}", s["lost"], t.lost));
             }
@@ -412,4 +415,62 @@ fn rtcp_reports_match_tshark() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compared >= 2, "only {compared} streams compared");
+}
+
+/// The RTP heuristic (a stream without signalling) keeps the packets it
+/// confirmed the stream with, whatever their payload type: the media of a
+/// SIPp call without its SIP, one stream's second packet turned into comfort
+/// noise (PT 13) under the same SSRC. tshark's heuristic counts every packet
+/// of the stream; so must we.
+#[test]
+fn heuristic_streams_keep_every_packet_tshark_counts() {
+    let dir = std::env::temp_dir().join(format!("calliper-heur-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
+    )
+    .unwrap();
+    let mut reader = calliper_capture::CaptureReader::new(&data[..]).unwrap();
+    let mut frames = vec![];
+    let mut link_type = 0;
+    let mut seen_first_stream = 0;
+    while let Some(p) = reader.next_packet().unwrap() {
+        link_type = u32::from(p.link_type);
+        let Ok(f) = calliper_wire::decode(p.link_type, p.data) else {
+            continue;
+        };
+        let calliper_wire::Transport::Udp {
+            sport,
+            dport,
+            payload,
+        } = f.transport
+        else {
+            continue;
+        };
+        if sport == 5060 || dport == 5060 {
+            continue; // no signalling: the streams are found by the heuristic
+        }
+        let mut frame = p.data.to_vec();
+        if (sport, dport) == (20000, 30000) && payload.len() > 12 && payload[1] & 0x7F == 8 {
+            seen_first_stream += 1;
+            if seen_first_stream == 2 {
+                let at = payload.as_ptr() as usize - p.data.as_ptr() as usize;
+                frame[at + 1] = (frame[at + 1] & 0x80) | 13;
+            }
+        }
+        frames.push((p.ts_ns, frame));
+    }
+    let path = dir.join("heuristic-cn.pcap");
+    common::write_pcap(&path, link_type, &frames);
+    let theirs = tshark_streams(&path, true);
+    let ours = all_streams(&calliper_jsonl(&path, &[]));
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(theirs.len() >= 9, "tshark found {} streams", theirs.len());
+    for t in &theirs {
+        let s = ours
+            .get(&t.key)
+            .unwrap_or_else(|| panic!("{:?}: tshark has it, calliper does not", t.key));
+        assert_eq!(s["packets"].as_u64(), Some(t.packets), "{:?}", t.key);
+    }
+    assert_eq!(ours.len(), theirs.len(), "streams only calliper has");
 }

@@ -125,6 +125,9 @@ pub struct Config {
     /// After BYE, CANCEL or a final failure, keep a call this long for
     /// late media and retries (ns).
     pub call_grace_ns: i64,
+    /// After a 401/407 challenge to its INVITE, keep a call this long for
+    /// the retry with credentials (ns): evicted before other calls.
+    pub challenge_wait_ns: i64,
     /// An RTP stream without signalling ends after this much silence (ns).
     pub stream_idle_timeout_ns: i64,
     /// Most calls held at once; beyond it the least recently active is
@@ -166,6 +169,7 @@ impl Default for Config {
             rtp_heuristic: true,
             call_idle_timeout_ns: 300 * SEC,
             call_grace_ns: 5 * SEC,
+            challenge_wait_ns: 60 * SEC,
             stream_idle_timeout_ns: 60 * SEC,
             max_calls: 1_000_000,
             max_unanswered: 100_000,

@@ -70,6 +70,9 @@ counters! {
         pub other_ip: u64,
         /// Frames that are not IP (ARP, LLDP, ...).
         pub not_ip: u64,
+        /// `not_ip` by what the frames carry (`arp`, `llc`, `pppoe_discovery`,
+        /// `ppp_control`, `ppp_compressed`, `pptp_ack`, `other_ethertype`...).
+        pub not_ip_by_type: BTreeMap<&'static str, u64>,
         /// IP fragments offered to reassembly.
         pub ip_fragments: u64,
         /// Packets dropped as capture duplicates (Linux `any`, SPAN of both sides).
@@ -129,6 +132,16 @@ counters! {
 impl Counters {
     /// Counts one anomaly of this kind (kinds are names in the code, so the
     /// map's size is bounded by the code, not the input).
+    /// A frame that is not IP; compressed or encrypted PPP is also an
+    /// anomaly, since the calls it may carry cannot be seen.
+    pub(crate) fn not_ip(&mut self, kind: &'static str) {
+        self.not_ip += 1;
+        *self.not_ip_by_type.entry(kind).or_default() += 1;
+        if kind == "ppp_compressed" {
+            self.anomaly(kind);
+        }
+    }
+
     pub(crate) fn anomaly(&mut self, kind: &'static str) {
         *self.anomalies.entry(kind).or_default() += 1;
     }

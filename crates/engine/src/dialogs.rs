@@ -140,7 +140,9 @@ impl Engine {
         let Some(call) = self.calls.get(idx) else {
             return;
         };
-        let list = if call.closing.is_some() {
+        let list = if call.closing.is_some() && call.challenged {
+            LIST_CHALLENGED
+        } else if call.closing.is_some() {
             LIST_CLOSING
         } else if !call.responded {
             LIST_UNANSWERED
@@ -172,6 +174,7 @@ impl Engine {
             let (oldest, _) = self
                 .calls
                 .oldest(LIST_UNANSWERED)
+                .or_else(|| self.calls.oldest(LIST_CHALLENGED))
                 .or_else(|| self.calls.oldest(LIST_CLOSING))
                 .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
             self.counters.calls_evicted += 1;
@@ -223,6 +226,9 @@ impl Engine {
             callee: (dst, dport),
             invite_ns: now,
             first_provisional_ns: None,
+            srd_from_ns: now,
+            srd_to_ns: None,
+            challenged: false,
             ringing_ns: None,
             answer_ns: None,
             end_ns: None,
@@ -308,10 +314,15 @@ impl Engine {
                 match method {
                     "INVITE" => {
                         call.invites += 1;
-                        // A retry after a challenge or failure reopens an unanswered call.
+                        // A retry after a challenge or failure reopens an unanswered
+                        // call; after a challenge, SRD is measured from the retry.
                         if call.answer_ns.is_none() && call.closing.is_some() && !call.cancelled {
                             call.closing = None;
                             call.end_ns = None;
+                            if std::mem::take(&mut call.challenged) {
+                                call.srd_from_ns = now;
+                                call.srd_to_ns = None;
+                            }
                         }
                     }
                     "BYE" if call.closing.is_none() => {
@@ -324,7 +335,8 @@ impl Engine {
                         call.hangup_by = Some(sender);
                         call.hangup_reason = m.reason_header.map(|r| cut(r).into());
                     }
-                    "CANCEL" if call.answer_ns.is_none() => {
+                    // The first CANCEL ends it; retransmissions change nothing.
+                    "CANCEL" if call.answer_ns.is_none() && !call.cancelled => {
                         call.cancelled = true;
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
@@ -348,15 +360,16 @@ impl Engine {
                 if sender == Side::Callee && call.callee_ua.is_none() {
                     call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).into());
                 }
-                if code > 100
-                    && call.first_provisional_ns.is_none()
-                    && call.answer_ns.is_none()
-                    && code < 200
+                if code < 200 && call.first_provisional_ns.is_none() && call.answer_ns.is_none() {
+                    call.first_provisional_ns = NonZeroI64::new(now);
+                }
+                let challenge = code == 401 || code == 407;
+                if code > 100 && !challenge && call.srd_to_ns.is_none() && call.answer_ns.is_none()
                 {
-                    call.first_provisional_ns = Some(now);
+                    call.srd_to_ns = NonZeroI64::new(now);
                 }
                 if (code == 180 || code == 183) && call.ringing_ns.is_none() {
-                    call.ringing_ns = Some(now);
+                    call.ringing_ns = NonZeroI64::new(now);
                 }
                 if code >= 200 && call.answer_ns.is_none() {
                     call.final_status = Some(code);
@@ -366,6 +379,7 @@ impl Engine {
                         call.closing = None;
                         call.end_ns = None;
                     } else if call.closing.is_none() || call.cancelled {
+                        call.challenged = challenge && !call.cancelled;
                         call.closing = Some(if call.cancelled {
                             CallState::Cancelled
                         } else {

@@ -9,6 +9,7 @@ impl Engine {
         let now = self.now;
         let call_lists = [
             (LIST_CLOSING, self.cfg.call_grace_ns),
+            (LIST_CHALLENGED, self.cfg.challenge_wait_ns),
             (LIST_ACTIVE, self.cfg.call_idle_timeout_ns),
             (LIST_UNANSWERED, self.cfg.unanswered_timeout_ns),
         ];
@@ -88,12 +89,7 @@ impl Engine {
         };
         let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
         let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
-        let setup_delay_ms = match (call.first_provisional_ns, call.answer_ns, call.final_status) {
-            (Some(p), _, _) => Some(ms(call.invite_ns, p)),
-            (None, Some(a), _) => Some(ms(call.invite_ns, a)),
-            (None, None, Some(_)) => call.end_ns.map(|e| ms(call.invite_ns, e)),
-            _ => None,
-        };
+        let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
         let record = Box::new(CallRecord {
             serial: call.serial,
             call_id: call.call_id.into(),
@@ -106,8 +102,8 @@ impl Engine {
             callee_ip: call.callee.0,
             callee_port: call.callee.1,
             invite_ns: call.invite_ns,
-            first_provisional_ns: call.first_provisional_ns,
-            ringing_ns: call.ringing_ns,
+            first_provisional_ns: call.first_provisional_ns.map(NonZeroI64::get),
+            ringing_ns: call.ringing_ns.map(NonZeroI64::get),
             answer_ns: call.answer_ns,
             end_ns,
             duration_ms: call.answer_ns.map_or(0.0, |a| ms(a, end_ns).max(0.0)),

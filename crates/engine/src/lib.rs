@@ -69,6 +69,7 @@ use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 use sctp::Sctp;
 use std::net::IpAddr;
+use std::num::NonZeroI64;
 use std::sync::Arc;
 use tcp::{FlowKey, TcpConfig, TcpReassembler};
 
@@ -215,6 +216,8 @@ const LIST_CLOSING: u8 = 1;
 /// flood of forged INVITEs lands here, is evicted from here first and
 /// expires after Timer B (RFC 3261 §17.1.1.2), so it cannot push real calls out.
 const LIST_UNANSWERED: u8 = 2;
+/// Calls whose INVITE was challenged (401/407), waiting for the retry.
+const LIST_CHALLENGED: u8 = 3;
 const LIST_ORPHAN: u8 = 0;
 const LIST_CANDIDATE: u8 = 1;
 /// Heuristic RTP: packets with continuing sequence numbers before a stream is believed.
@@ -233,8 +236,16 @@ struct Call {
     caller: (IpAddr, u16),
     callee: (IpAddr, u16),
     invite_ns: i64,
-    first_provisional_ns: Option<i64>,
-    ringing_ns: Option<i64>,
+    /// Times that may be unset are `NonZeroI64` (8 bytes, not 16): a
+    /// packet stamped exactly at the epoch only loses its mark.
+    first_provisional_ns: Option<NonZeroI64>,
+    /// RFC 6076 SRD: the INVITE it is measured from (the retry after a
+    /// challenge) and its first non-100 response, provisional or final.
+    srd_from_ns: i64,
+    srd_to_ns: Option<NonZeroI64>,
+    /// The last final response to the INVITE was a 401/407 challenge.
+    challenged: bool,
+    ringing_ns: Option<NonZeroI64>,
     answer_ns: Option<i64>,
     end_ns: Option<i64>,
     final_status: Option<u16>,

@@ -54,14 +54,15 @@ pub(crate) fn cut_interval(
     };
     let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
     let codec = resolve(desc, s.stats.payload_type).name;
-    let (r_factor, mos) = emodel::estimate(&codec, figures.loss_percent, figures.jitter_ms);
+    let score = emodel::estimate(&codec, figures.loss_percent, figures.jitter_ms).ok();
     events.deliver(&Event::Interval(&StreamInterval {
         call: call_serial,
         stream: s.key.id(),
         codec: &codec,
         figures,
-        r_factor,
-        mos,
+        r_factor: score.map(|s| s.r),
+        mos: score.map(|s| s.mos),
+        mos_scale: score.map(|s| s.scale),
         last: now.is_none(),
         reported_ns: now.unwrap_or(clock),
     }));

@@ -140,7 +140,7 @@ impl Engine {
                     }
                     self.frame(p.ts_ns, &frame)
                 }
-                Some(Err(calliper_wire::DecodeError::NotIp)) => self.counters.not_ip += 1,
+                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
                 Some(Err(e)) => self.counters.anomaly(e.name()),
                 None => {}
             }

@@ -99,16 +99,20 @@ impl Engine {
                 _ => Codec::static_clock(pkt.payload_type),
             };
         }
-        s.stats.update(pkt, s.last_clock);
         if let ClockRate::Event(hz) = s.last_clock {
+            let end = body.get(1).is_some_and(|flags| flags & 0x80 != 0);
+            let dtmf = s.dtmf.get_or_insert_with(Default::default);
+            let same_event = dtmf.same_event(pkt.timestamp);
+            if s.stats.update_event(pkt, hz, end, same_event) {
+                dtmf.end_repeats = dtmf.end_repeats.saturating_add(1);
+            }
             // Durations are in units of the event's own clock (RFC 4733 §2.3).
-            let ended =
-                s.dtmf
-                    .get_or_insert_with(Default::default)
-                    .update(now, pkt.timestamp, body, hz);
+            let ended = dtmf.update(now, pkt.timestamp, body, hz);
             if let (Some(e), Some(call)) = (ended, s.call.and_then(|c| self.calls.get(c))) {
                 media_events::dtmf_event(&self.events, call, &s.key, &e);
             }
+        } else {
+            s.stats.update(pkt, s.last_clock);
         }
         self.owned.rtp_in_calls += 1;
         // Refreshing the call's place on its activity list touches three
@@ -148,13 +152,16 @@ impl Engine {
         let s = self.streams.get_mut(si)?;
         if s.probation > 0 {
             let step = pkt.seq.wrapping_sub(s.stats.seq.extended_max() as u16);
-            if step > 10 || pkt.payload_type != s.stats.payload_type {
+            if step > 10 {
                 self.drop_candidate(si);
                 self.owned.udp_untracked += 1;
                 return None;
             }
-            // A repeat (RFC 4733 end packets are sent three times) neither confirms nor refutes.
-            if step != 0 {
+            // A repeat (RFC 4733 end packets are sent three times) or another
+            // payload type under the same SSRC (comfort noise, an event)
+            // neither confirms nor refutes: the packet is kept either way,
+            // so a confirmed stream has every packet tshark counts.
+            if step != 0 && pkt.payload_type == s.stats.payload_type {
                 s.probation -= 1;
             }
         }

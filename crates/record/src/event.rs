@@ -188,10 +188,13 @@ pub struct StreamInterval<'a> {
     /// The interval's figures.
     #[serde(flatten)]
     pub figures: IntervalFigures,
-    /// E-model R of the interval (its loss and end jitter).
-    pub r_factor: f64,
-    /// Estimated MOS of the interval.
-    pub mos: f64,
+    /// E-model R of the interval (its loss and end jitter); None when the
+    /// stream is not scored ([`calliper_rtp::emodel::Unscored`]).
+    pub r_factor: Option<f64>,
+    /// Estimated MOS of the interval, on `mos_scale`.
+    pub mos: Option<f64>,
+    /// The scale of `r_factor` and `mos`.
+    pub mos_scale: Option<calliper_rtp::emodel::Scale>,
     /// The stream ended: this is its final, partial interval.
     pub last: bool,
     /// When the report was made: the time of the packet that opened a

@@ -4,6 +4,7 @@
 
 pub mod event;
 
+pub use calliper_rtp::emodel::{Scale as MosScale, Unscored};
 pub use event::{Event, Tracker};
 
 use calliper_rtp::emodel;
@@ -102,6 +103,10 @@ pub struct StreamRecord {
     pub seq_resets: u64,
     /// RFC 4733 telephone-event packets.
     pub event_packets: u64,
+    /// Repeats of a telephone event's end packet under one sequence number
+    /// (RFC 4733 sends the end three times): in `packets`, not in
+    /// `expected`, and not duplicates.
+    pub event_end_repeats: u64,
     /// Mean jitter, ms (Wireshark's definition).
     pub mean_jitter_ms: f64,
     /// Maximum jitter, ms.
@@ -116,10 +121,15 @@ pub struct StreamRecord {
     pub wireshark_expected: i64,
     /// Wireshark's lost count (negative with duplicates or restarts).
     pub wireshark_lost: i64,
-    /// E-model rating factor from loss and jitter (no delay information).
-    pub r_factor: f64,
-    /// Estimated MOS from `r_factor`.
-    pub mos: f64,
+    /// E-model rating factor from loss and jitter (no delay information),
+    /// on the scale `mos_scale` names; None with `unscored`.
+    pub r_factor: Option<f64>,
+    /// Estimated MOS from `r_factor`; None with `unscored`.
+    pub mos: Option<f64>,
+    /// Narrowband (G.107) or wideband (G.107.1): never compare across.
+    pub mos_scale: Option<emodel::Scale>,
+    /// Why there is no MOS (not voice, no codec value, too short).
+    pub unscored: Option<emodel::Unscored>,
     /// RFC 4733 telephone events (DTMF digits) in this direction.
     pub dtmf: Vec<calliper_rtp::dtmf::DtmfEvent>,
     /// RTCP report blocks about this stream from its receiver.
@@ -136,8 +146,15 @@ impl StreamRecord {
     /// Fills the quality estimate from the measured loss and the mean
     /// jitter ([`emodel::estimate`]).
     pub fn estimate_quality(&mut self) {
-        (self.r_factor, self.mos) =
-            emodel::estimate(&self.codec, self.loss_percent, self.mean_jitter_ms);
+        let score = if self.packets < emodel::MIN_SCORED_PACKETS {
+            emodel::codec_model(&self.codec).and(Err(emodel::Unscored::TooShort))
+        } else {
+            emodel::estimate(&self.codec, self.loss_percent, self.mean_jitter_ms)
+        };
+        self.r_factor = score.ok().map(|s| s.r);
+        self.mos = score.ok().map(|s| s.mos);
+        self.mos_scale = score.ok().map(|s| s.scale);
+        self.unscored = score.err();
     }
 }
 
@@ -169,7 +186,7 @@ pub struct CallRecord {
     pub callee_port: u16,
     /// First INVITE, ns since the epoch.
     pub invite_ns: i64,
-    /// First provisional response other than 100, ns.
+    /// First provisional response (100 Trying included), ns.
     pub first_provisional_ns: Option<i64>,
     /// First 180 or 183, ns.
     pub ringing_ns: Option<i64>,
@@ -179,7 +196,9 @@ pub struct CallRecord {
     pub end_ns: i64,
     /// Answer to end, ms (0 when not answered).
     pub duration_ms: f64,
-    /// RFC 6076 session request delay: INVITE to first non-100 response, ms.
+    /// RFC 6076 session request delay (SRD), ms: from the INVITE (after a
+    /// 401/407 challenge, its retry) to the first response other than 100,
+    /// provisional or final; none when no such response came.
     pub setup_delay_ms: Option<f64>,
     /// Final response code to the INVITE.
     pub final_status: Option<u16>,

@@ -81,6 +81,71 @@ fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
         .is_some_and(|b| b.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
+/// Encoding names as the IANA registry spells them: an SDP's `pcma` or
+/// `OPUS` is reported as `PCMA` or `opus`, so one codec has one name.
+const CANONICAL_NAMES: &[&str] = &[
+    "PCMU",
+    "PCMA",
+    "G722",
+    "G723",
+    "G728",
+    "G729",
+    "G729D",
+    "G729E",
+    "GSM",
+    "GSM-EFR",
+    "GSM-HR-08",
+    "G726-16",
+    "G726-24",
+    "G726-32",
+    "G726-40",
+    "AMR",
+    "AMR-WB",
+    "EVS",
+    "iLBC",
+    "opus",
+    "speex",
+    "SILK",
+    "G7221",
+    "G719",
+    "L16",
+    "DVI4",
+    "LPC",
+    "QCELP",
+    "telephone-event",
+    "CN",
+    "red",
+    "ulpfec",
+    "rtx",
+    "t140",
+    "T38",
+    "H261",
+    "H263",
+    "H263-1998",
+    "H263-2000",
+    "H264",
+    "H265",
+    "VP8",
+    "VP9",
+    "AV1",
+    "JPEG",
+    "MPV",
+    "MP2T",
+    "MPA",
+];
+
+/// The registry's spelling of an encoding name (`G729a`, Annex A, is
+/// G.729 on the wire), or None for a name not in [`CANONICAL_NAMES`].
+pub fn normalise(name: &str) -> Option<&'static str> {
+    if name.eq_ignore_ascii_case("G729a") {
+        return Some("G729");
+    }
+    CANONICAL_NAMES
+        .iter()
+        .find(|c| c.eq_ignore_ascii_case(name))
+        .copied()
+}
+
 /// A payload type resolved to a codec, from `a=rtpmap` or the static table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Codec {
@@ -105,7 +170,7 @@ impl Codec {
                 }
             };
             return Codec {
-                name: name.to_string(),
+                name: normalise(name).map_or_else(|| name.to_string(), str::to_string),
                 clock,
             };
         }

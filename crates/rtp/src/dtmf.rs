@@ -33,6 +33,9 @@ pub struct DtmfTracker {
     pub events: Vec<DtmfEvent>,
     /// Events beyond the cap, or packets too short to hold an event.
     pub dropped: u32,
+    /// End packets repeated under one sequence number (RFC 4733 sends the
+    /// end three times; see [`crate::StreamStats::update_event`]).
+    pub end_repeats: u32,
 }
 
 fn digit(event: u8) -> char {
@@ -47,6 +50,11 @@ fn digit(event: u8) -> char {
 }
 
 impl DtmfTracker {
+    /// Whether the last event packet had this RTP timestamp (one per event).
+    pub fn same_event(&self, timestamp: u32) -> bool {
+        self.last_timestamp == Some(timestamp)
+    }
+
     /// Takes one telephone-event packet's payload; `clock_hz` is the event
     /// clock (8000 unless the SDP says otherwise). Returns the event when
     /// this packet is the first to mark its end.

@@ -150,6 +150,22 @@ impl SeqTracker {
                 .saturating_sub(self.segment_received)
     }
 
+    /// Starts a new segment at `seq` without counting the gap or a reset:
+    /// a telephone-event-only stream's numbering jumps between events.
+    pub fn rebase(&mut self, seq: u16) {
+        if self.started {
+            self.close_segment();
+            self.start_segment(seq);
+        } else {
+            self.update(seq);
+        }
+    }
+
+    /// Highest sequence number seen in the current segment.
+    pub fn max_seq(&self) -> u16 {
+        self.max_seq
+    }
+
     /// Extended highest sequence number of the current segment (A.3).
     pub fn extended_max(&self) -> u64 {
         self.cycles + self.max_seq as u64
@@ -385,13 +401,40 @@ impl StreamStats {
         }
     }
 
+    /// Accounts one telephone-event packet: `end` is its E bit,
+    /// `same_event` whether the previous event packet had its timestamp
+    /// (the stream's [`dtmf::DtmfTracker`] knows). In a stream of events
+    /// only, loss is judged within an event: the numbering may jump between
+    /// events (a sender numbering events and audio together but sending
+    /// them apart), which is not loss. Returns true for a repeat of the end
+    /// packet under the same number (RFC 4733 §2.5.1.4), which is neither a
+    /// duplicate nor new.
+    pub fn update_event(&mut self, p: &Packet, clock_hz: u32, end: bool, same_event: bool) -> bool {
+        let events_only = self.event_packets == self.packets;
+        let repeat = end && same_event && p.seq == self.seq.max_seq();
+        if repeat {
+            // Counted as a packet, not in the sequence accounting.
+        } else if events_only && !same_event {
+            self.seq.rebase(p.seq);
+        } else {
+            self.seq.update(p.seq);
+        }
+        self.account(p, ClockRate::Event(clock_hz));
+        repeat
+    }
+
     /// Accounts one more packet. `clock` tells how this packet's payload type
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
+        self.seq.update(p.seq);
+        self.account(p, clock);
+    }
+
+    /// Everything but the sequence accounting.
+    fn account(&mut self, p: &Packet, clock: ClockRate) {
         self.packets += 1;
         self.bytes += p.bytes as u64;
         self.last_ns = self.last_ns.max(p.arrival_ns);
-        self.seq.update(p.seq);
         let hz = match clock {
             ClockRate::Hz(hz) => hz,
             ClockRate::Event(_) => {

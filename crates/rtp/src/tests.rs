@@ -136,11 +136,24 @@ fn emodel_vectors() {
     ] {
         close(emodel::mos(r), m, 1e-4);
     }
-    close(emodel::r_factor("PCMA", 1.0, 1.0, 150.0), 85.96, 0.01);
-    close(emodel::r_factor("PCMU", 2.0, 2.0, 0.0), 85.92, 0.01);
-    close(emodel::r_factor("G729", 2.0, 1.0, 150.0), 70.60, 0.01);
+    let model = |c: &str| emodel::codec_model(c).unwrap();
+    close(
+        emodel::r_factor(&model("PCMA"), 1.0, 1.0, 150.0),
+        85.96,
+        0.01,
+    );
+    close(emodel::r_factor(&model("PCMU"), 2.0, 2.0, 0.0), 85.92, 0.01);
+    close(
+        emodel::r_factor(&model("G729"), 2.0, 1.0, 150.0),
+        70.60,
+        0.01,
+    );
     // G.723.1 at 5 % loss and 250 ms: the worked vector of shared/reference.md.
-    close(emodel::r_factor("G723", 5.0, 1.0, 250.0), 45.25, 0.01);
+    close(
+        emodel::r_factor(&model("G723"), 5.0, 1.0, 250.0),
+        45.25,
+        0.01,
+    );
     close(
         emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0,
         93.2 - 63.04,
@@ -213,4 +226,70 @@ fn delta_in_ms_is_correctly_rounded() {
     p.arrival_ns = 34_834_000;
     s.update(&p, ClockRate::Hz(8000));
     assert_eq!(s.ws.max_delta, 34.834);
+}
+
+/// The codec table holds G.113 Appendix I's published values (Ie from Table
+/// I.1; Bpl where published), and refuses codecs it has none for.
+#[test]
+fn codec_table_holds_g113_values() {
+    use emodel::{codec_model, Scale, Unscored};
+    let nb = |c: &str| {
+        let m = codec_model(c).unwrap();
+        assert_eq!(m.scale, Scale::Narrowband, "{c}");
+        (m.ie, m.bpl)
+    };
+    assert_eq!(nb("PCMU"), (0.0, 25.1)); // G.711 with Appendix I PLC
+    assert_eq!(nb("PCMA"), (0.0, 25.1));
+    assert_eq!(nb("G729"), (11.0, 19.0)); // G.729A + VAD
+    assert_eq!(nb("G723"), (15.0, 16.1)); // G.723.1 6.3 kbit/s + VAD
+    assert_eq!(nb("GSM-EFR"), (5.0, 10.0));
+    for (c, ie) in [
+        ("G726-40", 2.0),
+        ("G726-32", 7.0),
+        ("G726-24", 25.0),
+        ("G726-16", 50.0),
+    ] {
+        assert_eq!(nb(c).0, ie, "{c}");
+    }
+    assert_eq!(nb("G728").0, 7.0);
+    assert_eq!(nb("GSM").0, 20.0);
+    let wb = codec_model("AMR-WB").unwrap();
+    assert_eq!((wb.ie, wb.bpl, wb.scale), (13.0, 4.3, Scale::Wideband));
+    assert_eq!(codec_model("G722").unwrap().scale, Scale::Wideband);
+    for c in ["opus", "iLBC", "speex", "dynamic-96", "EVS"] {
+        assert_eq!(codec_model(c), Err(Unscored::NoCodecValue), "{c}");
+    }
+    for c in ["telephone-event", "CN", "H264", "T38"] {
+        assert_eq!(codec_model(c), Err(Unscored::NotVoice), "{c}");
+    }
+}
+
+/// G.107.1: wideband R starts at 129 and maps to MOS through R / 1.29.
+/// AMR-WB 12.65 without loss at 0 ms: R = 129 − 13 = 116, R/1.29 = 89.92,
+/// MOS = 1 + 0.035·89.92 + 89.92·29.92·10.08·7e-6 = 4.337.
+#[test]
+fn wideband_scores_on_their_own_scale() {
+    let s = emodel::estimate("AMR-WB", 0.0, -10.0).unwrap();
+    assert_eq!(s.scale, emodel::Scale::Wideband);
+    assert!((s.r - 116.0).abs() < 1e-9, "{s:?}");
+    assert!((s.mos - 4.337).abs() < 0.001, "{s:?}");
+    // The same loss costs a wideband codec more R than G.711 with PLC.
+    let g711 = emodel::estimate("PCMA", 2.0, 0.0).unwrap();
+    assert!(g711.r <= 100.0 && s.r > 100.0);
+}
+
+#[test]
+fn codec_names_are_normalised() {
+    for (sdp, name) in [
+        ("pcma", "PCMA"),
+        ("OPUS", "opus"),
+        ("G729a", "G729"),
+        ("Telephone-Event", "telephone-event"),
+    ] {
+        assert_eq!(Codec::resolve(96, Some((sdp, 8000))).name, name);
+    }
+    assert_eq!(
+        Codec::resolve(96, Some(("X-Custom", 8000))).name,
+        "X-Custom"
+    );
 }

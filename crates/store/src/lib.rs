@@ -280,10 +280,10 @@ CREATE TABLE IF NOT EXISTS streams (
     direction TEXT, payload_type INTEGER, codec TEXT,
     first_ns INTEGER, last_ns INTEGER,
     packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
-    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER,
+    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
     mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
     wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL,
-    dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
+    mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
     rtcp_max_jitter_ms REAL
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
@@ -299,8 +299,9 @@ CREATE TABLE IF NOT EXISTS runs (
 /// labels and payload-recording flag; 2 the trackers' tables
 /// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds; 3 the
 /// calls' capture drops and ongoing flag, and the time series (`traffic`,
-/// `traffic_protocols`, also added that way).
-const SCHEMA_VERSION: i64 = 3;
+/// `traffic_protocols`, also added that way); 4 the streams' MOS scale and
+/// why a stream has no MOS (`r_factor` and `mos` may now be NULL).
+const SCHEMA_VERSION: i64 = 4;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -325,8 +326,27 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
             )?;
         }
     }
+    if version < 4 {
+        let has_scale = conn
+            .prepare("SELECT 1 FROM pragma_table_info('streams') WHERE name = 'mos_scale'")?
+            .exists([])?;
+        if !has_scale {
+            conn.execute_batch(
+                "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
+                 ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;",
+            )?;
+        }
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
+}
+
+/// A serialised enum's name (`"wideband"`, `"not_voice"`), or NULL.
+fn label<T: serde::Serialize>(v: &Option<T>) -> Result<Option<String>, StoreError> {
+    Ok(match v {
+        Some(v) => serde_json::to_value(v)?.as_str().map(str::to_string),
+        None => None,
+    })
 }
 
 /// Records per transaction: large enough to amortise fsync, small enough
@@ -375,10 +395,10 @@ impl Sqlite {
         let dir = serde_json::to_value(s.direction)?;
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
-             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets,
-             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, dtmf,
+             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets, event_end_repeats,
+             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, mos_scale, unscored, dtmf,
              rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -401,6 +421,7 @@ impl Sqlite {
             s.out_of_order as i64,
             s.seq_resets as i64,
             s.event_packets as i64,
+            s.event_end_repeats as i64,
             s.mean_jitter_ms,
             s.max_jitter_ms,
             s.min_delta_ms,
@@ -410,6 +431,8 @@ impl Sqlite {
             s.wireshark_lost,
             s.r_factor,
             s.mos,
+            label(&s.mos_scale)?,
+            label(&s.unscored)?,
             serde_json::to_string(&s.dtmf)?,
             s.rtcp_reports,
             s.rtcp_max_fraction_lost,

@@ -11,7 +11,7 @@
 //! arrival keeps the rows of a sharded run equal to one thread's: another
 //! shard may deliver a report a little before or after the row.
 
-use calliper_record::{Event, Tracker};
+use calliper_record::{Event, MosScale, Tracker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -147,13 +147,14 @@ impl Tracker for TimeSeries {
                     s.late += 1;
                     return;
                 }
-                let voice = i.codec != "telephone-event" && i.figures.packets > 0;
+                // Narrowband scores only: the row's MOS is on one scale.
+                let narrowband = i.mos_scale == Some(MosScale::Narrowband) && i.figures.packets > 0;
                 s.held.entry(start).or_default().push(Report {
                     reported_ns: i.reported_ns,
                     packets: i.figures.packets as u64,
                     expected: i.figures.expected as u64,
                     lost: i.figures.lost,
-                    mos: voice.then_some(i.mos),
+                    mos: i.mos.filter(|_| narrowband),
                 });
                 s.held_count += 1;
             }

@@ -11,6 +11,9 @@
 
 pub mod rtcp;
 pub mod rtp;
+mod tunnel;
+
+use tunnel::{gre, ppp, pppoe_session};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -48,11 +51,11 @@ const ETH_VLAN: u16 = 0x8100;
 const ETH_QINQ: u16 = 0x88A8;
 const ETH_QINQ_OLD1: u16 = 0x9100;
 const ETH_QINQ_OLD2: u16 = 0x9200;
+const ETH_PPPOE_DISCOVERY: u16 = 0x8863;
+const ETH_PPPOE_SESSION: u16 = 0x8864;
+const ETH_PPP: u16 = 0x880B;
 const ETH_MPLS: u16 = 0x8847;
 const ETH_MPLS_MC: u16 = 0x8848;
-const ETH_ERSPAN2: u16 = 0x88BE;
-const ETH_ERSPAN3: u16 = 0x22EB;
-const ETH_TEB: u16 = 0x6558;
 const VXLAN_PORT: u16 = 4789;
 
 /// How deep tunnels may nest before we give up (hostile input guard).
@@ -65,8 +68,11 @@ pub enum DecodeError {
     UnknownLinkType(u16),
     /// A header is cut short; the layer is named.
     Truncated(&'static str),
-    /// A layer carries something other than IP (ARP, LLDP, ...). Not an anomaly.
-    NotIp,
+    /// A layer carries something other than IP, named by what it is
+    /// (`arp`, `llc`, `ppp_control`, ...): counted by that name, so a user
+    /// sees what the capture holds besides IP. Not an anomaly, except
+    /// `ppp_compressed`: compressed or encrypted PPP may hide calls.
+    NotIp(&'static str),
     /// An IP header is impossible (bad version, header length, total length).
     BadIpHeader,
     /// Tunnels nest deeper than we follow.
@@ -85,7 +91,7 @@ impl DecodeError {
             DecodeError::Truncated("udp") => "truncated_udp",
             DecodeError::Truncated("tcp") => "truncated_tcp",
             DecodeError::Truncated(_) => "truncated_header",
-            DecodeError::NotIp => "not_ip",
+            DecodeError::NotIp(_) => "not_ip",
             DecodeError::BadIpHeader => "bad_ip_header",
             DecodeError::TooDeep => "encapsulation_too_deep",
         }
@@ -300,8 +306,24 @@ fn ethertype<'a>(ctx: &mut Ctx, mut et: u16, mut rest: &'a [u8]) -> Step<'a> {
             }
             ETH_IPV4 => return ipv4(ctx, rest),
             ETH_IPV6 => return ipv6(ctx, rest),
-            _ => return Err(DecodeError::NotIp),
+            ETH_PPPOE_SESSION => return pppoe_session(rest),
+            ETH_PPP => return ppp(rest),
+            other => return Err(DecodeError::NotIp(ethertype_name(other))),
         }
+    }
+}
+
+/// What a frame that is not IP carries, by its EtherType.
+fn ethertype_name(et: u16) -> &'static str {
+    match et {
+        0..=0x05FF => "llc", // an 802.3 length: LLC/SNAP (STP, CDP, ...)
+        0x0806 | 0x8035 => "arp",
+        0x88CC => "lldp",
+        0x888E => "eapol",
+        0x88E5 => "macsec",
+        0x8137 | 0x8138 => "ipx",
+        ETH_PPPOE_DISCOVERY => "pppoe_discovery",
+        _ => "other_ethertype",
     }
 }
 
@@ -310,7 +332,7 @@ fn ip_by_version<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     match data.first().map(|b| b >> 4) {
         Some(4) => ipv4(ctx, data),
         Some(6) => ipv6(ctx, data),
-        Some(_) => Err(DecodeError::NotIp),
+        Some(_) => Err(DecodeError::NotIp("ip_version")),
         None => Err(DecodeError::Truncated("ip")),
     }
 }
@@ -549,59 +571,6 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
                 payload: p,
             },
         )),
-    }
-}
-
-/// GRE (RFC 2784/2890), including ERSPAN types I, II and III.
-#[inline(always)]
-fn gre(p: &[u8]) -> Step<'_> {
-    if p.len() < 4 {
-        return Err(DecodeError::Truncated("gre"));
-    }
-    let flags = p[0];
-    let version = p[1] & 0x07;
-    if version != 0 {
-        return Err(DecodeError::NotIp); // PPTP's enhanced GRE carries PPP.
-    }
-    let proto = be16(p, 2);
-    let mut off = 4;
-    if flags & 0x80 != 0 {
-        off += 4; // checksum + reserved
-    }
-    if flags & 0x20 != 0 {
-        off += 4; // key
-    }
-    let has_seq = flags & 0x10 != 0;
-    if has_seq {
-        off += 4;
-    }
-    if p.len() < off {
-        return Err(DecodeError::Truncated("gre"));
-    }
-    let inner = &p[off..];
-    match proto {
-        // ERSPAN type I has no sequence number and no ERSPAN header.
-        ETH_ERSPAN2 if !has_seq => Ok(Next::Layer(Layer::Ethernet(inner))),
-        ETH_ERSPAN2 => {
-            if inner.len() < 8 {
-                return Err(DecodeError::Truncated("erspan"));
-            }
-            Ok(Next::Layer(Layer::Ethernet(&inner[8..])))
-        }
-        ETH_ERSPAN3 => {
-            if inner.len() < 12 {
-                return Err(DecodeError::Truncated("erspan"));
-            }
-            // Optional 8-byte platform-specific subheader when O bit is set.
-            let o = inner[11] & 0x01 != 0;
-            let hl = if o { 20 } else { 12 };
-            if inner.len() < hl {
-                return Err(DecodeError::Truncated("erspan"));
-            }
-            Ok(Next::Layer(Layer::Ethernet(&inner[hl..])))
-        }
-        ETH_TEB => Ok(Next::Layer(Layer::Ethernet(inner))),
-        other => Ok(Next::Layer(Layer::EtherType(other, inner))),
     }
 }
 

@@ -1,0 +1,137 @@
+//! Tunnels and point-to-point links inside a frame: GRE (with ERSPAN and
+//! PPTP's enhanced GRE), PPP and PPPoE sessions. Each returns the next
+//! layer for [`crate::run`]'s loop, so nesting never nests calls.
+
+use crate::{be16, DecodeError, Layer, Next, Step};
+
+const ETH_ERSPAN2: u16 = 0x88BE;
+const ETH_ERSPAN3: u16 = 0x22EB;
+const ETH_TEB: u16 = 0x6558;
+const ETH_PPP: u16 = 0x880B;
+
+/// PPP protocol numbers (RFC 1661, IANA).
+const PPP_IPV4: u16 = 0x0021;
+const PPP_IPV6: u16 = 0x0057;
+/// Compressed datagrams (CCP, RFC 1962; MPPC/MPPE in PPTP) and their
+/// single-link form: what they carry cannot be read.
+const PPP_COMPRESSED: u16 = 0x00FD;
+const PPP_COMPRESSED_LINK: u16 = 0x00FB;
+
+/// A PPP frame (RFC 1661) as carried by PPTP, PPPoE or a PPP link: the
+/// address and control bytes (0xFF 0x03) may be present or compressed
+/// away, and the protocol may be one byte (field compression: odd first
+/// byte) or two.
+pub(crate) fn ppp(data: &[u8]) -> Step<'_> {
+    let d = match data {
+        [0xFF, 0x03, rest @ ..] => rest,
+        _ => data,
+    };
+    let (protocol, rest) = match d {
+        [] => return Err(DecodeError::Truncated("ppp")),
+        [p, rest @ ..] if p & 1 == 1 => (u16::from(*p), rest),
+        [_] => return Err(DecodeError::Truncated("ppp")),
+        [hi, lo, rest @ ..] => (u16::from_be_bytes([*hi, *lo]), rest),
+    };
+    match protocol {
+        PPP_IPV4 => Ok(Next::Layer(Layer::Ipv4(rest))),
+        PPP_IPV6 => Ok(Next::Layer(Layer::Ipv6(rest))),
+        PPP_COMPRESSED | PPP_COMPRESSED_LINK => Err(DecodeError::NotIp("ppp_compressed")),
+        _ => Err(DecodeError::NotIp("ppp_control")),
+    }
+}
+
+/// A PPPoE session frame (RFC 2516): version/type, code, session id and
+/// length, then PPP without address and control bytes.
+pub(crate) fn pppoe_session(data: &[u8]) -> Step<'_> {
+    if data.len() < 6 {
+        return Err(DecodeError::Truncated("pppoe"));
+    }
+    let len = be16(data, 4) as usize;
+    let body = &data[6..];
+    ppp(&body[..len.min(body.len())])
+}
+
+/// GRE (RFC 2784/2890), including ERSPAN types I, II and III, and version
+/// 1, PPTP's enhanced GRE (RFC 2637), which carries PPP.
+#[inline(always)]
+pub(crate) fn gre(p: &[u8]) -> Step<'_> {
+    if p.len() < 4 {
+        return Err(DecodeError::Truncated("gre"));
+    }
+    let flags = p[0];
+    let version = p[1] & 0x07;
+    if version == 1 {
+        return enhanced_gre(p);
+    }
+    if version != 0 {
+        return Err(DecodeError::NotIp("gre_version"));
+    }
+    let proto = be16(p, 2);
+    let mut off = 4;
+    if flags & 0x80 != 0 {
+        off += 4; // checksum + reserved
+    }
+    if flags & 0x20 != 0 {
+        off += 4; // key
+    }
+    let has_seq = flags & 0x10 != 0;
+    if has_seq {
+        off += 4;
+    }
+    if p.len() < off {
+        return Err(DecodeError::Truncated("gre"));
+    }
+    let inner = &p[off..];
+    match proto {
+        // ERSPAN type I has no sequence number and no ERSPAN header.
+        ETH_ERSPAN2 if !has_seq => Ok(Next::Layer(Layer::Ethernet(inner))),
+        ETH_ERSPAN2 => {
+            if inner.len() < 8 {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            Ok(Next::Layer(Layer::Ethernet(&inner[8..])))
+        }
+        ETH_ERSPAN3 => {
+            if inner.len() < 12 {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            // Optional 8-byte platform-specific subheader when O bit is set.
+            let o = inner[11] & 0x01 != 0;
+            let hl = if o { 20 } else { 12 };
+            if inner.len() < hl {
+                return Err(DecodeError::Truncated("erspan"));
+            }
+            Ok(Next::Layer(Layer::Ethernet(&inner[hl..])))
+        }
+        ETH_TEB => Ok(Next::Layer(Layer::Ethernet(inner))),
+        ETH_PPP => ppp(inner),
+        other => Ok(Next::Layer(Layer::EtherType(other, inner))),
+    }
+}
+
+/// Enhanced GRE (RFC 2637 §4.1): protocol 0x880B, payload length, call id,
+/// then the sequence and acknowledgement numbers when flagged. A packet
+/// with no payload only acknowledges.
+fn enhanced_gre(p: &[u8]) -> Step<'_> {
+    if p.len() < 8 {
+        return Err(DecodeError::Truncated("gre"));
+    }
+    if be16(p, 2) != ETH_PPP {
+        return Err(DecodeError::NotIp("gre_version"));
+    }
+    let payload_len = be16(p, 4) as usize;
+    let mut off = 8;
+    if p[0] & 0x10 != 0 {
+        off += 4; // sequence number
+    }
+    if p[1] & 0x80 != 0 {
+        off += 4; // acknowledgement number
+    }
+    let Some(payload) = p.get(off..) else {
+        return Err(DecodeError::Truncated("gre"));
+    };
+    if payload_len == 0 {
+        return Err(DecodeError::NotIp("pptp_ack"));
+    }
+    ppp(&payload[..payload_len.min(payload.len())])
+}
