@@ -214,9 +214,9 @@ fn sequence_restart_is_not_negative_loss() {
     }
 }
 
-/// Per stream key: the RFC 4733 events tshark decodes, as (digit, longest
+/// Per stream key: the RFC 4733 events tshark decodes, as (name, longest
 /// duration in samples) in order of first appearance.
-type Events = HashMap<(String, u16, String, u16, u32), Vec<(char, u64)>>;
+type Events = HashMap<(String, u16, String, u16, u32), Vec<(String, u64)>>;
 
 fn tshark_dtmf(file: &Path) -> Events {
     let out = tshark(
@@ -268,13 +268,16 @@ fn tshark_dtmf(file: &Path) -> Events {
         let ts: u64 = f[7].parse().unwrap();
         let id: u8 = f[8].parse().unwrap();
         let duration: u64 = f[9].parse().unwrap();
+        // tshark's event id, named as RFC 4733 §3.2 and RFC 4734 §2.3 do.
         let digit = match id {
-            0..=9 => (b'0' + id) as char,
-            10 => '*',
-            11 => '#',
-            12..=15 => (b'A' + id - 12) as char,
-            16 => 'F',
-            _ => '?',
+            0..=9 => ((b'0' + id) as char).to_string(),
+            10 => "*".into(),
+            11 => "#".into(),
+            12..=15 => ((b'A' + id - 12) as char).to_string(),
+            16 => "flash".into(),
+            32 => "ANS".into(),
+            36 => "CNG".into(),
+            _ => "other".into(),
         };
         let list = events.entry(key.clone()).or_default();
         if last_ts.insert(key, ts) == Some(ts) {
@@ -318,13 +321,16 @@ fn dtmf_events_match_tshark() {
                     s["dst_port"].as_u64().unwrap() as u16,
                     s["ssrc"].as_u64().unwrap() as u32,
                 );
-                let got: Vec<(char, u64)> = s["dtmf"]
+                let got: Vec<(String, u64)> = s["dtmf"]
                     .as_array()
                     .unwrap()
                     .iter()
                     .map(|e| {
-                        let d = e["digit"].as_str().unwrap().chars().next().unwrap();
-                        (d, (e["duration_ms"].as_f64().unwrap() * 8.0).round() as u64)
+                        let name = e["name"].as_str().unwrap().to_string();
+                        (
+                            name,
+                            (e["duration_ms"].as_f64().unwrap() * 8.0).round() as u64,
+                        )
                     })
                     .collect();
                 let expected = want.get(&key).cloned().unwrap_or_default();

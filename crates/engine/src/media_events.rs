@@ -156,6 +156,8 @@ pub(crate) fn dtmf_event(events: &events::Events, call: &Call, s: &StreamKey, e:
         call: call.serial,
         stream: s.id(),
         digit: e.digit,
+        code: e.code,
+        name: e.name,
         duration_ms: e.duration_ms,
         volume: e.volume,
     }));

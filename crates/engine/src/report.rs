@@ -7,7 +7,7 @@ use super::*;
 pub(crate) fn dtmf_digits(streams: &[StreamRecord]) -> String {
     let mut events: Vec<(i64, char)> = streams
         .iter()
-        .flat_map(|s| s.dtmf.iter().map(|e| (e.start_ns, e.digit)))
+        .flat_map(|s| s.dtmf.iter().filter_map(|e| Some((e.start_ns, e.digit?))))
         .collect();
     events.sort_unstable();
     events.into_iter().map(|e| e.1).collect()

@@ -240,8 +240,12 @@ pub struct DtmfDigit {
     /// The stream that carried it.
     #[serde(flatten)]
     pub stream: StreamId,
-    /// 0-9, *, #, A-D, F (flash) or ? (another event).
-    pub digit: char,
+    /// 0-9, *, #, A-D, F (flash); None for tones and other events.
+    pub digit: Option<char>,
+    /// The event code (RFC 4733, RFC 4734).
+    pub code: u8,
+    /// The event's name (`5`, `flash`, `ANS`, `CNG`, `other`).
+    pub name: &'static str,
     /// Duration the sender signalled, ms.
     pub duration_ms: f64,
     /// Volume, dBm0 below zero.

@@ -13,8 +13,12 @@ pub const MAX_EVENTS: usize = 64;
 /// One telephone event.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DtmfEvent {
-    /// `0`-`9`, `*`, `#`, `A`-`D`, `F` (flash), or `?` for other events.
-    pub digit: char,
+    /// `0`-`9`, `*`, `#`, `A`-`D`, `F` (flash); None for tones and other events.
+    pub digit: Option<char>,
+    /// The event code (RFC 4733 §3.2, RFC 4734 §2).
+    pub code: u8,
+    /// The event's name: the digit, `flash`, a tone (`ANS`, `CNG`...) or `other`.
+    pub name: &'static str,
     /// Arrival of the first packet, ns since the epoch.
     pub start_ns: i64,
     /// Duration signalled by the sender, ms.
@@ -38,14 +42,32 @@ pub struct DtmfTracker {
     pub end_repeats: u32,
 }
 
-fn digit(event: u8) -> char {
-    match event {
-        0..=9 => (b'0' + event) as char,
-        10 => '*',
-        11 => '#',
-        12..=15 => (b'A' + event - 12) as char,
-        16 => 'F',
-        _ => '?',
+/// The name of an event code: RFC 4733 §3.2 (DTMF and flash) and RFC 4734
+/// §2.3 (answer and calling tones); `other` for the rest (`code` says which).
+pub fn event_name(code: u8) -> &'static str {
+    const DTMF: [&str; 17] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "*", "#", "A", "B", "C", "D", "flash",
+    ];
+    match code {
+        0..=16 => DTMF[usize::from(code)],
+        32 => "ANS",
+        33 => "/ANS",
+        34 => "ANSam",
+        35 => "/ANSam",
+        36 => "CNG",
+        _ => "other",
+    }
+}
+
+/// The key of a DTMF digit or flash (`F`); None for other events.
+fn digit(code: u8) -> Option<char> {
+    match code {
+        0..=9 => Some((b'0' + code) as char),
+        10 => Some('*'),
+        11 => Some('#'),
+        12..=15 => Some((b'A' + code - 12) as char),
+        16 => Some('F'),
+        _ => None,
     }
 }
 
@@ -85,6 +107,8 @@ impl DtmfTracker {
         }
         let e = DtmfEvent {
             digit: digit(event),
+            code: event,
+            name: event_name(event),
             start_ns: arrival_ns,
             duration_ms,
             volume: flags & 0x3F,
@@ -96,7 +120,7 @@ impl DtmfTracker {
 
     /// The digits in order, as typed.
     pub fn digits(&self) -> String {
-        self.events.iter().map(|e| e.digit).collect()
+        self.events.iter().filter_map(|e| e.digit).collect()
     }
 }
 
@@ -123,5 +147,21 @@ mod tests {
         assert_eq!(t.events[0].volume, 10);
         assert_eq!(t.events[1].duration_ms, 100.0);
         assert_eq!(t.dropped, 1);
+    }
+
+    /// A modem's answer tone (RFC 4734 code 32) is named, not a digit.
+    #[test]
+    fn tones_are_named_not_digits() {
+        let mut t = DtmfTracker::default();
+        t.update(0, 1000, &[32, 0x80 | 10, 0x03, 0x20], 8000);
+        t.update(1, 2000, &[7, 0x80 | 10, 0x03, 0x20], 8000);
+        assert_eq!(
+            (t.events[0].name, t.events[0].digit, t.events[0].code),
+            ("ANS", None, 32)
+        );
+        assert_eq!(t.events[1].name, "7");
+        assert_eq!(t.digits(), "7");
+        assert_eq!(event_name(16), "flash");
+        assert_eq!(event_name(200), "other");
     }
 }
