@@ -177,7 +177,8 @@ impl Program {
                             Some(v) => v,
                             None => return 0,
                         },
-                        0x40 => match load(data, x.wrapping_add(i.k), size) {
+                        // libpcap rejects an offset that overflows; so do we.
+                        0x40 => match x.checked_add(i.k).and_then(|at| load(data, at, size)) {
                             Some(v) => v,
                             None => return 0,
                         },
@@ -284,7 +285,8 @@ impl Filter {
     }
 
     /// Whether the filter keeps this packet. A link type the expression
-    /// cannot be compiled for keeps nothing (and says so once, as an error).
+    /// cannot be compiled for keeps nothing: the first packet of it returns
+    /// the error (to be reported once), later ones are rejected quietly.
     pub fn accepts(
         &mut self,
         link_type: u16,
@@ -294,8 +296,21 @@ impl Filter {
         let program = match self.programs.iter().position(|(t, _)| *t == link_type) {
             Some(i) => &self.programs[i].1,
             None => {
-                let p = compile(&self.expr, link_type)?;
+                let compiled = compile(&self.expr, link_type);
+                let reject_all = Program {
+                    insns: vec![Insn {
+                        code: 0x06,
+                        jt: 0,
+                        jf: 0,
+                        k: 0,
+                    }], // ret #0
+                };
+                let p = compiled.as_ref().map_or(reject_all, Clone::clone);
                 self.programs.push((link_type, p));
+                if let Err(e) = compiled {
+                    self.rejected += 1;
+                    return Err(e);
+                }
                 &self.programs[self.programs.len() - 1].1
             }
         };

@@ -12,7 +12,7 @@ mod attacks;
 mod rng;
 
 use anyhow::{bail, Context, Result};
-use attacks::{flood_invite, hostile_message};
+use attacks::{challenge, flood_invite, hostile_message};
 use rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -70,6 +70,10 @@ pub struct GenerateArgs {
     /// cut off without BYE), for benchmark captures of a fixed length.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
+    /// The server answers each flood INVITE with 407 (a scan against a proxy
+    /// that authenticates), 1 ms later.
+    #[arg(long)]
+    flood_challenged: bool,
     /// Flood INVITEs per second.
     #[arg(long, default_value_t = 20_000.0)]
     flood_rate: f64,
@@ -511,14 +515,18 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     )?;
                 } else {
                     let (src, m) = flood_invite(&mut rng);
-                    w.udp(
-                        t,
-                        src,
-                        5060,
-                        Ipv4Addr::new(192, 0, 2, 1),
-                        5060,
-                        m.as_bytes(),
-                    )?;
+                    let server = Ipv4Addr::new(192, 0, 2, 1);
+                    w.udp(t, src, 5060, server, 5060, m.as_bytes())?;
+                    if a.flood_challenged {
+                        w.udp(
+                            t + 1_000_000,
+                            server,
+                            5060,
+                            src,
+                            5060,
+                            challenge(&m).as_bytes(),
+                        )?;
+                    }
                 }
                 if k + 1 < attacks {
                     push(&mut heap, t + flood_gap, Ev::Flood(i + 1));

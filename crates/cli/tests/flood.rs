@@ -116,3 +116,51 @@ fn invite_flood_and_hostile_messages() {
     }
     assert_eq!(check_truth(&lines, &truth).0, 600);
 }
+
+/// A scan against a proxy that challenges every INVITE with 407 fills the
+/// call table with calls waiting for a retry that never comes: they make
+/// room for each other (counted, no record) and never push out real calls.
+#[test]
+fn challenged_flood_does_not_evict_real_calls() {
+    let dir = std::env::temp_dir().join(format!("calliper-407-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth) = (dir.join("flood407.pcap"), dir.join("truth.jsonl"));
+    generate(
+        &[
+            "--calls",
+            "200",
+            "--concurrent",
+            "20",
+            "--hold-mean",
+            "10",
+            "--flood",
+            "100000",
+            "--flood-rate",
+            "2000",
+            "--flood-challenged",
+            "--seed",
+            "11",
+        ],
+        &pcap,
+        &truth,
+    );
+    let lines = common::calliper_jsonl(&pcap, &["--max-calls", "1000"]);
+    let truth = std::fs::read_to_string(&truth).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["calls_evicted"], 0, "{summary}");
+    let dropped = summary["challenged_evicted"].as_u64().unwrap();
+    assert!(
+        dropped >= 90_000,
+        "only {dropped} challenged calls made room"
+    );
+    let real: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "call" && l["call_id"].as_str().unwrap().starts_with("gen-"))
+        .collect();
+    assert_eq!(real.len(), 200);
+    for c in &real {
+        assert_eq!(c["state"], "completed", "{}", c["call_id"]);
+    }
+    assert_eq!(check_truth(&lines, &truth).0, 400);
+}

@@ -425,8 +425,8 @@ fn rtcp_reports_match_tshark() {
 
 /// The RTP heuristic (a stream without signalling) keeps the packets it
 /// confirmed the stream with, whatever their payload type: the media of a
-/// SIPp call without its SIP, one stream's second packet turned into comfort
-/// noise (PT 13) under the same SSRC. tshark's heuristic counts every packet
+/// SIPp call without its SIP, one stream's second packet and another's first
+/// turned into comfort noise (PT 13) under the same SSRC. tshark's heuristic counts every packet
 /// of the stream; so must we.
 #[test]
 fn heuristic_streams_keep_every_packet_tshark_counts() {
@@ -439,7 +439,7 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
     let mut reader = calliper_capture::CaptureReader::new(&data[..]).unwrap();
     let mut frames = vec![];
     let mut link_type = 0;
-    let mut seen_first_stream = 0;
+    let mut seen = std::collections::HashMap::new();
     while let Some(p) = reader.next_packet().unwrap() {
         link_type = u32::from(p.link_type);
         let Ok(f) = calliper_wire::decode(p.link_type, p.data) else {
@@ -457,12 +457,15 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
             continue; // no signalling: the streams are found by the heuristic
         }
         let mut frame = p.data.to_vec();
-        if (sport, dport) == (20000, 30000) && payload.len() > 12 && payload[1] & 0x7F == 8 {
-            seen_first_stream += 1;
-            if seen_first_stream == 2 {
-                let at = payload.as_ptr() as usize - p.data.as_ptr() as usize;
-                frame[at + 1] = (frame[at + 1] & 0x80) | 13;
-            }
+        let n = seen.entry((sport, dport)).or_insert(0);
+        *n += 1;
+        let turn = matches!(
+            ((sport, dport), *n),
+            ((20000, 30000), 2) | ((30000, 20000), 1)
+        );
+        if turn && payload.len() > 12 && payload[1] & 0x7F == 8 {
+            let at = payload.as_ptr() as usize - p.data.as_ptr() as usize;
+            frame[at + 1] = (frame[at + 1] & 0x80) | 13;
         }
         frames.push((p.ts_ns, frame));
     }

@@ -107,6 +107,9 @@ counters! {
         pub calls_evicted: u64,
         /// Unanswered calls evicted because too many INVITEs had no response.
         pub unanswered_evicted: u64,
+        /// Calls waiting for the retry of a challenged INVITE, dropped
+        /// without a record to make room when the call table was full.
+        pub challenged_evicted: u64,
         /// RTP streams started (in calls and orphan).
         pub streams: u64,
         /// Streams refused because the stream table was full.
@@ -130,8 +133,6 @@ counters! {
 }
 
 impl Counters {
-    /// Counts one anomaly of this kind (kinds are names in the code, so the
-    /// map's size is bounded by the code, not the input).
     /// A frame that is not IP; compressed or encrypted PPP is also an
     /// anomaly, since the calls it may carry cannot be seen.
     pub(crate) fn not_ip(&mut self, kind: &'static str) {
@@ -142,6 +143,8 @@ impl Counters {
         }
     }
 
+    /// Counts one anomaly of this kind (kinds are names in the code, so the
+    /// map's size is bounded by the code, not the input).
     pub(crate) fn anomaly(&mut self, kind: &'static str) {
         *self.anomalies.entry(kind).or_default() += 1;
     }

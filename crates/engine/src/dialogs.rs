@@ -171,14 +171,20 @@ impl Engine {
             }
         }
         if self.calls.is_full() {
-            let (oldest, _) = self
-                .calls
-                .oldest(LIST_UNANSWERED)
-                .or_else(|| self.calls.oldest(LIST_CHALLENGED))
-                .or_else(|| self.calls.oldest(LIST_CLOSING))
-                .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
-            self.counters.calls_evicted += 1;
-            self.finish_call(oldest, Ending::Evicted);
+            if let Some((oldest, _)) = self.calls.oldest(LIST_CHALLENGED) {
+                // A flood of INVITEs a server challenges (a scan): counted,
+                // not written, and never at the cost of a call in progress.
+                self.counters.challenged_evicted += 1;
+                self.finish_call(oldest, Ending::Discarded);
+            } else {
+                let (oldest, _) = self
+                    .calls
+                    .oldest(LIST_UNANSWERED)
+                    .or_else(|| self.calls.oldest(LIST_CLOSING))
+                    .or_else(|| self.calls.oldest(LIST_ACTIVE))?;
+                self.counters.calls_evicted += 1;
+                self.finish_call(oldest, Ending::Evicted);
+            }
         }
         let (from_na, to_na) = (
             NameAddr::parse(m.from.unwrap_or("")),
@@ -338,6 +344,7 @@ impl Engine {
                     // The first CANCEL ends it; retransmissions change nothing.
                     "CANCEL" if call.answer_ns.is_none() && !call.cancelled => {
                         call.cancelled = true;
+                        call.challenged = false;
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);

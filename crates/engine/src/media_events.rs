@@ -54,7 +54,8 @@ pub(crate) fn cut_interval(
     };
     let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
     let codec = resolve(desc, s.stats.payload_type).name;
-    let score = emodel::estimate(&codec, figures.loss_percent, figures.jitter_ms).ok();
+    // An interval is too short to measure burstiness: random loss assumed.
+    let score = emodel::estimate(&codec, figures.loss_percent, 1.0, figures.jitter_ms).ok();
     events.deliver(&Event::Interval(&StreamInterval {
         call: call_serial,
         stream: s.key.id(),

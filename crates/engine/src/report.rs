@@ -55,6 +55,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         max_delta_ms: st.ws.max_delta,
         wireshark_expected: st.ws.expected(),
         wireshark_lost: st.ws.lost(),
+        burst_ratio: st.seq.burst_ratio(),
         r_factor: None,
         mos: None,
         mos_scale: None,

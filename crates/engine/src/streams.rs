@@ -157,11 +157,11 @@ impl Engine {
                 self.owned.udp_untracked += 1;
                 return None;
             }
-            // A repeat (RFC 4733 end packets are sent three times) or another
-            // payload type under the same SSRC (comfort noise, an event)
-            // neither confirms nor refutes: the packet is kept either way,
-            // so a confirmed stream has every packet tshark counts.
-            if step != 0 && pkt.payload_type == s.stats.payload_type {
+            // A continuing number under the same SSRC confirms, whatever the
+            // payload type (comfort noise, an event); a repeat (RFC 4733 end
+            // packets are sent three times) neither confirms nor refutes. The
+            // packets are kept, so a confirmed stream has all tshark counts.
+            if step != 0 {
                 s.probation -= 1;
             }
         }

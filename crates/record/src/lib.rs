@@ -121,6 +121,9 @@ pub struct StreamRecord {
     pub wireshark_expected: i64,
     /// Wireshark's lost count (negative with duplicates or restarts).
     pub wireshark_lost: i64,
+    /// G.107's BurstR of the loss (1 random, higher when losses come in
+    /// runs), from the gaps in the numbering; it lowers the MOS.
+    pub burst_ratio: f64,
     /// E-model rating factor from loss and jitter (no delay information),
     /// on the scale `mos_scale` names; None with `unscored`.
     pub r_factor: Option<f64>,
@@ -149,7 +152,12 @@ impl StreamRecord {
         let score = if self.packets < emodel::MIN_SCORED_PACKETS {
             emodel::codec_model(&self.codec).and(Err(emodel::Unscored::TooShort))
         } else {
-            emodel::estimate(&self.codec, self.loss_percent, self.mean_jitter_ms)
+            emodel::estimate(
+                &self.codec,
+                self.loss_percent,
+                self.burst_ratio,
+                self.mean_jitter_ms,
+            )
         };
         self.r_factor = score.ok().map(|s| s.r);
         self.mos = score.ok().map(|s| s.mos);

@@ -155,14 +155,20 @@ pub struct Score {
     pub scale: Scale,
 }
 
-/// A passive probe's estimate from measured loss and jitter: the delay is
+/// A passive probe's estimate from measured loss (with its burst ratio,
+/// [`crate::SeqTracker::burst_ratio`]) and jitter: the delay is
 /// taken as a jitter buffer of twice the jitter plus 20 ms of
 /// packetisation, since a probe does not see mouth-to-ear delay. R is kept
 /// to its scale's range (absurd jitter from hostile timing would otherwise
 /// drive it far below zero).
-pub fn estimate(codec: &str, loss_percent: f64, jitter_ms: f64) -> Result<Score, Unscored> {
+pub fn estimate(
+    codec: &str,
+    loss_percent: f64,
+    burst_r: f64,
+    jitter_ms: f64,
+) -> Result<Score, Unscored> {
     let m = codec_model(codec)?;
-    let r = r_factor(&m, loss_percent, 1.0, 20.0 + 2.0 * jitter_ms);
+    let r = r_factor(&m, loss_percent, burst_r, 20.0 + 2.0 * jitter_ms);
     Ok(match m.scale {
         Scale::Narrowband => {
             let r = r.clamp(0.0, 100.0);

@@ -34,8 +34,9 @@ pub const MAX_MISORDER: u16 = 100;
 pub struct SeqTracker {
     started: bool,
     max_seq: u16,
-    /// Sequence wraps in the current segment, times 65536.
-    cycles: u64,
+    /// Sequence wraps in the current segment (32 bits keep the tracker in
+    /// one 80-byte block: a wrap takes 65 536 packets).
+    wraps: u32,
     base_seq: u64,
     /// Next sequence number that would confirm a restart (`bad_seq` in A.1).
     bad_seq: Option<u16>,
@@ -56,6 +57,9 @@ pub struct SeqTracker {
     /// Packets with an unexplained big jump that were never confirmed by a
     /// following packet (counted in packets, not in the loss arithmetic).
     pub strays: u32,
+    /// Gaps in the numbering (runs of lost packets): with `lost` they give
+    /// the burstiness of the loss ([`SeqTracker::burst_ratio`]).
+    pub gaps: u32,
 }
 
 impl SeqTracker {
@@ -72,7 +76,7 @@ impl SeqTracker {
         } else if udelta < MAX_DROPOUT {
             // In order, possibly with a gap.
             if seq < self.max_seq {
-                self.cycles += 1 << 16;
+                self.wraps = self.wraps.saturating_add(1);
             }
             self.window = if udelta >= 128 {
                 0
@@ -82,6 +86,9 @@ impl SeqTracker {
             self.window |= 1;
             self.max_seq = seq;
             self.segment_received += 1;
+            if udelta > 1 {
+                self.gaps = self.gaps.saturating_add(1);
+            }
             self.bad_seq = None;
         } else if udelta <= u16::MAX - MAX_MISORDER + 1 {
             // A big jump: a restart if the next packet follows it.
@@ -113,7 +120,7 @@ impl SeqTracker {
 
     fn start_segment(&mut self, seq: u16) {
         self.max_seq = seq;
-        self.cycles = 0;
+        self.wraps = 0;
         self.base_seq = seq as u64;
         self.bad_seq = None;
         self.window = 1;
@@ -128,7 +135,7 @@ impl SeqTracker {
     }
 
     fn segment_expected(&self) -> u64 {
-        (self.cycles + self.max_seq as u64 + 1).saturating_sub(self.base_seq)
+        (self.cycles() + self.max_seq as u64 + 1).saturating_sub(self.base_seq)
     }
 
     /// Packets the sequence numbers say were sent (all segments).
@@ -161,14 +168,34 @@ impl SeqTracker {
         }
     }
 
+    /// Wraps of the current segment, times 65536 (RFC 3550's `cycles`).
+    fn cycles(&self) -> u64 {
+        u64::from(self.wraps) << 16
+    }
+
     /// Highest sequence number seen in the current segment.
     pub fn max_seq(&self) -> u16 {
         self.max_seq
     }
 
+    /// G.107's BurstR from the observed loss, as a two-state (Gilbert)
+    /// model: p = P(received → lost) = gaps / received, q = P(lost →
+    /// received) = gaps / lost, BurstR = 1 / (p + q); 1 for random loss or
+    /// none, never below 1. A late packet that fills a gap leaves the gap
+    /// counted, which errs towards burstier (a lower MOS).
+    pub fn burst_ratio(&self) -> f64 {
+        let lost = self.lost() as f64;
+        let received = self.expected() as f64 - lost;
+        if lost == 0.0 || received <= 0.0 || self.gaps == 0 {
+            return 1.0;
+        }
+        let gaps = f64::from(self.gaps);
+        (1.0 / (gaps / received + gaps / lost)).max(1.0)
+    }
+
     /// Extended highest sequence number of the current segment (A.3).
     pub fn extended_max(&self) -> u64 {
-        self.cycles + self.max_seq as u64
+        self.cycles() + self.max_seq as u64
     }
 }
 

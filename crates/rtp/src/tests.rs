@@ -269,12 +269,12 @@ fn codec_table_holds_g113_values() {
 /// MOS = 1 + 0.035·89.92 + 89.92·29.92·10.08·7e-6 = 4.337.
 #[test]
 fn wideband_scores_on_their_own_scale() {
-    let s = emodel::estimate("AMR-WB", 0.0, -10.0).unwrap();
+    let s = emodel::estimate("AMR-WB", 0.0, 1.0, -10.0).unwrap();
     assert_eq!(s.scale, emodel::Scale::Wideband);
     assert!((s.r - 116.0).abs() < 1e-9, "{s:?}");
     assert!((s.mos - 4.337).abs() < 0.001, "{s:?}");
     // The same loss costs a wideband codec more R than G.711 with PLC.
-    let g711 = emodel::estimate("PCMA", 2.0, 0.0).unwrap();
+    let g711 = emodel::estimate("PCMA", 2.0, 1.0, 0.0).unwrap();
     assert!(g711.r <= 100.0 && s.r > 100.0);
 }
 
@@ -292,4 +292,35 @@ fn codec_names_are_normalised() {
         Codec::resolve(96, Some(("X-Custom", 8000))).name,
         "X-Custom"
     );
+}
+
+/// BurstR from observed loss runs, against G.107's two-state model: loss
+/// 2 %, P(lost | previous lost) 0.75 gives p 0.005102, q 0.25, BurstR 3.92
+/// (shared/reference.md); independent loss of 2 % gives about 1.
+#[test]
+fn burst_ratio_follows_the_gilbert_model() {
+    let run = |loss: f64, b: f64| {
+        let p = loss * (1.0 - b) / (1.0 - loss);
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut uniform = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut t = SeqTracker::default();
+        let mut last_lost = false;
+        for i in 0..400_000u32 {
+            let lost = uniform() < if last_lost { b } else { p };
+            if !lost {
+                t.update(i as u16);
+            }
+            last_lost = lost;
+        }
+        t.burst_ratio()
+    };
+    let bursty = run(0.02, 0.75);
+    assert!((bursty - 3.92).abs() < 0.25, "bursty {bursty}");
+    let random = run(0.02, 0.02);
+    assert!((random - 1.0).abs() < 0.05, "random {random}");
 }

@@ -282,7 +282,7 @@ CREATE TABLE IF NOT EXISTS streams (
     packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
     duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
     mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
-    wireshark_expected INTEGER, wireshark_lost INTEGER, r_factor REAL, mos REAL,
+    wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
     mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
     rtcp_max_jitter_ms REAL
 );
@@ -333,7 +333,8 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         if !has_scale {
             conn.execute_batch(
                 "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
-                 ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;",
+                 ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
+                 ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
             )?;
         }
     }
@@ -396,9 +397,9 @@ impl Sqlite {
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets, event_end_repeats,
-             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, r_factor, mos, mos_scale, unscored, dtmf,
+             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
              rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -429,6 +430,7 @@ impl Sqlite {
             s.max_delta_ms,
             s.wireshark_expected,
             s.wireshark_lost,
+            s.burst_ratio,
             s.r_factor,
             s.mos,
             label(&s.mos_scale)?,

@@ -44,6 +44,20 @@ fn loads_past_the_packet_division_by_zero_and_bad_codes_reject() {
         insns: vec![ins(0x02, 0, 0, 16), ins(0x06, 0, 0, 1)],
     };
     assert!(!mem.accepts(&[], 0));
+    // An indexed load whose offset overflows (X + k past 2^32) rejects, as
+    // in libpcap, rather than wrapping to the packet's first bytes.
+    let wrap = Program {
+        insns: vec![
+            ins(0x01, 0, 0, 0xFFFF_FFFF),
+            ins(0x50, 0, 0, 2),
+            ins(0x06, 0, 0, 1),
+        ],
+    };
+    assert!(!wrap.accepts(&[0x66; 8], 8));
+    let in_range = Program {
+        insns: vec![ins(0x01, 0, 0, 1), ins(0x50, 0, 0, 2), ins(0x06, 0, 0, 1)],
+    };
+    assert!(in_range.accepts(&[0x66; 8], 8));
 }
 
 #[test]

@@ -4,6 +4,25 @@ use super::rng::Rng;
 use std::net::Ipv4Addr;
 
 /// One forged INVITE of a flood: random Call-ID, random source, with SDP.
+/// The 407 a proxy that authenticates answers a flood INVITE with: a scan
+/// against such a proxy leaves a challenged call per INVITE.
+pub(super) fn challenge(invite: &str) -> String {
+    let header = |name: &str| {
+        invite
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!(
+        "SIP/2.0 407 Proxy Authentication Required\r\n{}\r\n{}\r\n{};tag=p1\r\n{}\r\nCSeq: 1 INVITE\r\nProxy-Authenticate: Digest realm=\"x\", nonce=\"1\"\r\nContent-Length: 0\r\n\r\n",
+        header("Via:"),
+        header("From:"),
+        header("To:"),
+        header("Call-ID:")
+    )
+}
+
 pub(super) fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
     let r = rng.next();
     let src = Ipv4Addr::from(0x6440_0000 | (r as u32 & 0x003F_FFFF)); // 100.64.0.0/10
