@@ -296,18 +296,23 @@ impl Filter {
         let program = match self.programs.iter().position(|(t, _)| *t == link_type) {
             Some(i) => &self.programs[i].1,
             None => {
-                let compiled = compile(&self.expr, link_type);
-                let reject_all = Program {
-                    insns: vec![Insn {
-                        code: 0x06,
-                        jt: 0,
-                        jf: 0,
-                        k: 0,
-                    }], // ret #0
+                let (program, error) = match compile(&self.expr, link_type) {
+                    Ok(p) => (p, None),
+                    // `ret #0`: nothing of this link type is kept.
+                    Err(e) => (
+                        Program {
+                            insns: vec![Insn {
+                                code: 0x06,
+                                jt: 0,
+                                jf: 0,
+                                k: 0,
+                            }],
+                        },
+                        Some(e),
+                    ),
                 };
-                let p = compiled.as_ref().map_or(reject_all, Clone::clone);
-                self.programs.push((link_type, p));
-                if let Err(e) = compiled {
+                self.programs.push((link_type, program));
+                if let Some(e) = error {
                     self.rejected += 1;
                     return Err(e);
                 }

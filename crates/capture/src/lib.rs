@@ -528,8 +528,8 @@ impl<R: Read> CaptureReader<R> {
     }
 }
 
-#[cfg(target_os = "linux")]
 pub mod filter;
+#[cfg(target_os = "linux")]
 pub mod live;
 mod pcapng;
 

@@ -12,7 +12,7 @@ mod attacks;
 mod rng;
 
 use anyhow::{bail, Context, Result};
-use attacks::{challenge, flood_invite, hostile_message};
+use attacks::{challenge, flood_invite, hostile_message, HOSTILE, VICTIM};
 use rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -505,27 +505,13 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                 if hostile_sent < a.hostile && k.is_multiple_of(hostile_every) {
                     let m = hostile_message(&mut rng, hostile_sent);
                     hostile_sent += 1;
-                    w.udp(
-                        t,
-                        Ipv4Addr::new(192, 0, 2, 66),
-                        5060,
-                        Ipv4Addr::new(192, 0, 2, 1),
-                        5060,
-                        &m,
-                    )?;
+                    w.udp(t, HOSTILE, 5060, VICTIM, 5060, &m)?;
                 } else {
                     let (src, m) = flood_invite(&mut rng);
-                    let server = Ipv4Addr::new(192, 0, 2, 1);
-                    w.udp(t, src, 5060, server, 5060, m.as_bytes())?;
+                    w.udp(t, src, 5060, VICTIM, 5060, m.as_bytes())?;
                     if a.flood_challenged {
-                        w.udp(
-                            t + 1_000_000,
-                            server,
-                            5060,
-                            src,
-                            5060,
-                            challenge(&m).as_bytes(),
-                        )?;
+                        let answer = challenge(&m);
+                        w.udp(t + MS, VICTIM, 5060, src, 5060, answer.as_bytes())?;
                     }
                 }
                 if k + 1 < attacks {

@@ -9,9 +9,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-/// Per Call-ID that has an INVITE: the final status tshark sees for the call
-/// (the first 2xx to an INVITE, else the last final response to one).
-fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
+/// A message of an INVITE transaction as tshark sees it.
+struct InviteMessage {
+    time: f64,
+    call_id: String,
+    /// The INVITE itself (else a response to one).
+    request: bool,
+    code: Option<u16>,
+}
+
+/// Every message whose CSeq method is INVITE, in capture order.
+fn tshark_invite_messages(file: &Path) -> Vec<InviteMessage> {
     // The heplify TCP capture runs SIP on port 6060.
     let out = common::tshark(
         file,
@@ -23,6 +31,8 @@ fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
             "-T",
             "fields",
             "-e",
+            "frame.time_epoch",
+            "-e",
             "sip.Call-ID",
             "-e",
             "sip.Method",
@@ -30,20 +40,32 @@ fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
             "sip.Status-Code",
         ],
     );
+    out.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            if f.len() < 4 || f[1].is_empty() {
+                return None;
+            }
+            Some(InviteMessage {
+                time: f[0].parse().unwrap(),
+                call_id: f[1].split(',').next().unwrap().to_string(),
+                request: f[2] == "INVITE",
+                code: f[3].split(',').next().unwrap().parse().ok(),
+            })
+        })
+        .collect()
+}
+
+/// Per Call-ID that has an INVITE: the final status tshark sees for the call
+/// (the first 2xx to an INVITE, else the last final response to one).
+fn tshark_calls(file: &Path) -> BTreeMap<String, Option<u16>> {
     let mut calls: BTreeMap<String, Option<u16>> = BTreeMap::new();
-    for line in out.lines() {
-        let f: Vec<&str> = line.split('\t').collect();
-        if f.len() < 3 || f[0].is_empty() {
-            continue;
-        }
-        let id = f[0].split(',').next().unwrap().to_string();
-        if f[1] == "INVITE" {
-            calls.entry(id).or_insert(None);
-        } else if let Ok(code) = f[2].split(',').next().unwrap().parse::<u16>() {
-            if let Some(st) = calls.get_mut(&id) {
-                if code >= 200 && !st.is_some_and(|s| s < 300) {
-                    *st = Some(code);
-                }
+    for m in tshark_invite_messages(file) {
+        if m.request {
+            calls.entry(m.call_id).or_insert(None);
+        } else if let (Some(code), Some(st)) = (m.code, calls.get_mut(&m.call_id)) {
+            if code >= 200 && !st.is_some_and(|s| s < 300) {
+                *st = Some(code);
             }
         }
     }
@@ -278,64 +300,50 @@ fn generated_loss_is_reported_exactly() {
 /// the INVITE (after a 401/407 challenge, the next INVITE) to the first
 /// response other than 100 that is not a challenge.
 fn tshark_setup(file: &Path) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
-    let out = common::tshark(
-        file,
-        &[
-            "-d",
-            "tcp.port==6060,sip",
-            "-Y",
-            "sip.CSeq.method == \"INVITE\"",
-            "-T",
-            "fields",
-            "-e",
-            "frame.time_epoch",
-            "-e",
-            "sip.Call-ID",
-            "-e",
-            "sip.Method",
-            "-e",
-            "sip.Status-Code",
-        ],
-    );
-    // Per call: SRD start, challenged, answered, first 1xx, SRD end.
-    type State = (f64, bool, bool, Option<f64>, Option<f64>);
-    let mut calls: BTreeMap<String, State> = BTreeMap::new();
-    for line in out.lines() {
-        let f: Vec<&str> = line.split('\t').collect();
-        if f.len() < 4 || f[1].is_empty() {
-            continue;
-        }
-        let t: f64 = f[0].parse().unwrap();
-        let id = f[1].split(',').next().unwrap().to_string();
-        if f[2] == "INVITE" {
-            let c = calls.entry(id).or_insert((t, false, false, None, None));
-            if c.1 && !c.2 {
-                *c = (t, false, false, c.3, None);
+    #[derive(Default)]
+    struct Setup {
+        srd_from: f64,
+        challenged: bool,
+        answered: bool,
+        first_provisional: Option<f64>,
+        srd_to: Option<f64>,
+    }
+    let mut calls: BTreeMap<String, Setup> = BTreeMap::new();
+    for m in tshark_invite_messages(file) {
+        let t = m.time;
+        if m.request {
+            let c = calls.entry(m.call_id).or_insert(Setup {
+                srd_from: t,
+                ..Setup::default()
+            });
+            if c.challenged && !c.answered {
+                // The retry with credentials: SRD starts again.
+                (c.srd_from, c.challenged, c.srd_to) = (t, false, None);
             }
             continue;
         }
-        let Some(c) = calls.get_mut(&id) else {
+        let (Some(c), Some(code)) = (calls.get_mut(&m.call_id), m.code) else {
             continue;
         };
-        let Ok(code) = f[3].split(',').next().unwrap().parse::<u16>() else {
-            continue;
-        };
-        if c.2 {
-            continue; // answered: later responses are to re-INVITEs
+        if c.answered {
+            continue; // later responses are to re-INVITEs
         }
-        if code < 200 && c.3.is_none() {
-            c.3 = Some(t);
+        if code < 200 && c.first_provisional.is_none() {
+            c.first_provisional = Some(t);
         }
         let challenge = code == 401 || code == 407;
-        if code > 100 && !challenge && c.4.is_none() {
-            c.4 = Some(t);
+        if code > 100 && !challenge && c.srd_to.is_none() {
+            c.srd_to = Some(t);
         }
-        c.1 = challenge;
-        c.2 = (200..300).contains(&code);
+        c.challenged = challenge;
+        c.answered = (200..300).contains(&code);
     }
     calls
         .into_iter()
-        .map(|(id, (from, _, _, first, to))| (id, (first, to.map(|to| (to - from) * 1e3))))
+        .map(|(id, c)| {
+            let srd = c.srd_to.map(|to| (to - c.srd_from) * 1e3);
+            (id, (c.first_provisional, srd))
+        })
         .collect()
 }
 

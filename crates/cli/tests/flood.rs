@@ -11,6 +11,19 @@ use std::process::Command;
 /// docs/hostile-input.md. Measured: about 150 MiB.
 const RSS_CAP_KIB: i64 = 256 * 1024;
 
+/// The generator's real calls (not the flood's): `n` of them, each completed.
+fn completed_real_calls(lines: &[Value], n: usize) -> Vec<&Value> {
+    let real: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "call" && l["call_id"].as_str().unwrap().starts_with("gen-"))
+        .collect();
+    assert_eq!(real.len(), n);
+    for c in &real {
+        assert_eq!(c["state"], "completed", "{}", c["call_id"]);
+    }
+    real
+}
+
 #[test]
 fn invite_flood_and_hostile_messages() {
     let dir = std::env::temp_dir().join(format!("calliper-flood-{}", std::process::id()));
@@ -105,14 +118,8 @@ fn invite_flood_and_hostile_messages() {
         assert_eq!(summary["anomalies"][kind], 200, "{kind}");
     }
     // Every real call is there, answered, with exactly the loss the generator made.
-    let real: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["type"] == "call" && l["call_id"].as_str().unwrap().starts_with("gen-"))
-        .collect();
-    assert_eq!(real.len(), 300);
-    for c in &real {
+    for c in completed_real_calls(&lines, 300) {
         assert_eq!(c["final_status"], 200, "{}", c["call_id"]);
-        assert_eq!(c["state"], "completed", "{}", c["call_id"]);
     }
     assert_eq!(check_truth(&lines, &truth).0, 600);
 }
@@ -154,13 +161,6 @@ fn challenged_flood_does_not_evict_real_calls() {
         dropped >= 90_000,
         "only {dropped} challenged calls made room"
     );
-    let real: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["type"] == "call" && l["call_id"].as_str().unwrap().starts_with("gen-"))
-        .collect();
-    assert_eq!(real.len(), 200);
-    for c in &real {
-        assert_eq!(c["state"], "completed", "{}", c["call_id"]);
-    }
+    completed_real_calls(&lines, 200);
     assert_eq!(check_truth(&lines, &truth).0, 400);
 }

@@ -216,20 +216,28 @@ impl Call {
     }
 }
 
+/// A call answered with `packets` of media each way, then SIGTERM:
+/// the output lines, the call's record (which must be there) and the log.
+fn call_then_sigterm(p: Probe, call: &mut Call, packets: u16) -> (Vec<Value>, Value, String) {
+    call.answer();
+    call.media(packets);
+    std::thread::sleep(Duration::from_millis(300));
+    let (lines, code, log) = p.stop(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{log}");
+    let c = call
+        .record(&lines)
+        .unwrap_or_else(|| panic!("no call:\n{log}"))
+        .clone();
+    (lines, c, log)
+}
+
 #[test]
 fn sigterm_writes_the_open_call_as_ongoing() {
     let Some(p) = Probe::start("term", &[]) else {
         return;
     };
     let mut call = Call::new(1);
-    call.answer();
-    call.media(50);
-    std::thread::sleep(Duration::from_millis(300));
-    let (lines, code, log) = p.stop(libc::SIGTERM);
-    assert_eq!(code, Some(0), "{log}");
-    let c = call
-        .record(&lines)
-        .unwrap_or_else(|| panic!("no call:\n{log}"));
+    let (lines, c, log) = call_then_sigterm(p, &mut call, 50);
     assert_eq!(c["ongoing"], true, "{c}");
     assert_eq!(c["state"], "answered");
     let streams = c["streams"].as_array().unwrap();
@@ -376,14 +384,7 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
         return;
     };
     let mut call = Call::new(6);
-    call.answer();
-    call.media(40);
-    std::thread::sleep(Duration::from_millis(300));
-    let (lines, code, log) = p.stop(libc::SIGTERM);
-    assert_eq!(code, Some(0), "{log}");
-    let c = call
-        .record(&lines)
-        .unwrap_or_else(|| panic!("no call:\n{log}"));
+    let (_, c, _) = call_then_sigterm(p, &mut call, 40);
     let a_rtp = call.a.rtp.local_addr().unwrap();
     let streams = c["streams"].as_array().unwrap();
     let seen: Vec<(String, u64, u64)> = streams

@@ -140,7 +140,7 @@ impl Engine {
         let Some(call) = self.calls.get(idx) else {
             return;
         };
-        let list = if call.closing.is_some() && call.challenged {
+        let list = if call.challenged() {
             LIST_CHALLENGED
         } else if call.closing.is_some() {
             LIST_CLOSING
@@ -234,7 +234,6 @@ impl Engine {
             first_provisional_ns: None,
             srd_from_ns: now,
             srd_to_ns: None,
-            challenged: false,
             ringing_ns: None,
             answer_ns: None,
             end_ns: None,
@@ -323,12 +322,12 @@ impl Engine {
                         // A retry after a challenge or failure reopens an unanswered
                         // call; after a challenge, SRD is measured from the retry.
                         if call.answer_ns.is_none() && call.closing.is_some() && !call.cancelled {
-                            call.closing = None;
-                            call.end_ns = None;
-                            if std::mem::take(&mut call.challenged) {
+                            if call.challenged() {
                                 call.srd_from_ns = now;
                                 call.srd_to_ns = None;
                             }
+                            call.closing = None;
+                            call.end_ns = None;
                         }
                     }
                     "BYE" if call.closing.is_none() => {
@@ -344,7 +343,6 @@ impl Engine {
                     // The first CANCEL ends it; retransmissions change nothing.
                     "CANCEL" if call.answer_ns.is_none() && !call.cancelled => {
                         call.cancelled = true;
-                        call.challenged = false;
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
@@ -386,7 +384,6 @@ impl Engine {
                         call.closing = None;
                         call.end_ns = None;
                     } else if call.closing.is_none() || call.cancelled {
-                        call.challenged = challenge && !call.cancelled;
                         call.closing = Some(if call.cancelled {
                             CallState::Cancelled
                         } else {

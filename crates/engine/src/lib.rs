@@ -243,8 +243,6 @@ struct Call {
     /// challenge) and its first non-100 response, provisional or final.
     srd_from_ns: i64,
     srd_to_ns: Option<NonZeroI64>,
-    /// The last final response to the INVITE was a 401/407 challenge.
-    challenged: bool,
     ringing_ns: Option<NonZeroI64>,
     answer_ns: Option<i64>,
     end_ns: Option<i64>,
@@ -280,6 +278,14 @@ struct Call {
     /// The engine's capture-drop total when the call began (wrapping: a
     /// call does not outlive 2^32 dropped packets).
     capture_dropped_at_start: u32,
+}
+
+impl Call {
+    /// Failed by a 401/407 challenge, so waiting for the retry with
+    /// credentials (a retry, CANCEL or BYE changes `closing`).
+    fn challenged(&self) -> bool {
+        self.closing == Some(CallState::Failed) && matches!(self.final_status, Some(401 | 407))
+    }
 }
 
 impl Linked for Call {

@@ -59,13 +59,10 @@ pub fn event_name(code: u8) -> &'static str {
     }
 }
 
-/// The key of a DTMF digit or flash (`F`); None for other events.
+/// The key of a DTMF digit (its name) or flash (`F`); None for other events.
 fn digit(code: u8) -> Option<char> {
     match code {
-        0..=9 => Some((b'0' + code) as char),
-        10 => Some('*'),
-        11 => Some('#'),
-        12..=15 => Some((b'A' + code - 12) as char),
+        0..=15 => event_name(code).chars().next(),
         16 => Some('F'),
         _ => None,
     }

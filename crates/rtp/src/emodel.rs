@@ -46,12 +46,12 @@ pub struct CodecModel {
     pub scale: Scale,
 }
 
+const fn model(ie: f64, bpl: f64, scale: Scale) -> Option<CodecModel> {
+    Some(CodecModel { ie, bpl, scale })
+}
+
 const fn nb(ie: f64, bpl: f64) -> Option<CodecModel> {
-    Some(CodecModel {
-        ie,
-        bpl,
-        scale: Scale::Narrowband,
-    })
+    model(ie, bpl, Scale::Narrowband)
 }
 
 /// G.711 without concealment (G.113 Appendix I): the Bpl taken for codecs
@@ -87,18 +87,10 @@ pub fn codec_model(codec: &str) -> Result<CodecModel, Unscored> {
         // G.722 at 64 kbit/s on the wideband scale: quoted as 13 and as 14
         // (not checked against the ITU text; 13 taken, docs/quality.md);
         // Bpl as for G.711 without PLC.
-        "G722" => Some(CodecModel {
-            ie: 13.0,
-            bpl: BPL_NO_PLC,
-            scale: Scale::Wideband,
-        }),
+        "G722" => model(13.0, BPL_NO_PLC, Scale::Wideband),
         // AMR-WB at 12.65 kbit/s, the usual mode (G.113 Appendix IV as
         // quoted: Ie,WB 13, Bpl 4.3).
-        "AMR-WB" => Some(CodecModel {
-            ie: 13.0,
-            bpl: 4.3,
-            scale: Scale::Wideband,
-        }),
+        "AMR-WB" => model(13.0, 4.3, Scale::Wideband),
         "telephone-event" | "CN" | "T38" | "H261" | "H263" | "H263-1998" | "H263-2000" | "H264"
         | "H265" | "VP8" | "VP9" | "AV1" | "JPEG" | "MPV" | "MP2T" | "red" | "ulpfec" | "rtx"
         | "t140" => return Err(Unscored::NotVoice),
@@ -169,22 +161,15 @@ pub fn estimate(
 ) -> Result<Score, Unscored> {
     let m = codec_model(codec)?;
     let r = r_factor(&m, loss_percent, burst_r, 20.0 + 2.0 * jitter_ms);
-    Ok(match m.scale {
-        Scale::Narrowband => {
-            let r = r.clamp(0.0, 100.0);
-            Score {
-                r,
-                mos: mos(r),
-                scale: m.scale,
-            }
-        }
-        Scale::Wideband => {
-            let r = r.clamp(0.0, R_DEFAULT_WIDEBAND);
-            Score {
-                r,
-                mos: mos(r / 1.29),
-                scale: m.scale,
-            }
-        }
+    // R's range, and the factor G.107.1 Annex A divides wideband R by.
+    let (r_max, per_narrowband) = match m.scale {
+        Scale::Narrowband => (100.0, 1.0),
+        Scale::Wideband => (R_DEFAULT_WIDEBAND, 1.29),
+    };
+    let r = r.clamp(0.0, r_max);
+    Ok(Score {
+        r,
+        mos: mos(r / per_narrowband),
+        scale: m.scale,
     })
 }

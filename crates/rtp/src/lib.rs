@@ -438,12 +438,11 @@ impl StreamStats {
     /// duplicate nor new.
     pub fn update_event(&mut self, p: &Packet, clock_hz: u32, end: bool, same_event: bool) -> bool {
         let events_only = self.event_packets == self.packets;
+        // A repeat is counted as a packet, not in the sequence accounting.
         let repeat = end && same_event && p.seq == self.seq.max_seq();
-        if repeat {
-            // Counted as a packet, not in the sequence accounting.
-        } else if events_only && !same_event {
+        if !repeat && events_only && !same_event {
             self.seq.rebase(p.seq);
-        } else {
+        } else if !repeat {
             self.seq.update(p.seq);
         }
         self.account(p, ClockRate::Event(clock_hz));

@@ -307,38 +307,49 @@ const SCHEMA_VERSION: i64 = 4;
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if version < 1 {
-        let has_labels = conn
-            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'labels'")?
-            .exists([])?;
-        if !has_labels {
-            conn.execute_batch(
-                "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
-            )?;
-        }
+        add_columns(
+            conn,
+            "calls",
+            "labels",
+            "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
+        )?;
     }
     if version < 3 {
-        let has_drops = conn
-            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'capture_dropped'")?
-            .exists([])?;
-        if !has_drops {
-            conn.execute_batch(
-                "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
-            )?;
-        }
+        add_columns(
+            conn,
+            "calls",
+            "capture_dropped",
+            "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
+        )?;
     }
     if version < 4 {
-        let has_scale = conn
-            .prepare("SELECT 1 FROM pragma_table_info('streams') WHERE name = 'mos_scale'")?
-            .exists([])?;
-        if !has_scale {
-            conn.execute_batch(
-                "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
-                 ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
-                 ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
-            )?;
-        }
+        add_columns(
+            conn,
+            "streams",
+            "mos_scale",
+            "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
+             ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
+             ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
+        )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+/// Runs `alter` unless `table` already has `column` (the first it adds):
+/// a database created from this version's [`SCHEMA`] has them all.
+fn add_columns(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    alter: &str,
+) -> Result<(), StoreError> {
+    let present = conn
+        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists([table, column])?;
+    if !present {
+        conn.execute_batch(alter)?;
+    }
     Ok(())
 }
 

@@ -2,12 +2,11 @@
 //! PPTP's enhanced GRE), PPP and PPPoE sessions. Each returns the next
 //! layer for [`crate::run`]'s loop, so nesting never nests calls.
 
-use crate::{be16, DecodeError, Layer, Next, Step};
+use crate::{be16, DecodeError, Layer, Next, Step, ETH_PPP};
 
 const ETH_ERSPAN2: u16 = 0x88BE;
 const ETH_ERSPAN3: u16 = 0x22EB;
 const ETH_TEB: u16 = 0x6558;
-const ETH_PPP: u16 = 0x880B;
 
 /// PPP protocol numbers (RFC 1661, IANA).
 const PPP_IPV4: u16 = 0x0021;
@@ -104,7 +103,7 @@ pub(crate) fn gre(p: &[u8]) -> Step<'_> {
             Ok(Next::Layer(Layer::Ethernet(&inner[hl..])))
         }
         ETH_TEB => Ok(Next::Layer(Layer::Ethernet(inner))),
-        ETH_PPP => ppp(inner),
+        // PPP (0x880B) and IP go through the EtherType, as after Ethernet.
         other => Ok(Next::Layer(Layer::EtherType(other, inner))),
     }
 }

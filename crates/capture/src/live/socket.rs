@@ -107,15 +107,10 @@ pub(super) fn socket_filter(
     let mut prog = if indexes.len() > 1 {
         interface_filter(indexes)
     } else {
-        vec![libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: u32::MAX,
-        }]
+        Vec::new()
     };
     if let Some(user) = user {
-        // Replace the final "accept everything".
+        // In place of the interface filter's final "accept everything".
         prog.pop();
         prog.extend(user.insns.iter().map(|i| libc::sock_filter {
             code: i.code,

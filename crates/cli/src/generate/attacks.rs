@@ -3,7 +3,11 @@
 use super::rng::Rng;
 use std::net::Ipv4Addr;
 
-/// One forged INVITE of a flood: random Call-ID, random source, with SDP.
+/// The server the attacks target, and the source of the hostile messages
+/// (the addresses the messages themselves name).
+pub(super) const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub(super) const HOSTILE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 66);
+
 /// The 407 a proxy that authenticates answers a flood INVITE with: a scan
 /// against such a proxy leaves a challenged call per INVITE.
 pub(super) fn challenge(invite: &str) -> String {
@@ -23,6 +27,7 @@ pub(super) fn challenge(invite: &str) -> String {
     )
 }
 
+/// One forged INVITE of a flood: random Call-ID, random source, with SDP.
 pub(super) fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
     let r = rng.next();
     let src = Ipv4Addr::from(0x6440_0000 | (r as u32 & 0x003F_FFFF)); // 100.64.0.0/10

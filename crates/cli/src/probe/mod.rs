@@ -128,57 +128,45 @@ impl Source {
                 ring.next_block(100, f).context("capture failed")?;
                 Ok(Step::Packets)
             }
-            Source::Files(rest, current, filter) => {
-                loop {
-                    if current.is_none() {
-                        let Some((path, file)) = rest.next() else {
-                            return Ok(Step::End);
-                        };
-                        let name = path.display().to_string();
-                        match CaptureReader::new(file) {
-                            Ok(r) => *current = Some((name, r)),
-                            Err(e) => {
-                                eprintln!("calliper: {name}: {e}");
-                                *clean = false;
-                                continue;
-                            }
-                        }
-                    }
-                    let Some((name, reader)) = current.as_mut() else {
-                        continue;
+            Source::Files(rest, current, filter) => loop {
+                if current.is_none() {
+                    let Some((path, file)) = rest.next() else {
+                        return Ok(Step::End);
                     };
-                    match reader.next_batch(64) {
-                        Ok(b) if b.is_empty() => *current = None,
-                        Ok(b) => {
-                            let mut packets = [EMPTY; 64];
-                            let mut n = 0;
-                            for p in b.iter().take(64) {
-                                if let Some(filter) = filter.as_mut() {
-                                    let keep = filter
-                                    .accepts(p.link_type, p.data, p.orig_len)
-                                    .unwrap_or_else(|e| {
-                                        eprintln!("calliper: {e}: packets of link type {} are left out", p.link_type);
-                                        *clean = false;
-                                        false
-                                    });
-                                    if !keep {
-                                        continue;
-                                    }
-                                }
-                                packets[n] = p;
-                                n += 1;
-                            }
-                            f(&packets[..n]);
-                            return Ok(Step::Packets);
-                        }
+                    let name = path.display().to_string();
+                    match CaptureReader::new(file) {
+                        Ok(r) => *current = Some((name, r)),
                         Err(e) => {
-                            eprintln!("calliper: {name}: {e}; results up to this point are kept");
+                            eprintln!("calliper: {name}: {e}");
                             *clean = false;
-                            *current = None;
+                            continue;
                         }
                     }
                 }
-            }
+                let Some((name, reader)) = current.as_mut() else {
+                    continue;
+                };
+                match reader.next_batch(64) {
+                    Ok(b) if b.is_empty() => *current = None,
+                    Ok(b) => {
+                        let mut packets = [EMPTY; 64];
+                        let mut n = 0;
+                        for p in b.iter().take(64) {
+                            if keeps(filter.as_mut(), &p, clean) {
+                                packets[n] = p;
+                                n += 1;
+                            }
+                        }
+                        f(&packets[..n]);
+                        return Ok(Step::Packets);
+                    }
+                    Err(e) => {
+                        eprintln!("calliper: {name}: {e}; results up to this point are kept");
+                        *clean = false;
+                        *current = None;
+                    }
+                }
+            },
         }
     }
 
@@ -196,6 +184,24 @@ impl Source {
             _ => None,
         }
     }
+}
+
+/// Whether `--filter` (if any) keeps a packet read from a file. A link type
+/// the filter cannot be compiled for is reported once and left out.
+fn keeps(filter: Option<&mut Filter>, p: &Packet<'_>, clean: &mut bool) -> bool {
+    let Some(filter) = filter else {
+        return true;
+    };
+    filter
+        .accepts(p.link_type, p.data, p.orig_len)
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "calliper: {e}: packets of link type {} are left out",
+                p.link_type
+            );
+            *clean = false;
+            false
+        })
 }
 
 const EMPTY: Packet<'static> = Packet {
