@@ -19,7 +19,7 @@
 
 use crate::packet::{self, Data, Datagram, Lsu, Message, NodeId, FLAG_RETRANSMIT};
 use crate::routing::{self, ExpectedLatency, Metric};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 const MS: i64 = 1_000_000;
 /// Gaps remembered per link; a longer outage is not worth NACKing.
@@ -128,105 +128,6 @@ pub struct Counters {
     pub route_changes: u64,
     /// Datagrams or deliveries dropped because the caller did not drain them.
     pub queue_overflow: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Missing {
-    detected: i64,
-    rounds: u8,
-    next_at: i64,
-}
-
-#[derive(Debug)]
-struct Link {
-    peer: NodeId,
-    alive: bool,
-    last_heard: i64,
-    tx_seq: u32,
-    tx_data_seq: u32,
-    /// Data sent on this link within the budget: (data seq, sent, datagram).
-    history: VecDeque<(u32, i64, Vec<u8>)>,
-    tokens: f64,
-    /// Next link sequence number expected (loss measurement).
-    rx_next: Option<u32>,
-    /// Next data sequence number expected (recovery).
-    rx_data_next: Option<u32>,
-    missing: BTreeMap<u32, Missing>,
-    window_rx: u32,
-    window_lost: u32,
-    /// Loss on what we receive (EWMA).
-    rx_loss: f64,
-    /// Loss on what we send, as the peer reports it.
-    tx_loss: f64,
-    srtt_us: Option<f64>,
-    hello_seq: u32,
-    next_hello: i64,
-    /// Cost last advertised for this link.
-    advertised: Option<u32>,
-}
-
-impl Link {
-    /// Every datagram on the link takes the next link sequence number.
-    fn next_link_seq(&mut self) -> u32 {
-        let seq = self.tx_seq;
-        self.tx_seq = seq.wrapping_add(1);
-        seq
-    }
-
-    fn new(peer: NodeId, now: i64) -> Link {
-        Link {
-            peer,
-            alive: false,
-            last_heard: now,
-            tx_seq: 0,
-            tx_data_seq: 0,
-            history: VecDeque::new(),
-            tokens: MAX_TOKENS / 4.0,
-            rx_next: None,
-            rx_data_next: None,
-            missing: BTreeMap::new(),
-            window_rx: 0,
-            window_lost: 0,
-            rx_loss: 0.0,
-            tx_loss: 0.0,
-            srtt_us: None,
-            hello_seq: 0,
-            next_hello: now,
-            advertised: None,
-        }
-    }
-}
-
-/// Which sequence numbers of an origin were delivered (end-to-end duplicates).
-#[derive(Debug, Default)]
-struct Seen {
-    top: Option<u32>,
-    bits: u128,
-}
-
-impl Seen {
-    /// True if `seq` is new (and records it).
-    fn first(&mut self, seq: u32) -> bool {
-        let Some(top) = self.top else {
-            self.top = Some(seq);
-            self.bits = 1;
-            return true;
-        };
-        let d = seq.wrapping_sub(top) as i32;
-        if d > 0 {
-            self.bits = if d >= 128 { 0 } else { self.bits << d };
-            self.bits |= 1;
-            self.top = Some(seq);
-            true
-        } else if -d >= 128 {
-            false // too old to tell: treat as a copy
-        } else {
-            let bit = 1u128 << (-d);
-            let new = self.bits & bit == 0;
-            self.bits |= bit;
-            new
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -599,24 +500,17 @@ impl Node {
     }
 }
 
+mod link;
 mod link_state;
 mod recovery;
+mod seen;
+
+use link::{Link, Missing};
+use seen::Seen;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seen_window_tells_copies_from_new_packets() {
-        let mut s = Seen::default();
-        assert!(s.first(10));
-        assert!(s.first(12));
-        assert!(s.first(11));
-        assert!(!s.first(11));
-        assert!(!s.first(10));
-        assert!(s.first(500));
-        assert!(!s.first(12)); // too old to tell
-    }
 
     #[test]
     fn datagrams_from_strangers_and_junk_are_counted_and_dropped() {

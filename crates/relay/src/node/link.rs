@@ -1,0 +1,75 @@
+//! One link's state: what was sent within the budget, what is missing,
+//! loss and RTT measurement, the cost last advertised.
+
+use super::{NodeId, MAX_TOKENS};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A gap in the link's data sequence: when it was seen, how often it was
+/// asked for, and when to ask again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Missing {
+    pub(super) detected: i64,
+    pub(super) rounds: u8,
+    pub(super) next_at: i64,
+}
+
+/// A neighbour and the state of the link to it.
+#[derive(Debug)]
+pub(super) struct Link {
+    pub(super) peer: NodeId,
+    pub(super) alive: bool,
+    pub(super) last_heard: i64,
+    pub(super) tx_seq: u32,
+    pub(super) tx_data_seq: u32,
+    /// Data sent on this link within the budget: (data seq, sent, datagram).
+    pub(super) history: VecDeque<(u32, i64, Vec<u8>)>,
+    pub(super) tokens: f64,
+    /// Next link sequence number expected (loss measurement).
+    pub(super) rx_next: Option<u32>,
+    /// Next data sequence number expected (recovery).
+    pub(super) rx_data_next: Option<u32>,
+    pub(super) missing: BTreeMap<u32, Missing>,
+    pub(super) window_rx: u32,
+    pub(super) window_lost: u32,
+    /// Loss on what we receive (EWMA).
+    pub(super) rx_loss: f64,
+    /// Loss on what we send, as the peer reports it.
+    pub(super) tx_loss: f64,
+    pub(super) srtt_us: Option<f64>,
+    pub(super) hello_seq: u32,
+    pub(super) next_hello: i64,
+    /// Cost last advertised for this link.
+    pub(super) advertised: Option<u32>,
+}
+
+impl Link {
+    /// Every datagram on the link takes the next link sequence number.
+    pub(super) fn next_link_seq(&mut self) -> u32 {
+        let seq = self.tx_seq;
+        self.tx_seq = seq.wrapping_add(1);
+        seq
+    }
+
+    pub(super) fn new(peer: NodeId, now: i64) -> Link {
+        Link {
+            peer,
+            alive: false,
+            last_heard: now,
+            tx_seq: 0,
+            tx_data_seq: 0,
+            history: VecDeque::new(),
+            tokens: MAX_TOKENS / 4.0,
+            rx_next: None,
+            rx_data_next: None,
+            missing: BTreeMap::new(),
+            window_rx: 0,
+            window_lost: 0,
+            rx_loss: 0.0,
+            tx_loss: 0.0,
+            srtt_us: None,
+            hello_seq: 0,
+            next_hello: now,
+            advertised: None,
+        }
+    }
+}
