@@ -436,11 +436,12 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
     for p in parents {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(d) = dir.filter(|d| !d.is_dir()) {
-            bail!(
-                "{} cannot be written: {} is not a directory",
-                p.display(),
-                d.display()
-            );
+            let why = if d.exists() {
+                "is not a directory"
+            } else {
+                "does not exist (under systemd, StateDirectory= creates it)"
+            };
+            bail!("{} cannot be written: {} {why}", p.display(), d.display());
         }
     }
     if a.read.is_empty() {
