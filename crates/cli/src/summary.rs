@@ -223,13 +223,31 @@ fn stream_line(s: &StreamRecord) -> String {
     )
 }
 
-/// `MOS 4.21`, `MOS 3.90 wideband`, or why there is none.
+/// `MOS 4.21 (fixed 50/200 ms 3.80/4.10, worst interval 3.90)`, `wideband`
+/// after the score on that scale, or why there is none. The first figure
+/// is the adaptive jitter buffer's.
 fn mos_text(s: &StreamRecord) -> String {
-    match (s.mos, s.mos_scale, s.unscored) {
-        (Some(m), Some(MosScale::Wideband), _) => format!("MOS {m:.2} wideband"),
-        (Some(m), _, _) => format!("MOS {m:.2}"),
-        (None, _, Some(Unscored::NotVoice)) => "no MOS (not voice)".into(),
-        (None, _, Some(Unscored::TooShort)) => "no MOS (too short)".into(),
-        (None, _, _) => "no MOS (no E-model value for this codec)".into(),
+    let scale = match s.mos_scale {
+        Some(MosScale::Wideband) => " wideband",
+        _ => "",
+    };
+    let fixed: Vec<String> = s
+        .jitter_buffers
+        .iter()
+        .filter(|b| b.model != calliper_rtp::playout::Model::Adaptive)
+        .filter_map(|b| b.mos.map(|m| format!("{m:.2}")))
+        .collect();
+    let worst = s
+        .worst_interval_mos
+        .map(|w| format!(", worst interval {w:.2}"))
+        .unwrap_or_default();
+    match (s.mos, s.unscored) {
+        (Some(m), _) => format!(
+            "MOS {m:.2}{scale} (fixed 50/200 ms {}{worst})",
+            fixed.join("/")
+        ),
+        (None, Some(Unscored::NotVoice)) => "no MOS (not voice)".into(),
+        (None, Some(Unscored::TooShort)) => "no MOS (too short)".into(),
+        (None, _) => "no MOS (no E-model value for this codec)".into(),
     }
 }

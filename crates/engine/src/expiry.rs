@@ -90,7 +90,7 @@ impl Engine {
         let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
         let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
         let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
-        let record = Box::new(CallRecord {
+        let mut record = Box::new(CallRecord {
             serial: call.serial,
             call_id: call.call_id.into(),
             from: call.from,
@@ -119,6 +119,9 @@ impl Engine {
             t38_packets: call.t38_packets as u64,
             anomalies: call.anomalies,
             dtmf_digits: dtmf_digits(&streams),
+            worst_mos: None,
+            worst_interval_mos: None,
+            mos_scale: None,
             labels: call.labels.iter().map(|l| l.to_string()).collect(),
             record_payload: call.record_payload,
             capture_dropped: self
@@ -128,6 +131,7 @@ impl Engine {
             ongoing: ending == Ending::Open && call.closing.is_none(),
             streams,
         });
+        record.summarise_quality();
         self.out.push(Record::Call(record));
         self.traffic.calls_ended += 1;
     }

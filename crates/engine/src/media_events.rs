@@ -45,17 +45,30 @@ pub(crate) fn cut_interval(
     clock: i64,
 ) {
     let figures = s.stats.cut_interval(now, every_ns);
-    // Unconfirmed candidates (noise until proven RTP) report nothing.
-    if !events.media() || s.probation > 0 || figures.packets == 0 {
+    // Unconfirmed candidates (noise until proven RTP) score nothing.
+    if s.probation > 0 || figures.packets == 0 {
+        return;
+    }
+    let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
+    let codec = resolve(desc, s.stats.payload_type).name;
+    // An interval is too short to measure burstiness: random loss assumed.
+    let delay = emodel::DelayInputs {
+        rtt_ms: s.rtcp.rtt_ms(),
+        buffer_ms: figures.buffer_delay_ms,
+        packet_ms: s.stats.packet_ms(s.last_clock),
+    };
+    let score = emodel::estimate(&codec, figures.loss_after_buffer_percent, 1.0, &delay).ok();
+    if let Some(score) = score.filter(|_| u64::from(figures.expected) >= emodel::MIN_SCORED_PACKETS)
+    {
+        let worst = s.stats.worst_interval_mos.get_or_insert(f32::INFINITY);
+        *worst = worst.min(score.mos as f32);
+    }
+    if !events.media() {
         return;
     }
     let Some(call_serial) = event_call(call) else {
         return;
     };
-    let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
-    let codec = resolve(desc, s.stats.payload_type).name;
-    // An interval is too short to measure burstiness: random loss assumed.
-    let score = emodel::estimate(&codec, figures.loss_percent, 1.0, figures.jitter_ms).ok();
     events.deliver(&Event::Interval(&StreamInterval {
         call: call_serial,
         stream: s.key.id(),

@@ -290,6 +290,7 @@ impl Parallel {
         m.streams
             .sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
         m.dtmf_digits = crate::dtmf_digits(&m.streams);
+        m.summarise_quality();
         self.out.push(Record::Call(Box::new(m)));
     }
 

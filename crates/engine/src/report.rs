@@ -60,12 +60,18 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         mos: None,
         mos_scale: None,
         unscored: None,
+        worst_interval_mos: st.worst_interval_mos.map(f64::from),
+        packet_ms: st.packet_ms(s.last_clock),
+        rtt_ms: s.rtcp.rtt_ms(),
+        delay_ms: None,
+        delay_inputs: None,
+        jitter_buffers: Vec::new(),
         dtmf: s.dtmf.as_ref().map_or(Vec::new(), |d| d.events.clone()),
         rtcp_reports: s.rtcp.reports,
         rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
         rtcp_cumulative_lost: s.rtcp.cumulative_lost as i64,
         rtcp_max_jitter_ms: s.rtcp.max_jitter_ms as f64,
     };
-    r.estimate_quality();
+    r.estimate_quality(&st.playout.models());
     r
 }

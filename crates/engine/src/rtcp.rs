@@ -41,6 +41,18 @@ impl Engine {
                 self.counters.anomaly("rtcp_malformed");
                 return;
             };
+            if let Some((ntp, ..)) = report.sender {
+                // The SR's sender is the source of the stream it describes.
+                let streams = &self.streams;
+                let sr_stream = c.streams.iter().copied().find(|&si| {
+                    streams
+                        .get(si)
+                        .is_some_and(|s| s.key.ssrc == report.reporter && s.key.src == sender)
+                });
+                if let Some(s) = sr_stream.and_then(|si| self.streams.get_mut(si)) {
+                    s.rtcp.sender_report(ntp, now);
+                }
+            }
             for block in report.blocks() {
                 blocks += 1;
                 if blocks > MAX_RTCP_BLOCKS {
@@ -57,7 +69,7 @@ impl Engine {
                     continue;
                 };
                 if let Some(s) = self.streams.get_mut(si) {
-                    let figures = s.rtcp.update(&block, s.last_clock);
+                    let figures = s.rtcp.update(&block, s.last_clock, now);
                     media_events::rtcp_event(&self.events, now, c, s, &figures);
                 }
             }
@@ -71,8 +83,23 @@ impl RtcpView {
         &mut self,
         b: &calliper_wire::rtcp::ReportBlock,
         clock: ClockRate,
+        now: i64,
     ) -> media_events::ReportBlockFigures {
         self.reports += 1;
+        // RFC 3550 §6.4.1's round trip, with the probe's clock on both
+        // ends: when the SR was seen to when this report was, less the
+        // receiver's hold time. Only the SR the probe saw counts (LSR 0:
+        // none received).
+        if b.lsr != 0 && b.lsr == self.sr_ntp_middle && self.sr_seen_ns != 0 {
+            let rtt_ns =
+                now.saturating_sub(self.sr_seen_ns) - ((i64::from(b.dlsr) * 1_000_000_000) >> 16);
+            // A negative or absurd round trip (reordered capture, a stale
+            // SR) is not a measurement.
+            if (0..=RTT_MAX_NS).contains(&rtt_ns) {
+                self.rtt_sum_ms += rtt_ns as f32 / 1e6;
+                self.rtt_count = self.rtt_count.saturating_add(1);
+            }
+        }
         self.max_fraction_lost = self.max_fraction_lost.max(b.fraction_lost);
         self.cumulative_lost = b.cumulative_lost;
         let jitter_ms = match clock {
@@ -95,9 +122,32 @@ impl RtcpView {
 /// as an anomaly, not applied.
 const MAX_RTCP_BLOCKS: usize = 64;
 
+/// Longest round trip taken as a measurement (G.114's upper limit on
+/// one-way delay is 400 ms; ten times that round trip is surely wrong).
+const RTT_MAX_NS: i64 = 4_000_000_000;
+
+impl RtcpView {
+    /// The stream's sender sent an SR with this NTP time, seen at `now`.
+    fn sender_report(&mut self, ntp: u64, now: i64) {
+        self.sr_ntp_middle = (ntp >> 16) as u32;
+        self.sr_seen_ns = now;
+    }
+
+    /// Mean measured round trip to the receiver, ms.
+    pub(crate) fn rtt_ms(&self) -> Option<f64> {
+        (self.rtt_count > 0).then(|| f64::from(self.rtt_sum_ms) / f64::from(self.rtt_count))
+    }
+}
+
 /// A stream as its receiver reports it in RTCP.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RtcpView {
+    /// Middle 32 bits of the NTP time of the sender's last SR, and when
+    /// the probe saw it (0: none).
+    sr_ntp_middle: u32,
+    sr_seen_ns: i64,
+    rtt_sum_ms: f32,
+    rtt_count: u16,
     pub(crate) reports: u32,
     pub(crate) max_fraction_lost: u8,
     /// RTCP's 24-bit signed count.

@@ -124,8 +124,9 @@ pub struct StreamRecord {
     /// G.107's BurstR of the loss (1 random, higher when losses come in
     /// runs), from the gaps in the numbering; it lowers the MOS.
     pub burst_ratio: f64,
-    /// E-model rating factor from loss and jitter (no delay information),
-    /// on the scale `mos_scale` names; None with `unscored`.
+    /// E-model rating factor after the adaptive jitter buffer (the
+    /// `jitter_buffers` entry `adaptive`), on the scale `mos_scale` names;
+    /// None with `unscored`.
     pub r_factor: Option<f64>,
     /// Estimated MOS from `r_factor`; None with `unscored`.
     pub mos: Option<f64>,
@@ -133,6 +134,23 @@ pub struct StreamRecord {
     pub mos_scale: Option<emodel::Scale>,
     /// Why there is no MOS (not voice, no codec value, too short).
     pub unscored: Option<emodel::Unscored>,
+    /// Lowest MOS of the stream's 10-s intervals (of at least 50 expected
+    /// packets), on `mos_scale`: the number to sort by.
+    pub worst_interval_mos: Option<f64>,
+    /// Speech per packet, ms (the timestamp step of consecutive packets).
+    pub packet_ms: Option<f64>,
+    /// Round trip from the probe to this stream's receiver and back, ms:
+    /// from the sender's RTCP SR as the probe saw it and the receiver's
+    /// report about it (DLSR taken off), so no endpoint's clock is
+    /// trusted. Mean over the reports.
+    pub rtt_ms: Option<f64>,
+    /// One-way delay the MOS takes, ms (adaptive buffer).
+    pub delay_ms: Option<f64>,
+    /// What `delay_ms` adds up: `rtt/2`, when RTCP gave a round trip,
+    /// then the jitter buffer, the packet time and the codec's look-ahead.
+    pub delay_inputs: Option<&'static str>,
+    /// What each simulated jitter buffer made of the stream.
+    pub jitter_buffers: Vec<BufferScore>,
     /// RFC 4733 telephone events (DTMF digits) in this direction.
     pub dtmf: Vec<calliper_rtp::dtmf::DtmfEvent>,
     /// RTCP report blocks about this stream from its receiver.
@@ -145,24 +163,76 @@ pub struct StreamRecord {
     pub rtcp_max_jitter_ms: f64,
 }
 
+/// One jitter-buffer model's view of a stream
+/// ([`calliper_rtp::playout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BufferScore {
+    /// Which buffer.
+    pub model: calliper_rtp::playout::Model,
+    /// Packets that came too late for it.
+    pub late: u64,
+    /// Loss after the buffer (lost and late), percent of expected.
+    pub loss_percent: f64,
+    /// Mean delay the buffer added, ms.
+    pub buffer_ms: f64,
+    /// E-model R with this buffer; None with the stream's `unscored`.
+    pub r_factor: Option<f64>,
+    /// Estimated MOS with this buffer.
+    pub mos: Option<f64>,
+}
+
 impl StreamRecord {
-    /// Fills the quality estimate from the measured loss and the mean
-    /// jitter ([`emodel::estimate`]).
-    pub fn estimate_quality(&mut self) {
-        let score = if self.packets < emodel::MIN_SCORED_PACKETS {
-            emodel::codec_model(&self.codec).and(Err(emodel::Unscored::TooShort))
+    /// Scores the stream under each jitter buffer in `buffers` (its
+    /// outcomes), and takes the adaptive one's as the stream's MOS. Loss
+    /// is after the buffer, with the burst ratio of the network's loss;
+    /// delay per [`emodel::one_way_delay_ms`].
+    pub fn estimate_quality(&mut self, buffers: &[calliper_rtp::playout::BufferOutcome]) {
+        use calliper_rtp::playout::Model;
+        self.delay_inputs = Some(if self.rtt_ms.is_some() {
+            "rtt/2+buffer+packet+lookahead"
         } else {
-            emodel::estimate(
-                &self.codec,
-                self.loss_percent,
-                self.burst_ratio,
-                self.mean_jitter_ms,
-            )
-        };
-        self.r_factor = score.ok().map(|s| s.r);
-        self.mos = score.ok().map(|s| s.mos);
-        self.mos_scale = score.ok().map(|s| s.scale);
-        self.unscored = score.err();
+            "buffer+packet+lookahead"
+        });
+        self.jitter_buffers.clear();
+        let too_short = self.packets < emodel::MIN_SCORED_PACKETS;
+        for b in buffers {
+            let lost = self.lost + b.late;
+            let loss_percent = if self.expected == 0 {
+                0.0
+            } else {
+                (lost as f64 * 100.0 / self.expected as f64).min(100.0)
+            };
+            let delay = emodel::DelayInputs {
+                rtt_ms: self.rtt_ms,
+                buffer_ms: b.delay_ms,
+                packet_ms: self.packet_ms,
+            };
+            let score = if too_short {
+                emodel::codec_model(&self.codec).and(Err(emodel::Unscored::TooShort))
+            } else {
+                emodel::estimate(&self.codec, loss_percent, self.burst_ratio, &delay)
+            };
+            if b.model == Model::Adaptive {
+                self.r_factor = score.ok().map(|s| s.r);
+                self.mos = score.ok().map(|s| s.mos);
+                self.mos_scale = score.ok().map(|s| s.scale);
+                self.unscored = score.err();
+                self.delay_ms = emodel::codec_model(&self.codec)
+                    .ok()
+                    .map(|m| emodel::one_way_delay_ms(&m, &delay));
+            }
+            self.jitter_buffers.push(BufferScore {
+                model: b.model,
+                late: b.late,
+                loss_percent,
+                buffer_ms: b.delay_ms,
+                r_factor: score.ok().map(|s| s.r),
+                mos: score.ok().map(|s| s.mos),
+            });
+        }
+        if self.unscored.is_some() {
+            self.worst_interval_mos = None;
+        }
     }
 }
 
@@ -230,6 +300,13 @@ pub struct CallRecord {
     pub anomalies: u32,
     /// DTMF digits sent in the call, in order of arrival, both directions.
     pub dtmf_digits: String,
+    /// Lowest MOS of the call's streams, on `mos_scale` ([`Self::summarise_quality`]).
+    pub worst_mos: Option<f64>,
+    /// Lowest interval MOS of the call's streams, on `mos_scale`.
+    pub worst_interval_mos: Option<f64>,
+    /// The scale of the call's worst figures: narrowband when any stream
+    /// is scored on it, else wideband.
+    pub mos_scale: Option<emodel::Scale>,
     /// Labels put on the call by rules (`label` action), in the order first applied.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
@@ -246,6 +323,25 @@ pub struct CallRecord {
     pub ongoing: bool,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
+}
+
+impl CallRecord {
+    /// The call's worst stream and interval MOS, from its streams' records.
+    /// Scales are not mixed: narrowband streams count when there are any.
+    pub fn summarise_quality(&mut self) {
+        let scale = [emodel::Scale::Narrowband, emodel::Scale::Wideband]
+            .into_iter()
+            .find(|&scale| self.streams.iter().any(|s| s.mos_scale == Some(scale)));
+        let on_scale = || {
+            self.streams
+                .iter()
+                .filter(move |s| scale.is_some() && s.mos_scale == scale)
+        };
+        let least = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::min);
+        self.worst_mos = least(&mut on_scale().filter_map(|s| s.mos));
+        self.worst_interval_mos = least(&mut on_scale().filter_map(|s| s.worst_interval_mos));
+        self.mos_scale = scale;
+    }
 }
 
 /// Output of the engine.

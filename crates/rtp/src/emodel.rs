@@ -44,14 +44,22 @@ pub struct CodecModel {
     pub bpl: f64,
     /// Which scale `ie` is on.
     pub scale: Scale,
+    /// The encoder's look-ahead, ms: delay beyond the packet time (the
+    /// speech a packet carries must be collected before it is sent).
+    pub lookahead_ms: f64,
 }
 
-const fn model(ie: f64, bpl: f64, scale: Scale) -> Option<CodecModel> {
-    Some(CodecModel { ie, bpl, scale })
+const fn model(ie: f64, bpl: f64, scale: Scale, lookahead_ms: f64) -> Option<CodecModel> {
+    Some(CodecModel {
+        ie,
+        bpl,
+        scale,
+        lookahead_ms,
+    })
 }
 
-const fn nb(ie: f64, bpl: f64) -> Option<CodecModel> {
-    model(ie, bpl, Scale::Narrowband)
+const fn nb(ie: f64, bpl: f64, lookahead_ms: f64) -> Option<CodecModel> {
+    model(ie, bpl, Scale::Narrowband, lookahead_ms)
 }
 
 /// G.711 without concealment (G.113 Appendix I): the Bpl taken for codecs
@@ -65,32 +73,32 @@ const BPL_NO_PLC: f64 = 4.3;
 pub fn codec_model(codec: &str) -> Result<CodecModel, Unscored> {
     let model = match codec {
         // G.711 with its Appendix I concealment, as endpoints run it.
-        "PCMU" | "PCMA" => nb(0.0, 25.1),
+        "PCMU" | "PCMA" => nb(0.0, 25.1, 0.0),
         // SDP does not tell G.729 from Annex A: Annex A with VAD, the one
         // with a published Bpl and what endpoints run.
-        "G729" => nb(11.0, 19.0),
+        "G729" => nb(11.0, 19.0, 5.0),
         // 6.3 kbit/s (Ie 15, Bpl 16.1 with VAD).
-        "G723" => nb(15.0, 16.1),
+        "G723" => nb(15.0, 16.1, 7.5),
         // ADPCM has no concealment: Bpl as G.711 without PLC.
-        "G726-40" => nb(2.0, BPL_NO_PLC),
-        "G726-32" | "G721" => nb(7.0, BPL_NO_PLC),
-        "G726-24" => nb(25.0, BPL_NO_PLC),
-        "G726-16" => nb(50.0, BPL_NO_PLC),
+        "G726-40" => nb(2.0, BPL_NO_PLC, 0.0),
+        "G726-32" | "G721" => nb(7.0, BPL_NO_PLC, 0.0),
+        "G726-24" => nb(25.0, BPL_NO_PLC, 0.0),
+        "G726-16" => nb(50.0, BPL_NO_PLC, 0.0),
         // 16 kbit/s; no published Bpl: G.711's without PLC.
-        "G728" => nb(7.0, BPL_NO_PLC),
+        "G728" => nb(7.0, BPL_NO_PLC, 0.0),
         // GSM full rate and EFR; FR has no published Bpl: EFR's.
-        "GSM" => nb(20.0, 10.0),
-        "GSM-EFR" => nb(5.0, 10.0),
+        "GSM" => nb(20.0, 10.0, 0.0),
+        "GSM-EFR" => nb(5.0, 10.0, 0.0),
         // AMR's 12.2 kbit/s mode is GSM-EFR bit for bit; lower modes
         // (not signalled per stream) would score lower.
-        "AMR" => nb(5.0, 10.0),
+        "AMR" => nb(5.0, 10.0, 5.0),
         // G.722 at 64 kbit/s on the wideband scale: quoted as 13 and as 14
         // (not checked against the ITU text; 13 taken, docs/quality.md);
         // Bpl as for G.711 without PLC.
-        "G722" => model(13.0, BPL_NO_PLC, Scale::Wideband),
+        "G722" => model(13.0, BPL_NO_PLC, Scale::Wideband, 1.5),
         // AMR-WB at 12.65 kbit/s, the usual mode (G.113 Appendix IV as
         // quoted: Ie,WB 13, Bpl 4.3).
-        "AMR-WB" => model(13.0, 4.3, Scale::Wideband),
+        "AMR-WB" => model(13.0, 4.3, Scale::Wideband, 5.0),
         "telephone-event" | "CN" | "T38" | "H261" | "H263" | "H263-1998" | "H263-2000" | "H264"
         | "H265" | "VP8" | "VP9" | "AV1" | "JPEG" | "MPV" | "MP2T" | "red" | "ulpfec" | "rtx"
         | "t140" => return Err(Unscored::NotVoice),
@@ -147,20 +155,42 @@ pub struct Score {
     pub scale: Scale,
 }
 
-/// A passive probe's estimate from measured loss (with its burst ratio,
-/// [`crate::SeqTracker::burst_ratio`]) and jitter: the delay is
-/// taken as a jitter buffer of twice the jitter plus 20 ms of
-/// packetisation, since a probe does not see mouth-to-ear delay. R is kept
-/// to its scale's range (absurd jitter from hostile timing would otherwise
+/// What a stream's one-way delay is made of, ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DelayInputs {
+    /// Round trip through the network, when RTCP measured it: half counts.
+    pub rtt_ms: Option<f64>,
+    /// The jitter buffer's delay.
+    pub buffer_ms: f64,
+    /// The speech each packet carries (its timestamp step), when measured.
+    pub packet_ms: Option<f64>,
+}
+
+/// Packet time taken when a stream never showed two consecutive packets.
+pub const DEFAULT_PACKET_MS: f64 = 20.0;
+
+/// Mouth-to-ear delay as a passive probe can estimate it: half the
+/// network round trip (0 without RTCP), the jitter buffer, the packet time
+/// and the codec's look-ahead.
+pub fn one_way_delay_ms(m: &CodecModel, d: &DelayInputs) -> f64 {
+    d.rtt_ms.map_or(0.0, |rtt| rtt / 2.0)
+        + d.buffer_ms
+        + d.packet_ms.unwrap_or(DEFAULT_PACKET_MS)
+        + m.lookahead_ms
+}
+
+/// A stream's score from its loss after the jitter buffer (with its burst
+/// ratio, [`crate::SeqTracker::burst_ratio`]) and its delay. R is kept to
+/// its scale's range (absurd delays from hostile timing would otherwise
 /// drive it far below zero).
 pub fn estimate(
     codec: &str,
     loss_percent: f64,
     burst_r: f64,
-    jitter_ms: f64,
+    delay: &DelayInputs,
 ) -> Result<Score, Unscored> {
     let m = codec_model(codec)?;
-    let r = r_factor(&m, loss_percent, burst_r, 20.0 + 2.0 * jitter_ms);
+    let r = r_factor(&m, loss_percent, burst_r, one_way_delay_ms(&m, delay));
     // R's range, and the factor G.107.1 Annex A divides wideband R by.
     let (r_max, per_narrowband) = match m.scale {
         Scale::Narrowband => (100.0, 1.0),

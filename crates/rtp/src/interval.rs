@@ -19,6 +19,8 @@ pub struct IntervalMark {
     expected: u32,
     lost: u32,
     duplicates: u32,
+    /// Packets the adaptive jitter buffer found late.
+    late: u32,
     /// Largest regular inter-arrival delta in the interval, ms.
     pub(crate) max_delta_ms: f32,
 }
@@ -43,6 +45,13 @@ pub struct IntervalFigures {
     pub loss_percent: f64,
     /// Packets seen twice.
     pub duplicates: u32,
+    /// Packets the adaptive jitter buffer found too late to play.
+    pub late: u32,
+    /// Loss after the adaptive jitter buffer (lost and late), percent of
+    /// expected: what the interval's MOS takes.
+    pub loss_after_buffer_percent: f64,
+    /// The adaptive jitter buffer's delay at the interval's end, ms.
+    pub buffer_delay_ms: f64,
     /// Jitter at the interval's end, ms (Wireshark's arithmetic).
     pub jitter_ms: f64,
     /// Largest inter-arrival delta among the interval's regular packets, ms.
@@ -99,18 +108,25 @@ impl StreamStats {
         };
         let expected = (self.seq.expected() as u32).wrapping_sub(m.expected);
         let lost = (self.seq.lost() as u32).wrapping_sub(m.lost) as i32 as i64;
+        let late = self.playout.adaptive_late().wrapping_sub(m.late);
+        let percent = |n: i64| {
+            if expected == 0 || n <= 0 {
+                0.0
+            } else {
+                (n as f64 * 100.0 / expected as f64).min(100.0)
+            }
+        };
         let f = IntervalFigures {
             start_ns,
             end_ns,
             packets: (self.packets as u32).wrapping_sub(m.packets),
             expected,
             lost,
-            loss_percent: if expected == 0 || lost <= 0 {
-                0.0
-            } else {
-                lost as f64 * 100.0 / expected as f64
-            },
+            loss_percent: percent(lost),
             duplicates: self.seq.duplicates.wrapping_sub(m.duplicates),
+            late,
+            loss_after_buffer_percent: percent(lost.max(0) + i64::from(late)),
+            buffer_delay_ms: self.playout.adaptive_delay_ms(),
             jitter_ms: self.ws.jitter,
             max_delta_ms: m.max_delta_ms as f64,
         };
@@ -131,6 +147,7 @@ impl StreamStats {
             expected: self.seq.expected() as u32,
             lost: self.seq.lost() as u32,
             duplicates: self.seq.duplicates,
+            late: self.playout.adaptive_late(),
             max_delta_ms: 0.0,
         }
     }

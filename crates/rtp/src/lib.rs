@@ -21,6 +21,7 @@ pub mod codec;
 pub mod dtmf;
 pub mod emodel;
 pub mod interval;
+pub mod playout;
 
 pub use codec::{ClockRate, Codec};
 
@@ -406,6 +407,11 @@ pub struct StreamStats {
     pub seq: SeqTracker,
     /// Wireshark-compatible timing figures.
     pub ws: WiresharkView,
+    /// What receivers' jitter buffers would have made of the stream.
+    pub playout: playout::Playout,
+    /// Worst MOS of the stream's full intervals so far, with its scale's
+    /// score; set by the caller, which knows the codec ([`interval`]).
+    pub worst_interval_mos: Option<f32>,
     /// Where the current reporting interval began ([`interval`]).
     interval: interval::IntervalMark,
 }
@@ -415,7 +421,7 @@ impl StreamStats {
     pub fn new(p: &Packet, clock: ClockRate) -> Self {
         let mut seq = SeqTracker::default();
         seq.update(p.seq);
-        StreamStats {
+        let mut s = StreamStats {
             packets: 1,
             bytes: p.bytes as u64,
             first_ns: p.arrival_ns,
@@ -424,8 +430,12 @@ impl StreamStats {
             event_packets: matches!(clock, ClockRate::Event(_)) as u64,
             seq,
             ws: WiresharkView::new(p.seq, p.timestamp, p.payload_type, p.arrival_ns),
+            playout: playout::Playout::default(),
+            worst_interval_mos: None,
             interval: interval::IntervalMark::default(),
-        }
+        };
+        s.play(p, clock, false);
+        s
     }
 
     /// Accounts one telephone-event packet: `end` is its E bit,
@@ -452,8 +462,31 @@ impl StreamStats {
     /// Accounts one more packet. `clock` tells how this packet's payload type
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
+        let duplicates = self.seq.duplicates;
         self.seq.update(p.seq);
+        self.play(p, clock, self.seq.duplicates != duplicates);
         self.account(p, clock);
+    }
+
+    /// Speech per packet, ms: the timestamp step of consecutive packets
+    /// under the clock of `clock`.
+    pub fn packet_ms(&self, clock: ClockRate) -> Option<f64> {
+        match (self.playout.step(), clock) {
+            (step @ 1.., ClockRate::Hz(hz @ 1..)) => Some(f64::from(step) * 1000.0 / f64::from(hz)),
+            _ => None,
+        }
+    }
+
+    /// Gives a voice packet to the jitter-buffer simulation: not a
+    /// duplicate (a buffer plays a packet once), not comfort noise (it
+    /// marks silence, and its loss is not speech lost), nor an event.
+    #[inline]
+    fn play(&mut self, p: &Packet, clock: ClockRate, duplicate: bool) {
+        let cn = p.payload_type == PT_CN || p.payload_type == PT_CN_OLD;
+        if let (ClockRate::Hz(hz), false, false) = (clock, duplicate, cn) {
+            self.playout
+                .update(p.arrival_ns, p.seq, p.timestamp, p.marker, hz);
+        }
     }
 
     /// Everything but the sequence accounting.

@@ -265,17 +265,43 @@ fn codec_table_holds_g113_values() {
 }
 
 /// G.107.1: wideband R starts at 129 and maps to MOS through R / 1.29.
-/// AMR-WB 12.65 without loss at 0 ms: R = 129 − 13 = 116, R/1.29 = 89.92,
-/// MOS = 1 + 0.035·89.92 + 89.92·29.92·10.08·7e-6 = 4.337.
+/// AMR-WB 12.65 without loss, with only its 5 ms look-ahead as delay:
+/// Id = 0.024·5 = 0.12, R = 129 − 0.12 − 13 = 115.88, R/1.29 = 89.83,
+/// MOS = 1 + 0.035·89.83 + 89.83·29.83·10.17·7e-6 = 4.335.
 #[test]
 fn wideband_scores_on_their_own_scale() {
-    let s = emodel::estimate("AMR-WB", 0.0, 1.0, -10.0).unwrap();
+    let no_delay = emodel::DelayInputs {
+        rtt_ms: None,
+        buffer_ms: 0.0,
+        packet_ms: Some(0.0),
+    };
+    let s = emodel::estimate("AMR-WB", 0.0, 1.0, &no_delay).unwrap();
     assert_eq!(s.scale, emodel::Scale::Wideband);
-    assert!((s.r - 116.0).abs() < 1e-9, "{s:?}");
-    assert!((s.mos - 4.337).abs() < 0.001, "{s:?}");
+    assert!((s.r - 115.88).abs() < 1e-9, "{s:?}");
+    assert!((s.mos - 4.335).abs() < 0.001, "{s:?}");
     // The same loss costs a wideband codec more R than G.711 with PLC.
-    let g711 = emodel::estimate("PCMA", 2.0, 1.0, 0.0).unwrap();
+    let g711 = emodel::estimate("PCMA", 2.0, 1.0, &no_delay).unwrap();
     assert!(g711.r <= 100.0 && s.r > 100.0);
+}
+
+/// One-way delay: half the round trip, the buffer, the packet time and the
+/// look-ahead (G.729: 5 ms). 80 ms RTT, 60 ms buffer, 20 ms packets:
+/// 40 + 60 + 20 + 5 = 125 ms; without RTCP or packet time: 60 + 20 + 5.
+#[test]
+fn delay_adds_its_inputs() {
+    let g729 = emodel::codec_model("G729").unwrap();
+    let d = emodel::DelayInputs {
+        rtt_ms: Some(80.0),
+        buffer_ms: 60.0,
+        packet_ms: Some(20.0),
+    };
+    assert_eq!(emodel::one_way_delay_ms(&g729, &d), 125.0);
+    let bare = emodel::DelayInputs {
+        rtt_ms: None,
+        packet_ms: None,
+        ..d
+    };
+    assert_eq!(emodel::one_way_delay_ms(&g729, &bare), 85.0);
 }
 
 #[test]

@@ -10,6 +10,9 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 mod daily;
+mod schema;
+use schema::migrate;
+pub use schema::SCHEMA;
 mod tracked;
 pub use daily::{day_file, Daily, Retention};
 
@@ -251,108 +254,6 @@ impl<W: Write> Sink for JsonLines<W> {
     }
 }
 
-/// The SQLite schema: calls, their streams, and one row per analysis run.
-pub const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS calls (
-    id INTEGER PRIMARY KEY,
-    call_id TEXT NOT NULL,
-    from_uri TEXT, from_user TEXT, from_display TEXT,
-    to_uri TEXT, to_user TEXT, to_display TEXT,
-    caller_user_agent TEXT, callee_user_agent TEXT,
-    caller_ip TEXT, caller_port INTEGER, callee_ip TEXT, callee_port INTEGER,
-    invite_ns INTEGER NOT NULL, first_provisional_ns INTEGER, ringing_ns INTEGER, answer_ns INTEGER, end_ns INTEGER NOT NULL,
-    duration_ms REAL, setup_delay_ms REAL,
-    final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
-    hangup_by TEXT, hangup_reason TEXT,
-    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
-    dtmf_digits TEXT,
-    labels TEXT, record_payload INTEGER,
-    capture_dropped INTEGER, ongoing INTEGER
-);
-CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
-CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
-CREATE INDEX IF NOT EXISTS calls_by_callee ON calls(to_user);
-CREATE INDEX IF NOT EXISTS calls_by_call_id ON calls(call_id);
-CREATE TABLE IF NOT EXISTS streams (
-    id INTEGER PRIMARY KEY,
-    call INTEGER REFERENCES calls(id),
-    src TEXT, src_port INTEGER, dst TEXT, dst_port INTEGER, ssrc INTEGER,
-    direction TEXT, payload_type INTEGER, codec TEXT,
-    first_ns INTEGER, last_ns INTEGER,
-    packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
-    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
-    mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
-    wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
-    mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
-    rtcp_max_jitter_ms REAL
-);
-CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
-CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    input TEXT,
-    summary TEXT
-);
-";
-
-/// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
-/// labels and payload-recording flag; 2 the trackers' tables
-/// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds; 3 the
-/// calls' capture drops and ongoing flag, and the time series (`traffic`,
-/// `traffic_protocols`, also added that way); 4 the streams' MOS scale and
-/// why a stream has no MOS (`r_factor` and `mos` may now be NULL).
-const SCHEMA_VERSION: i64 = 4;
-
-/// Brings a database written by an earlier version up to [`SCHEMA`].
-fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version < 1 {
-        add_columns(
-            conn,
-            "calls",
-            "labels",
-            "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
-        )?;
-    }
-    if version < 3 {
-        add_columns(
-            conn,
-            "calls",
-            "capture_dropped",
-            "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
-        )?;
-    }
-    if version < 4 {
-        add_columns(
-            conn,
-            "streams",
-            "mos_scale",
-            "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
-             ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
-             ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
-        )?;
-    }
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    Ok(())
-}
-
-/// Runs `alter` unless `table` already has `column` (the first it adds):
-/// a database created from this version's [`SCHEMA`] has them all.
-fn add_columns(
-    conn: &Connection,
-    table: &str,
-    column: &str,
-    alter: &str,
-) -> Result<(), StoreError> {
-    let present = conn
-        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
-        .exists([table, column])?;
-    if !present {
-        conn.execute_batch(alter)?;
-    }
-    Ok(())
-}
-
 /// A serialised enum's name (`"wideband"`, `"not_voice"`), or NULL.
 fn label<T: serde::Serialize>(v: &Option<T>) -> Result<Option<String>, StoreError> {
     Ok(match v {
@@ -409,8 +310,9 @@ impl Sqlite {
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets, event_end_repeats,
              mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
-             rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms,
+             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -451,6 +353,12 @@ impl Sqlite {
             s.rtcp_max_fraction_lost,
             s.rtcp_cumulative_lost,
             s.rtcp_max_jitter_ms,
+            s.worst_interval_mos,
+            s.packet_ms,
+            s.rtt_ms,
+            s.delay_ms,
+            s.delay_inputs,
+            serde_json::to_string(&s.jitter_buffers)?,
         ])?;
         Ok(())
     }
@@ -472,8 +380,8 @@ impl Sink for Sqlite {
                          caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
                          final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
-                         labels, record_payload, capture_dropped, ongoing)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         labels, record_payload, capture_dropped, ongoing, worst_mos, worst_interval_mos, mos_scale)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -510,6 +418,9 @@ impl Sink for Sqlite {
                         c.record_payload,
                         c.capture_dropped as i64,
                         c.ongoing,
+                        c.worst_mos,
+                        c.worst_interval_mos,
+                        label(&c.mos_scale)?,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {

@@ -1,0 +1,128 @@
+//! The SQLite schema of calls and streams, and its migrations: a database
+//! written by an earlier version gains the newer columns when opened.
+
+use crate::StoreError;
+use rusqlite::Connection;
+
+/// The SQLite schema: calls, their streams, and one row per analysis run.
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    call_id TEXT NOT NULL,
+    from_uri TEXT, from_user TEXT, from_display TEXT,
+    to_uri TEXT, to_user TEXT, to_display TEXT,
+    caller_user_agent TEXT, callee_user_agent TEXT,
+    caller_ip TEXT, caller_port INTEGER, callee_ip TEXT, callee_port INTEGER,
+    invite_ns INTEGER NOT NULL, first_provisional_ns INTEGER, ringing_ns INTEGER, answer_ns INTEGER, end_ns INTEGER NOT NULL,
+    duration_ms REAL, setup_delay_ms REAL,
+    final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
+    hangup_by TEXT, hangup_reason TEXT,
+    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
+    dtmf_digits TEXT,
+    labels TEXT, record_payload INTEGER,
+    capture_dropped INTEGER, ongoing INTEGER,
+    worst_mos REAL, worst_interval_mos REAL, mos_scale TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
+CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
+CREATE INDEX IF NOT EXISTS calls_by_callee ON calls(to_user);
+CREATE INDEX IF NOT EXISTS calls_by_call_id ON calls(call_id);
+CREATE TABLE IF NOT EXISTS streams (
+    id INTEGER PRIMARY KEY,
+    call INTEGER REFERENCES calls(id),
+    src TEXT, src_port INTEGER, dst TEXT, dst_port INTEGER, ssrc INTEGER,
+    direction TEXT, payload_type INTEGER, codec TEXT,
+    first_ns INTEGER, last_ns INTEGER,
+    packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
+    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
+    mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
+    wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
+    mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
+    rtcp_max_jitter_ms REAL, worst_interval_mos REAL, packet_ms REAL, rtt_ms REAL, delay_ms REAL, delay_inputs TEXT,
+    jitter_buffers TEXT
+);
+CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
+CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    input TEXT,
+    summary TEXT
+);
+";
+
+/// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
+/// labels and payload-recording flag; 2 the trackers' tables
+/// (registrations, users), which `CREATE TABLE IF NOT EXISTS` adds; 3 the
+/// calls' capture drops and ongoing flag, and the time series (`traffic`,
+/// `traffic_protocols`, also added that way); 4 the streams' MOS scale and
+/// why a stream has no MOS (`r_factor` and `mos` may now be NULL); 5 the
+/// jitter-buffer scores, delay and round trip of streams, and the calls'
+/// worst MOS.
+const SCHEMA_VERSION: i64 = 5;
+
+/// Brings a database written by an earlier version up to [`SCHEMA`].
+pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version < 1 {
+        add_columns(
+            conn,
+            "calls",
+            "labels",
+            "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
+        )?;
+    }
+    if version < 3 {
+        add_columns(
+            conn,
+            "calls",
+            "capture_dropped",
+            "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
+        )?;
+    }
+    if version < 4 {
+        add_columns(
+            conn,
+            "streams",
+            "mos_scale",
+            "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
+             ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
+             ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
+        )?;
+    }
+    if version < 5 {
+        add_columns(
+            conn,
+            "streams",
+            "worst_interval_mos",
+            "ALTER TABLE streams ADD COLUMN worst_interval_mos REAL; ALTER TABLE streams ADD COLUMN packet_ms REAL;
+             ALTER TABLE streams ADD COLUMN rtt_ms REAL; ALTER TABLE streams ADD COLUMN delay_ms REAL;
+             ALTER TABLE streams ADD COLUMN delay_inputs TEXT; ALTER TABLE streams ADD COLUMN jitter_buffers TEXT;",
+        )?;
+        add_columns(
+            conn,
+            "calls",
+            "worst_mos",
+            "ALTER TABLE calls ADD COLUMN worst_mos REAL; ALTER TABLE calls ADD COLUMN worst_interval_mos REAL;
+             ALTER TABLE calls ADD COLUMN mos_scale TEXT;",
+        )?;
+    }
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+/// Runs `alter` unless `table` already has `column` (the first it adds):
+/// a database created from this version's [`SCHEMA`] has them all.
+fn add_columns(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    alter: &str,
+) -> Result<(), StoreError> {
+    let present = conn
+        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists([table, column])?;
+    if !present {
+        conn.execute_batch(alter)?;
+    }
+    Ok(())
+}
