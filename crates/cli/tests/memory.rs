@@ -47,6 +47,8 @@ fn state_per_concurrent_call_stays_within_budget() {
     // their doubling headroom; 3 424 after; 3 250 with the 8-byte stream
     // index (and fixed tables no longer counted). Reserved, not resident: the
     // slabs' and tables' spare capacity counts here (at 5 043 calls the call
-    // slab has room for 8 192); RSS is in BENCHMARKS.md.
-    assert!(per_call < 3_400.0, "{per_call:.0} bytes per call");
+    // slab has room for 8 192); RSS is in BENCHMARKS.md. 3 562 with the
+    // jitter-buffer simulation and RTCP round trip in every stream (128 B
+    // each, two streams per call).
+    assert!(per_call < 3_600.0, "{per_call:.0} bytes per call");
 }

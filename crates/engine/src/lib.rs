@@ -46,7 +46,7 @@ mod traffic;
 // What the modules use of each other (each module does `use super::*`).
 use expiry::Ending;
 pub(crate) use report::dtmf_digits;
-use report::{resolve, stream_record};
+use report::{canonical_codec, resolve, stream_record};
 use rtcp::RtcpView;
 
 use calliper_record::event::{CallPhase, SipTransport};
@@ -117,6 +117,8 @@ struct MediaDesc {
     /// Who receives on this address (the SDP's sender).
     owner: Side,
     rtpmaps: Box<[Rtpmap]>,
+    /// SRTP ([`calliper_sip::sdp::Media::encrypted`]).
+    encrypted: bool,
 }
 
 /// One `a=rtpmap` line, the name kept inline: no allocation per codec.

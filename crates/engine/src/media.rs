@@ -42,7 +42,9 @@ impl Engine {
                 .collect();
             // The same media offered again (session refresh, hold and
             // resume) reuses its description instead of filling the cap.
-            let same = |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps;
+            let encrypted = med.encrypted();
+            let same =
+                |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps && d.encrypted == encrypted;
             let desc = match call.media.iter().position(same) {
                 Some(d) => d as u16,
                 None if call.media.len() >= MAX_DESCS_PER_CALL => {
@@ -55,6 +57,7 @@ impl Engine {
                         MediaDesc {
                             owner: side,
                             rtpmaps,
+                            encrypted,
                         },
                     );
                     (call.media.len() - 1) as u16

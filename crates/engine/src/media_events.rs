@@ -50,14 +50,15 @@ pub(crate) fn cut_interval(
         return;
     }
     let desc = call.and_then(|c| s.desc.and_then(|d| c.media.get(d as usize)));
-    let codec = resolve(desc, s.stats.payload_type).name;
-    // An interval is too short to measure burstiness: random loss assumed.
     let delay = emodel::DelayInputs {
         rtt_ms: s.rtcp.rtt_ms(),
         buffer_ms: figures.buffer_delay_ms,
         packet_ms: s.stats.packet_ms(s.last_clock),
     };
-    let score = emodel::estimate(&codec, figures.loss_after_buffer_percent, 1.0, &delay).ok();
+    // Scored by the registered name: no allocation on the packet path. An
+    // interval is too short to measure burstiness: random loss (BurstR 1).
+    let score = canonical_codec(desc, s.stats.payload_type)
+        .and_then(|c| emodel::estimate(c, figures.loss_after_buffer_percent, 1.0, &delay).ok());
     if let Some(score) = score.filter(|_| u64::from(figures.expected) >= emodel::MIN_SCORED_PACKETS)
     {
         let worst = s.stats.worst_interval_mos.get_or_insert(f32::INFINITY);
@@ -69,6 +70,7 @@ pub(crate) fn cut_interval(
     let Some(call_serial) = event_call(call) else {
         return;
     };
+    let codec = resolve(desc, s.stats.payload_type).name;
     events.deliver(&Event::Interval(&StreamInterval {
         call: call_serial,
         stream: s.key.id(),

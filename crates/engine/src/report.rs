@@ -19,6 +19,13 @@ pub(crate) fn resolve(desc: Option<&MediaDesc>, pt: u8) -> Codec {
     Codec::resolve(pt, map.map(|r| (r.name(), r.clock_rate)))
 }
 
+/// The same payload type's registered codec name, without allocating
+/// (None for a name not in the registry, which has no E-model values).
+pub(crate) fn canonical_codec(desc: Option<&MediaDesc>, pt: u8) -> Option<&'static str> {
+    let map = desc.and_then(|d| d.rtpmaps.iter().find(|r| r.payload_type == pt));
+    calliper_rtp::codec::canonical(pt, map.map(|r| (r.name(), r.clock_rate)))
+}
+
 pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecord {
     let st = &s.stats;
     let expected = st.seq.expected();
@@ -66,6 +73,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         delay_ms: None,
         delay_inputs: None,
         jitter_buffers: Vec::new(),
+        encrypted: desc.is_some_and(|d| d.encrypted),
         dtmf: s.dtmf.as_ref().map_or(Vec::new(), |d| d.events.clone()),
         rtcp_reports: s.rtcp.reports,
         rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,

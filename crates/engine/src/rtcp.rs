@@ -29,7 +29,8 @@ impl Engine {
     /// jitter. A block describes one stream: the one with its SSRC that
     /// `sender` receives (a proxied call's legs share SSRCs; the choice
     /// depends on nothing a shard lacks). At most [`MAX_RTCP_BLOCKS`] blocks
-    /// per datagram count.
+    /// per datagram count. SRTCP (the streams' SDP says SRTP) is
+    /// encrypted past its first 8 bytes: its reports are not read.
     pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, sender: IpAddr, payload: &[u8]) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
@@ -45,9 +46,9 @@ impl Engine {
                 // The SR's sender is the source of the stream it describes.
                 let streams = &self.streams;
                 let sr_stream = c.streams.iter().copied().find(|&si| {
-                    streams
-                        .get(si)
-                        .is_some_and(|s| s.key.ssrc == report.reporter && s.key.src == sender)
+                    streams.get(si).is_some_and(|s| {
+                        s.key.ssrc == report.reporter && s.key.src == sender && !encrypted(c, s)
+                    })
                 });
                 if let Some(s) = sr_stream.and_then(|si| self.streams.get_mut(si)) {
                     s.rtcp.sender_report(ntp, now);
@@ -62,9 +63,9 @@ impl Engine {
                 }
                 let streams = &self.streams;
                 let Some(si) = c.streams.iter().copied().find(|&si| {
-                    streams
-                        .get(si)
-                        .is_some_and(|s| s.key.ssrc == block.ssrc && s.key.dst == sender)
+                    streams.get(si).is_some_and(|s| {
+                        s.key.ssrc == block.ssrc && s.key.dst == sender && !encrypted(c, s)
+                    })
                 }) else {
                     continue;
                 };
@@ -121,6 +122,13 @@ impl RtcpView {
 /// most 31; a compound packet a few reports): beyond it they are counted
 /// as an anomaly, not applied.
 const MAX_RTCP_BLOCKS: usize = 64;
+
+/// The stream's SDP says SRTP.
+fn encrypted(c: &Call, s: &Stream) -> bool {
+    s.desc
+        .and_then(|d| c.media.get(d as usize))
+        .is_some_and(|d| d.encrypted)
+}
 
 /// Longest round trip taken as a measurement (G.114's upper limit on
 /// one-way delay is 400 ms; ten times that round trip is surely wrong).

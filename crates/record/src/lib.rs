@@ -151,6 +151,10 @@ pub struct StreamRecord {
     pub delay_inputs: Option<&'static str>,
     /// What each simulated jitter buffer made of the stream.
     pub jitter_buffers: Vec<BufferScore>,
+    /// SRTP by its SDP (a secure profile or `a=crypto`): headers are clear,
+    /// so the figures and the MOS stand, but its RTCP is encrypted and not
+    /// read, and its payload cannot be played.
+    pub encrypted: bool,
     /// RFC 4733 telephone events (DTMF digits) in this direction.
     pub dtmf: Vec<calliper_rtp::dtmf::DtmfEvent>,
     /// RTCP report blocks about this stream from its receiver.

@@ -155,6 +155,16 @@ pub struct Codec {
     pub clock: ClockRate,
 }
 
+/// The registry's name of a payload type's codec given its `a=rtpmap`
+/// entry, if any, when the name is a registered one: [`Codec::resolve`]'s
+/// name without allocating (the packet path scores intervals with it).
+pub fn canonical(pt: u8, rtpmap: Option<(&str, u32)>) -> Option<&'static str> {
+    match rtpmap {
+        Some((name, _)) => normalise(name),
+        None => static_type(pt).map(|(name, _)| name),
+    }
+}
+
 impl Codec {
     /// Resolves a payload type given the `a=rtpmap` entry, if any.
     pub fn resolve(pt: u8, rtpmap: Option<(&str, u32)>) -> Codec {

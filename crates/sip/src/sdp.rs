@@ -66,9 +66,19 @@ pub struct Media<'a> {
     pub direction: Direction,
     /// Explicit `a=rtcp` port (RFC 3605).
     pub rtcp_port: Option<u16>,
+    /// An `a=crypto` line (RFC 4568 SDES keys for SRTP).
+    pub crypto: bool,
 }
 
 impl<'a> Media<'a> {
+    /// SRTP: a secure profile (`RTP/SAVP`, `RTP/SAVPF`,
+    /// `UDP/TLS/RTP/SAVPF`) or SDES keys. Headers stay clear (RFC 3711), so
+    /// loss and jitter are measured, but payloads and RTCP reports are
+    /// encrypted.
+    pub fn encrypted(&self) -> bool {
+        self.crypto || self.proto.to_ascii_uppercase().contains("SAVP")
+    }
+
     /// The rtpmap for a payload type, if signalled.
     pub fn rtpmap(&self, pt: u8) -> Option<&RtpMap<'a>> {
         self.rtpmaps.iter().find(|m| m.payload_type == pt)
@@ -174,6 +184,7 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                     ptime: None,
                     direction: Direction::SendRecv,
                     rtcp_port: None,
+                    crypto: false,
                 });
             }
             "a" => {
@@ -215,6 +226,7 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                         }
                     }
                     "ptime" => m.ptime = value.trim().parse().ok(),
+                    "crypto" => m.crypto = true,
                     "rtcp" => {
                         m.rtcp_port = value
                             .split_ascii_whitespace()

@@ -162,6 +162,19 @@ m=audio 0 RTP/AVP 0\r\nbogus line\r\n";
     assert_eq!(s.bad_lines, 1);
 }
 
+/// SRTP: a secure profile or SDES keys (`a=crypto`) at media level.
+#[test]
+fn sdp_srtp_profiles_and_crypto_lines() {
+    let body = b"v=0\r\nc=IN IP4 192.0.2.1\r\n\
+m=audio 4000 RTP/AVP 0\r\n\
+m=audio 4002 RTP/SAVP 0\r\n\
+m=audio 4004 UDP/TLS/RTP/SAVPF 111\r\n\
+m=audio 4006 RTP/AVP 0\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\n";
+    let s = sdp::parse(body);
+    let encrypted: Vec<bool> = s.media.iter().map(|m| m.encrypted()).collect();
+    assert_eq!(encrypted, [false, true, true, true]);
+}
+
 #[test]
 fn header_end_is_found_in_one_bounded_pass() {
     // Bare LF, CRLF and mixed blank lines all end the headers.

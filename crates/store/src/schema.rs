@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS streams (
     wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
     mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
     rtcp_max_jitter_ms REAL, worst_interval_mos REAL, packet_ms REAL, rtt_ms REAL, delay_ms REAL, delay_inputs TEXT,
-    jitter_buffers TEXT
+    jitter_buffers TEXT, encrypted INTEGER
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -56,8 +56,8 @@ CREATE TABLE IF NOT EXISTS runs (
 /// calls' capture drops and ongoing flag, and the time series (`traffic`,
 /// `traffic_protocols`, also added that way); 4 the streams' MOS scale and
 /// why a stream has no MOS (`r_factor` and `mos` may now be NULL); 5 the
-/// jitter-buffer scores, delay and round trip of streams, and the calls'
-/// worst MOS.
+/// jitter-buffer scores, delay, round trip and SRTP flag of streams, and
+/// the calls' worst MOS.
 const SCHEMA_VERSION: i64 = 5;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
@@ -96,7 +96,8 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "worst_interval_mos",
             "ALTER TABLE streams ADD COLUMN worst_interval_mos REAL; ALTER TABLE streams ADD COLUMN packet_ms REAL;
              ALTER TABLE streams ADD COLUMN rtt_ms REAL; ALTER TABLE streams ADD COLUMN delay_ms REAL;
-             ALTER TABLE streams ADD COLUMN delay_inputs TEXT; ALTER TABLE streams ADD COLUMN jitter_buffers TEXT;",
+             ALTER TABLE streams ADD COLUMN delay_inputs TEXT; ALTER TABLE streams ADD COLUMN jitter_buffers TEXT;
+             ALTER TABLE streams ADD COLUMN encrypted INTEGER;",
         )?;
         add_columns(
             conn,
