@@ -105,7 +105,6 @@ impl Default for Adaptive {
 /// The three buffers of one stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Playout {
-    started: bool,
     last_seq: u16,
     last_ts: u32,
     /// The timestamp since the stream's first packet, extended past wraps
@@ -114,7 +113,11 @@ pub struct Playout {
     origin_ns: i64,
     /// Timestamp step between consecutive packets (the packet time in
     /// timestamp units); 0 until one is seen.
-    step: u32,
+    step: u16,
+    /// The clock `ms_per_tick` is for (0: no packet yet): a division per
+    /// packet saved.
+    hz: u32,
+    ms_per_tick: f32,
     fixed: [Fixed; 2],
     adaptive: Adaptive,
 }
@@ -196,27 +199,33 @@ impl Playout {
     /// event) timed by a clock of `hz`.
     #[inline]
     pub fn update(&mut self, arrival_ns: i64, seq: u16, ts: u32, marker: bool, hz: u32) {
-        if !self.started {
+        if self.hz == 0 {
             *self = Playout {
-                started: true,
                 last_seq: seq,
                 last_ts: ts,
                 origin_ns: arrival_ns,
+                hz: hz.max(1),
+                ms_per_tick: 1000.0 / hz.max(1) as f32,
                 ..Playout::default()
             };
             self.adaptive.play(0.0, arrival_ns);
             return;
         }
         let ts_delta = ts.wrapping_sub(self.last_ts) as i32;
-        if seq == self.last_seq.wrapping_add(1) && ts_delta > 0 && !marker {
-            self.step = ts_delta as u32;
+        if seq == self.last_seq.wrapping_add(1) && !marker {
+            if let Ok(step @ 1..) = u16::try_from(ts_delta) {
+                self.step = step;
+            }
         }
         self.ext_ts += i64::from(ts_delta);
         self.last_ts = ts;
         self.last_seq = seq;
-        let ms_per_tick = 1000.0 / f64::from(hz.max(1));
-        let transit =
-            ((arrival_ns - self.origin_ns) as f64 / 1e6 - self.ext_ts as f64 * ms_per_tick) as f32;
+        if hz != self.hz && hz != 0 {
+            self.hz = hz;
+            self.ms_per_tick = 1000.0 / hz.max(1) as f32;
+        }
+        let transit = (arrival_ns.saturating_sub(self.origin_ns) as f64 * 1e-6
+            - self.ext_ts as f64 * f64::from(self.ms_per_tick)) as f32;
         for (fixed, size) in self.fixed.iter_mut().zip(FIXED_MS) {
             let late_by = transit - fixed.anchor_ms - size;
             if marker || late_by > RESYNC_MS || transit < fixed.anchor_ms - RESYNC_MS {
@@ -233,7 +242,7 @@ impl Playout {
     /// The timestamp step between consecutive packets, in ticks (0 until
     /// two consecutive packets were seen).
     pub fn step(&self) -> u32 {
-        self.step
+        u32::from(self.step)
     }
 
     /// Packets the adaptive buffer found late so far (the interval
