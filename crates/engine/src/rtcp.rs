@@ -43,6 +43,12 @@ impl Engine {
                 return;
             };
             if let Some((ntp, ..)) = report.sender {
+                // An SR searches the streams like a block: it counts as one.
+                blocks += 1;
+                if blocks > MAX_RTCP_BLOCKS {
+                    self.counters.anomaly("rtcp_too_many_blocks");
+                    return;
+                }
                 // The SR's sender is the source of the stream it describes.
                 let streams = &self.streams;
                 let sr_stream = c.streams.iter().copied().find(|&si| {
@@ -91,14 +97,18 @@ impl RtcpView {
         // ends: when the SR was seen to when this report was, less the
         // receiver's hold time. Only the SR the probe saw counts (LSR 0:
         // none received).
-        if b.lsr != 0 && b.lsr == self.sr_ntp_middle && self.sr_seen_ns != 0 {
-            let rtt_ns =
-                now.saturating_sub(self.sr_seen_ns) - ((i64::from(b.dlsr) * 1_000_000_000) >> 16);
+        if b.lsr != 0 && b.lsr == self.sr_ntp_middle {
+            let rtt_ns = now
+                .saturating_sub(self.sr_seen_ns)
+                .saturating_sub((i64::from(b.dlsr) * 1_000_000_000) >> 16);
             // A negative or absurd round trip (reordered capture, a stale
             // SR) is not a measurement.
             if (0..=RTT_MAX_NS).contains(&rtt_ns) {
-                self.rtt_sum_ms += rtt_ns as f32 / 1e6;
+                // A running mean: bounded by the values it takes (past
+                // 65 535 reports it moves by 1/65 535 of each).
                 self.rtt_count = self.rtt_count.saturating_add(1);
+                self.rtt_mean_ms +=
+                    (rtt_ns as f32 / 1e6 - self.rtt_mean_ms) / f32::from(self.rtt_count);
             }
         }
         self.max_fraction_lost = self.max_fraction_lost.max(b.fraction_lost);
@@ -143,18 +153,18 @@ impl RtcpView {
 
     /// Mean measured round trip to the receiver, ms.
     pub(crate) fn rtt_ms(&self) -> Option<f64> {
-        (self.rtt_count > 0).then(|| f64::from(self.rtt_sum_ms) / f64::from(self.rtt_count))
+        (self.rtt_count > 0).then_some(f64::from(self.rtt_mean_ms))
     }
 }
 
 /// A stream as its receiver reports it in RTCP.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RtcpView {
-    /// Middle 32 bits of the NTP time of the sender's last SR, and when
-    /// the probe saw it (0: none).
+    /// Middle 32 bits of the NTP time of the sender's last SR (0: none,
+    /// as LSR 0 means none), and when the probe saw it.
     sr_ntp_middle: u32,
     sr_seen_ns: i64,
-    rtt_sum_ms: f32,
+    rtt_mean_ms: f32,
     rtt_count: u16,
     pub(crate) reports: u32,
     pub(crate) max_fraction_lost: u8,

@@ -37,6 +37,10 @@ pub const ADAPTIVE_MIN_MS: f32 = 20.0;
 /// The adaptive buffer remembers the largest delay of the current and the
 /// previous window of this length.
 const ADAPTIVE_WINDOW_NS: i64 = 10_000_000_000;
+/// The packet times a step is taken as, ms: from 2.5 ms up to the 200 ms
+/// of audio RFC 3551 §4.2 says a receiver should accept in a packet.
+const PACKET_MS_MIN: f32 = 2.5;
+const PACKET_MS_MAX: f32 = 200.0;
 /// How far the transit's trend moves towards each packet's.
 const TREND_GAIN: f32 = 1.0 / 64.0;
 /// A packet later than this (or a timestamp jump of this size) starts the
@@ -144,7 +148,14 @@ impl Adaptive {
     /// Takes a packet of relative transit `transit_ms` arriving at `now_ns`.
     #[inline]
     fn play(&mut self, transit_ms: f32, now_ns: i64) {
-        let since = now_ns.saturating_sub(self.window_start_ns);
+        let mut since = now_ns.saturating_sub(self.window_start_ns);
+        if since < 0 {
+            // Capture time went back (merged captures, a packet stamped in
+            // the future): the window starts again here rather than
+            // freezing until time passes that packet.
+            self.window_start_ns = now_ns;
+            since = 0;
+        }
         let restart = !(transit_ms - self.trend_ms).is_finite()
             || (transit_ms - self.trend_ms).abs() > RESYNC_MS + ADAPTIVE_MAX_MS
             || self.played == 0 && self.late == 0;
@@ -212,18 +223,25 @@ impl Playout {
             return;
         }
         let ts_delta = ts.wrapping_sub(self.last_ts) as i32;
+        if hz != self.hz && hz != 0 {
+            self.hz = hz;
+            self.ms_per_tick = 1000.0 / hz.max(1) as f32;
+        }
+        // The packet time: a step of consecutive packets that speech
+        // packets can have (a silence without a marker bit, or a jump, is
+        // not one).
         if seq == self.last_seq.wrapping_add(1) && !marker {
-            if let Ok(step @ 1..) = u16::try_from(ts_delta) {
+            let step_ms = ts_delta as f32 * self.ms_per_tick;
+            if let (Ok(step), true) = (
+                u16::try_from(ts_delta),
+                (PACKET_MS_MIN..=PACKET_MS_MAX).contains(&step_ms),
+            ) {
                 self.step = step;
             }
         }
         self.ext_ts += i64::from(ts_delta);
         self.last_ts = ts;
         self.last_seq = seq;
-        if hz != self.hz && hz != 0 {
-            self.hz = hz;
-            self.ms_per_tick = 1000.0 / hz.max(1) as f32;
-        }
         let transit = (arrival_ns.saturating_sub(self.origin_ns) as f64 * 1e-6
             - self.ext_ts as f64 * f64::from(self.ms_per_tick)) as f32;
         for (fixed, size) in self.fixed.iter_mut().zip(FIXED_MS) {
@@ -358,6 +376,38 @@ mod tests {
         assert_eq!(late(&p), [0, 0, 0]);
         let mean = p.models()[2].delay_ms;
         assert!(mean <= 40.0, "{mean}");
+    }
+
+    /// The packet time is a plausible step: neither a silence without a
+    /// marker bit nor a final timestamp jump replaces it.
+    #[test]
+    fn the_packet_time_ignores_silences_and_jumps() {
+        let mut p = Playout::default();
+        for i in 0..100u32 {
+            let ts = if i >= 50 { i * 160 + 24_000 } else { i * 160 };
+            p.update(i as i64 * 20 * MS, i as u16, ts, false, 8000);
+        }
+        p.update(100 * 20 * MS, 100, 99 * 160 + 24_000 + 65_535, false, 8000);
+        assert_eq!(p.step(), 160);
+    }
+
+    /// A packet stamped in the future does not freeze the adaptive
+    /// buffer's windows: a spike is forgotten 10-20 s later all the same.
+    #[test]
+    fn capture_time_going_back_does_not_freeze_the_windows() {
+        let mut with_future = Playout::default();
+        let mut plain = Playout::default();
+        for i in 0..3000i64 {
+            let spike = if i == 10 { 300 } else { 0 };
+            let t = (i * 20 + spike) * MS;
+            if i == 20 {
+                with_future.update(t + 50_000 * MS, 2520, 2520 * 160, false, 8000);
+            }
+            with_future.update(t, i as u16, i as u32 * 160, false, 8000);
+            plain.update(t, i as u16, i as u32 * 160, false, 8000);
+        }
+        let (a, b) = (with_future.models()[2].delay_ms, plain.models()[2].delay_ms);
+        assert!(a < b + 20.0, "{a} against {b}");
     }
 
     /// A sender that restarts its timestamps: the buffers start again
