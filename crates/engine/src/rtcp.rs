@@ -42,46 +42,49 @@ impl Engine {
                 self.counters.anomaly("rtcp_malformed");
                 return;
             };
-            if let Some((ntp, ..)) = report.sender {
-                // An SR searches the streams like a block: it counts as one.
-                blocks += 1;
-                if blocks > MAX_RTCP_BLOCKS {
-                    self.counters.anomaly("rtcp_too_many_blocks");
-                    return;
-                }
-                // The SR's sender is the source of the stream it describes.
-                let streams = &self.streams;
-                let sr_stream = c.streams.iter().copied().find(|&si| {
-                    streams.get(si).is_some_and(|s| {
-                        s.key.ssrc == report.reporter && s.key.src == sender && !encrypted(c, s)
-                    })
-                });
-                if let Some(s) = sr_stream.and_then(|si| self.streams.get_mut(si)) {
-                    s.rtcp.sender_report(ntp, now);
-                }
-            }
-            for block in report.blocks() {
+            // An SR names its sender's stream, a block the stream its
+            // sender receives: each is one search, counted against the cap.
+            let sr = report.sender.map(|(ntp, ..)| Part::SenderReport(ntp));
+            for part in sr.into_iter().chain(report.blocks().map(Part::Block)) {
                 blocks += 1;
                 if blocks > MAX_RTCP_BLOCKS {
                     // Every shard reads the same datagram: counted alike.
                     self.counters.anomaly("rtcp_too_many_blocks");
                     return;
                 }
-                let streams = &self.streams;
-                let Some(si) = c.streams.iter().copied().find(|&si| {
-                    streams.get(si).is_some_and(|s| {
-                        s.key.ssrc == block.ssrc && s.key.dst == sender && !encrypted(c, s)
-                    })
-                }) else {
-                    continue;
+                let readable = |si: &Idx, is: &dyn Fn(&StreamKey) -> bool| {
+                    self.streams
+                        .get(*si)
+                        .is_some_and(|s| is(&s.key) && !encrypted(c, s))
                 };
-                if let Some(s) = self.streams.get_mut(si) {
-                    let figures = s.rtcp.update(&block, s.last_clock, now);
-                    media_events::rtcp_event(&self.events, now, c, s, &figures);
+                match part {
+                    Part::SenderReport(ntp) => {
+                        let is = |k: &StreamKey| k.ssrc == report.reporter && k.src == sender;
+                        let si = c.streams.iter().find(|si| readable(si, &is)).copied();
+                        if let Some(s) = si.and_then(|si| self.streams.get_mut(si)) {
+                            s.rtcp.sender_report(ntp, now);
+                        }
+                    }
+                    Part::Block(block) => {
+                        let is = |k: &StreamKey| k.ssrc == block.ssrc && k.dst == sender;
+                        let si = c.streams.iter().find(|si| readable(si, &is)).copied();
+                        if let Some(s) = si.and_then(|si| self.streams.get_mut(si)) {
+                            let figures = s.rtcp.update(&block, s.last_clock, now);
+                            media_events::rtcp_event(&self.events, now, c, s, &figures);
+                        }
+                    }
                 }
             }
         }
     }
+}
+
+/// What an RTCP report says that applies to one stream.
+enum Part {
+    /// An SR's NTP time: its sender's stream.
+    SenderReport(u64),
+    /// A report block: the stream its reporter receives.
+    Block(calliper_wire::rtcp::ReportBlock),
 }
 
 impl RtcpView {

@@ -409,8 +409,8 @@ pub struct StreamStats {
     pub ws: WiresharkView,
     /// What receivers' jitter buffers would have made of the stream.
     pub playout: playout::Playout,
-    /// Worst MOS of the stream's full intervals so far, with its scale's
-    /// score; set by the caller, which knows the codec ([`interval`]).
+    /// Worst MOS of the stream's intervals so far (those of at least 50
+    /// expected packets); kept by the caller, which knows the codec.
     pub worst_interval_mos: Option<f32>,
     /// Where the current reporting interval began ([`interval`]).
     interval: interval::IntervalMark,
