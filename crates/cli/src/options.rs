@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Format {
     /// Human-readable summary of calls, streams and anomalies.
     Text,
-    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, {"type":"traffic",...} per --interval (the time series), then {"type":"user",...} per address of record and {"type":"summary",...}.
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, {"type":"traffic",...} per --interval (the time series), {"type":"kpi",...} per --kpi-interval and dimension, then {"type":"user",...} per address of record and {"type":"summary",...}.
     Jsonl,
 }
 
@@ -48,6 +48,42 @@ pub struct OutputArgs {
     /// anomalies; or `all`.
     #[arg(long, value_name = "KINDS", value_parser = event_kinds)]
     pub events: Option<EventKinds>,
+    #[command(flatten)]
+    pub kpi: KpiArgs,
+}
+
+/// How the service KPIs (`{"type":"kpi",...}` rows, the `kpi` table,
+/// `calliper report kpi`) are kept: docs/kpi.md.
+#[derive(clap::Args, Debug)]
+pub struct KpiArgs {
+    /// Length of a KPI interval; a call counts in the interval of its INVITE.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub kpi_interval: f64,
+    /// Most keys per KPI dimension (trunk, domains, user agent) and interval;
+    /// the rest count under the key `other`.
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub kpi_keys: u32,
+    /// A named trunk for the KPIs' trunk dimension: calls to or from these
+    /// addresses (repeat for more trunks); other calls are keyed by their
+    /// signalling address pair `caller>callee`.
+    #[arg(long = "trunk", value_name = "NAME=ADDR[,ADDR...]", value_parser = calliper_trackers::Trunk::parse)]
+    pub trunks: Vec<calliper_trackers::Trunk>,
+    /// Final responses that count toward NER besides answers (E.411 busy,
+    /// no answer, rejection); `CODE@ringing` counts only after 180/183.
+    #[arg(long, default_value = "480,486,600,603,487@ringing", value_name = "CODES", value_parser = calliper_trackers::NerCodes::parse)]
+    pub ner_codes: calliper_trackers::NerCodes,
+}
+
+impl KpiArgs {
+    /// The KPI tracker's configuration.
+    pub fn config(&self) -> calliper_trackers::KpiConfig {
+        calliper_trackers::KpiConfig {
+            interval_ns: seconds(self.kpi_interval),
+            max_keys: self.kpi_keys as usize,
+            trunks: self.trunks.clone(),
+            ner: self.ner_codes.clone(),
+        }
+    }
 }
 
 /// How the engine analyses.

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
-use calliper_trackers::{EventLog, RegistrationLog, TimeSeries, UserTracker};
+use calliper_trackers::{EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker};
 use std::io::{self, BufWriter, Write};
 
 /// One engine, or shards on several threads: the same records either way.
@@ -104,6 +104,7 @@ pub struct Outputs {
     registrations: RegistrationLog,
     time_series: TimeSeries,
     event_log: EventLog,
+    kpis: Kpis,
     /// Call records handed to the writer so far.
     pub calls_written: u64,
 }
@@ -155,18 +156,20 @@ impl Outputs {
             registrations: RegistrationLog::new(),
             time_series: TimeSeries::new(),
             event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
+            kpis: Kpis::new(o.kpi.config()),
             calls_written: 0,
         })
     }
 
     /// The trackers, for the analyser: registrations per user, each
-    /// registration transaction, the time series and the event log.
+    /// registration transaction, the time series, the event log and the KPIs.
     pub fn hub(&self) -> TrackerHub {
         std::sync::Arc::new(std::sync::Mutex::new(vec![
             Box::new(self.users.clone()),
             Box::new(self.registrations.clone()),
             Box::new(self.time_series.clone()),
             Box::new(self.event_log.clone()),
+            Box::new(self.kpis.clone()),
         ]))
     }
 
@@ -188,6 +191,9 @@ impl Outputs {
         }
         for v in self.time_series.take() {
             b.tracked.push(("traffic", v));
+        }
+        for v in self.kpis.take() {
+            b.tracked.push(("kpi", v));
         }
         b.lines = self.event_log.take();
         let dropped = self.writer.dropped;
@@ -249,6 +255,15 @@ impl Outputs {
             self.writer.dropped,
             "the output could not keep up with the capture".into(),
         );
+        dropped(
+            "calls and registrations left out of the KPIs",
+            "kpi_dropped",
+            self.kpis.dropped(),
+            format!(
+                "more than {} KPI rows held at once",
+                calliper_trackers::MAX_KPI_ROWS
+            ),
+        );
         let late = self.time_series.late();
         if late > 0 {
             fields.insert("late_stream_intervals".into(), late.into());
@@ -264,6 +279,9 @@ impl Outputs {
         }
         for v in self.time_series.take() {
             last.tracked.push(("traffic", v));
+        }
+        for v in self.kpis.take_all() {
+            last.tracked.push(("kpi", v));
         }
         last.lines = self.event_log.take();
         self.writer.send(last)?;

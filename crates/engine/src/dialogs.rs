@@ -234,6 +234,8 @@ impl Engine {
             first_provisional_ns: None,
             srd_from_ns: now,
             srd_to_ns: None,
+            srd_failed: false,
+            bye_answer_ns: None,
             ringing_ns: None,
             answer_ns: None,
             end_ns: None,
@@ -325,6 +327,7 @@ impl Engine {
                             if call.challenged() {
                                 call.srd_from_ns = now;
                                 call.srd_to_ns = None;
+                                call.srd_failed = false;
                             }
                             call.closing = None;
                             call.end_ns = None;
@@ -358,6 +361,14 @@ impl Engine {
                 } else {
                     Side::Caller
                 };
+                if m.cseq_method == Some("BYE") {
+                    // SDD: the BYE that ended the call, to its first final answer.
+                    let bye_sent = call.hangup_by.is_some() && !call.cancelled;
+                    if code >= 200 && bye_sent && call.bye_answer_ns.is_none() {
+                        call.bye_answer_ns = NonZeroI64::new(now);
+                    }
+                    return Some(sender);
+                }
                 if m.cseq_method != Some("INVITE") {
                     return Some(sender);
                 }
@@ -372,6 +383,7 @@ impl Engine {
                 if code > 100 && !challenge && call.srd_to_ns.is_none() && call.answer_ns.is_none()
                 {
                     call.srd_to_ns = NonZeroI64::new(now);
+                    call.srd_failed = code >= 300;
                 }
                 if (code == 180 || code == 183) && call.ringing_ns.is_none() {
                     call.ringing_ns = NonZeroI64::new(now);

@@ -90,6 +90,12 @@ impl Engine {
         let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
         let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
         let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
+        let bye_ns = call
+            .end_ns
+            .filter(|_| call.hangup_by.is_some() && !call.cancelled);
+        let disconnect_delay_ms = bye_ns
+            .zip(call.bye_answer_ns)
+            .map(|(bye, answer)| ms(bye, answer.get()).max(0.0));
         let mut record = Box::new(CallRecord {
             serial: call.serial,
             call_id: call.call_id.into(),
@@ -108,6 +114,8 @@ impl Engine {
             end_ns,
             duration_ms: call.answer_ns.map_or(0.0, |a| ms(a, end_ns).max(0.0)),
             setup_delay_ms,
+            setup_delay_to_failure: setup_delay_ms.is_some() && call.srd_failed,
+            disconnect_delay_ms,
             final_status: call.final_status,
             final_reason: call.final_reason.map(String::from),
             state,

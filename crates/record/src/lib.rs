@@ -3,6 +3,7 @@
 //! and not on the engine that makes them.
 
 pub mod event;
+pub mod kpi;
 
 pub use calliper_rtp::emodel::{Scale as MosScale, Unscored};
 pub use event::{Event, Tracker};
@@ -282,6 +283,12 @@ pub struct CallRecord {
     /// 401/407 challenge, its retry) to the first response other than 100,
     /// provisional or final; none when no such response came.
     pub setup_delay_ms: Option<f64>,
+    /// The SRD ended at a failure final response (RFC 6076's failed
+    /// session setup SRD), not at a provisional or 2xx one.
+    pub setup_delay_to_failure: bool,
+    /// RFC 6076 session disconnect delay (SDD), ms: from the BYE that ended
+    /// the call to its first final response; none when no answer was seen.
+    pub disconnect_delay_ms: Option<f64>,
     /// Final response code to the INVITE.
     pub final_status: Option<u16>,
     /// Reason phrase of that response.

@@ -381,8 +381,9 @@ impl Sink for Sqlite {
                          caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
                          final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
-                         labels, record_payload, capture_dropped, ongoing, worst_mos, worst_interval_mos, mos_scale)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         labels, record_payload, capture_dropped, ongoing, worst_mos, worst_interval_mos, mos_scale,
+                         setup_delay_to_failure, disconnect_delay_ms)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -422,6 +423,8 @@ impl Sink for Sqlite {
                         c.worst_mos,
                         c.worst_interval_mos,
                         label(&c.mos_scale)?,
+                        c.setup_delay_to_failure,
+                        c.disconnect_delay_ms,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {

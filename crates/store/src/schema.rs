@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS calls (
     dtmf_digits TEXT,
     labels TEXT, record_payload INTEGER,
     capture_dropped INTEGER, ongoing INTEGER,
-    worst_mos REAL, worst_interval_mos REAL, mos_scale TEXT
+    worst_mos REAL, worst_interval_mos REAL, mos_scale TEXT,
+    setup_delay_to_failure INTEGER, disconnect_delay_ms REAL
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
@@ -57,8 +58,9 @@ CREATE TABLE IF NOT EXISTS runs (
 /// `traffic_protocols`, also added that way); 4 the streams' MOS scale and
 /// why a stream has no MOS (`r_factor` and `mos` may now be NULL); 5 the
 /// jitter-buffer scores, delay, round trip and SRTP flag of streams, and
-/// the calls' worst MOS.
-const SCHEMA_VERSION: i64 = 5;
+/// the calls' worst MOS; 6 the calls' failed-SRD flag and disconnect delay
+/// (RFC 6076), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`).
+const SCHEMA_VERSION: i64 = 6;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -105,6 +107,15 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "worst_mos",
             "ALTER TABLE calls ADD COLUMN worst_mos REAL; ALTER TABLE calls ADD COLUMN worst_interval_mos REAL;
              ALTER TABLE calls ADD COLUMN mos_scale TEXT;",
+        )?;
+    }
+    if version < 6 {
+        add_columns(
+            conn,
+            "calls",
+            "setup_delay_to_failure",
+            "ALTER TABLE calls ADD COLUMN setup_delay_to_failure INTEGER;
+             ALTER TABLE calls ADD COLUMN disconnect_delay_ms REAL;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

@@ -13,9 +13,21 @@ pub(crate) struct TrackedTable {
     pub(crate) kind: &'static str,
     pub(crate) table: &'static str,
     pub(crate) columns: &'static [&'static str],
+    /// More columns, from a list defined with the row's type.
+    pub(crate) more_columns: &'static [&'static str],
     /// Array fields whose items go to their own tables, one row each,
     /// keyed by the parent's row id (`parent` column).
     pub(crate) items: &'static [Items],
+}
+
+impl TrackedTable {
+    fn all_columns(&self) -> Vec<&'static str> {
+        self.columns
+            .iter()
+            .chain(self.more_columns)
+            .copied()
+            .collect()
+    }
 }
 
 /// Rows of an array field.
@@ -27,7 +39,7 @@ pub(crate) struct Items {
 
 /// Every kind the database stores. Registrations are one row per REGISTER
 /// transaction; users one row per address of record and run (the state at
-/// the run's end).
+/// the run's end); KPI rows add up (several may share an interval and key).
 pub(crate) const TRACKED: &[TrackedTable] = &[
     TrackedTable {
         kind: "registration",
@@ -48,6 +60,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "registrar",
             "registrar_port",
         ],
+        more_columns: &[],
         items: &[],
     },
     TrackedTable {
@@ -68,6 +81,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "last_failure_ns",
             "last_failure_status",
         ],
+        more_columns: &[],
         items: &[],
     },
     TrackedTable {
@@ -89,6 +103,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             "mos_mean",
             "mos_min",
         ],
+        more_columns: &[],
         items: &[
             Items {
                 field: "protocols",
@@ -102,6 +117,13 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
             },
         ],
     },
+    TrackedTable {
+        kind: "kpi",
+        table: "kpi",
+        columns: &["start_ns", "interval_s", "dimension", "key"],
+        more_columns: calliper_record::kpi::COUNTER_NAMES,
+        items: &[],
+    },
 ];
 
 /// The tables' schema (columns untyped: SQLite keeps each value's type).
@@ -111,7 +133,7 @@ pub(crate) fn schema() -> String {
         s += &format!(
             "CREATE TABLE IF NOT EXISTS {} (id INTEGER PRIMARY KEY, {});\n",
             t.table,
-            t.columns.join(", ")
+            t.all_columns().join(", ")
         );
         for i in t.items {
             s += &format!(
@@ -129,6 +151,7 @@ pub(crate) fn schema() -> String {
     s += "CREATE INDEX IF NOT EXISTS traffic_by_time ON traffic(start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS registrations_by_aor ON registrations(aor, ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
+    s += "CREATE INDEX IF NOT EXISTS kpi_by_time ON kpi(dimension, start_ns);\n";
     s
 }
 
@@ -153,7 +176,7 @@ pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<boo
     let Some(t) = TRACKED.iter().find(|t| t.kind == kind) else {
         return Ok(false);
     };
-    insert_row(conn, t.table, t.columns, None, value)?;
+    insert_row(conn, t.table, &t.all_columns(), None, value)?;
     let parent = conn.last_insert_rowid();
     for items in t.items {
         for v in value

@@ -5,11 +5,15 @@
 //! came to: contacts, user agent, granted expiry, last success and failure,
 //! challenges and refused credentials; [`RegistrationLog`] keeps every
 //! registration transaction for output; [`EventLog`] keeps the events of
-//! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies).
+//! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies);
+//! [`Kpis`] keeps the service KPIs per interval and dimension.
 
 mod event_log;
+mod kpi;
 mod time_series;
+pub use calliper_record::kpi::{Dimension, KpiCounts, NerCodes};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
+pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 
 use calliper_record::event::{Registration, RegistrationOutcome};
