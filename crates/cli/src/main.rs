@@ -17,6 +17,7 @@ mod generate;
 mod options;
 mod probe;
 mod relay;
+mod report;
 mod run;
 mod summary;
 mod writer;
@@ -69,6 +70,9 @@ configuration, capture or output error; 3 the analysis itself failed.",
     /// Media relay overlay: hop-by-hop loss recovery within the voice delay budget.
     #[command(subcommand)]
     Relay(relay::RelayCommand),
+    /// Figures read back from a database written with --db (KPIs).
+    #[command(subcommand)]
+    Report(report::ReportCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
         Command::Probe(p) => probe::run(*p),
         Command::Generate(g) => generate::run(g).map(|_| true),
         Command::Relay(r) => relay::run(r).map(|_| true),
+        Command::Report(r) => report::run(r).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

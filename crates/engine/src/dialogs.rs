@@ -383,7 +383,7 @@ impl Engine {
                 if code > 100 && !challenge && call.srd_to_ns.is_none() && call.answer_ns.is_none()
                 {
                     call.srd_to_ns = NonZeroI64::new(now);
-                    call.srd_failed = code >= 300;
+                    call.srd_failed = code >= 400;
                 }
                 if (code == 180 || code == 183) && call.ringing_ns.is_none() {
                     call.ringing_ns = NonZeroI64::new(now);

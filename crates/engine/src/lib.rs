@@ -245,7 +245,7 @@ struct Call {
     /// challenge) and its first non-100 response, provisional or final.
     srd_from_ns: i64,
     srd_to_ns: Option<NonZeroI64>,
-    /// The SRD ended at a failure final response (RFC 6076 failed SRD).
+    /// The SRD ended at a 4xx-6xx final response (RFC 6076 failed SRD).
     srd_failed: bool,
     /// RFC 6076 SDD: the first final response to the call's BYE.
     bye_answer_ns: Option<NonZeroI64>,

@@ -283,7 +283,7 @@ pub struct CallRecord {
     /// 401/407 challenge, its retry) to the first response other than 100,
     /// provisional or final; none when no such response came.
     pub setup_delay_ms: Option<f64>,
-    /// The SRD ended at a failure final response (RFC 6076's failed
+    /// The SRD ended at a 4xx-6xx final response (RFC 6076's failed
     /// session setup SRD), not at a provisional or 2xx one.
     pub setup_delay_to_failure: bool,
     /// RFC 6076 session disconnect delay (SDD), ms: from the BYE that ended

@@ -10,6 +10,8 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 mod daily;
+mod kpi;
+pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
 mod schema;
 use schema::migrate;
 pub use schema::SCHEMA;

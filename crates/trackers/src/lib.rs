@@ -11,7 +11,7 @@
 mod event_log;
 mod kpi;
 mod time_series;
-pub use calliper_record::kpi::{Dimension, KpiCounts, NerCodes};
+pub use calliper_record::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};

@@ -1,0 +1,339 @@
+//! KPIs against hand-built flows: one capture holds a flow for every
+//! RFC 6076 metric and E.411 ratio, with times chosen so each figure is
+//! known by hand; `analyze --db` stores the rows and `report kpi` must print
+//! exactly those figures. (KPIs against SIPp's own statistics: kpi_sipp.rs.)
+
+mod common;
+
+use common::hostile::{Endpoint, Pcap, CALLEE, CALLER, SEC, T0};
+use serde_json::Value;
+use std::process::Command;
+
+const MS: i64 = SEC / 1000;
+
+/// A SIP message of `call_id` with CSeq `cseq` (dialog tags a/b).
+fn sip(start: &str, call_id: &str, cseq: &str, to_tag: bool, extra: &str) -> Vec<u8> {
+    format!(
+        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK{call_id}{n}\r\n\
+         From: <sip:alice@example.com>;tag=a\r\nTo: <sip:bob@example.net>{tag}\r\n\
+         Call-ID: {call_id}\r\nCSeq: {cseq}\r\nUser-Agent: handmade/1\r\n{extra}Content-Length: 0\r\n\r\n",
+        n = cseq.len(),
+        tag = if to_tag { ";tag=b" } else { "" },
+    )
+    .into_bytes()
+}
+
+struct Flow<'a> {
+    p: &'a mut Pcap,
+    call_id: &'static str,
+    t0: i64,
+}
+
+impl Flow<'_> {
+    fn send(&mut self, at_ms: i64, from: Endpoint, to: Endpoint, start: &str, cseq: &str) {
+        let to_tag = !start.starts_with("INVITE") && !start.starts_with("REGISTER");
+        let m = sip(start, self.call_id, cseq, to_tag, "");
+        self.p.udp(self.t0 + at_ms * MS, from, to, &m);
+    }
+    fn up(&mut self, at_ms: i64, start: &str, cseq: &str) {
+        self.send(at_ms, CALLER, CALLEE, start, cseq);
+    }
+    fn down(&mut self, at_ms: i64, start: &str, cseq: &str) {
+        self.send(at_ms, CALLEE, CALLER, start, cseq);
+    }
+}
+
+/// The flows, in time order (a pcap must be): each starts `t0` seconds in.
+fn capture() -> Pcap {
+    let mut p = Pcap::default();
+    let invite = "INVITE sip:bob@example.net SIP/2.0";
+    let flow = |p: &mut Pcap, call_id, t0_s: i64, steps: &[(i64, bool, &str, &str)]| {
+        let mut f = Flow {
+            p,
+            call_id,
+            t0: T0 + t0_s * SEC,
+        };
+        for &(at, up, start, cseq) in steps {
+            if up {
+                f.up(at, start, cseq);
+            } else {
+                f.down(at, start, cseq);
+            }
+        }
+    };
+    // A: answered and completed. SRD 250 ms (100 Trying does not end it),
+    // SDT 10 s, SDD 40 ms.
+    flow(
+        &mut p,
+        "a",
+        0,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (10, false, "SIP/2.0 100 Trying", "1 INVITE"),
+            (250, false, "SIP/2.0 180 Ringing", "1 INVITE"),
+            (1000, false, "SIP/2.0 200 OK", "1 INVITE"),
+            (1010, true, "ACK sip:bob@example.net SIP/2.0", "1 ACK"),
+        ],
+    );
+    // B: busy. Failed SRD 120 ms; effective (SEER) and NER.
+    flow(
+        &mut p,
+        "b",
+        2,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (120, false, "SIP/2.0 486 Busy Here", "1 INVITE"),
+        ],
+    );
+    // C: redirected. Out of SER's and SEER's denominators; SRD 30 ms (not a failure).
+    flow(
+        &mut p,
+        "c",
+        3,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (30, false, "SIP/2.0 302 Moved Temporarily", "1 INVITE"),
+        ],
+    );
+    // D: 503, E: 408: ineffective (ISA). Failed SRDs 50 and 100 ms.
+    flow(
+        &mut p,
+        "d",
+        4,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (50, false, "SIP/2.0 503 Service Unavailable", "1 INVITE"),
+        ],
+    );
+    flow(
+        &mut p,
+        "e",
+        5,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (100, false, "SIP/2.0 408 Request Timeout", "1 INVITE"),
+        ],
+    );
+    // F: rang, then cancelled: NER's ring-no-answer (487 after 180). SRD 200 ms.
+    flow(
+        &mut p,
+        "f",
+        6,
+        &[
+            (0, true, invite, "1 INVITE"),
+            (200, false, "SIP/2.0 180 Ringing", "1 INVITE"),
+            (5000, true, "CANCEL sip:bob@example.net SIP/2.0", "1 CANCEL"),
+            (5010, false, "SIP/2.0 200 OK", "1 CANCEL"),
+            (5020, false, "SIP/2.0 487 Request Terminated", "1 INVITE"),
+        ],
+    );
+    // G: never answered: Timer B, a local 408 (ISA), no SRD.
+    flow(&mut p, "g", 7, &[(0, true, invite, "1 INVITE")]);
+    // A hangs up: BYE at 11 s, its 200 OK 40 ms later.
+    flow(
+        &mut p,
+        "a",
+        0,
+        &[
+            (11_000, true, "BYE sip:bob@example.net SIP/2.0", "2 BYE"),
+            (11_040, false, "SIP/2.0 200 OK", "2 BYE"),
+        ],
+    );
+    // Registrations: a challenge, then the retry registered 80 ms after it
+    // was sent (RRD 80 ms); another refused with 403 (IRA 50 %).
+    let register = "REGISTER sip:example.com SIP/2.0";
+    flow(
+        &mut p,
+        "r1",
+        20,
+        &[
+            (0, true, register, "1 REGISTER"),
+            (5, false, "SIP/2.0 401 Unauthorized", "1 REGISTER"),
+            (100, true, register, "2 REGISTER"),
+            (180, false, "SIP/2.0 200 OK", "2 REGISTER"),
+        ],
+    );
+    flow(
+        &mut p,
+        "r2",
+        21,
+        &[
+            (0, true, register, "1 REGISTER"),
+            (60, false, "SIP/2.0 403 Forbidden", "1 REGISTER"),
+        ],
+    );
+    // Time passes beyond G's Timer B, in the same minute's report.
+    flow(
+        &mut p,
+        "late",
+        59,
+        &[(0, true, "OPTIONS sip:bob@example.net SIP/2.0", "1 OPTIONS")],
+    );
+    p
+}
+
+fn report(db: &std::path::Path, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["report", "kpi", "--db"])
+        .arg(db)
+        .args(["--format", "jsonl"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn close(v: &Value, want: f64, what: &str) {
+    let got = v[what]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} missing: {v}"));
+    assert!(
+        (got - want).abs() < 1e-6,
+        "{what}: got {got}, want {want}\n{v}"
+    );
+}
+
+#[test]
+fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
+    let pcap = capture().save("kpi-flows");
+    let db = pcap.with_extension("db");
+    let _ = std::fs::remove_file(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "-o", "/dev/null", "--db"])
+        .arg(&db)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = report(&db, &["--interval", "1h"]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["key"], "all");
+    // Seven attempts: A answered, B busy, C redirected, D 503, E 408,
+    // F cancelled after ringing, G unanswered.
+    for (field, want) in [
+        ("attempts", 7),
+        ("answered", 1),
+        ("redirected", 1),
+        ("unresolved", 0),
+        ("registrations", 2),
+        ("registrations_failed", 1),
+    ] {
+        assert_eq!(r[field], want, "{field}\n{r}");
+    }
+    close(r, 100.0 / 7.0, "asr");
+    close(r, 300.0 / 7.0, "ner"); // A, B, F
+    close(r, 100.0 / 6.0, "ser"); // A / (7 - C)
+    close(r, 200.0 / 6.0, "seer"); // A, B / (7 - C)
+    close(r, 300.0 / 7.0, "isa"); // D, E, G
+    close(r, 100.0 / 7.0, "scr"); // A
+    close(r, (250.0 + 30.0 + 200.0) / 3.0, "srd_ms"); // A, C, F
+    close(r, (120.0 + 50.0 + 100.0) / 3.0, "failed_srd_ms"); // B, D, E
+    close(r, 40.0, "sdd_ms");
+    close(r, 10.0, "sdt_s");
+    close(r, 50.0, "ira");
+    close(r, 80.0, "rrd_ms");
+
+    // By domain: the calls' caller domain is example.com; a REGISTER's is
+    // its AOR's (the To URI), example.net, which is also the callee domain.
+    let by_domain = report(&db, &["--by", "domain"]);
+    let keys: Vec<(&str, u64, u64)> = by_domain
+        .iter()
+        .map(|r| {
+            let n = |f: &str| r[f].as_u64().unwrap();
+            (
+                r["key"].as_str().unwrap(),
+                n("attempts"),
+                n("registrations"),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [("example.com", 7, 0), ("example.net", 0, 2)]);
+    let by_callee = report(&db, &["--by", "callee-domain"]);
+    assert_eq!(by_callee.len(), 1);
+    assert_eq!(by_callee[0]["key"], "example.net");
+    assert_eq!(by_callee[0]["registrations"], 2);
+    // A top of one folds the registrations' domain into `other`.
+    let top1 = report(&db, &["--by", "domain", "--top", "1"]);
+    assert_eq!(top1.len(), 2);
+    assert_eq!(top1[0]["key"], "example.com");
+    assert_eq!(top1[1]["key"], "other");
+    assert_eq!(top1[1]["registrations"], 2);
+    // A named trunk takes the calls of its address.
+    let _ = std::fs::remove_file(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "-o",
+            "/dev/null",
+            "--trunk",
+            "carrier=10.0.0.2",
+            "--db",
+        ])
+        .arg(&db)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let trunks = report(&db, &["--by", "trunk"]);
+    assert_eq!(trunks[0]["key"], "carrier");
+    assert_eq!(trunks[0]["attempts"], 7);
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_file(&pcap);
+}
+
+#[test]
+fn a_report_refuses_what_it_cannot_answer() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let missing = run(&["report", "kpi", "--db", "/nonexistent/calls.db"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("does not exist"));
+    // A database of stored calls, asked for an interval shorter than the stored one.
+    let pcap = capture().save("kpi-short");
+    let db = pcap.with_extension("db");
+    let _ = std::fs::remove_file(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "-o", "/dev/null", "--db"])
+        .arg(&db)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let short = run(&[
+        "report",
+        "kpi",
+        "--db",
+        db.to_str().unwrap(),
+        "--interval",
+        "90s",
+    ]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("not a multiple"),
+        "{}",
+        String::from_utf8_lossy(&short.stderr)
+    );
+    let bad_ner = run(&["analyze", "--ner-codes", "486,99", "/dev/null"]);
+    assert_eq!(bad_ner.status.code(), Some(2));
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_file(&pcap);
+}

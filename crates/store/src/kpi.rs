@@ -1,0 +1,64 @@
+//! Reading the KPI rows back: the sums per (longer) interval and key that
+//! `calliper report kpi` prints. Rows add up ([`calliper_record::kpi`]), so
+//! any interval that is a multiple of the stored one is a plain sum.
+
+use crate::StoreError;
+use calliper_record::kpi::{KpiCounts, COUNTERS, COUNTER_NAMES};
+use rusqlite::{Connection, OpenFlags};
+use std::path::Path;
+
+/// The summed counters of one interval and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KpiSum {
+    /// Interval start, ns since the epoch (a multiple of the interval asked for).
+    pub start_ns: i64,
+    /// The key within the dimension.
+    pub key: String,
+    /// The counters.
+    pub counts: KpiCounts,
+}
+
+/// Opens `path` read-only (it must exist: a report never creates a database).
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    Ok(Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?)
+}
+
+/// The stored KPI rows' interval lengths, s (normally one).
+pub fn kpi_intervals(conn: &Connection) -> Result<Vec<f64>, StoreError> {
+    let mut q = conn.prepare("SELECT DISTINCT interval_s FROM kpi ORDER BY interval_s")?;
+    let v = q
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<Vec<f64>, _>>()?;
+    Ok(v)
+}
+
+/// Sums of `dimension`'s rows per interval of `interval_ns` and key, in
+/// time order.
+pub fn kpi_sums(
+    conn: &Connection,
+    dimension: &str,
+    interval_ns: i64,
+) -> Result<Vec<KpiSum>, StoreError> {
+    let sums: Vec<String> = COUNTER_NAMES.iter().map(|c| format!("SUM({c})")).collect();
+    let sql = format!(
+        "SELECT (start_ns - (start_ns % ?1 + ?1) % ?1) AS bucket, key, {} FROM kpi
+         WHERE dimension = ?2 GROUP BY bucket, key ORDER BY bucket, key",
+        sums.join(", ")
+    );
+    let mut q = conn.prepare(&sql)?;
+    let rows = q.query_map(rusqlite::params![interval_ns, dimension], |r| {
+        let mut counts = KpiCounts::default();
+        for i in 0..COUNTERS {
+            counts.0[i] = r.get::<_, Option<i64>>(i + 2)?.unwrap_or(0).max(0) as u64;
+        }
+        Ok(KpiSum {
+            start_ns: r.get(0)?,
+            key: r.get(1)?,
+            counts,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
