@@ -18,7 +18,7 @@ fn sipp_counts(dir: &Path) -> HashMap<String, u64> {
     let text = std::fs::read_to_string(&file).unwrap();
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines.next().unwrap().split(';').collect();
-    let last: Vec<&str> = lines.last().unwrap().split(';').collect();
+    let last: Vec<&str> = lines.next_back().unwrap().split(';').collect();
     header
         .iter()
         .zip(last)
