@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Format {
     /// Human-readable summary of calls, streams and anomalies.
     Text,
-    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, {"type":"traffic",...} per --interval (the time series), {"type":"kpi",...} per --kpi-interval and dimension, then {"type":"user",...} per address of record and {"type":"summary",...}.
+    /// One JSON object per line: {"type":"call",...}, {"type":"stream",...}, {"type":"registration",...}, {"type":"traffic",...} per --interval (the time series), {"type":"kpi",...} per --kpi-interval and dimension, {"type":"alert",...} per threshold crossed, then {"type":"user",...} per address of record and {"type":"summary",...}.
     Jsonl,
 }
 
@@ -50,6 +50,87 @@ pub struct OutputArgs {
     pub events: Option<EventKinds>,
     #[command(flatten)]
     pub kpi: KpiArgs,
+    #[command(flatten)]
+    pub alerts: AlertArgs,
+}
+
+/// When alerts (`{"type":"alert",...}` rows, the `alerts` table) are
+/// raised: docs/alerts.md. `off` turns a check off.
+#[derive(clap::Args, Debug)]
+pub struct AlertArgs {
+    /// Alert on a call whose worst stream MOS is below this.
+    #[arg(long, default_value = "3.1", value_name = "MOS|off", value_parser = threshold)]
+    pub alert_mos_below: Threshold,
+    /// Alert on a call with a scored stream losing more than this percentage.
+    #[arg(long, default_value = "5", value_name = "PERCENT|off", value_parser = threshold)]
+    pub alert_loss_above: Threshold,
+    /// Alert on one-way audio or no RTP in calls answered at least this long.
+    #[arg(long, default_value = "5", value_name = "SECONDS|off", value_parser = threshold)]
+    pub alert_media_after: Threshold,
+    /// Alert when a trunk's ASR over --alert-asr-window falls below this percentage.
+    #[arg(long, default_value = "30", value_name = "PERCENT|off", value_parser = threshold)]
+    pub alert_asr_below: Threshold,
+    /// The ASR window, seconds (whole minutes, at least one).
+    #[arg(long, default_value_t = 900.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub alert_asr_window: f64,
+    /// Fewest attempts in the window before a trunk's ASR is judged.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub alert_asr_min_attempts: u64,
+    /// Alert on a source with this many refused REGISTERs or INVITEs (401,
+    /// 403, 404, 407, 484) in a minute: scanning or password guessing.
+    #[arg(long, default_value = "20", value_name = "N|off", value_parser = threshold)]
+    pub alert_scan_failures: Threshold,
+    /// Alert on a source whose User-Agent contains one of these
+    /// (comma-separated, case-insensitive); `off` for none. Default: the
+    /// known scanners (friendly-scanner, sipvicious, sipcli, ...).
+    #[arg(long, value_name = "LIST|off")]
+    pub alert_scanner_agents: Option<String>,
+}
+
+/// A threshold, or `off`.
+#[derive(Debug, Clone, Copy)]
+pub struct Threshold(pub Option<f64>);
+
+fn threshold(s: &str) -> Result<Threshold, String> {
+    if s.trim() == "off" {
+        return Ok(Threshold(None));
+    }
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Threshold(Some(v))),
+        _ => Err(format!("`{s}` is not a number of at least 0, or off")),
+    }
+}
+
+impl AlertArgs {
+    /// The alert tracker's configuration (trunks named as for the KPIs).
+    pub fn config(&self, trunks: &[calliper_trackers::Trunk]) -> calliper_trackers::AlertConfig {
+        let agents = match self.alert_scanner_agents.as_deref() {
+            None => calliper_trackers::SCANNER_AGENTS
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            Some("off") => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(|a| a.trim().to_ascii_lowercase())
+                .filter(|a| !a.is_empty())
+                .collect(),
+        };
+        calliper_trackers::AlertConfig {
+            mos_below: self.alert_mos_below.0,
+            loss_above: self.alert_loss_above.0,
+            media_after_ns: self.alert_media_after.0.map(|s| (s * 1e9) as i64),
+            asr_below: self.alert_asr_below.0,
+            asr_window_ns: seconds(self.alert_asr_window.max(60.0)),
+            asr_min_attempts: self.alert_asr_min_attempts,
+            scan_failures: self
+                .alert_scan_failures
+                .0
+                .map(|n| n.min(u32::MAX as f64) as u32),
+            scanner_agents: agents,
+            trunks: trunks.to_vec(),
+        }
+    }
 }
 
 /// How the service KPIs (`{"type":"kpi",...}` rows, the `kpi` table,

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
-use calliper_trackers::{EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker};
+use calliper_trackers::{Alerts, EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker};
 use std::io::{self, BufWriter, Write};
 
 /// One engine, or shards on several threads: the same records either way.
@@ -105,6 +105,7 @@ pub struct Outputs {
     time_series: TimeSeries,
     event_log: EventLog,
     kpis: Kpis,
+    alerts: Alerts,
     /// Call records handed to the writer so far.
     pub calls_written: u64,
 }
@@ -157,12 +158,13 @@ impl Outputs {
             time_series: TimeSeries::new(),
             event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
             kpis: Kpis::new(o.kpi.config()),
+            alerts: Alerts::new(o.alerts.config(&o.kpi.trunks)),
             calls_written: 0,
         })
     }
 
     /// The trackers, for the analyser: registrations per user, each
-    /// registration transaction, the time series, the event log and the KPIs.
+    /// registration transaction, the time series, the event log, the KPIs and the alerts.
     pub fn hub(&self) -> TrackerHub {
         std::sync::Arc::new(std::sync::Mutex::new(vec![
             Box::new(self.users.clone()),
@@ -170,6 +172,7 @@ impl Outputs {
             Box::new(self.time_series.clone()),
             Box::new(self.event_log.clone()),
             Box::new(self.kpis.clone()),
+            Box::new(self.alerts.clone()),
         ]))
     }
 
@@ -194,6 +197,9 @@ impl Outputs {
         }
         for v in self.kpis.take() {
             b.tracked.push(("kpi", v));
+        }
+        for a in self.alerts.take() {
+            b.tracked.push(("alert", serde_json::to_value(&a)?));
         }
         b.lines = self.event_log.take();
         let dropped = self.writer.dropped;
@@ -264,6 +270,24 @@ impl Outputs {
                 calliper_trackers::MAX_KPI_ROWS
             ),
         );
+        dropped(
+            "alerts",
+            "alerts_dropped",
+            self.alerts.dropped(),
+            format!(
+                "more than {} between two writes",
+                calliper_trackers::MAX_ALERTS
+            ),
+        );
+        dropped(
+            "sources and trunks left unjudged by the alerts",
+            "alerts_untracked",
+            self.alerts.untracked(),
+            format!(
+                "more than {} followed at once",
+                calliper_trackers::MAX_FOLLOWED
+            ),
+        );
         let late = self.time_series.late();
         if late > 0 {
             fields.insert("late_stream_intervals".into(), late.into());
@@ -282,6 +306,9 @@ impl Outputs {
         }
         for v in self.kpis.take_all() {
             last.tracked.push(("kpi", v));
+        }
+        for a in self.alerts.take() {
+            last.tracked.push(("alert", serde_json::to_value(&a)?));
         }
         last.lines = self.event_log.take();
         self.writer.send(last)?;

@@ -5,23 +5,11 @@
 
 mod common;
 
-use common::hostile::{Endpoint, Pcap, CALLEE, CALLER, SEC, T0};
+use common::hostile::{sip, Endpoint, Pcap, CALLEE, CALLER, SEC, T0};
 use serde_json::Value;
 use std::process::Command;
 
 const MS: i64 = SEC / 1000;
-
-/// A SIP message of `call_id` with CSeq `cseq` (dialog tags a/b).
-fn sip(start: &str, call_id: &str, cseq: &str, to_tag: bool, extra: &str) -> Vec<u8> {
-    format!(
-        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK{call_id}{n}\r\n\
-         From: <sip:alice@example.com>;tag=a\r\nTo: <sip:bob@example.net>{tag}\r\n\
-         Call-ID: {call_id}\r\nCSeq: {cseq}\r\nUser-Agent: handmade/1\r\n{extra}Content-Length: 0\r\n\r\n",
-        n = cseq.len(),
-        tag = if to_tag { ";tag=b" } else { "" },
-    )
-    .into_bytes()
-}
 
 struct Flow<'a> {
     p: &'a mut Pcap,

@@ -118,6 +118,21 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         ],
     },
     TrackedTable {
+        kind: "alert",
+        table: "alerts",
+        columns: &[
+            "ts_ns",
+            "kind",
+            "call_id",
+            "source",
+            "key",
+            "value",
+            "threshold",
+        ],
+        more_columns: &[],
+        items: &[],
+    },
+    TrackedTable {
         kind: "kpi",
         table: "kpi",
         columns: &["start_ns", "interval_s", "dimension", "key"],
@@ -152,6 +167,7 @@ pub(crate) fn schema() -> String {
     s += "CREATE INDEX IF NOT EXISTS registrations_by_aor ON registrations(aor, ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
     s += "CREATE INDEX IF NOT EXISTS kpi_by_time ON kpi(dimension, start_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS alerts_by_time ON alerts(ts_ns);\n";
     s
 }
 

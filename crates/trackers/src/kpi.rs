@@ -57,6 +57,15 @@ impl Trunk {
     }
 }
 
+/// The trunk of traffic between `a` and `b`: the first of `trunks` that
+/// holds either address, else the pair `a>b`.
+pub fn trunk_key(trunks: &[Trunk], a: IpAddr, b: IpAddr) -> String {
+    trunks
+        .iter()
+        .find(|t| t.addresses.contains(&a) || t.addresses.contains(&b))
+        .map_or_else(|| format!("{a}>{b}"), |t| t.name.clone())
+}
+
 /// How KPIs are kept.
 #[derive(Debug, Clone)]
 pub struct KpiConfig {
@@ -148,11 +157,7 @@ impl Kpis {
     }
 
     fn trunk(&self, a: IpAddr, b: IpAddr) -> String {
-        self.cfg
-            .trunks
-            .iter()
-            .find(|t| t.addresses.contains(&a) || t.addresses.contains(&b))
-            .map_or_else(|| format!("{a}>{b}"), |t| t.name.clone())
+        trunk_key(&self.cfg.trunks, a, b)
     }
 
     fn interval(&self, ts: i64) -> i64 {

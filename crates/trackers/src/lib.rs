@@ -6,11 +6,14 @@
 //! challenges and refused credentials; [`RegistrationLog`] keeps every
 //! registration transaction for output; [`EventLog`] keeps the events of
 //! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies);
-//! [`Kpis`] keeps the service KPIs per interval and dimension.
+//! [`Kpis`] keeps the service KPIs per interval and dimension; [`Alerts`]
+//! raises alerts when thresholds are crossed.
 
+mod alerts;
 mod event_log;
 mod kpi;
 mod time_series;
+pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};
 pub use calliper_record::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};

@@ -561,3 +561,23 @@ pub fn control_characters() -> Pcap {
     p.udp(T0 + SEC, CALLEE, CALLER, r.as_bytes());
     p
 }
+
+/// A SIP message without body of `call_id` with CSeq `cseq` (From tag `a`,
+/// To tag `b` when `to_tag`), from alice@example.com to bob@example.net;
+/// `extra` is more header lines, each ending in CRLF (User-Agent
+/// `handmade/1` unless `extra` has one).
+pub fn sip(start: &str, call_id: &str, cseq: &str, to_tag: bool, extra: &str) -> Vec<u8> {
+    let ua = if extra.contains("User-Agent:") {
+        ""
+    } else {
+        "User-Agent: handmade/1\r\n"
+    };
+    format!(
+        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK{call_id}{n}\r\n\
+         From: <sip:alice@example.com>;tag=a\r\nTo: <sip:bob@example.net>{tag}\r\n\
+         Call-ID: {call_id}\r\nCSeq: {cseq}\r\n{ua}{extra}Content-Length: 0\r\n\r\n",
+        n = cseq.len(),
+        tag = if to_tag { ";tag=b" } else { "" },
+    )
+    .into_bytes()
+}

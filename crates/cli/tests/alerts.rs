@@ -1,0 +1,198 @@
+//! Alerts against a hand-built capture holding one case of each: a call
+//! losing 20 % of one stream, a call with audio one way only, an answered
+//! call without RTP, a source refused 25 times in a minute, a scanner's
+//! User-Agent, and a trunk whose ASR collapses. Each must raise exactly
+//! its alert (and name its call or source), and nothing else may be raised.
+
+mod common;
+
+use common::hostile::{
+    invite_or_ok, rtp, sip, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
+};
+use serde_json::Value;
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+const MS: i64 = SEC / 1000;
+
+/// INVITE and 200 OK at `t` (offering PCMU), then RTP for `secs` seconds
+/// from t + 1 s: caller to callee unless `up` is false, callee to caller
+/// unless `down` is false, the caller's missing every `drop_every`th packet
+/// (0: none), then BYE and its 200 OK.
+fn call(p: &mut Pcap, id: &str, t: i64, secs: i64, up: bool, down: bool, drop_every: u16) {
+    p.udp(t, CALLER, CALLEE, &invite_or_ok(id, false, ""));
+    p.udp(t + 100 * MS, CALLEE, CALLER, &invite_or_ok(id, true, ""));
+    let packets = (secs * 50) as u16;
+    for i in 0..packets {
+        let at = t + SEC + i as i64 * 20 * MS;
+        let lost = drop_every > 0 && i % drop_every == drop_every - 1;
+        if up && !lost {
+            let m = rtp(0, i, i as u32 * 160, 0x1111, &[0xff; 160]);
+            p.udp(at, CALLER_RTP, CALLEE_RTP, &m);
+        }
+        if down {
+            let m = rtp(0, i, i as u32 * 160, 0x2222, &[0xff; 160]);
+            p.udp(at + MS, CALLEE_RTP, CALLER_RTP, &m);
+        }
+    }
+    let bye_at = t + SEC + secs * SEC + 100 * MS;
+    let bye = "BYE sip:bob@10.0.0.2 SIP/2.0";
+    p.udp(bye_at, CALLER, CALLEE, &sip(bye, id, "2 BYE", true, ""));
+    p.udp(
+        bye_at + 10 * MS,
+        CALLEE,
+        CALLER,
+        &sip("SIP/2.0 200 OK", id, "2 BYE", true, ""),
+    );
+}
+
+fn capture() -> Pcap {
+    let mut p = Pcap::default();
+    call(&mut p, "lossy", T0, 6, true, true, 5);
+    call(&mut p, "one-way", T0 + 20 * SEC, 6, true, false, 0);
+    call(&mut p, "silent", T0 + 40 * SEC, 6, false, false, 0);
+    // A source refused 25 times within a second.
+    let guesser = (Ipv4Addr::new(10, 0, 0, 9), 5060);
+    let register = "REGISTER sip:example.net SIP/2.0";
+    for i in 0..25 {
+        let t = T0 + 60 * SEC + i * 40 * MS;
+        let id = format!("guess-{i}");
+        p.udp(
+            t,
+            guesser,
+            CALLEE,
+            &sip(register, &id, "1 REGISTER", false, ""),
+        );
+        let refused = sip("SIP/2.0 403 Forbidden", &id, "1 REGISTER", true, "");
+        p.udp(t + 5 * MS, CALLEE, guesser, &refused);
+    }
+    // A scanner, refused once.
+    let scanner = (Ipv4Addr::new(10, 0, 0, 7), 5060);
+    let ua = "User-Agent: friendly-scanner\r\n";
+    p.udp(
+        T0 + 65 * SEC,
+        scanner,
+        CALLEE,
+        &sip(register, "scan", "1 REGISTER", false, ua),
+    );
+    let not_found = sip("SIP/2.0 404 Not Found", "scan", "1 REGISTER", true, "");
+    p.udp(T0 + 65 * SEC + 5 * MS, CALLEE, scanner, &not_found);
+    // The trunk's next 20 attempts fail: its ASR falls to 3/20 at the
+    // 20th attempt (the minimum), then 3/23.
+    let invite = "INVITE sip:bob@example.net SIP/2.0";
+    for i in 0..20 {
+        let t = T0 + 70 * SEC + i * 100 * MS;
+        let id = format!("fail-{i}");
+        p.udp(t, CALLER, CALLEE, &sip(invite, &id, "1 INVITE", false, ""));
+        let busy = sip("SIP/2.0 503 Service Unavailable", &id, "1 INVITE", true, "");
+        p.udp(t + 10 * MS, CALLEE, CALLER, &busy);
+    }
+    p
+}
+
+#[test]
+fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
+    let pcap = capture().save("alerts");
+    let db = pcap.with_extension("db");
+    let _ = std::fs::remove_file(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "--format",
+            "jsonl",
+            "--db",
+        ])
+        .arg(&db)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "alert")
+        .collect();
+    let got: Vec<(String, String)> = alerts
+        .iter()
+        .map(|a| {
+            let about = a["call_id"]
+                .as_str()
+                .or(a["source"].as_str())
+                .unwrap_or("-");
+            (a["kind"].as_str().unwrap().to_string(), about.to_string())
+        })
+        .collect();
+    let mut want = vec![
+        ("high_loss", "lossy"),
+        ("low_mos", "lossy"),
+        ("one_way_audio", "one-way"),
+        ("no_rtp", "silent"),
+        ("scanning", "10.0.0.9"),
+        ("scanner_agent", "10.0.0.7"),
+        ("low_asr", "fail-16"),
+    ];
+    let mut got_sorted = got.clone();
+    got_sorted.sort();
+    want.sort();
+    let want: Vec<(String, String)> = want
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(got_sorted, want, "{alerts:#?}");
+    let find = |kind: &str| alerts.iter().find(|a| a["kind"] == kind).unwrap();
+    let loss = find("high_loss")["value"].as_f64().unwrap();
+    assert!((loss - 20.0).abs() < 0.5, "loss {loss}");
+    assert!(find("low_mos")["value"].as_f64().unwrap() < 3.1);
+    assert_eq!(
+        find("one_way_audio")["key"],
+        "callee_to_caller",
+        "the direction without audio"
+    );
+    assert_eq!(
+        find("scanning")["value"],
+        20.0,
+        "raised once, at the threshold"
+    );
+    assert_eq!(find("scanner_agent")["key"], "friendly-scanner");
+    let asr = find("low_asr");
+    assert_eq!(asr["key"], "10.0.0.1>10.0.0.2");
+    assert!(
+        (asr["value"].as_f64().unwrap() - 15.0).abs() < 1e-9,
+        "{asr}"
+    );
+
+    // Stored too, one row each.
+    assert_eq!(stored_alerts(&db), alerts.len() as i64);
+
+    // Thresholds turned off raise nothing.
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "--format", "jsonl"])
+        .args(["--alert-mos-below", "off", "--alert-loss-above", "off"])
+        .args(["--alert-media-after", "off", "--alert-asr-below", "off"])
+        .args([
+            "--alert-scan-failures",
+            "off",
+            "--alert-scanner-agents",
+            "off",
+        ])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("\"type\":\"alert\""));
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_file(&pcap);
+}
+
+/// Rows in the database's `alerts` table.
+fn stored_alerts(db: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM alerts", [], |r| r.get(0))
+        .unwrap()
+}

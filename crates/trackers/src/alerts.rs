@@ -1,0 +1,349 @@
+//! Alerts: thresholds crossed, as stored events that name their call (or
+//! the source or trunk they are about). Judged from call records and
+//! registration transactions, off the packet path; docs/alerts.md.
+
+use crate::kpi::{trunk_key, Trunk};
+use calliper_record::event::{Registration, RegistrationOutcome};
+use calliper_record::{CallRecord, Event, StreamDirection, Tracker};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Most alerts held between two writes (beyond it they are counted, not kept).
+pub const MAX_ALERTS: usize = 10_000;
+/// Most sources (scanning) and trunks (ASR) followed at once; new ones
+/// beyond are not judged and are counted ([`Alerts::untracked`]).
+pub const MAX_FOLLOWED: usize = 10_000;
+/// The window in which a source's failed requests are counted, ns.
+const SCAN_WINDOW_NS: i64 = 60_000_000_000;
+/// The ASR window's granularity, ns.
+const MINUTE_NS: i64 = 60_000_000_000;
+
+/// User-Agent fragments of well-known SIP scanners (case-insensitive).
+pub const SCANNER_AGENTS: &[&str] = &[
+    "friendly-scanner",
+    "sipvicious",
+    "sipcli",
+    "sip-scan",
+    "sipsak",
+    "sundayddr",
+    "iwar",
+    "sivus",
+    "vaxsipuseragent",
+    "pplsip",
+    "smap",
+];
+
+/// The thresholds; `None` turns a check off.
+#[derive(Debug, Clone)]
+pub struct AlertConfig {
+    /// A call whose worst stream MOS is below this.
+    pub mos_below: Option<f64>,
+    /// A call with a scored stream losing more than this, percent.
+    pub loss_above: Option<f64>,
+    /// One-way audio and no RTP are judged on calls answered at least this long, ns.
+    pub media_after_ns: Option<i64>,
+    /// A trunk whose ASR over [`Self::asr_window_ns`] falls below this, percent.
+    pub asr_below: Option<f64>,
+    /// The ASR window, ns (whole minutes).
+    pub asr_window_ns: i64,
+    /// Fewest attempts in the window before ASR is judged.
+    pub asr_min_attempts: u64,
+    /// A source with this many refused REGISTERs or INVITEs (401, 403, 404,
+    /// 407, 484) in a minute is scanning.
+    pub scan_failures: Option<u32>,
+    /// User-Agent fragments that mark a scanner (lower case).
+    pub scanner_agents: Vec<String>,
+    /// Named trunks (as for the KPIs).
+    pub trunks: Vec<Trunk>,
+}
+
+impl Default for AlertConfig {
+    fn default() -> Self {
+        AlertConfig {
+            mos_below: Some(3.1),
+            loss_above: Some(5.0),
+            media_after_ns: Some(5_000_000_000),
+            asr_below: Some(30.0),
+            asr_window_ns: 15 * MINUTE_NS,
+            asr_min_attempts: 20,
+            scan_failures: Some(20),
+            scanner_agents: SCANNER_AGENTS.iter().map(|s| s.to_string()).collect(),
+            trunks: Vec::new(),
+        }
+    }
+}
+
+/// One alert.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alert {
+    /// When: the call's end, or the request that crossed the threshold.
+    pub ts_ns: i64,
+    /// `low_mos`, `high_loss`, `one_way_audio`, `no_rtp`, `low_asr`,
+    /// `scanning`, `scanner_agent`.
+    pub kind: &'static str,
+    /// The call it is about (its Call-ID), if one.
+    pub call_id: Option<String>,
+    /// The source it is about (scanning), if one.
+    pub source: Option<IpAddr>,
+    /// The trunk, direction or User-Agent it is about, if one.
+    pub key: Option<String>,
+    /// The figure that crossed the threshold.
+    pub value: f64,
+    /// The threshold.
+    pub threshold: f64,
+}
+
+#[derive(Default)]
+struct Source {
+    window: i64,
+    failures: u32,
+    scanning_alerted: bool,
+    agent_alerted: bool,
+}
+
+#[derive(Default)]
+struct TrunkWindow {
+    /// (minute, attempts, answered), oldest first.
+    minutes: VecDeque<(i64, u64, u64)>,
+    /// No new alert before this time (one per window).
+    quiet_until: i64,
+}
+
+#[derive(Default)]
+struct State {
+    ready: Vec<Alert>,
+    dropped: u64,
+    untracked: u64,
+    sources: HashMap<IpAddr, Source>,
+    trunks: HashMap<String, TrunkWindow>,
+}
+
+/// The alert tracker: a handle shared by the engine's hub and the output.
+#[derive(Clone)]
+pub struct Alerts {
+    cfg: Arc<AlertConfig>,
+    state: Arc<Mutex<State>>,
+}
+
+impl Alerts {
+    /// A tracker judging by `cfg`.
+    pub fn new(cfg: AlertConfig) -> Alerts {
+        Alerts {
+            cfg: Arc::new(cfg),
+            state: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Alerts raised since the last call.
+    pub fn take(&self) -> Vec<Alert> {
+        std::mem::take(&mut self.lock().ready)
+    }
+
+    /// Alerts not kept (more than [`MAX_ALERTS`] between two writes).
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+
+    /// Sources and trunks not judged (more than [`MAX_FOLLOWED`] at once).
+    pub fn untracked(&self) -> u64 {
+        self.lock().untracked
+    }
+
+    fn raise(s: &mut State, a: Alert) {
+        if s.ready.len() >= MAX_ALERTS {
+            s.dropped += 1;
+        } else {
+            s.ready.push(a);
+        }
+    }
+
+    fn call(&self, c: &CallRecord) {
+        let mut s = self.lock();
+        let cfg = &self.cfg;
+        let about = |kind, key: Option<String>, value, threshold| Alert {
+            ts_ns: c.end_ns,
+            kind,
+            call_id: Some(c.call_id.clone()),
+            source: None,
+            key,
+            value,
+            threshold,
+        };
+        if let (Some(t), Some(mos)) = (cfg.mos_below, c.worst_mos) {
+            if mos < t {
+                Self::raise(&mut s, about("low_mos", None, mos, t));
+            }
+        }
+        let worst_loss = c
+            .streams
+            .iter()
+            .filter(|st| st.mos.is_some())
+            .map(|st| st.loss_percent)
+            .reduce(f64::max);
+        if let (Some(t), Some(loss)) = (cfg.loss_above, worst_loss) {
+            if loss > t {
+                Self::raise(&mut s, about("high_loss", None, loss, t));
+            }
+        }
+        if let Some(after) = cfg.media_after_ns {
+            if c.answer_ns.is_some() && c.duration_ms * 1e6 >= after as f64 {
+                let voice = |d: StreamDirection| {
+                    c.streams
+                        .iter()
+                        .filter(|st| st.direction == d)
+                        .map(|st| st.packets - st.event_packets.min(st.packets))
+                        .sum::<u64>()
+                };
+                let up = voice(StreamDirection::CallerToCallee);
+                let down = voice(StreamDirection::CalleeToCaller);
+                let secs = c.duration_ms / 1000.0;
+                let missing = match (up, down) {
+                    (0, 0) => Some(("no_rtp", None)),
+                    (0, _) => Some(("one_way_audio", Some("caller_to_callee".to_string()))),
+                    (_, 0) => Some(("one_way_audio", Some("callee_to_caller".to_string()))),
+                    _ => None,
+                };
+                if let Some((kind, key)) = missing {
+                    Self::raise(&mut s, about(kind, key, secs, after as f64 / 1e9));
+                }
+            }
+        }
+        // An attempt with an outcome, as the KPIs count it.
+        let open = c.ongoing || c.state == calliper_record::CallState::Evicted;
+        if c.answer_ns.is_some() || c.final_status.is_some() || !open {
+            self.count_attempt(&mut s, c);
+        }
+        let refused =
+            matches!(c.final_status, Some(401 | 403 | 404 | 407 | 484)) && c.answer_ns.is_none();
+        self.source(
+            &mut s,
+            c.caller_ip,
+            c.end_ns,
+            refused,
+            c.caller_user_agent.as_deref(),
+        );
+    }
+
+    /// ASR per trunk over the window.
+    fn count_attempt(&self, s: &mut State, c: &CallRecord) {
+        let Some(t) = self.cfg.asr_below else { return };
+        let key = trunk_key(&self.cfg.trunks, c.caller_ip, c.callee_ip);
+        if !s.trunks.contains_key(&key) && s.trunks.len() >= MAX_FOLLOWED {
+            s.untracked += 1;
+            return;
+        }
+        let window = self.cfg.asr_window_ns.max(MINUTE_NS);
+        let minute = c.invite_ns.div_euclid(MINUTE_NS);
+        let w = s.trunks.entry(key.clone()).or_default();
+        match w.minutes.back_mut() {
+            Some(last) if last.0 == minute => {
+                last.1 += 1;
+                last.2 += c.answer_ns.is_some() as u64;
+            }
+            _ => w
+                .minutes
+                .push_back((minute, 1, c.answer_ns.is_some() as u64)),
+        }
+        let oldest = minute - window / MINUTE_NS + 1;
+        while w.minutes.front().is_some_and(|m| m.0 < oldest) {
+            w.minutes.pop_front();
+        }
+        let (attempts, answered) = w
+            .minutes
+            .iter()
+            .fold((0, 0), |(a, b), m| (a + m.1, b + m.2));
+        let asr = 100.0 * answered as f64 / attempts.max(1) as f64;
+        if attempts >= self.cfg.asr_min_attempts && asr < t && c.invite_ns >= w.quiet_until {
+            w.quiet_until = c.invite_ns + window;
+            let a = Alert {
+                ts_ns: c.end_ns,
+                kind: "low_asr",
+                call_id: Some(c.call_id.clone()),
+                source: None,
+                key: Some(key),
+                value: asr,
+                threshold: t,
+            };
+            Self::raise(s, a);
+        }
+    }
+
+    /// Scanning (refused requests per source per minute) and scanner agents.
+    fn source(&self, s: &mut State, ip: IpAddr, ts: i64, refused: bool, agent: Option<&str>) {
+        let window = ts.div_euclid(SCAN_WINDOW_NS);
+        if !s.sources.contains_key(&ip) && s.sources.len() >= MAX_FOLLOWED {
+            // A new window forgets the old one's sources.
+            s.sources.retain(|_, v| v.window == window);
+            if s.sources.len() >= MAX_FOLLOWED {
+                s.untracked += 1;
+                return;
+            }
+        }
+        let src = s.sources.entry(ip).or_default();
+        if src.window != window {
+            *src = Source {
+                window,
+                ..Source::default()
+            };
+        }
+        src.failures += refused as u32;
+        let mut alerts = Vec::new();
+        if let Some(t) = self.cfg.scan_failures {
+            if src.failures >= t && !src.scanning_alerted {
+                src.scanning_alerted = true;
+                alerts.push(("scanning", None, src.failures as f64, t as f64));
+            }
+        }
+        if let Some(agent) = agent {
+            let lower = agent.to_ascii_lowercase();
+            let known = self
+                .cfg
+                .scanner_agents
+                .iter()
+                .any(|a| lower.contains(a.as_str()));
+            if known && !src.agent_alerted {
+                src.agent_alerted = true;
+                alerts.push(("scanner_agent", Some(agent.to_string()), 1.0, 1.0));
+            }
+        }
+        for (kind, key, value, threshold) in alerts {
+            let a = Alert {
+                ts_ns: ts,
+                kind,
+                call_id: None,
+                source: Some(ip),
+                key,
+                value,
+                threshold,
+            };
+            Self::raise(s, a);
+        }
+    }
+
+    fn registration(&self, r: &Registration<'_>) {
+        let refused = matches!(
+            r.outcome,
+            RegistrationOutcome::AuthFailed
+                | RegistrationOutcome::Failed
+                | RegistrationOutcome::Challenged
+        );
+        let mut s = self.lock();
+        self.source(&mut s, r.client.0, r.ts_ns, refused, r.user_agent);
+    }
+}
+
+impl Tracker for Alerts {
+    fn event(&mut self, event: &Event<'_>) {
+        match event {
+            Event::CallRecord(c) => self.call(c),
+            Event::Registration(r) => self.registration(r),
+            _ => {}
+        }
+    }
+}
