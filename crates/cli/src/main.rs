@@ -50,7 +50,7 @@ Exit status: 0 all input read; 1 some input damaged (results up to the damage wr
 output error; 3 the analysis itself failed (a bug: the records finished before it are written; \
 please report it with the input)."
     )]
-    Analyze(AnalyzeArgs),
+    Analyze(Box<AnalyzeArgs>),
     /// Watch interfaces live, around the clock: calls written as they end.
     #[command(
         long_about = "Capture SIP and RTP live from network interfaces (AF_PACKET TPACKET_V3 ring) and \
@@ -132,7 +132,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Analyze(a) => analyze(a),
+        Command::Analyze(a) => analyze(*a),
         Command::Probe(p) => probe::run(*p),
         Command::Generate(g) => generate::run(g).map(|_| true),
         Command::Relay(r) => relay::run(r).map(|_| true),
