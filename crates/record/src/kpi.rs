@@ -277,21 +277,20 @@ impl Dimension {
     }
 }
 
-/// The host of a SIP URI, lower-cased and without port: `sip:a@Example.com:5060;x`
-/// gives `example.com`; a `tel:` URI gives `tel`.
-pub fn uri_host(uri: &str) -> String {
+/// The host of a SIP URI, without port: `sip:a@Example.com:5060;x` gives
+/// `Example.com` (compare without case); a `tel:` URI gives `tel`.
+pub fn uri_host(uri: &str) -> &str {
     let uri = uri.trim().trim_start_matches('<');
     let Some((scheme, rest)) = uri.split_once(':') else {
-        return String::new();
+        return "";
     };
     if !scheme.eq_ignore_ascii_case("sip") && !scheme.eq_ignore_ascii_case("sips") {
-        return scheme.to_ascii_lowercase();
+        return scheme;
     }
     let rest = rest.split(['>', ';', '?']).next().unwrap_or("");
     let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let host = match host.strip_prefix('[') {
+    match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => host.split(':').next().unwrap_or(""),
-    };
-    host.to_ascii_lowercase()
+    }
 }

@@ -97,7 +97,6 @@ pub struct Alert {
 
 #[derive(Default)]
 struct Source {
-    window: i64,
     failures: u32,
     scanning_alerted: bool,
     agent_alerted: bool,
@@ -117,6 +116,8 @@ struct State {
     dropped: u64,
     untracked: u64,
     sources: HashMap<IpAddr, Source>,
+    /// The window `sources` counts.
+    scan_window: i64,
     trunks: HashMap<String, TrunkWindow>,
 }
 
@@ -125,6 +126,8 @@ struct State {
 pub struct Alerts {
     cfg: Arc<AlertConfig>,
     state: Arc<Mutex<State>>,
+    /// Room to write a trunk key without allocating.
+    scratch: String,
 }
 
 impl Alerts {
@@ -133,6 +136,7 @@ impl Alerts {
         Alerts {
             cfg: Arc::new(cfg),
             state: Arc::default(),
+            scratch: String::new(),
         }
     }
 
@@ -155,16 +159,8 @@ impl Alerts {
         self.lock().untracked
     }
 
-    fn raise(s: &mut State, a: Alert) {
-        if s.ready.len() >= MAX_ALERTS {
-            s.dropped += 1;
-        } else {
-            s.ready.push(a);
-        }
-    }
-
-    fn call(&self, c: &CallRecord) {
-        let mut s = self.lock();
+    fn call(&mut self, c: &CallRecord) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &self.cfg;
         let about = |kind, key: Option<String>, value, threshold| Alert {
             ts_ns: c.end_ns,
@@ -177,7 +173,7 @@ impl Alerts {
         };
         if let (Some(t), Some(mos)) = (cfg.mos_below, c.worst_mos) {
             if mos < t {
-                Self::raise(&mut s, about("low_mos", None, mos, t));
+                raise(&mut s, about("low_mos", None, mos, t));
             }
         }
         let worst_loss = c
@@ -188,7 +184,7 @@ impl Alerts {
             .reduce(f64::max);
         if let (Some(t), Some(loss)) = (cfg.loss_above, worst_loss) {
             if loss > t {
-                Self::raise(&mut s, about("high_loss", None, loss, t));
+                raise(&mut s, about("high_loss", None, loss, t));
             }
         }
         if let Some(after) = cfg.media_after_ns {
@@ -210,120 +206,20 @@ impl Alerts {
                     _ => None,
                 };
                 if let Some((kind, key)) = missing {
-                    Self::raise(&mut s, about(kind, key, secs, after as f64 / 1e9));
+                    raise(&mut s, about(kind, key, secs, after as f64 / 1e9));
                 }
             }
         }
         // An attempt with an outcome, as the KPIs count it.
         let open = c.ongoing || c.state == calliper_record::CallState::Evicted;
         if c.answer_ns.is_some() || c.final_status.is_some() || !open {
-            self.count_attempt(&mut s, c);
+            let key = trunk_key(&cfg.trunks, c.caller_ip, c.callee_ip, &mut self.scratch);
+            count_attempt(cfg, &mut s, key, c);
         }
         let refused =
             matches!(c.final_status, Some(401 | 403 | 404 | 407 | 484)) && c.answer_ns.is_none();
-        self.source(
-            &mut s,
-            c.caller_ip,
-            c.end_ns,
-            refused,
-            c.caller_user_agent.as_deref(),
-        );
-    }
-
-    /// ASR per trunk over the window.
-    fn count_attempt(&self, s: &mut State, c: &CallRecord) {
-        let Some(t) = self.cfg.asr_below else { return };
-        let key = trunk_key(&self.cfg.trunks, c.caller_ip, c.callee_ip);
-        if !s.trunks.contains_key(&key) && s.trunks.len() >= MAX_FOLLOWED {
-            s.untracked += 1;
-            return;
-        }
-        let window = self.cfg.asr_window_ns.max(MINUTE_NS);
-        let minute = c.invite_ns.div_euclid(MINUTE_NS);
-        let w = s.trunks.entry(key.clone()).or_default();
-        match w.minutes.back_mut() {
-            Some(last) if last.0 == minute => {
-                last.1 += 1;
-                last.2 += c.answer_ns.is_some() as u64;
-            }
-            _ => w
-                .minutes
-                .push_back((minute, 1, c.answer_ns.is_some() as u64)),
-        }
-        let oldest = minute - window / MINUTE_NS + 1;
-        while w.minutes.front().is_some_and(|m| m.0 < oldest) {
-            w.minutes.pop_front();
-        }
-        let (attempts, answered) = w
-            .minutes
-            .iter()
-            .fold((0, 0), |(a, b), m| (a + m.1, b + m.2));
-        let asr = 100.0 * answered as f64 / attempts.max(1) as f64;
-        if attempts >= self.cfg.asr_min_attempts && asr < t && c.invite_ns >= w.quiet_until {
-            w.quiet_until = c.invite_ns + window;
-            let a = Alert {
-                ts_ns: c.end_ns,
-                kind: "low_asr",
-                call_id: Some(c.call_id.clone()),
-                source: None,
-                key: Some(key),
-                value: asr,
-                threshold: t,
-            };
-            Self::raise(s, a);
-        }
-    }
-
-    /// Scanning (refused requests per source per minute) and scanner agents.
-    fn source(&self, s: &mut State, ip: IpAddr, ts: i64, refused: bool, agent: Option<&str>) {
-        let window = ts.div_euclid(SCAN_WINDOW_NS);
-        if !s.sources.contains_key(&ip) && s.sources.len() >= MAX_FOLLOWED {
-            // A new window forgets the old one's sources.
-            s.sources.retain(|_, v| v.window == window);
-            if s.sources.len() >= MAX_FOLLOWED {
-                s.untracked += 1;
-                return;
-            }
-        }
-        let src = s.sources.entry(ip).or_default();
-        if src.window != window {
-            *src = Source {
-                window,
-                ..Source::default()
-            };
-        }
-        src.failures += refused as u32;
-        let mut alerts = Vec::new();
-        if let Some(t) = self.cfg.scan_failures {
-            if src.failures >= t && !src.scanning_alerted {
-                src.scanning_alerted = true;
-                alerts.push(("scanning", None, src.failures as f64, t as f64));
-            }
-        }
-        if let Some(agent) = agent {
-            let lower = agent.to_ascii_lowercase();
-            let known = self
-                .cfg
-                .scanner_agents
-                .iter()
-                .any(|a| lower.contains(a.as_str()));
-            if known && !src.agent_alerted {
-                src.agent_alerted = true;
-                alerts.push(("scanner_agent", Some(agent.to_string()), 1.0, 1.0));
-            }
-        }
-        for (kind, key, value, threshold) in alerts {
-            let a = Alert {
-                ts_ns: ts,
-                kind,
-                call_id: None,
-                source: Some(ip),
-                key,
-                value,
-                threshold,
-            };
-            Self::raise(s, a);
-        }
+        let agent = c.caller_user_agent.as_deref();
+        judge_source(cfg, &mut s, c.caller_ip, c.end_ns, refused, agent);
     }
 
     fn registration(&self, r: &Registration<'_>) {
@@ -334,8 +230,134 @@ impl Alerts {
                 | RegistrationOutcome::Challenged
         );
         let mut s = self.lock();
-        self.source(&mut s, r.client.0, r.ts_ns, refused, r.user_agent);
+        judge_source(
+            &self.cfg,
+            &mut s,
+            r.client.0,
+            r.ts_ns,
+            refused,
+            r.user_agent,
+        );
     }
+}
+
+/// ASR per trunk over the window.
+fn count_attempt(cfg: &AlertConfig, s: &mut State, key: &str, c: &CallRecord) {
+    let Some(t) = cfg.asr_below else { return };
+    if !s.trunks.contains_key(key) {
+        if s.trunks.len() >= MAX_FOLLOWED {
+            s.untracked += 1;
+            return;
+        }
+        s.trunks.insert(key.to_string(), TrunkWindow::default());
+    }
+    let window = cfg.asr_window_ns.max(MINUTE_NS);
+    let minute = c.invite_ns.div_euclid(MINUTE_NS);
+    let Some(w) = s.trunks.get_mut(key) else {
+        return;
+    };
+    match w.minutes.back_mut() {
+        Some(last) if last.0 == minute => {
+            last.1 += 1;
+            last.2 += c.answer_ns.is_some() as u64;
+        }
+        _ => w
+            .minutes
+            .push_back((minute, 1, c.answer_ns.is_some() as u64)),
+    }
+    let oldest = minute - window / MINUTE_NS + 1;
+    while w.minutes.front().is_some_and(|m| m.0 < oldest) {
+        w.minutes.pop_front();
+    }
+    let (attempts, answered) = w
+        .minutes
+        .iter()
+        .fold((0, 0), |(a, b), m| (a + m.1, b + m.2));
+    let asr = 100.0 * answered as f64 / attempts.max(1) as f64;
+    if attempts >= cfg.asr_min_attempts && asr < t && c.invite_ns >= w.quiet_until {
+        w.quiet_until = c.invite_ns + window;
+        let a = Alert {
+            ts_ns: c.end_ns,
+            kind: "low_asr",
+            call_id: Some(c.call_id.clone()),
+            source: None,
+            key: Some(key.to_string()),
+            value: asr,
+            threshold: t,
+        };
+        raise(s, a);
+    }
+}
+
+/// Scanning (refused requests per source per minute) and scanner agents.
+fn judge_source(
+    cfg: &AlertConfig,
+    s: &mut State,
+    ip: IpAddr,
+    ts: i64,
+    refused: bool,
+    agent: Option<&str>,
+) {
+    // The sources of the current window only: a later window starts afresh
+    // (records come in about time order; a late one joins the current window).
+    let window = ts.div_euclid(SCAN_WINDOW_NS);
+    if window > s.scan_window {
+        s.scan_window = window;
+        s.sources.clear();
+    }
+    if !s.sources.contains_key(&ip) && s.sources.len() >= MAX_FOLLOWED {
+        s.untracked += 1;
+        return;
+    }
+    let src = s.sources.entry(ip).or_default();
+    src.failures += refused as u32;
+    let mut alerts = Vec::new();
+    if let Some(t) = cfg.scan_failures {
+        if src.failures >= t && !src.scanning_alerted {
+            src.scanning_alerted = true;
+            alerts.push(("scanning", None, src.failures as f64, t as f64));
+        }
+    }
+    if let Some(agent) = agent {
+        let known = cfg
+            .scanner_agents
+            .iter()
+            .any(|a| contains_ignore_case(agent, a));
+        if known && !src.agent_alerted {
+            src.agent_alerted = true;
+            alerts.push(("scanner_agent", Some(agent.to_string()), 1.0, 1.0));
+        }
+    }
+    for (kind, key, value, threshold) in alerts {
+        let a = Alert {
+            ts_ns: ts,
+            kind,
+            call_id: None,
+            source: Some(ip),
+            key,
+            value,
+            threshold,
+        };
+        raise(s, a);
+    }
+}
+
+fn raise(s: &mut State, a: Alert) {
+    if s.ready.len() >= MAX_ALERTS {
+        s.dropped += 1;
+    } else {
+        s.ready.push(a);
+    }
+}
+
+/// `hay` contains `needle` (lower case), ASCII case aside.
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    let n = needle.as_bytes();
+    n.is_empty()
+        || hay
+            .as_bytes()
+            .windows(n.len())
+            .any(|w| w.eq_ignore_ascii_case(n))
 }
 
 impl Tracker for Alerts {
@@ -345,5 +367,32 @@ impl Tracker for Alerts {
             Event::Registration(r) => self.registration(r),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_beyond_the_cap_are_counted_and_a_new_window_starts_afresh() {
+        let cfg = AlertConfig::default();
+        let mut s = State::default();
+        let ip = |i: u32| IpAddr::from(i.to_be_bytes());
+        for i in 0..MAX_FOLLOWED as u32 + 5 {
+            judge_source(&cfg, &mut s, ip(i), 1, true, None);
+        }
+        assert_eq!(s.sources.len(), MAX_FOLLOWED);
+        assert_eq!(s.untracked, 5);
+        judge_source(&cfg, &mut s, ip(u32::MAX), SCAN_WINDOW_NS, true, None);
+        assert_eq!(s.sources.len(), 1);
+        assert!(s.ready.is_empty(), "one refusal per source is no scan");
+    }
+
+    #[test]
+    fn agents_match_without_regard_to_case() {
+        assert!(contains_ignore_case("Friendly-Scanner 1.0", "friendly-scanner"));
+        assert!(!contains_ignore_case("Linphone", "sipvicious"));
+        assert!(contains_ignore_case("x", ""));
     }
 }

@@ -58,12 +58,20 @@ impl Trunk {
 }
 
 /// The trunk of traffic between `a` and `b`: the first of `trunks` that
-/// holds either address, else the pair `a>b`.
-pub fn trunk_key(trunks: &[Trunk], a: IpAddr, b: IpAddr) -> String {
-    trunks
+/// holds either address, else the pair `a>b` (written into `buf`).
+pub fn trunk_key<'a>(trunks: &'a [Trunk], a: IpAddr, b: IpAddr, buf: &'a mut String) -> &'a str {
+    match trunks
         .iter()
         .find(|t| t.addresses.contains(&a) || t.addresses.contains(&b))
-        .map_or_else(|| format!("{a}>{b}"), |t| t.name.clone())
+    {
+        Some(t) => &t.name,
+        None => {
+            use std::fmt::Write;
+            buf.clear();
+            let _ = write!(buf, "{a}>{b}");
+            buf
+        }
+    }
 }
 
 /// How KPIs are kept.
@@ -90,12 +98,13 @@ impl Default for KpiConfig {
     }
 }
 
-type RowKey = (i64, Dimension, String);
+/// One interval's keys of one dimension.
+type Table = HashMap<String, KpiCounts>;
 
 #[derive(Default)]
 struct State {
-    rows: BTreeMap<RowKey, KpiCounts>,
-    keys: HashMap<(i64, Dimension), usize>,
+    tables: BTreeMap<(i64, Dimension), Table>,
+    rows: usize,
     clock: i64,
     next_emit: i64,
     ready: Vec<Value>,
@@ -107,21 +116,33 @@ struct State {
 pub struct Kpis {
     cfg: Arc<KpiConfig>,
     state: Arc<Mutex<State>>,
+    /// Room to write a trunk key or a lower-cased host without allocating.
+    scratch: [String; 3],
 }
 
-fn cut(s: &str) -> String {
+/// `s` cut to [`MAX_KEY`] bytes (at a character boundary); `(none)` when empty.
+fn key(s: &str) -> &str {
     let mut end = s.len().min(MAX_KEY);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    match &s[..end] {
+        "" => "(none)",
+        k => k,
+    }
 }
 
-fn or_none(s: String) -> String {
-    if s.is_empty() {
-        "(none)".into()
+/// The lower-cased host of `uri` (see [`uri_host`]), in `buf` only when
+/// lower-casing changes it.
+fn host<'a>(uri: &'a str, buf: &'a mut String) -> &'a str {
+    let h = uri_host(uri);
+    if h.bytes().any(|b| b.is_ascii_uppercase()) {
+        buf.clear();
+        buf.push_str(h);
+        buf.make_ascii_lowercase();
+        buf
     } else {
-        s
+        h
     }
 }
 
@@ -131,6 +152,7 @@ impl Kpis {
         Kpis {
             cfg: Arc::new(cfg),
             state: Arc::default(),
+            scratch: Default::default(),
         }
     }
 
@@ -156,36 +178,14 @@ impl Kpis {
         self.lock().dropped
     }
 
-    fn trunk(&self, a: IpAddr, b: IpAddr) -> String {
-        trunk_key(&self.cfg.trunks, a, b)
-    }
-
     fn interval(&self, ts: i64) -> i64 {
-        ts.div_euclid(self.cfg.interval_ns) * self.cfg.interval_ns
+        interval(&self.cfg, ts)
     }
 
-    /// Adds `count` to each of `keys` in the interval of `ts`.
-    fn count(&self, ts: i64, keys: [(Dimension, String); 4], count: impl Fn(&mut KpiCounts)) {
-        let start = self.interval(ts);
-        let mut s = self.lock();
-        if s.rows.len() + 5 > MAX_ROWS {
-            s.dropped += 1;
-            return;
-        }
-        let all = std::iter::once((Dimension::Total, "all".to_string()));
-        for (dim, key) in all.chain(keys) {
-            let key = cut(&key);
-            let row = (start, dim, key);
-            let row = if s.rows.contains_key(&row) || dim == Dimension::Total {
-                row
-            } else if *s.keys.get(&(start, dim)).unwrap_or(&0) < self.cfg.max_keys {
-                *s.keys.entry((start, dim)).or_default() += 1;
-                row
-            } else {
-                (start, dim, OTHER.to_string())
-            };
-            count(s.rows.entry(row).or_default());
-        }
+    /// Adds `count` to the total and to each of `keys` in the interval of `ts`.
+    #[cfg(test)]
+    fn count(&self, ts: i64, keys: [(Dimension, &str); 4], count: impl Fn(&mut KpiCounts)) {
+        count_keys(&self.cfg, &self.state, ts, keys, count)
     }
 
     /// Moves the clock; once an interval has settled, its rows (and any late
@@ -204,64 +204,114 @@ impl Kpis {
         }
     }
 
-    /// Takes the rows of intervals that end at or before `through`.
+    /// Takes the rows of intervals that end at or before `through`, in
+    /// order of interval, dimension and key.
     fn release(&self, s: &mut State, through: i64) -> Vec<Value> {
         let len = self.cfg.interval_ns;
-        let done: Vec<RowKey> = s
-            .rows
-            .keys()
-            .take_while(|(start, _, _)| start.saturating_add(len) <= through)
-            .cloned()
-            .collect();
-        s.keys
-            .retain(|(start, _), _| start.saturating_add(len) > through);
-        done.into_iter()
-            .filter_map(|k| s.rows.remove(&k).map(|c| row(&k, len, &c)))
-            .collect()
+        let mut out = Vec::new();
+        while let Some(entry) = s.tables.first_entry() {
+            let (start, dim) = *entry.key();
+            if start.saturating_add(len) > through {
+                break;
+            }
+            let mut rows: Vec<(String, KpiCounts)> = entry.remove().into_iter().collect();
+            s.rows -= rows.len();
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            out.extend(rows.iter().map(|(k, c)| row(start, dim, k, len, c)));
+        }
+        out
     }
 
-    fn call(&self, c: &CallRecord) {
+    fn call(&mut self, c: &CallRecord) {
+        let [t, from, to] = &mut self.scratch;
         let keys = [
-            (Dimension::Trunk, self.trunk(c.caller_ip, c.callee_ip)),
-            (Dimension::CallerDomain, or_none(uri_host(&c.from.uri))),
-            (Dimension::CalleeDomain, or_none(uri_host(&c.to.uri))),
+            (
+                Dimension::Trunk,
+                trunk_key(&self.cfg.trunks, c.caller_ip, c.callee_ip, t),
+            ),
+            (Dimension::CallerDomain, host(&c.from.uri, from)),
+            (Dimension::CalleeDomain, host(&c.to.uri, to)),
             (
                 Dimension::UserAgent,
-                or_none(c.caller_user_agent.clone().unwrap_or_default()),
+                c.caller_user_agent.as_deref().unwrap_or(""),
             ),
         ];
-        self.count(c.invite_ns, keys, |k| k.add_call(c, &self.cfg.ner));
+        let ner = &self.cfg.ner;
+        count_keys(&self.cfg, &self.state, c.invite_ns, keys, |k| {
+            k.add_call(c, ner)
+        });
     }
 
-    fn registration(&self, r: &Registration<'_>) {
+    fn registration(&mut self, r: &Registration<'_>) {
         let refused = match r.outcome {
             RegistrationOutcome::Challenged => return,
             RegistrationOutcome::Registered | RegistrationOutcome::Unregistered => false,
             RegistrationOutcome::AuthFailed | RegistrationOutcome::Failed => true,
         };
         let delay_ms = (r.ts_ns - r.request_ns) as f64 / 1e6;
+        let [t, aor, _] = &mut self.scratch;
+        let aor = host(r.aor, aor);
         let keys = [
-            (Dimension::Trunk, self.trunk(r.client.0, r.registrar.0)),
-            (Dimension::CallerDomain, or_none(uri_host(r.aor))),
-            (Dimension::CalleeDomain, or_none(uri_host(r.aor))),
             (
-                Dimension::UserAgent,
-                or_none(r.user_agent.unwrap_or_default().to_string()),
+                Dimension::Trunk,
+                trunk_key(&self.cfg.trunks, r.client.0, r.registrar.0, t),
             ),
+            (Dimension::CallerDomain, aor),
+            (Dimension::CalleeDomain, aor),
+            (Dimension::UserAgent, r.user_agent.unwrap_or("")),
         ];
-        self.count(r.request_ns, keys, |k| {
+        count_keys(&self.cfg, &self.state, r.request_ns, keys, |k| {
             k.add_registration(refused, delay_ms)
         });
     }
 }
 
+fn interval(cfg: &KpiConfig, ts: i64) -> i64 {
+    ts.div_euclid(cfg.interval_ns) * cfg.interval_ns
+}
+
+/// Adds `count` to the total and to each of `keys` in the interval of `ts`:
+/// a key allocates only the first time it is seen in an interval.
+fn count_keys(
+    cfg: &KpiConfig,
+    state: &Mutex<State>,
+    ts: i64,
+    keys: [(Dimension, &str); 4],
+    count: impl Fn(&mut KpiCounts),
+) {
+    let start = interval(cfg, ts);
+    let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    if s.rows + 5 > MAX_ROWS {
+        s.dropped += 1;
+        return;
+    }
+    let all = std::iter::once((Dimension::Total, "all"));
+    for (dim, k) in all.chain(keys) {
+        let k = key(k);
+        let table = s.tables.entry((start, dim)).or_default();
+        if let Some(c) = table.get_mut(k) {
+            count(c);
+            continue;
+        }
+        let held = table.len() - table.contains_key(OTHER) as usize;
+        let k = if held < cfg.max_keys || dim == Dimension::Total {
+            k
+        } else {
+            OTHER
+        };
+        let new = !table.contains_key(k);
+        count(table.entry(k.to_string()).or_default());
+        s.rows += new as usize;
+    }
+}
+
 /// One JSON row: interval, dimension, key and every counter.
-fn row(k: &RowKey, len: i64, c: &KpiCounts) -> Value {
+fn row(start: i64, dim: Dimension, key: &str, len: i64, c: &KpiCounts) -> Value {
     let mut m = Map::new();
-    m.insert("start_ns".into(), k.0.into());
+    m.insert("start_ns".into(), start.into());
     m.insert("interval_s".into(), (len as f64 / 1e9).into());
-    m.insert("dimension".into(), k.1.name().into());
-    m.insert("key".into(), k.2.clone().into());
+    m.insert("dimension".into(), dim.name().into());
+    m.insert("key".into(), key.into());
     for (name, v) in COUNTER_NAMES.iter().zip(c.0) {
         m.insert((*name).into(), v.into());
     }
@@ -307,10 +357,10 @@ mod tests {
         });
         for agent in ["a", "b", "c", "d", "a"] {
             let keys = [
-                (Dimension::Trunk, "t".to_string()),
-                (Dimension::CallerDomain, "d".to_string()),
-                (Dimension::CalleeDomain, "d".to_string()),
-                (Dimension::UserAgent, agent.to_string()),
+                (Dimension::Trunk, "t"),
+                (Dimension::CallerDomain, "d"),
+                (Dimension::CalleeDomain, "d"),
+                (Dimension::UserAgent, agent),
             ];
             k.count(1, keys, |c| c.add_registration(false, 1.0));
         }
@@ -339,10 +389,10 @@ mod tests {
         let k = Kpis::new(KpiConfig::default());
         let keys = || {
             [
-                (Dimension::Trunk, "t".to_string()),
-                (Dimension::CallerDomain, "d".to_string()),
-                (Dimension::CalleeDomain, "d".to_string()),
-                (Dimension::UserAgent, "u".to_string()),
+                (Dimension::Trunk, "t"),
+                (Dimension::CallerDomain, "d"),
+                (Dimension::CalleeDomain, "d"),
+                (Dimension::UserAgent, "u"),
             ]
         };
         k.count(min + 1, keys(), |c| c.add_registration(false, 1.0));
