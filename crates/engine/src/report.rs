@@ -79,7 +79,29 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         rtcp_max_fraction_lost: s.rtcp.max_fraction_lost as f64 * 100.0 / 256.0,
         rtcp_cumulative_lost: s.rtcp.cumulative_lost as i64,
         rtcp_max_jitter_ms: s.rtcp.max_jitter_ms as f64,
+        rtcp_xr: s.rtcp.xr.as_ref().map(|x| xr_voip(&x.1, x.0)),
     };
     r.estimate_quality(&st.playout.models());
     r
+}
+
+/// XR VoIP metrics in the record's units: /256 fractions as percentages,
+/// MOS ×10 as MOS, 127 (unavailable) as none.
+fn xr_voip(m: &calliper_wire::rtcp::VoipMetrics, reports: u32) -> calliper_record::XrVoip {
+    let pct = |v: u8| f64::from(v) * 100.0 / 256.0;
+    let mos = |v: u8| (v != 127).then(|| f64::from(v) / 10.0);
+    calliper_record::XrVoip {
+        reports,
+        loss_percent: pct(m.loss_rate),
+        discard_percent: pct(m.discard_rate),
+        burst_density_percent: pct(m.burst_density),
+        gap_density_percent: pct(m.gap_density),
+        round_trip_ms: m.round_trip_ms,
+        end_system_delay_ms: m.end_system_delay_ms,
+        r_factor: (m.r_factor != 127).then_some(m.r_factor),
+        mos_lq: mos(m.mos_lq),
+        mos_cq: mos(m.mos_cq),
+        jb_nominal_ms: m.jb_nominal_ms,
+        jb_maximum_ms: m.jb_maximum_ms,
+    }
 }

@@ -24,9 +24,9 @@ impl Engine {
         }
     }
 
-    /// Applies the report blocks of an RTCP packet from `sender` to the
-    /// call's streams they describe: the receivers' own view of loss and
-    /// jitter. A block describes one stream: the one with its SSRC that
+    /// Applies the report blocks and XR VoIP metrics of an RTCP packet from
+    /// `sender` to the call's streams they describe: the receivers' own
+    /// view of loss, jitter and quality. A block describes one stream: the one with its SSRC that
     /// `sender` receives (a proxied call's legs share SSRCs; the choice
     /// depends on nothing a shard lacks). At most [`MAX_RTCP_BLOCKS`] blocks
     /// per datagram count. SRTCP (the streams' SDP says SRTP) is
@@ -37,15 +37,24 @@ impl Engine {
         };
         c.rtcp_packets = c.rtcp_packets.saturating_add(1);
         let mut blocks = 0;
-        for report in calliper_wire::rtcp::reports(payload) {
-            let Ok(report) = report else {
-                self.counters.anomaly("rtcp_malformed");
-                return;
+        for part in calliper_wire::rtcp::parts(payload) {
+            let (report, xr) = match part {
+                Ok(calliper_wire::rtcp::Part::Report(r)) => (Some(r), None),
+                Ok(calliper_wire::rtcp::Part::VoipMetrics(_, m)) => (None, Some(Part::Xr(m))),
+                Err(_) => {
+                    self.counters.anomaly("rtcp_malformed");
+                    return;
+                }
             };
-            // An SR names its sender's stream, a block the stream its
-            // sender receives: each is one search, counted against the cap.
-            let sr = report.sender.map(|(ntp, ..)| Part::SenderReport(ntp));
-            for part in sr.into_iter().chain(report.blocks().map(Part::Block)) {
+            // An SR names its sender's stream, a block or XR metrics the
+            // stream its sender receives: each is one search, counted
+            // against the cap.
+            let sr = report.and_then(|r| {
+                r.sender
+                    .map(|(ntp, ..)| Part::SenderReport(ntp, r.reporter))
+            });
+            let report_blocks = report.into_iter().flat_map(|r| r.blocks().map(Part::Block));
+            for part in sr.into_iter().chain(report_blocks).chain(xr) {
                 blocks += 1;
                 if blocks > MAX_RTCP_BLOCKS {
                     // Every shard reads the same datagram: counted alike.
@@ -58,8 +67,8 @@ impl Engine {
                         .is_some_and(|s| is(&s.key) && !encrypted(c, s))
                 };
                 match part {
-                    Part::SenderReport(ntp) => {
-                        let is = |k: &StreamKey| k.ssrc == report.reporter && k.src == sender;
+                    Part::SenderReport(ntp, reporter) => {
+                        let is = |k: &StreamKey| k.ssrc == reporter && k.src == sender;
                         let si = c.streams.iter().find(|si| readable(si, &is)).copied();
                         if let Some(s) = si.and_then(|si| self.streams.get_mut(si)) {
                             s.rtcp.sender_report(ntp, now);
@@ -73,6 +82,16 @@ impl Engine {
                             media_events::rtcp_event(&self.events, now, c, s, &figures);
                         }
                     }
+                    Part::Xr(m) => {
+                        let is = |k: &StreamKey| k.ssrc == m.ssrc && k.dst == sender;
+                        let si = c.streams.iter().find(|si| readable(si, &is)).copied();
+                        if let Some(s) = si.and_then(|si| self.streams.get_mut(si)) {
+                            // Boxed: allocated once, for the few streams with XR.
+                            let xr = s.rtcp.xr.get_or_insert_with(Box::default);
+                            xr.0 = xr.0.saturating_add(1);
+                            xr.1 = m;
+                        }
+                    }
                 }
             }
         }
@@ -81,10 +100,12 @@ impl Engine {
 
 /// What an RTCP report says that applies to one stream.
 enum Part {
-    /// An SR's NTP time: its sender's stream.
-    SenderReport(u64),
+    /// An SR's NTP time and its sender (SSRC): its sender's stream.
+    SenderReport(u64, u32),
     /// A report block: the stream its reporter receives.
     Block(calliper_wire::rtcp::ReportBlock),
+    /// XR VoIP metrics: the stream its reporter receives.
+    Xr(calliper_wire::rtcp::VoipMetrics),
 }
 
 impl RtcpView {
@@ -161,7 +182,7 @@ impl RtcpView {
 }
 
 /// A stream as its receiver reports it in RTCP.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct RtcpView {
     /// Middle 32 bits of the NTP time of the sender's last SR (0: none,
     /// as LSR 0 means none), and when the probe saw it.
@@ -174,4 +195,6 @@ pub(crate) struct RtcpView {
     /// RTCP's 24-bit signed count.
     pub(crate) cumulative_lost: i32,
     pub(crate) max_jitter_ms: f32,
+    /// XR VoIP metrics blocks received, and the latest.
+    pub(crate) xr: Option<Box<(u32, calliper_wire::rtcp::VoipMetrics)>>,
 }

@@ -166,6 +166,38 @@ pub struct StreamRecord {
     pub rtcp_cumulative_lost: i64,
     /// Largest interarrival jitter the receiver reported, ms.
     pub rtcp_max_jitter_ms: f64,
+    /// The receiver's own RTCP XR VoIP metrics about this stream, if it sent any.
+    pub rtcp_xr: Option<XrVoip>,
+}
+
+/// A receiver's RTCP XR VoIP metrics (RFC 3611 §4.7) about a stream: the
+/// latest block, as the endpoint measured it after its jitter buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct XrVoip {
+    /// Blocks received.
+    pub reports: u32,
+    /// Packets lost in the network, percent.
+    pub loss_percent: f64,
+    /// Packets its jitter buffer discarded, percent.
+    pub discard_percent: f64,
+    /// Lost or discarded within bursts, percent.
+    pub burst_density_percent: f64,
+    /// Lost or discarded within gaps, percent.
+    pub gap_density_percent: f64,
+    /// Round trip between the endpoints, ms.
+    pub round_trip_ms: u16,
+    /// The endpoint's own delay, ms.
+    pub end_system_delay_ms: u16,
+    /// Its R factor (none when it sent 127, unavailable).
+    pub r_factor: Option<u8>,
+    /// Its listening-quality MOS.
+    pub mos_lq: Option<f64>,
+    /// Its conversational-quality MOS.
+    pub mos_cq: Option<f64>,
+    /// Nominal jitter-buffer delay, ms.
+    pub jb_nominal_ms: u16,
+    /// Maximum jitter-buffer delay, ms.
+    pub jb_maximum_ms: u16,
 }
 
 /// One jitter-buffer model's view of a stream

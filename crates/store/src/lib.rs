@@ -313,8 +313,8 @@ impl Sqlite {
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets, event_end_repeats,
              mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
              rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms,
-             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted, rtcp_xr)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -362,6 +362,7 @@ impl Sqlite {
             s.delay_inputs,
             serde_json::to_string(&s.jitter_buffers)?,
             s.encrypted,
+            s.rtcp_xr.as_ref().map(serde_json::to_string).transpose()?,
         ])?;
         Ok(())
     }

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS streams (
     wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
     mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
     rtcp_max_jitter_ms REAL, worst_interval_mos REAL, packet_ms REAL, rtt_ms REAL, delay_ms REAL, delay_inputs TEXT,
-    jitter_buffers TEXT, encrypted INTEGER
+    jitter_buffers TEXT, encrypted INTEGER, rtcp_xr TEXT
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS runs (
 /// why a stream has no MOS (`r_factor` and `mos` may now be NULL); 5 the
 /// jitter-buffer scores, delay, round trip and SRTP flag of streams, and
 /// the calls' worst MOS; 6 the calls' failed-SRD flag and disconnect delay
-/// (RFC 6076), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`).
+/// (RFC 6076), the streams' RTCP XR VoIP metrics (JSON), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`).
 const SCHEMA_VERSION: i64 = 6;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
@@ -116,6 +116,12 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "setup_delay_to_failure",
             "ALTER TABLE calls ADD COLUMN setup_delay_to_failure INTEGER;
              ALTER TABLE calls ADD COLUMN disconnect_delay_ms REAL;",
+        )?;
+        add_columns(
+            conn,
+            "streams",
+            "rtcp_xr",
+            "ALTER TABLE streams ADD COLUMN rtcp_xr TEXT;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

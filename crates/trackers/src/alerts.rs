@@ -391,7 +391,10 @@ mod tests {
 
     #[test]
     fn agents_match_without_regard_to_case() {
-        assert!(contains_ignore_case("Friendly-Scanner 1.0", "friendly-scanner"));
+        assert!(contains_ignore_case(
+            "Friendly-Scanner 1.0",
+            "friendly-scanner"
+        ));
         assert!(!contains_ignore_case("Linphone", "sipvicious"));
         assert!(contains_ignore_case("x", ""));
     }
