@@ -137,6 +137,13 @@ impl Endian {
             Endian::Big => u32::from_be_bytes(a),
         }
     }
+    fn i64(self, b: &[u8]) -> i64 {
+        let a = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
+        match self {
+            Endian::Little => i64::from_le_bytes(a),
+            Endian::Big => i64::from_be_bytes(a),
+        }
+    }
 }
 
 /// Timestamp resolution of a source: ticks per second as 10^n or 2^n.

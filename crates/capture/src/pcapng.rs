@@ -203,11 +203,8 @@ fn parse_idb(body: &[u8], e: Endian) -> Option<Interface> {
                     TsResolution::Decimal(v)
                 };
             }
-            (14, 8) => {
-                let hi = e.u32(&val[0..4]) as u64;
-                let lo = e.u32(&val[4..8]) as u64;
-                iface.offset_s = ((hi << 32) | lo) as i64;
-            }
+            // One 64-bit integer (not two 32-bit halves, as packet times are).
+            (14, 8) => iface.offset_s = e.i64(val),
             _ => {}
         }
         opts = opts.get(4 + padded..).unwrap_or(&[]);

@@ -127,6 +127,11 @@ fn block(v: &mut Vec<u8>, big: bool, btype: u32, body: &[u8]) {
 }
 
 fn pcapng_file(big: bool, tsresol: u8) -> Vec<u8> {
+    pcapng_file_offset(big, tsresol, None)
+}
+
+/// Like [`pcapng_file`], interface 1 with `if_tsoffset` (seconds) when given.
+fn pcapng_file_offset(big: bool, tsresol: u8, tsoffset: Option<i64>) -> Vec<u8> {
     let w32 = |x: u32| {
         if big {
             x.to_be_bytes()
@@ -161,6 +166,11 @@ fn pcapng_file(big: bool, tsresol: u8) -> Vec<u8> {
     idb1.extend(w16(9));
     idb1.extend(w16(1));
     idb1.extend([tsresol, 0, 0, 0]);
+    if let Some(off) = tsoffset {
+        idb1.extend(w16(14));
+        idb1.extend(w16(8));
+        idb1.extend(if big { off.to_be_bytes() } else { off.to_le_bytes() });
+    }
     idb1.extend(w16(0));
     idb1.extend(w16(0));
     block(&mut f, big, 1, &idb1);
@@ -205,6 +215,17 @@ fn pcapng_interfaces_resolutions_and_byte_orders() {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         r.next_packet().unwrap();
         assert_eq!(r.next_packet().unwrap().unwrap().ts_ns, 3 << 30);
+    }
+}
+
+#[test]
+fn pcapng_tsoffset_is_one_64_bit_integer_in_the_sections_byte_order() {
+    for big in [false, true] {
+        let f = pcapng_file_offset(big, 9, Some(1_700_000_000));
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        r.next_packet().unwrap();
+        let ts = r.next_packet().unwrap().unwrap().ts_ns;
+        assert_eq!(ts, 1_700_000_000 * 1_000_000_000 + (3 << 30), "big endian: {big}");
     }
 }
 
