@@ -169,7 +169,11 @@ fn pcapng_file_offset(big: bool, tsresol: u8, tsoffset: Option<i64>) -> Vec<u8> 
     if let Some(off) = tsoffset {
         idb1.extend(w16(14));
         idb1.extend(w16(8));
-        idb1.extend(if big { off.to_be_bytes() } else { off.to_le_bytes() });
+        idb1.extend(if big {
+            off.to_be_bytes()
+        } else {
+            off.to_le_bytes()
+        });
     }
     idb1.extend(w16(0));
     idb1.extend(w16(0));
@@ -225,7 +229,11 @@ fn pcapng_tsoffset_is_one_64_bit_integer_in_the_sections_byte_order() {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         r.next_packet().unwrap();
         let ts = r.next_packet().unwrap().unwrap().ts_ns;
-        assert_eq!(ts, 1_700_000_000 * 1_000_000_000 + (3 << 30), "big endian: {big}");
+        assert_eq!(
+            ts,
+            1_700_000_000 * 1_000_000_000 + (3 << 30),
+            "big endian: {big}"
+        );
     }
 }
 

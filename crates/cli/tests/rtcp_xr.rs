@@ -23,7 +23,11 @@ fn voip_block(ssrc: u32, seed: u8) -> Vec<u8> {
     b.extend_from_slice(&(40 + seed as u16).to_be_bytes()); // round trip
     b.extend_from_slice(&(60 + seed as u16).to_be_bytes()); // end system delay
     b.extend_from_slice(&[0xB0, 0xC4, 127, 16]); // signal -80, noise -60, RERL n/a, Gmin
-    let mos_lq = if seed.is_multiple_of(2) { 127 } else { 35 + seed % 10 };
+    let mos_lq = if seed.is_multiple_of(2) {
+        127
+    } else {
+        35 + seed % 10
+    };
     b.extend_from_slice(&[80 - seed % 20, 127, mos_lq, 30]); // R, ext R, MOS-LQ, MOS-CQ
     b.extend_from_slice(&[0x03, 0]); // RX config, reserved
     b.extend_from_slice(&(40 + seed as u16).to_be_bytes()); // JB nominal

@@ -72,6 +72,39 @@ fn dynamic_default_rate(name: &str) -> u32 {
         .map_or(0, |(_, r)| *r)
 }
 
+/// The RTP clock a codec's payload format fixes, whatever an `a=rtpmap`
+/// says: a wrong rate there (PCMU/16000) would halve every time the stream
+/// is measured in. Codecs whose rate varies (L16, speex, DVI4) are absent.
+fn fixed_rate(name: &str) -> Option<u32> {
+    // (name, rate, whether longer names count: G726-32, G729A)
+    const TABLE: &[(&str, u32, bool)] = &[
+        ("PCMU", 8000, false),
+        ("PCMA", 8000, false),
+        ("GSM", 8000, false),
+        ("GSM-EFR", 8000, false),
+        ("G723", 8000, false),
+        // G.722's RTP clock is 8 kHz although it samples at 16 (RFC 3551 §4.5.2).
+        ("G722", 8000, false),
+        ("G728", 8000, false),
+        ("G729", 8000, true),
+        ("G726", 8000, true),
+        ("AMR", 8000, false),
+        ("AMR-WB", 16000, false),
+        ("iLBC", 8000, false),
+        ("opus", 48000, false),
+    ];
+    TABLE
+        .iter()
+        .find(|(n, _, prefix)| {
+            if *prefix {
+                starts_with_ignore_case(name, n)
+            } else {
+                name.eq_ignore_ascii_case(n)
+            }
+        })
+        .map(|(_, r, _)| *r)
+}
+
 /// `name` starts with `prefix`, ASCII case ignored. Compares bytes, so a
 /// name with non-ASCII characters (from SDP, anyone's text) cannot split a
 /// character and panic.
@@ -171,6 +204,8 @@ impl Codec {
         if let Some((name, rate)) = rtpmap {
             let clock = if starts_with_ignore_case(name, "telephone-event") {
                 ClockRate::Event(if rate == 0 { 8000 } else { rate })
+            } else if let Some(fixed) = fixed_rate(name) {
+                ClockRate::Hz(fixed)
             } else if rate != 0 {
                 ClockRate::Hz(rate)
             } else {

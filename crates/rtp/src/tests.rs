@@ -320,6 +320,31 @@ fn codec_names_are_normalised() {
     );
 }
 
+/// A codec whose payload format fixes its clock keeps it whatever the
+/// `a=rtpmap` rate (RFC 3551 §4.5, RFC 7587 for Opus); others take the SDP's.
+#[test]
+fn fixed_clock_codecs_ignore_a_wrong_rtpmap_rate() {
+    for (sdp, rate, want) in [
+        ("PCMU", 16000, 8000),
+        ("pcma", 48000, 8000),
+        ("G722", 16000, 8000),
+        ("G726-32", 32000, 8000),
+        ("G729a", 16000, 8000),
+        ("AMR-WB", 8000, 16000),
+        ("opus", 16000, 48000),
+        // Clocks that vary with the format stay as signalled.
+        ("L16", 16000, 16000),
+        ("speex", 32000, 32000),
+        ("PCMU-WB", 16000, 16000),
+    ] {
+        assert_eq!(
+            Codec::resolve(96, Some((sdp, rate))).clock,
+            ClockRate::Hz(want),
+            "{sdp}/{rate}"
+        );
+    }
+}
+
 /// BurstR from observed loss runs, against G.107's two-state model: loss
 /// 2 %, P(lost | previous lost) 0.75 gives p 0.005102, q 0.25, BurstR 3.92
 /// (shared/reference.md); independent loss of 2 % gives about 1.
