@@ -62,28 +62,28 @@ pub struct AlertArgs {
     #[arg(long, default_value = "3.1", value_name = "MOS|off", value_parser = threshold)]
     pub alert_mos_below: Threshold,
     /// Alert on a call with a scored stream losing more than this percentage.
-    #[arg(long, default_value = "5", value_name = "PERCENT|off", value_parser = threshold)]
+    #[arg(long, default_value = "5", value_name = "PERCENT|off", value_parser = percent)]
     pub alert_loss_above: Threshold,
     /// Alert on one-way audio or no RTP in calls answered at least this long.
     #[arg(long, default_value = "5", value_name = "SECONDS|off", value_parser = threshold)]
     pub alert_media_after: Threshold,
     /// Alert when a trunk's ASR over --alert-asr-window falls below this percentage.
-    #[arg(long, default_value = "30", value_name = "PERCENT|off", value_parser = threshold)]
+    #[arg(long, default_value = "30", value_name = "PERCENT|off", value_parser = percent)]
     pub alert_asr_below: Threshold,
-    /// The ASR window, seconds (whole minutes, at least one).
-    #[arg(long, default_value_t = 900.0, value_name = "SECONDS", value_parser = positive_seconds)]
-    pub alert_asr_window: f64,
+    /// The ASR window, whole minutes in seconds (60 to 3600).
+    #[arg(long, default_value_t = 900, value_name = "SECONDS", value_parser = asr_window)]
+    pub alert_asr_window: u32,
     /// Fewest attempts in the window before a trunk's ASR is judged.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub alert_asr_min_attempts: u64,
     /// Alert on a source with this many refused REGISTERs or INVITEs (401,
     /// 403, 404, 407, 484) in a minute: scanning or password guessing.
-    #[arg(long, default_value = "20", value_name = "N|off", value_parser = threshold)]
+    #[arg(long, default_value = "20", value_name = "N|off", value_parser = count)]
     pub alert_scan_failures: Threshold,
     /// Alert on a source whose User-Agent contains one of these
     /// (comma-separated, case-insensitive); `off` for none. Default: the
     /// known scanners (friendly-scanner, sipvicious, sipcli, ...).
-    #[arg(long, value_name = "LIST|off")]
+    #[arg(long, value_name = "LIST|off", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub alert_scanner_agents: Option<String>,
 }
 
@@ -92,12 +92,40 @@ pub struct AlertArgs {
 pub struct Threshold(pub Option<f64>);
 
 fn threshold(s: &str) -> Result<Threshold, String> {
-    if s.trim() == "off" {
+    if s.trim().eq_ignore_ascii_case("off") {
         return Ok(Threshold(None));
     }
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(Threshold(Some(v))),
         _ => Err(format!("`{s}` is not a number of at least 0, or off")),
+    }
+}
+
+/// A percentage (0 to 100), or `off`.
+fn percent(s: &str) -> Result<Threshold, String> {
+    match threshold(s)? {
+        Threshold(Some(v)) if v > 100.0 => Err(format!("`{s}` is more than 100 %")),
+        t => Ok(t),
+    }
+}
+
+/// A whole number of at least 1, or `off`.
+fn count(s: &str) -> Result<Threshold, String> {
+    match threshold(s)? {
+        Threshold(Some(v)) if v < 1.0 || v.fract() != 0.0 || v > f64::from(u32::MAX) => {
+            Err(format!("`{s}` is not a whole number of at least 1, or off"))
+        }
+        t => Ok(t),
+    }
+}
+
+/// Whole minutes, in seconds, from 60 to 3600.
+fn asr_window(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(v) if (60..=3600).contains(&v) && v % 60 == 0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not whole minutes in seconds from 60 to 3600"
+        )),
     }
 }
 
@@ -121,7 +149,7 @@ impl AlertArgs {
             loss_above: self.alert_loss_above.0,
             media_after_ns: self.alert_media_after.0.map(|s| (s * 1e9) as i64),
             asr_below: self.alert_asr_below.0,
-            asr_window_ns: seconds(self.alert_asr_window.max(60.0)),
+            asr_window_ns: i64::from(self.alert_asr_window) * 1_000_000_000,
             asr_min_attempts: self.alert_asr_min_attempts,
             scan_failures: self
                 .alert_scan_failures
@@ -137,9 +165,10 @@ impl AlertArgs {
 /// `calliper report kpi`) are kept: docs/kpi.md.
 #[derive(clap::Args, Debug)]
 pub struct KpiArgs {
-    /// Length of a KPI interval; a call counts in the interval of its INVITE.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
-    pub kpi_interval: f64,
+    /// Length of a KPI interval, whole seconds (1 to 86400); a call counts
+    /// in the interval of its INVITE.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub kpi_interval: u32,
     /// Most keys per KPI dimension (trunk, domains, user agent) and interval;
     /// the rest count under the key `other`.
     #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -159,7 +188,7 @@ impl KpiArgs {
     /// The KPI tracker's configuration.
     pub fn config(&self) -> calliper_trackers::KpiConfig {
         calliper_trackers::KpiConfig {
-            interval_ns: seconds(self.kpi_interval),
+            interval_ns: i64::from(self.kpi_interval) * 1_000_000_000,
             max_keys: self.kpi_keys as usize,
             trunks: self.trunks.clone(),
             ner: self.ner_codes.clone(),

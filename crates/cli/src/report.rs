@@ -110,11 +110,15 @@ pub fn run(cmd: ReportCommand) -> Result<()> {
     }
     let conn = calliper_store::open_read_only(&a.db)
         .with_context(|| format!("cannot open {}", a.db.display()))?;
-    let stored = calliper_store::kpi_intervals(&conn).with_context(|| {
-        format!(
-            "{} has no KPI table: it was written by an older calliper or is not a calliper database",
-            a.db.display()
-        )
+    let stored = calliper_store::kpi_intervals(&conn).map_err(|e| {
+        if e.to_string().contains("no such table") {
+            anyhow::anyhow!(
+                "{} has no KPI table: it was written by an older calliper or is not a calliper database",
+                a.db.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot read {}: {e}", a.db.display())
+        }
     })?;
     if stored.is_empty() {
         bail!(
@@ -226,7 +230,7 @@ fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
     };
     for r in rows {
         let k = r.counts.figures();
-        let mut key = r.key.clone();
+        let mut key = crate::summary::printable(&r.key).into_owned();
         if key.chars().count() > 28 {
             key = key.chars().take(27).collect::<String>() + "…";
         }

@@ -262,7 +262,7 @@ impl Outputs {
             "the output could not keep up with the capture".into(),
         );
         dropped(
-            "calls and registrations left out of the KPIs",
+            "KPI counts (calls and registrations)",
             "kpi_dropped",
             self.kpis.dropped(),
             format!(
@@ -280,7 +280,7 @@ impl Outputs {
             ),
         );
         dropped(
-            "sources and trunks left unjudged by the alerts",
+            "alert checks (sources and trunks beyond the followed ones)",
             "alerts_untracked",
             self.alerts.untracked(),
             format!(

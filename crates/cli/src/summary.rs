@@ -10,7 +10,7 @@ use std::io::{self, Write};
 /// Text from the capture made safe for a terminal: control characters
 /// (escape sequences, a bare CR that would overwrite a line) are shown
 /// escaped instead of acted on.
-fn printable(s: &str) -> Cow<'_, str> {
+pub fn printable(s: &str) -> Cow<'_, str> {
     if !s.chars().any(char::is_control) {
         return Cow::Borrowed(s);
     }

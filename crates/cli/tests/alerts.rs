@@ -196,3 +196,58 @@ fn stored_alerts(db: &std::path::Path) -> i64 {
     conn.query_row("SELECT COUNT(*) FROM alerts", [], |r| r.get(0))
         .unwrap()
 }
+
+/// A trunk answering 60 % of its calls, which last 4 minutes, and refusing
+/// 40 % at once: its ASR is 60 %, so no `low_asr`, although the refused
+/// calls' records are all written before the first answered call's.
+#[test]
+fn long_answered_calls_do_not_make_a_trunk_look_failed() {
+    let mut p = Pcap::default();
+    let invite = "INVITE sip:bob@example.net SIP/2.0";
+    let mut events: Vec<(i64, bool, Vec<u8>)> = Vec::new();
+    for i in 0..100 {
+        let id = format!("c{i}");
+        let t = T0 + i * 3 * SEC;
+        events.push((t, true, sip(invite, &id, "1 INVITE", false, "")));
+        if i % 5 < 3 {
+            events.push((
+                t + 50 * MS,
+                false,
+                sip("SIP/2.0 200 OK", &id, "1 INVITE", true, ""),
+            ));
+            let bye = sip("BYE sip:bob@example.net SIP/2.0", &id, "2 BYE", true, "");
+            events.push((t + 240 * SEC, true, bye));
+            let ok = sip("SIP/2.0 200 OK", &id, "2 BYE", true, "");
+            events.push((t + 240 * SEC + 10 * MS, false, ok));
+        } else {
+            events.push((
+                t + 50 * MS,
+                false,
+                sip("SIP/2.0 486 Busy Here", &id, "1 INVITE", true, ""),
+            ));
+        }
+    }
+    events.sort_by_key(|e| e.0);
+    for (t, up, m) in events {
+        if up {
+            p.udp(t, CALLER, CALLEE, &m);
+        } else {
+            p.udp(t, CALLEE, CALLER, &m);
+        }
+    }
+    let pcap = p.save("alerts-asr");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "--format", "jsonl"])
+        .args(["--alert-media-after", "off"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let alerts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("\"type\":\"alert\""))
+        .collect();
+    assert!(alerts.is_empty(), "{alerts:#?}");
+    let _ = std::fs::remove_file(&pcap);
+}

@@ -85,10 +85,13 @@ fn invite_flood_and_hostile_messages() {
     );
     assert_eq!(two.code, 0, "{}", two.stderr);
     let sorted = |text: &str| {
-        let mut v: Vec<String> = text
+        let parsed = text
             .lines()
-            .map(|l| {
-                let mut j: Value = serde_json::from_str(l).unwrap();
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut v: Vec<String> = common::kpi_rows_summed(parsed)
+            .into_iter()
+            .map(|mut j: Value| {
                 j.as_object_mut().unwrap().remove("input");
                 j.to_string()
             })

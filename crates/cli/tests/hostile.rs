@@ -65,6 +65,7 @@ fn analyze(file: &Path, threads: u32, extra: &[&str]) -> Run {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
+    let lines = common::kpi_rows_summed(lines);
     Run {
         code: m.code,
         lines,

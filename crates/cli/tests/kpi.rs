@@ -325,3 +325,106 @@ fn a_report_refuses_what_it_cannot_answer() {
     let _ = std::fs::remove_file(&db);
     let _ = std::fs::remove_file(&pcap);
 }
+
+/// Review findings, each on its own capture: a 2xx that crosses a CANCEL
+/// keeps the BYE's SDD; keys seen first (a scan's quickly refused calls)
+/// do not take the busiest key's place; nonsense options are refused.
+#[test]
+fn kpi_regressions_from_review() {
+    let invite = "INVITE sip:bob@example.net SIP/2.0";
+    let mut p = Pcap::default();
+    let mut f = Flow {
+        p: &mut p,
+        call_id: "race",
+        t0: T0,
+    };
+    f.up(0, invite, "1 INVITE");
+    f.down(100, "SIP/2.0 180 Ringing", "1 INVITE");
+    f.up(2000, "CANCEL sip:bob@example.net SIP/2.0", "1 CANCEL");
+    f.down(2001, "SIP/2.0 200 OK", "1 INVITE");
+    f.up(2010, "ACK sip:bob@example.net SIP/2.0", "1 ACK");
+    f.up(5000, "BYE sip:bob@example.net SIP/2.0", "2 BYE");
+    f.down(5030, "SIP/2.0 200 OK", "2 BYE");
+    // 20 quickly refused attempts, each from its own domain, then 15 calls
+    // from one domain that end later: with 10 keys, that domain must be kept.
+    for i in 0..20 {
+        let id = format!("junk-{i}");
+        let t = T0 + 6 * SEC + i * 10 * MS;
+        let m = String::from_utf8(common::hostile::sip(invite, &id, "1 INVITE", false, ""))
+            .unwrap()
+            .replace("alice@example.com", &format!("x@junk{i}.example"));
+        p.udp(t, CALLER, CALLEE, m.as_bytes());
+        let refused = common::hostile::sip("SIP/2.0 404 Not Found", &id, "1 INVITE", true, "");
+        p.udp(t + MS, CALLEE, CALLER, &refused);
+    }
+    for i in 0..15 {
+        let id = format!("real-{i}");
+        let mut f = Flow {
+            p: &mut p,
+            call_id: Box::leak(id.into_boxed_str()),
+            t0: T0 + 7 * SEC + i * 10 * MS,
+        };
+        f.up(0, invite, "1 INVITE");
+        f.down(50, "SIP/2.0 200 OK", "1 INVITE");
+        f.up(20_000, "BYE sip:bob@example.net SIP/2.0", "2 BYE");
+        f.down(20_010, "SIP/2.0 200 OK", "2 BYE");
+    }
+    let pcap = p.save("kpi-review");
+    let db = pcap.with_extension("db");
+    let _ = std::fs::remove_file(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "-o",
+            "/dev/null",
+            "--kpi-keys",
+            "10",
+            "--db",
+        ])
+        .arg(&db)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let total = &report(&db, &[])[0];
+    assert_eq!(
+        total["sdd_count"], 16,
+        "the raced call's BYE has its SDD\n{total}"
+    );
+    assert_eq!(total["bye_unanswered"], 0);
+    let domains = report(&db, &["--by", "domain", "--top", "100"]);
+    let busiest = &domains[0];
+    assert_eq!(busiest["key"], "example.com", "{domains:?}");
+    assert_eq!(busiest["attempts"], 16);
+    let other = domains.iter().find(|r| r["key"] == "other").unwrap();
+    assert_eq!(
+        other["attempts"], 11,
+        "20 junk domains, 9 kept beside example.com"
+    );
+    for bad in [
+        &["--kpi-interval", "0.5"][..],
+        &["--kpi-interval", "1e-10"],
+        &["--alert-scan-failures", "0"],
+        &["--alert-scan-failures", "2.5"],
+        &["--alert-asr-below", "500"],
+        &["--alert-asr-window", "90"],
+        &["--alert-scanner-agents", ""],
+        &["--trunk", "other=10.0.0.1"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--progress", "never", "-o", "/dev/null"])
+            .args(bad)
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?} accepted");
+    }
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_file(&pcap);
+}

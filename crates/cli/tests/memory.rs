@@ -50,5 +50,7 @@ fn state_per_concurrent_call_stays_within_budget() {
     // slab has room for 8 192); RSS is in BENCHMARKS.md. 3 562 with the
     // jitter-buffer simulation and RTCP round trip in every stream (128 B
     // each, two streams per call).
-    assert!(per_call < 3_600.0, "{per_call:.0} bytes per call");
+    // 3 627 with RFC 6076's disconnect delay in calls (8 B) and the RTCP XR
+    // pointer in streams (16 B with padding).
+    assert!(per_call < 3_650.0, "{per_call:.0} bytes per call");
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 fn run(file: &Path, threads: &str, extra: &[&str]) -> (Vec<String>, Value) {
     let mut args = vec!["--threads", threads];
     args.extend_from_slice(extra);
-    let lines = calliper_jsonl(file, &args);
+    let lines = common::kpi_rows_summed(calliper_jsonl(file, &args));
     let mut summary = lines
         .iter()
         .find(|l| l["type"] == "summary")

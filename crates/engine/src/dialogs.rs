@@ -363,8 +363,7 @@ impl Engine {
                 };
                 if m.cseq_method == Some("BYE") {
                     // SDD: the BYE that ended the call, to its first final answer.
-                    let bye_sent = call.hangup_by.is_some() && !call.cancelled;
-                    if code >= 200 && bye_sent && call.bye_answer_ns.is_none() {
+                    if code >= 200 && call.ended_by_bye() && call.bye_answer_ns.is_none() {
                         call.bye_answer_ns = NonZeroI64::new(now);
                     }
                     return Some(sender);

@@ -287,6 +287,7 @@ impl Engine {
             state: None,
             by,
             reason: None,
+            parties: (c.caller.0, c.callee.0),
         }));
     }
 }
@@ -304,6 +305,7 @@ impl Engine {
                 state: None,
                 by: None,
                 reason: Some("discarded: too many unanswered INVITEs (--max-unanswered)"),
+                parties: (c.caller.0, c.callee.0),
             }));
         }
     }
@@ -334,6 +336,7 @@ fn ended(r: &CallRecord) -> CallChange<'_> {
         state: Some(r.state),
         by: r.hangup_by,
         reason: r.hangup_reason.as_deref().or(r.final_reason.as_deref()),
+        parties: (r.caller_ip, r.callee_ip),
     }
 }
 

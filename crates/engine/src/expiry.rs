@@ -90,9 +90,7 @@ impl Engine {
         let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
         let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
         let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
-        let bye_ns = call
-            .end_ns
-            .filter(|_| call.hangup_by.is_some() && !call.cancelled);
+        let bye_ns = call.end_ns.filter(|_| call.ended_by_bye());
         let disconnect_delay_ms = bye_ns
             .zip(call.bye_answer_ns)
             .map(|(bye, answer)| ms(bye, answer.get()).max(0.0));

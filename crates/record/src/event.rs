@@ -91,6 +91,10 @@ pub struct CallChange<'a> {
     pub by: Option<Side>,
     /// Reason header of the BYE or CANCEL, or the failure's reason phrase.
     pub reason: Option<&'a str>,
+    /// The caller's and callee's signalling addresses (trackers key trunks
+    /// by them; the event log leaves them out).
+    #[serde(skip)]
+    pub parties: (IpAddr, IpAddr),
 }
 
 /// What a registration transaction came to.

@@ -287,10 +287,41 @@ pub fn uri_host(uri: &str) -> &str {
     if !scheme.eq_ignore_ascii_case("sip") && !scheme.eq_ignore_ascii_case("sips") {
         return scheme;
     }
-    let rest = rest.split(['>', ';', '?']).next().unwrap_or("");
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let rest = rest.split('>').next().unwrap_or("");
+    // The user part may hold `;` (user parameters, `;npdi`) but not an
+    // unescaped `@`, so the first `@` ends it, unless headers (`?`) come first.
+    let after_user = match (rest.find('@'), rest.find('?')) {
+        (Some(at), Some(q)) if q < at => rest,
+        (Some(at), _) => &rest[at + 1..],
+        (None, _) => rest,
+    };
+    let host = after_user.split([';', '?']).next().unwrap_or("");
     match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => host.split(':').next().unwrap_or(""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uri_host;
+
+    #[test]
+    fn hosts_of_uris_with_user_parameters_ports_and_brackets() {
+        for (uri, host) in [
+            ("sip:alice@Atlanta.com:5060;transport=tcp", "Atlanta.com"),
+            ("<sip:alice;day=tuesday@atlanta.com>", "atlanta.com"),
+            (
+                "sip:+12125551212;npdi;rn=+1@gw.example.com;user=phone",
+                "gw.example.com",
+            ),
+            ("sips:[2001:db8::1]:5061", "2001:db8::1"),
+            ("sip:example.com?subject=a@b", "example.com"),
+            ("tel:+1-201-555-0123", "tel"),
+            ("sip:@", ""),
+            ("nonsense", ""),
+        ] {
+            assert_eq!(uri_host(uri), host, "{uri}");
+        }
     }
 }

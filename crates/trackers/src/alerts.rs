@@ -3,15 +3,15 @@
 //! registration transactions, off the packet path; docs/alerts.md.
 
 use crate::kpi::{trunk_key, Trunk};
-use calliper_record::event::{Registration, RegistrationOutcome};
-use calliper_record::{CallRecord, Event, StreamDirection, Tracker};
+use calliper_record::event::{CallChange, CallPhase, Registration, RegistrationOutcome};
+use calliper_record::{CallRecord, CallState, Event, StreamDirection, Tracker};
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 /// Most alerts held between two writes (beyond it they are counted, not kept).
-pub const MAX_ALERTS: usize = 10_000;
+pub const MAX_ALERTS: usize = 100_000;
 /// Most sources (scanning) and trunks (ASR) followed at once; new ones
 /// beyond are not judged and are counted ([`Alerts::untracked`]).
 pub const MAX_FOLLOWED: usize = 10_000;
@@ -35,6 +35,9 @@ pub const SCANNER_AGENTS: &[&str] = &[
     "smap",
 ];
 
+/// Longest ASR window, minutes (each trunk keeps a bucket per minute).
+pub const MAX_ASR_MINUTES: usize = 60;
+
 /// The thresholds; `None` turns a check off.
 #[derive(Debug, Clone)]
 pub struct AlertConfig {
@@ -46,7 +49,7 @@ pub struct AlertConfig {
     pub media_after_ns: Option<i64>,
     /// A trunk whose ASR over [`Self::asr_window_ns`] falls below this, percent.
     pub asr_below: Option<f64>,
-    /// The ASR window, ns (whole minutes).
+    /// The ASR window, ns (whole minutes, at most [`MAX_ASR_MINUTES`]).
     pub asr_window_ns: i64,
     /// Fewest attempts in the window before ASR is judged.
     pub asr_min_attempts: u64,
@@ -57,6 +60,12 @@ pub struct AlertConfig {
     pub scanner_agents: Vec<String>,
     /// Named trunks (as for the KPIs).
     pub trunks: Vec<Trunk>,
+}
+
+impl AlertConfig {
+    fn asr_window_minutes(&self) -> usize {
+        ((self.asr_window_ns / MINUTE_NS) as usize).clamp(1, MAX_ASR_MINUTES)
+    }
 }
 
 impl Default for AlertConfig {
@@ -102,10 +111,11 @@ struct Source {
     agent_alerted: bool,
 }
 
-#[derive(Default)]
 struct TrunkWindow {
-    /// (minute, attempts, answered), oldest first.
-    minutes: VecDeque<(i64, u64, u64)>,
+    /// (minute, attempts, answered) by minute modulo the window's length.
+    buckets: Box<[(i64, u32, u32)]>,
+    /// The latest minute counted.
+    last_minute: i64,
     /// No new alert before this time (one per window).
     quiet_until: i64,
 }
@@ -119,6 +129,8 @@ struct State {
     /// The window `sources` counts.
     scan_window: i64,
     trunks: HashMap<String, TrunkWindow>,
+    /// The minute idle trunks were last pruned.
+    pruned_minute: i64,
 }
 
 /// The alert tracker: a handle shared by the engine's hub and the output.
@@ -199,6 +211,8 @@ impl Alerts {
                 let up = voice(StreamDirection::CallerToCallee);
                 let down = voice(StreamDirection::CalleeToCaller);
                 let secs = c.duration_ms / 1000.0;
+                // A fax call's T.38 is its media.
+                let (up, down) = (up + c.t38_packets, down + c.t38_packets);
                 let missing = match (up, down) {
                     (0, 0) => Some(("no_rtp", None)),
                     (0, _) => Some(("one_way_audio", Some("caller_to_callee".to_string()))),
@@ -210,16 +224,31 @@ impl Alerts {
                 }
             }
         }
-        // An attempt with an outcome, as the KPIs count it.
-        let open = c.ongoing || c.state == calliper_record::CallState::Evicted;
-        if c.answer_ns.is_some() || c.final_status.is_some() || !open {
-            let key = trunk_key(&cfg.trunks, c.caller_ip, c.callee_ip, &mut self.scratch);
-            count_attempt(cfg, &mut s, key, c);
-        }
         let refused =
             matches!(c.final_status, Some(401 | 403 | 404 | 407 | 484)) && c.answer_ns.is_none();
         let agent = c.caller_user_agent.as_deref();
         judge_source(cfg, &mut s, c.caller_ip, c.end_ns, refused, agent);
+    }
+
+    /// An attempt's outcome for its trunk's ASR: answered at the 2xx; at
+    /// the end of a call that was not (discarded and evicted calls aside).
+    fn phase(&mut self, ch: &CallChange<'_>) {
+        let answered = match (ch.phase, ch.state) {
+            (CallPhase::Answered, _) => true,
+            (CallPhase::Ended, Some(CallState::Evicted)) | (CallPhase::Ended, None) => return,
+            (CallPhase::Ended, Some(_)) if !ch.status.is_some_and(|s| (200..300).contains(&s)) => {
+                false
+            }
+            _ => return,
+        };
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let key = trunk_key(
+            &self.cfg.trunks,
+            ch.parties.0,
+            ch.parties.1,
+            &mut self.scratch,
+        );
+        count_attempt(&self.cfg, &mut s, key, ch.ts_ns, answered, ch.call_id);
     }
 
     fn registration(&self, r: &Registration<'_>) {
@@ -241,45 +270,67 @@ impl Alerts {
     }
 }
 
-/// ASR per trunk over the window.
-fn count_attempt(cfg: &AlertConfig, s: &mut State, key: &str, c: &CallRecord) {
+/// An attempt's outcome on a trunk, counted when it is known (the 2xx, or
+/// the end of an unanswered call), not when the record is written: an
+/// answered call's record comes only at its hang-up, so counting records
+/// would judge a window on its failures first.
+fn count_attempt(
+    cfg: &AlertConfig,
+    s: &mut State,
+    key: &str,
+    ts: i64,
+    answered: bool,
+    call_id: &str,
+) {
     let Some(t) = cfg.asr_below else { return };
+    let minutes = cfg.asr_window_minutes();
+    let minute = ts.div_euclid(MINUTE_NS);
     if !s.trunks.contains_key(key) {
+        if s.trunks.len() >= MAX_FOLLOWED && s.pruned_minute != minute {
+            // Trunks idle for a whole window go, at most once a minute.
+            s.pruned_minute = minute;
+            s.trunks
+                .retain(|_, w| w.last_minute > minute - minutes as i64);
+        }
         if s.trunks.len() >= MAX_FOLLOWED {
             s.untracked += 1;
             return;
         }
-        s.trunks.insert(key.to_string(), TrunkWindow::default());
+        let w = TrunkWindow {
+            buckets: vec![(i64::MIN, 0, 0); minutes].into_boxed_slice(),
+            last_minute: minute,
+            quiet_until: i64::MIN,
+        };
+        s.trunks.insert(key.to_string(), w);
     }
-    let window = cfg.asr_window_ns.max(MINUTE_NS);
-    let minute = c.invite_ns.div_euclid(MINUTE_NS);
     let Some(w) = s.trunks.get_mut(key) else {
         return;
     };
-    match w.minutes.back_mut() {
-        Some(last) if last.0 == minute => {
-            last.1 += 1;
-            last.2 += c.answer_ns.is_some() as u64;
-        }
-        _ => w
-            .minutes
-            .push_back((minute, 1, c.answer_ns.is_some() as u64)),
+    w.last_minute = w.last_minute.max(minute);
+    let oldest = w.last_minute - minutes as i64 + 1;
+    if minute < oldest {
+        return; // older than the window
     }
-    let oldest = minute - window / MINUTE_NS + 1;
-    while w.minutes.front().is_some_and(|m| m.0 < oldest) {
-        w.minutes.pop_front();
+    let b = &mut w.buckets[minute.rem_euclid(minutes as i64) as usize];
+    if b.0 != minute {
+        *b = (minute, 0, 0);
     }
-    let (attempts, answered) = w
-        .minutes
+    b.1 += 1;
+    b.2 += answered as u32;
+    let (attempts, answers) = w
+        .buckets
         .iter()
-        .fold((0, 0), |(a, b), m| (a + m.1, b + m.2));
-    let asr = 100.0 * answered as f64 / attempts.max(1) as f64;
-    if attempts >= cfg.asr_min_attempts && asr < t && c.invite_ns >= w.quiet_until {
-        w.quiet_until = c.invite_ns + window;
+        .filter(|b| b.0 >= oldest)
+        .fold((0u64, 0u64), |(a, n), b| {
+            (a + u64::from(b.1), n + u64::from(b.2))
+        });
+    let asr = 100.0 * answers as f64 / attempts.max(1) as f64;
+    if attempts >= cfg.asr_min_attempts && asr < t && ts >= w.quiet_until {
+        w.quiet_until = ts.saturating_add(minutes as i64 * MINUTE_NS);
         let a = Alert {
-            ts_ns: c.end_ns,
+            ts_ns: ts,
             kind: "low_asr",
-            call_id: Some(c.call_id.clone()),
+            call_id: Some(call_id.to_string()),
             source: None,
             key: Some(key.to_string()),
             value: asr,
@@ -298,10 +349,12 @@ fn judge_source(
     refused: bool,
     agent: Option<&str>,
 ) {
-    // The sources of the current window only: a later window starts afresh
-    // (records come in about time order; a late one joins the current window).
+    // The sources of the current calendar minute only: a later minute, or
+    // a jump back in time of more than a minute, starts afresh (a record of
+    // the minute before joins the current one, so the order in which
+    // records come does not matter).
     let window = ts.div_euclid(SCAN_WINDOW_NS);
-    if window > s.scan_window {
+    if window > s.scan_window || window < s.scan_window.saturating_sub(1) {
         s.scan_window = window;
         s.sources.clear();
     }
@@ -364,6 +417,7 @@ impl Tracker for Alerts {
     fn event(&mut self, event: &Event<'_>) {
         match event {
             Event::CallRecord(c) => self.call(c),
+            Event::Call(ch) => self.phase(ch),
             Event::Registration(r) => self.registration(r),
             _ => {}
         }

@@ -50,6 +50,11 @@ impl Trunk {
         if name.trim().is_empty() {
             return Err(format!("`{s}` has no trunk name before `=`"));
         }
+        if name.trim() == OTHER {
+            return Err(format!(
+                "`{OTHER}` is the key of what has no room: name the trunk otherwise"
+            ));
+        }
         Ok(Trunk {
             name: name.trim().to_string(),
             addresses,
@@ -194,13 +199,26 @@ impl Kpis {
         let mut s = self.lock();
         s.clock = s.clock.max(now);
         if s.next_emit == 0 {
-            s.next_emit = self.interval(now) + self.cfg.interval_ns + SETTLE_NS;
+            s.next_emit = self
+                .interval(now)
+                .saturating_add(self.cfg.interval_ns + SETTLE_NS);
         }
-        if s.clock >= s.next_emit {
-            let through = s.clock - SETTLE_NS;
+        // A clock far ahead (one stray packet from the future, or files out
+        // of order) must not hold every row until the end: time back by
+        // more than an interval restarts the schedule from `now`.
+        let behind = now
+            < s.next_emit
+                .saturating_sub(2 * self.cfg.interval_ns + SETTLE_NS);
+        if behind {
+            s.clock = now;
+        }
+        if s.clock >= s.next_emit || behind {
+            let through = s.clock.saturating_sub(SETTLE_NS);
             let rows = self.release(&mut s, through);
             s.ready.extend(rows);
-            s.next_emit = self.interval(through) + self.cfg.interval_ns + SETTLE_NS;
+            s.next_emit = self
+                .interval(through)
+                .saturating_add(self.cfg.interval_ns + SETTLE_NS);
         }
     }
 
@@ -216,7 +234,7 @@ impl Kpis {
             }
             let mut rows: Vec<(String, KpiCounts)> = entry.remove().into_iter().collect();
             s.rows -= rows.len();
-            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            fold_to_busiest(&mut rows, self.cfg.max_keys);
             out.extend(rows.iter().map(|(k, c)| row(start, dim, k, len, c)));
         }
         out
@@ -267,7 +285,36 @@ impl Kpis {
 }
 
 fn interval(cfg: &KpiConfig, ts: i64) -> i64 {
-    ts.div_euclid(cfg.interval_ns) * cfg.interval_ns
+    ts.div_euclid(cfg.interval_ns)
+        .saturating_mul(cfg.interval_ns)
+}
+
+/// Keys followed per dimension and interval, as a multiple of the keys
+/// reported: the busiest `max_keys` of them are kept when the rows go out,
+/// so keys seen first (a scan's quickly refused calls, written before long
+/// calls end) cannot take the places of busier ones.
+const CANDIDATES: usize = 4;
+
+/// Keeps the `keep` busiest keys (attempts, then registrations), adds the
+/// rest to `other`, and sorts by key.
+fn fold_to_busiest(rows: &mut Vec<(String, KpiCounts)>, keep: usize) {
+    use calliper_record::kpi::Counter;
+    let busy = |c: &KpiCounts| (c.get(Counter::Attempts), c.get(Counter::Registrations));
+    rows.sort_by(|a, b| {
+        (a.0 == OTHER)
+            .cmp(&(b.0 == OTHER))
+            .then(busy(&b.1).cmp(&busy(&a.1)))
+            .then(a.0.cmp(&b.0))
+    });
+    let named = rows.iter().filter(|r| r.0 != OTHER).count();
+    if named > keep {
+        let mut other = KpiCounts::default();
+        for (_, c) in rows.drain(keep..) {
+            other.add(&c);
+        }
+        rows.push((OTHER.to_string(), other));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
 }
 
 /// Adds `count` to the total and to each of `keys` in the interval of `ts`:
@@ -294,7 +341,7 @@ fn count_keys(
             continue;
         }
         let held = table.len() - table.contains_key(OTHER) as usize;
-        let k = if held < cfg.max_keys || dim == Dimension::Total {
+        let k = if held < cfg.max_keys * CANDIDATES || dim == Dimension::Total {
             k
         } else {
             OTHER

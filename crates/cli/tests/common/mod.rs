@@ -327,3 +327,47 @@ pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
     }
     std::fs::write(path, out).unwrap();
 }
+
+/// KPI rows with equal interval, dimension and key summed into one (rows
+/// add up, docs/kpi.md; how a run splits them depends on when records
+/// arrive, which differs between one thread and several), after the other
+/// lines in their order.
+///
+/// Where a dimension had more keys than it follows (an `other` key), which
+/// keys got named places depends on that order too: its keys are summed
+/// into one, `*`, so every attempt must still be counted once.
+pub fn kpi_rows_summed(lines: Vec<Value>) -> Vec<Value> {
+    let full: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l["type"] == "kpi" && l["key"] == "other")
+        .map(|l| format!("{} {}", l["start_ns"], l["dimension"]))
+        .collect();
+    let mut rows: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut out = Vec::new();
+    for mut l in lines {
+        if l["type"] != "kpi" {
+            out.push(l);
+            continue;
+        }
+        if full.contains(&format!("{} {}", l["start_ns"], l["dimension"])) {
+            l["key"] = "*".into();
+        }
+        let id = format!("{} {} {}", l["start_ns"], l["dimension"], l["key"]);
+        match rows.get_mut(&id) {
+            None => {
+                rows.insert(id, l);
+            }
+            Some(sum) => {
+                for (k, v) in l.as_object().unwrap() {
+                    if let (Some(a), Some(b)) = (sum[k].as_u64(), v.as_u64()) {
+                        if k != "start_ns" {
+                            sum[k] = (a + b).into();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.extend(rows.into_values());
+    out
+}
