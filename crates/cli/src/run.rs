@@ -318,6 +318,7 @@ impl Outputs {
             counters: counters.clone(),
             rules: rule_list,
             users: self.users.users(),
+            kpis: self.kpis.run_total(),
         })
     }
 }

@@ -172,6 +172,42 @@ impl<W: Write> TextReport<W> {
         Ok(())
     }
 
+    /// The run's KPIs in one line each for calls and registrations
+    /// (`calliper report kpi` gives them per interval and key).
+    pub fn kpis(&mut self, k: &calliper_trackers::KpiCounts) -> io::Result<()> {
+        use calliper_trackers::Counter::{Attempts, Registrations};
+        let f = k.figures();
+        let show =
+            |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
+        if k.get(Attempts) > 0 {
+            writeln!(
+                self.w,
+                "kpi calls    attempts {}  ASR {}  NER {}  SER {}  SEER {}  ISA {}  SCR {}  SRD {}  failed SRD {}  SDD {}  SDT {}",
+                k.get(Attempts),
+                show(f.asr, " %"),
+                show(f.ner, " %"),
+                show(f.ser, " %"),
+                show(f.seer, " %"),
+                show(f.isa, " %"),
+                show(f.scr, " %"),
+                show(f.srd_ms, " ms"),
+                show(f.failed_srd_ms, " ms"),
+                show(f.sdd_ms, " ms"),
+                show(f.sdt_s, " s"),
+            )?;
+        }
+        if k.get(Registrations) > 0 {
+            writeln!(
+                self.w,
+                "kpi register transactions {}  IRA {}  RRD {}",
+                k.get(Registrations),
+                show(f.ira, " %"),
+                show(f.rrd_ms, " ms"),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Writes out what is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
         self.w.flush()

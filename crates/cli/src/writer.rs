@@ -62,6 +62,8 @@ pub struct Finish {
     pub rules: Vec<RuleInfo>,
     /// Users at the end (rows and the text report).
     pub users: calliper_trackers::Users,
+    /// The run's KPIs, all intervals together (the text report).
+    pub kpis: calliper_trackers::KpiCounts,
 }
 
 enum Msg {
@@ -112,6 +114,7 @@ impl Sinks {
         }
         if let Some(t) = self.text.as_mut() {
             t.users(&f.users)?;
+            t.kpis(&f.kpis)?;
             t.finish(&f.counters, &f.rules)?;
         } else {
             summary::print_counters(&mut io::stderr().lock(), &f.counters)?;

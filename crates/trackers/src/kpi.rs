@@ -114,6 +114,8 @@ struct State {
     next_emit: i64,
     ready: Vec<Value>,
     dropped: u64,
+    /// Everything counted in the run (the total of every interval).
+    run_total: KpiCounts,
 }
 
 /// The KPI tracker: a handle shared by the engine's hub and the output.
@@ -176,6 +178,11 @@ impl Kpis {
         let mut rows = std::mem::take(&mut s.ready);
         rows.extend(self.release(&mut s, i64::MAX));
         rows
+    }
+
+    /// Everything counted so far, all intervals together.
+    pub fn run_total(&self) -> KpiCounts {
+        self.lock().run_total
     }
 
     /// Calls and registrations not counted (more than [`MAX_ROWS`] rows held).
@@ -332,6 +339,7 @@ fn count_keys(
         s.dropped += 1;
         return;
     }
+    count(&mut s.run_total);
     let all = std::iter::once((Dimension::Total, "all"));
     for (dim, k) in all.chain(keys) {
         let k = key(k);
