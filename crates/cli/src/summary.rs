@@ -175,7 +175,7 @@ impl<W: Write> TextReport<W> {
     /// The run's KPIs in one line each for calls and registrations
     /// (`calliper report kpi` gives them per interval and key).
     pub fn kpis(&mut self, k: &calliper_trackers::KpiCounts) -> io::Result<()> {
-        use calliper_trackers::Counter::{Attempts, Registrations};
+        use calliper_trackers::Counter::{Attempts, Registrations, Unresolved};
         let f = k.figures();
         let show =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
@@ -196,6 +196,13 @@ impl<W: Write> TextReport<W> {
                 show(f.sdt_s, " s"),
             )?;
         }
+        if k.get(Unresolved) > 0 {
+            writeln!(
+                self.w,
+                "kpi calls    unresolved {} (no outcome by the end of the input: left out of the ratios)",
+                k.get(Unresolved)
+            )?;
+        }
         if k.get(Registrations) > 0 {
             writeln!(
                 self.w,
@@ -206,6 +213,28 @@ impl<W: Write> TextReport<W> {
             )?;
         }
         Ok(())
+    }
+
+    /// One line per alert (also a `{"type":"alert"}` row and in the database).
+    pub fn alert(&mut self, a: &serde_json::Value) -> io::Result<()> {
+        let about = a["call_id"]
+            .as_str()
+            .map(|c| format!("call {}", printable(c)))
+            .or_else(|| a["source"].as_str().map(|s| format!("source {s}")))
+            .unwrap_or_default();
+        let key = a["key"]
+            .as_str()
+            .map(|k| format!(" {}", printable(k)))
+            .unwrap_or_default();
+        writeln!(
+            self.w,
+            "alert {} {}{}  value {:.2} threshold {}",
+            a["kind"].as_str().unwrap_or("?"),
+            about,
+            key,
+            a["value"].as_f64().unwrap_or(f64::NAN),
+            a["threshold"],
+        )
     }
 
     /// Writes out what is buffered.

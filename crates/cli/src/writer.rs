@@ -85,6 +85,9 @@ impl Sinks {
             for s in self.sinks.iter_mut() {
                 s.write_tracked(kind, v)?;
             }
+            if let (Some(t), &"alert") = (self.text.as_mut(), kind) {
+                t.alert(v)?;
+            }
         }
         if !b.lines.is_empty() {
             for s in self.sinks.iter_mut() {

@@ -152,3 +152,39 @@ fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
     assert!(encrypted["mos"].is_f64(), "{encrypted}");
     assert_eq!(encrypted["packets"], clear["packets"]);
 }
+
+/// A stream's worst interval MOS is the lowest of its scored intervals
+/// (at least 50 expected packets), its final, partial interval included:
+/// the record had been made before the final interval was cut (review).
+#[test]
+fn worst_interval_mos_includes_the_final_interval() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    let mut checked = 0;
+    for f in ["sipp_hold_dtmf.pcap", "heplify__rtp_rtcp_sip_ipv4_udp.pcap"] {
+        let lines = calliper_jsonl(&repo.join(f), &["--events", "intervals"]);
+        let mut lowest: HashMap<(u64, u64), f64> = HashMap::new();
+        for i in lines.iter().filter(|l| l["type"] == "interval") {
+            if i["expected"].as_u64().unwrap_or(0) >= 50 {
+                if let Some(m) = i["mos"].as_f64() {
+                    let k = (i["ssrc"].as_u64().unwrap(), i["src_port"].as_u64().unwrap());
+                    let e = lowest.entry(k).or_insert(f64::INFINITY);
+                    *e = e.min(m);
+                }
+            }
+        }
+        for c in lines.iter().filter(|l| l["type"] == "call") {
+            for s in c["streams"].as_array().unwrap() {
+                let k = (s["ssrc"].as_u64().unwrap(), s["src_port"].as_u64().unwrap());
+                let want = lowest.get(&k).copied();
+                let got = s["worst_interval_mos"].as_f64();
+                match (got, want) {
+                    (Some(g), Some(w)) => assert!((g - w).abs() < 1e-4, "{f} {k:?}: {g} vs {w}"),
+                    (None, None) => {}
+                    _ => panic!("{f} {k:?}: record {got:?}, intervals {want:?}"),
+                }
+                checked += want.is_some() as usize;
+            }
+        }
+    }
+    assert!(checked >= 2, "{checked} streams with scored intervals");
+}

@@ -38,8 +38,7 @@ impl Engine {
     pub(crate) fn finish_orphan(&mut self, si: Idx) {
         if let Some(mut s) = self.remove_stream(si) {
             self.owned.streams += 1;
-            let record = stream_record(&s, None);
-            self.stream_ended_events(&mut s, None, &record);
+            let record = self.end_stream(&mut s, None, None);
             self.out.push(Record::Stream(Box::new(record)));
         }
     }
@@ -56,8 +55,7 @@ impl Engine {
             if let Some(mut s) = self.remove_stream(si) {
                 let desc = s.desc.and_then(|d| call.media.get(d as usize));
                 last_activity = last_activity.max(s.stats.last_ns);
-                let record = stream_record(&s, desc);
-                self.stream_ended_events(&mut s, Some(&call), &record);
+                let record = self.end_stream(&mut s, Some(&call), desc);
                 streams.push(record);
             }
         }

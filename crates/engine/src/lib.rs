@@ -46,7 +46,7 @@ mod traffic;
 // What the modules use of each other (each module does `use super::*`).
 use expiry::Ending;
 pub(crate) use report::dtmf_digits;
-use report::{canonical_codec, resolve, stream_record};
+use report::{canonical_codec, resolve};
 use rtcp::RtcpView;
 
 use calliper_record::event::{CallPhase, SipTransport};

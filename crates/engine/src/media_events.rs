@@ -111,21 +111,27 @@ impl Engine {
         }));
     }
 
-    /// A stream leaves the tables: its final interval, then its end.
-    pub(crate) fn stream_ended_events(
+    /// A stream leaves the tables: its final interval is cut (and scored,
+    /// so the record's worst interval includes it), then its record is made
+    /// and its end delivered.
+    pub(crate) fn end_stream(
         &self,
         s: &mut Stream,
         call: Option<&Call>,
-        record: &StreamRecord,
-    ) {
+        desc: Option<&MediaDesc>,
+    ) -> StreamRecord {
         cut_interval(&self.events, self.cfg.interval_ns, s, call, None, self.now);
+        let record = report::stream_record(s, desc);
         if !self.events.media() || s.probation > 0 {
-            return;
+            return record;
         }
         if let Some(call) = event_call(call) {
-            self.events
-                .deliver(&Event::StreamEnded(&StreamEnded { call, record }));
+            self.events.deliver(&Event::StreamEnded(&StreamEnded {
+                call,
+                record: &record,
+            }));
         }
+        record
     }
 
     /// Anomalies counted since the last look, by kind (after each group of
