@@ -6,6 +6,7 @@
 mod common;
 
 use common::hostile::{sip, Endpoint, Pcap, CALLEE, CALLER, SEC, T0};
+use common::{analyze_into_db, report_kpi};
 use serde_json::Value;
 use std::process::Command;
 
@@ -160,25 +161,6 @@ fn capture() -> Pcap {
     p
 }
 
-fn report(db: &std::path::Path, args: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["report", "kpi", "--db"])
-        .arg(db)
-        .args(["--format", "jsonl"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn close(v: &Value, want: f64, what: &str) {
     let got = v[what]
         .as_f64()
@@ -193,19 +175,8 @@ fn close(v: &Value, want: f64, what: &str) {
 fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
     let pcap = capture().save("kpi-flows");
     let db = pcap.with_extension("db");
-    let _ = std::fs::remove_file(&db);
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "-o", "/dev/null", "--db"])
-        .arg(&db)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows = report(&db, &["--interval", "1h"]);
+    analyze_into_db(&pcap, &db, &[]);
+    let rows = report_kpi(&db, &["--interval", "1h"]);
     assert_eq!(rows.len(), 1, "{rows:?}");
     let r = &rows[0];
     assert_eq!(r["key"], "all");
@@ -251,7 +222,7 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
 
     // By domain: the calls' caller domain is example.com; a REGISTER's is
     // its AOR's (the To URI), example.net, which is also the callee domain.
-    let by_domain = report(&db, &["--by", "domain"]);
+    let by_domain = report_kpi(&db, &["--by", "domain"]);
     let keys: Vec<(&str, u64, u64)> = by_domain
         .iter()
         .map(|r| {
@@ -264,35 +235,19 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
         })
         .collect();
     assert_eq!(keys, [("example.com", 7, 0), ("example.net", 0, 2)]);
-    let by_callee = report(&db, &["--by", "callee-domain"]);
+    let by_callee = report_kpi(&db, &["--by", "callee-domain"]);
     assert_eq!(by_callee.len(), 1);
     assert_eq!(by_callee[0]["key"], "example.net");
     assert_eq!(by_callee[0]["registrations"], 2);
     // A top of one folds the registrations' domain into `other`.
-    let top1 = report(&db, &["--by", "domain", "--top", "1"]);
+    let top1 = report_kpi(&db, &["--by", "domain", "--top", "1"]);
     assert_eq!(top1.len(), 2);
     assert_eq!(top1[0]["key"], "example.com");
     assert_eq!(top1[1]["key"], "other");
     assert_eq!(top1[1]["registrations"], 2);
     // A named trunk takes the calls of its address.
-    let _ = std::fs::remove_file(&db);
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "analyze",
-            "--progress",
-            "never",
-            "-o",
-            "/dev/null",
-            "--trunk",
-            "carrier=10.0.0.2",
-            "--db",
-        ])
-        .arg(&db)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let trunks = report(&db, &["--by", "trunk"]);
+    analyze_into_db(&pcap, &db, &["--trunk", "carrier=10.0.0.2"]);
+    let trunks = report_kpi(&db, &["--by", "trunk"]);
     assert_eq!(trunks[0]["key"], "carrier");
     assert_eq!(trunks[0]["attempts"], 7);
     let _ = std::fs::remove_file(&db);
@@ -313,14 +268,7 @@ fn a_report_refuses_what_it_cannot_answer() {
     // A database of stored calls, asked for an interval shorter than the stored one.
     let pcap = capture().save("kpi-short");
     let db = pcap.with_extension("db");
-    let _ = std::fs::remove_file(&db);
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "-o", "/dev/null", "--db"])
-        .arg(&db)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    analyze_into_db(&pcap, &db, &[]);
     let short = run(&[
         "report",
         "kpi",
@@ -386,34 +334,14 @@ fn kpi_regressions_from_review() {
     }
     let pcap = p.save("kpi-review");
     let db = pcap.with_extension("db");
-    let _ = std::fs::remove_file(&db);
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "analyze",
-            "--progress",
-            "never",
-            "-o",
-            "/dev/null",
-            "--kpi-keys",
-            "10",
-            "--db",
-        ])
-        .arg(&db)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let total = &report(&db, &[])[0];
+    analyze_into_db(&pcap, &db, &["--kpi-keys", "10"]);
+    let total = &report_kpi(&db, &[])[0];
     assert_eq!(
         total["sdd_count"], 16,
         "the raced call's BYE has its SDD\n{total}"
     );
     assert_eq!(total["bye_unanswered"], 0);
-    let domains = report(&db, &["--by", "domain", "--top", "100"]);
+    let domains = report_kpi(&db, &["--by", "domain", "--top", "100"]);
     let busiest = &domains[0];
     assert_eq!(busiest["key"], "example.com", "{domains:?}");
     assert_eq!(busiest["attempts"], 16);

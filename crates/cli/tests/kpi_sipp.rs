@@ -7,7 +7,6 @@
 
 mod common;
 
-use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,22 +53,11 @@ fn mean(v: &[f64]) -> f64 {
 fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-kpi-sipp-{}", std::process::id()));
-    let out = Command::new(root.join("tests/kpi/run.sh"))
-        .arg(&dir)
-        .arg("40")
-        .output()
-        .expect("tests/kpi/run.sh must be runnable");
-    let log =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(77)
-        && common::skip_requested(
-            "netns",
-            &format!("network namespaces cannot be made here:\n{log}"),
-        )
-    {
+    let mut rig = Command::new(root.join("tests/kpi/run.sh"));
+    rig.arg(&dir).arg("40");
+    if common::namespace_rig(&mut rig, "tests/kpi/run.sh").is_none() {
         return;
     }
-    assert!(out.status.success(), "SIPp run failed:\n{log}");
     let sipp = sipp_counts(&dir);
     let n = |k: &str| {
         *sipp
@@ -92,39 +80,8 @@ fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
     assert_eq!(ringing + busy + unavailable + timeout, attempts, "{sipp:?}");
 
     let db = dir.join("kpi.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "-o", "/dev/null", "--db"])
-        .arg(&db)
-        .arg(dir.join("kpi.pcap"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "report",
-            "kpi",
-            "--format",
-            "jsonl",
-            "--interval",
-            "366d",
-            "--db",
-        ])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    common::analyze_into_db(&dir.join("kpi.pcap"), &db, &[]);
+    let rows = common::report_kpi(&db, &["--interval", "366d"]);
     assert_eq!(rows.len(), 1, "{rows:?}");
     let r = &rows[0];
     let count = |k: &str| r[k].as_u64().unwrap();

@@ -39,23 +39,13 @@ fn drop_counters(path: &Path) -> HashMap<Key, u64> {
 fn calls_through_kamailio_report_the_loss_nftables_counted() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
-    let out = Command::new(root.join("tests/netns/run.sh"))
-        .env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
+    let mut rig = Command::new(root.join("tests/netns/run.sh"));
+    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
         .arg(&dir)
-        .arg("3")
-        .output()
-        .expect("tests/netns/run.sh must be runnable");
-    let log =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(77)
-        && common::skip_requested(
-            "netns",
-            &format!("network namespaces cannot be made here:\n{log}"),
-        )
-    {
+        .arg("3");
+    let Some(log) = common::namespace_rig(&mut rig, "tests/netns/run.sh") else {
         return;
-    }
-    assert!(out.status.success(), "netns run failed:\n{log}");
+    };
     // A capture that itself lost packets would show loss nftables never made.
     for side in ["a", "b", "pa", "pb"] {
         let log =

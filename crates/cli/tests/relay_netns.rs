@@ -20,23 +20,11 @@ fn json(p: &Path) -> Value {
 fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-relay-{}", std::process::id()));
-    let out = Command::new(root.join("tests/netns/relay.sh"))
-        .arg(&dir)
-        .arg(env!("CARGO_BIN_EXE_calliper"))
-        .arg("4")
-        .output()
-        .expect("tests/netns/relay.sh must be runnable");
-    let log =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(77)
-        && common::skip_requested(
-            "netns",
-            &format!("network namespaces cannot be made here:\n{log}"),
-        )
-    {
+    let mut rig = Command::new(root.join("tests/netns/relay.sh"));
+    rig.arg(&dir).arg(env!("CARGO_BIN_EXE_calliper")).arg("4");
+    if common::namespace_rig(&mut rig, "tests/netns/relay.sh").is_none() {
         return;
     }
-    assert!(out.status.success(), "relay netns run failed:\n{log}");
     for s in 1..=4 {
         let r = json(&dir.join(format!("recv-{s}.json")));
         let (delivered, lost) = (

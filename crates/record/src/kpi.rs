@@ -149,7 +149,6 @@ impl KpiCounts {
     /// Counts one call's record.
     pub fn add_call(&mut self, c: &CallRecord, ner: &NerCodes) {
         use Counter::*;
-        let us = |ms: f64| (ms.max(0.0) * 1000.0).round() as u64;
         let answered = c.answer_ns.is_some();
         // A cancelled attempt whose 487 was not seen ended as a 487 would.
         let status = c
@@ -185,7 +184,7 @@ impl KpiCounts {
                 (SrdCount, SrdSumUs)
             };
             self.bump(n, 1);
-            self.bump(sum, us(srd));
+            self.bump(sum, micros(srd));
         }
         if answered && c.state == CallState::Completed {
             self.bump(Completed, 1);
@@ -194,7 +193,7 @@ impl KpiCounts {
             match c.disconnect_delay_ms {
                 Some(sdd) => {
                     self.bump(SddCount, 1);
-                    self.bump(SddSumUs, us(sdd));
+                    self.bump(SddSumUs, micros(sdd));
                 }
                 None => self.bump(ByeUnanswered, 1),
             }
@@ -211,7 +210,7 @@ impl KpiCounts {
             self.bump(RegistrationsFailed, 1);
         } else {
             self.bump(RrdCount, 1);
-            self.bump(RrdSumUs, (delay_ms.max(0.0) * 1000.0).round() as u64);
+            self.bump(RrdSumUs, micros(delay_ms));
         }
     }
 
@@ -237,6 +236,12 @@ impl KpiCounts {
             rrd_ms: mean(g(RrdSumUs), g(RrdCount), 1000.0),
         }
     }
+}
+
+/// A delay in ms as whole microseconds (a negative one, from a reordered
+/// capture, as 0).
+fn micros(ms: f64) -> u64 {
+    (ms.max(0.0) * 1000.0).round() as u64
 }
 
 /// What a KPI row is keyed by beside its interval.

@@ -153,7 +153,7 @@ impl Alerts {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// Alerts raised since the last call.
@@ -172,7 +172,7 @@ impl Alerts {
     }
 
     fn call(&mut self, c: &CallRecord) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::lock(&self.state);
         let cfg = &self.cfg;
         let about = |kind, key: Option<String>, value, threshold| Alert {
             ts_ns: c.end_ns,
@@ -241,7 +241,7 @@ impl Alerts {
             }
             _ => return,
         };
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::lock(&self.state);
         let key = trunk_key(
             &self.cfg.trunks,
             ch.parties.0,

@@ -107,7 +107,7 @@ impl EventLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Backlog> {
-        self.backlog.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.backlog)
     }
 
     fn wants(&self, k: EventKind) -> bool {

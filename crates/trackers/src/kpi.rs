@@ -164,7 +164,7 @@ impl Kpis {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// Rows ready to write: those of intervals that ended [`SETTLE_NS`] ago.
@@ -190,25 +190,13 @@ impl Kpis {
         self.lock().dropped
     }
 
-    fn interval(&self, ts: i64) -> i64 {
-        interval(&self.cfg, ts)
-    }
-
-    /// Adds `count` to the total and to each of `keys` in the interval of `ts`.
-    #[cfg(test)]
-    fn count(&self, ts: i64, keys: [(Dimension, &str); 4], count: impl Fn(&mut KpiCounts)) {
-        count_keys(&self.cfg, &self.state, ts, keys, count)
-    }
-
     /// Moves the clock; once an interval has settled, its rows (and any late
     /// additions to older ones) become ready.
     fn tick(&self, now: i64) {
         let mut s = self.lock();
         s.clock = s.clock.max(now);
         if s.next_emit == 0 {
-            s.next_emit = self
-                .interval(now)
-                .saturating_add(self.cfg.interval_ns + SETTLE_NS);
+            s.next_emit = interval(&self.cfg, now).saturating_add(self.cfg.interval_ns + SETTLE_NS);
         }
         // A clock far ahead (one stray packet from the future, or files out
         // of order) must not hold every row until the end: time back by
@@ -223,9 +211,8 @@ impl Kpis {
             let through = s.clock.saturating_sub(SETTLE_NS);
             let rows = self.release(&mut s, through);
             s.ready.extend(rows);
-            s.next_emit = self
-                .interval(through)
-                .saturating_add(self.cfg.interval_ns + SETTLE_NS);
+            s.next_emit =
+                interval(&self.cfg, through).saturating_add(self.cfg.interval_ns + SETTLE_NS);
         }
     }
 
@@ -334,7 +321,7 @@ fn count_keys(
     count: impl Fn(&mut KpiCounts),
 ) {
     let start = interval(cfg, ts);
-    let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = crate::lock(state);
     if s.rows + 5 > MAX_ROWS {
         s.dropped += 1;
         return;
@@ -417,7 +404,9 @@ mod tests {
                 (Dimension::CalleeDomain, "d"),
                 (Dimension::UserAgent, agent),
             ];
-            k.count(1, keys, |c| c.add_registration(false, 1.0));
+            count_keys(&k.cfg, &k.state, 1, keys, |c| {
+                c.add_registration(false, 1.0)
+            });
         }
         let rows = k.take_all();
         let agents: Vec<(String, u64)> = rows
@@ -450,7 +439,9 @@ mod tests {
                 (Dimension::UserAgent, "u"),
             ]
         };
-        k.count(min + 1, keys(), |c| c.add_registration(false, 1.0));
+        count_keys(&k.cfg, &k.state, min + 1, keys(), |c| {
+            c.add_registration(false, 1.0)
+        });
         k.tick(min + 1);
         k.tick(2 * min + SETTLE_NS - 1);
         assert!(k.take().is_empty(), "not settled yet");
@@ -459,7 +450,9 @@ mod tests {
         assert_eq!(first.len(), 5);
         assert!(first.iter().all(|r| r["start_ns"] == min));
         // A late addition to the same interval waits for the next emission.
-        k.count(min + 2, keys(), |c| c.add_registration(true, 0.0));
+        count_keys(&k.cfg, &k.state, min + 2, keys(), |c| {
+            c.add_registration(true, 0.0)
+        });
         k.tick(3 * min);
         assert!(k.take().is_empty());
         k.tick(3 * min + SETTLE_NS);

@@ -34,6 +34,12 @@ pub const MAX_CONTACTS: usize = 8;
 /// Longest text kept (AOR, contact, user agent).
 const MAX_TEXT: usize = 256;
 
+/// A tracker's state, even after a panic elsewhere poisoned its lock (the
+/// state stays consistent: every update is complete under the lock).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn cut(s: &str) -> String {
     let mut end = s.len().min(MAX_TEXT);
     while !s.is_char_boundary(end) {
@@ -97,7 +103,7 @@ impl UserTracker {
 
     /// What it has seen so far.
     pub fn users(&self) -> Users {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.state).clone()
     }
 
     fn registration(u: &mut Users, r: &Registration<'_>) {
@@ -148,7 +154,7 @@ impl UserTracker {
 impl Tracker for UserTracker {
     fn event(&mut self, event: &Event<'_>) {
         if let Event::Registration(r) = event {
-            let mut u = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut u = lock(&self.state);
             Self::registration(&mut u, r);
         }
     }
@@ -202,7 +208,7 @@ impl RegistrationLog {
 
     /// Takes the transactions completed since the last call.
     pub fn take(&self) -> Vec<RegistrationRecord> {
-        std::mem::take(&mut *self.done.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *lock(&self.done))
     }
 }
 
@@ -225,10 +231,7 @@ impl Tracker for RegistrationLog {
                 registrar: r.registrar.0,
                 registrar_port: r.registrar.1,
             };
-            self.done
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(rec);
+            lock(&self.done).push(rec);
         }
     }
 }

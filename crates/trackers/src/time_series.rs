@@ -112,7 +112,7 @@ impl TimeSeries {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Series> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.inner)
     }
 
     /// Takes the rows done since the last call.

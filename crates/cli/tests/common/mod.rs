@@ -371,3 +371,61 @@ pub fn kpi_rows_summed(lines: Vec<Value>) -> Vec<Value> {
     out.extend(rows.into_values());
     out
 }
+
+/// Runs a rig script that builds network namespaces (`tests/netns`,
+/// `tests/kpi`): its output, or None when it could not make them (exit 77)
+/// and that skip was requested (`skip_requested`); any other failure fails.
+pub fn namespace_rig(cmd: &mut Command, what: &str) -> Option<String> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what} must be runnable: {e}"));
+    let log =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(77)
+        && skip_requested(
+            "netns",
+            &format!("network namespaces cannot be made here:\n{log}"),
+        )
+    {
+        return None;
+    }
+    assert!(out.status.success(), "{what} failed:\n{log}");
+    Some(log)
+}
+
+/// `calliper analyze` of `pcap` into a fresh database `db`, with `extra` options.
+pub fn analyze_into_db(pcap: &Path, db: &Path, extra: &[&str]) {
+    let _ = std::fs::remove_file(db);
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never", "-o", "/dev/null"])
+        .args(extra)
+        .arg("--db")
+        .arg(db)
+        .arg(pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `calliper report kpi --db DB --format jsonl` with `extra` options: its rows.
+pub fn report_kpi(db: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["report", "kpi", "--format", "jsonl", "--db"])
+        .arg(db)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
