@@ -5,8 +5,13 @@ cd "$(dirname "$0")/.."
 # The oracle (tshark, mergecap) and the real peers of the namespace tests.
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
-    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time; do
+    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
+    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+# The PESQ rig's libraries: spandsp's PLC, and what netfilterqueue builds on.
+for package in libspandsp2 libnetfilter-queue-dev; do
+    dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]} (the tests compare against and call them)..."
@@ -15,11 +20,28 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+mkdir -p target
+# The PESQ scorer and the loss injector are Python packages: used where they
+# are installed, else installed into a virtual environment under target/.
+modules="pesq numpy scipy soundfile netfilterqueue"
+if ! python3 -c "import ${modules// /, }" 2>/dev/null; then
+    venv=$PWD/target/pesq-python
+    if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c "import ${modules// /, }" 2>/dev/null; then
+        echo "installing $modules into $venv (the PESQ comparison needs them)..."
+        python3 -m venv "$venv" 2>/dev/null || {
+            apt-get update -qq
+            apt-get install -y -qq --no-install-recommends python3-venv python3-dev gcc >/dev/null
+            python3 -m venv "$venv"
+        }
+        "$venv/bin/pip" install -q numpy cython
+        "$venv/bin/pip" install -q $modules
+    fi
+    export PATH=$venv/bin:$PATH
+fi
 if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust (rustup) first" >&2
     exit 1
 fi
-mkdir -p target
 # Every test binary runs even after one fails, and the closing line always prints.
 status=0
 cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log || status=$?

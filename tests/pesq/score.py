@@ -1,31 +1,40 @@
 #!/usr/bin/env python3
-"""PESQ (P.862 narrowband, MOS-LQO) of a baresip decode dump against the sent WAV.
-usage: score.py REF.wav DEG.wav  -> prints JSON"""
-import json, sys
-import numpy as np, soundfile as sf
-from scipy.signal import correlate
-from pesq import pesq
+"""PESQ (ITU-T P.862 narrowband, P.862.1 MOS-LQO) of what a receiver played
+against the speech sent, printed to three decimals.
 
-ref, fr = sf.read(sys.argv[1], dtype="int16")
-deg, fd = sf.read(sys.argv[2], dtype="int16")
-assert fr == fd == 8000, (fr, fd)
-r = ref.astype(np.float64); d = deg.astype(np.float64)
-# coarse alignment: lag of the cross-correlation peak (deg starts `lag` samples after ref)
-c = correlate(d, r, mode="full", method="fft")
-lags = np.arange(len(c)) - (len(r) - 1)
-ok = (lags >= -400) & (lags <= 4000)          # plausible: -50 ms .. +500 ms
-lag = int(lags[ok][np.argmax(c[ok])])
-if lag >= 0:
-    d_al = d[lag:]
-else:
-    d_al = np.concatenate([np.zeros(-lag), d])
-n = len(r)
-d_al = d_al[:n]
-if len(d_al) < n:
-    d_al = np.concatenate([d_al, np.zeros(n - len(d_al))])
-out = {
-    "ref_s": len(r) / 8000, "deg_s": len(d) / 8000, "lag_samples": lag,
-    "mos_lqo_aligned": round(float(pesq(8000, r.astype(np.float32), d_al.astype(np.float32), "nb")), 3),
-    "mos_lqo_raw": round(float(pesq(8000, r.astype(np.float32), d.astype(np.float32), "nb")), 3),
-}
-print(json.dumps(out))
+The received audio starts later than the speech (call set-up, jitter buffer:
+linphonec records 60-95 ms late), so it is first shifted by the lag of the
+cross-correlation peak, searched from -50 to +500 ms, and cut to the
+speech's length; PESQ then aligns each utterance itself.
+
+usage: score.py SENT.wav RECEIVED.wav
+"""
+import sys
+
+import numpy as np
+import soundfile as sf
+from pesq import pesq
+from scipy.signal import correlate
+
+RATE = 8000
+
+
+def main():
+    sent, rate_sent = sf.read(sys.argv[1], dtype="int16")
+    received, rate_received = sf.read(sys.argv[2], dtype="int16")
+    if rate_sent != RATE or rate_received != RATE:
+        sys.exit(f"score.py: both files must be {RATE} Hz (got {rate_sent}, {rate_received})")
+    ref = sent.astype(np.float64)
+    deg = received.astype(np.float64)
+    c = correlate(deg, ref, mode="full", method="fft")
+    lags = np.arange(len(c)) - (len(ref) - 1)
+    plausible = (lags >= -RATE // 20) & (lags <= RATE // 2)
+    lag = int(lags[plausible][np.argmax(c[plausible])])
+    deg = deg[lag:] if lag >= 0 else np.concatenate([np.zeros(-lag), deg])
+    deg = np.concatenate([deg[: len(ref)], np.zeros(max(0, len(ref) - len(deg)))])
+    score = pesq(RATE, ref.astype(np.float32), deg.astype(np.float32), "nb")
+    print(f"{score:.3f}")
+
+
+if __name__ == "__main__":
+    main()
