@@ -1,0 +1,318 @@
+//! The compressor: one context per flow, chosen by (addresses, ports,
+//! SSRC); contexts are reused in rotation when all are taken, so choosing
+//! one never scans the table.
+
+use crate::delta;
+use crate::header::{self, get16, get32, put16, Key, View, MAX_HEADER};
+use crate::{Config, Kind};
+use hashbrown::HashMap;
+
+/// What the compressor did, for an operator's summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompressorStats {
+    /// Packets given to [`Compressor::compress`].
+    pub packets: u64,
+    /// Sent as plain IP (not IPv4/UDP/RTP, or not safely compressible).
+    pub uncompressed: u64,
+    /// Sent as FULL_HEADER.
+    pub full_headers: u64,
+    /// Sent as COMPRESSED_RTP.
+    pub compressed_rtp: u64,
+    /// Sent as COMPRESSED_UDP.
+    pub compressed_udp: u64,
+    /// IP/UDP/RTP header bytes of the packets that had a context.
+    pub header_bytes_in: u64,
+    /// Bytes those packets took on the link, less their payload.
+    pub header_bytes_out: u64,
+    /// Contexts taken from an older flow because all were in use.
+    pub contexts_reused: u64,
+    /// Contexts the decompressor reported invalid (CONTEXT_STATE).
+    pub invalidations: u64,
+    /// CONTEXT_STATE packets that could not be read.
+    pub bad_context_states: u64,
+}
+
+/// One flow's state, as the decompressor will hold it.
+struct Context {
+    key: Key,
+    /// The headers of the last packet sent (IPv4, UDP, RTP with CSRCs).
+    header: [u8; MAX_HEADER],
+    view: View,
+    /// The 4-bit link sequence of the last packet sent.
+    sequence: u8,
+    id_delta: u16,
+    timestamp_delta: u32,
+    since_full: u32,
+    full_at_ns: u64,
+    invalid: bool,
+}
+
+/// The compressing end of a link.
+pub struct Compressor {
+    config: Config,
+    flows: HashMap<Key, u32>,
+    contexts: Vec<Option<Context>>,
+    next: u32,
+    /// Counters.
+    pub stats: CompressorStats,
+}
+
+impl Compressor {
+    /// A compressor for `config` (checked with [`Config::check`]).
+    pub fn new(config: Config) -> Result<Compressor, String> {
+        config.check()?;
+        Ok(Compressor {
+            config,
+            flows: HashMap::new(),
+            contexts: (0..config.contexts).map(|_| None).collect(),
+            next: 0,
+            stats: CompressorStats::default(),
+        })
+    }
+
+    /// Compresses the IP datagram `packet` seen at `now_ns` into `out`
+    /// (cleared first): the link payload, whose PPP protocol is the
+    /// returned kind's [`Kind::protocol`].
+    pub fn compress(&mut self, packet: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Kind {
+        out.clear();
+        self.stats.packets += 1;
+        let Some(view) = header::view(packet) else {
+            self.stats.uncompressed += 1;
+            out.extend_from_slice(packet);
+            return Kind::Ip;
+        };
+        let key = header::key(packet, view);
+        let (cid, fresh) = self.context_for(key);
+        let config = self.config;
+        let ctx = self.contexts[cid as usize]
+            .as_mut()
+            .expect("context_for fills it");
+        let kind = if fresh || needs_full(ctx, packet, view, now_ns, &config) {
+            full_header(ctx, cid, packet, view, now_ns, &config, out);
+            Kind::FullHeader
+        } else if !compressed_rtp(ctx, cid, packet, view, &config, out) {
+            compressed_udp(ctx, cid, packet, view, &config, out);
+            Kind::CompressedUdp
+        } else {
+            Kind::CompressedRtp
+        };
+        let s = &mut self.stats;
+        match kind {
+            Kind::FullHeader => s.full_headers += 1,
+            Kind::CompressedRtp => s.compressed_rtp += 1,
+            _ => s.compressed_udp += 1,
+        }
+        s.header_bytes_in += view.len as u64;
+        s.header_bytes_out += (out.len() - (packet.len() - view.len)) as u64;
+        kind
+    }
+
+    /// Reads a CONTEXT_STATE packet from the decompressor: each context it
+    /// marks invalid is refreshed with the next FULL_HEADER.
+    pub fn context_state(&mut self, payload: &[u8]) {
+        let wide = match payload.first() {
+            Some(1) => false,
+            Some(2) => true,
+            _ => {
+                self.stats.bad_context_states += 1;
+                return;
+            }
+        };
+        let count = payload.get(1).copied().unwrap_or(0) as usize;
+        let entry = if wide { 4 } else { 3 };
+        if payload.len() != 2 + count * entry {
+            self.stats.bad_context_states += 1;
+            return;
+        }
+        for e in payload[2..].chunks_exact(entry) {
+            let (cid, flags) = if wide {
+                (get16(e, 0) as usize, e[2])
+            } else {
+                (e[0] as usize, e[1])
+            };
+            if flags & 0x80 != 0 {
+                if let Some(Some(ctx)) = self.contexts.get_mut(cid) {
+                    ctx.invalid = true;
+                    self.stats.invalidations += 1;
+                }
+            }
+        }
+    }
+
+    /// The context of `key`, and whether it is new (a FULL_HEADER is due).
+    fn context_for(&mut self, key: Key) -> (u32, bool) {
+        if let Some(&cid) = self.flows.get(&key) {
+            return (cid, false);
+        }
+        let cid = self.next;
+        self.next = (self.next + 1) % self.config.contexts;
+        let slot = &mut self.contexts[cid as usize];
+        // A reused id keeps its link sequence running: were the new flow's
+        // FULL_HEADER lost, its next packet must show a gap, not fit the
+        // old flow's context.
+        let mut sequence = 15;
+        if let Some(old) = slot.take() {
+            self.flows.remove(&old.key);
+            self.stats.contexts_reused += 1;
+            sequence = old.sequence;
+        }
+        *slot = Some(Context {
+            key,
+            header: [0; MAX_HEADER],
+            view: View { ihl: 0, len: 0 },
+            sequence,
+            id_delta: 1,
+            timestamp_delta: 0,
+            since_full: 0,
+            full_at_ns: 0,
+            invalid: true,
+        });
+        self.flows.insert(key, cid);
+        (cid, true)
+    }
+}
+
+/// Whether the decompressor's copy must be replaced whole: invalid or old,
+/// or a change in the IPv4 or UDP fields that compressed packets never carry.
+fn needs_full(ctx: &Context, p: &[u8], v: View, now_ns: u64, config: &Config) -> bool {
+    let h = &ctx.header;
+    let old = ctx.view;
+    let ihl = v.ihl;
+    ctx.invalid
+        || (config.max_period != 0 && ctx.since_full >= config.max_period)
+        || (config.max_time_ns != 0 && now_ns.saturating_sub(ctx.full_at_ns) >= config.max_time_ns)
+        || old.ihl != ihl
+        // Version to TOS; flags, fragment, TTL, protocol; addresses and options.
+        || p[..2] != h[..2]
+        || p[6..10] != h[6..10]
+        || p[12..ihl] != h[12..ihl]
+        // A UDP checksum present or absent for the whole context.
+        || (get16(p, ihl + 6) == 0) != (get16(h, ihl + 6) == 0)
+}
+
+/// Sends the datagram whole, the context id and link sequence in its IPv4
+/// total length and UDP length (RFC 2508 §3.3.1; generation 0 for IPv4).
+fn full_header(
+    ctx: &mut Context,
+    cid: u32,
+    p: &[u8],
+    v: View,
+    now_ns: u64,
+    config: &Config,
+    out: &mut Vec<u8>,
+) {
+    ctx.sequence = (ctx.sequence + 1) & 0x0F;
+    out.extend_from_slice(p);
+    let seq = ctx.sequence as u16;
+    let (first, second) = if config.wide() {
+        (0xC000 | seq, cid as u16)
+    } else {
+        (0x4000 | cid as u16, seq)
+    };
+    put16(out, 2, first);
+    put16(out, v.ihl + 4, second);
+    remember(ctx, p, v);
+    ctx.id_delta = 1;
+    ctx.timestamp_delta = 0;
+    ctx.since_full = 0;
+    ctx.full_at_ns = now_ns;
+    ctx.invalid = false;
+}
+
+/// Writes the context id and the flag byte `flags` (with the link sequence).
+fn start(ctx: &mut Context, cid: u32, flags: u8, config: &Config, out: &mut Vec<u8>) {
+    ctx.sequence = (ctx.sequence + 1) & 0x0F;
+    if config.wide() {
+        out.extend_from_slice(&(cid as u16).to_be_bytes());
+    } else {
+        out.push(cid as u8);
+    }
+    out.push(flags | ctx.sequence);
+}
+
+/// COMPRESSED_RTP (RFC 2508 §3.3.2), or false (nothing written) when the
+/// RTP header changed in a field it cannot carry.
+fn compressed_rtp(
+    ctx: &mut Context,
+    cid: u32,
+    p: &[u8],
+    v: View,
+    config: &Config,
+    out: &mut Vec<u8>,
+) -> bool {
+    let (h, old) = (&ctx.header, ctx.view);
+    let (r, hr) = (v.rtp(), old.rtp());
+    // Version, padding, extension and payload type must stay.
+    if p[r] & 0xF0 != h[hr] & 0xF0 || p[r + 1] & 0x7F != h[hr + 1] & 0x7F {
+        return false;
+    }
+    let id_delta = get16(p, 4).wrapping_sub(get16(h, 4));
+    let seq_delta = get16(p, r + 2).wrapping_sub(get16(h, hr + 2));
+    let ts_delta = get32(p, r + 4).wrapping_sub(get32(h, hr + 4));
+    let i = id_delta != ctx.id_delta;
+    let s = seq_delta != 1;
+    let t = ts_delta != ctx.timestamp_delta;
+    if t && delta::len(ts_delta as i32) == 0 {
+        return false;
+    }
+    let m = p[r + 1] & 0x80 != 0;
+    let csrcs_changed = p[r] & 0x0F != h[hr] & 0x0F || p[r + 12..v.len] != h[hr + 12..old.len];
+    let bits = (m as u8) << 7 | (s as u8) << 6 | (t as u8) << 5 | (i as u8) << 4;
+    let extended = csrcs_changed || bits == 0xF0;
+    start(ctx, cid, if extended { 0xF0 } else { bits }, config, out);
+    if get16(p, v.ihl + 6) != 0 {
+        out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
+    }
+    if extended {
+        out.push(bits | (p[r] & 0x0F));
+    }
+    if i {
+        delta::encode(id_delta as i32, out);
+        ctx.id_delta = id_delta;
+    }
+    if s {
+        delta::encode(seq_delta as i32, out);
+    }
+    if t {
+        delta::encode(ts_delta as i32, out);
+        ctx.timestamp_delta = ts_delta;
+    }
+    if extended {
+        out.extend_from_slice(&p[r + 12..v.len]);
+    }
+    out.extend_from_slice(&p[v.len..]);
+    remember(ctx, p, v);
+    ctx.since_full += 1;
+    true
+}
+
+/// COMPRESSED_UDP (RFC 2508 §3.3.3): IPv4 and UDP compressed, the RTP
+/// header sent whole; the timestamp delta starts again from 0.
+fn compressed_udp(
+    ctx: &mut Context,
+    cid: u32,
+    p: &[u8],
+    v: View,
+    config: &Config,
+    out: &mut Vec<u8>,
+) {
+    let id_delta = get16(p, 4).wrapping_sub(get16(&ctx.header, 4));
+    let i = id_delta != ctx.id_delta;
+    start(ctx, cid, (i as u8) << 4, config, out);
+    if get16(p, v.ihl + 6) != 0 {
+        out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
+    }
+    if i {
+        delta::encode(id_delta as i32, out);
+        ctx.id_delta = id_delta;
+    }
+    out.extend_from_slice(&p[v.rtp()..]);
+    remember(ctx, p, v);
+    ctx.timestamp_delta = 0;
+    ctx.since_full += 1;
+}
+
+fn remember(ctx: &mut Context, p: &[u8], v: View) {
+    ctx.header[..v.len].copy_from_slice(&p[..v.len]);
+    ctx.view = v;
+}

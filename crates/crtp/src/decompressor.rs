@@ -1,0 +1,401 @@
+//! The decompressor: rebuilds each datagram from its context, or drops it
+//! and asks for a refresh (CONTEXT_STATE) when the context cannot be
+//! trusted. It never gives back a datagram it had to guess.
+
+use crate::delta;
+use crate::header::{self, get16, get32, put16, View, MAX_HEADER};
+use crate::{protocol, Config, Kind};
+
+/// What the decompressor did, for an operator's summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecompressorStats {
+    /// Packets given to [`Decompressor::decompress`].
+    pub packets: u64,
+    /// Datagrams given back.
+    pub restored: u64,
+    /// Dropped because their context was missing or invalid: the packets
+    /// lost to context damage.
+    pub context_damaged: u64,
+    /// Dropped as malformed.
+    pub malformed: u64,
+    /// Link sequence gaps that invalidated a context.
+    pub sequence_gaps: u64,
+    /// CONTEXT_STATE packets produced.
+    pub context_states: u64,
+}
+
+/// Why a packet gave no datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Its context is unknown or invalid (a refresh has been asked for).
+    ContextDamaged,
+    /// It cannot be read.
+    Malformed(&'static str),
+    /// Not a packet this decompressor handles (the PPP protocol number).
+    Protocol(u16),
+}
+
+/// How long an invalid context waits before its refresh is asked again.
+const RETRY_NS: u64 = 1_000_000_000;
+
+struct Context {
+    header: [u8; MAX_HEADER],
+    view: View,
+    sequence: u8,
+    id_delta: u16,
+    timestamp_delta: u32,
+    checksum: bool,
+    valid: bool,
+    /// When a refresh was last asked for (while invalid).
+    asked_ns: Option<u64>,
+}
+
+/// The decompressing end of a link.
+pub struct Decompressor {
+    config: Config,
+    contexts: Vec<Option<Context>>,
+    /// Contexts whose refresh is to be asked for, each listed once.
+    pending: Vec<u32>,
+    /// Counters.
+    pub stats: DecompressorStats,
+}
+
+impl Decompressor {
+    /// A decompressor for `config` (checked with [`Config::check`]).
+    pub fn new(config: Config) -> Result<Decompressor, String> {
+        config.check()?;
+        Ok(Decompressor {
+            config,
+            contexts: (0..config.contexts).map(|_| None).collect(),
+            pending: Vec::new(),
+            stats: DecompressorStats::default(),
+        })
+    }
+
+    /// Rebuilds into `out` (cleared first) the datagram a link packet of
+    /// PPP protocol `protocol` carried, received at `now_ns`.
+    pub fn decompress(
+        &mut self,
+        protocol: u16,
+        payload: &[u8],
+        now_ns: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Kind, Error> {
+        out.clear();
+        self.stats.packets += 1;
+        let result = match protocol {
+            protocol::IPV4 | protocol::IPV6 => {
+                out.extend_from_slice(payload);
+                Ok(Kind::Ip)
+            }
+            protocol::FULL_HEADER => self.full_header(payload, out).map(|_| Kind::FullHeader),
+            protocol::COMPRESSED_RTP_8 | protocol::COMPRESSED_RTP_16 => self
+                .compressed(
+                    payload,
+                    protocol == protocol::COMPRESSED_RTP_16,
+                    true,
+                    now_ns,
+                    out,
+                )
+                .map(|_| Kind::CompressedRtp),
+            protocol::COMPRESSED_UDP_8 | protocol::COMPRESSED_UDP_16 => self
+                .compressed(
+                    payload,
+                    protocol == protocol::COMPRESSED_UDP_16,
+                    false,
+                    now_ns,
+                    out,
+                )
+                .map(|_| Kind::CompressedUdp),
+            other => Err(Error::Protocol(other)),
+        };
+        match result {
+            Ok(_) => self.stats.restored += 1,
+            Err(Error::ContextDamaged) => self.stats.context_damaged += 1,
+            Err(_) => self.stats.malformed += 1,
+        }
+        if result.is_err() {
+            out.clear();
+        }
+        result
+    }
+
+    /// The CONTEXT_STATE packet (payload of PPP protocol
+    /// [`protocol::CONTEXT_STATE`]) asking for every context invalidated
+    /// since the last call, or false when none is due.
+    pub fn context_state(&mut self, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        if self.pending.is_empty() {
+            return false;
+        }
+        let wide = self.config.wide();
+        let count = self.pending.len().min(255);
+        out.extend_from_slice(&[if wide { 2 } else { 1 }, count as u8]);
+        for cid in self.pending.drain(..count) {
+            if wide {
+                out.extend_from_slice(&(cid as u16).to_be_bytes());
+            } else {
+                out.push(cid as u8);
+            }
+            let sequence = self.contexts[cid as usize]
+                .as_ref()
+                .map_or(0, |c| c.sequence);
+            out.extend_from_slice(&[0x80 | sequence, 0]);
+        }
+        self.stats.context_states += 1;
+        true
+    }
+
+    fn full_header(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        if payload.len() < 20 || payload[0] >> 4 != 4 {
+            return Err(Error::Malformed("full header: not IPv4"));
+        }
+        let ihl = ((payload[0] & 0x0F) as usize) * 4;
+        if ihl < 20 || payload.len() < ihl + 8 + 12 || payload[9] != 17 {
+            return Err(Error::Malformed("full header: not IPv4/UDP/RTP"));
+        }
+        let first = get16(payload, 2);
+        let second = get16(payload, ihl + 4);
+        if first & 0x4000 == 0 {
+            return Err(Error::Malformed("full header: no sequence"));
+        }
+        let wide = first & 0x8000 != 0;
+        let (cid, sequence) = if wide {
+            (second as usize, (first & 0x0F) as u8)
+        } else {
+            ((first & 0xFF) as usize, (second & 0x0F) as u8)
+        };
+        if wide != self.config.wide() || cid >= self.contexts.len() {
+            return Err(Error::Malformed("full header: context id out of range"));
+        }
+        out.extend_from_slice(payload);
+        put16(out, 2, payload.len() as u16);
+        put16(out, ihl + 4, (payload.len() - ihl) as u16);
+        let len = ihl + 8 + 12 + 4 * (out[ihl + 8] & 0x0F) as usize;
+        if len > out.len() || len > MAX_HEADER {
+            return Err(Error::Malformed("full header: RTP header too long"));
+        }
+        let mut ctx = Context {
+            header: [0; MAX_HEADER],
+            view: View { ihl, len },
+            sequence,
+            id_delta: 1,
+            timestamp_delta: 0,
+            checksum: get16(out, ihl + 6) != 0,
+            valid: true,
+            asked_ns: None,
+        };
+        ctx.header[..len].copy_from_slice(&out[..len]);
+        self.contexts[cid] = Some(ctx);
+        Ok(())
+    }
+
+    /// COMPRESSED_RTP (`rtp`) or COMPRESSED_UDP.
+    fn compressed(
+        &mut self,
+        payload: &[u8],
+        wide: bool,
+        rtp: bool,
+        now_ns: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        let id_len = if wide { 2 } else { 1 };
+        if wide != self.config.wide() || payload.len() < id_len + 1 {
+            return Err(Error::Malformed("compressed: context id"));
+        }
+        let cid = if wide {
+            get16(payload, 0) as usize
+        } else {
+            payload[0] as usize
+        };
+        let flags = payload[id_len];
+        let Some(slot) = self.contexts.get_mut(cid) else {
+            return Err(Error::Malformed("compressed: context id out of range"));
+        };
+        // A context never set up (its FULL_HEADER lost) is asked for too.
+        let ctx = slot.get_or_insert_with(|| Context {
+            header: [0; MAX_HEADER],
+            view: View { ihl: 0, len: 0 },
+            sequence: 0,
+            id_delta: 1,
+            timestamp_delta: 0,
+            checksum: false,
+            valid: false,
+            asked_ns: None,
+        });
+        let sequence = flags & 0x0F;
+        if ctx.valid && sequence != (ctx.sequence + 1) & 0x0F {
+            ctx.valid = false;
+            self.stats.sequence_gaps += 1;
+        }
+        if !ctx.valid {
+            if ctx
+                .asked_ns
+                .is_none_or(|t| now_ns.saturating_sub(t) >= RETRY_NS)
+                && !self.pending.contains(&(cid as u32))
+            {
+                ctx.asked_ns = Some(now_ns);
+                self.pending.push(cid as u32);
+            }
+            return Err(Error::ContextDamaged);
+        }
+        let rest = &payload[id_len + 1..];
+        let restored = if rtp {
+            rebuild_rtp(ctx, flags, rest, out)
+        } else {
+            rebuild_udp(ctx, flags, rest, out)
+        };
+        restored?;
+        ctx.sequence = sequence;
+        let v = ctx.view;
+        ctx.header[..v.len].copy_from_slice(&out[..v.len]);
+        Ok(())
+    }
+}
+
+/// Reads `n` bytes from `data` at `*at`, moving past them.
+fn take<'a>(
+    data: &'a [u8],
+    at: &mut usize,
+    n: usize,
+    what: &'static str,
+) -> Result<&'a [u8], Error> {
+    let bytes = data.get(*at..*at + n).ok_or(Error::Malformed(what))?;
+    *at += n;
+    Ok(bytes)
+}
+
+fn take_delta(data: &[u8], at: &mut usize) -> Result<u32, Error> {
+    let rest = data.get(*at..).unwrap_or(&[]);
+    let (value, n) = delta::decode(rest).ok_or(Error::Malformed("delta"))?;
+    *at += n;
+    Ok(value as u32)
+}
+
+/// The IPv4 and UDP headers of the context with the new lengths, ID and
+/// checksums, into `out`; the RTP header follows from the caller.
+fn ip_udp(
+    ctx: &Context,
+    id: u16,
+    checksum: Option<&[u8]>,
+    total: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let ihl = ctx.view.ihl;
+    if total > u16::MAX as usize {
+        return Err(Error::Malformed("datagram too long"));
+    }
+    out.extend_from_slice(&ctx.header[..ihl + 8]);
+    put16(out, 2, total as u16);
+    put16(out, 4, id);
+    put16(out, ihl + 4, (total - ihl) as u16);
+    if let Some(c) = checksum {
+        out[ihl + 6..ihl + 8].copy_from_slice(c);
+    }
+    header::set_ip_checksum(out, ihl);
+    Ok(())
+}
+
+fn rebuild_rtp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    let mut at = 0;
+    let checksum = if ctx.checksum {
+        Some(take(data, &mut at, 2, "UDP checksum")?)
+    } else {
+        None
+    };
+    let (bits, cc) = if flags & 0xF0 == 0xF0 {
+        let b = take(data, &mut at, 1, "extended flags")?[0];
+        (b & 0xF0, Some((b & 0x0F) as usize))
+    } else {
+        (flags & 0xF0, None)
+    };
+    let (m, s, t, i) = (
+        bits & 0x80 != 0,
+        bits & 0x40 != 0,
+        bits & 0x20 != 0,
+        bits & 0x10 != 0,
+    );
+    let id_delta = if i {
+        take_delta(data, &mut at)? as u16
+    } else {
+        ctx.id_delta
+    };
+    let seq_delta = if s {
+        take_delta(data, &mut at)? as u16
+    } else {
+        1
+    };
+    let ts_delta = if t {
+        take_delta(data, &mut at)?
+    } else {
+        ctx.timestamp_delta
+    };
+    let old = ctx.view;
+    let (h, hr) = (&ctx.header, old.rtp());
+    let csrcs = match cc {
+        Some(n) => take(data, &mut at, 4 * n, "CSRC list")?,
+        None => &h[hr + 12..old.len],
+    };
+    let len = hr + 12 + csrcs.len();
+    if len > MAX_HEADER {
+        return Err(Error::Malformed("RTP header too long"));
+    }
+    let total = len + data.len() - at;
+    ip_udp(
+        ctx,
+        get16(h, 4).wrapping_add(id_delta),
+        checksum,
+        total,
+        out,
+    )?;
+    let h = &ctx.header;
+    out.push(h[hr] & 0xF0 | (csrcs.len() / 4) as u8);
+    out.push(h[hr + 1] & 0x7F | (m as u8) << 7);
+    out.extend_from_slice(&get16(h, hr + 2).wrapping_add(seq_delta).to_be_bytes());
+    out.extend_from_slice(&get32(h, hr + 4).wrapping_add(ts_delta).to_be_bytes());
+    out.extend_from_slice(&h[hr + 8..hr + 12]);
+    out.extend_from_slice(csrcs);
+    out.extend_from_slice(&data[at..]);
+    ctx.id_delta = id_delta;
+    ctx.timestamp_delta = ts_delta;
+    ctx.view = View { ihl: old.ihl, len };
+    Ok(())
+}
+
+fn rebuild_udp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    if flags & 0xE0 != 0 {
+        return Err(Error::Malformed("compressed UDP: M, S or T set"));
+    }
+    let mut at = 0;
+    let checksum = if ctx.checksum {
+        Some(take(data, &mut at, 2, "UDP checksum")?)
+    } else {
+        None
+    };
+    let id_delta = if flags & 0x10 != 0 {
+        take_delta(data, &mut at)? as u16
+    } else {
+        ctx.id_delta
+    };
+    let ihl = ctx.view.ihl;
+    let rtp = &data[at..];
+    if rtp.len() < 12 || rtp[0] >> 6 != 2 {
+        return Err(Error::Malformed("compressed UDP: no RTP header"));
+    }
+    let len = ihl + 8 + 12 + 4 * (rtp[0] & 0x0F) as usize;
+    if len > MAX_HEADER || len > ihl + 8 + rtp.len() {
+        return Err(Error::Malformed("compressed UDP: RTP header too long"));
+    }
+    ip_udp(
+        ctx,
+        get16(&ctx.header, 4).wrapping_add(id_delta),
+        checksum,
+        ihl + 8 + rtp.len(),
+        out,
+    )?;
+    out.extend_from_slice(rtp);
+    ctx.id_delta = id_delta;
+    ctx.timestamp_delta = 0;
+    ctx.view = View { ihl, len };
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! What the compressor can take: an unfragmented IPv4/UDP/RTP datagram whose
+//! lengths and IPv4 checksum are consistent, so that the decompressor,
+//! which rebuilds lengths from the link and the checksum from the header,
+//! gives back the same bytes. Anything else crosses the link as plain IP.
+
+/// Longest header a context keeps: IPv4 with options (60), UDP (8), RTP
+/// with a full CSRC list (12 + 60). RFC 2507's MAX_HEADER default is 168.
+pub const MAX_HEADER: usize = 140;
+
+/// Where the headers of an accepted datagram are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    /// IPv4 header length in bytes.
+    pub ihl: usize,
+    /// Length of IPv4 + UDP + RTP headers with the CSRC list.
+    pub len: usize,
+}
+
+impl View {
+    /// Offset of the RTP header.
+    pub fn rtp(&self) -> usize {
+        self.ihl + 8
+    }
+}
+
+/// The flow a context belongs to (RFC 2508 §3.3): addresses, ports, SSRC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    addresses: u64,
+    ports: u32,
+    ssrc: u32,
+}
+
+/// The datagram's headers, if the compressor can take it.
+pub fn view(p: &[u8]) -> Option<View> {
+    if p.len() < 20 || p[0] >> 4 != 4 {
+        return None;
+    }
+    let ihl = ((p[0] & 0x0F) as usize) * 4;
+    let fragment = u16::from_be_bytes([p[6], p[7]]) & 0x3FFF;
+    if ihl < 20
+        || u16::from_be_bytes([p[2], p[3]]) as usize != p.len()
+        || fragment != 0
+        || p[9] != 17
+        || p.len() < ihl + 8 + 12
+        || ip_checksum(&p[..ihl]) != get16(p, 10)
+        || u16::from_be_bytes([p[ihl + 4], p[ihl + 5]]) as usize != p.len() - ihl
+    {
+        return None;
+    }
+    let rtp = &p[ihl + 8..];
+    // RTP version 2; RTCP (packet types 200-204) is left alone.
+    if rtp[0] >> 6 != 2 || (200..=204).contains(&rtp[1]) {
+        return None;
+    }
+    let len = ihl + 8 + 12 + 4 * (rtp[0] & 0x0F) as usize;
+    (len <= p.len() && len <= MAX_HEADER).then_some(View { ihl, len })
+}
+
+/// The flow key of a datagram `view` accepted.
+pub fn key(p: &[u8], v: View) -> Key {
+    let r = v.rtp();
+    Key {
+        addresses: u64::from_be_bytes(p[12..20].try_into().unwrap()),
+        ports: u32::from_be_bytes(p[v.ihl..v.ihl + 4].try_into().unwrap()),
+        ssrc: u32::from_be_bytes(p[r + 8..r + 12].try_into().unwrap()),
+    }
+}
+
+/// The Internet checksum of `data` folded onto `sum` (0 when a header with
+/// its checksum field included is correct).
+pub fn checksum(data: &[u8], sum: u32) -> u16 {
+    let mut sum = sum;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
+    }
+    if let [last] = chunks.remainder() {
+        sum += (*last as u32) << 8;
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Writes `value` big-endian at `at`.
+pub fn put16(p: &mut [u8], at: usize, value: u16) {
+    p[at..at + 2].copy_from_slice(&value.to_be_bytes());
+}
+
+/// Reads a big-endian u16 at `at`.
+pub fn get16(p: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([p[at], p[at + 1]])
+}
+
+/// Reads a big-endian u32 at `at`.
+pub fn get32(p: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(p[at..at + 4].try_into().unwrap())
+}
+
+/// The checksum an IPv4 header should carry, as the decompressor computes
+/// it. A header whose field holds the other one's-complement zero (0xFFFF
+/// for 0x0000) is valid too, but would not come back byte for byte: the
+/// compressor leaves it uncompressed.
+pub fn ip_checksum(header: &[u8]) -> u16 {
+    let sum = checksum(&header[..10], 0);
+    checksum(&header[12..], !sum as u32)
+}
+
+/// Sets the IPv4 header checksum of `p` (header length `ihl`).
+pub fn set_ip_checksum(p: &mut [u8], ihl: usize) {
+    let sum = ip_checksum(&p[..ihl]);
+    put16(p, 10, sum);
+}
