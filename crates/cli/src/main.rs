@@ -13,6 +13,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod crtp;
 mod generate;
 mod options;
 mod probe;
@@ -73,6 +74,9 @@ configuration, capture or output error; 3 the analysis itself failed.",
     /// Figures read back from a database written with --db (KPIs).
     #[command(subcommand)]
     Report(report::ReportCommand),
+    /// RTP header compression (cRTP, RFC 2508) on a capture: what a link would save.
+    #[command(subcommand)]
+    Crtp(crtp::CrtpCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
         Command::Generate(g) => generate::run(g).map(|_| true),
         Command::Relay(r) => relay::run(r).map(|_| true),
         Command::Report(r) => report::run(r).map(|_| true),
+        Command::Crtp(c) => crtp::run(c).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

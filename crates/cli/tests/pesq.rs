@@ -8,10 +8,12 @@
 //!
 //! Asserted here: Calliper's loss count equals the dropper's; Calliper and
 //! both receivers' PESQ rank the random-loss conditions the same way; and
-//! Calliper's MOS is within 0.5 of the PESQ-derived MOS (P.834's R-scale
-//! normalisation, summarize.py) of the receiver with spandsp's PLC on every
-//! condition. One call per condition varies by about ±0.2 from seed to seed,
-//! hence 0.5 here and the 0.3 target on the full run's means.
+//! Calliper's MOS is within 0.5 of the PESQ-derived MOS (P.834-style
+//! R-scale anchoring at the no-loss call, summarize.py) of the receiver with
+//! spandsp's PLC on every lossy condition. The bound is looser than the full
+//! run's 0.3 target on means because these are single calls; linphone's
+//! own PLC is not held to it (its 10 % calls are 0.5-0.6 from Calliper, see
+//! docs/pesq.md).
 
 mod common;
 
@@ -74,12 +76,24 @@ fn r_of_mos(m: f64) -> f64 {
 
 fn prerequisites() -> Result<(), String> {
     let python = Command::new("python3")
-        .args(["-c", "import pesq, numpy, scipy, soundfile, netfilterqueue"])
+        .args([
+            "-c",
+            "import pesq, numpy, scipy, soundfile, netfilterqueue, ctypes.util, sys; \
+             sys.exit(not ctypes.util.find_library('spandsp'))",
+        ])
         .output();
     if !python.is_ok_and(|o| o.status.success()) {
-        return Err("python3 with pesq, numpy, scipy, soundfile and netfilterqueue is needed (the README's test command installs them)".into());
+        return Err("python3 with pesq, numpy, scipy, soundfile and netfilterqueue, and libspandsp2, are needed (the README's test command installs them)".into());
     }
-    for tool in ["linphonec", "espeak-ng", "sox", "iptables"] {
+    for tool in [
+        "linphonec",
+        "espeak-ng",
+        "sox",
+        "soxi",
+        "iptables",
+        "tcpdump",
+        "ip",
+    ] {
         if Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()

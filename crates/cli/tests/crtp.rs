@@ -1,0 +1,157 @@
+//! `calliper crtp` on every capture, against tshark both ways: tshark reads
+//! every cRTP frame `compress` writes without a malformed packet,
+//! and counts the same FULL_HEADER, COMPRESSED_UDP and COMPRESSED_RTP
+//! frames as the summary; and after `decompress`, tshark's decoding of
+//! every IP packet (addresses, IDs, lengths, checksums, RTP fields,
+//! payload) equals its decoding of the original capture, packet for packet.
+
+mod common;
+
+use common::tshark;
+use std::path::Path;
+use std::process::Command;
+
+fn crtp(args: &[&str], input: &Path, output: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .arg("crtp")
+        .args(args)
+        .arg(input)
+        .arg(output)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{}: {stderr}", input.display());
+    stderr
+}
+
+/// The number just before `phrase` in the summary.
+fn figure(summary: &str, phrase: &str) -> usize {
+    let at = summary
+        .find(phrase)
+        .unwrap_or_else(|| panic!("no {phrase:?} in {summary}"));
+    summary[..at]
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const FIELDS: &[&str] = &[
+    "ip.src",
+    "ip.dst",
+    "ip.id",
+    "ip.len",
+    "ip.ttl",
+    "ip.flags",
+    "ip.checksum",
+    "ipv6.src",
+    "ipv6.dst",
+    "ipv6.plen",
+    "udp.srcport",
+    "udp.dstport",
+    "udp.length",
+    "udp.checksum",
+    "rtp.seq",
+    "rtp.timestamp",
+    "rtp.ssrc",
+    "rtp.marker",
+    "rtp.p_type",
+    "rtp.csrc.item",
+    "rtp.payload",
+];
+
+/// tshark's decoding of every IP packet of `file`, a line each.
+fn decoded(file: &Path) -> Vec<String> {
+    let mut args = vec![
+        "-o",
+        "rtp.heuristic_rtp:TRUE",
+        "-Y",
+        "ip or ipv6",
+        "-T",
+        "fields",
+    ];
+    for f in FIELDS {
+        args.extend(["-e", f]);
+    }
+    tshark(file, &args).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
+    let dir = std::env::temp_dir().join(format!("calliper-crtp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
+    let mut with_rtp = 0;
+    for capture in common::captures() {
+        let summary = crtp(&["compress"], &capture, &compressed);
+        let name = capture.display();
+        let full = figure(&summary, " full headers");
+        let rtp = figure(&summary, " compressed RTP");
+        let compressed_udp = figure(&summary, " compressed UDP");
+        // A packet tshark finds malformed in the capture (some hold bad
+        // T.38) may stay so inside a FULL_HEADER; the link adds none.
+        let malformed = |file: &Path| {
+            tshark(file, &["-Y", "(ip or ipv6 or crtp) && _ws.malformed"])
+                .lines()
+                .count()
+        };
+        assert!(
+            malformed(&compressed) <= malformed(&capture),
+            "{name}: cRTP frames tshark finds malformed:\n{}",
+            tshark(&compressed, &["-Y", "_ws.malformed"])
+        );
+        // tshark dissects FULL_HEADER and COMPRESSED_UDP as crtp, and
+        // names COMPRESSED_RTP only by its PPP protocol.
+        let count = |filter: &str| tshark(&compressed, &["-Y", filter]).lines().count();
+        assert_eq!(
+            count("ppp.protocol == 0x0061"),
+            full,
+            "{name}: FULL_HEADER\n{summary}"
+        );
+        assert_eq!(
+            count("crtp"),
+            full + compressed_udp,
+            "{name}: crtp\n{summary}"
+        );
+        assert_eq!(
+            count("ppp.protocol == 0x0069 || ppp.protocol == 0x2069"),
+            rtp,
+            "{name}: COMPRESSED_RTP\n{summary}"
+        );
+        with_rtp += (rtp > 0) as usize;
+
+        let summary = crtp(&["decompress"], &compressed, &restored);
+        assert!(
+            summary.contains(" 0 lost to context damage"),
+            "{name}: {summary}"
+        );
+        let (before, after) = (decoded(&capture), decoded(&restored));
+        assert_eq!(before.len(), after.len(), "{name}: packets");
+        for (n, (b, a)) in before.iter().zip(&after).enumerate() {
+            assert_eq!(b, a, "{name}: IP packet {n} differs after the round trip");
+        }
+    }
+    assert!(
+        with_rtp >= common::at_least(10, 2),
+        "only {with_rtp} captures had RTP to compress"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_settings_are_refused_plainly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["crtp", "compress", "--contexts", "0", "in.pcap", "out.pcap"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("contexts must be 1-65536"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["crtp", "decompress", "/nonexistent.pcap", "/tmp/out.pcap"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
+}
