@@ -28,11 +28,15 @@ if ! python3 -c "import ${modules// /, }" 2>/dev/null; then
     venv=$PWD/target/pesq-python
     if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c "import ${modules// /, }" 2>/dev/null; then
         echo "installing $modules into $venv (the PESQ comparison needs them)..."
-        python3 -m venv "$venv" 2>/dev/null || {
-            apt-get update -qq
-            apt-get install -y -qq --no-install-recommends python3-venv python3-dev gcc >/dev/null
-            python3 -m venv "$venv"
-        }
+        # pesq and netfilterqueue build C extensions: a compiler and Python's headers.
+        for package in python3-venv python3-dev gcc; do
+            dpkg -s "$package" >/dev/null 2>&1 || {
+                apt-get update -qq
+                apt-get install -y -qq --no-install-recommends python3-venv python3-dev gcc >/dev/null
+                break
+            }
+        done
+        python3 -m venv "$venv"
         "$venv/bin/pip" install -q numpy cython
         "$venv/bin/pip" install -q $modules
     fi

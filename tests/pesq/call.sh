@@ -19,7 +19,9 @@ call_s=$(soxi -D "$speech" | awk '{printf "%.2f", $1 + 0.3}')
 # the program, not a subshell.
 x() { ip netns exec "$@"; }
 
-dropper=
+dropper= tcpdump= callee=
+# Whatever way this ends, nothing it started outlives it.
+trap 'kill $dropper $tcpdump $callee 2>/dev/null || true; x pq-m iptables -F FORWARD 2>/dev/null || true' EXIT
 case $mode in
 none) ;;
 bern) args=(--bernoulli "$5" --seed "$6") ;;
@@ -51,7 +53,7 @@ for _ in $(seq 1 100); do grep -q "ended" "$out/b.out" 2>/dev/null && break; sle
 sleep 1
 kill -INT "$callee" 2>/dev/null || true
 sleep 0.5
-kill -INT "$tcpdump"
+kill -INT "$tcpdump" 2>/dev/null || true
 wait "$tcpdump" 2>/dev/null || true
 if [ -n "$dropper" ]; then
     x pq-m iptables -F FORWARD

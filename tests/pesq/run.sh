@@ -17,7 +17,7 @@
 #   apt-get install linphone-cli espeak-ng sox iptables tcpdump libnetfilter-queue-dev libspandsp2
 #   pip install pesq numpy scipy soundfile netfilterqueue
 # CALLIPER names the binary (default: target/release/calliper).
-# About 45 s per call: 37 calls, 28 minutes, with 3 seeds.
+# About 45 s per call: 39 calls, 30 minutes, with 3 seeds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -28,19 +28,21 @@ seeds=${2:-3}
 only=("${@:3}")
 calliper=${CALLIPER:-$root/target/release/calliper}
 
+# 77: namespaces cannot be made here (the tests' convention for "skip if asked").
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root for network namespaces and iptables" >&2; exit 77; }
 missing=()
 for tool in linphonec espeak-ng sox soxi iptables tcpdump ip python3; do
     command -v "$tool" >/dev/null || missing+=("$tool")
 done
 python3 -c "import pesq, numpy, scipy, soundfile, netfilterqueue" 2>/dev/null ||
     missing+=("python modules (pip install pesq numpy scipy soundfile netfilterqueue)")
+python3 -c "import ctypes.util, sys; sys.exit(not ctypes.util.find_library('spandsp'))" ||
+    missing+=("libspandsp2")
 [ -x "$calliper" ] || missing+=("$calliper (cargo build --release, or set CALLIPER)")
 if [ ${#missing[@]} -gt 0 ]; then
     printf 'run.sh: missing: %s\n' "${missing[@]}" >&2
     exit 1
 fi
-# 77: namespaces cannot be made here (the tests' convention for "skip if asked").
-[ "$(id -u)" = 0 ] || { echo "run.sh: needs root for network namespaces and iptables" >&2; exit 77; }
 
 # Speech: four Harvard sentences, telephone band, 8 kHz, level -3 dBFS peak.
 espeak-ng -v en-us -s 150 -w "$out/speech-raw.wav" "The birch canoe slid on the smooth planks. \
@@ -49,9 +51,19 @@ These days a chicken leg is a rare dish."
 sox "$out/speech-raw.wav" -r 8000 -c 1 -b 16 -e signed-integer "$out/speech.wav" \
     silence 1 0.01 0.1% reverse silence 1 0.01 0.1% reverse sinc 300-3400 gain -n -3 pad 0.5 0.5
 sox -n -r 8000 -c 1 -b 16 "$out/silence.wav" trim 0 30
+# The ceiling: the speech through mu-law and back, no network at all.
+sox "$out/speech.wav" -e u-law "$out/speech-ulaw.wav"
+sox "$out/speech-ulaw.wav" -e signed-integer -b 16 "$out/speech-g711.wav"
+echo "PESQ of the speech through G.711 alone: $(python3 "$here/score.py" "$out/speech.wav" "$out/speech-g711.wav")" |
+    tee "$out/ceiling.txt"
 
 # Namespaces: pq-a 10.77.1.2 -- 10.77.1.1 pq-m 10.77.2.1 -- 10.77.2.2 pq-b
-cleanup() { for n in pq-a pq-m pq-b; do ip netns del "$n" 2>/dev/null || true; done; }
+cleanup() {
+    for n in pq-a pq-m pq-b; do
+        ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true
+        ip netns del "$n" 2>/dev/null || true
+    done
+}
 trap cleanup EXIT
 trap "exit 1" INT TERM
 cleanup
@@ -75,25 +87,38 @@ conditions=(
     "r1 bern 1 1" "r2 bern 2 1" "r3 bern 3 1" "r5 bern 5 1" "r7 bern 7 1" "r10 bern 10 1"
     "g2b2 ge 2 2" "g5b2 ge 5 2" "g5b3 ge 5 3" "g8b3 ge 8 3" "g10b4 ge 10 4" "g10b2 ge 10 2"
 )
-printf 'condition\tmode\tloss_target\tburst_target\tseed\tdropped\tcalliper_lost\tcalliper_loss\tburst_ratio\tcalliper_mos\tpesq_linphone\tpesq_spandsp\n' >"$out/results.tsv"
+printf 'condition\tmode\tloss_target\tburst_target\tseed\tdropped\tdropped_after_last\tcalliper_lost\tcalliper_loss\tburst_ratio\tcalliper_mos\tpesq_linphone\tpesq_spandsp\n' >"$out/results.tsv"
 for c in "${conditions[@]}"; do
     set -- $c
     name=$1 mode=$2 loss=$3 burst=$4
     [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $name "* ]] || continue
     for seed in $(seq 1 "$seeds"); do
-        [ "$mode" = none ] && [ "$seed" -gt 1 ] && break
         dir=$out/calls/$name-$seed
+        # Each condition and seed draws its own pattern: seed 1 of every
+        # condition would otherwise share one draw, and the conditions correlate.
+        pattern=$(cksum <<<"$name-$seed" | cut -d' ' -f1)
         case $mode in
         none) args=(none) ;;
-        bern) args=(bern "$(awk "BEGIN{print $loss/100}")" "$seed") ;;
-        ge) args=(ge "$(awk "BEGIN{r=1/$burst; l=$loss/100; print r*l/(1-l)}")" "$(awk "BEGIN{print 1/$burst}")" "$seed") ;;
+        bern) args=(bern "$(awk "BEGIN{print $loss/100}")" "$pattern") ;;
+        ge) args=(ge "$(awk "BEGIN{r=1/$burst; l=$loss/100; print r*l/(1-l)}")" "$(awk "BEGIN{print 1/$burst}")" "$pattern") ;;
         esac
         "$here/call.sh" "$dir" "$out/speech.wav" "$out/silence.wav" "${args[@]}"
         python3 "$here/plc_decode.py" "$dir/callee.pcap" 10.77.1.2 "$dir/spandsp.wav" >/dev/null
         linphone=$(python3 "$here/score.py" "$out/speech.wav" "$dir/rec.wav")
         spandsp=$(python3 "$here/score.py" "$out/speech.wav" "$dir/spandsp.wav")
         "$calliper" analyze --progress never --format jsonl -o "$dir/calliper.jsonl" "$dir/callee.pcap"
-        dropped=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['dropped'])" "$dir/drops.json" 2>/dev/null || echo 0)
+        # Dropped, and of those how many after the last packet that arrived
+        # (nobody downstream can count those).
+        dropped="0	0"
+        [ "$mode" = none ] || dropped=$(python3 - "$dir/drops.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+dropped, trailing = set(d["dropped_idx"]), 0
+while d["seen"] - 1 - trailing in dropped:
+    trailing += 1
+print(f"{d['dropped']}\t{trailing}")
+EOF
+)
         stream=$(python3 - "$dir/calliper.jsonl" <<'EOF'
 import json, sys
 streams = [s for l in open(sys.argv[1]) for o in [json.loads(l)] if o["type"] == "call"

@@ -30,6 +30,8 @@ def main():
     lags = np.arange(len(c)) - (len(ref) - 1)
     plausible = (lags >= -RATE // 20) & (lags <= RATE // 2)
     lag = int(lags[plausible][np.argmax(c[plausible])])
+    if lag in (-RATE // 20, RATE // 2):
+        sys.exit(f"score.py: no alignment found ({lag} samples, the edge of the search)")
     deg = deg[lag:] if lag >= 0 else np.concatenate([np.zeros(-lag), deg])
     deg = np.concatenate([deg[: len(ref)], np.zeros(max(0, len(ref) - len(deg)))])
     score = pesq(RATE, ref.astype(np.float32), deg.astype(np.float32), "nb")
