@@ -1,6 +1,7 @@
 //! The compressor: one context per flow, chosen by (addresses, ports,
-//! SSRC); contexts are reused in rotation when all are taken, so choosing
-//! one never scans the table.
+//! SSRC). When all are taken, a new flow takes the least recently used
+//! one: the contexts sit on a list in order of use, so neither finding nor
+//! reusing one scans the table.
 
 use crate::delta;
 use crate::header::{self, get16, get32, put16, Key, View, MAX_HEADER};
@@ -52,7 +53,11 @@ pub struct Compressor {
     config: Config,
     flows: HashMap<Key, u32>,
     contexts: Vec<Option<Context>>,
-    next: u32,
+    /// The contexts in order of use: `recency[i]` = (newer, older)
+    /// neighbours of context i; `newest` and `oldest` its ends.
+    recency: Vec<(u32, u32)>,
+    newest: u32,
+    oldest: u32,
     /// Counters.
     pub stats: CompressorStats,
 }
@@ -65,7 +70,12 @@ impl Compressor {
             config,
             flows: HashMap::new(),
             contexts: (0..config.contexts).map(|_| None).collect(),
-            next: 0,
+            // Initially id 0 is the oldest, so ids are taken in order.
+            recency: (0..config.contexts)
+                .map(|i| (i + 1, i.wrapping_sub(1)))
+                .collect(),
+            newest: config.contexts - 1,
+            oldest: 0,
             stats: CompressorStats::default(),
         })
     }
@@ -142,10 +152,11 @@ impl Compressor {
     /// The context of `key`, and whether it is new (a FULL_HEADER is due).
     fn context_for(&mut self, key: Key) -> (u32, bool) {
         if let Some(&cid) = self.flows.get(&key) {
+            self.touch(cid);
             return (cid, false);
         }
-        let cid = self.next;
-        self.next = (self.next + 1) % self.config.contexts;
+        let cid = self.oldest;
+        self.touch(cid);
         let slot = &mut self.contexts[cid as usize];
         // A reused id keeps its link sequence running: were the new flow's
         // FULL_HEADER lost, its next packet must show a gap, not fit the
@@ -169,6 +180,25 @@ impl Compressor {
         });
         self.flows.insert(key, cid);
         (cid, true)
+    }
+}
+
+impl Compressor {
+    /// Moves context `cid` to the newest end of the recency list.
+    fn touch(&mut self, cid: u32) {
+        if cid == self.newest {
+            return;
+        }
+        let (newer, older) = self.recency[cid as usize];
+        self.recency[newer as usize].1 = older;
+        if cid == self.oldest {
+            self.oldest = newer;
+        } else {
+            self.recency[older as usize].0 = newer;
+        }
+        self.recency[cid as usize] = (u32::MAX, self.newest);
+        self.recency[self.newest as usize].0 = cid;
+        self.newest = cid;
     }
 }
 

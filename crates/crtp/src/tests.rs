@@ -263,3 +263,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_new_flow_takes_the_least_recently_used_context() {
+    let config = Config {
+        contexts: 2,
+        ..Config::default()
+    };
+    let mut c = Compressor::new(config).unwrap();
+    let mut link = Vec::new();
+    let (a, b, new) = (voice(1, 3), voice(2, 3), voice(3, 3));
+    let mut send = |p: &Rtp| c.compress(&p.bytes(), 0, &mut link);
+    assert_eq!(send(&a[0]), Kind::FullHeader);
+    assert_eq!(send(&b[0]), Kind::FullHeader);
+    assert_eq!(send(&a[1]), Kind::CompressedRtp);
+    assert_eq!(send(&new[0]), Kind::FullHeader); // takes b's context
+    assert_eq!(send(&a[2]), Kind::CompressedRtp);
+    assert_eq!(send(&b[1]), Kind::FullHeader); // takes new's
+    assert_eq!(send(&new[1]), Kind::FullHeader);
+}
