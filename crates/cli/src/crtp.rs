@@ -74,8 +74,11 @@ pub struct LinkArgs {
 
 impl LinkArgs {
     fn config(&self) -> Result<Config> {
-        if !(0.0..=3600.0).contains(&self.max_time) {
-            bail!("--max-time must be 0-3600 seconds, not {}", self.max_time);
+        if !(self.max_time == 0.0 || (0.001..=3600.0).contains(&self.max_time)) {
+            bail!(
+                "--max-time must be 0 (never) or 0.001-3600 seconds, not {}",
+                self.max_time
+            );
         }
         let config = Config {
             contexts: self.contexts,
@@ -97,6 +100,16 @@ pub fn run(command: CrtpCommand) -> Result<()> {
     }
 }
 
+/// Refuses to write over the input: the reader has only its start in memory.
+fn distinct(input: &Path, output: &Path) -> Result<()> {
+    if let (Ok(a), Ok(b)) = (input.canonicalize(), output.canonicalize()) {
+        if a == b {
+            bail!("{} is both input and output", input.display());
+        }
+    }
+    Ok(())
+}
+
 fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
@@ -107,6 +120,7 @@ fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
 fn compress(a: &CompressArgs) -> Result<()> {
     let config = a.link.config()?;
     let mut compressor = Compressor::new(config).map_err(anyhow::Error::msg)?;
+    distinct(&a.input, &a.output)?;
     let mut input = reader(&a.input)?;
     let mut out = PcapWriter::create(&a.output, LINKTYPE_PPP)?;
     let (mut link, mut frame) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
@@ -140,7 +154,7 @@ fn compress(a: &CompressArgs) -> Result<()> {
     let s = compressor.stats;
     let compressed = s.full_headers + s.compressed_rtp + s.compressed_udp;
     eprintln!(
-        "packets       {} IP ({} IPv4, {} IPv6), {} frames without IP left out",
+        "packets       {} IP ({} IPv4, {} IPv6), {} frames without a whole IP packet left out (not IP, or cut short)",
         s.packets + ipv6,
         s.packets,
         ipv6,
@@ -171,6 +185,7 @@ fn compress(a: &CompressArgs) -> Result<()> {
 fn decompress(a: &DecompressArgs) -> Result<()> {
     let config = a.link.config()?;
     let mut decompressor = Decompressor::new(config).map_err(anyhow::Error::msg)?;
+    distinct(&a.input, &a.output)?;
     let mut input = reader(&a.input)?;
     let mut out = PcapWriter::create(&a.output, linktype::RAW as u32)?;
     let mut ip = Vec::with_capacity(2048);
@@ -205,8 +220,14 @@ fn decompress(a: &DecompressArgs) -> Result<()> {
     out.finish()?;
     let s = decompressor.stats;
     eprintln!(
-        "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps), {} malformed",
-        s.restored, s.packets, s.context_damaged, s.sequence_gaps, s.malformed
+        "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps, {} bad UDP checksums), {} malformed, {} other PPP protocols",
+        s.restored,
+        s.packets,
+        s.context_damaged,
+        s.sequence_gaps,
+        s.checksum_failures,
+        s.malformed,
+        s.other_protocols
     );
     eprintln!("skipped       {not_ppp} frames too short for PPP, {context_states} CONTEXT_STATE");
     Ok(())

@@ -154,4 +154,26 @@ fn bad_settings_are_refused_plainly() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
+    // Writing over the input would destroy it while it is read.
+    let capture = &common::captures()[0];
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["crtp", "compress"])
+        .args([capture, capture])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("both input and output"));
+}
+
+#[test]
+fn the_output_is_private_even_when_it_was_there_before() {
+    use std::os::unix::fs::PermissionsExt;
+    let output =
+        std::env::temp_dir().join(format!("calliper-crtp-mode-{}.pcap", std::process::id()));
+    std::fs::write(&output, b"old").unwrap();
+    std::fs::set_permissions(&output, std::fs::Permissions::from_mode(0o644)).unwrap();
+    crtp(&["compress"], &common::captures()[0], &output);
+    let mode = std::fs::metadata(&output).unwrap().permissions().mode() & 0o777;
+    std::fs::remove_file(&output).ok();
+    assert_eq!(mode, 0o600);
 }

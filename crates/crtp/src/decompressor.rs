@@ -20,6 +20,11 @@ pub struct DecompressorStats {
     pub malformed: u64,
     /// Link sequence gaps that invalidated a context.
     pub sequence_gaps: u64,
+    /// Rebuilt datagrams whose UDP checksum was wrong (context damage the
+    /// link sequence missed): dropped, and their context invalidated.
+    pub checksum_failures: u64,
+    /// Packets of other PPP protocols (LCP, say): not this decompressor's.
+    pub other_protocols: u64,
     /// CONTEXT_STATE packets produced.
     pub context_states: u64,
 }
@@ -45,16 +50,38 @@ struct Context {
     id_delta: u16,
     timestamp_delta: u32,
     checksum: bool,
+    /// The FULL_HEADER's generation, returned in CONTEXT_STATE.
+    generation: u8,
     valid: bool,
     /// When a refresh was last asked for (while invalid).
     asked_ns: Option<u64>,
+    /// Listed in `pending` and still to be asked for.
+    pending: bool,
+}
+
+impl Context {
+    fn empty() -> Context {
+        Context {
+            header: [0; MAX_HEADER],
+            view: View { ihl: 0, len: 0 },
+            sequence: 0,
+            id_delta: 1,
+            timestamp_delta: 0,
+            checksum: false,
+            generation: 0,
+            valid: false,
+            asked_ns: None,
+            pending: false,
+        }
+    }
 }
 
 /// The decompressing end of a link.
 pub struct Decompressor {
     config: Config,
     contexts: Vec<Option<Context>>,
-    /// Contexts whose refresh is to be asked for, each listed once.
+    /// Contexts whose refresh is to be asked for, each listed at most
+    /// once (their `pending` flag), so it never outgrows the table.
     pending: Vec<u32>,
     /// Counters.
     pub stats: DecompressorStats,
@@ -112,7 +139,8 @@ impl Decompressor {
         match result {
             Ok(_) => self.stats.restored += 1,
             Err(Error::ContextDamaged) => self.stats.context_damaged += 1,
-            Err(_) => self.stats.malformed += 1,
+            Err(Error::Protocol(_)) => self.stats.other_protocols += 1,
+            Err(Error::Malformed(_)) => self.stats.malformed += 1,
         }
         if result.is_err() {
             out.clear();
@@ -125,23 +153,29 @@ impl Decompressor {
     /// since the last call, or false when none is due.
     pub fn context_state(&mut self, out: &mut Vec<u8>) -> bool {
         out.clear();
-        if self.pending.is_empty() {
-            return false;
-        }
         let wide = self.config.wide();
-        let count = self.pending.len().min(255);
-        out.extend_from_slice(&[if wide { 2 } else { 1 }, count as u8]);
-        for cid in self.pending.drain(..count) {
+        out.extend_from_slice(&[if wide { 2 } else { 1 }, 0]);
+        let mut count = 0u8;
+        while count < 255 {
+            let Some(cid) = self.pending.pop() else { break };
+            // A context refreshed meanwhile is no longer asked for.
+            let Some(ctx) = self.contexts[cid as usize].as_mut().filter(|c| c.pending) else {
+                continue;
+            };
+            ctx.pending = false;
             if wide {
                 out.extend_from_slice(&(cid as u16).to_be_bytes());
             } else {
                 out.push(cid as u8);
             }
-            let sequence = self.contexts[cid as usize]
-                .as_ref()
-                .map_or(0, |c| c.sequence);
-            out.extend_from_slice(&[0x80 | sequence, 0]);
+            out.extend_from_slice(&[0x80 | ctx.sequence, ctx.generation]);
+            count += 1;
         }
+        if count == 0 {
+            out.clear();
+            return false;
+        }
+        out[1] = count;
         self.stats.context_states += 1;
         true
     }
@@ -159,14 +193,29 @@ impl Decompressor {
         if first & 0x4000 == 0 {
             return Err(Error::Malformed("full header: no sequence"));
         }
+        // Either id width is read (RFC 2507 §5.1 makes them equivalent).
         let wide = first & 0x8000 != 0;
-        let (cid, sequence) = if wide {
-            (second as usize, (first & 0x0F) as u8)
+        let (cid, sequence, zeros) = if wide {
+            (second as usize, (first & 0x0F) as u8, first & 0x00F0)
         } else {
-            ((first & 0xFF) as usize, (second & 0x0F) as u8)
+            (
+                (first & 0xFF) as usize,
+                (second & 0x0F) as u8,
+                second & 0xFFF0,
+            )
         };
-        if wide != self.config.wide() || cid >= self.contexts.len() {
+        if zeros != 0 {
+            return Err(Error::Malformed(
+                "full header: bits that must be zero are not",
+            ));
+        }
+        if cid >= self.contexts.len() {
             return Err(Error::Malformed("full header: context id out of range"));
+        }
+        if payload.len() > u16::MAX as usize {
+            return Err(Error::Malformed(
+                "full header: longer than an IPv4 datagram",
+            ));
         }
         out.extend_from_slice(payload);
         put16(out, 2, payload.len() as u16);
@@ -176,14 +225,12 @@ impl Decompressor {
             return Err(Error::Malformed("full header: RTP header too long"));
         }
         let mut ctx = Context {
-            header: [0; MAX_HEADER],
             view: View { ihl, len },
             sequence,
-            id_delta: 1,
-            timestamp_delta: 0,
             checksum: get16(out, ihl + 6) != 0,
+            generation: ((first >> 8) & 0x3F) as u8,
             valid: true,
-            asked_ns: None,
+            ..Context::empty()
         };
         ctx.header[..len].copy_from_slice(&out[..len]);
         self.contexts[cid] = Some(ctx);
@@ -200,7 +247,7 @@ impl Decompressor {
         out: &mut Vec<u8>,
     ) -> Result<(), Error> {
         let id_len = if wide { 2 } else { 1 };
-        if wide != self.config.wide() || payload.len() < id_len + 1 {
+        if payload.len() < id_len + 1 {
             return Err(Error::Malformed("compressed: context id"));
         }
         let cid = if wide {
@@ -213,43 +260,42 @@ impl Decompressor {
             return Err(Error::Malformed("compressed: context id out of range"));
         };
         // A context never set up (its FULL_HEADER lost) is asked for too.
-        let ctx = slot.get_or_insert_with(|| Context {
-            header: [0; MAX_HEADER],
-            view: View { ihl: 0, len: 0 },
-            sequence: 0,
-            id_delta: 1,
-            timestamp_delta: 0,
-            checksum: false,
-            valid: false,
-            asked_ns: None,
-        });
+        let ctx = slot.get_or_insert_with(Context::empty);
         let sequence = flags & 0x0F;
         if ctx.valid && sequence != (ctx.sequence + 1) & 0x0F {
             ctx.valid = false;
             self.stats.sequence_gaps += 1;
         }
-        if !ctx.valid {
-            if ctx
+        if ctx.valid {
+            let rest = &payload[id_len + 1..];
+            let restored = if rtp {
+                rebuild_rtp(ctx, flags, rest, out)
+            } else {
+                rebuild_udp(ctx, flags, rest, out)
+            };
+            restored?;
+            // RFC 2508 §3.3.5 recommends checking the UDP checksum, when
+            // there is one, to catch damage the 4-bit sequence misses (16
+            // packets of one context lost): checked on every packet.
+            if !ctx.checksum || header::udp_checksum_ok(out, ctx.view.ihl) {
+                ctx.sequence = sequence;
+                let v = ctx.view;
+                ctx.header[..v.len].copy_from_slice(&out[..v.len]);
+                return Ok(());
+            }
+            ctx.valid = false;
+            self.stats.checksum_failures += 1;
+        }
+        if !ctx.pending
+            && ctx
                 .asked_ns
                 .is_none_or(|t| now_ns.saturating_sub(t) >= RETRY_NS)
-                && !self.pending.contains(&(cid as u32))
-            {
-                ctx.asked_ns = Some(now_ns);
-                self.pending.push(cid as u32);
-            }
-            return Err(Error::ContextDamaged);
+        {
+            ctx.asked_ns = Some(now_ns);
+            ctx.pending = true;
+            self.pending.push(cid as u32);
         }
-        let rest = &payload[id_len + 1..];
-        let restored = if rtp {
-            rebuild_rtp(ctx, flags, rest, out)
-        } else {
-            rebuild_udp(ctx, flags, rest, out)
-        };
-        restored?;
-        ctx.sequence = sequence;
-        let v = ctx.view;
-        ctx.header[..v.len].copy_from_slice(&out[..v.len]);
-        Ok(())
+        Err(Error::ContextDamaged)
     }
 }
 

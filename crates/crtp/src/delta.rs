@@ -31,7 +31,7 @@ pub fn encode(value: i32, out: &mut Vec<u8>) -> bool {
 }
 
 /// Decodes one delta at the start of `data`: the value and the bytes it
-/// took, or None when `data` ends inside it.
+/// took, or None when `data` ends inside it or the code is not the RFC's.
 #[inline]
 pub fn decode(data: &[u8]) -> Option<(i32, usize)> {
     let first = *data.first()?;
@@ -45,7 +45,13 @@ pub fn decode(data: &[u8]) -> Option<(i32, usize)> {
             let v = (((first & 0x3F) as i32) << 16)
                 | ((*data.get(1)? as i32) << 8)
                 | *data.get(2)? as i32;
-            Some((if v < 16384 { v - 16384 } else { v }, 3))
+            // C0 3F 80..C0 3F FF are not in the RFC's table (-128..-1
+            // have a two-byte form): refused.
+            match v {
+                0..=16255 => Some((v - 16384, 3)),
+                16256..=16383 => None,
+                _ => Some((v, 3)),
+            }
         }
     }
 }
@@ -97,6 +103,8 @@ mod tests {
         assert_eq!(decode(&[]), None);
         assert_eq!(decode(&[0x80]), None);
         assert_eq!(decode(&[0xC0, 0x00]), None);
+        assert_eq!(decode(&[0xC0, 0x3F, 0x80]), None);
+        assert_eq!(decode(&[0xC0, 0x3F, 0xFF]), None);
     }
 
     proptest::proptest! {

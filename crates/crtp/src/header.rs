@@ -1,5 +1,5 @@
 //! What the compressor can take: an unfragmented IPv4/UDP/RTP datagram whose
-//! lengths and IPv4 checksum are consistent, so that the decompressor,
+//! lengths and checksums are consistent, so that the decompressor,
 //! which rebuilds lengths from the link and the checksum from the header,
 //! gives back the same bytes. Anything else crosses the link as plain IP.
 
@@ -46,6 +46,11 @@ pub fn view(p: &[u8]) -> Option<View> {
         || ip_checksum(&p[..ihl]) != get16(p, 10)
         || u16::from_be_bytes([p[ihl + 4], p[ihl + 5]]) as usize != p.len() - ihl
     {
+        return None;
+    }
+    // A wrong UDP checksum (a capture on a host that offloads them, say)
+    // would fail the decompressor's check: such a datagram stays plain IP.
+    if get16(p, ihl + 6) != 0 && !udp_checksum_ok(p, ihl) {
         return None;
     }
     let rtp = &p[ihl + 8..];
@@ -112,4 +117,12 @@ pub fn ip_checksum(header: &[u8]) -> u16 {
 pub fn set_ip_checksum(p: &mut [u8], ihl: usize) {
     let sum = ip_checksum(&p[..ihl]);
     put16(p, 10, sum);
+}
+
+/// Whether the UDP checksum of the datagram `p` (IPv4 header `ihl` long)
+/// is right: the sum over the pseudo-header, header and data.
+pub fn udp_checksum_ok(p: &[u8], ihl: usize) -> bool {
+    let addresses = !checksum(&p[12..20], 0) as u32;
+    let pseudo = addresses + 17 + (p.len() - ihl) as u32;
+    checksum(&p[ihl..], pseudo) == 0
 }

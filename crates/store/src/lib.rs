@@ -94,13 +94,20 @@ pub trait Sink {
 /// Creates (or truncates) a file readable and writable by its owner only
 /// (0600): call records name people and numbers.
 pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    // A file that was already there keeps its mode through open: made
+    // private too. Not a device such as /dev/null.
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.permissions().mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }
 
 /// Opens a file for appending, creating it readable and writable by its
