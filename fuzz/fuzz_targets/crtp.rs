@@ -20,7 +20,7 @@ const PROTOCOLS: [u16; 8] = [
 
 fuzz_target!(|data: &[u8]| {
     for contexts in [4, 300] {
-        let config = Config { contexts, max_period: 16, max_time_ns: 0 };
+        let config = Config { contexts, max_period: 16, max_time_ns: 0, header_checksum: contexts > 256 };
         let mut d = Decompressor::new(config).unwrap();
         let mut c = Compressor::new(config).unwrap();
         let mut check = Decompressor::new(config).unwrap();

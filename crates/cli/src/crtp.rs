@@ -70,6 +70,10 @@ pub struct LinkArgs {
     /// ... and at least every this many seconds (F_MAX_TIME; 0: never for age).
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
     pub max_time: f64,
+    /// RFC 3545's header checksum on flows without a UDP checksum, so context damage their
+    /// 4-bit link sequence misses is caught (2 bytes more per packet).
+    #[arg(long)]
+    pub header_checksum: bool,
 }
 
 impl LinkArgs {
@@ -84,6 +88,7 @@ impl LinkArgs {
             contexts: self.contexts,
             max_period: self.max_period,
             max_time_ns: (self.max_time * 1e9) as u64,
+            header_checksum: self.header_checksum,
         };
         config
             .check()

@@ -177,3 +177,23 @@ fn the_output_is_private_even_when_it_was_there_before() {
     std::fs::remove_file(&output).ok();
     assert_eq!(mode, 0o600);
 }
+
+#[test]
+fn the_header_checksum_option_round_trips() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let dir = std::env::temp_dir().join(format!("calliper-crtp-hc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
+    let summary = crtp(&["compress", "--header-checksum"], &capture, &compressed);
+    assert!(figure(&summary, " compressed RTP") > 0, "{summary}");
+    let problems = tshark(
+        &compressed,
+        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
+    );
+    assert!(problems.is_empty(), "{problems}");
+    let summary = crtp(&["decompress"], &compressed, &restored);
+    assert!(summary.contains(" 0 lost to context damage"), "{summary}");
+    assert_eq!(decoded(&capture), decoded(&restored));
+    std::fs::remove_dir_all(&dir).ok();
+}

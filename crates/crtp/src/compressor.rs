@@ -46,6 +46,8 @@ struct Context {
     since_full: u32,
     full_at_ns: u64,
     invalid: bool,
+    /// Packets carry RFC 3545's header checksum (the flow has no UDP checksum).
+    header_checksum: bool,
 }
 
 /// The compressing end of a link.
@@ -177,6 +179,7 @@ impl Compressor {
             since_full: 0,
             full_at_ns: 0,
             invalid: true,
+            header_checksum: false,
         });
         self.flows.insert(key, cid);
         (cid, true)
@@ -233,7 +236,13 @@ fn full_header(
 ) {
     ctx.sequence = (ctx.sequence + 1) & 0x0F;
     out.extend_from_slice(p);
-    let seq = ctx.sequence as u16;
+    ctx.header_checksum = config.header_checksum && get16(p, v.ihl + 6) == 0;
+    if ctx.header_checksum {
+        // RFC 3545 §2.2: the FULL_HEADER carries the checksum too.
+        put16(out, v.ihl + 6, header::header_checksum(p, v));
+    }
+    // The sequence, with RFC 3545's C flag beside it.
+    let seq = ctx.sequence as u16 | (ctx.header_checksum as u16) << 4;
     let (first, second) = if config.wide() {
         (0xC000 | seq, cid as u16)
     } else {
@@ -290,9 +299,7 @@ fn compressed_rtp(
     let bits = (m as u8) << 7 | (s as u8) << 6 | (t as u8) << 5 | (i as u8) << 4;
     let extended = csrcs_changed || bits == 0xF0;
     start(ctx, cid, if extended { 0xF0 } else { bits }, config, out);
-    if get16(p, v.ihl + 6) != 0 {
-        out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
-    }
+    checksum(ctx, p, v, out);
     if extended {
         out.push(bits | (p[r] & 0x0F));
     }
@@ -329,9 +336,7 @@ fn compressed_udp(
     let id_delta = get16(p, 4).wrapping_sub(get16(&ctx.header, 4));
     let i = id_delta != ctx.id_delta;
     start(ctx, cid, (i as u8) << 4, config, out);
-    if get16(p, v.ihl + 6) != 0 {
-        out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
-    }
+    checksum(ctx, p, v, out);
     if i {
         delta::encode(id_delta as i32, out);
         ctx.id_delta = id_delta;
@@ -340,6 +345,16 @@ fn compressed_udp(
     remember(ctx, p, v);
     ctx.timestamp_delta = 0;
     ctx.since_full += 1;
+}
+
+/// The UDP checksum when the flow has one, else the header checksum when
+/// the context carries it.
+fn checksum(ctx: &Context, p: &[u8], v: View, out: &mut Vec<u8>) {
+    if get16(p, v.ihl + 6) != 0 {
+        out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
+    } else if ctx.header_checksum {
+        out.extend_from_slice(&header::header_checksum(p, v).to_be_bytes());
+    }
 }
 
 fn remember(ctx: &mut Context, p: &[u8], v: View) {

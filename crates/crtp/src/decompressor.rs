@@ -50,6 +50,8 @@ struct Context {
     id_delta: u16,
     timestamp_delta: u32,
     checksum: bool,
+    /// RFC 3545's header checksum in place of a UDP checksum (the C flag).
+    header_checksum: bool,
     /// The FULL_HEADER's generation, returned in CONTEXT_STATE.
     generation: u8,
     valid: bool,
@@ -68,6 +70,7 @@ impl Context {
             id_delta: 1,
             timestamp_delta: 0,
             checksum: false,
+            header_checksum: false,
             generation: 0,
             valid: false,
             asked_ns: None,
@@ -195,13 +198,17 @@ impl Decompressor {
         }
         // Either id width is read (RFC 2507 §5.1 makes them equivalent).
         let wide = first & 0x8000 != 0;
-        let (cid, sequence, zeros) = if wide {
-            (second as usize, (first & 0x0F) as u8, first & 0x00F0)
+        // Beside the sequence, RFC 3545's C flag: a header checksum follows.
+        let (cid, sequence, flag_c, zeros) = if wide {
+            let c = first & 0x10 != 0;
+            (second as usize, (first & 0x0F) as u8, c, first & 0x00E0)
         } else {
+            let c = second & 0x10 != 0;
             (
                 (first & 0xFF) as usize,
                 (second & 0x0F) as u8,
-                second & 0xFFF0,
+                c,
+                second & 0xFFE0,
             )
         };
         if zeros != 0 {
@@ -224,9 +231,18 @@ impl Decompressor {
         if len > out.len() || len > MAX_HEADER {
             return Err(Error::Malformed("full header: RTP header too long"));
         }
+        let view = View { ihl, len };
+        if flag_c {
+            let sum = get16(out, ihl + 6);
+            put16(out, ihl + 6, 0);
+            if header::header_checksum(out, view) != sum {
+                return Err(Error::Malformed("full header: wrong header checksum"));
+            }
+        }
         let mut ctx = Context {
-            view: View { ihl, len },
+            view,
             sequence,
+            header_checksum: flag_c,
             checksum: get16(out, ihl + 6) != 0,
             generation: ((first >> 8) & 0x3F) as u8,
             valid: true,
@@ -273,11 +289,16 @@ impl Decompressor {
             } else {
                 rebuild_udp(ctx, flags, rest, out)
             };
-            restored?;
+            let header_checksum = restored?;
             // RFC 2508 §3.3.5 recommends checking the UDP checksum, when
             // there is one, to catch damage the 4-bit sequence misses (16
-            // packets of one context lost): checked on every packet.
-            if !ctx.checksum || header::udp_checksum_ok(out, ctx.view.ihl) {
+            // packets of one context lost): checked on every packet, as is
+            // RFC 3545's header checksum.
+            let right = match header_checksum {
+                Some(sum) => header::header_checksum(out, ctx.view) == sum,
+                None => !ctx.checksum || header::udp_checksum_ok(out, ctx.view.ihl),
+            };
+            if right {
                 ctx.sequence = sequence;
                 let v = ctx.view;
                 ctx.header[..v.len].copy_from_slice(&out[..v.len]);
@@ -342,13 +363,32 @@ fn ip_udp(
     Ok(())
 }
 
-fn rebuild_rtp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-    let mut at = 0;
-    let checksum = if ctx.checksum {
-        Some(take(data, &mut at, 2, "UDP checksum")?)
+/// The two bytes after the flags, when the context has them: the UDP
+/// checksum (it goes into the datagram), or RFC 3545's header checksum
+/// (checked against the rebuilt headers, then dropped).
+fn take_checksum<'a>(
+    ctx: &Context,
+    data: &'a [u8],
+    at: &mut usize,
+) -> Result<(Option<&'a [u8]>, Option<u16>), Error> {
+    if ctx.checksum {
+        Ok((Some(take(data, at, 2, "UDP checksum")?), None))
+    } else if ctx.header_checksum {
+        Ok((None, Some(get16(take(data, at, 2, "header checksum")?, 0))))
     } else {
-        None
-    };
+        Ok((None, None))
+    }
+}
+
+/// Rebuilds a COMPRESSED_RTP datagram; the header checksum to check, if any.
+fn rebuild_rtp(
+    ctx: &mut Context,
+    flags: u8,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Option<u16>, Error> {
+    let mut at = 0;
+    let (checksum, header_checksum) = take_checksum(ctx, data, &mut at)?;
     let (bits, cc) = if flags & 0xF0 == 0xF0 {
         let b = take(data, &mut at, 1, "extended flags")?[0];
         (b & 0xF0, Some((b & 0x0F) as usize))
@@ -405,19 +445,21 @@ fn rebuild_rtp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> 
     ctx.id_delta = id_delta;
     ctx.timestamp_delta = ts_delta;
     ctx.view = View { ihl: old.ihl, len };
-    Ok(())
+    Ok(header_checksum)
 }
 
-fn rebuild_udp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+/// Rebuilds a COMPRESSED_UDP datagram; the header checksum to check, if any.
+fn rebuild_udp(
+    ctx: &mut Context,
+    flags: u8,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Option<u16>, Error> {
     if flags & 0xE0 != 0 {
         return Err(Error::Malformed("compressed UDP: M, S or T set"));
     }
     let mut at = 0;
-    let checksum = if ctx.checksum {
-        Some(take(data, &mut at, 2, "UDP checksum")?)
-    } else {
-        None
-    };
+    let (checksum, header_checksum) = take_checksum(ctx, data, &mut at)?;
     let id_delta = if flags & 0x10 != 0 {
         take_delta(data, &mut at)? as u16
     } else {
@@ -443,5 +485,5 @@ fn rebuild_udp(ctx: &mut Context, flags: u8, data: &[u8], out: &mut Vec<u8>) -> 
     ctx.id_delta = id_delta;
     ctx.timestamp_delta = 0;
     ctx.view = View { ihl, len };
-    Ok(())
+    Ok(header_checksum)
 }

@@ -126,3 +126,15 @@ pub fn udp_checksum_ok(p: &[u8], ihl: usize) -> bool {
     let pseudo = addresses + 17 + (p.len() - ihl) as u32;
     checksum(&p[ihl..], pseudo) == 0
 }
+
+/// RFC 3545's header checksum (HDRCKSUM) of `p`, whose UDP checksum field
+/// is zero: the UDP checksum's sum over the pseudo-header, the UDP header
+/// and the RTP header with its CSRC list only, not the payload.
+pub fn header_checksum(p: &[u8], v: View) -> u16 {
+    let addresses = !checksum(&p[12..20], 0) as u32;
+    let pseudo = addresses + 17 + (p.len() - v.ihl) as u32;
+    match checksum(&p[v.ihl..v.len], pseudo) {
+        0 => 0xFFFF,
+        sum => sum,
+    }
+}

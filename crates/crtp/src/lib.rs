@@ -15,8 +15,9 @@
 //! CONTEXT_STATE; the compressor then refreshes it.
 //!
 //! Formats, the delta table and the defaults were checked against the
-//! texts of RFC 2508 (§3.3) and RFC 2507 (§14, the defaults). IPv4 only;
-//! RFC 3545's enhancements are not built yet.
+//! texts of RFC 2508 (§3.3) and RFC 2507 (§14, the defaults). IPv4 only.
+//! Of RFC 3545's enhancements, the header checksum (§2.2) is built; the
+//! repeated updates (§2.3) are not.
 
 mod compressor;
 mod decompressor;
@@ -60,6 +61,11 @@ pub struct Config {
     /// ... and at least every this many nanoseconds (F_MAX_TIME, default
     /// 5 s); 0: never for age alone.
     pub max_time_ns: u64,
+    /// RFC 3545's header checksum: flows without a UDP checksum carry a
+    /// 16-bit checksum of their headers in its place, so the decompressor
+    /// catches context damage their link sequence misses. Off by default
+    /// (plain RFC 2508); both ends must agree.
+    pub header_checksum: bool,
 }
 
 impl Default for Config {
@@ -68,6 +74,7 @@ impl Default for Config {
             contexts: 256,
             max_period: 256,
             max_time_ns: 5_000_000_000,
+            header_checksum: false,
         }
     }
 }

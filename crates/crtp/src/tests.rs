@@ -237,8 +237,9 @@ proptest! {
         steps in proptest::collection::vec((0u8..2, change(), any::<bool>()), 1..300),
         loss_per_mille in prop_oneof![Just(0u32), 0u32..300],
         contexts in prop_oneof![Just(1u32), Just(256), Just(300)],
+        header_checksum in any::<bool>(),
     ) {
-        let config = Config { contexts, max_period: 50, max_time_ns: 0 };
+        let config = Config { contexts, max_period: 50, max_time_ns: 0, header_checksum };
         let mut c = Compressor::new(config).unwrap();
         let mut d = Decompressor::new(config).unwrap();
         let mut flows = [voice(0, 1).remove(0), voice(1, 1).remove(0)];
@@ -349,4 +350,44 @@ fn either_context_id_width_is_read() {
             .unwrap();
         assert_eq!(back, bytes);
     }
+}
+
+#[test]
+fn the_header_checksum_catches_what_the_link_sequence_misses() {
+    let config = Config {
+        header_checksum: true,
+        ..Config::default()
+    };
+    let mut c = Compressor::new(config).unwrap();
+    let mut d = Decompressor::new(config).unwrap();
+    let (mut link, mut back) = (Vec::new(), Vec::new());
+    let packets = voice(1, 40); // no UDP checksum
+    let mut lost_to_damage = 0;
+    for (n, p) in packets.iter().enumerate() {
+        let bytes = p.bytes();
+        let kind = c.compress(&bytes, 0, &mut link);
+        if n == 0 {
+            // RFC 3545 §2.2: the C flag beside the sequence, the checksum in
+            // the UDP checksum's place.
+            assert_eq!(u16::from_be_bytes([link[24], link[25]]), 0x0010);
+            assert_ne!(u16::from_be_bytes([link[26], link[27]]), 0);
+        } else {
+            // Two bytes of header checksum after the flags.
+            assert_eq!(
+                link.len(),
+                2 + 2 + 20 + if n == 1 { 2 } else { 0 },
+                "packet {n}"
+            );
+        }
+        if (2..18).contains(&n) {
+            continue; // 16 lost: the link sequence comes round again
+        }
+        match d.decompress(kind.protocol(&config), &link, 0, &mut back) {
+            Ok(_) => assert_eq!(back, bytes, "packet {n}"),
+            Err(Error::ContextDamaged) => lost_to_damage += 1,
+            Err(e) => panic!("packet {n}: {e:?}"),
+        }
+    }
+    assert!(lost_to_damage > 0);
+    assert!(d.stats.checksum_failures > 0);
 }
