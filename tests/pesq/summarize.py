@@ -91,7 +91,7 @@ def summary(conds, rx):
 
 def table(conds, bpl, sums):
     lines = [
-        "| condition | calls | loss % | BurstR | Calliper MOS | Ie,eff | PESQ linphone | Ie,eff | derived | diff | PESQ spandsp | Ie,eff | derived | diff |",
+        "| condition | calls | loss % | BurstR | Calliper MOS | Calliper Ie,eff | PESQ linphone | linphone Ie,eff | derived | diff | PESQ spandsp | spandsp Ie,eff | derived | diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in conds:
@@ -150,6 +150,7 @@ def plot(conds, sums):
 
 def main():
     path, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
     conds = conditions(path)
     bpl = derive(conds)
     sums = {rx: summary(conds, rx) for rx in RECEIVERS}

@@ -58,10 +58,12 @@ pub struct DecompressArgs {
     pub link: LinkArgs,
 }
 
-/// The settings both ends of the link share.
+/// The link's settings. The decompressor reads everything else from the
+/// packets themselves; it needs only --contexts at least the compressor's.
 #[derive(Args)]
 pub struct LinkArgs {
-    /// Contexts (flows compressed at once); above 256 context ids take 16 bits.
+    /// Contexts (flows compressed at once); above 256 context ids take 16 bits. The
+    /// decompressor's must be at least the compressor's.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub contexts: u32,
     /// A full header at least every N packets of a flow (F_MAX_PERIOD; 0: never for age).
@@ -97,19 +99,25 @@ impl LinkArgs {
     }
 }
 
-/// Runs a `crtp` subcommand.
-pub fn run(command: CrtpCommand) -> Result<()> {
+/// Runs a `crtp` subcommand: false when some input could not be read.
+pub fn run(command: CrtpCommand) -> Result<bool> {
     match command {
         CrtpCommand::Compress(a) => compress(&a),
         CrtpCommand::Decompress(a) => decompress(&a),
     }
 }
 
-/// Refuses to write over the input: the reader has only its start in memory.
+/// Refuses to write over the input (the same file by any name): the
+/// reader has only its start in memory.
 fn distinct(input: &Path, output: &Path) -> Result<()> {
-    if let (Ok(a), Ok(b)) = (input.canonicalize(), output.canonicalize()) {
-        if a == b {
-            bail!("{} is both input and output", input.display());
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output)) {
+        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+            bail!(
+                "{} and {} are the same file",
+                input.display(),
+                output.display()
+            );
         }
     }
     Ok(())
@@ -122,18 +130,24 @@ fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
         .with_context(|| format!("{} is not a pcap or pcapng capture", path.display()))
 }
 
-fn compress(a: &CompressArgs) -> Result<()> {
+fn compress(a: &CompressArgs) -> Result<bool> {
     let config = a.link.config()?;
     let mut compressor = Compressor::new(config).map_err(anyhow::Error::msg)?;
     distinct(&a.input, &a.output)?;
     let mut input = reader(&a.input)?;
-    let mut out = PcapWriter::create(&a.output, LINKTYPE_PPP)?;
+    let mut out = Output::new(&a.output, LINKTYPE_PPP);
     let (mut link, mut frame) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
     let (mut not_ip, mut ipv6, mut bytes_in, mut bytes_out) = (0u64, 0u64, 0u64, 0u64);
     while let Some(p) = input
         .next_packet()
         .with_context(|| format!("reading {}", a.input.display()))?
     {
+        if p.link_type as u32 == LINKTYPE_PPP {
+            bail!(
+                "{} is already a capture of PPP frames: did you mean `calliper crtp decompress`?",
+                a.input.display()
+            );
+        }
         let Some(ip) = ip_datagram(p.link_type, p.data) else {
             not_ip += 1;
             continue;
@@ -171,28 +185,32 @@ fn compress(a: &CompressArgs) -> Result<()> {
     );
     if compressed > 0 {
         eprintln!(
-            "header bytes  {} before, {} after ({:.2} per packet, from {:.2})",
+            "header bytes  {} before, {} after ({:.2} per compressed packet, from {:.2})",
             s.header_bytes_in,
             s.header_bytes_out,
             s.header_bytes_out as f64 / compressed as f64,
             s.header_bytes_in as f64 / compressed as f64
         );
     }
-    eprintln!(
-        "link bytes    {bytes_in} before, {bytes_out} after ({:.1} % saved); contexts {} ({} reused)",
-        100.0 * (1.0 - bytes_out as f64 / bytes_in.max(1) as f64),
-        config.contexts,
-        s.contexts_reused
-    );
-    Ok(())
+    if bytes_in > 0 {
+        eprintln!(
+            "link bytes    {bytes_in} before, {bytes_out} after ({:.1} % saved); contexts {} ({} reused)",
+            100.0 * (1.0 - bytes_out as f64 / bytes_in as f64),
+            config.contexts,
+            s.contexts_reused
+        );
+    } else {
+        eprintln!("link bytes    none: no IP packets in {}", a.input.display());
+    }
+    Ok(true)
 }
 
-fn decompress(a: &DecompressArgs) -> Result<()> {
+fn decompress(a: &DecompressArgs) -> Result<bool> {
     let config = a.link.config()?;
     let mut decompressor = Decompressor::new(config).map_err(anyhow::Error::msg)?;
     distinct(&a.input, &a.output)?;
     let mut input = reader(&a.input)?;
-    let mut out = PcapWriter::create(&a.output, linktype::RAW as u32)?;
+    let mut out = Output::new(&a.output, linktype::RAW as u32);
     let mut ip = Vec::with_capacity(2048);
     let (mut not_ppp, mut context_states) = (0u64, 0u64);
     while let Some(p) = input
@@ -235,7 +253,13 @@ fn decompress(a: &DecompressArgs) -> Result<()> {
         s.other_protocols
     );
     eprintln!("skipped       {not_ppp} frames too short for PPP, {context_states} CONTEXT_STATE");
-    Ok(())
+    if s.malformed > 0 {
+        eprintln!(
+            "calliper: {} packets could not be read: a context id beyond --contexts {} (give the compressor's), or a damaged capture",
+            s.malformed, config.contexts
+        );
+    }
+    Ok(s.malformed == 0)
 }
 
 /// A PPP frame's protocol and payload: address and control (FF 03) when
@@ -286,6 +310,41 @@ fn ip_datagram(link_type: u16, data: &[u8]) -> Option<&[u8]> {
     }
     ip = &ip[..len];
     Some(ip)
+}
+
+/// The output file, created only when the first packet is written (or at
+/// the end), so input found wrong at its first packet leaves it untouched.
+struct Output<'a> {
+    path: &'a Path,
+    link_type: u32,
+    writer: Option<PcapWriter>,
+}
+
+impl<'a> Output<'a> {
+    fn new(path: &'a Path, link_type: u32) -> Output<'a> {
+        Output {
+            path,
+            link_type,
+            writer: None,
+        }
+    }
+
+    fn write(&mut self, ts_ns: i64, frame: &[u8]) -> Result<()> {
+        if self.writer.is_none() {
+            self.writer = Some(PcapWriter::create(self.path, self.link_type)?);
+        }
+        self.writer
+            .as_mut()
+            .expect("just created")
+            .write(ts_ns, frame)
+    }
+
+    fn finish(self) -> Result<()> {
+        match self.writer {
+            Some(w) => w.finish(),
+            None => PcapWriter::create(self.path, self.link_type)?.finish(),
+        }
+    }
 }
 
 /// A nanosecond pcap file, created 0600.

@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Command::Generate(g) => generate::run(g).map(|_| true),
         Command::Relay(r) => relay::run(r).map(|_| true),
         Command::Report(r) => report::run(r).map(|_| true),
-        Command::Crtp(c) => crtp::run(c).map(|_| true),
+        Command::Crtp(c) => crtp::run(c),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

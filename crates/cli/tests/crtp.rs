@@ -162,7 +162,44 @@ fn bad_settings_are_refused_plainly() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("both input and output"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are the same file"));
+}
+
+#[test]
+fn swapped_arguments_are_refused_and_leave_the_other_file_alone() {
+    let dir = std::env::temp_dir().join(format!("calliper-crtp-swap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let capture = dir.join("call.pcap");
+    std::fs::copy(&common::captures()[0], &capture).unwrap();
+    let link = dir.join("link.pcap");
+    crtp(&["compress"], &capture, &link);
+    let (call_bytes, link_bytes) = (
+        std::fs::read(&capture).unwrap(),
+        std::fs::read(&link).unwrap(),
+    );
+    for (command, input, output, says) in [
+        ("decompress", &capture, &link, "not a capture of PPP frames"),
+        (
+            "compress",
+            &link,
+            &capture,
+            "did you mean `calliper crtp decompress`",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["crtp", command])
+            .args([input, output])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{command}"
+        );
+    }
+    assert_eq!(std::fs::read(&capture).unwrap(), call_bytes);
+    assert_eq!(std::fs::read(&link).unwrap(), link_bytes);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
