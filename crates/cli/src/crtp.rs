@@ -148,7 +148,7 @@ fn compress(a: &CompressArgs) -> Result<bool> {
                 a.input.display()
             );
         }
-        let Some(ip) = ip_datagram(p.link_type, p.data) else {
+        let Some(ip) = calliper_wire::outer_ip(p.link_type, p.data) else {
             not_ip += 1;
             continue;
         };
@@ -271,45 +271,6 @@ fn ppp(frame: &[u8]) -> Option<(u16, &[u8])> {
         return Some((first as u16, &rest[1..]));
     }
     Some((u16::from_be_bytes([first, *rest.get(1)?]), &rest[2..]))
-}
-
-/// The outermost IP datagram of a frame, cut to the length its header
-/// gives (Ethernet pads short frames): Ethernet with VLAN tags, Linux
-/// cooked captures, loopback and raw IP.
-fn ip_datagram(link_type: u16, data: &[u8]) -> Option<&[u8]> {
-    let mut ip = match link_type {
-        linktype::RAW | linktype::IPV4 | linktype::IPV6 => data,
-        linktype::NULL | linktype::LOOP => data.get(4..)?,
-        linktype::ETHERNET | linktype::LINUX_SLL | linktype::LINUX_SLL2 => {
-            let (mut et, mut rest) = match link_type {
-                linktype::ETHERNET => (data.get(12..14)?, data.get(14..)?),
-                linktype::LINUX_SLL => (data.get(14..16)?, data.get(16..)?),
-                _ => (data.get(0..2)?, data.get(20..)?),
-            };
-            // At most two VLAN tags (802.1Q, QinQ).
-            for _ in 0..2 {
-                if matches!(et, [0x81, 0x00] | [0x88, 0xA8]) {
-                    et = rest.get(2..4)?;
-                    rest = rest.get(4..)?;
-                }
-            }
-            if !matches!(et, [0x08, 0x00] | [0x86, 0xDD]) {
-                return None;
-            }
-            rest
-        }
-        _ => return None,
-    };
-    let len = match ip.first()? >> 4 {
-        4 => u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]) as usize,
-        6 => 40 + u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]) as usize,
-        _ => return None,
-    };
-    if len < 20 || len > ip.len() {
-        return None;
-    }
-    ip = &ip[..len];
-    Some(ip)
 }
 
 /// The output file, created only when the first packet is written (or at

@@ -285,10 +285,9 @@ fn compressed_rtp(
     if p[r] & 0xF0 != h[hr] & 0xF0 || p[r + 1] & 0x7F != h[hr + 1] & 0x7F {
         return false;
     }
-    let id_delta = get16(p, 4).wrapping_sub(get16(h, 4));
+    let (id_delta, i) = id_change(ctx, p);
     let seq_delta = get16(p, r + 2).wrapping_sub(get16(h, hr + 2));
     let ts_delta = get32(p, r + 4).wrapping_sub(get32(h, hr + 4));
-    let i = id_delta != ctx.id_delta;
     let s = seq_delta != 1;
     let t = ts_delta != ctx.timestamp_delta;
     if t && delta::len(ts_delta as i32) == 0 {
@@ -304,8 +303,7 @@ fn compressed_rtp(
         out.push(bits | (p[r] & 0x0F));
     }
     if i {
-        delta::encode(id_delta as i32, out);
-        ctx.id_delta = id_delta;
+        send_id_delta(ctx, id_delta, out);
     }
     if s {
         delta::encode(seq_delta as i32, out);
@@ -333,18 +331,29 @@ fn compressed_udp(
     config: &Config,
     out: &mut Vec<u8>,
 ) {
-    let id_delta = get16(p, 4).wrapping_sub(get16(&ctx.header, 4));
-    let i = id_delta != ctx.id_delta;
+    let (id_delta, i) = id_change(ctx, p);
     start(ctx, cid, (i as u8) << 4, config, out);
     checksum(ctx, p, v, out);
     if i {
-        delta::encode(id_delta as i32, out);
-        ctx.id_delta = id_delta;
+        send_id_delta(ctx, id_delta, out);
     }
     out.extend_from_slice(&p[v.rtp()..]);
     remember(ctx, p, v);
     ctx.timestamp_delta = 0;
     ctx.since_full += 1;
+}
+
+/// The IPv4 ID's step since the last packet, and whether it differs from
+/// the step the context expects (the I flag).
+fn id_change(ctx: &Context, p: &[u8]) -> (u16, bool) {
+    let step = get16(p, 4).wrapping_sub(get16(&ctx.header, 4));
+    (step, step != ctx.id_delta)
+}
+
+/// Sends the new IPv4 ID step, which both ends then expect.
+fn send_id_delta(ctx: &mut Context, step: u16, out: &mut Vec<u8>) {
+    delta::encode(step as i32, out);
+    ctx.id_delta = step;
 }
 
 /// The UDP checksum when the flow has one, else the header checksum when

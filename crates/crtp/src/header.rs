@@ -122,18 +122,20 @@ pub fn set_ip_checksum(p: &mut [u8], ihl: usize) {
 /// Whether the UDP checksum of the datagram `p` (IPv4 header `ihl` long)
 /// is right: the sum over the pseudo-header, header and data.
 pub fn udp_checksum_ok(p: &[u8], ihl: usize) -> bool {
+    checksum(&p[ihl..], pseudo_header(p, ihl)) == 0
+}
+
+/// The sum of UDP's pseudo-header: addresses, protocol, UDP length.
+fn pseudo_header(p: &[u8], ihl: usize) -> u32 {
     let addresses = !checksum(&p[12..20], 0) as u32;
-    let pseudo = addresses + 17 + (p.len() - ihl) as u32;
-    checksum(&p[ihl..], pseudo) == 0
+    addresses + 17 + (p.len() - ihl) as u32
 }
 
 /// RFC 3545's header checksum (HDRCKSUM) of `p`, whose UDP checksum field
 /// is zero: the UDP checksum's sum over the pseudo-header, the UDP header
 /// and the RTP header with its CSRC list only, not the payload.
 pub fn header_checksum(p: &[u8], v: View) -> u16 {
-    let addresses = !checksum(&p[12..20], 0) as u32;
-    let pseudo = addresses + 17 + (p.len() - v.ihl) as u32;
-    match checksum(&p[v.ihl..v.len], pseudo) {
+    match checksum(&p[v.ihl..v.len], pseudo_header(p, v.ihl)) {
         0 => 0xFFFF,
         sum => sum,
     }

@@ -9,10 +9,12 @@
 //! The innermost IP header wins: a tunnelled packet is reported with the inner
 //! addresses, which is what SIP and RTP correlation need.
 
+mod outer;
 pub mod rtcp;
 pub mod rtp;
 mod tunnel;
 
+pub use outer::outer_ip;
 use tunnel::{gre, ppp, pppoe_session};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

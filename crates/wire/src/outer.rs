@@ -1,0 +1,43 @@
+//! The outermost IP datagram of a frame, whole: for tools that carry
+//! datagrams on (`calliper crtp`) rather than decode them.
+
+use crate::{be16, linktype, ETH_IPV4, ETH_IPV6, ETH_QINQ, ETH_QINQ_OLD1, ETH_QINQ_OLD2, ETH_VLAN};
+
+/// The outermost IP datagram of a frame of `link_type`, cut to the length
+/// its header gives (Ethernet pads short frames): Ethernet with up to two
+/// VLAN tags, Linux cooked captures, loopback and raw IP. None for other
+/// framing (MPLS, PPPoE, ...), other link types, and datagrams cut short.
+pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
+    let ip = match link_type {
+        linktype::RAW | linktype::IPV4 | linktype::IPV6 => data,
+        linktype::NULL | linktype::LOOP => data.get(4..)?,
+        linktype::ETHERNET | linktype::LINUX_SLL | linktype::LINUX_SLL2 => {
+            let (type_at, mut rest) = match link_type {
+                linktype::ETHERNET => (12, data.get(14..)?),
+                linktype::LINUX_SLL => (14, data.get(16..)?),
+                _ => (0, data.get(20..)?),
+            };
+            let mut ethertype = be16(data, type_at);
+            for _ in 0..2 {
+                if matches!(
+                    ethertype,
+                    ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD1 | ETH_QINQ_OLD2
+                ) {
+                    ethertype = be16(rest.get(..4)?, 2);
+                    rest = &rest[4..];
+                }
+            }
+            if !matches!(ethertype, ETH_IPV4 | ETH_IPV6) {
+                return None;
+            }
+            rest
+        }
+        _ => return None,
+    };
+    let len = match ip.first()? >> 4 {
+        4 => be16(ip.get(..4)?, 2) as usize,
+        6 => 40 + be16(ip.get(..6)?, 4) as usize,
+        _ => return None,
+    };
+    (len >= 20 && len <= ip.len()).then(|| &ip[..len])
+}
