@@ -57,8 +57,9 @@ struct Context {
     valid: bool,
     /// When a refresh was last asked for (while invalid).
     asked_ns: Option<u64>,
-    /// Listed in `pending` and still to be asked for.
-    pending: bool,
+    /// In the decompressor's `pending` list (kept across a refresh, so
+    /// the list holds each context at most once).
+    listed: bool,
 }
 
 impl Context {
@@ -74,7 +75,7 @@ impl Context {
             generation: 0,
             valid: false,
             asked_ns: None,
-            pending: false,
+            listed: false,
         }
     }
 }
@@ -84,7 +85,7 @@ pub struct Decompressor {
     config: Config,
     contexts: Vec<Option<Context>>,
     /// Contexts whose refresh is to be asked for, each listed at most
-    /// once (their `pending` flag), so it never outgrows the table.
+    /// once (their `listed` flag), so it never outgrows the table.
     pending: Vec<u32>,
     /// Counters.
     pub stats: DecompressorStats,
@@ -161,11 +162,14 @@ impl Decompressor {
         let mut count = 0u8;
         while count < 255 {
             let Some(cid) = self.pending.pop() else { break };
-            // A context refreshed meanwhile is no longer asked for.
-            let Some(ctx) = self.contexts[cid as usize].as_mut().filter(|c| c.pending) else {
+            let Some(ctx) = self.contexts[cid as usize].as_mut() else {
                 continue;
             };
-            ctx.pending = false;
+            ctx.listed = false;
+            // A context refreshed meanwhile is no longer asked for.
+            if ctx.valid {
+                continue;
+            }
             if wide {
                 out.extend_from_slice(&(cid as u16).to_be_bytes());
             } else {
@@ -181,6 +185,12 @@ impl Decompressor {
         out[1] = count;
         self.stats.context_states += 1;
         true
+    }
+
+    /// Entries in the refresh list (tests).
+    #[cfg(test)]
+    pub(crate) fn listed(&self) -> usize {
+        self.pending.len()
     }
 
     fn full_header(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
@@ -246,6 +256,7 @@ impl Decompressor {
             checksum: get16(out, ihl + 6) != 0,
             generation: ((first >> 8) & 0x3F) as u8,
             valid: true,
+            listed: self.contexts[cid].as_ref().is_some_and(|c| c.listed),
             ..Context::empty()
         };
         ctx.header[..len].copy_from_slice(&out[..len]);
@@ -307,13 +318,13 @@ impl Decompressor {
             ctx.valid = false;
             self.stats.checksum_failures += 1;
         }
-        if !ctx.pending
+        if !ctx.listed
             && ctx
                 .asked_ns
                 .is_none_or(|t| now_ns.saturating_sub(t) >= RETRY_NS)
         {
             ctx.asked_ns = Some(now_ns);
-            ctx.pending = true;
+            ctx.listed = true;
             self.pending.push(cid as u32);
         }
         Err(Error::ContextDamaged)

@@ -383,3 +383,33 @@ fn the_header_checksum_catches_what_the_link_sequence_misses() {
     assert!(d.stats.context_damaged > 0);
     assert!(d.stats.checksum_failures > 0);
 }
+
+#[test]
+fn the_refresh_list_holds_each_context_once_however_often_it_is_damaged() {
+    let config = Config::default();
+    let mut c = Compressor::new(config).unwrap();
+    let mut d = Decompressor::new(config).unwrap();
+    let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
+    // Damage, refresh, damage again, many times, nobody reading the feedback
+    // until the end (as `calliper crtp decompress` never does).
+    for (n, p) in voice(1, 400).iter().enumerate() {
+        let kind = c.compress(&p.bytes(), 0, &mut link);
+        if n % 20 == 5 {
+            continue; // lost: the next packet shows a gap
+        }
+        if n % 20 == 10 {
+            c.context_state(&[1, 1, 0, 0x80, 0]); // as if asked: a refresh follows
+        }
+        let _ = d.decompress(
+            kind.protocol(&config),
+            &link,
+            n as u64 * 2_000_000_000,
+            &mut back,
+        );
+    }
+    assert!(d.stats.sequence_gaps >= 19);
+    assert!(d.listed() <= 1, "{} entries for one context", d.listed());
+    // Refreshed by now: nothing to ask for.
+    assert!(!d.context_state(&mut feedback));
+    assert_eq!(d.listed(), 0);
+}
