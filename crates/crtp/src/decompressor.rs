@@ -5,6 +5,7 @@
 use crate::delta;
 use crate::header::{self, get16, get32, put16, View, MAX_HEADER};
 use crate::{protocol, Config, Kind};
+use std::collections::VecDeque;
 
 /// What the decompressor did, for an operator's summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,7 +87,7 @@ pub struct Decompressor {
     contexts: Vec<Option<Context>>,
     /// Contexts whose refresh is to be asked for, each listed at most
     /// once (their `listed` flag), so it never outgrows the table.
-    pending: Vec<u32>,
+    pending: VecDeque<u32>,
     /// Counters.
     pub stats: DecompressorStats,
 }
@@ -98,7 +99,7 @@ impl Decompressor {
         Ok(Decompressor {
             config,
             contexts: (0..config.contexts).map(|_| None).collect(),
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             stats: DecompressorStats::default(),
         })
     }
@@ -161,7 +162,10 @@ impl Decompressor {
         out.extend_from_slice(&[if wide { 2 } else { 1 }, 0]);
         let mut count = 0u8;
         while count < 255 {
-            let Some(cid) = self.pending.pop() else { break };
+            // Oldest first, so no context waits behind newer ones.
+            let Some(cid) = self.pending.pop_front() else {
+                break;
+            };
             let Some(ctx) = self.contexts[cid as usize].as_mut() else {
                 continue;
             };
@@ -321,11 +325,11 @@ impl Decompressor {
         if !ctx.listed
             && ctx
                 .asked_ns
-                .is_none_or(|t| now_ns.saturating_sub(t) >= RETRY_NS)
+                .is_none_or(|t| now_ns < t || now_ns - t >= RETRY_NS)
         {
             ctx.asked_ns = Some(now_ns);
             ctx.listed = true;
-            self.pending.push(cid as u32);
+            self.pending.push_back(cid as u32);
         }
         Err(Error::ContextDamaged)
     }

@@ -413,3 +413,44 @@ fn the_refresh_list_holds_each_context_once_however_often_it_is_damaged() {
     assert!(!d.context_state(&mut feedback));
     assert_eq!(d.listed(), 0);
 }
+
+#[test]
+fn every_damaged_context_is_asked_for_in_turn_and_a_clock_step_back_does_not_stall_it() {
+    let config = Config {
+        contexts: 300,
+        ..Config::default()
+    };
+    let mut d = Decompressor::new(config).unwrap();
+    let (mut back, mut feedback) = (Vec::new(), Vec::new());
+    // 300 contexts never set up: each compressed packet is damage.
+    let damage = |d: &mut Decompressor, cid: u16, now: u64, back: &mut Vec<u8>| {
+        let packet = [(cid >> 8) as u8, cid as u8, 0x01, 0x55];
+        let result = d.decompress(protocol::COMPRESSED_RTP_16, &packet, now, back);
+        assert_eq!(result, Err(Error::ContextDamaged));
+    };
+    for cid in 0..300 {
+        damage(&mut d, cid, 10_000_000_000, &mut back);
+    }
+    let mut asked = std::collections::HashSet::new();
+    for _ in 0..2 {
+        assert!(d.context_state(&mut feedback));
+        for e in feedback[2..].chunks(4) {
+            asked.insert(u16::from_be_bytes([e[0], e[1]]));
+        }
+        // A second later the contexts just asked for send again, and are
+        // listed again: they must not go ahead of those still waiting.
+        for &cid in &asked {
+            damage(&mut d, cid, 11_000_000_000, &mut back);
+        }
+    }
+    assert_eq!(
+        asked.len(),
+        300,
+        "every context asked for within two rounds"
+    );
+    // The clock steps back 5 s: a context is asked for again all the same.
+    while d.context_state(&mut feedback) {}
+    damage(&mut d, 42, 6_000_000_000, &mut back);
+    assert!(d.context_state(&mut feedback));
+    assert_eq!(&feedback[2..4], &42u16.to_be_bytes());
+}
