@@ -1,5 +1,5 @@
 //! cRTP both ways. Link packets into a decompressor (8- and 16-bit context
-//! ids): malformed or damaged, never a panic. And datagrams into a
+//! ids, plain and RFC 3545): malformed or damaged, never a panic. And datagrams into a
 //! compressor whose output goes straight to a decompressor: every datagram
 //! the decompressor gives back is the one compressed.
 //! Each record: protocol selector (1 byte), length (2), bytes.
@@ -20,7 +20,15 @@ const PROTOCOLS: [u16; 8] = [
 
 fuzz_target!(|data: &[u8]| {
     for contexts in [4, 300] {
-        let config = Config { contexts, max_period: 16, max_time_ns: 0, header_checksum: contexts > 256 };
+        // The wide table also runs RFC 3545: header checksums and repeats.
+        let wide = contexts > 256;
+        let config = Config {
+            contexts,
+            max_period: 16,
+            max_time_ns: 0,
+            header_checksum: wide,
+            repeats: if wide { 2 } else { 0 },
+        };
         let mut d = Decompressor::new(config).unwrap();
         let mut c = Compressor::new(config).unwrap();
         let mut check = Decompressor::new(config).unwrap();

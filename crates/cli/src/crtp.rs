@@ -76,6 +76,11 @@ pub struct LinkArgs {
     /// 4-bit link sequence misses is caught (2 bytes more per packet).
     #[arg(long)]
     pub header_checksum: bool,
+    /// RFC 3545's robust operation: every change crosses in N+1 packets in a row, so the
+    /// decompressor bridges up to N losses in a row (checked by the UDP or header checksum:
+    /// give --header-checksum too for flows without one). 0-15; 0 is plain RFC 2508.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub repeats: u8,
 }
 
 impl LinkArgs {
@@ -91,10 +96,9 @@ impl LinkArgs {
             max_period: self.max_period,
             max_time_ns: (self.max_time * 1e9) as u64,
             header_checksum: self.header_checksum,
+            repeats: self.repeats,
         };
-        config
-            .check()
-            .map_err(|e| anyhow::anyhow!("--contexts: {e}"))?;
+        config.check().map_err(|e| anyhow::anyhow!("--{e}"))?;
         Ok(config)
     }
 }
@@ -243,12 +247,13 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
     out.finish()?;
     let s = decompressor.stats;
     eprintln!(
-        "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps, {} bad UDP checksums), {} malformed, {} other PPP protocols",
+        "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps, {} bad checksums), {} gaps bridged (RFC 3545), {} malformed, {} other PPP protocols",
         s.restored,
         s.packets,
         s.context_damaged,
         s.sequence_gaps,
         s.checksum_failures,
+        s.gaps_bridged,
         s.malformed,
         s.other_protocols
     );

@@ -5,7 +5,7 @@
 
 use crate::delta;
 use crate::header::{self, get16, get32, put16, Key, View, MAX_HEADER};
-use crate::{Config, Kind};
+use crate::{enhanced, Config, Kind};
 use hashbrown::HashMap;
 
 /// What the compressor did, for an operator's summary.
@@ -34,20 +34,43 @@ pub struct CompressorStats {
 }
 
 /// One flow's state, as the decompressor will hold it.
-struct Context {
+pub(crate) struct Context {
     key: Key,
     /// The headers of the last packet sent (IPv4, UDP, RTP with CSRCs).
-    header: [u8; MAX_HEADER],
-    view: View,
+    pub(crate) header: [u8; MAX_HEADER],
+    pub(crate) view: View,
     /// The 4-bit link sequence of the last packet sent.
     sequence: u8,
-    id_delta: u16,
-    timestamp_delta: u32,
-    since_full: u32,
+    pub(crate) id_delta: u16,
+    pub(crate) timestamp_delta: u32,
+    pub(crate) since_full: u32,
     full_at_ns: u64,
     invalid: bool,
     /// Packets carry RFC 3545's header checksum (the flow has no UDP checksum).
     header_checksum: bool,
+    /// RFC 3545: the generation of the current FULL_HEADER sequence.
+    pub(crate) generation: u8,
+    /// FULL_HEADERs still to send in the current sequence (N+1 in all).
+    full_left: u8,
+    /// Packets that must still carry each change (RFC 3545 repeats).
+    pub(crate) left: Repeats,
+    /// The last timestamp and IPv4 ID steps, so a one-off jump (a new
+    /// talkspurt) leaves the deltas alone and a lasting change sets them.
+    pub(crate) last_timestamp_step: u32,
+    pub(crate) last_id_step: u16,
+}
+
+/// For each field a change of which must cross in N+1 packets, how many
+/// packets must still carry it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Repeats {
+    pub(crate) id: u8,
+    pub(crate) id_delta: u8,
+    pub(crate) seq: u8,
+    pub(crate) timestamp: u8,
+    pub(crate) timestamp_delta: u8,
+    pub(crate) payload_type: u8,
+    pub(crate) csrcs: u8,
 }
 
 /// The compressing end of a link.
@@ -99,9 +122,12 @@ impl Compressor {
         let ctx = self.contexts[cid as usize]
             .as_mut()
             .expect("context_for fills it");
-        let kind = if fresh || needs_full(ctx, packet, view, now_ns, &config) {
-            full_header(ctx, cid, packet, view, now_ns, &config, out);
+        let restart = fresh || needs_full(ctx, packet, view, now_ns, &config);
+        let kind = if restart || ctx.full_left > 0 {
+            full_header(ctx, cid, packet, view, now_ns, restart, &config, out);
             Kind::FullHeader
+        } else if config.repeats > 0 {
+            enhanced::compress(ctx, cid, packet, view, &config, out)
         } else if !compressed_rtp(ctx, cid, packet, view, &config, out) {
             compressed_udp(ctx, cid, packet, view, &config, out);
             Kind::CompressedUdp
@@ -163,11 +189,13 @@ impl Compressor {
         // A reused id keeps its link sequence running: were the new flow's
         // FULL_HEADER lost, its next packet must show a gap, not fit the
         // old flow's context.
-        let mut sequence = 15;
+        let (mut sequence, mut generation) = (15, 0);
         if let Some(old) = slot.take() {
             self.flows.remove(&old.key);
             self.stats.contexts_reused += 1;
             sequence = old.sequence;
+            // And its generation: the new flow's FULL_HEADERs start a new one.
+            generation = old.generation;
         }
         *slot = Some(Context {
             key,
@@ -180,6 +208,11 @@ impl Compressor {
             full_at_ns: 0,
             invalid: true,
             header_checksum: false,
+            generation,
+            full_left: 0,
+            left: Repeats::default(),
+            last_timestamp_step: 0,
+            last_id_step: 0,
         });
         self.flows.insert(key, cid);
         (cid, true)
@@ -221,19 +254,42 @@ fn needs_full(ctx: &Context, p: &[u8], v: View, now_ns: u64, config: &Config) ->
         || p[12..ihl] != h[12..ihl]
         // A UDP checksum present or absent for the whole context.
         || (get16(p, ihl + 6) == 0) != (get16(h, ihl + 6) == 0)
+        // Enhanced COMPRESSED_UDP carries no RTP version, padding or extension bit.
+        || (config.repeats > 0 && p[v.rtp()] & 0xF0 != h[old.rtp()] & 0xF0)
 }
 
 /// Sends the datagram whole, the context id and link sequence in its IPv4
-/// total length and UDP length (RFC 2508 §3.3.1; generation 0 for IPv4).
+/// total length and UDP length (RFC 2508 §3.3.1). `restart` begins a
+/// sequence: one FULL_HEADER in plain RFC 2508 (generation 0 for IPv4),
+/// N+1 under RFC 3545, which marks each sequence with a new generation so
+/// the decompressor counts N from one sequence only.
+#[allow(clippy::too_many_arguments)]
 fn full_header(
     ctx: &mut Context,
     cid: u32,
     p: &[u8],
     v: View,
     now_ns: u64,
+    restart: bool,
     config: &Config,
     out: &mut Vec<u8>,
 ) {
+    // Each FULL_HEADER resets the deltas at the decompressor.
+    ctx.id_delta = 1;
+    ctx.timestamp_delta = 0;
+    if restart {
+        if config.repeats > 0 {
+            ctx.generation = (ctx.generation + 1) & 0x3F;
+        }
+        ctx.full_left = config.repeats + 1;
+        ctx.left = Repeats::default();
+    } else {
+        // A repeat: a decompressor that lost it predicts from an earlier
+        // one, so what changed since must be repeated after it as well.
+        enhanced::note_changes(ctx, p, v, config.repeats + 1, false);
+        enhanced::sent(ctx);
+    }
+    ctx.full_left -= 1;
     ctx.sequence = (ctx.sequence + 1) & 0x0F;
     out.extend_from_slice(p);
     ctx.header_checksum = config.header_checksum && get16(p, v.ihl + 6) == 0;
@@ -243,23 +299,24 @@ fn full_header(
     }
     // The sequence, with RFC 3545's C flag beside it.
     let seq = ctx.sequence as u16 | (ctx.header_checksum as u16) << 4;
+    let generation = (ctx.generation as u16) << 8;
     let (first, second) = if config.wide() {
-        (0xC000 | seq, cid as u16)
+        (0xC000 | generation | seq, cid as u16)
     } else {
-        (0x4000 | cid as u16, seq)
+        (0x4000 | generation | cid as u16, seq)
     };
     put16(out, 2, first);
     put16(out, v.ihl + 4, second);
     remember(ctx, p, v);
-    ctx.id_delta = 1;
-    ctx.timestamp_delta = 0;
     ctx.since_full = 0;
     ctx.full_at_ns = now_ns;
     ctx.invalid = false;
+    ctx.last_timestamp_step = 0;
+    ctx.last_id_step = 0;
 }
 
 /// Writes the context id and the flag byte `flags` (with the link sequence).
-fn start(ctx: &mut Context, cid: u32, flags: u8, config: &Config, out: &mut Vec<u8>) {
+pub(crate) fn start(ctx: &mut Context, cid: u32, flags: u8, config: &Config, out: &mut Vec<u8>) {
     ctx.sequence = (ctx.sequence + 1) & 0x0F;
     if config.wide() {
         out.extend_from_slice(&(cid as u16).to_be_bytes());
@@ -358,7 +415,7 @@ fn send_id_delta(ctx: &mut Context, step: u16, out: &mut Vec<u8>) {
 
 /// The UDP checksum when the flow has one, else the header checksum when
 /// the context carries it.
-fn checksum(ctx: &Context, p: &[u8], v: View, out: &mut Vec<u8>) {
+pub(crate) fn checksum(ctx: &Context, p: &[u8], v: View, out: &mut Vec<u8>) {
     if get16(p, v.ihl + 6) != 0 {
         out.extend_from_slice(&p[v.ihl + 6..v.ihl + 8]);
     } else if ctx.header_checksum {
@@ -366,7 +423,7 @@ fn checksum(ctx: &Context, p: &[u8], v: View, out: &mut Vec<u8>) {
     }
 }
 
-fn remember(ctx: &mut Context, p: &[u8], v: View) {
+pub(crate) fn remember(ctx: &mut Context, p: &[u8], v: View) {
     ctx.header[..v.len].copy_from_slice(&p[..v.len]);
     ctx.view = v;
 }

@@ -2,8 +2,7 @@
 //! and asks for a refresh (CONTEXT_STATE) when the context cannot be
 //! trusted. It never gives back a datagram it had to guess.
 
-use crate::delta;
-use crate::header::{self, get16, get32, put16, View, MAX_HEADER};
+use crate::header::{self, get16, put16, View, MAX_HEADER};
 use crate::{protocol, Config, Kind};
 use std::collections::VecDeque;
 
@@ -26,6 +25,9 @@ pub struct DecompressorStats {
     pub checksum_failures: u64,
     /// Packets of other PPP protocols (LCP, say): not this decompressor's.
     pub other_protocols: u64,
+    /// Gaps of up to N packets bridged by RFC 3545's "twice" algorithm
+    /// (the rebuilt datagram's checksum right).
+    pub gaps_bridged: u64,
     /// CONTEXT_STATE packets produced.
     pub context_states: u64,
 }
@@ -293,16 +295,18 @@ impl Decompressor {
         // A context never set up (its FULL_HEADER lost) is asked for too.
         let ctx = slot.get_or_insert_with(Context::empty);
         let sequence = flags & 0x0F;
-        if ctx.valid && sequence != (ctx.sequence + 1) & 0x0F {
+        let missed = sequence.wrapping_sub(ctx.sequence).wrapping_sub(1) & 0x0F;
+        if ctx.valid && missed > 0 && !bridgeable(&self.config, ctx, missed, rtp, flags) {
             ctx.valid = false;
             self.stats.sequence_gaps += 1;
         }
         if ctx.valid {
             let rest = &payload[id_len + 1..];
+            let steps = missed + 1;
             let restored = if rtp {
-                rebuild_rtp(ctx, flags, rest, out)
+                rebuild_rtp(ctx, flags, rest, steps, out)
             } else {
-                rebuild_udp(ctx, flags, rest, out)
+                rebuild_udp(ctx, flags, rest, steps, out)
             };
             let header_checksum = restored?;
             // RFC 2508 §3.3.5 recommends checking the UDP checksum, when
@@ -314,6 +318,7 @@ impl Decompressor {
                 None => !ctx.checksum || header::udp_checksum_ok(out, ctx.view.ihl),
             };
             if right {
+                self.stats.gaps_bridged += (missed > 0) as u64;
                 ctx.sequence = sequence;
                 let v = ctx.view;
                 ctx.header[..v.len].copy_from_slice(&out[..v.len]);
@@ -335,170 +340,5 @@ impl Decompressor {
     }
 }
 
-/// Reads `n` bytes from `data` at `*at`, moving past them.
-fn take<'a>(
-    data: &'a [u8],
-    at: &mut usize,
-    n: usize,
-    what: &'static str,
-) -> Result<&'a [u8], Error> {
-    let bytes = data.get(*at..*at + n).ok_or(Error::Malformed(what))?;
-    *at += n;
-    Ok(bytes)
-}
-
-fn take_delta(data: &[u8], at: &mut usize) -> Result<u32, Error> {
-    let rest = data.get(*at..).unwrap_or(&[]);
-    let (value, n) = delta::decode(rest).ok_or(Error::Malformed("delta"))?;
-    *at += n;
-    Ok(value as u32)
-}
-
-/// The IPv4 and UDP headers of the context with the new lengths, ID and
-/// checksums, into `out`; the RTP header follows from the caller.
-fn ip_udp(
-    ctx: &Context,
-    id: u16,
-    checksum: Option<&[u8]>,
-    total: usize,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    let ihl = ctx.view.ihl;
-    if total > u16::MAX as usize {
-        return Err(Error::Malformed("datagram too long"));
-    }
-    out.extend_from_slice(&ctx.header[..ihl + 8]);
-    put16(out, 2, total as u16);
-    put16(out, 4, id);
-    put16(out, ihl + 4, (total - ihl) as u16);
-    if let Some(c) = checksum {
-        out[ihl + 6..ihl + 8].copy_from_slice(c);
-    }
-    header::set_ip_checksum(out, ihl);
-    Ok(())
-}
-
-/// The two bytes after the flags, when the context has them: the UDP
-/// checksum (it goes into the datagram), or RFC 3545's header checksum
-/// (checked against the rebuilt headers, then dropped).
-fn take_checksum<'a>(
-    ctx: &Context,
-    data: &'a [u8],
-    at: &mut usize,
-) -> Result<(Option<&'a [u8]>, Option<u16>), Error> {
-    if ctx.checksum {
-        Ok((Some(take(data, at, 2, "UDP checksum")?), None))
-    } else if ctx.header_checksum {
-        Ok((None, Some(get16(take(data, at, 2, "header checksum")?, 0))))
-    } else {
-        Ok((None, None))
-    }
-}
-
-/// Rebuilds a COMPRESSED_RTP datagram; the header checksum to check, if any.
-fn rebuild_rtp(
-    ctx: &mut Context,
-    flags: u8,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<Option<u16>, Error> {
-    let mut at = 0;
-    let (checksum, header_checksum) = take_checksum(ctx, data, &mut at)?;
-    let (bits, cc) = if flags & 0xF0 == 0xF0 {
-        let b = take(data, &mut at, 1, "extended flags")?[0];
-        (b & 0xF0, Some((b & 0x0F) as usize))
-    } else {
-        (flags & 0xF0, None)
-    };
-    let (m, s, t, i) = (
-        bits & 0x80 != 0,
-        bits & 0x40 != 0,
-        bits & 0x20 != 0,
-        bits & 0x10 != 0,
-    );
-    let id_delta = if i {
-        take_delta(data, &mut at)? as u16
-    } else {
-        ctx.id_delta
-    };
-    let seq_delta = if s {
-        take_delta(data, &mut at)? as u16
-    } else {
-        1
-    };
-    let ts_delta = if t {
-        take_delta(data, &mut at)?
-    } else {
-        ctx.timestamp_delta
-    };
-    let old = ctx.view;
-    let (h, hr) = (&ctx.header, old.rtp());
-    let csrcs = match cc {
-        Some(n) => take(data, &mut at, 4 * n, "CSRC list")?,
-        None => &h[hr + 12..old.len],
-    };
-    let len = hr + 12 + csrcs.len();
-    if len > MAX_HEADER {
-        return Err(Error::Malformed("RTP header too long"));
-    }
-    let total = len + data.len() - at;
-    ip_udp(
-        ctx,
-        get16(h, 4).wrapping_add(id_delta),
-        checksum,
-        total,
-        out,
-    )?;
-    let h = &ctx.header;
-    out.push(h[hr] & 0xF0 | (csrcs.len() / 4) as u8);
-    out.push(h[hr + 1] & 0x7F | (m as u8) << 7);
-    out.extend_from_slice(&get16(h, hr + 2).wrapping_add(seq_delta).to_be_bytes());
-    out.extend_from_slice(&get32(h, hr + 4).wrapping_add(ts_delta).to_be_bytes());
-    out.extend_from_slice(&h[hr + 8..hr + 12]);
-    out.extend_from_slice(csrcs);
-    out.extend_from_slice(&data[at..]);
-    ctx.id_delta = id_delta;
-    ctx.timestamp_delta = ts_delta;
-    ctx.view = View { ihl: old.ihl, len };
-    Ok(header_checksum)
-}
-
-/// Rebuilds a COMPRESSED_UDP datagram; the header checksum to check, if any.
-fn rebuild_udp(
-    ctx: &mut Context,
-    flags: u8,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<Option<u16>, Error> {
-    if flags & 0xE0 != 0 {
-        return Err(Error::Malformed("compressed UDP: M, S or T set"));
-    }
-    let mut at = 0;
-    let (checksum, header_checksum) = take_checksum(ctx, data, &mut at)?;
-    let id_delta = if flags & 0x10 != 0 {
-        take_delta(data, &mut at)? as u16
-    } else {
-        ctx.id_delta
-    };
-    let ihl = ctx.view.ihl;
-    let rtp = &data[at..];
-    if rtp.len() < 12 || rtp[0] >> 6 != 2 {
-        return Err(Error::Malformed("compressed UDP: no RTP header"));
-    }
-    let len = ihl + 8 + 12 + 4 * (rtp[0] & 0x0F) as usize;
-    if len > MAX_HEADER || len > ihl + 8 + rtp.len() {
-        return Err(Error::Malformed("compressed UDP: RTP header too long"));
-    }
-    ip_udp(
-        ctx,
-        get16(&ctx.header, 4).wrapping_add(id_delta),
-        checksum,
-        ihl + 8 + rtp.len(),
-        out,
-    )?;
-    out.extend_from_slice(rtp);
-    ctx.id_delta = id_delta;
-    ctx.timestamp_delta = 0;
-    ctx.view = View { ihl, len };
-    Ok(header_checksum)
-}
+mod rebuild;
+use rebuild::{bridgeable, rebuild_rtp, rebuild_udp};

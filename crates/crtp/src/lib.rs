@@ -16,12 +16,13 @@
 //!
 //! Formats, the delta table and the defaults were checked against the
 //! texts of RFC 2508 (§3.3) and RFC 2507 (§14, the defaults). IPv4 only.
-//! Of RFC 3545's enhancements, the header checksum (§2.2) is built; the
-//! repeated updates (§2.3) are not.
+//! RFC 3545's enhancements are built: the header checksum (§2.2), and
+//! robust operation by repeated updates (§2.1, §2.3; [`enhanced`]).
 
 mod compressor;
 mod decompressor;
 pub mod delta;
+mod enhanced;
 mod header;
 
 pub use compressor::{Compressor, CompressorStats};
@@ -66,6 +67,15 @@ pub struct Config {
     /// catches context damage their link sequence misses. Off by default
     /// (plain RFC 2508); both ends must agree.
     pub header_checksum: bool,
+    /// RFC 3545's robust operation, N: every change crosses in N+1
+    /// packets in a row (FULL_HEADERs and COMPRESSED_UDP with absolute
+    /// values), so the decompressor bridges a gap of up to N packets with
+    /// the "twice" algorithm, checked by the UDP or header checksum. 0:
+    /// plain RFC 2508. Both ends take the same N. (RFC 3545 lets the
+    /// decompressor count N from the repeated FULL_HEADERs instead; a lost
+    /// one would lower it, and the configured N is what the compressor
+    /// uses. With another compressor, N here must not exceed its N.)
+    pub repeats: u8,
 }
 
 impl Default for Config {
@@ -75,6 +85,7 @@ impl Default for Config {
             max_period: 256,
             max_time_ns: 5_000_000_000,
             header_checksum: false,
+            repeats: 0,
         }
     }
 }
@@ -89,6 +100,10 @@ impl Config {
     pub fn check(&self) -> Result<(), String> {
         if !(1..=65536).contains(&self.contexts) {
             return Err(format!("contexts must be 1-65536, not {}", self.contexts));
+        }
+        if self.repeats > 15 {
+            // A gap is read from a 4-bit link sequence: at most 15.
+            return Err(format!("repeats must be 0-15, not {}", self.repeats));
         }
         Ok(())
     }
