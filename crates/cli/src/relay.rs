@@ -96,10 +96,36 @@ latency, loss\n\n  [[links]]\n  a = 1\n  b = 2\n  delay_ms = 10\n  loss_pct = 5\
         /// Override the NACK rounds (1 = one attempt, 0 = while the budget allows).
         #[arg(long)]
         nack_rounds: Option<u8>,
+        /// Override every link's loss (percent).
+        #[arg(long, value_name = "PCT")]
+        loss: Option<f64>,
+        /// Override every stream's count (parallel calls of each kind).
+        #[arg(long, value_name = "N")]
+        calls: Option<u32>,
+        /// Turn loss recovery off (plain forwarding), for comparison.
+        #[arg(long)]
+        no_recovery: bool,
+        /// cRTP on the links that set `crtp`: off (headers uncompressed), 2508 (plain RFC
+        /// 2508) or 3545 (RFC 3545's repeats, N = 2, with its header checksum).
+        #[arg(long, value_name = "SCHEME")]
+        crtp: Option<CrtpScheme>,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The header compression a simulation's links use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CrtpScheme {
+    /// Headers uncompressed.
+    Off,
+    /// Plain RFC 2508.
+    #[value(name = "2508")]
+    Rfc2508,
+    /// RFC 3545's repeated updates (N = 2) and header checksum.
+    #[value(name = "3545")]
+    Rfc3545,
 }
 
 fn wall_ns() -> i64 {
@@ -231,6 +257,10 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             file,
             seed,
             nack_rounds,
+            loss,
+            calls,
+            no_recovery,
+            crtp,
             json,
         } => {
             let text = std::fs::read_to_string(&file)
@@ -242,6 +272,17 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             }
             if let Some(r) = nack_rounds {
                 topo.settings.nack_rounds = r;
+            }
+            for l in &mut topo.links {
+                l.loss_pct = loss.unwrap_or(l.loss_pct);
+                l.crtp &= crtp != Some(CrtpScheme::Off);
+            }
+            for s in &mut topo.streams {
+                s.count = calls.unwrap_or(s.count);
+            }
+            topo.settings.no_recovery |= no_recovery;
+            if let Some(scheme) = crtp {
+                topo.settings.crtp_repeats = if scheme == CrtpScheme::Rfc3545 { 2 } else { 0 };
             }
             let r = sim::run(&topo)?;
             let lost = r.sent - r.delivered;
@@ -263,6 +304,8 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
                     },
                     "longest_gap_after_cut_ms": r.longest_gap_after_cut_ns as f64 / 1e6,
                     "link_drops": r.link_drops,
+                    "queue_drops": r.queue_drops,
+                    "link_bytes": r.link_bytes,
                     "counters": r.counters,
                 });
                 writeln!(out, "{v}")?;
@@ -293,6 +336,20 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
                     "recovery     {} link drops, {} gaps, {} recovered, {} given up; {} NACKs, {} resent, {} refused (tokens), {} not held",
                     r.link_drops, c.gaps, c.recovered, c.given_up, c.nacks_sent, c.retransmitted, c.retransmit_no_tokens, c.retransmit_not_held
                 )?;
+                writeln!(
+                    out,
+                    "links        {} bytes on the wire ({:.1} kb/s, both ways), {} dropped by full queues",
+                    r.link_bytes,
+                    r.link_bytes as f64 * 8.0 / 1000.0 / r.duration_s.max(1e-9),
+                    r.queue_drops
+                )?;
+                if topo.links.iter().any(|l| l.crtp) {
+                    writeln!(
+                        out,
+                        "crtp         {} lost to context damage; {} held for in-order decompression",
+                        c.crtp_damaged, c.crtp_held
+                    )?;
+                }
                 if !topo.cuts.is_empty() {
                     writeln!(
                         out,

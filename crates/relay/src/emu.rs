@@ -3,8 +3,11 @@
 //! [`GilbertElliott`] draws bursty loss from an average loss L and a
 //! burstiness b = P(loss | previous lost): r = 1 − b, p = L(1 − b)/(1 − L)
 //! (reference §5), so b = L gives independent loss. [`LinkEmulator`] adds a
-//! fixed delay and uniform jitter. Both are seeded and deterministic; the
-//! simulator and the real node use the same code.
+//! fixed delay, uniform jitter and, optionally, a bandwidth: packets then
+//! queue for the link and wait their turn to be sent, and a packet that
+//! would wait longer than [`MAX_QUEUE_NS`] is dropped (counted). Both are
+//! seeded and deterministic; the simulator and the real node use the same
+//! code.
 
 /// SplitMix64: small, fast, seedable.
 #[derive(Debug, Clone)]
@@ -64,6 +67,12 @@ impl GilbertElliott {
     }
 }
 
+/// Longest a packet waits for a rate-limited link before it is dropped.
+pub const MAX_QUEUE_NS: i64 = 200_000_000;
+/// Bytes a datagram takes on the wire beyond itself: the outer IPv4 and
+/// UDP headers of the overlay (20 + 8).
+pub const OUTER_HEADER: usize = 28;
+
 /// One direction of an emulated link.
 #[derive(Debug, Clone)]
 pub struct LinkEmulator {
@@ -80,6 +89,14 @@ pub struct LinkEmulator {
     pub offered: u64,
     /// Packets lost.
     pub lost: u64,
+    /// Bandwidth in bits per second; 0 for none.
+    pub rate_bps: u64,
+    /// When the link has sent everything queued so far.
+    busy_until: i64,
+    /// Packets dropped because the queue was full (counted in `lost` too).
+    pub queue_drops: u64,
+    /// Bytes put on the wire (with [`OUTER_HEADER`]).
+    pub bytes: u64,
 }
 
 impl LinkEmulator {
@@ -93,12 +110,30 @@ impl LinkEmulator {
             rng: Rng::new(seed),
             offered: 0,
             lost: 0,
+            rate_bps: 0,
+            busy_until: 0,
+            queue_drops: 0,
+            bytes: 0,
         }
     }
 
-    /// When a packet sent at `now` arrives, or None if it is lost.
-    pub fn admit(&mut self, now: i64) -> Option<i64> {
+    /// When a datagram of `len` bytes sent at `now` arrives, or None if it
+    /// is lost.
+    pub fn admit(&mut self, now: i64, len: usize) -> Option<i64> {
         self.offered += 1;
+        let mut sent = now;
+        if self.rate_bps > 0 {
+            let start = self.busy_until.max(now);
+            if start - now > MAX_QUEUE_NS {
+                self.queue_drops += 1;
+                self.lost += 1;
+                return None;
+            }
+            let bits = ((len + OUTER_HEADER) * 8) as i64;
+            sent = start + bits * 1_000_000_000 / self.rate_bps as i64;
+            self.busy_until = sent;
+        }
+        self.bytes += (len + OUTER_HEADER) as u64;
         if self.down || self.loss.lose(&mut self.rng) {
             self.lost += 1;
             return None;
@@ -108,7 +143,7 @@ impl LinkEmulator {
         } else {
             0
         };
-        Some(now + self.delay_ns + jitter)
+        Some(sent + self.delay_ns + jitter)
     }
 }
 

@@ -17,7 +17,7 @@
 //! link. Link-state updates are flooded reliably (acknowledged, resent) when
 //! a link comes or goes or its cost moves by more than `lsu_change`.
 
-use crate::packet::{self, Data, Datagram, Lsu, Message, NodeId, FLAG_RETRANSMIT};
+use crate::packet::{self, Data, Datagram, Lsu, Message, NodeId, FLAG_CRTP, FLAG_RETRANSMIT};
 use crate::routing::{self, ExpectedLatency, Metric};
 use std::collections::{HashMap, VecDeque};
 
@@ -46,6 +46,9 @@ pub struct Config {
     pub max_nack_rounds: u8,
     /// Retransmissions allowed as a share of original data (Spines: 0.2).
     pub retransmit_share: f64,
+    /// Recover lost data at all (false: gaps are counted and given up at
+    /// once, plain forwarding, for comparison).
+    pub recovery: bool,
     /// Link cost for routing.
     pub metric: Metric,
     /// Parameters of the expected-latency metric.
@@ -66,6 +69,7 @@ impl Config {
             budget_ns: 100 * MS,
             max_nack_rounds: 0,
             retransmit_share: 0.2,
+            recovery: true,
             metric: Metric::ExpectedLatency,
             expected_latency: ExpectedLatency::default(),
             lsu_change: 0.1,
@@ -128,6 +132,13 @@ pub struct Counters {
     pub route_changes: u64,
     /// Datagrams or deliveries dropped because the caller did not drain them.
     pub queue_overflow: u64,
+    /// Compressed data lost to cRTP context damage (a gap given up that
+    /// the decompressor could not bridge, until the context is refreshed).
+    pub crtp_damaged: u64,
+    /// Compressed data held behind a gap for in-order decompression.
+    pub crtp_held: u64,
+    /// Compressed data dropped because too many were held.
+    pub crtp_held_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -152,6 +163,7 @@ pub struct Node {
     seen: HashMap<NodeId, Seen>,
     transmits: VecDeque<(NodeId, Vec<u8>)>,
     deliveries: VecDeque<Delivery>,
+    compress_buf: Vec<u8>,
     /// Counters.
     pub counters: Counters,
 }
@@ -181,6 +193,7 @@ impl Node {
             seen: HashMap::new(),
             transmits: VecDeque::new(),
             deliveries: VecDeque::new(),
+            compress_buf: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -252,21 +265,13 @@ impl Node {
                 let first_copy = self.account(now, li, x.data_seq, d.flags & FLAG_RETRANSMIT != 0);
                 if !first_copy {
                     self.counters.duplicates += 1;
-                } else if x.dest == self.cfg.id {
-                    self.deliver(&x);
-                } else if x.ttl <= 1 {
-                    self.counters.ttl_expired += 1;
+                } else if compression::compressed(d.flags) {
+                    self.crtp_receive(now, li, &x, bytes);
                 } else {
-                    self.counters.forwarded += 1;
-                    self.route_data(
-                        now,
-                        &Data {
-                            ttl: x.ttl - 1,
-                            ..x
-                        },
-                    );
+                    self.accept(now, &x);
                 }
             }
+            Message::CrtpState(b) => self.crtp_state(li, b),
             Message::Nack(seqs) => self.retransmit(now, li, &seqs),
             Message::Hello {
                 seq,
@@ -320,6 +325,24 @@ impl Node {
         }
     }
 
+    /// Delivers data for this node, forwards the rest.
+    fn accept(&mut self, now: i64, x: &Data<'_>) {
+        if x.dest == self.cfg.id {
+            self.deliver(x);
+        } else if x.ttl <= 1 {
+            self.counters.ttl_expired += 1;
+        } else {
+            self.counters.forwarded += 1;
+            self.route_data(
+                now,
+                &Data {
+                    ttl: x.ttl - 1,
+                    ..*x
+                },
+            );
+        }
+    }
+
     /// Runs what is due at `now`: hellos, dead links, NACK rounds, LSU resends.
     pub fn handle_timeout(&mut self, now: i64) {
         let mut changed = false;
@@ -337,7 +360,9 @@ impl Node {
                 link.rx_next = None;
                 link.rx_data_next = None;
                 changed = true;
+                self.crtp_flush(now, li);
             }
+            let link = &mut self.links[li];
             if now >= link.next_hello {
                 link.next_hello = now + interval;
                 let total = link.window_rx + link.window_lost;
@@ -361,6 +386,7 @@ impl Node {
                 link.history.pop_front();
             }
             self.nack_due(now, li);
+            self.crtp_release(now, li);
         }
         let due: Vec<usize> = (0..self.pending_lsu.len())
             .filter(|&i| self.pending_lsu[i].next_at <= now)
@@ -436,19 +462,30 @@ impl Node {
             self.counters.no_route += 1;
             return;
         };
+        let mut compressed = std::mem::take(&mut self.compress_buf);
+        let (flags, payload) = if self.compress_for(li, now, d.payload, &mut compressed) {
+            (FLAG_CRTP, &compressed[..])
+        } else {
+            (0, d.payload)
+        };
         let link = &mut self.links[li];
         let seq = link.next_link_seq();
         let data_seq = link.tx_data_seq;
         link.tx_data_seq = data_seq.wrapping_add(1);
-        let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + d.payload.len());
+        let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + payload.len());
         packet::encode(
             &Datagram {
-                flags: 0,
+                flags,
                 link_seq: seq,
-                msg: Message::Data(Data { data_seq, ..*d }),
+                msg: Message::Data(Data {
+                    data_seq,
+                    payload,
+                    ..*d
+                }),
             },
             &mut bytes,
         );
+        self.compress_buf = compressed;
         link.history.push_back((data_seq, now, bytes.clone()));
         link.tokens = (link.tokens + self.cfg.retransmit_share).min(MAX_TOKENS);
         let peer = link.peer;
@@ -500,11 +537,13 @@ impl Node {
     }
 }
 
+mod compression;
 mod link;
 mod link_state;
 mod recovery;
 mod seen;
 
+use compression::LinkCrtp;
 use link::{Link, Missing};
 use seen::Seen;
 

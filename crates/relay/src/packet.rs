@@ -10,7 +10,11 @@
 //! HELLO  body: hello_seq u32, echo_us u64, rx_loss u16 (1/10000), reply u8
 //! LSU    body: origin u16, seq u32, count u16, count × (neighbour u16, cost_us u32)
 //! LSACK  body: origin u16, seq u32
+//! CRTP_STATE body: a cRTP CONTEXT_STATE packet (RFC 2508 §3.3.5)
 //! ```
+//! On a link that compresses RTP headers, a DATA flagged [`FLAG_CRTP`]
+//! carries as payload one byte of cRTP packet kind ([`crtp_kind`]) and the
+//! cRTP packet.
 //! The link sequence number counts every datagram on a link (loss is measured
 //! on all traffic); the data sequence number counts only data on the link, so
 //! the receiver NACKs exactly the data it misses. A retransmission gets a new
@@ -30,6 +34,34 @@ const MAGIC: [u8; 2] = [0xCA, 0x11];
 
 /// Flag: this DATA is a retransmission.
 pub const FLAG_RETRANSMIT: u8 = 1;
+/// Flag: this DATA's payload is a cRTP packet (kind byte first).
+pub const FLAG_CRTP: u8 = 2;
+
+/// The cRTP packet kinds as the byte before a compressed payload.
+pub mod crtp_kind {
+    use calliper_crtp::Kind;
+
+    /// The byte for `kind`.
+    pub fn to_byte(kind: Kind) -> u8 {
+        match kind {
+            Kind::Ip => 0,
+            Kind::FullHeader => 1,
+            Kind::CompressedRtp => 2,
+            Kind::CompressedUdp => 3,
+        }
+    }
+
+    /// The kind a byte names, if any.
+    pub fn from_byte(b: u8) -> Option<Kind> {
+        Some(match b {
+            0 => Kind::Ip,
+            1 => Kind::FullHeader,
+            2 => Kind::CompressedRtp,
+            3 => Kind::CompressedUdp,
+            _ => return None,
+        })
+    }
+}
 
 /// Overlay node identifier.
 pub type NodeId = u16;
@@ -54,6 +86,8 @@ pub enum Message<'a> {
     },
     /// A node's links and their costs.
     Lsu(Lsu),
+    /// The cRTP decompressor's CONTEXT_STATE: contexts to refresh.
+    CrtpState(&'a [u8]),
     /// Acknowledges an LSU.
     LsAck {
         /// Whose update.
@@ -122,6 +156,7 @@ const NACK: u8 = 2;
 const HELLO: u8 = 3;
 const LSU: u8 = 4;
 const LSACK: u8 = 5;
+const CRTP_STATE: u8 = 6;
 
 fn u16_at(b: &[u8], i: usize) -> Result<u16, DecodeError> {
     b.get(i..i + 2)
@@ -197,6 +232,7 @@ pub fn decode(b: &[u8]) -> Result<Datagram<'_>, DecodeError> {
             origin: u16_at(body, 0)?,
             seq: u32_at(body, 2)?,
         },
+        CRTP_STATE => Message::CrtpState(body),
         _ => return Err(DecodeError::UnknownKind),
     };
     Ok(Datagram {
@@ -215,6 +251,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
         Message::Hello { .. } => HELLO,
         Message::Lsu(_) => LSU,
         Message::LsAck { .. } => LSACK,
+        Message::CrtpState(_) => CRTP_STATE,
     };
     out.extend_from_slice(&MAGIC);
     out.push(kind);
@@ -263,6 +300,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&origin.to_be_bytes());
             out.extend_from_slice(&seq.to_be_bytes());
         }
+        Message::CrtpState(b) => out.extend_from_slice(b),
     }
 }
 
@@ -304,6 +342,7 @@ mod tests {
                 links: vec![(1, 10_000), (2, 14_230)],
             }),
             Message::LsAck { origin: 4, seq: 8 },
+            Message::CrtpState(&[1, 1, 7, 0x83, 0]),
         ];
         let mut buf = Vec::new();
         for msg in msgs {
@@ -316,15 +355,17 @@ mod tests {
             assert_eq!(decode(&buf).unwrap(), d);
             // Every truncation is an error, not a panic.
             for cut in 0..buf.len() {
-                let r = decode(&buf[..cut]);
-                if let Ok(Datagram {
-                    msg: Message::Data(x),
-                    ..
-                }) = &r
-                {
-                    assert!(x.payload.len() < 5);
-                } else {
-                    assert!(r.is_err(), "cut {cut}");
+                // Variable-length bodies decode shorter; nothing else does.
+                match decode(&buf[..cut]) {
+                    Ok(Datagram {
+                        msg: Message::Data(x),
+                        ..
+                    }) => assert!(x.payload.len() < 5),
+                    Ok(Datagram {
+                        msg: Message::CrtpState(b),
+                        ..
+                    }) => assert!(b.len() < 5),
+                    r => assert!(r.is_err(), "cut {cut}"),
                 }
             }
         }

@@ -284,7 +284,7 @@ impl UdpNode {
                 continue;
             };
             let due = match self.emus.get_mut(&peer) {
-                Some(e) => match e.admit(now) {
+                Some(e) => match e.admit(now, bytes.len()) {
                     Some(t) => t,
                     None => {
                         self.counters.emulated_loss += 1;

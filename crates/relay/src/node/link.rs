@@ -1,7 +1,7 @@
 //! One link's state: what was sent within the budget, what is missing,
 //! loss and RTT measurement, the cost last advertised.
 
-use super::{NodeId, MAX_TOKENS};
+use super::{LinkCrtp, NodeId, MAX_TOKENS};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A gap in the link's data sequence: when it was seen, how often it was
@@ -40,6 +40,8 @@ pub(super) struct Link {
     pub(super) next_hello: i64,
     /// Cost last advertised for this link.
     pub(super) advertised: Option<u32>,
+    /// RTP header compression, when both ends enable it.
+    pub(super) crtp: Option<Box<LinkCrtp>>,
 }
 
 impl Link {
@@ -70,6 +72,7 @@ impl Link {
             hello_seq: 0,
             next_hello: now,
             advertised: None,
+            crtp: None,
         }
     }
 }

@@ -17,7 +17,12 @@ impl Node {
             return true;
         };
         let d = seq.wrapping_sub(next) as i32;
-        if d >= 0 {
+        if d >= 0 && !self.cfg.recovery {
+            self.counters.gaps += d as u64;
+            self.counters.given_up += d as u64;
+            link.rx_data_next = Some(seq.wrapping_add(1));
+            true
+        } else if d >= 0 {
             self.counters.gaps += d as u64;
             for k in 0..d as u32 {
                 if link.missing.len() >= MAX_MISSING {
@@ -106,7 +111,9 @@ impl Node {
             link.tokens -= 1.0;
             let mut bytes = h.2.clone();
             let link_seq = link.next_link_seq();
-            packet::set_link_header(&mut bytes, link_seq, FLAG_RETRANSMIT);
+            // The original's flags (compressed or not) stay.
+            let flags = bytes[3] | FLAG_RETRANSMIT;
+            packet::set_link_header(&mut bytes, link_seq, flags);
             let peer = link.peer;
             self.counters.retransmitted += 1;
             self.push_transmit(peer, bytes);

@@ -1,0 +1,222 @@
+//! RTP header compression on a link (cRTP, RFC 2508 and RFC 3545, from
+//! `calliper_crtp`), enabled by both ends ([`Node::compress_link`]).
+//!
+//! The sending end compresses the IPv4/UDP/RTP datagram each DATA carries.
+//! The history keeps the compressed form, so a retransmission is the very
+//! packet the decompressor missed. The receiving end must give the
+//! decompressor the link's packets once each and in order: copies are
+//! already dropped by data sequence number, and here a packet after a gap
+//! waits until the gap is filled (a retransmission or a late original) or
+//! given up, which the budget bounds. So the link's recovery repairs a gap
+//! before the decompressor needs the missing delta. A gap given up reaches
+//! the decompressor as a gap in its link sequence: unless RFC 3545's
+//! repeats bridge it, the context is invalidated and its refresh asked for
+//! with CONTEXT_STATE, sent N+1 times as a CRTP_STATE datagram.
+
+use super::*;
+use crate::packet::{crtp_kind, FLAG_CRTP};
+use calliper_crtp::{Compressor, Config as CrtpConfig, Decompressor, Error as CrtpError};
+use std::collections::BTreeMap;
+
+/// Packets held behind a gap before the oldest is given to the
+/// decompressor regardless (a gap of this many is an outage).
+const MAX_HELD: usize = MAX_MISSING;
+
+/// One link's compressor, decompressor and in-order stage.
+pub(super) struct LinkCrtp {
+    config: CrtpConfig,
+    compressor: Compressor,
+    decompressor: Decompressor,
+    /// Next data sequence number the decompressor takes.
+    next: Option<u32>,
+    /// Data after a gap: data sequence number → the datagram.
+    held: BTreeMap<u32, Vec<u8>>,
+    buf: Vec<u8>,
+    state: Vec<u8>,
+}
+
+impl std::fmt::Debug for LinkCrtp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkCrtp")
+            .field("config", &self.config)
+            .field("next", &self.next)
+            .field("held", &self.held.len())
+            .finish()
+    }
+}
+
+impl Node {
+    /// Compresses RTP headers on the link to `peer` with `config`; the
+    /// peer must do the same for its end.
+    pub fn compress_link(&mut self, peer: NodeId, config: CrtpConfig) -> Result<(), String> {
+        let li = *self
+            .by_peer
+            .get(&peer)
+            .ok_or_else(|| format!("{peer} is not a neighbour"))?;
+        self.links[li].crtp = Some(Box::new(LinkCrtp {
+            config,
+            compressor: Compressor::new(config)?,
+            decompressor: Decompressor::new(config)?,
+            next: None,
+            held: BTreeMap::new(),
+            buf: Vec::new(),
+            state: Vec::new(),
+        }));
+        Ok(())
+    }
+
+    /// The link to `peer`'s compression figures: (header bytes in, header
+    /// bytes out, packets lost to context damage, gaps bridged).
+    pub fn crtp_stats(&self, peer: NodeId) -> Option<(u64, u64, u64, u64)> {
+        let c = self.links[*self.by_peer.get(&peer)?].crtp.as_ref()?;
+        let (s, d) = (c.compressor.stats, c.decompressor.stats);
+        Some((
+            s.header_bytes_in,
+            s.header_bytes_out,
+            d.context_damaged,
+            d.gaps_bridged,
+        ))
+    }
+
+    /// The payload as it crosses link `li`: compressed into `out` with the
+    /// kind byte first when the link compresses (true), else untouched.
+    pub(super) fn compress_for(
+        &mut self,
+        li: usize,
+        now: i64,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Some(c) = self.links[li].crtp.as_mut() else {
+            return false;
+        };
+        let kind = c
+            .compressor
+            .compress(payload, now.max(0) as u64, &mut c.buf);
+        out.clear();
+        out.push(crtp_kind::to_byte(kind));
+        out.extend_from_slice(&c.buf);
+        true
+    }
+
+    /// A first copy of compressed data from link `li` (its encoded datagram
+    /// `bytes`): decompressed now if it is next, else held behind the gap.
+    pub(super) fn crtp_receive(&mut self, now: i64, li: usize, x: &Data<'_>, bytes: &[u8]) {
+        let Some(c) = self.links[li].crtp.as_mut() else {
+            // Compressed data on a link this node does not decompress.
+            self.counters.malformed += 1;
+            return;
+        };
+        let next = *c.next.get_or_insert(x.data_seq);
+        if x.data_seq == next {
+            c.next = Some(next.wrapping_add(1));
+            self.crtp_take(now, li, x);
+        } else if (x.data_seq.wrapping_sub(next) as i32) > 0 {
+            if c.held.len() >= MAX_HELD {
+                self.counters.crtp_held_dropped += 1;
+                return;
+            }
+            // Counted when it waits for a gap recovery still asks for.
+            let waits = self.links[li]
+                .missing
+                .range(next..x.data_seq)
+                .next()
+                .is_some();
+            self.counters.crtp_held += waits as u64;
+            let c = self.links[li].crtp.as_mut().expect("compressed link");
+            c.held.insert(x.data_seq, bytes.to_vec());
+        } else {
+            // Its place was given up before it came: too late to use.
+            self.counters.given_up += 1;
+        }
+        self.crtp_release(now, li);
+    }
+
+    /// Hands the decompressor what waited behind gaps that are now filled
+    /// or given up (`link.missing` no longer holds them).
+    pub(super) fn crtp_release(&mut self, now: i64, li: usize) {
+        loop {
+            let link = &mut self.links[li];
+            let Some(c) = link.crtp.as_mut() else {
+                return;
+            };
+            let (Some(next), Some(&first)) = (c.next, c.held.keys().next()) else {
+                return;
+            };
+            if first != next {
+                // Waiting for a gap still asked for; else skip to the next
+                // gap or the first held packet.
+                match link.missing.range(next..first).next() {
+                    Some((&gap, _)) if gap == next => return,
+                    Some((&gap, _)) => c.next = Some(gap),
+                    None => c.next = Some(first),
+                }
+                continue;
+            }
+            let bytes = c.held.remove(&first).expect("first key");
+            c.next = Some(first.wrapping_add(1));
+            if let Ok(packet::Datagram {
+                msg: Message::Data(x),
+                ..
+            }) = packet::decode(&bytes)
+            {
+                self.crtp_take(now, li, &x);
+            }
+        }
+    }
+
+    /// Gives a link's held packets to the decompressor when the link dies.
+    pub(super) fn crtp_flush(&mut self, now: i64, li: usize) {
+        self.crtp_release(now, li);
+        if let Some(c) = self.links[li].crtp.as_mut() {
+            c.next = None;
+        }
+    }
+
+    /// Decompresses `x`'s payload and passes the datagram on; asks for
+    /// refreshes of damaged contexts.
+    fn crtp_take(&mut self, now: i64, li: usize, x: &Data<'_>) {
+        let c = self.links[li].crtp.as_mut().expect("compressed link");
+        let mut ip = std::mem::take(&mut c.buf);
+        let kind = x
+            .payload
+            .split_first()
+            .and_then(|(&k, rest)| Some((crtp_kind::from_byte(k)?, rest)));
+        let result = match kind {
+            Some((kind, packet)) => c
+                .decompressor
+                .decompress(kind.protocol(&c.config), packet, now.max(0) as u64, &mut ip)
+                .map(|_| ()),
+            None => Err(CrtpError::Malformed("kind")),
+        };
+        let mut state = std::mem::take(&mut c.state);
+        let asks = c.decompressor.context_state(&mut state);
+        let copies = c.config.repeats as usize + 1;
+        match result {
+            Ok(()) => self.accept(now, &Data { payload: &ip, ..*x }),
+            Err(CrtpError::ContextDamaged) => self.counters.crtp_damaged += 1,
+            Err(_) => self.counters.malformed += 1,
+        }
+        if asks {
+            for _ in 0..copies {
+                self.emit(li, 0, Message::CrtpState(&state));
+            }
+        }
+        if let Some(c) = self.links[li].crtp.as_mut() {
+            (c.buf, c.state) = (ip, state);
+        }
+    }
+
+    /// A CONTEXT_STATE from the peer's decompressor.
+    pub(super) fn crtp_state(&mut self, li: usize, bytes: &[u8]) {
+        match self.links[li].crtp.as_mut() {
+            Some(c) => c.compressor.context_state(bytes),
+            None => self.counters.malformed += 1,
+        }
+    }
+}
+
+/// Whether a datagram's flags say its payload is compressed.
+pub(super) fn compressed(flags: u8) -> bool {
+    flags & FLAG_CRTP != 0
+}
