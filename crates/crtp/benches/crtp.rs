@@ -73,3 +73,25 @@ fn compress_and_decompress(bencher: Bencher) {
             }
         });
 }
+
+/// The same with RFC 3545's repeats (N = 2) and header checksum on.
+#[divan::bench]
+fn robust_compress_and_decompress(bencher: Bencher) {
+    let packets = packets();
+    let config = Config {
+        repeats: 2,
+        header_checksum: true,
+        ..Config::default()
+    };
+    let mut c = Compressor::new(config).unwrap();
+    let mut d = Decompressor::new(config).unwrap();
+    let (mut link, mut back) = (Vec::with_capacity(256), Vec::with_capacity(256));
+    bencher
+        .counter(ItemsCount::new(packets.len()))
+        .bench_local(|| {
+            for p in &packets {
+                let kind = c.compress(p, 0, &mut link);
+                let _ = divan::black_box(d.decompress(kind.protocol(&config), &link, 0, &mut back));
+            }
+        });
+}

@@ -193,6 +193,46 @@ impl Decompressor {
         true
     }
 
+    /// The context id and link sequence of a link packet, when it has them.
+    pub fn context_of(protocol: u16, payload: &[u8]) -> Option<(u32, u8)> {
+        match protocol {
+            protocol::FULL_HEADER => {
+                let ihl = (*payload.first()? as usize & 0x0F) * 4;
+                let first = get16(payload.get(..4)?, 2);
+                let second = get16(payload.get(ihl + 4..ihl + 6)?, 0);
+                Some(if first & 0x8000 != 0 {
+                    (second as u32, (first & 0x0F) as u8)
+                } else {
+                    ((first & 0xFF) as u32, (second & 0x0F) as u8)
+                })
+            }
+            protocol::COMPRESSED_RTP_8 | protocol::COMPRESSED_UDP_8 => {
+                Some((*payload.first()? as u32, payload.get(1)? & 0x0F))
+            }
+            protocol::COMPRESSED_RTP_16 | protocol::COMPRESSED_UDP_16 => {
+                Some((get16(payload.get(..2)?, 0) as u32, payload.get(2)? & 0x0F))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a link packet follows its context's last packet directly (a
+    /// valid context, the next link sequence), or needs no context at all:
+    /// then no lost packet before it can be of its flow (short of 16), and
+    /// a link may hand it over before such losses are repaired.
+    pub fn in_step(&self, protocol: u16, payload: &[u8]) -> bool {
+        if matches!(protocol, protocol::IPV4 | protocol::IPV6) {
+            return true;
+        }
+        let Some((cid, sequence)) = Self::context_of(protocol, payload) else {
+            return false;
+        };
+        self.contexts
+            .get(cid as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.valid && sequence == (c.sequence + 1) & 0x0F)
+    }
+
     /// Entries in the refresh list (tests).
     #[cfg(test)]
     pub(crate) fn listed(&self) -> usize {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
-mod voice;
+pub(crate) mod voice;
 
 const MS: f64 = 1e6;
 

@@ -147,3 +147,25 @@ fn repeats_are_bounded_by_the_link_sequence() {
     };
     assert!(Compressor::new(config).is_err());
 }
+
+#[test]
+fn a_steady_stream_under_repeats_takes_two_and_a_half_header_bytes() {
+    // N = 2: three FULL_HEADERs and three COMPRESSED_UDP (timestamp and
+    // its delta) every 5 s, two bytes otherwise; four with the header
+    // checksum the robust link needs for flows without a UDP checksum.
+    for (header_checksum, most) in [(false, 2.6), (true, 4.6)] {
+        let config = Config {
+            repeats: 2,
+            header_checksum,
+            ..Config::default()
+        };
+        let mut c = Compressor::new(config).unwrap();
+        let mut link = Vec::new();
+        for (n, p) in voice(1, 1000).iter().enumerate() {
+            c.compress(&p.bytes(), n as u64 * 20_000_000, &mut link);
+        }
+        assert_eq!(c.stats.full_headers, 12);
+        let per_packet = c.stats.header_bytes_out as f64 / 1000.0;
+        assert!(per_packet <= most, "{per_packet} header bytes per packet");
+    }
+}

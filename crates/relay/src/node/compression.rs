@@ -4,11 +4,14 @@
 //! The sending end compresses the IPv4/UDP/RTP datagram each DATA carries.
 //! The history keeps the compressed form, so a retransmission is the very
 //! packet the decompressor missed. The receiving end must give the
-//! decompressor the link's packets once each and in order: copies are
+//! decompressor each flow's packets once each and in order: copies are
 //! already dropped by data sequence number, and here a packet after a gap
 //! waits until the gap is filled (a retransmission or a late original) or
 //! given up, which the budget bounds. So the link's recovery repairs a gap
-//! before the decompressor needs the missing delta. A gap given up reaches
+//! before the decompressor needs the missing delta. Only the flow that
+//! lost a packet waits: a packet whose context shows no gap of its own (its
+//! 4-bit link sequence follows on) and has nothing held goes straight
+//! through, since the packet missing is not of its flow. A gap given up reaches
 //! the decompressor as a gap in its link sequence: unless RFC 3545's
 //! repeats bridge it, the context is invalidated and its refresh asked for
 //! with CONTEXT_STATE, sent N+1 times as a CRTP_STATE datagram.
@@ -29,8 +32,10 @@ pub(super) struct LinkCrtp {
     decompressor: Decompressor,
     /// Next data sequence number the decompressor takes.
     next: Option<u32>,
-    /// Data after a gap: data sequence number → the datagram.
-    held: BTreeMap<u32, Vec<u8>>,
+    /// Data after a gap: data sequence number → (context id, datagram).
+    held: BTreeMap<u32, (Option<u32>, Vec<u8>)>,
+    /// Held packets per context id.
+    held_contexts: HashMap<u32, u32>,
     buf: Vec<u8>,
     state: Vec<u8>,
 }
@@ -59,6 +64,7 @@ impl Node {
             decompressor: Decompressor::new(config)?,
             next: None,
             held: BTreeMap::new(),
+            held_contexts: HashMap::new(),
             buf: Vec::new(),
             state: Vec::new(),
         }));
@@ -112,19 +118,28 @@ impl Node {
             c.next = Some(next.wrapping_add(1));
             self.crtp_take(now, li, x);
         } else if (x.data_seq.wrapping_sub(next) as i32) > 0 {
+            let packet = split(&c.config, x.payload);
+            let cid = packet
+                .and_then(|(p, b)| Decompressor::context_of(p, b))
+                .map(|c| c.0);
+            let free = packet.is_some_and(|(p, b)| c.decompressor.in_step(p, b))
+                && cid.is_none_or(|id| !c.held_contexts.contains_key(&id));
+            if free {
+                self.crtp_take(now, li, x);
+                return;
+            }
             if c.held.len() >= MAX_HELD {
                 self.counters.crtp_held_dropped += 1;
                 return;
             }
+            if let Some(id) = cid {
+                *c.held_contexts.entry(id).or_default() += 1;
+            }
+            c.held.insert(x.data_seq, (cid, bytes.to_vec()));
             // Counted when it waits for a gap recovery still asks for.
-            let waits = self.links[li]
-                .missing
-                .range(next..x.data_seq)
-                .next()
-                .is_some();
+            let link = &self.links[li];
+            let waits = link.missing.range(next..x.data_seq).next().is_some();
             self.counters.crtp_held += waits as u64;
-            let c = self.links[li].crtp.as_mut().expect("compressed link");
-            c.held.insert(x.data_seq, bytes.to_vec());
         } else {
             // Its place was given up before it came: too late to use.
             self.counters.given_up += 1;
@@ -153,8 +168,14 @@ impl Node {
                 }
                 continue;
             }
-            let bytes = c.held.remove(&first).expect("first key");
+            let (cid, bytes) = c.held.remove(&first).expect("first key");
             c.next = Some(first.wrapping_add(1));
+            if let Some(n) = cid.and_then(|id| c.held_contexts.get_mut(&id)) {
+                *n -= 1;
+                if *n == 0 {
+                    c.held_contexts.remove(&cid.expect("counted"));
+                }
+            }
             if let Ok(packet::Datagram {
                 msg: Message::Data(x),
                 ..
@@ -178,14 +199,10 @@ impl Node {
     fn crtp_take(&mut self, now: i64, li: usize, x: &Data<'_>) {
         let c = self.links[li].crtp.as_mut().expect("compressed link");
         let mut ip = std::mem::take(&mut c.buf);
-        let kind = x
-            .payload
-            .split_first()
-            .and_then(|(&k, rest)| Some((crtp_kind::from_byte(k)?, rest)));
-        let result = match kind {
-            Some((kind, packet)) => c
+        let result = match split(&c.config, x.payload) {
+            Some((protocol, packet)) => c
                 .decompressor
-                .decompress(kind.protocol(&c.config), packet, now.max(0) as u64, &mut ip)
+                .decompress(protocol, packet, now.max(0) as u64, &mut ip)
                 .map(|_| ()),
             None => Err(CrtpError::Malformed("kind")),
         };
@@ -214,6 +231,12 @@ impl Node {
             None => self.counters.malformed += 1,
         }
     }
+}
+
+/// A compressed payload's PPP protocol number and cRTP packet.
+fn split<'a>(config: &CrtpConfig, payload: &'a [u8]) -> Option<(u16, &'a [u8])> {
+    let (&kind, packet) = payload.split_first()?;
+    Some((crtp_kind::from_byte(kind)?.protocol(config), packet))
 }
 
 /// Whether a datagram's flags say its payload is compressed.

@@ -6,7 +6,7 @@
 /// payload, alone or (`rtp`) in an IPv4/UDP/RTP datagram whose sequence
 /// number, timestamp (8 kHz, `interval_ns` apart) and IPv4 ID step by one
 /// packet each time; no UDP checksum, as cRTP's G.729 figures assume.
-pub(super) fn payload(
+pub(crate) fn payload(
     rtp: bool,
     stream: usize,
     k: u64,
