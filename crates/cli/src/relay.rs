@@ -15,7 +15,9 @@ nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget
 busy_poll = false     # true: never sleep, lowest latency, one core busy\n  \
 socket_buffer = 4194304\n\n  \
 [[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"\n  loss_pct = 5   # emulated on what we send it\n  \
-delay_ms = 10\n\nApplications talk to the node with `calliper relay send` / `recv` or the library's Client."
+delay_ms = 10\n  rate_kbps = 0  # emulated bandwidth towards it; 0: none\n  crtp = false   # compress RTP \
+headers on this link (the neighbour says the same of us)\n  crtp_repeats = 0  # with crtp: RFC 3545's N, \
+0 for plain RFC 2508\n\nApplications talk to the node with `calliper relay send` / `recv` or the library's Client."
     )]
     Run {
         /// Node configuration (TOML).
@@ -79,13 +81,15 @@ delay_ms = 10\n\nApplications talk to the node with `calliper relay send` / `rec
     /// print delivery and delay figures.
     #[command(
         long_about = "Run the relay protocol core over emulated links (seeded Gilbert-Elliott loss, \
-fixed delay, jitter, cuts) and print what the streams experienced: delivered, delivered within the \
+fixed delay, jitter, bandwidth, cuts) and print what the streams experienced: delivered, delivered within the \
 delay budget, delay percentiles, recovery counters. Deterministic: the same file and seed give the \
 same figures.\n\nExample file:\n\n  [settings]\n  seed = 7\n  nack_rounds = 1        # 1 = one NACK \
 as Spines; 0 = ask while the budget allows\n  budget_ms = 100\n  metric = \"expected-latency\"  # or hops, \
 latency, loss\n\n  [[links]]\n  a = 1\n  b = 2\n  delay_ms = 10\n  loss_pct = 5\n  burst = 0.5   \
-# P(loss | previous lost)\n\n  [[streams]]\n  from = 1\n  to = 2\n  packets = 10000\n  count = 10  \
-# parallel streams, 50 packets/s each\n\n  [[cuts]]\n  a = 1\n  b = 2\n  at_ms = 3000"
+# P(loss | previous lost)\n  rate_kbps = 0  # bandwidth each way; 0: none\n  crtp = false   \
+# compress RTP headers on this link (settings.crtp_repeats: RFC 3545's N)\n\n  [[streams]]\n  from = 1\n  \
+to = 2\n  packets = 10000\n  count = 10  # parallel streams, 50 packets/s each\n  payload = 160\n  \
+rtp = false   # true: each payload is the voice of an IPv4/UDP/RTP datagram\n\n  [[cuts]]\n  a = 1\n  b = 2\n  at_ms = 3000"
     )]
     Simulate {
         /// Topology file (TOML).
