@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context as _, Result};
 use calliper_capture::{linktype, CaptureReader};
-use calliper_crtp::{protocol, Compressor, Config, Decompressor};
+use calliper_crtp::{protocol, Compressor, Config, Decompressor, Kind};
 use clap::{Args, Subcommand};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -156,14 +156,12 @@ fn compress(a: &CompressArgs) -> Result<bool> {
             not_ip += 1;
             continue;
         };
-        let protocol = if ip[0] >> 4 == 6 {
-            ipv6 += 1;
-            link.clear();
-            link.extend_from_slice(ip);
-            protocol::IPV6
-        } else {
-            let ts = u64::try_from(p.ts_ns).unwrap_or(0);
-            compressor.compress(ip, ts, &mut link).protocol(&config)
+        let v6 = ip[0] >> 4 == 6;
+        ipv6 += v6 as u64;
+        let ts = u64::try_from(p.ts_ns).unwrap_or(0);
+        let protocol = match compressor.compress(ip, ts, &mut link) {
+            Kind::Ip if v6 => protocol::IPV6,
+            kind => kind.protocol(&config),
         };
         frame.clear();
         frame.extend_from_slice(&[0xFF, 0x03]);
@@ -175,17 +173,17 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     }
     out.finish()?;
     let s = compressor.stats;
-    let compressed = s.full_headers + s.compressed_rtp + s.compressed_udp;
+    let compressed = s.full_headers + s.compressed_rtp + s.compressed_udp + s.compressed_non_tcp;
     eprintln!(
         "packets       {} IP ({} IPv4, {} IPv6), {} frames without a whole IP packet left out (not IP, or cut short)",
-        s.packets + ipv6,
         s.packets,
+        s.packets - ipv6,
         ipv6,
         not_ip
     );
     eprintln!(
-        "compressed    {compressed}: {} full headers, {} compressed RTP, {} compressed UDP; {} left as IP",
-        s.full_headers, s.compressed_rtp, s.compressed_udp, s.uncompressed
+        "compressed    {compressed}: {} full headers, {} compressed RTP, {} compressed UDP, {} compressed non-TCP; {} left as IP",
+        s.full_headers, s.compressed_rtp, s.compressed_udp, s.compressed_non_tcp, s.uncompressed
     );
     if compressed > 0 {
         eprintln!(

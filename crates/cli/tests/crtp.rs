@@ -82,13 +82,14 @@ fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
     let dir = std::env::temp_dir().join(format!("calliper-crtp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
-    let mut with_rtp = 0;
+    let (mut with_rtp, mut with_non_tcp) = (0, 0);
     for capture in common::captures() {
         let summary = crtp(&["compress"], &capture, &compressed);
         let name = capture.display();
         let full = figure(&summary, " full headers");
         let rtp = figure(&summary, " compressed RTP");
         let compressed_udp = figure(&summary, " compressed UDP");
+        let non_tcp = figure(&summary, " compressed non-TCP");
         // A packet tshark finds malformed in the capture (some hold bad
         // T.38) may stay so inside a FULL_HEADER; the link adds none.
         let malformed = |file: &Path| {
@@ -101,8 +102,9 @@ fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
             "{name}: cRTP frames tshark finds malformed:\n{}",
             tshark(&compressed, &["-Y", "_ws.malformed"])
         );
-        // tshark dissects FULL_HEADER and COMPRESSED_UDP as crtp, and
-        // names COMPRESSED_RTP only by its PPP protocol.
+        // tshark dissects FULL_HEADER, COMPRESSED_UDP and
+        // COMPRESSED_NON_TCP as crtp, and names COMPRESSED_RTP only by its
+        // PPP protocol.
         let count = |filter: &str| tshark(&compressed, &["-Y", filter]).lines().count();
         assert_eq!(
             count("ppp.protocol == 0x0061"),
@@ -111,9 +113,15 @@ fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
         );
         assert_eq!(
             count("crtp"),
-            full + compressed_udp,
+            full + compressed_udp + non_tcp,
             "{name}: crtp\n{summary}"
         );
+        assert_eq!(
+            count("ppp.protocol == 0x0065"),
+            non_tcp,
+            "{name}: COMPRESSED_NON_TCP\n{summary}"
+        );
+        with_non_tcp += (non_tcp > 0) as usize;
         assert_eq!(
             count("ppp.protocol == 0x0069 || ppp.protocol == 0x2069"),
             rtp,
@@ -135,6 +143,10 @@ fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
     assert!(
         with_rtp >= common::at_least(10, 2),
         "only {with_rtp} captures had RTP to compress"
+    );
+    assert!(
+        with_non_tcp >= common::at_least(10, 3),
+        "only {with_non_tcp} captures had UDP to compress as non-TCP"
     );
     std::fs::remove_dir_all(&dir).ok();
 }

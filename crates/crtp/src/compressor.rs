@@ -5,6 +5,7 @@
 
 use crate::delta;
 use crate::header::{self, get16, get32, put16, Key, View, MAX_HEADER};
+use crate::non_tcp::{self, NonTcpKey};
 use crate::{enhanced, Config, Kind};
 use hashbrown::HashMap;
 
@@ -21,6 +22,8 @@ pub struct CompressorStats {
     pub compressed_rtp: u64,
     /// Sent as COMPRESSED_UDP.
     pub compressed_udp: u64,
+    /// Sent as COMPRESSED_NON_TCP (UDP that is not RTP, and IPv6).
+    pub compressed_non_tcp: u64,
     /// IP/UDP/RTP header bytes of the packets that had a context.
     pub header_bytes_in: u64,
     /// Bytes those packets took on the link, less their payload.
@@ -35,29 +38,39 @@ pub struct CompressorStats {
 
 /// One flow's state, as the decompressor will hold it.
 pub(crate) struct Context {
-    key: Key,
+    key: FlowKey,
     /// The headers of the last packet sent (IPv4, UDP, RTP with CSRCs).
     pub(crate) header: [u8; MAX_HEADER],
     pub(crate) view: View,
     /// The 4-bit link sequence of the last packet sent.
-    sequence: u8,
+    pub(crate) sequence: u8,
     pub(crate) id_delta: u16,
     pub(crate) timestamp_delta: u32,
     pub(crate) since_full: u32,
-    full_at_ns: u64,
-    invalid: bool,
+    pub(crate) full_at_ns: u64,
+    pub(crate) invalid: bool,
     /// Packets carry RFC 3545's header checksum (the flow has no UDP checksum).
     header_checksum: bool,
     /// RFC 3545: the generation of the current FULL_HEADER sequence.
     pub(crate) generation: u8,
     /// FULL_HEADERs still to send in the current sequence (N+1 in all).
-    full_left: u8,
+    pub(crate) full_left: u8,
     /// Packets that must still carry each change (RFC 3545 repeats).
     pub(crate) left: Repeats,
     /// The last timestamp and IPv4 ID steps, so a one-off jump (a new
     /// talkspurt) leaves the deltas alone and a lasting change sets them.
     pub(crate) last_timestamp_step: u32,
     pub(crate) last_id_step: u16,
+    /// Non-TCP contexts: compressed packets allowed before the next full
+    /// header (RFC 2507's slow start, F_PERIOD).
+    pub(crate) full_period: u32,
+}
+
+/// What a context compresses: an RTP flow, or a non-TCP one (RFC 2507).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlowKey {
+    Rtp(Key),
+    NonTcp(NonTcpKey),
 }
 
 /// For each field a change of which must cross in N+1 packets, how many
@@ -77,6 +90,7 @@ pub(crate) struct Repeats {
 pub struct Compressor {
     config: Config,
     flows: HashMap<Key, u32>,
+    non_tcp_flows: HashMap<NonTcpKey, u32>,
     contexts: Vec<Option<Context>>,
     /// The contexts in order of use: `recency[i]` = (newer, older)
     /// neighbours of context i; `newest` and `oldest` its ends.
@@ -94,6 +108,7 @@ impl Compressor {
         Ok(Compressor {
             config,
             flows: HashMap::new(),
+            non_tcp_flows: HashMap::new(),
             contexts: (0..config.contexts).map(|_| None).collect(),
             // Initially id 0 is the oldest, so ids are taken in order.
             recency: (0..config.contexts)
@@ -112,12 +127,10 @@ impl Compressor {
         out.clear();
         self.stats.packets += 1;
         let Some(view) = header::view(packet) else {
-            self.stats.uncompressed += 1;
-            out.extend_from_slice(packet);
-            return Kind::Ip;
+            return self.compress_non_tcp(packet, now_ns, out);
         };
         let key = header::key(packet, view);
-        let (cid, fresh) = self.context_for(key);
+        let (cid, fresh) = self.context_for(FlowKey::Rtp(key));
         let config = self.config;
         let ctx = self.contexts[cid as usize]
             .as_mut()
@@ -139,6 +152,29 @@ impl Compressor {
             Kind::FullHeader => s.full_headers += 1,
             Kind::CompressedRtp => s.compressed_rtp += 1,
             _ => s.compressed_udp += 1,
+        }
+        s.header_bytes_in += view.len as u64;
+        s.header_bytes_out += (out.len() - (packet.len() - view.len)) as u64;
+        kind
+    }
+
+    /// UDP that is not RTP over IPv4, and IPv6/UDP: COMPRESSED_NON_TCP.
+    fn compress_non_tcp(&mut self, packet: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Kind {
+        let Some(view) = header::non_tcp_view(packet) else {
+            self.stats.uncompressed += 1;
+            out.extend_from_slice(packet);
+            return Kind::Ip;
+        };
+        let (cid, fresh) = self.context_for(FlowKey::NonTcp(non_tcp::key(packet, view)));
+        let config = self.config;
+        let ctx = self.contexts[cid as usize]
+            .as_mut()
+            .expect("context_for fills it");
+        let kind = non_tcp::compress(ctx, cid, fresh, packet, view, now_ns, &config, out);
+        let s = &mut self.stats;
+        match kind {
+            Kind::FullHeader => s.full_headers += 1,
+            _ => s.compressed_non_tcp += 1,
         }
         s.header_bytes_in += view.len as u64;
         s.header_bytes_out += (out.len() - (packet.len() - view.len)) as u64;
@@ -178,8 +214,12 @@ impl Compressor {
     }
 
     /// The context of `key`, and whether it is new (a FULL_HEADER is due).
-    fn context_for(&mut self, key: Key) -> (u32, bool) {
-        if let Some(&cid) = self.flows.get(&key) {
+    fn context_for(&mut self, key: FlowKey) -> (u32, bool) {
+        let known = match &key {
+            FlowKey::Rtp(k) => self.flows.get(k),
+            FlowKey::NonTcp(k) => self.non_tcp_flows.get(k),
+        };
+        if let Some(&cid) = known {
             self.touch(cid);
             return (cid, false);
         }
@@ -191,7 +231,10 @@ impl Compressor {
         // old flow's context.
         let (mut sequence, mut generation) = (15, 0);
         if let Some(old) = slot.take() {
-            self.flows.remove(&old.key);
+            match old.key {
+                FlowKey::Rtp(k) => self.flows.remove(&k),
+                FlowKey::NonTcp(k) => self.non_tcp_flows.remove(&k),
+            };
             self.stats.contexts_reused += 1;
             sequence = old.sequence;
             // And its generation: the new flow's FULL_HEADERs start a new one.
@@ -213,8 +256,12 @@ impl Compressor {
             left: Repeats::default(),
             last_timestamp_step: 0,
             last_id_step: 0,
+            full_period: 1,
         });
-        self.flows.insert(key, cid);
+        match key {
+            FlowKey::Rtp(k) => self.flows.insert(k, cid),
+            FlowKey::NonTcp(k) => self.non_tcp_flows.insert(k, cid),
+        };
         (cid, true)
     }
 }

@@ -63,6 +63,8 @@ struct Context {
     /// In the decompressor's `pending` list (kept across a refresh, so
     /// the list holds each context at most once).
     listed: bool,
+    /// Set up for RTP (COMPRESSED_RTP, COMPRESSED_UDP), not only non-TCP.
+    rtp: bool,
 }
 
 impl Context {
@@ -79,6 +81,7 @@ impl Context {
             valid: false,
             asked_ns: None,
             listed: false,
+            rtp: false,
         }
     }
 }
@@ -123,6 +126,9 @@ impl Decompressor {
                 Ok(Kind::Ip)
             }
             protocol::FULL_HEADER => self.full_header(payload, out).map(|_| Kind::FullHeader),
+            protocol::COMPRESSED_NON_TCP => self
+                .non_tcp(payload, now_ns, out)
+                .map(|_| Kind::CompressedNonTcp),
             protocol::COMPRESSED_RTP_8 | protocol::COMPRESSED_RTP_16 => self
                 .compressed(
                     payload,
@@ -240,14 +246,18 @@ impl Decompressor {
     }
 
     fn full_header(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-        if payload.len() < 20 || payload[0] >> 4 != 4 {
-            return Err(Error::Malformed("full header: not IPv4"));
+        // The first length field: IPv4's total length, IPv6's payload length.
+        let (ihl, first_at, udp) = match payload.first().map(|b| b >> 4) {
+            Some(4) if payload.len() >= 20 => {
+                (((payload[0] & 0x0F) as usize) * 4, 2, payload[9] == 17)
+            }
+            Some(6) if payload.len() >= 40 => (40, 4, payload[6] == 17),
+            _ => return Err(Error::Malformed("full header: not IPv4 or IPv6")),
+        };
+        if ihl < 20 || payload.len() < ihl + 8 || !udp {
+            return Err(Error::Malformed("full header: not UDP"));
         }
-        let ihl = ((payload[0] & 0x0F) as usize) * 4;
-        if ihl < 20 || payload.len() < ihl + 8 + 12 || payload[9] != 17 {
-            return Err(Error::Malformed("full header: not IPv4/UDP/RTP"));
-        }
-        let first = get16(payload, 2);
+        let first = get16(payload, first_at);
         let second = get16(payload, ihl + 4);
         if first & 0x4000 == 0 {
             return Err(Error::Malformed("full header: no sequence"));
@@ -275,20 +285,28 @@ impl Decompressor {
         if cid >= self.contexts.len() {
             return Err(Error::Malformed("full header: context id out of range"));
         }
-        if payload.len() > u16::MAX as usize {
+        let length = payload.len() - if first_at == 4 { 40 } else { 0 };
+        if length > u16::MAX as usize {
             return Err(Error::Malformed(
-                "full header: longer than an IPv4 datagram",
+                "full header: longer than its length field",
             ));
         }
         out.extend_from_slice(payload);
-        put16(out, 2, payload.len() as u16);
+        put16(out, first_at, length as u16);
         put16(out, ihl + 4, (payload.len() - ihl) as u16);
-        let len = ihl + 8 + 12 + 4 * (out[ihl + 8] & 0x0F) as usize;
-        if len > out.len() || len > MAX_HEADER {
-            return Err(Error::Malformed("full header: RTP header too long"));
-        }
-        let view = View { ihl, len };
+        // An IPv4 datagram whose payload starts like RTP can be an RTP
+        // context; anything else is a non-TCP one (IP and UDP headers).
+        let rtp = (first_at == 2 && out.len() >= ihl + 8 + 12 && out[ihl + 8] >> 6 == 2)
+            .then(|| ihl + 8 + 12 + 4 * (out[ihl + 8] & 0x0F) as usize)
+            .filter(|&len| len <= out.len() && len <= MAX_HEADER);
+        let view = View {
+            ihl,
+            len: rtp.unwrap_or(ihl + 8),
+        };
         if flag_c {
+            if rtp.is_none() {
+                return Err(Error::Malformed("full header: header checksum without RTP"));
+            }
             let sum = get16(out, ihl + 6);
             put16(out, ihl + 6, 0);
             if header::header_checksum(out, view) != sum {
@@ -303,11 +321,51 @@ impl Decompressor {
             generation: ((first >> 8) & 0x3F) as u8,
             valid: true,
             listed: self.contexts[cid].as_ref().is_some_and(|c| c.listed),
+            rtp: rtp.is_some(),
             ..Context::empty()
         };
-        ctx.header[..len].copy_from_slice(&out[..len]);
+        ctx.header[..view.len].copy_from_slice(&out[..view.len]);
         self.contexts[cid] = Some(ctx);
         Ok(())
+    }
+
+    /// COMPRESSED_NON_TCP (RFC 2507 §6 c, d): nothing coded as a
+    /// difference, so only a context of another generation drops it.
+    fn non_tcp(&mut self, payload: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Result<(), Error> {
+        let wide = payload
+            .get(1)
+            .ok_or(Error::Malformed("non-TCP: context id"))?
+            & 0x80
+            != 0;
+        let (cid, flags, at) = if wide {
+            let lsb = *payload
+                .get(2)
+                .ok_or(Error::Malformed("non-TCP: context id"))?;
+            ((payload[0] as usize) << 8 | lsb as usize, payload[1], 3)
+        } else {
+            (payload[0] as usize, payload[1], 2)
+        };
+        let (sequence, at) = if flags & 0x40 != 0 {
+            let data = *payload.get(at).ok_or(Error::Malformed("non-TCP: data"))?;
+            (Some(data & 0x0F), at + 1)
+        } else {
+            (None, at)
+        };
+        let Some(slot) = self.contexts.get_mut(cid) else {
+            return Err(Error::Malformed("non-TCP: context id out of range"));
+        };
+        let ctx = slot.get_or_insert_with(Context::empty);
+        if ctx.valid && ctx.generation == flags & 0x3F {
+            rebuild_non_tcp(ctx, &payload[at..], out)?;
+            if !ctx.checksum || header::udp_checksum_ok(out, ctx.view.ihl) {
+                ctx.sequence = sequence.unwrap_or(ctx.sequence);
+                return Ok(());
+            }
+            self.stats.checksum_failures += 1;
+            ctx.valid = false;
+        }
+        self.ask_refresh(cid, now_ns);
+        Err(Error::ContextDamaged)
     }
 
     /// COMPRESSED_RTP (`rtp`) or COMPRESSED_UDP.
@@ -334,6 +392,11 @@ impl Decompressor {
         };
         // A context never set up (its FULL_HEADER lost) is asked for too.
         let ctx = slot.get_or_insert_with(Context::empty);
+        // A non-TCP context here: the RTP flow's FULL_HEADER that took the
+        // context id back was lost.
+        if !ctx.rtp {
+            ctx.valid = false;
+        }
         let sequence = flags & 0x0F;
         let missed = sequence.wrapping_sub(ctx.sequence).wrapping_sub(1) & 0x0F;
         if ctx.valid && missed > 0 && !bridgeable(&self.config, ctx, missed, rtp, flags) {
@@ -367,6 +430,15 @@ impl Decompressor {
             ctx.valid = false;
             self.stats.checksum_failures += 1;
         }
+        self.ask_refresh(cid, now_ns);
+        Err(Error::ContextDamaged)
+    }
+
+    /// Lists context `cid` for CONTEXT_STATE, at most once a second.
+    fn ask_refresh(&mut self, cid: usize, now_ns: u64) {
+        let Some(ctx) = self.contexts[cid].as_mut() else {
+            return;
+        };
         if !ctx.listed
             && ctx
                 .asked_ns
@@ -376,9 +448,8 @@ impl Decompressor {
             ctx.listed = true;
             self.pending.push_back(cid as u32);
         }
-        Err(Error::ContextDamaged)
     }
 }
 
 mod rebuild;
-use rebuild::{bridgeable, rebuild_rtp, rebuild_udp};
+use rebuild::{bridgeable, rebuild_non_tcp, rebuild_rtp, rebuild_udp};

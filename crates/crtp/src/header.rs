@@ -119,16 +119,60 @@ pub fn set_ip_checksum(p: &mut [u8], ihl: usize) {
     put16(p, 10, sum);
 }
 
-/// Whether the UDP checksum of the datagram `p` (IPv4 header `ihl` long)
-/// is right: the sum over the pseudo-header, header and data.
+/// Whether the UDP checksum of the datagram `p` (IPv4 or IPv6, IP header
+/// `ihl` long) is right: the sum over the pseudo-header, header and data.
 pub fn udp_checksum_ok(p: &[u8], ihl: usize) -> bool {
     checksum(&p[ihl..], pseudo_header(p, ihl)) == 0
 }
 
 /// The sum of UDP's pseudo-header: addresses, protocol, UDP length.
 fn pseudo_header(p: &[u8], ihl: usize) -> u32 {
-    let addresses = !checksum(&p[12..20], 0) as u32;
-    addresses + 17 + (p.len() - ihl) as u32
+    let addresses = if p[0] >> 4 == 6 {
+        &p[8..40]
+    } else {
+        &p[12..20]
+    };
+    !checksum(addresses, 0) as u32 + 17 + (p.len() - ihl) as u32
+}
+
+/// The datagram's IP and UDP headers, if it can take a non-TCP context
+/// (RFC 2507, sent as COMPRESSED_NON_TCP): an unfragmented IPv4/UDP
+/// datagram, or IPv6 with UDP straight after the fixed header, whose
+/// lengths and checksums would come back byte for byte. `len` is the IP
+/// and UDP headers' length.
+pub fn non_tcp_view(p: &[u8]) -> Option<View> {
+    let ihl = match p.first()? >> 4 {
+        4 => {
+            let ihl = ((p[0] & 0x0F) as usize) * 4;
+            let whole = p.len() >= 20 && get16(p, 2) as usize == p.len();
+            let fragment = p.len() >= 8 && get16(p, 6) & 0x3FFF != 0;
+            if !whole || fragment || p[9] != 17 || ihl < 20 || p.len() < ihl + 8 {
+                return None;
+            }
+            if ip_checksum(&p[..ihl]) != get16(p, 10) {
+                return None;
+            }
+            ihl
+        }
+        6 => {
+            if p.len() < 48 || p[6] != 17 || get16(p, 4) as usize != p.len() - 40 {
+                return None;
+            }
+            // IPv6 requires the UDP checksum.
+            if get16(p, 46) == 0 {
+                return None;
+            }
+            40
+        }
+        _ => return None,
+    };
+    if get16(p, ihl + 4) as usize != p.len() - ihl {
+        return None;
+    }
+    if get16(p, ihl + 6) != 0 && !udp_checksum_ok(p, ihl) {
+        return None;
+    }
+    Some(View { ihl, len: ihl + 8 })
 }
 
 /// RFC 3545's header checksum (HDRCKSUM) of `p`, whose UDP checksum field

@@ -24,6 +24,7 @@ mod decompressor;
 pub mod delta;
 mod enhanced;
 mod header;
+mod non_tcp;
 
 pub use compressor::{Compressor, CompressorStats};
 pub use decompressor::{Decompressor, DecompressorStats, Error};
@@ -45,6 +46,9 @@ pub mod protocol {
     pub const COMPRESSED_RTP_8: u16 = 0x0069;
     /// COMPRESSED_RTP with a 16-bit context id.
     pub const COMPRESSED_RTP_16: u16 = 0x2069;
+    /// COMPRESSED_NON_TCP (RFC 2507 §6 c, d; either id width): a flow
+    /// without RTP compression, its IP and UDP headers elided.
+    pub const COMPRESSED_NON_TCP: u16 = 0x0065;
     /// CONTEXT_STATE, from the decompressor back to the compressor.
     pub const CONTEXT_STATE: u16 = 0x2065;
 }
@@ -120,6 +124,8 @@ pub enum Kind {
     CompressedRtp,
     /// COMPRESSED_UDP.
     CompressedUdp,
+    /// COMPRESSED_NON_TCP.
+    CompressedNonTcp,
 }
 
 impl Kind {
@@ -132,6 +138,7 @@ impl Kind {
             (Kind::CompressedRtp, true) => protocol::COMPRESSED_RTP_16,
             (Kind::CompressedUdp, false) => protocol::COMPRESSED_UDP_8,
             (Kind::CompressedUdp, true) => protocol::COMPRESSED_UDP_16,
+            (Kind::CompressedNonTcp, _) => protocol::COMPRESSED_NON_TCP,
         }
     }
 }

@@ -18,6 +18,8 @@ struct Rtp {
     timestamp: u32,
     csrcs: Vec<u32>,
     payload: Vec<u8>,
+    /// Version 1 in the RTP byte: UDP that is not RTP (a non-TCP context).
+    not_rtp: bool,
 }
 
 impl Rtp {
@@ -33,7 +35,7 @@ impl Rtp {
         p.extend_from_slice(&5000u16.to_be_bytes());
         p.extend_from_slice(&((8 + rtp_len) as u16).to_be_bytes());
         p.extend_from_slice(&self.checksum.to_be_bytes());
-        p.push(0x80 | self.csrcs.len() as u8);
+        p.push(if self.not_rtp { 0x40 } else { 0x80 } | self.csrcs.len() as u8);
         p.push((self.marker as u8) << 7 | self.payload_type);
         p.extend_from_slice(&self.seq.to_be_bytes());
         p.extend_from_slice(&self.timestamp.to_be_bytes());
@@ -77,6 +79,7 @@ fn voice(flow: u8, n: usize) -> Vec<Rtp> {
             timestamp: 160 * i as u32,
             csrcs: vec![],
             payload: vec![i as u8; 20],
+            not_rtp: false,
         })
         .collect()
 }
@@ -157,18 +160,23 @@ fn a_lost_packet_invalidates_the_context_until_refreshed() {
 }
 
 #[test]
-fn what_is_not_rtp_over_ipv4_crosses_unchanged() {
+fn what_cannot_come_back_byte_for_byte_crosses_unchanged() {
     let mut c = Compressor::new(Config::default()).unwrap();
     let mut link = Vec::new();
-    let mut rtcp = voice(1, 1)[0].bytes();
-    rtcp[29] = 200;
-    set_ip_checksum(&mut rtcp, 20);
     let mut bad_checksum = voice(1, 1)[0].bytes();
     bad_checksum[10] ^= 1;
     let mut fragment = voice(1, 1)[0].bytes();
     fragment[6] = 0x20;
     set_ip_checksum(&mut fragment, 20);
-    for p in [rtcp, bad_checksum, fragment, vec![0x60; 48], vec![0x45; 3]] {
+    let mut bad_udp_checksum = voice(1, 1)[0].bytes();
+    bad_udp_checksum[26] = 0x12;
+    for p in [
+        bad_checksum,
+        fragment,
+        bad_udp_checksum,
+        vec![0x60; 48],
+        vec![0x45; 3],
+    ] {
         assert_eq!(c.compress(&p, 0, &mut link), Kind::Ip);
         assert_eq!(link, p);
     }
@@ -207,6 +215,7 @@ enum Change {
     Ttl(u8),
     Checksum(u16),
     Size(u8),
+    NotRtp,
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -221,6 +230,7 @@ fn change() -> impl Strategy<Value = Change> {
         1 => any::<u8>().prop_map(Change::Ttl),
         1 => any::<u16>().prop_map(Change::Checksum),
         1 => any::<u8>().prop_map(Change::Size),
+        1 => Just(Change::NotRtp),
     ]
 }
 
@@ -250,7 +260,9 @@ proptest! {
         let mut d = Decompressor::new(config).unwrap();
         let mut flows = [voice(0, 1).remove(0), voice(1, 1).remove(0)];
         let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
-        let mut runs = [0u32; 2];
+        // Losses in a row per context (a flow's RTP and other packets take
+        // different ones).
+        let mut runs = std::collections::HashMap::new();
         for (n, (flow, change, coin)) in steps.into_iter().enumerate() {
             let p = &mut flows[flow as usize];
             p.seq = p.seq.wrapping_add(1);
@@ -268,10 +280,12 @@ proptest! {
                 Change::Ttl(t) => p.ttl = t,
                 Change::Checksum(s) => p.checksum = s,
                 Change::Size(s) => p.payload = vec![s; s as usize],
+                Change::NotRtp => p.not_rtp = !p.not_rtp,
             }
             let bytes = p.bytes();
             let kind = c.compress(&bytes, n as u64, &mut link);
-            let run = &mut runs[flow as usize];
+            let cid = Decompressor::context_of(kind.protocol(&config), &link).map(|c| c.0);
+            let run = runs.entry(cid).or_insert(0u32);
             let lost = *run < max_run && ((n as u32).wrapping_mul(2_654_435_761) ^ coin as u32) % 1000 < loss_per_mille;
             if lost {
                 *run += 1;
@@ -461,4 +475,5 @@ fn every_damaged_context_is_asked_for_in_turn_and_a_clock_step_back_does_not_sta
     assert_eq!(&feedback[2..4], &42u16.to_be_bytes());
 }
 
+mod non_tcp;
 mod repeats;

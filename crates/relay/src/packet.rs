@@ -48,6 +48,7 @@ pub mod crtp_kind {
             Kind::FullHeader => 1,
             Kind::CompressedRtp => 2,
             Kind::CompressedUdp => 3,
+            Kind::CompressedNonTcp => 4,
         }
     }
 
@@ -58,6 +59,7 @@ pub mod crtp_kind {
             1 => Kind::FullHeader,
             2 => Kind::CompressedRtp,
             3 => Kind::CompressedUdp,
+            4 => Kind::CompressedNonTcp,
             _ => return None,
         })
     }

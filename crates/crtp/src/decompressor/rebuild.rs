@@ -1,6 +1,7 @@
 //! Rebuilding a datagram from its context and a compressed packet:
 //! COMPRESSED_RTP (RFC 2508 §3.3.2) and COMPRESSED_UDP, plain (§3.3.3) or
-//! enhanced (RFC 3545 §2.1), one packet on or several across a bridged gap.
+//! enhanced (RFC 3545 §2.1), one packet on or several across a bridged gap;
+//! and COMPRESSED_NON_TCP (RFC 2507 §6).
 
 use super::{Context, Error};
 use crate::delta;
@@ -282,5 +283,42 @@ fn whole_rtp(
     ip_udp(ctx, id, checksum, ihl + 8 + rtp.len(), out)?;
     out.extend_from_slice(rtp);
     ctx.view = View { ihl, len };
+    Ok(())
+}
+
+/// Rebuilds a COMPRESSED_NON_TCP datagram from its RANDOM fields (the IPv4
+/// ID; the UDP checksum when the flow has one) and payload `data`.
+pub(super) fn rebuild_non_tcp(ctx: &Context, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    let ihl = ctx.view.ihl;
+    let v4 = ctx.header[0] >> 4 == 4;
+    let mut at = 0;
+    let id = if v4 {
+        Some(take(data, &mut at, 2, "non-TCP: IPv4 ID")?)
+    } else {
+        None
+    };
+    let checksum = if ctx.checksum {
+        Some(take(data, &mut at, 2, "non-TCP: UDP checksum")?)
+    } else {
+        None
+    };
+    let total = ihl + 8 + data.len() - at;
+    let length = if v4 { total } else { total - 40 };
+    if length > u16::MAX as usize {
+        return Err(Error::Malformed("non-TCP: datagram too long"));
+    }
+    out.extend_from_slice(&ctx.header[..ihl + 8]);
+    if let Some(id) = id {
+        put16(out, 2, length as u16);
+        out[4..6].copy_from_slice(id);
+        header::set_ip_checksum(out, ihl);
+    } else {
+        put16(out, 4, length as u16);
+    }
+    put16(out, ihl + 4, (total - ihl) as u16);
+    if let Some(c) = checksum {
+        out[ihl + 6..ihl + 8].copy_from_slice(c);
+    }
+    out.extend_from_slice(&data[at..]);
     Ok(())
 }
