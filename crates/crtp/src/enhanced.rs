@@ -46,8 +46,13 @@ pub(crate) fn compress(
         checksum(ctx, p, v, out);
         Kind::CompressedRtp
     } else {
+        // With the sequence number or timestamp whole, a checksum would
+        // not see a context 16 packets behind (its 4-bit link sequence come
+        // round): only the IPv4 ID, which no checksum covers, would come
+        // out wrong. So the ID goes whole with them.
+        let id = left.id > 0 || left.seq > 0 || left.timestamp > 0;
         let flags = 0x80
-            | bit(left.id > 0, 0x40)
+            | bit(id, 0x40)
             | bit(left.timestamp_delta > 0, 0x20)
             | bit(left.id_delta > 0, 0x10);
         start(ctx, cid, flags, config, out);
@@ -68,7 +73,7 @@ pub(crate) fn compress(
         if left.timestamp_delta > 0 {
             delta::encode(ctx.timestamp_delta as i32, out);
         }
-        if left.id > 0 {
+        if id {
             out.extend_from_slice(&p[4..6]);
         }
         if left.seq > 0 {

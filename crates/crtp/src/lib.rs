@@ -15,7 +15,9 @@
 //! CONTEXT_STATE; the compressor then refreshes it.
 //!
 //! Formats, the delta table and the defaults were checked against the
-//! texts of RFC 2508 (§3.3) and RFC 2507 (§14, the defaults). IPv4 only.
+//! texts of RFC 2508 (§3.3) and RFC 2507 (§14, the defaults). RTP contexts
+//! are IPv4; other UDP over IPv4, and IPv6/UDP, take non-TCP contexts
+//! (COMPRESSED_NON_TCP, RFC 2507 §6).
 //! RFC 3545's enhancements are built: the header checksum (§2.2), and
 //! robust operation by repeated updates (§2.1, §2.3; [`enhanced`]).
 

@@ -87,7 +87,7 @@ pub struct LinkSpec {
     /// Burstiness b = P(loss | previous lost); 0 for independent loss.
     #[serde(default)]
     pub burst: f64,
-    /// Bandwidth each way (kb/s); 0 for none.
+    /// Bandwidth each way (kb/s): 0 for none, else 1 to 10 000 000.
     #[serde(default)]
     pub rate_kbps: f64,
     /// Compress RTP headers on this link (cRTP).
@@ -248,7 +248,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
             || !(0.0..100.0).contains(&l.loss_pct)
             || l.delay_ms < 0.0
             || l.jitter_ms < 0.0
-            || !(0.0..=10_000_000.0).contains(&l.rate_kbps)
+            || !(l.rate_kbps == 0.0 || (1.0..=10_000_000.0).contains(&l.rate_kbps))
         {
             return Err(TopologyError(format!("link {} - {}: bad values", l.a, l.b)));
         }

@@ -83,7 +83,7 @@ pub struct Neighbour {
     /// Emulated jitter (ms).
     #[serde(default)]
     pub jitter_ms: f64,
-    /// Emulated bandwidth towards it (kb/s); 0 for none.
+    /// Emulated bandwidth towards it (kb/s): 0 for none, else 1 to 10 000 000.
     #[serde(default)]
     pub rate_kbps: f64,
     /// Compress the RTP headers of the datagrams carried on this link
@@ -170,6 +170,19 @@ impl UdpNode {
                 (n.id, e)
             })
             .collect();
+        if let Some(n) = cfg
+            .neighbours
+            .iter()
+            .find(|n| !(n.rate_kbps == 0.0 || (1.0..=10_000_000.0).contains(&n.rate_kbps)))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "neighbour {}: rate_kbps must be 0 (none) or 1-10000000",
+                    n.id
+                ),
+            ));
+        }
         let mut node = Node::new(c, &ids, 0);
         for n in cfg.neighbours.iter().filter(|n| n.crtp) {
             let crtp = calliper_crtp::Config {

@@ -61,16 +61,17 @@ fn repeated_updates_follow_rfc_3545s_example() {
     want.extend([CR; 7]);
     assert_eq!(kinds, want);
     assert_eq!(d.stats.restored, 60);
-    // The talkspurt's packets carry the timestamp and nothing else new:
-    // context id, two flag bytes, four timestamp bytes.
+    // The talkspurt's packets carry the timestamp, and the IPv4 ID with it
+    // (which the RFC's example leaves out: no checksum covers the ID):
+    // context id, two flag bytes, two ID bytes, four timestamp bytes.
     let mut c = Compressor::new(config).unwrap();
     let mut link = Vec::new();
     let packets = talkspurts(51, 0);
     for p in &packets {
         c.compress(&p.bytes(), 0, &mut link);
     }
-    assert_eq!(link.len(), 1 + 2 + 4 + 20);
-    assert_eq!(link[1] & 0xF0, 0x80, "F only: no I, dT or dI");
+    assert_eq!(link.len(), 1 + 2 + 2 + 4 + 20);
+    assert_eq!(link[1] & 0xF0, 0xC0, "F and I: no dT or dI");
     assert_eq!(link[2], 0x80 | 0x20, "M and T");
 }
 

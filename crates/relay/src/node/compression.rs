@@ -21,19 +21,24 @@ use crate::packet::{crtp_kind, FLAG_CRTP};
 use calliper_crtp::{Compressor, Config as CrtpConfig, Decompressor, Error as CrtpError};
 use std::collections::BTreeMap;
 
-/// Packets held behind a gap before the oldest is given to the
-/// decompressor regardless (a gap of this many is an outage).
+/// Packets held behind a gap, and their bytes, before more are dropped
+/// (counted): a gap of this many is an outage.
 const MAX_HELD: usize = MAX_MISSING;
+const MAX_HELD_BYTES: usize = 1 << 20;
 
 /// One link's compressor, decompressor and in-order stage.
 pub(super) struct LinkCrtp {
     config: CrtpConfig,
     compressor: Compressor,
     decompressor: Decompressor,
-    /// Next data sequence number the decompressor takes.
-    next: Option<u32>,
-    /// Data after a gap: data sequence number → (context id, datagram).
-    held: BTreeMap<u32, (Option<u32>, Vec<u8>)>,
+    /// Next data sequence number the decompressor takes, unwrapped (the
+    /// link's 32-bit numbers counted on past their wrap, so that order
+    /// holds across it).
+    next: Option<u64>,
+    /// Data after a gap: unwrapped data sequence number → (context id,
+    /// datagram).
+    held: BTreeMap<u64, (Option<u32>, Vec<u8>)>,
+    held_bytes: usize,
     /// Held packets per context id.
     held_contexts: HashMap<u32, u32>,
     buf: Vec<u8>,
@@ -64,6 +69,7 @@ impl Node {
             decompressor: Decompressor::new(config)?,
             next: None,
             held: BTreeMap::new(),
+            held_bytes: 0,
             held_contexts: HashMap::new(),
             buf: Vec::new(),
             state: Vec::new(),
@@ -113,11 +119,13 @@ impl Node {
             self.counters.malformed += 1;
             return;
         };
-        let next = *c.next.get_or_insert(x.data_seq);
-        if x.data_seq == next {
-            c.next = Some(next.wrapping_add(1));
+        // Unwrapped numbers start high, so that nothing goes below zero.
+        let next = *c.next.get_or_insert((1 << 40) + x.data_seq as u64);
+        let seq = unwrap(next, x.data_seq);
+        if seq == next {
+            c.next = Some(next + 1);
             self.crtp_take(now, li, x);
-        } else if (x.data_seq.wrapping_sub(next) as i32) > 0 {
+        } else if seq > next {
             let packet = split(&c.config, x.payload);
             let cid = packet
                 .and_then(|(p, b)| Decompressor::context_of(p, b))
@@ -128,17 +136,17 @@ impl Node {
                 self.crtp_take(now, li, x);
                 return;
             }
-            if c.held.len() >= MAX_HELD {
+            if c.held.len() >= MAX_HELD || c.held_bytes + bytes.len() > MAX_HELD_BYTES {
                 self.counters.crtp_held_dropped += 1;
                 return;
             }
             if let Some(id) = cid {
                 *c.held_contexts.entry(id).or_default() += 1;
             }
-            c.held.insert(x.data_seq, (cid, bytes.to_vec()));
+            c.held_bytes += bytes.len();
+            c.held.insert(seq, (cid, bytes.to_vec()));
             // Counted when it waits for a gap recovery still asks for.
-            let link = &self.links[li];
-            let waits = link.missing.range(next..x.data_seq).next().is_some();
+            let waits = first_missing(&self.links[li].missing, next, seq).is_some();
             self.counters.crtp_held += waits as u64;
         } else {
             // Its place was given up before it came: too late to use.
@@ -161,15 +169,16 @@ impl Node {
             if first != next {
                 // Waiting for a gap still asked for; else skip to the next
                 // gap or the first held packet.
-                match link.missing.range(next..first).next() {
-                    Some((&gap, _)) if gap == next => return,
-                    Some((&gap, _)) => c.next = Some(gap),
+                match first_missing(&link.missing, next, first) {
+                    Some(gap) if gap == next => return,
+                    Some(gap) => c.next = Some(gap),
                     None => c.next = Some(first),
                 }
                 continue;
             }
             let (cid, bytes) = c.held.remove(&first).expect("first key");
-            c.next = Some(first.wrapping_add(1));
+            c.held_bytes -= bytes.len();
+            c.next = Some(first + 1);
             if let Some(n) = cid.and_then(|id| c.held_contexts.get_mut(&id)) {
                 *n -= 1;
                 if *n == 0 {
@@ -233,6 +242,27 @@ impl Node {
     }
 }
 
+/// `seq` unwrapped near `next` (within 2^31 either way).
+fn unwrap(next: u64, seq: u32) -> u64 {
+    next.wrapping_add(seq.wrapping_sub(next as u32) as i32 as i64 as u64)
+}
+
+/// The first data sequence number in [from, to) (unwrapped) that the link's
+/// recovery still asks for, unwrapped; `missing` is keyed by the link's
+/// 32-bit numbers, which may wrap inside the range.
+fn first_missing(missing: &BTreeMap<u32, Missing>, from: u64, to: u64) -> Option<u64> {
+    let (a, b) = (from as u32, to as u32);
+    let found = if a <= b {
+        missing.range(a..b).next()
+    } else {
+        missing
+            .range(a..)
+            .next()
+            .or_else(|| missing.range(..b).next())
+    };
+    found.map(|(&seq, _)| unwrap(from, seq))
+}
+
 /// A compressed payload's PPP protocol number and cRTP packet.
 fn split<'a>(config: &CrtpConfig, payload: &'a [u8]) -> Option<(u16, &'a [u8])> {
     let (&kind, packet) = payload.split_first()?;
@@ -242,4 +272,78 @@ fn split<'a>(config: &CrtpConfig, payload: &'a [u8]) -> Option<(u16, &'a [u8])> 
 /// Whether a datagram's flags say its payload is compressed.
 pub(super) fn compressed(flags: u8) -> bool {
     flags & FLAG_CRTP != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::voice;
+
+    /// Node 1 with a compressed link to node 2, and the datagrams node 2
+    /// would send it: G.729 packets compressed in order, data sequence
+    /// numbers from `first_seq`.
+    fn setup(first_seq: u32, count: u64) -> (Node, Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let config = CrtpConfig::default();
+        let mut node = Node::new(Config::new(1), &[2], 0);
+        node.compress_link(2, config).unwrap();
+        let mut c = Compressor::new(config).unwrap();
+        let (mut ip, mut link) = (Vec::new(), Vec::new());
+        let (mut sent, mut datagrams) = (Vec::new(), Vec::new());
+        for k in 0..count {
+            voice::payload(true, 0, k, 20_000_000, 20, &mut ip);
+            let kind = c.compress(&ip, k * 20_000_000, &mut link);
+            let mut payload = vec![crtp_kind::to_byte(kind)];
+            payload.extend_from_slice(&link);
+            let mut bytes = Vec::new();
+            let data = Data {
+                origin: 2,
+                dest: 1,
+                vport: 9,
+                ttl: 16,
+                data_seq: first_seq.wrapping_add(k as u32),
+                msg_seq: k as u32 + 1,
+                sent_us: k * 20_000,
+                payload: &payload,
+            };
+            let datagram = Datagram {
+                flags: FLAG_CRTP,
+                link_seq: k as u32,
+                msg: Message::Data(data),
+            };
+            packet::encode(&datagram, &mut bytes);
+            sent.push(ip.clone());
+            datagrams.push(bytes);
+        }
+        (node, sent, datagrams)
+    }
+
+    #[test]
+    fn order_holds_across_the_wrap_of_data_sequence_numbers() {
+        // The packet at the wrap comes last (a late original): the ones
+        // behind it wait for it, then all come out in order.
+        let (mut node, sent, datagrams) = setup(u32::MAX - 3, 8);
+        for (i, d) in datagrams.iter().enumerate() {
+            if i != 3 {
+                node.handle(i as i64, 2, d);
+            }
+        }
+        node.handle(9, 2, &datagrams[3]);
+        let got: Vec<Vec<u8>> = std::iter::from_fn(|| node.poll_delivery())
+            .map(|d| d.payload)
+            .collect();
+        assert_eq!(got, sent);
+        assert_eq!(node.counters.crtp_damaged, 0);
+    }
+
+    #[test]
+    fn a_jump_across_the_wrap_is_held_not_a_panic() {
+        // Found by an attacker: a spoofed neighbour's data at 0xFFFFFFF0,
+        // then at 5 with a context that is not in step.
+        let (mut node, _, datagrams) = setup(0xFFFF_FFF0, 1);
+        let (_, _, later) = setup(5, 3);
+        node.handle(0, 2, &datagrams[0]);
+        node.handle(1, 2, &later[2]);
+        node.handle_timeout(1_000_000_000);
+        assert!(node.counters.crtp_held <= 1);
+    }
 }
