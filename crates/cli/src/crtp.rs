@@ -78,7 +78,7 @@ pub struct LinkArgs {
     pub header_checksum: bool,
     /// RFC 3545's robust operation: every change crosses in N+1 packets in a row, so the
     /// decompressor bridges up to N losses in a row (checked by the UDP or header checksum:
-    /// give --header-checksum too for flows without one). 0-15; 0 is plain RFC 2508.
+    /// give --header-checksum too for flows without one). 0-7; 0 is plain RFC 2508.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub repeats: u8,
 }

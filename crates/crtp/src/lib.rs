@@ -55,6 +55,13 @@ pub mod protocol {
     pub const CONTEXT_STATE: u16 = 0x2065;
 }
 
+/// Largest N for RFC 3545's repeats. A gap is read from a 4-bit link
+/// sequence, so a packet r places late (a link that reorders) looks like
+/// a gap of 15 − r; up to 7 it cannot pass for a gap of N or fewer, which
+/// would be bridged with the wrong context (the checksums do not cover the
+/// IP header: a stale TTL would come back).
+pub const MAX_REPEATS: u8 = 7;
+
 /// The settings both ends of a link must share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -107,9 +114,11 @@ impl Config {
         if !(1..=65536).contains(&self.contexts) {
             return Err(format!("contexts must be 1-65536, not {}", self.contexts));
         }
-        if self.repeats > 15 {
-            // A gap is read from a 4-bit link sequence: at most 15.
-            return Err(format!("repeats must be 0-15, not {}", self.repeats));
+        if self.repeats > MAX_REPEATS {
+            return Err(format!(
+                "repeats must be 0-{MAX_REPEATS}, not {}",
+                self.repeats
+            ));
         }
         Ok(())
     }

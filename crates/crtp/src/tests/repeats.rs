@@ -143,7 +143,7 @@ fn a_gap_longer_than_n_or_unverifiable_invalidates_the_context() {
 #[test]
 fn repeats_are_bounded_by_the_link_sequence() {
     let config = Config {
-        repeats: 16,
+        repeats: 8,
         ..Config::default()
     };
     assert!(Compressor::new(config).is_err());
