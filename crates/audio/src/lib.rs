@@ -1,0 +1,14 @@
+//! Voice decoding for call recordings: the payloads of a stream to 16-bit
+//! PCM, and PCM to WAV. Sans-I/O: decoders take payload bytes and append
+//! samples; the WAV writer takes any [`std::io::Write`].
+//!
+//! - [`g711`]: µ-law and A-law (ITU-T G.711), 8 kHz.
+//! - [`g722`]: G.722 at 64 kbit/s (ITU-T G.722 sub-band ADPCM), 16 kHz.
+//! - [`wav`]: 16-bit PCM WAV files, mono or stereo.
+//!
+//! Both decoders are checked sample for sample against spandsp's
+//! (`tests/spandsp.rs`).
+
+pub mod g711;
+pub mod g722;
+pub mod wav;
