@@ -4,6 +4,8 @@
 //!
 //! - [`g711`]: µ-law and A-law (ITU-T G.711), 8 kHz.
 //! - [`g722`]: G.722 at 64 kbit/s (ITU-T G.722 sub-band ADPCM), 16 kHz.
+//! - [`timeline`]: one direction of a call as the listener heard it
+//!   (jitter buffer, concealment, comfort noise, DTMF marks).
 //! - [`wav`]: 16-bit PCM WAV files, mono or stereo.
 //!
 //! Both decoders are checked sample for sample against spandsp's
@@ -11,4 +13,5 @@
 
 pub mod g711;
 pub mod g722;
+pub mod timeline;
 pub mod wav;

@@ -1,0 +1,342 @@
+//! One direction of a call as the listener heard it: each packet decoded
+//! and placed by its RTP timestamp, packets the receiver's jitter buffer
+//! would have played too late left out (the adaptive model of
+//! `calliper_rtp::playout`, the one the record's MOS takes), and what is
+//! missing filled: a lost packet by its predecessor repeated at half
+//! strength for one packet (a simple concealment), then silence; comfort
+//! noise (RFC 3389) by noise at the level it gives; DTMF events (RFC 4733)
+//! marked.
+//!
+//! The timeline is bounded ([`MAX_SECONDS`]): a timestamp jump beyond it is
+//! counted and the packet left out, never a huge allocation.
+
+use crate::{g711, g722};
+use calliper_rtp::playout::Playout;
+
+/// Longest timeline kept, seconds (four hours).
+pub const MAX_SECONDS: u64 = 4 * 3600;
+
+/// What a stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// G.711 µ-law.
+    Pcmu,
+    /// G.711 A-law.
+    Pcma,
+    /// G.722 at 64 kbit/s.
+    G722,
+}
+
+impl Codec {
+    /// The codec of a static RTP payload type, if it is one decoded here.
+    pub fn from_payload_type(pt: u8) -> Option<Codec> {
+        match pt {
+            0 => Some(Codec::Pcmu),
+            8 => Some(Codec::Pcma),
+            9 => Some(Codec::G722),
+            _ => None,
+        }
+    }
+
+    /// Output samples per second.
+    pub fn rate(self) -> u32 {
+        match self {
+            Codec::G722 => 16_000,
+            _ => 8_000,
+        }
+    }
+
+    /// Output samples per RTP timestamp tick (G.722's RTP clock is 8 kHz).
+    fn samples_per_tick(self) -> usize {
+        match self {
+            Codec::G722 => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// What went into a timeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimelineStats {
+    /// Voice packets decoded into it.
+    pub played: u64,
+    /// Voice packets the jitter buffer would have played too late.
+    pub late: u64,
+    /// Samples concealed (a missing packet's predecessor repeated).
+    pub concealed_samples: u64,
+    /// Samples of silence (gaps past concealment).
+    pub silent_samples: u64,
+    /// Comfort noise packets honoured.
+    pub comfort_noise: u64,
+    /// Packets beyond [`MAX_SECONDS`] or before the stream's start by more.
+    pub out_of_range: u64,
+    /// Packets of another payload type (not this codec, comfort noise or
+    /// an event).
+    pub other_payload: u64,
+}
+
+/// A DTMF event: where it started in the timeline and which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DtmfMark {
+    /// Sample index.
+    pub at: usize,
+    /// RFC 4733 event code (0-9, 10 = *, 11 = #, 12-15 = A-D).
+    pub event: u8,
+}
+
+/// The timeline of one stream being built.
+pub struct Timeline {
+    codec: Codec,
+    events_payload_type: Option<u8>,
+    g722: g722::Decoder,
+    playout: Playout,
+    /// The latest timestamp seen, and its distance from the first packet's
+    /// (extended past wraps).
+    latest: Option<(u32, i64)>,
+    samples: Vec<i16>,
+    /// The last decoded packet's samples, for concealment.
+    last: Vec<i16>,
+    comfort_level: Option<u8>,
+    noise_seed: u32,
+    scratch: Vec<i16>,
+    /// DTMF events, in order.
+    pub dtmf: Vec<DtmfMark>,
+    last_event_ts: Option<u32>,
+    /// Counters.
+    pub stats: TimelineStats,
+}
+
+impl Timeline {
+    /// A timeline for `codec`; RFC 4733 events come as `events_payload_type`.
+    pub fn new(codec: Codec, events_payload_type: Option<u8>) -> Timeline {
+        Timeline {
+            codec,
+            events_payload_type,
+            g722: g722::Decoder::new(),
+            playout: Playout::default(),
+            latest: None,
+            samples: Vec::new(),
+            last: Vec::new(),
+            comfort_level: None,
+            noise_seed: 1,
+            scratch: Vec::new(),
+            dtmf: Vec::new(),
+            last_event_ts: None,
+            stats: TimelineStats::default(),
+        }
+    }
+
+    /// Takes one RTP packet of the stream, in arrival order.
+    pub fn push(
+        &mut self,
+        arrival_ns: i64,
+        seq: u16,
+        ts: u32,
+        marker: bool,
+        pt: u8,
+        payload: &[u8],
+    ) {
+        let Some(at) = self.position(ts) else {
+            self.stats.out_of_range += 1;
+            return;
+        };
+        if Some(pt) == self.events_payload_type {
+            // RFC 4733: one mark per event (its packets share a timestamp).
+            if self.last_event_ts != Some(ts) && !payload.is_empty() {
+                self.dtmf.push(DtmfMark {
+                    at,
+                    event: payload[0],
+                });
+                self.last_event_ts = Some(ts);
+            }
+            return;
+        }
+        if pt == 13 {
+            // RFC 3389: the level, in -dBov, of the noise to play until
+            // the next voice packet.
+            self.comfort_level = payload.first().map(|l| l & 0x7F);
+            self.stats.comfort_noise += 1;
+            return;
+        }
+        if Codec::from_payload_type(pt) != Some(self.codec) {
+            self.stats.other_payload += 1;
+            return;
+        }
+        let late_before = self.playout.adaptive_late();
+        self.playout.update(arrival_ns, seq, ts, marker, 8000);
+        if self.playout.adaptive_late() != late_before {
+            self.stats.late += 1;
+            return;
+        }
+        self.scratch.clear();
+        match self.codec {
+            Codec::Pcmu => g711::decode(g711::Law::Mu, payload, &mut self.scratch),
+            Codec::Pcma => g711::decode(g711::Law::A, payload, &mut self.scratch),
+            Codec::G722 => self.g722.decode(payload, &mut self.scratch),
+        }
+        let end = at + self.scratch.len();
+        if end > MAX_SECONDS as usize * self.codec.rate() as usize {
+            self.stats.out_of_range += 1;
+            return;
+        }
+        self.fill_gap_to(at);
+        if self.samples.len() < end {
+            self.samples.resize(end, 0);
+        }
+        // A packet reordered but in time overwrites its concealment.
+        self.samples[at..end].copy_from_slice(&self.scratch);
+        self.last.clone_from(&self.scratch);
+        self.comfort_level = None;
+        self.stats.played += 1;
+    }
+
+    /// The samples, their rate and what went into them.
+    pub fn finish(self) -> (Vec<i16>, u32, TimelineStats) {
+        (self.samples, self.codec.rate(), self.stats)
+    }
+
+    /// The sample index of timestamp `ts`, the first packet's at 0.
+    fn position(&mut self, ts: u32) -> Option<usize> {
+        let (latest_ts, latest) = *self.latest.get_or_insert((ts, 0));
+        let extended = latest + i64::from(ts.wrapping_sub(latest_ts) as i32);
+        if !(0..MAX_SECONDS as i64 * 8000).contains(&extended) {
+            return None;
+        }
+        if extended > latest {
+            self.latest = Some((ts, extended));
+        }
+        Some(extended as usize * self.codec.samples_per_tick())
+    }
+
+    /// Fills what lies between the timeline's end and `at` (a gap): the
+    /// last packet once at half strength, or comfort noise, then silence.
+    fn fill_gap_to(&mut self, at: usize) {
+        let start = self.samples.len();
+        if at <= start {
+            return;
+        }
+        self.samples.resize(at, 0);
+        let gap = &mut self.samples[start..at];
+        if let Some(level) = self.comfort_level {
+            // White noise of RMS 32768 · 10^(-level/20); uniform noise's RMS
+            // is its peak over √3.
+            let peak = 32768.0 * 10f64.powf(-f64::from(level) / 20.0) * 3f64.sqrt();
+            for s in gap.iter_mut() {
+                self.noise_seed = self
+                    .noise_seed
+                    .wrapping_mul(1_103_515_245)
+                    .wrapping_add(12_345);
+                let u = f64::from(self.noise_seed >> 8) / f64::from(1u32 << 24) * 2.0 - 1.0;
+                *s = (u * peak).clamp(-32768.0, 32767.0) as i16;
+            }
+            return;
+        }
+        let concealed = self.last.len().min(gap.len());
+        for (s, &l) in gap.iter_mut().zip(&self.last) {
+            *s = l / 2;
+        }
+        self.stats.concealed_samples += concealed as u64;
+        self.stats.silent_samples += (gap.len() - concealed) as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A PCMU packet of 160 samples whose bytes are all `b`.
+    fn pcmu(b: u8) -> Vec<u8> {
+        vec![b; 160]
+    }
+
+    #[test]
+    fn packets_land_by_timestamp_and_a_loss_is_concealed_then_silent() {
+        let mut t = Timeline::new(Codec::Pcmu, Some(101));
+        for k in 0..10u16 {
+            if k == 4 || k == 5 {
+                continue; // lost
+            }
+            let b = 0x80 + k as u8; // a different level per packet
+            t.push(k as i64 * 20 * MS, k, k as u32 * 160, k == 0, 0, &pcmu(b));
+        }
+        let (samples, rate, stats) = t.finish();
+        assert_eq!(rate, 8000);
+        assert_eq!(samples.len(), 10 * 160);
+        let level = |k: u8| g711::ulaw_to_linear(0x80 + k);
+        assert!(samples[..160].iter().all(|&s| s == level(0)));
+        assert!(samples[3 * 160..4 * 160].iter().all(|&s| s == level(3)));
+        // Packet 4: packet 3 at half strength; packet 5: silence.
+        assert!(samples[4 * 160..5 * 160].iter().all(|&s| s == level(3) / 2));
+        assert!(samples[5 * 160..6 * 160].iter().all(|&s| s == 0));
+        assert!(samples[6 * 160..7 * 160].iter().all(|&s| s == level(6)));
+        assert_eq!(
+            (stats.played, stats.concealed_samples, stats.silent_samples),
+            (8, 160, 160)
+        );
+    }
+
+    #[test]
+    fn a_packet_the_jitter_buffer_plays_late_is_left_out() {
+        let mut t = Timeline::new(Codec::Pcma, None);
+        for k in 0..100u16 {
+            // Packet 50 arrives 400 ms late: past the adaptive buffer's delay.
+            let arrival = k as i64 * 20 * MS + if k == 50 { 400 * MS } else { 0 };
+            t.push(arrival, k, k as u32 * 160, k == 0, 8, &[0xD5; 160]);
+        }
+        let (samples, _, stats) = t.finish();
+        assert_eq!(stats.late, 1);
+        assert_eq!(stats.played, 99);
+        assert_eq!(samples.len(), 100 * 160);
+    }
+
+    #[test]
+    fn g722_takes_two_samples_per_tick() {
+        let mut t = Timeline::new(Codec::G722, None);
+        for k in 0..5u16 {
+            t.push(
+                k as i64 * 20 * MS,
+                k,
+                1000 + k as u32 * 160,
+                false,
+                9,
+                &[0x55; 160],
+            );
+        }
+        let (samples, rate, _) = t.finish();
+        assert_eq!((samples.len(), rate), (5 * 320, 16_000));
+    }
+
+    #[test]
+    fn comfort_noise_fills_the_silence_at_its_level_and_dtmf_is_marked() {
+        let mut t = Timeline::new(Codec::Pcmu, Some(101));
+        t.push(0, 0, 0, true, 0, &pcmu(0xFF));
+        // Comfort noise at -30 dBov, then voice again after 1 s.
+        t.push(20 * MS, 1, 160, false, 13, &[30]);
+        // A DTMF '5' (its three end packets share the timestamp).
+        for _ in 0..3 {
+            t.push(500 * MS, 2, 4000, true, 101, &[5, 0x80, 0, 160]);
+        }
+        t.push(1000 * MS, 3, 8000, true, 0, &pcmu(0xFF));
+        assert_eq!(t.dtmf, [DtmfMark { at: 4000, event: 5 }]);
+        let (samples, _, stats) = t.finish();
+        let noise = &samples[160..8000];
+        let rms =
+            (noise.iter().map(|&s| f64::from(s).powi(2)).sum::<f64>() / noise.len() as f64).sqrt();
+        let want = 32768.0 * 10f64.powf(-1.5);
+        assert!((rms / want - 1.0).abs() < 0.05, "rms {rms} want {want}");
+        assert_eq!(stats.comfort_noise, 1);
+    }
+
+    #[test]
+    fn a_hostile_timestamp_jump_is_counted_not_allocated() {
+        let mut t = Timeline::new(Codec::Pcmu, None);
+        t.push(0, 0, 0, true, 0, &pcmu(0xFF));
+        t.push(20 * MS, 1, 0x7FFF_FFFF, false, 0, &pcmu(0xFF));
+        t.push(40 * MS, 2, 0x8000_0000, false, 0, &pcmu(0xFF));
+        let (samples, _, stats) = t.finish();
+        assert_eq!(samples.len(), 160);
+        assert_eq!(stats.out_of_range, 2);
+    }
+}
