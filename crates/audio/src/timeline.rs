@@ -190,6 +190,11 @@ impl Timeline {
         self.stats.played += 1;
     }
 
+    /// Output samples per second.
+    pub fn rate(&self) -> u32 {
+        self.codec.rate()
+    }
+
     /// The samples, their rate and what went into them.
     pub fn finish(self) -> (Vec<i16>, u32, TimelineStats) {
         (self.samples, self.codec.rate(), self.stats)

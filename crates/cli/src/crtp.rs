@@ -3,8 +3,9 @@
 //! link would carry it, written as a pcap of PPP frames that Wireshark
 //! reads, and back.
 
+use crate::files::{distinct, reader};
 use anyhow::{bail, Context as _, Result};
-use calliper_capture::{linktype, CaptureReader};
+use calliper_capture::linktype;
 use calliper_crtp::{protocol, Compressor, Config, Decompressor, Kind};
 use clap::{Args, Subcommand};
 use std::io::{BufWriter, Write};
@@ -109,29 +110,6 @@ pub fn run(command: CrtpCommand) -> Result<bool> {
         CrtpCommand::Compress(a) => compress(&a),
         CrtpCommand::Decompress(a) => decompress(&a),
     }
-}
-
-/// Refuses to write over the input (the same file by any name): the
-/// reader has only its start in memory.
-fn distinct(input: &Path, output: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output)) {
-        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
-            bail!(
-                "{} and {} are the same file",
-                input.display(),
-                output.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    CaptureReader::new(file)
-        .with_context(|| format!("{} is not a pcap or pcapng capture", path.display()))
 }
 
 fn compress(a: &CompressArgs) -> Result<bool> {

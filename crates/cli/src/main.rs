@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod crtp;
+mod export;
+mod files;
 mod generate;
 mod options;
 mod probe;
@@ -77,6 +79,9 @@ configuration, capture or output error; 3 the analysis itself failed.",
     /// RTP header compression (cRTP, RFC 2508) on a capture: what a link would save.
     #[command(subcommand)]
     Crtp(crtp::CrtpCommand),
+    /// A call's audio (WAV) from its packets.
+    #[command(subcommand)]
+    Export(export::ExportCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -142,6 +147,7 @@ fn main() -> ExitCode {
         Command::Relay(r) => relay::run(r).map(|_| true),
         Command::Report(r) => report::run(r).map(|_| true),
         Command::Crtp(c) => crtp::run(c),
+        Command::Export(e) => export::run(e).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -12,6 +12,8 @@ use std::path::Path;
 mod daily;
 mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
+mod lookup;
+pub use lookup::{find_calls, StoredCall, StoredStream};
 mod schema;
 use schema::migrate;
 pub use schema::SCHEMA;

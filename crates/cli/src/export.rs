@@ -1,0 +1,268 @@
+//! `calliper export audio`: one call's voice as a stereo WAV, the caller
+//! on the left and the callee on the right. The database written by
+//! `analyze --db` says which streams the call had (addresses, ports, SSRC,
+//! direction, times); their packets come from a capture, decoded and timed
+//! as the listener heard them (`calliper_audio::timeline`).
+
+use crate::files::{distinct, reader};
+use anyhow::{bail, Context as _, Result};
+use calliper_audio::timeline::{Codec, Timeline};
+use calliper_audio::wav;
+use calliper_store::{StoredCall, StoredStream};
+use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
+use calliper_wire::Transport;
+use clap::{Args, Subcommand};
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// What to export.
+#[derive(Subcommand)]
+pub enum ExportCommand {
+    /// A call's audio as a stereo WAV (caller left, callee right), decoded as the
+    /// listener heard it: packets the jitter buffer would have played late left out, losses
+    /// concealed, comfort noise played. G.711 (PCMU, PCMA) and G.722; other codecs are
+    /// named and left silent.
+    ///
+    /// Example: calliper analyze --db calls.db day.pcap &&
+    ///          calliper export audio 1-836@127.0.1.1 --db calls.db --pcap day.pcap -o call.wav
+    Audio(AudioArgs),
+}
+
+/// `export audio` arguments.
+#[derive(Args)]
+pub struct AudioArgs {
+    /// The call: its SIP Call-ID or its record id in the database.
+    pub call: String,
+    /// Database written by `calliper analyze --db`.
+    #[arg(long, value_name = "FILE")]
+    pub db: PathBuf,
+    /// Capture holding the call's packets (the one analysed, or the call's own recording).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: PathBuf,
+    /// WAV file to write (created 0600).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+/// Runs an `export` subcommand.
+pub fn run(command: ExportCommand) -> Result<()> {
+    match command {
+        ExportCommand::Audio(a) => audio(&a),
+    }
+}
+
+/// The flow of a stream: addresses, ports, SSRC.
+type Key = (IpAddr, u16, IpAddr, u16, u32);
+
+/// One stream being decoded: its direction (true: caller to callee), its
+/// timeline and a name for the summary.
+struct Decoding {
+    caller: bool,
+    timeline: Timeline,
+    name: String,
+}
+
+fn key(s: &StoredStream) -> Option<Key> {
+    Some((
+        s.src.parse().ok()?,
+        s.src_port,
+        s.dst.parse().ok()?,
+        s.dst_port,
+        s.ssrc,
+    ))
+}
+
+fn audio(a: &AudioArgs) -> Result<()> {
+    if !a.db.exists() {
+        bail!(
+            "{} does not exist (write one with `calliper analyze --db FILE`)",
+            a.db.display()
+        );
+    }
+    distinct(&a.pcap, &a.output)?;
+    let conn = calliper_store::open_read_only(&a.db)
+        .with_context(|| format!("cannot open {}", a.db.display()))?;
+    let calls = calliper_store::find_calls(&conn, &a.call)
+        .with_context(|| format!("cannot read {}", a.db.display()))?;
+    let call = match calls.as_slice() {
+        [] => bail!("no call {} in {}", a.call, a.db.display()),
+        [one] => one,
+        many => bail!(
+            "{} records have Call-ID {}: give a record id ({})",
+            many.len(),
+            a.call,
+            many.iter()
+                .map(|c| c.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let (mut timelines, index) = timelines(call);
+    if timelines.is_empty() {
+        bail!(
+            "call {} has no stream in G.711 or G.722 to decode",
+            call.call_id
+        );
+    }
+    let mut input = reader(&a.pcap)?;
+    let (mut matched, mut first_ns) = (0u64, vec![None; timelines.len()]);
+    while let Some(p) = input
+        .next_packet()
+        .with_context(|| format!("reading {}", a.pcap.display()))?
+    {
+        let Ok(frame) = calliper_wire::decode(p.link_type, p.data) else {
+            continue;
+        };
+        let Transport::Udp {
+            sport,
+            dport,
+            payload,
+        } = frame.transport
+        else {
+            continue;
+        };
+        let Ok(rtp) = RtpHeader::parse(payload) else {
+            continue;
+        };
+        if looks_like_rtcp(payload) {
+            continue;
+        }
+        let Some(&i) = index.get(&(frame.src, sport, frame.dst, dport, rtp.ssrc)) else {
+            continue;
+        };
+        matched += 1;
+        first_ns[i].get_or_insert(p.ts_ns);
+        let start = rtp.header_len as usize;
+        let voice = &payload[start..start + rtp.payload_len as usize];
+        let t = &mut timelines[i].timeline;
+        t.push(
+            p.ts_ns,
+            rtp.seq,
+            rtp.timestamp,
+            rtp.marker,
+            rtp.payload_type,
+            voice,
+        );
+    }
+    if matched == 0 {
+        bail!(
+            "{} holds none of call {}'s RTP packets: give the capture the database was written from",
+            a.pcap.display(),
+            call.call_id
+        );
+    }
+    write_wav(a, call, timelines, &first_ns)
+}
+
+/// A timeline for each stream with a decodable codec, by direction (true:
+/// caller to callee), and the flow of each stream. Streams of another
+/// codec are named and left silent.
+fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
+    let mut out = Vec::new();
+    let mut index = HashMap::new();
+    for s in &call.streams {
+        let Some(codec) = s.payload_type.and_then(Codec::from_payload_type) else {
+            if s.payload_type != Some(101) {
+                eprintln!(
+                    "stream {}:{} -> {}:{}: payload type {:?} is not decoded here (G.711, G.722): silent",
+                    s.src, s.src_port, s.dst, s.dst_port, s.payload_type
+                );
+            }
+            continue;
+        };
+        let (Some(k), Some(caller)) = (key(s), side(&s.direction)) else {
+            continue;
+        };
+        index.insert(k, out.len());
+        let name = format!(
+            "{}:{} -> {}:{} ssrc {:#010x}",
+            s.src, s.src_port, s.dst, s.dst_port, s.ssrc
+        );
+        out.push(Decoding {
+            caller,
+            timeline: Timeline::new(codec, Some(101)),
+            name,
+        });
+    }
+    (out, index)
+}
+
+fn side(direction: &str) -> Option<bool> {
+    match direction {
+        "caller_to_callee" => Some(true),
+        "callee_to_caller" => Some(false),
+        _ => None,
+    }
+}
+
+/// Mixes each direction's timelines into its channel, placed by their
+/// first packet's arrival after the earliest, and writes the WAV.
+fn write_wav(
+    a: &AudioArgs,
+    call: &StoredCall,
+    timelines: Vec<Decoding>,
+    first_ns: &[Option<i64>],
+) -> Result<()> {
+    let start = first_ns.iter().flatten().min().copied().unwrap_or(0);
+    let rate = timelines
+        .iter()
+        .map(|t| t.timeline.rate())
+        .max()
+        .unwrap_or(8000);
+    let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
+    for (
+        Decoding {
+            caller,
+            timeline,
+            name,
+        },
+        first,
+    ) in timelines.into_iter().zip(first_ns)
+    {
+        let Some(first) = first else {
+            eprintln!("stream {name}: no packets in the capture");
+            continue;
+        };
+        let dtmf = timeline.dtmf.len();
+        let (samples, own_rate, s) = timeline.finish();
+        eprintln!(
+            "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events",
+            s.played,
+            s.late,
+            s.concealed_samples * 1000 / u64::from(own_rate),
+            s.silent_samples * 1000 / u64::from(own_rate),
+            s.comfort_noise,
+            dtmf
+        );
+        let up = (rate / own_rate) as usize;
+        let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000) as usize;
+        let channel = if caller { &mut left } else { &mut right };
+        let end = offset + samples.len() * up;
+        if channel.len() < end {
+            channel.resize(end, 0);
+        }
+        for (i, &x) in samples.iter().enumerate() {
+            for j in 0..up {
+                let at = &mut channel[offset + i * up + j];
+                *at = at.saturating_add(x);
+            }
+        }
+    }
+    let file = calliper_store::create_private(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut out = BufWriter::new(file);
+    wav::write(&mut out, rate, 2, &wav::interleave(&left, &right))
+        .and_then(|_| out.flush())
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    eprintln!(
+        "wrote {}: call {} (record {}), {:.1} s at {} Hz, caller left, callee right",
+        a.output.display(),
+        call.call_id,
+        call.id,
+        left.len().max(right.len()) as f64 / f64::from(rate),
+        rate
+    );
+    Ok(())
+}

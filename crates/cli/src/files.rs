@@ -1,0 +1,30 @@
+//! Input and output files shared by the commands that read a capture and
+//! write another file.
+
+use anyhow::{bail, Context as _, Result};
+use calliper_capture::CaptureReader;
+use std::path::Path;
+
+/// Refuses to write over the input (the same file by any name): the
+/// reader has only its start in memory.
+pub fn distinct(input: &Path, output: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output)) {
+        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+            bail!(
+                "{} and {} are the same file",
+                input.display(),
+                output.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Opens a pcap or pcapng capture.
+pub fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    CaptureReader::new(file)
+        .with_context(|| format!("{} is not a pcap or pcapng capture", path.display()))
+}

@@ -1,0 +1,166 @@
+//! `calliper export audio` against tshark: the WAV's channels hold, sample
+//! for sample, the A-law payloads tshark reads from the capture, decoded
+//! and placed by RTP timestamp, the caller on the left, the callee on the
+//! right, each from its first packet's arrival.
+
+use std::path::Path;
+use std::process::Command;
+
+fn calliper(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// (first arrival ns, RTP timestamp, payload) of one stream, from tshark.
+fn packets(capture: &Path, filter: &str) -> Vec<(i64, u32, Vec<u8>)> {
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            capture.to_str().unwrap(),
+            "-d",
+            "udp.port==20000-30010,rtp",
+            "-Y",
+            filter,
+        ])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "rtp.timestamp",
+            "-e",
+            "rtp.payload",
+        ])
+        .output()
+        .expect("tshark is needed (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let (s, ns) = f[0].split_once('.').unwrap();
+            let ns = s.parse::<i64>().unwrap() * 1_000_000_000
+                + format!("{ns:0<9}")[..9].parse::<i64>().unwrap();
+            // Hex, with or without colons between bytes (tshark versions differ).
+            let hex = f[2].replace(':', "");
+            let payload = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            (ns, f[1].parse().unwrap(), payload)
+        })
+        .collect()
+}
+
+/// The samples a lossless stream decodes to, by timestamp.
+fn expected(packets: &[(i64, u32, Vec<u8>)]) -> Vec<i16> {
+    let first = packets[0].1;
+    let mut out = Vec::new();
+    for (_, ts, payload) in packets {
+        let at = ts.wrapping_sub(first) as usize;
+        out.resize(at.max(out.len()), 0);
+        out.truncate(at);
+        calliper_audio::g711::decode(calliper_audio::g711::Law::A, payload, &mut out);
+    }
+    out
+}
+
+#[test]
+fn export_audio_gives_each_side_its_decoded_payloads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let dir = std::env::temp_dir().join(format!("calliper-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (db, wav) = (dir.join("calls.db"), dir.join("call.wav"));
+    let out = calliper(&[
+        "analyze",
+        "--progress",
+        "never",
+        "--db",
+        db.to_str().unwrap(),
+        capture.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = calliper(&[
+        "export",
+        "audio",
+        "1-836@127.0.1.1",
+        "--db",
+        db.to_str().unwrap(),
+        "--pcap",
+        capture.to_str().unwrap(),
+        "-o",
+        wav.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&wav).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let bytes = std::fs::read(&wav).unwrap();
+    assert_eq!(&bytes[..4], b"RIFF");
+    assert_eq!(u16::from_le_bytes([bytes[22], bytes[23]]), 2);
+    let samples: Vec<i16> = bytes[44..]
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let (left, right): (Vec<i16>, Vec<i16>) = samples.chunks_exact(2).map(|c| (c[0], c[1])).unzip();
+
+    let base = "udp && rtp.ssrc == 0xdee0ee8f && rtp.p_type == 8";
+    let caller = packets(
+        &capture,
+        &format!("{base} && ip.src == 127.0.1.1 && udp.srcport == 30000"),
+    );
+    let callee = packets(
+        &capture,
+        &format!("{base} && ip.src == 127.0.2.1 && udp.srcport == 20000"),
+    );
+    assert!(caller.len() > 400 && callee.len() > 400);
+    let start = caller[0].0.min(callee[0].0);
+    for (name, channel, stream) in [("caller", &left, &caller), ("callee", &right, &callee)] {
+        let offset = ((stream[0].0 - start) * 8000 / 1_000_000_000) as usize;
+        let want = expected(stream);
+        let got = &channel[offset..offset + want.len()];
+        assert!(
+            got == want.as_slice(),
+            "{name}: the channel differs from tshark's payloads"
+        );
+        assert!(
+            channel[..offset].iter().all(|&s| s == 0),
+            "{name}: before its first packet"
+        );
+    }
+
+    let out = calliper(&[
+        "export",
+        "audio",
+        "no-such-call",
+        "--db",
+        db.to_str().unwrap(),
+        "--pcap",
+        capture.to_str().unwrap(),
+        "-o",
+        dir.join("x.wav").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no call no-such-call"));
+    std::fs::remove_dir_all(&dir).ok();
+}
