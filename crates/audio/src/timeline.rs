@@ -7,8 +7,9 @@
 //! noise (RFC 3389) by noise at the level it gives; DTMF events (RFC 4733)
 //! marked.
 //!
-//! The timeline is bounded ([`MAX_SECONDS`]): a timestamp jump beyond it is
-//! counted and the packet left out, never a huge allocation.
+//! The timeline is bounded ([`MAX_SECONDS`], or less with
+//! [`Timeline::limit_seconds`]): a timestamp jump beyond it is counted and
+//! the packet left out, never a huge allocation.
 
 use crate::{g711, g722};
 use calliper_rtp::playout::Playout;
@@ -102,6 +103,8 @@ pub struct Timeline {
     /// DTMF events, in order.
     pub dtmf: Vec<DtmfMark>,
     last_event_ts: Option<u32>,
+    /// Longest timeline, RTP timestamp ticks (8 kHz).
+    limit_ticks: i64,
     /// Counters.
     pub stats: TimelineStats,
 }
@@ -122,8 +125,16 @@ impl Timeline {
             scratch: Vec::new(),
             dtmf: Vec::new(),
             last_event_ts: None,
+            limit_ticks: MAX_SECONDS as i64 * 8000,
             stats: TimelineStats::default(),
         }
+    }
+
+    /// Bounds the timeline to `seconds` (at most [`MAX_SECONDS`]): a
+    /// stream known to last a minute needs no room for hours.
+    pub fn limit_seconds(mut self, seconds: u64) -> Timeline {
+        self.limit_ticks = seconds.min(MAX_SECONDS) as i64 * 8000;
+        self
     }
 
     /// Takes one RTP packet of the stream, in arrival order.
@@ -175,7 +186,8 @@ impl Timeline {
             Codec::G722 => self.g722.decode(payload, &mut self.scratch),
         }
         let end = at + self.scratch.len();
-        if end > MAX_SECONDS as usize * self.codec.rate() as usize {
+        let limit = self.limit_ticks as usize * self.codec.samples_per_tick();
+        if end > limit {
             self.stats.out_of_range += 1;
             return;
         }
@@ -204,7 +216,7 @@ impl Timeline {
     fn position(&mut self, ts: u32) -> Option<usize> {
         let (latest_ts, latest) = *self.latest.get_or_insert((ts, 0));
         let extended = latest + i64::from(ts.wrapping_sub(latest_ts) as i32);
-        if !(0..MAX_SECONDS as i64 * 8000).contains(&extended) {
+        if !(0..self.limit_ticks).contains(&extended) {
             return None;
         }
         if extended > latest {

@@ -182,7 +182,9 @@ fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
         );
         out.push(Decoding {
             caller,
-            timeline: Timeline::new(codec, Some(101)),
+            // Room for the stream's span as stored, and some slack.
+            timeline: Timeline::new(codec, Some(101))
+                .limit_seconds(((s.last_ns - s.first_ns).max(0) / 1_000_000_000) as u64 + 10),
             name,
         });
     }

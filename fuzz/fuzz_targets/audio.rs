@@ -1,0 +1,26 @@
+//! Hostile RTP into the audio timeline of each codec: packets of any
+//! timing, timestamp, payload type and size never panic, and the timeline
+//! stays within its bound (a minute here). Each record: arrival step (2 bytes), sequence
+//! (2), timestamp (4), marker and payload type (1), length (1), payload.
+#![no_main]
+use calliper_audio::timeline::{Codec, Timeline};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    for codec in [Codec::Pcmu, Codec::Pcma, Codec::G722] {
+        let mut t = Timeline::new(codec, Some(101)).limit_seconds(60);
+        let (mut rest, mut now) = (data, 0i64);
+        while rest.len() >= 10 {
+            let step = u16::from_be_bytes([rest[0], rest[1]]) as i64;
+            let seq = u16::from_be_bytes([rest[2], rest[3]]);
+            let ts = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+            let (marker, pt) = (rest[8] & 0x80 != 0, rest[8] & 0x7F);
+            let len = (rest[9] as usize).min(rest.len() - 10);
+            now += step * 100_000;
+            t.push(now, seq, ts, marker, pt, &rest[10..10 + len]);
+            rest = &rest[10 + len..];
+        }
+        let (samples, rate, _) = t.finish();
+        assert!(samples.len() as u64 <= 60 * rate as u64);
+    }
+});
