@@ -9,7 +9,8 @@ for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kam
     linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
-# The PESQ rig's libraries: spandsp's PLC, and what netfilterqueue builds on.
+# spandsp (the PESQ rig's PLC, and the audio decoders' oracle), and what
+# netfilterqueue builds on.
 for package in libspandsp2 libnetfilter-queue-dev; do
     dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
