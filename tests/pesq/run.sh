@@ -6,7 +6,8 @@
 # for two receivers of the same packets:
 #   linphone  linphonec's own recording (adaptive jitter buffer, its PLC)
 #   spandsp   the received packets decoded with spandsp's PLC (plc_decode.py)
-# and Calliper analyses the callee's capture of the same call.
+# and Calliper analyses the callee's capture of the same call, and exports
+# its audio (`calliper export audio`, the caller's side), scored too.
 #
 #   sudo tests/pesq/run.sh OUT [SEEDS [CONDITION...]]
 #       SEEDS: calls per lossy condition, 3 by default; CONDITIONs: names
@@ -87,7 +88,7 @@ conditions=(
     "r1 bern 1 1" "r2 bern 2 1" "r3 bern 3 1" "r5 bern 5 1" "r7 bern 7 1" "r10 bern 10 1"
     "g2b2 ge 2 2" "g5b2 ge 5 2" "g5b3 ge 5 3" "g8b3 ge 8 3" "g10b4 ge 10 4" "g10b2 ge 10 2"
 )
-printf 'condition\tmode\tloss_target\tburst_target\tseed\tdropped\tdropped_after_last\tcalliper_lost\tcalliper_loss\tburst_ratio\tcalliper_mos\tpesq_linphone\tpesq_spandsp\n' >"$out/results.tsv"
+printf 'condition\tmode\tloss_target\tburst_target\tseed\tdropped\tdropped_after_last\tcalliper_lost\tcalliper_loss\tburst_ratio\tcalliper_mos\tpesq_linphone\tpesq_spandsp\tpesq_export\n' >"$out/results.tsv"
 for c in "${conditions[@]}"; do
     set -- $c
     name=$1 mode=$2 loss=$3 burst=$4
@@ -106,7 +107,11 @@ for c in "${conditions[@]}"; do
         python3 "$here/plc_decode.py" "$dir/callee.pcap" 10.77.1.2 "$dir/spandsp.wav" >/dev/null
         linphone=$(python3 "$here/score.py" "$out/speech.wav" "$dir/rec.wav")
         spandsp=$(python3 "$here/score.py" "$out/speech.wav" "$dir/spandsp.wav")
-        "$calliper" analyze --progress never --format jsonl -o "$dir/calliper.jsonl" "$dir/callee.pcap"
+        "$calliper" analyze --progress never --format jsonl -o "$dir/calliper.jsonl" --db "$dir/calls.db" "$dir/callee.pcap"
+        call_id=$(python3 -c 'import json, sys; print(next(o["call_id"] for l in open(sys.argv[1]) for o in [json.loads(l)] if o["type"] == "call"))' "$dir/calliper.jsonl")
+        "$calliper" export audio "$call_id" --db "$dir/calls.db" --pcap "$dir/callee.pcap" -o "$dir/export.wav" 2>"$dir/export.log"
+        sox "$dir/export.wav" "$dir/export-caller.wav" remix 1
+        exported=$(python3 "$here/score.py" "$out/speech.wav" "$dir/export-caller.wav")
         # Dropped, and of those how many after the last packet that arrived
         # (nobody downstream can count those).
         dropped="0	0"
@@ -128,7 +133,7 @@ s = streams[0]
 print(f"{s['lost']}\t{s['loss_percent']:.3f}\t{s['burst_ratio']:.3f}\t{s['mos']:.3f}")
 EOF
 )
-        row="$name	$mode	$loss	$burst	$seed	$dropped	$stream	$linphone	$spandsp"
+        row="$name	$mode	$loss	$burst	$seed	$dropped	$stream	$linphone	$spandsp	$exported"
         echo "$row" >>"$out/results.tsv"
         echo "$row"
     done
