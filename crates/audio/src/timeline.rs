@@ -197,7 +197,8 @@ impl Timeline {
         }
         // A packet reordered but in time overwrites its concealment.
         self.samples[at..end].copy_from_slice(&self.scratch);
-        self.last.clone_from(&self.scratch);
+        // The packet is kept for concealment; its buffer is reused next time.
+        std::mem::swap(&mut self.last, &mut self.scratch);
         self.comfort_level = None;
         self.stats.played += 1;
     }

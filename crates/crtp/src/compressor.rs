@@ -36,6 +36,25 @@ pub struct CompressorStats {
     pub bad_context_states: u64,
 }
 
+impl CompressorStats {
+    /// Counts a packet of `packet_len` bytes (headers `view`) sent as
+    /// `kind` in `out_len` bytes.
+    fn count(&mut self, kind: Kind, view: View, packet_len: usize, out_len: usize) {
+        match kind {
+            Kind::Ip => {
+                self.uncompressed += 1;
+                return;
+            }
+            Kind::FullHeader => self.full_headers += 1,
+            Kind::CompressedRtp => self.compressed_rtp += 1,
+            Kind::CompressedUdp => self.compressed_udp += 1,
+            Kind::CompressedNonTcp => self.compressed_non_tcp += 1,
+        }
+        self.header_bytes_in += view.len as u64;
+        self.header_bytes_out += (out_len - (packet_len - view.len)) as u64;
+    }
+}
+
 /// One flow's state, as the decompressor will hold it.
 pub(crate) struct Context {
     key: FlowKey,
@@ -147,22 +166,16 @@ impl Compressor {
         } else {
             Kind::CompressedRtp
         };
-        let s = &mut self.stats;
-        match kind {
-            Kind::FullHeader => s.full_headers += 1,
-            Kind::CompressedRtp => s.compressed_rtp += 1,
-            _ => s.compressed_udp += 1,
-        }
-        s.header_bytes_in += view.len as u64;
-        s.header_bytes_out += (out.len() - (packet.len() - view.len)) as u64;
+        self.stats.count(kind, view, packet.len(), out.len());
         kind
     }
 
     /// UDP that is not RTP over IPv4, and IPv6/UDP: COMPRESSED_NON_TCP.
     fn compress_non_tcp(&mut self, packet: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Kind {
         let Some(view) = header::non_tcp_view(packet) else {
-            self.stats.uncompressed += 1;
             out.extend_from_slice(packet);
+            self.stats
+                .count(Kind::Ip, View { ihl: 0, len: 0 }, packet.len(), out.len());
             return Kind::Ip;
         };
         let (cid, fresh) = self.context_for(FlowKey::NonTcp(non_tcp::key(packet, view)));
@@ -171,13 +184,7 @@ impl Compressor {
             .as_mut()
             .expect("context_for fills it");
         let kind = non_tcp::compress(ctx, cid, fresh, packet, view, now_ns, &config, out);
-        let s = &mut self.stats;
-        match kind {
-            Kind::FullHeader => s.full_headers += 1,
-            _ => s.compressed_non_tcp += 1,
-        }
-        s.header_bytes_in += view.len as u64;
-        s.header_bytes_out += (out.len() - (packet.len() - view.len)) as u64;
+        self.stats.count(kind, view, packet.len(), out.len());
         kind
     }
 

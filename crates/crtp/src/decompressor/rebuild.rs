@@ -164,10 +164,9 @@ pub(super) fn rebuild_rtp(
     } else {
         ctx.timestamp_delta
     };
-    let csrcs = match cc {
-        Some(n) => Some(take(data, &mut at, 4 * n, "CSRC list")?),
-        None => None,
-    };
+    let csrcs = cc
+        .map(|n| take(data, &mut at, 4 * n, "CSRC list"))
+        .transpose()?;
     let (h, hr) = (&ctx.header, ctx.view.rtp());
     let fields = RtpFields {
         marker: m,
@@ -247,10 +246,9 @@ pub(super) fn rebuild_udp(
     } else {
         h[hr + 1]
     };
-    let csrcs = match count {
-        Some(n) => Some(take(data, &mut at, 4 * n, "CSRC list")?),
-        None => None,
-    };
+    let csrcs = count
+        .map(|n| take(data, &mut at, 4 * n, "CSRC list"))
+        .transpose()?;
     let fields = RtpFields {
         marker: extension & 0x80 != 0,
         payload_type,
