@@ -220,14 +220,7 @@ impl<W: Write> Writer<W> {
         ip[4..6].copy_from_slice(&(self.packets as u16).to_be_bytes());
         ip[12..16].copy_from_slice(&src.octets());
         ip[16..20].copy_from_slice(&dst.octets());
-        let mut sum: u32 = ip
-            .chunks(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-            .sum();
-        while sum > 0xFFFF {
-            sum = (sum & 0xFFFF) + (sum >> 16);
-        }
-        ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        calliper_crtp::set_ip_checksum(&mut ip, 20);
         f.extend_from_slice(&ip);
         f.extend_from_slice(&sport.to_be_bytes());
         f.extend_from_slice(&dport.to_be_bytes());

@@ -94,14 +94,7 @@ fn steady_g729() -> Vec<u8> {
                 0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, f, 10, 0, 1, 1,
             ];
             p[4..6].copy_from_slice(&(i as u16).to_be_bytes());
-            let mut sum: u32 = p
-                .chunks(2)
-                .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-                .sum();
-            while sum > 0xFFFF {
-                sum = (sum & 0xFFFF) + (sum >> 16);
-            }
-            p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            calliper_crtp::set_ip_checksum(&mut p, 20);
             p.extend_from_slice(&(4000 + 2 * f as u16).to_be_bytes());
             p.extend_from_slice(&[0x13, 0x88, 0, 40, 0, 0, 0x80, 18]);
             p.extend_from_slice(&(i as u16).to_be_bytes());

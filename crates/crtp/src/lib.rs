@@ -30,7 +30,7 @@ mod non_tcp;
 
 pub use compressor::{Compressor, CompressorStats};
 pub use decompressor::{Decompressor, DecompressorStats, Error};
-pub use header::MAX_HEADER;
+pub use header::{set_ip_checksum, MAX_HEADER};
 
 /// PPP protocol numbers (RFC 3544 §2 and RFC 2509): what a packet is.
 pub mod protocol {

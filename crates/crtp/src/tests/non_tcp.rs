@@ -17,17 +17,7 @@ fn v6(flow: u8, payload: &[u8]) -> Vec<u8> {
     p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     p.extend_from_slice(&[0, 0]);
     p.extend_from_slice(payload);
-    let mut sum = 17u32 + (8 + payload.len()) as u32;
-    for c in p[8..40].chunks(2).chain(p[40..].chunks(2)) {
-        sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let checksum = match !(sum as u16) {
-        0 => 0xFFFF,
-        c => c,
-    };
+    let checksum = udp_checksum(&p[8..40], &p[40..]);
     p[46..48].copy_from_slice(&checksum.to_be_bytes());
     p
 }

@@ -27,14 +27,7 @@ pub(crate) fn payload(
     ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
     ip[4..6].copy_from_slice(&(k as u16).to_be_bytes());
     ip[14..16].copy_from_slice(&(s as u16).to_be_bytes());
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    calliper_crtp::set_ip_checksum(&mut ip, 20);
     out.extend_from_slice(&ip);
     let port = 10_000 + 2 * (s % 20_000) as u16;
     out.extend_from_slice(&port.to_be_bytes());

@@ -1,45 +1,66 @@
 use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Two nodes on loopback ports `ports`, neighbours with 5 % emulated loss
+/// and 5 ms delay each way (cRTP with `crtp` = Some(N)), each running on
+/// its own thread until [`Running::stop`].
+struct Running {
+    stop: Arc<AtomicBool>,
+    nodes: [JoinHandle<UdpNode>; 2],
+    addrs: [SocketAddr; 2],
+}
+
+impl Running {
+    fn start(ports: [u16; 2], crtp: Option<u8>, seeds: [u64; 2]) -> Running {
+        let addrs = ports.map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let nodes = [0, 1].map(|i| {
+            let cfg = NodeConfig {
+                id: i as NodeId + 1,
+                listen: addrs[i],
+                metric: Metric::ExpectedLatency,
+                nack_rounds: 0,
+                budget_ms: 100.0,
+                busy_poll: false,
+                socket_buffer: 1 << 20,
+                neighbours: vec![Neighbour {
+                    id: 2 - i as NodeId,
+                    addr: addrs[1 - i],
+                    loss_pct: 5.0,
+                    burst: 0.0,
+                    delay_ms: 5.0,
+                    jitter_ms: 0.0,
+                    rate_kbps: 0.0,
+                    crtp: crtp.is_some(),
+                    crtp_repeats: crtp.unwrap_or(0),
+                }],
+            };
+            let mut node = UdpNode::bind(&cfg, seeds[i]).unwrap();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                node.run(|_| stop.load(Ordering::Relaxed)).unwrap();
+                node
+            })
+        });
+        Running { stop, nodes, addrs }
+    }
+
+    /// Stops both nodes and gives them back.
+    fn stop(self) -> (UdpNode, UdpNode) {
+        self.stop.store(true, Ordering::Relaxed);
+        let [a, b] = self.nodes;
+        (a.join().unwrap(), b.join().unwrap())
+    }
+}
 
 /// Two nodes on loopback ports, 5 % emulated loss each way: a stream
 /// crosses with recovery, and a stranger's datagram is dropped unanswered.
 #[test]
 fn two_nodes_on_loopback_recover_loss() {
-    let a: SocketAddr = "127.0.0.1:47101".parse().unwrap();
-    let b: SocketAddr = "127.0.0.1:47102".parse().unwrap();
-    let cfg = |id, listen, peer_id, peer| NodeConfig {
-        id,
-        listen,
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
-        neighbours: vec![Neighbour {
-            id: peer_id,
-            addr: peer,
-            loss_pct: 5.0,
-            burst: 0.0,
-            delay_ms: 5.0,
-            jitter_ms: 0.0,
-            rate_kbps: 0.0,
-            crtp: false,
-            crtp_repeats: 0,
-        }],
-    };
-    let mut na = UdpNode::bind(&cfg(1, a, 2, b), 1).unwrap();
-    let mut nb = UdpNode::bind(&cfg(2, b, 1, a), 2).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (s1, s2) = (stop.clone(), stop.clone());
-    let ta = std::thread::spawn(move || {
-        na.run(|_| s1.load(std::sync::atomic::Ordering::Relaxed))
-            .unwrap();
-        na
-    });
-    let tb = std::thread::spawn(move || {
-        nb.run(|_| s2.load(std::sync::atomic::Ordering::Relaxed))
-            .unwrap();
-        nb
-    });
+    let nodes = Running::start([47101, 47102], None, [1, 2]);
+    let [a, b] = nodes.addrs;
     let rx = Client::bind(b, 9).unwrap();
     let tx = Client::bind(a, 9).unwrap();
     std::thread::sleep(Duration::from_millis(600)); // hellos and link state
@@ -66,8 +87,7 @@ fn two_nodes_on_loopback_recover_loss() {
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
     stranger.send_to(b"\xCA\x11junk", b).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (mut na, mut nb) = (ta.join().unwrap(), tb.join().unwrap());
+    let (mut na, mut nb) = nodes.stop();
     assert!(na.counters().emulated_loss > 0);
     assert!(
         na.protocol_counters().retransmitted > 0,
@@ -93,42 +113,8 @@ fn two_nodes_on_loopback_recover_loss() {
 /// and the headers cross in a few bytes.
 #[test]
 fn a_compressed_link_gives_back_every_datagram() {
-    let a: SocketAddr = "127.0.0.1:47111".parse().unwrap();
-    let b: SocketAddr = "127.0.0.1:47112".parse().unwrap();
-    let cfg = |id, listen, peer_id, peer| NodeConfig {
-        id,
-        listen,
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
-        neighbours: vec![Neighbour {
-            id: peer_id,
-            addr: peer,
-            loss_pct: 5.0,
-            burst: 0.0,
-            delay_ms: 5.0,
-            jitter_ms: 0.0,
-            rate_kbps: 0.0,
-            crtp: true,
-            crtp_repeats: 2,
-        }],
-    };
-    let mut na = UdpNode::bind(&cfg(1, a, 2, b), 3).unwrap();
-    let mut nb = UdpNode::bind(&cfg(2, b, 1, a), 4).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (s1, s2) = (stop.clone(), stop.clone());
-    let ta = std::thread::spawn(move || {
-        na.run(|_| s1.load(std::sync::atomic::Ordering::Relaxed))
-            .unwrap();
-        na
-    });
-    let tb = std::thread::spawn(move || {
-        nb.run(|_| s2.load(std::sync::atomic::Ordering::Relaxed))
-            .unwrap();
-        nb
-    });
+    let nodes = Running::start([47111, 47112], Some(2), [3, 4]);
+    let [a, b] = nodes.addrs;
     let rx = Client::bind(b, 9).unwrap();
     let tx = Client::bind(a, 9).unwrap();
     std::thread::sleep(Duration::from_millis(600));
@@ -153,8 +139,7 @@ fn a_compressed_link_gives_back_every_datagram() {
         std::thread::sleep(Duration::from_millis(2));
     }
     let (got, wrong) = reader.join().unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (na, nb) = (ta.join().unwrap(), tb.join().unwrap());
+    let (na, nb) = nodes.stop();
     let (received, sent) = (nb.protocol_counters(), na.protocol_counters());
     assert_eq!(wrong, 0);
     assert!(
