@@ -265,7 +265,7 @@ impl Node {
                 let first_copy = self.account(now, li, x.data_seq, d.flags & FLAG_RETRANSMIT != 0);
                 if !first_copy {
                     self.counters.duplicates += 1;
-                } else if compression::compressed(d.flags) {
+                } else if d.flags & FLAG_CRTP != 0 {
                     self.crtp_receive(now, li, &x, bytes);
                 } else {
                     self.accept(now, &x);

@@ -17,8 +17,11 @@
 //! with CONTEXT_STATE, sent N+1 times as a CRTP_STATE datagram.
 
 use super::*;
-use crate::packet::{crtp_kind, FLAG_CRTP};
-use calliper_crtp::{Compressor, Config as CrtpConfig, Decompressor, Error as CrtpError};
+use crate::packet::crtp_kind;
+use calliper_crtp::{
+    Compressor, CompressorStats, Config as CrtpConfig, Decompressor, DecompressorStats,
+    Error as CrtpError,
+};
 use std::collections::BTreeMap;
 
 /// Packets held behind a gap, and their bytes, before more are dropped
@@ -77,17 +80,10 @@ impl Node {
         Ok(())
     }
 
-    /// The link to `peer`'s compression figures: (header bytes in, header
-    /// bytes out, packets lost to context damage, gaps bridged).
-    pub fn crtp_stats(&self, peer: NodeId) -> Option<(u64, u64, u64, u64)> {
+    /// The link to `peer`'s compressor and decompressor counters.
+    pub fn crtp_stats(&self, peer: NodeId) -> Option<(CompressorStats, DecompressorStats)> {
         let c = self.links[*self.by_peer.get(&peer)?].crtp.as_ref()?;
-        let (s, d) = (c.compressor.stats, c.decompressor.stats);
-        Some((
-            s.header_bytes_in,
-            s.header_bytes_out,
-            d.context_damaged,
-            d.gaps_bridged,
-        ))
+        Some((c.compressor.stats, c.decompressor.stats))
     }
 
     /// The payload as it crosses link `li`: compressed into `out` with the
@@ -267,11 +263,6 @@ fn first_missing(missing: &BTreeMap<u32, Missing>, from: u64, to: u64) -> Option
 fn split<'a>(config: &CrtpConfig, payload: &'a [u8]) -> Option<(u16, &'a [u8])> {
     let (&kind, packet) = payload.split_first()?;
     Some((crtp_kind::from_byte(kind)?.protocol(config), packet))
-}
-
-/// Whether a datagram's flags say its payload is compressed.
-pub(super) fn compressed(flags: u8) -> bool {
-    flags & FLAG_CRTP != 0
 }
 
 #[cfg(test)]
