@@ -62,6 +62,8 @@ struct Decoding {
     caller: bool,
     timeline: Timeline,
     name: String,
+    /// When its first packet arrived.
+    first_ns: Option<i64>,
 }
 
 fn key(s: &StoredStream) -> Option<Key> {
@@ -107,7 +109,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
         );
     }
     let mut input = reader(&a.pcap)?;
-    let (mut matched, mut first_ns) = (0u64, vec![None; timelines.len()]);
+    let mut matched = 0u64;
     while let Some(p) = input
         .next_packet()
         .with_context(|| format!("reading {}", a.pcap.display()))?
@@ -133,11 +135,11 @@ fn audio(a: &AudioArgs) -> Result<()> {
             continue;
         };
         matched += 1;
-        first_ns[i].get_or_insert(p.ts_ns);
+        let d = &mut timelines[i];
+        d.first_ns.get_or_insert(p.ts_ns);
         let start = rtp.header_len as usize;
         let voice = &payload[start..start + rtp.payload_len as usize];
-        let t = &mut timelines[i].timeline;
-        t.push(
+        d.timeline.push(
             p.ts_ns,
             rtp.seq,
             rtp.timestamp,
@@ -153,7 +155,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
             call.call_id
         );
     }
-    write_wav(a, call, timelines, &first_ns)
+    write_wav(a, call, timelines)
 }
 
 /// A timeline for each stream with a decodable codec, by direction (true:
@@ -186,6 +188,7 @@ fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
             timeline: Timeline::new(codec, Some(101))
                 .limit_seconds(((s.last_ns - s.first_ns).max(0) / 1_000_000_000) as u64 + 10),
             name,
+            first_ns: None,
         });
     }
     (out, index)
@@ -201,29 +204,26 @@ fn side(direction: &str) -> Option<bool> {
 
 /// Mixes each direction's timelines into its channel, placed by their
 /// first packet's arrival after the earliest, and writes the WAV.
-fn write_wav(
-    a: &AudioArgs,
-    call: &StoredCall,
-    timelines: Vec<Decoding>,
-    first_ns: &[Option<i64>],
-) -> Result<()> {
-    let start = first_ns.iter().flatten().min().copied().unwrap_or(0);
+fn write_wav(a: &AudioArgs, call: &StoredCall, timelines: Vec<Decoding>) -> Result<()> {
+    let start = timelines
+        .iter()
+        .filter_map(|d| d.first_ns)
+        .min()
+        .unwrap_or(0);
     let rate = timelines
         .iter()
         .map(|t| t.timeline.rate())
         .max()
         .unwrap_or(8000);
     let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
-    for (
-        Decoding {
-            caller,
-            timeline,
-            name,
-        },
-        first,
-    ) in timelines.into_iter().zip(first_ns)
+    for Decoding {
+        caller,
+        timeline,
+        name,
+        first_ns,
+    } in timelines
     {
-        let Some(first) = first else {
+        let Some(first) = first_ns else {
             eprintln!("stream {name}: no packets in the capture");
             continue;
         };
