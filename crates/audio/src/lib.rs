@@ -6,7 +6,7 @@
 //! - [`g722`]: G.722 at 64 kbit/s (ITU-T G.722 sub-band ADPCM), 16 kHz.
 //! - [`timeline`]: one direction of a call as the listener heard it
 //!   (jitter buffer, concealment, comfort noise, DTMF marks).
-//! - [`wav`]: 16-bit PCM WAV files, mono or stereo.
+//! - [`wav`]: 16-bit stereo PCM WAV files.
 //!
 //! Both decoders are checked sample for sample against spandsp's
 //! (`tests/spandsp.rs`).

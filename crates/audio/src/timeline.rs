@@ -7,6 +7,11 @@
 //! noise (RFC 3389) by noise at the level it gives; DTMF events (RFC 4733)
 //! marked.
 //!
+//! Timestamps place packets, but arrival times anchor them: a packet whose
+//! timestamp puts it more than [`RESYNC_TICKS`] away from where its arrival
+//! does (a sender restarting its timestamps after a hold, a jump) starts a
+//! new stretch where it arrived, as a receiver's buffer resynchronises.
+//!
 //! The timeline is bounded ([`MAX_SECONDS`], or less with
 //! [`Timeline::limit_seconds`]): a timestamp jump beyond it is counted and
 //! the packet left out, never a huge allocation.
@@ -16,6 +21,9 @@ use calliper_rtp::playout::Playout;
 
 /// Longest timeline kept, seconds (four hours).
 pub const MAX_SECONDS: u64 = 4 * 3600;
+/// How far (8 kHz ticks: one second) a packet's timestamp may place it
+/// from its arrival before the timeline follows the arrival instead.
+pub const RESYNC_TICKS: i64 = 8000;
 
 /// What a stream carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +77,11 @@ pub struct TimelineStats {
     pub silent_samples: u64,
     /// Comfort noise packets honoured.
     pub comfort_noise: u64,
-    /// Packets beyond [`MAX_SECONDS`] or before the stream's start by more.
+    /// Packets beyond the timeline's bound, or arriving before its start.
     pub out_of_range: u64,
+    /// Packets whose timestamp disagreed with their arrival (a restart, a
+    /// jump): placed by arrival, a new stretch from there.
+    pub resyncs: u64,
     /// Packets of another payload type (not this codec, comfort noise or
     /// an event).
     pub other_payload: u64,
@@ -91,9 +102,11 @@ pub struct Timeline {
     events_payload_type: Option<u8>,
     g722: g722::Decoder,
     playout: Playout,
-    /// The latest timestamp seen, and its distance from the first packet's
-    /// (extended past wraps).
+    /// The latest timestamp seen, and its place in ticks from the first
+    /// packet (extended past wraps, moved by resynchronisations).
     latest: Option<(u32, i64)>,
+    /// The first packet's arrival.
+    origin_ns: i64,
     samples: Vec<i16>,
     /// The last decoded packet's samples, for concealment.
     last: Vec<i16>,
@@ -118,6 +131,7 @@ impl Timeline {
             g722: g722::Decoder::new(),
             playout: Playout::default(),
             latest: None,
+            origin_ns: 0,
             samples: Vec::new(),
             last: Vec::new(),
             comfort_level: None,
@@ -147,7 +161,7 @@ impl Timeline {
         pt: u8,
         payload: &[u8],
     ) {
-        let Some(at) = self.position(ts) else {
+        let Some(at) = self.position(ts, arrival_ns) else {
             self.stats.out_of_range += 1;
             return;
         };
@@ -213,17 +227,27 @@ impl Timeline {
         (self.samples, self.codec.rate(), self.stats)
     }
 
-    /// The sample index of timestamp `ts`, the first packet's at 0.
-    fn position(&mut self, ts: u32) -> Option<usize> {
-        let (latest_ts, latest) = *self.latest.get_or_insert((ts, 0));
-        let extended = latest + i64::from(ts.wrapping_sub(latest_ts) as i32);
-        if !(0..self.limit_ticks).contains(&extended) {
+    /// The sample index of a packet of timestamp `ts` arriving at
+    /// `arrival_ns`, the first packet's at 0.
+    fn position(&mut self, ts: u32, arrival_ns: i64) -> Option<usize> {
+        let (latest_ts, latest) = *self.latest.get_or_insert_with(|| {
+            self.origin_ns = arrival_ns;
+            (ts, 0)
+        });
+        let by_arrival = (arrival_ns.saturating_sub(self.origin_ns) / 125_000).max(-1);
+        let mut place = latest + i64::from(ts.wrapping_sub(latest_ts) as i32);
+        let resync = (place - by_arrival).abs() > RESYNC_TICKS;
+        if resync {
+            place = by_arrival;
+        }
+        if !(0..self.limit_ticks).contains(&place) {
             return None;
         }
-        if extended > latest {
-            self.latest = Some((ts, extended));
+        self.stats.resyncs += resync as u64;
+        if resync || place > latest {
+            self.latest = Some((ts, place));
         }
-        Some(extended as usize * self.codec.samples_per_tick())
+        Some(place as usize * self.codec.samples_per_tick())
     }
 
     /// Fills what lies between the timeline's end and `at` (a gap): the
@@ -348,13 +372,47 @@ mod tests {
     }
 
     #[test]
-    fn a_hostile_timestamp_jump_is_counted_not_allocated() {
-        let mut t = Timeline::new(Codec::Pcmu, None);
+    fn a_timestamp_jump_follows_the_arrival_and_the_bound_holds() {
+        // A timestamp jumping by 2^31 arrives 20 ms after the first: placed
+        // where it arrived, not hours away, and the next follows it. A
+        // packet arriving past the bound is counted, not allocated.
+        let mut t = Timeline::new(Codec::Pcmu, None).limit_seconds(60);
         t.push(0, 0, 0, true, 0, &pcmu(0xFF));
         t.push(20 * MS, 1, 0x7FFF_FFFF, false, 0, &pcmu(0xFF));
-        t.push(40 * MS, 2, 0x8000_0000, false, 0, &pcmu(0xFF));
+        t.push(40 * MS, 2, 0x8000_009F, false, 0, &pcmu(0xFF));
+        t.push(3_600_000 * MS, 3, 0x8000_013F, false, 0, &pcmu(0xFF));
         let (samples, _, stats) = t.finish();
-        assert_eq!(samples.len(), 160);
-        assert_eq!(stats.out_of_range, 2);
+        assert_eq!(samples.len(), 3 * 160);
+        assert_eq!((stats.resyncs, stats.out_of_range), (1, 1));
+    }
+
+    #[test]
+    fn a_restart_after_a_hold_starts_where_it_arrived() {
+        // 1 s of speech, a 3 s hold, then timestamps from 0 again.
+        let mut t = Timeline::new(Codec::Pcma, None);
+        for k in 0..50u16 {
+            t.push(
+                k as i64 * 20 * MS,
+                k,
+                k as u32 * 160,
+                k == 0,
+                8,
+                &[0xAA; 160],
+            );
+        }
+        for k in 0..50u16 {
+            let at = (4000 + k as i64 * 20) * MS;
+            t.push(at, 7000 + k, k as u32 * 160, k == 0, 8, &[0xD5; 160]);
+        }
+        let (samples, _, stats) = t.finish();
+        assert_eq!(stats.resyncs, 1);
+        assert_eq!(samples.len(), 5 * 8000);
+        // The speech before the hold is still there, the second part after it.
+        assert!(samples[..8000]
+            .iter()
+            .all(|&s| s == g711::alaw_to_linear(0xAA)));
+        assert!(samples[4 * 8000..]
+            .iter()
+            .all(|&s| s == g711::alaw_to_linear(0xD5)));
     }
 }

@@ -5,8 +5,9 @@
 //! as the listener heard them (`calliper_audio::timeline`).
 
 use crate::files::{distinct, reader};
+use crate::summary::printable;
 use anyhow::{bail, Context as _, Result};
-use calliper_audio::timeline::{Codec, Timeline};
+use calliper_audio::timeline::{Codec, Timeline, MAX_SECONDS};
 use calliper_audio::wav;
 use calliper_store::{StoredCall, StoredStream};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
@@ -53,6 +54,10 @@ pub fn run(command: ExportCommand) -> Result<()> {
     }
 }
 
+/// Most streams of one call decoded at once: each timeline may hold up to
+/// its stored span of audio, and a database can claim any number.
+const MAX_DECODED: usize = 32;
+
 /// The flow of a stream: addresses, ports, SSRC.
 type Key = (IpAddr, u16, IpAddr, u16, u32);
 
@@ -84,17 +89,18 @@ fn audio(a: &AudioArgs) -> Result<()> {
         );
     }
     distinct(&a.pcap, &a.output)?;
+    distinct(&a.db, &a.output)?;
     let conn = calliper_store::open_read_only(&a.db)
         .with_context(|| format!("cannot open {}", a.db.display()))?;
     let calls = calliper_store::find_calls(&conn, &a.call)
         .with_context(|| format!("cannot read {}", a.db.display()))?;
     let call = match calls.as_slice() {
-        [] => bail!("no call {} in {}", a.call, a.db.display()),
+        [] => bail!("no call {} in {}", printable(&a.call), a.db.display()),
         [one] => one,
         many => bail!(
             "{} records have Call-ID {}: give a record id ({})",
             many.len(),
-            a.call,
+            printable(&a.call),
             many.iter()
                 .map(|c| c.id.to_string())
                 .collect::<Vec<_>>()
@@ -104,8 +110,9 @@ fn audio(a: &AudioArgs) -> Result<()> {
     let (mut timelines, index) = timelines(call);
     if timelines.is_empty() {
         bail!(
-            "call {} has no stream in G.711 or G.722 to decode",
-            call.call_id
+            "call {} has {} streams, none of them to decode here (G.711 or G.722 with a side and valid addresses)",
+            printable(&call.call_id),
+            call.streams.len()
         );
     }
     let mut input = reader(&a.pcap)?;
@@ -152,36 +159,49 @@ fn audio(a: &AudioArgs) -> Result<()> {
         bail!(
             "{} holds none of call {}'s RTP packets: give the capture the database was written from",
             a.pcap.display(),
-            call.call_id
+            printable(&call.call_id)
         );
     }
     write_wav(a, call, timelines)
 }
 
 /// A timeline for each stream with a decodable codec, by direction (true:
-/// caller to callee), and the flow of each stream. Streams of another
-/// codec are named and left silent.
+/// caller to callee), and the flow of each stream. Every stream left out
+/// is named, with why.
 fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
     let mut out = Vec::new();
     let mut index = HashMap::new();
     for s in &call.streams {
-        let Some(codec) = s.payload_type.and_then(Codec::from_payload_type) else {
-            if s.payload_type != Some(101) {
-                eprintln!(
-                    "stream {}:{} -> {}:{}: payload type {:?} is not decoded here (G.711, G.722): silent",
-                    s.src, s.src_port, s.dst, s.dst_port, s.payload_type
-                );
-            }
-            continue;
-        };
-        let (Some(k), Some(caller)) = (key(s), side(&s.direction)) else {
-            continue;
-        };
-        index.insert(k, out.len());
-        let name = format!(
+        let name = printable(&format!(
             "{}:{} -> {}:{} ssrc {:#010x}",
             s.src, s.src_port, s.dst, s.dst_port, s.ssrc
-        );
+        ))
+        .into_owned();
+        let usable = match (
+            s.payload_type.and_then(Codec::from_payload_type),
+            key(s),
+            side(&s.direction),
+        ) {
+            _ if out.len() >= MAX_DECODED => Err("more streams than are decoded for one call (32)"),
+            (Some(codec), Some(k), Some(caller)) if !index.contains_key(&k) => {
+                Ok((codec, k, caller))
+            }
+            (None, ..) if s.payload_type == Some(101) => {
+                Err("DTMF events on their own SSRC are not marked yet")
+            }
+            (None, ..) => Err("a payload type not decoded here (G.711, G.722): silent"),
+            (_, None, _) => Err("addresses that do not parse"),
+            (_, _, None) => Err("no side of the call (direction unknown)"),
+            _ => Err("a second record of the same flow"),
+        };
+        let (codec, k, caller) = match usable {
+            Ok(stream) => stream,
+            Err(why) => {
+                eprintln!("stream {name}: left out: {why}");
+                continue;
+            }
+        };
+        index.insert(k, out.len());
         out.push(Decoding {
             caller,
             // Room for the stream's span as stored, and some slack.
@@ -203,7 +223,10 @@ fn side(direction: &str) -> Option<bool> {
 }
 
 /// Mixes each direction's timelines into its channel, placed by their
-/// first packet's arrival after the earliest, and writes the WAV.
+/// first packet's arrival after the earliest, and writes the WAV. The
+/// channels are bounded like the timelines: the call's streams' stored
+/// span and some slack, at most [`MAX_SECONDS`]; what lies beyond is cut
+/// and said.
 fn write_wav(a: &AudioArgs, call: &StoredCall, timelines: Vec<Decoding>) -> Result<()> {
     let start = timelines
         .iter()
@@ -215,6 +238,15 @@ fn write_wav(a: &AudioArgs, call: &StoredCall, timelines: Vec<Decoding>) -> Resu
         .map(|t| t.timeline.rate())
         .max()
         .unwrap_or(8000);
+    let span_ns = call
+        .streams
+        .iter()
+        .map(|s| s.last_ns)
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(call.streams.iter().map(|s| s.first_ns).min().unwrap_or(0));
+    let seconds = (span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
+    let limit = seconds * rate as usize;
     let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
     for Decoding {
         caller,
@@ -230,38 +262,52 @@ fn write_wav(a: &AudioArgs, call: &StoredCall, timelines: Vec<Decoding>) -> Resu
         let dtmf = timeline.dtmf.len();
         let (samples, own_rate, s) = timeline.finish();
         eprintln!(
-            "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events",
+            "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type",
             s.played,
             s.late,
             s.concealed_samples * 1000 / u64::from(own_rate),
             s.silent_samples * 1000 / u64::from(own_rate),
             s.comfort_noise,
-            dtmf
+            dtmf,
+            s.resyncs,
+            s.out_of_range,
+            s.other_payload
         );
         let up = (rate / own_rate) as usize;
-        let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000) as usize;
+        let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000)
+            .min(limit as u128) as usize;
         let channel = if caller { &mut left } else { &mut right };
-        let end = offset + samples.len() * up;
+        let end = (offset + samples.len() * up).min(limit);
+        if offset + samples.len() * up > limit {
+            eprintln!(
+                "stream {name}: cut at {seconds} s, the call's stored span and 10 s (it starts {:.1} s in)",
+                offset as f64 / f64::from(rate)
+            );
+        }
         if channel.len() < end {
             channel.resize(end, 0);
         }
-        for (i, &x) in samples.iter().enumerate() {
-            for j in 0..up {
-                let at = &mut channel[offset + i * up + j];
-                *at = at.saturating_add(x);
-            }
+        for (at, x) in channel[offset..end]
+            .iter_mut()
+            .zip(samples.iter().flat_map(|&x| std::iter::repeat_n(x, up)))
+        {
+            *at = at.saturating_add(x);
         }
     }
+    // Refused before the file is made: a failed write must not leave an
+    // emptied file in place of one that was there.
+    wav::stereo_size(left.len().max(right.len()))
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
     let file = calliper_store::create_private(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut out = BufWriter::new(file);
-    wav::write(&mut out, rate, 2, &wav::interleave(&left, &right))
+    wav::write_stereo(&mut out, rate, &left, &right)
         .and_then(|_| out.flush())
         .with_context(|| format!("writing {}", a.output.display()))?;
     eprintln!(
         "wrote {}: call {} (record {}), {:.1} s at {} Hz, caller left, callee right",
         a.output.display(),
-        call.call_id,
+        printable(&call.call_id),
         call.id,
         left.len().max(right.len()) as f64 / f64::from(rate),
         rate

@@ -60,17 +60,27 @@ fn packets(capture: &Path, filter: &str) -> Vec<(i64, u32, Vec<u8>)> {
         .collect()
 }
 
-/// The samples a lossless stream decodes to, by timestamp.
-fn expected(packets: &[(i64, u32, Vec<u8>)]) -> Vec<i16> {
-    let first = packets[0].1;
-    let mut out = Vec::new();
-    for (_, ts, payload) in packets {
-        let at = ts.wrapping_sub(first) as usize;
-        out.resize(at.max(out.len()), 0);
-        out.truncate(at);
-        calliper_audio::g711::decode(calliper_audio::g711::Law::A, payload, &mut out);
+/// The stretches a lossless stream decodes to: where each starts (8 kHz
+/// samples after the stream's first arrival) and its samples, by RTP
+/// timestamp within it. A timestamp going back (the sender restarting
+/// after a hold) starts a new stretch where its packet arrived.
+fn expected(packets: &[(i64, u32, Vec<u8>)]) -> Vec<(usize, Vec<i16>)> {
+    let mut stretches: Vec<(usize, u32, Vec<i16>)> = Vec::new();
+    let mut previous = None;
+    for (arrival, ts, payload) in packets {
+        if previous.is_none_or(|p| ts < p) {
+            let at = ((arrival - packets[0].0) * 8000 / 1_000_000_000) as usize;
+            stretches.push((at, *ts, Vec::new()));
+        }
+        previous = Some(ts);
+        let (_, first, out) = stretches.last_mut().unwrap();
+        out.resize(ts.wrapping_sub(*first) as usize, 0);
+        calliper_audio::g711::decode(calliper_audio::g711::Law::A, payload, out);
     }
-    out
+    stretches
+        .into_iter()
+        .map(|(at, _, out)| (at, out))
+        .collect()
 }
 
 #[test]
@@ -137,12 +147,16 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     let start = caller[0].0.min(callee[0].0);
     for (name, channel, stream) in [("caller", &left, &caller), ("callee", &right, &callee)] {
         let offset = ((stream[0].0 - start) * 8000 / 1_000_000_000) as usize;
-        let want = expected(stream);
-        let got = &channel[offset..offset + want.len()];
-        assert!(
-            got == want.as_slice(),
-            "{name}: the channel differs from tshark's payloads"
-        );
+        let stretches = expected(stream);
+        // This capture's calls are put on hold and resumed: two stretches.
+        assert_eq!(stretches.len(), 2, "{name}");
+        for (at, want) in &stretches {
+            let got = &channel[offset + at..offset + at + want.len()];
+            assert!(
+                got == want.as_slice(),
+                "{name}: the channel differs from tshark's payloads at {at}"
+            );
+        }
         assert!(
             channel[..offset].iter().all(|&s| s == 0),
             "{name}: before its first packet"
@@ -162,5 +176,23 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no call no-such-call"));
+    // The database is not overwritten by the WAV (found by an attacker
+    // review), and a record id names its record.
+    let before = std::fs::read(&db).unwrap();
+    let db_path = db.to_str().unwrap();
+    let out = calliper(&[
+        "export",
+        "audio",
+        "1",
+        "--db",
+        db_path,
+        "--pcap",
+        capture.to_str().unwrap(),
+        "-o",
+        db_path,
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are the same file"));
+    assert_eq!(std::fs::read(&db).unwrap(), before);
     std::fs::remove_dir_all(&dir).ok();
 }

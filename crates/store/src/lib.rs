@@ -36,6 +36,8 @@ pub enum StoreError {
     Sqlite(rusqlite::Error),
     /// A record could not be serialised.
     Json(serde_json::Error),
+    /// The database is not what it should be.
+    Invalid(String),
 }
 
 impl fmt::Display for StoreError {
@@ -44,6 +46,7 @@ impl fmt::Display for StoreError {
             StoreError::Io(e) => write!(f, "write failed: {e}"),
             StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
             StoreError::Json(e) => write!(f, "json: {e}"),
+            StoreError::Invalid(why) => f.write_str(why),
         }
     }
 }
