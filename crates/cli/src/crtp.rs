@@ -24,7 +24,9 @@ pub enum CrtpCommand {
 that Wireshark and tshark read. IPv4/UDP/RTP packets get a context per flow (addresses, ports, SSRC): \
 the first crosses as FULL_HEADER, the rest as COMPRESSED_RTP (2 bytes of header on a steady stream, 4 \
 with a UDP checksum), or COMPRESSED_UDP when the RTP header changes in a field that is normally \
-constant. Everything else crosses as plain IP. Frames that carry no IP are left out and counted.\n\n\
+constant. Other UDP over IPv4, and IPv6/UDP, cross as COMPRESSED_NON_TCP (IP and UDP headers \
+elided); the rest (fragments, TCP, headers whose checksums or lengths would not come back byte for \
+byte) as plain IP. Frames that carry no IP are left out and counted.\n\n\
 The summary (stderr) gives the header bytes before and after, per kind of packet."
     )]
     Compress(CompressArgs),

@@ -39,7 +39,7 @@ pub struct AudioArgs {
     /// Database written by `calliper analyze --db`.
     #[arg(long, value_name = "FILE")]
     pub db: PathBuf,
-    /// Capture holding the call's packets (the one analysed, or the call's own recording).
+    /// Capture holding the call's packets (the one the database was written from).
     #[arg(long, value_name = "FILE")]
     pub pcap: PathBuf,
     /// WAV file to write (created 0600).

@@ -36,7 +36,7 @@ fn main() {
     };
     assert!(
         unit > 0 && (link == 101 || link == 228),
-        "{path}: not a little-endian raw-IP pcap"
+        "{path}: not a little-endian raw-IP pcap (write one with `calliper crtp decompress`)"
     );
     let mut packets = Vec::new();
     let mut at = 24;
