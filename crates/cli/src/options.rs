@@ -25,7 +25,7 @@ pub struct OutputArgs {
     /// Write the --format output to this file instead of stdout (`probe` appends to it, so a restart keeps what was written).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// Also store everything in this SQLite database (created if missing): calls, streams, registrations, users, the time series.
+    /// Also store everything in this SQLite database (created if missing): calls, streams, SIP messages, interval reports, registrations, users, alerts, KPIs, the time series.
     #[arg(long, conflicts_with = "db_dir")]
     pub db: Option<PathBuf>,
     /// Store in one SQLite database per day (UTC) in this directory,
@@ -48,6 +48,11 @@ pub struct OutputArgs {
     /// anomalies; or `all`.
     #[arg(long, value_name = "KINDS", value_parser = event_kinds)]
     pub events: Option<EventKinds>,
+    /// With --db or --db-dir: do not store each SIP message (the console's
+    /// ladder, up to 16 KiB of text each) and each stream's interval reports
+    /// (its quality charts); the calls and streams are stored all the same.
+    #[arg(long)]
+    pub no_call_detail: bool,
     #[command(flatten)]
     pub kpi: KpiArgs,
     #[command(flatten)]

@@ -9,7 +9,9 @@ use anyhow::{Context, Result};
 use calliper_engine::workers::{guard, WorkerFailed};
 use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
-use calliper_trackers::{Alerts, EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker};
+use calliper_trackers::{
+    Alerts, CallDetail, EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker,
+};
 use std::io::{self, BufWriter, Write};
 
 /// One engine, or shards on several threads: the same records either way.
@@ -106,6 +108,8 @@ pub struct Outputs {
     event_log: EventLog,
     kpis: Kpis,
     alerts: Alerts,
+    /// SIP messages and interval reports, when a database keeps them.
+    detail: Option<CallDetail>,
     /// Call records handed to the writer so far.
     pub calls_written: u64,
 }
@@ -159,6 +163,8 @@ impl Outputs {
             event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
             kpis: Kpis::new(o.kpi.config()),
             alerts: Alerts::new(o.alerts.config(&o.kpi.trunks)),
+            detail: ((o.db.is_some() || o.db_dir.is_some()) && !o.no_call_detail)
+                .then(CallDetail::new),
             calls_written: 0,
         })
     }
@@ -166,14 +172,18 @@ impl Outputs {
     /// The trackers, for the analyser: registrations per user, each
     /// registration transaction, the time series, the event log, the KPIs and the alerts.
     pub fn hub(&self) -> TrackerHub {
-        std::sync::Arc::new(std::sync::Mutex::new(vec![
+        let mut trackers: Vec<Box<dyn calliper_engine::Tracker>> = vec![
             Box::new(self.users.clone()),
             Box::new(self.registrations.clone()),
             Box::new(self.time_series.clone()),
             Box::new(self.event_log.clone()),
             Box::new(self.kpis.clone()),
             Box::new(self.alerts.clone()),
-        ]))
+        ];
+        if let Some(d) = &self.detail {
+            trackers.push(Box::new(d.clone()));
+        }
+        std::sync::Arc::new(std::sync::Mutex::new(trackers))
     }
 
     /// Hands the writer what the analyser and the trackers finished since
@@ -200,6 +210,9 @@ impl Outputs {
         }
         for a in self.alerts.take() {
             b.tracked.push(("alert", serde_json::to_value(&a)?));
+        }
+        if let Some(d) = &self.detail {
+            b.tracked.extend(d.take());
         }
         b.lines = self.event_log.take();
         let dropped = self.writer.dropped;
@@ -288,6 +301,15 @@ impl Outputs {
                 calliper_trackers::MAX_FOLLOWED
             ),
         );
+        dropped(
+            "SIP messages and interval reports (call detail)",
+            "call_detail_dropped",
+            self.detail.as_ref().map_or(0, CallDetail::dropped),
+            format!(
+                "more than {} MiB of them between two writes",
+                calliper_trackers::MAX_DETAIL_BYTES >> 20
+            ),
+        );
         let late = self.time_series.late();
         if late > 0 {
             fields.insert("late_stream_intervals".into(), late.into());
@@ -309,6 +331,9 @@ impl Outputs {
         }
         for a in self.alerts.take() {
             last.tracked.push(("alert", serde_json::to_value(&a)?));
+        }
+        if let Some(d) = &self.detail {
+            last.tracked.extend(d.take());
         }
         last.lines = self.event_log.take();
         self.writer.send(last)?;

@@ -216,6 +216,9 @@ impl<W: Write> Sink for JsonLines<W> {
         kind: &'static str,
         value: &serde_json::Value,
     ) -> Result<(), StoreError> {
+        if tracked::DATABASE_ONLY.contains(&kind) {
+            return Ok(());
+        }
         #[derive(Serialize)]
         struct Line<'a> {
             #[serde(rename = "type")]

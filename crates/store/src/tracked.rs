@@ -133,6 +133,56 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         items: &[],
     },
     TrackedTable {
+        kind: "sip_message",
+        table: "sip_messages",
+        columns: &[
+            "ts_ns",
+            "call_id",
+            "src",
+            "src_port",
+            "dst",
+            "dst_port",
+            "transport",
+            "method",
+            "status",
+            "cseq_method",
+            "message",
+            "truncated",
+        ],
+        more_columns: &[],
+        items: &[],
+    },
+    TrackedTable {
+        kind: "stream_interval",
+        table: "stream_intervals",
+        columns: &[
+            "src",
+            "src_port",
+            "dst",
+            "dst_port",
+            "ssrc",
+            "codec",
+            "start_ns",
+            "end_ns",
+            "packets",
+            "expected",
+            "lost",
+            "loss_percent",
+            "duplicates",
+            "late",
+            "loss_after_buffer_percent",
+            "buffer_delay_ms",
+            "jitter_ms",
+            "max_delta_ms",
+            "r_factor",
+            "mos",
+            "mos_scale",
+            "last",
+        ],
+        more_columns: &[],
+        items: &[],
+    },
+    TrackedTable {
         kind: "kpi",
         table: "kpi",
         columns: &["start_ns", "interval_s", "dimension", "key"],
@@ -168,6 +218,8 @@ pub(crate) fn schema() -> String {
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
     s += "CREATE INDEX IF NOT EXISTS kpi_by_time ON kpi(dimension, start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS alerts_by_time ON alerts(ts_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS sip_messages_by_call_id ON sip_messages(call_id, ts_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS stream_intervals_by_ssrc ON stream_intervals(ssrc, start_ns);\n";
     s
 }
 
@@ -185,6 +237,10 @@ fn sql(v: &Value) -> Result<Sql, StoreError> {
         Value::Array(_) | Value::Object(_) => Sql::Text(serde_json::to_string(v)?),
     })
 }
+
+/// Kinds only a database keeps (the console's call detail): a JSON-lines
+/// output has the event log's `--events` for them.
+pub const DATABASE_ONLY: &[&str] = &["sip_message", "stream_interval"];
 
 /// Stores one tracker line if its kind has a table; other kinds are not
 /// stored (they have no table yet).

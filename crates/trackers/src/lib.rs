@@ -7,13 +7,18 @@
 //! registration transaction for output; [`EventLog`] keeps the events of
 //! chosen kinds (call phases, streams, intervals, RTCP, DTMF, anomalies);
 //! [`Kpis`] keeps the service KPIs per interval and dimension; [`Alerts`]
-//! raises alerts when thresholds are crossed.
+//! raises alerts when thresholds are crossed; [`CallDetail`] keeps SIP
+//! messages and interval reports for a database (the console's call view).
 
 mod alerts;
+mod call_detail;
 mod event_log;
 mod kpi;
 mod time_series;
 pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};
+pub use call_detail::{
+    CallDetail, MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, SIP_MESSAGE, STREAM_INTERVAL,
+};
 pub use calliper_record::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
