@@ -22,6 +22,7 @@ mod probe;
 mod relay;
 mod report;
 mod run;
+mod serve;
 mod summary;
 mod writer;
 
@@ -82,6 +83,8 @@ configuration, capture or output error; 3 the analysis itself failed.",
     /// A call's audio (WAV) from its packets.
     #[command(subcommand)]
     Export(export::ExportCommand),
+    /// The web console and JSON API over a database (loopback unless given a token).
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
         Command::Report(r) => report::run(r).map(|_| true),
         Command::Crtp(c) => crtp::run(c),
         Command::Export(e) => export::run(e).map(|_| true),
+        Command::Serve(s) => serve::run(s).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -13,12 +13,19 @@ mod daily;
 mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
 mod lookup;
+mod search;
 pub use lookup::{find_calls, StoredCall, StoredStream};
+pub use search::{
+    call_detail, open_searchable, search_calls, Network, Search, Sort, Status, MAX_DETAIL_ROWS,
+    MAX_LIMIT, MAX_OFFSET,
+};
 mod schema;
 use schema::migrate;
 pub use schema::SCHEMA;
+mod time;
 mod tracked;
 pub use daily::{day_file, Daily, Retention};
+pub use time::{parse_rfc3339, rfc3339};
 
 /// The clock, ns since the epoch (for what has no time of its own).
 fn now_ns() -> i64 {
@@ -133,30 +140,6 @@ pub fn append_private(path: &Path) -> io::Result<std::fs::File> {
         f.write_all(b"\n")?;
     }
     Ok(f)
-}
-
-/// Formats ns since the epoch as RFC 3339 UTC with microseconds.
-pub fn rfc3339(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let micros = ns.rem_euclid(1_000_000_000) / 1000;
-    let days = secs.div_euclid(86400);
-    let tod = secs.rem_euclid(86400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + (m <= 2) as i64;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        tod / 3600,
-        tod % 3600 / 60,
-        tod % 60
-    )
 }
 
 #[derive(Serialize)]
@@ -481,24 +464,5 @@ impl Sink for Sqlite {
         self.conn.execute_batch("COMMIT")?;
         self.pending = 0;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_known_instants() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(
-            rfc3339(951_782_400_000_000_000),
-            "2000-02-29T00:00:00.000000Z"
-        );
-        assert_eq!(
-            rfc3339(1_700_000_000_123_456_789),
-            "2023-11-14T22:13:20.123456Z"
-        );
-        assert_eq!(rfc3339(-1_000), "1969-12-31T23:59:59.999999Z");
     }
 }

@@ -25,8 +25,8 @@ CREATE TABLE IF NOT EXISTS calls (
     setup_delay_to_failure INTEGER, disconnect_delay_ms REAL
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
-CREATE INDEX IF NOT EXISTS calls_by_caller ON calls(from_user);
-CREATE INDEX IF NOT EXISTS calls_by_callee ON calls(to_user);
+CREATE INDEX IF NOT EXISTS calls_by_caller_time ON calls(from_user, invite_ns);
+CREATE INDEX IF NOT EXISTS calls_by_callee_time ON calls(to_user, invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_call_id ON calls(call_id);
 CREATE TABLE IF NOT EXISTS streams (
     id INTEGER PRIMARY KEY,
@@ -59,8 +59,10 @@ CREATE TABLE IF NOT EXISTS runs (
 /// why a stream has no MOS (`r_factor` and `mos` may now be NULL); 5 the
 /// jitter-buffer scores, delay, round trip and SRTP flag of streams, and
 /// the calls' worst MOS; 6 the calls' failed-SRD flag and disconnect delay
-/// (RFC 6076), the streams' RTCP XR VoIP metrics (JSON), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`).
-const SCHEMA_VERSION: i64 = 6;
+/// (RFC 6076), the streams' RTCP XR VoIP metrics (JSON), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`);
+/// 7 the call detail tables (`sip_messages`, `stream_intervals`) and the
+/// caller and callee indexes with time (a search by user and time range).
+const SCHEMA_VERSION: i64 = 7;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -122,6 +124,11 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "streams",
             "rtcp_xr",
             "ALTER TABLE streams ADD COLUMN rtcp_xr TEXT;",
+        )?;
+    }
+    if version < 7 {
+        conn.execute_batch(
+            "DROP INDEX IF EXISTS calls_by_caller; DROP INDEX IF EXISTS calls_by_callee;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

@@ -1,0 +1,288 @@
+// Calliper console: the call search and one call in full, from the JSON
+// API. Every value from the API reaches the page as text (textContent or
+// an SVG text node), never as markup: SIP messages come from anyone.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// An element with attributes and children (strings become text nodes).
+function el(tag, attrs, ...children) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "onclick" || k === "onchange" || k === "onsubmit") e.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined) e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+  }
+  return e;
+}
+
+function show(...nodes) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes);
+}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await r.json().catch(() => ({ error: r.statusText }));
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function time(ns) {
+  if (ns === null || ns === undefined) return "";
+  const d = new Date(Number(BigInt(ns) / 1000000n));
+  return d.toISOString().replace("T", " ").replace("Z", "");
+}
+function num(v, digits) {
+  return v === null || v === undefined ? "" : Number(v).toFixed(digits);
+}
+function seconds(ms) {
+  return ms === null || ms === undefined ? "" : (ms / 1000).toFixed(1) + " s";
+}
+
+// ---- Search -------------------------------------------------------------
+
+const FIELDS = [
+  ["from", "From (UTC)", "2026-11-24T10:00:00Z"],
+  ["to", "To (UTC)", ""],
+  ["caller", "Caller", "alice*"],
+  ["callee", "Callee", ""],
+  ["ip", "IP or network", "10.0.0.0/8"],
+  ["status", "Status", "486, 4xx, none"],
+  ["state", "State", "completed, failed…"],
+  ["codec", "Codec", "PCMU"],
+  ["mos_below", "MOS below", ""],
+  ["loss_above", "Loss above %", ""],
+  ["min_duration", "Min duration s", ""],
+  ["max_duration", "Max duration s", ""],
+  ["user_agent", "User-Agent", ""],
+  ["call_id", "Call-ID", ""],
+  ["label", "Rule label", ""],
+  ["alert", "Alert", "low_mos"],
+];
+const SORTS = ["time", "duration", "mos", "setup_delay", "status"];
+
+async function searchPage(params) {
+  const form = el("form", { id: "search", class: "search" });
+  for (const [name, label, hint] of FIELDS) {
+    form.append(el("label", {}, label, el("input", { name, value: params.get(name) || "", placeholder: hint })));
+  }
+  const sort = el("select", { name: "sort" }, SORTS.map((s) => el("option", { value: s }, s)));
+  sort.value = params.get("sort") || "time";
+  const order = el("select", { name: "order" }, el("option", { value: "desc" }, "newest / largest first"), el("option", { value: "asc" }, "oldest / smallest first"));
+  order.value = params.get("order") || "desc";
+  form.append(el("label", {}, "Sort", sort), el("label", {}, "Order", order), el("button", { type: "submit" }, "Search"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (String(v).trim() !== "") p.set(k, String(v).trim());
+    if (p.get("sort") === "time") p.delete("sort");
+    if (p.get("order") === "desc") p.delete("order");
+    location.hash = "#/calls?" + p.toString();
+  });
+  const status = el("p", { id: "status" }, "Searching…");
+  show(el("h1", {}, "Calls"), form, status);
+  let body;
+  try {
+    body = await api("/api/calls?" + params.toString());
+  } catch (e) {
+    status.textContent = "Error: " + e.message;
+    status.className = "error";
+    return;
+  }
+  const limit = body.limit, offset = body.offset;
+  const rows = body.calls.map((c) =>
+    el("tr", { "data-id": c.id, class: "call", onclick: () => (location.hash = "#/call/" + c.id) },
+      el("td", {}, time(c.invite_ns)),
+      el("td", {}, c.from_user || c.from_uri || ""),
+      el("td", {}, c.to_user || c.to_uri || ""),
+      el("td", {}, c.state || ""),
+      el("td", {}, c.final_status ?? ""),
+      el("td", { class: "n" }, seconds(c.duration_ms)),
+      el("td", {}, c.codecs || ""),
+      el("td", { class: "n " + mosClass(c.worst_mos) }, num(c.worst_mos, 2)),
+      el("td", { class: "n" }, num(c.worst_loss_percent, 1)),
+      el("td", { class: "n" }, num(c.setup_delay_ms, 0)),
+    ));
+  const table = el("table", { id: "calls" },
+    el("thead", {}, el("tr", {}, ["Time (UTC)", "Caller", "Callee", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows));
+  const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); if (o === 0) p.delete("offset"); return "#/calls?" + p.toString(); };
+  const csv = new URLSearchParams(params); csv.delete("limit"); csv.delete("offset");
+  status.textContent = body.calls.length === 0 ? "No calls match." : `Calls ${offset + 1}–${offset + body.calls.length}${body.more ? " (more follow)" : ""}`;
+  const nav = el("p", { class: "pages" },
+    offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)), id: "prev" }, "← newer") : null, " ",
+    body.more ? el("a", { href: page(offset + limit), id: "next" }, "older →") : null, " ",
+    el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
+  document.getElementById("main").append(table, nav);
+}
+
+function mosClass(m) {
+  if (m === null || m === undefined) return "";
+  return m < 3.1 ? "bad" : m < 3.6 ? "fair" : "good";
+}
+
+// ---- One call --------------------------------------------------------------
+
+async function callPage(id) {
+  show(el("p", {}, "Loading call " + id + "…"));
+  let c;
+  try {
+    c = await api("/api/calls/" + encodeURIComponent(id));
+  } catch (e) {
+    show(el("p", { class: "error" }, "Error: " + e.message));
+    return;
+  }
+  const facts = [
+    ["Call-ID", c.call_id], ["Caller", c.from_uri], ["Callee", c.to_uri],
+    ["Caller agent", c.caller_user_agent], ["Callee agent", c.callee_user_agent],
+    ["Caller address", c.caller_ip ? `${c.caller_ip}:${c.caller_port}` : ""],
+    ["Callee address", c.callee_ip ? `${c.callee_ip}:${c.callee_port}` : ""],
+    ["INVITE", time(c.invite_ns)], ["Answered", time(c.answer_ns)], ["Ended", time(c.end_ns)],
+    ["State", c.state], ["Final status", [c.final_status, c.final_reason].filter((x) => x).join(" ")],
+    ["Setup delay (SRD)", c.setup_delay_ms === null ? "" : num(c.setup_delay_ms, 0) + " ms"],
+    ["Duration", seconds(c.duration_ms)], ["Hung up by", [c.hangup_by, c.hangup_reason].filter((x) => x).join(": ")],
+    ["Worst MOS", num(c.worst_mos, 2)], ["DTMF", c.dtmf_digits], ["Labels", (c.labels || []).join(", ")],
+  ].filter(([, v]) => v !== null && v !== undefined && v !== "");
+  const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+  const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message; tick two to compare them."));
+  show(
+    el("p", {}, el("a", { href: "#/calls" }, "← calls")),
+    el("h1", {}, "Call " + c.id), dl,
+    el("h2", {}, `SIP ladder (${c.messages.length} messages)`), ladder(c.messages, viewer), viewer,
+    el("h2", {}, `Streams (${c.streams.length})`), streamTable(c.streams),
+    el("div", { id: "charts" }, c.streams.map(streamCharts)),
+    c.alerts.length ? el("h2", {}, "Alerts") : null,
+    c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${num(a.value, 2)} (threshold ${num(a.threshold, 2)})`))) : null,
+  );
+}
+
+function label(m) {
+  return m.method ? m.method : `${m.status} ${m.cseq_method ? "(" + m.cseq_method + ")" : ""}`;
+}
+
+// The ladder: one column per address, one arrow per message, in time order.
+function ladder(messages, viewer) {
+  const hosts = [];
+  for (const m of messages) for (const h of [`${m.src}:${m.src_port}`, `${m.dst}:${m.dst_port}`]) if (!hosts.includes(h)) hosts.push(h);
+  const colW = 220, rowH = 28, top = 40;
+  const width = Math.max(1, hosts.length) * colW, height = top + messages.length * rowH + 10;
+  const svg = el("svg:svg", { id: "ladder", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+  hosts.forEach((h, i) => {
+    const x = i * colW + colW / 2;
+    svg.append(el("svg:text", { x, y: 16, "text-anchor": "middle", class: "host" }, h));
+    svg.append(el("svg:line", { x1: x, y1: 24, x2: x, y2: height, class: "life" }));
+  });
+  const picked = [];
+  const t0 = messages.length ? BigInt(messages[0].ts_ns) : 0n;
+  messages.forEach((m, i) => {
+    const a = hosts.indexOf(`${m.src}:${m.src_port}`), b = hosts.indexOf(`${m.dst}:${m.dst_port}`);
+    const x1 = a * colW + colW / 2, x2 = b * colW + colW / 2, y = top + i * rowH + 10;
+    const dir = x2 >= x1 ? 1 : -1;
+    const g = el("svg:g", { class: "arrow " + (m.method ? "request" : "response"), "data-id": m.id, tabindex: 0 });
+    const ms = Number(BigInt(m.ts_ns) - t0) / 1e6;
+    g.append(
+      el("svg:line", { x1, y1: y, x2: x2 - dir * 6, y2: y }),
+      el("svg:path", { d: `M${x2},${y} l${-dir * 8},-4 l0,8 z` }),
+      el("svg:text", { x: (x1 + x2) / 2, y: y - 4, "text-anchor": "middle" }, label(m)),
+      el("svg:text", { x: 4, y: y + 4, class: "when" }, "+" + ms.toFixed(1) + " ms"),
+    );
+    const open = () => {
+      svg.querySelectorAll(".arrow.open").forEach((n) => n.classList.remove("open"));
+      g.classList.add("open");
+      const tick = el("input", { type: "checkbox", id: "compare" });
+      tick.checked = picked.includes(m);
+      tick.addEventListener("change", () => {
+        const k = picked.indexOf(m);
+        if (tick.checked && k < 0) picked.push(m);
+        if (!tick.checked && k >= 0) picked.splice(k, 1);
+        while (picked.length > 2) picked.shift();
+        if (picked.length === 2) viewer.append(diff(picked[0], picked[1]));
+      });
+      viewer.replaceChildren(
+        el("p", {}, `${time(m.ts_ns)}  ${m.src}:${m.src_port} → ${m.dst}:${m.dst_port} (${m.transport})${m.truncated ? " — cut at 16 KiB" : ""}  `,
+          el("label", {}, tick, " compare")),
+        el("pre", { id: "raw" }, m.message));
+    };
+    g.addEventListener("click", open);
+    g.addEventListener("keydown", (e) => { if (e.key === "Enter") open(); });
+    svg.append(g);
+  });
+  return el("div", { class: "ladder" }, svg);
+}
+
+// A line diff of two messages (longest common subsequence of lines).
+function diff(a, b) {
+  const x = a.message.split(/\r?\n/), y = b.message.split(/\r?\n/);
+  const n = Math.min(x.length, 400), m = Math.min(y.length, 400);
+  const L = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = el("pre", { id: "diff" });
+  let i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && x[i] === y[j]) { out.append(el("span", {}, "  " + x[i] + "\n")); i++; j++; }
+    else if (j < m && (i >= n || L[i][j + 1] >= L[i + 1][j])) { out.append(el("span", { class: "add" }, "+ " + y[j] + "\n")); j++; }
+    else { out.append(el("span", { class: "del" }, "- " + x[i] + "\n")); i++; }
+  }
+  return el("div", {}, el("h3", {}, `Diff: ${label(a)} → ${label(b)}`), out);
+}
+
+function streamTable(streams) {
+  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "RTCP reports"];
+  return el("table", { id: "streams" },
+    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+    el("tbody", {}, streams.map((s) => el("tr", { "data-ssrc": s.ssrc },
+      el("td", {}, s.direction || ""), el("td", {}, `${s.src}:${s.src_port}`), el("td", {}, `${s.dst}:${s.dst_port}`),
+      el("td", {}, "0x" + Number(s.ssrc).toString(16).padStart(8, "0")), el("td", {}, s.codec || ""),
+      el("td", { class: "n" }, s.packets), el("td", { class: "n" }, s.lost), el("td", { class: "n" }, num(s.loss_percent, 2)),
+      el("td", { class: "n" }, s.duplicates), el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
+      el("td", { class: "n" }, num(s.max_delta_ms, 2)), el("td", { class: "n " + mosClass(s.mos) }, num(s.mos, 2)),
+      el("td", { class: "n" }, s.rtcp_reports ?? "")))));
+}
+
+// Per stream: loss, jitter and MOS over the call, one point per interval.
+function streamCharts(s) {
+  const iv = s.intervals || [];
+  const box = el("div", { class: "stream-charts", "data-ssrc": s.ssrc },
+    el("h3", {}, `${s.direction || "stream"} ${s.src}:${s.src_port} → ${s.dst}:${s.dst_port} (${s.codec || "?"}), ${iv.length} intervals`));
+  if (iv.length === 0) return box;
+  box.append(
+    chart("Loss %", iv, (r) => r.loss_percent, 0, null, "loss"),
+    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter"),
+    chart("MOS", iv, (r) => r.mos, 1, 5, "mos"));
+  return box;
+}
+
+function chart(title, rows, value, min, max, kind) {
+  const w = 300, h = 120, pad = 30;
+  const pts = rows.map((r) => [Number(BigInt(r.start_ns) / 1000000n), value(r)]).filter(([, v]) => v !== null && v !== undefined);
+  const svg = el("svg:svg", { class: "chart", "data-kind": kind, "data-points": pts.length, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
+  svg.append(el("svg:text", { x: pad, y: 12, class: "title" }, title));
+  if (pts.length === 0) return svg;
+  const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
+  const hi = max ?? Math.max(1, ...pts.map(([, v]) => v)), lo = min;
+  const X = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
+  const Y = (v) => h - 18 - ((v - lo) / (hi - lo || 1)) * (h - 40);
+  svg.append(
+    el("svg:line", { x1: pad, y1: h - 18, x2: w - 8, y2: h - 18, class: "axis" }),
+    el("svg:text", { x: 2, y: Y(hi) + 4, class: "tick" }, String(Math.round(hi * 10) / 10)),
+    el("svg:text", { x: 2, y: Y(lo) + 4, class: "tick" }, String(lo)),
+    el("svg:polyline", { points: pts.map(([t, v]) => `${X(t).toFixed(1)},${Y(v).toFixed(1)}`).join(" ") }));
+  for (const [t, v] of pts) svg.append(el("svg:circle", { cx: X(t).toFixed(1), cy: Y(v).toFixed(1), r: 2.5, "data-value": v }, el("svg:title", {}, `${time(String(BigInt(t) * 1000000n))}: ${v}`)));
+  return svg;
+}
+
+// ---- Routing ----------------------------------------------------------------
+
+function route() {
+  const hash = location.hash || "#/calls";
+  const [path, query] = hash.slice(1).split("?");
+  const call = path.match(/^\/call\/(\d+)$/);
+  if (call) callPage(call[1]);
+  else searchPage(new URLSearchParams(query || ""));
+}
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", route);

@@ -1,0 +1,191 @@
+//! Who may ask: the token (bearer, or basic auth with the token as the
+//! password, so a browser can prompt for it), and on a loopback listener
+//! without a token, a `Host` that names loopback (against DNS rebinding).
+//! Every response also gets the headers that keep a browser from framing,
+//! sniffing or leaking it.
+
+use crate::State;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use std::sync::Arc;
+
+/// Compares without stopping at the first difference (no timing oracle).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// True when the request carries `token`.
+fn authorised(headers: &HeaderMap, token: &str) -> bool {
+    let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
+    let value = value.trim();
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return same(value.as_bytes(), token.as_bytes());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value) else {
+            return false;
+        };
+        let password = match decoded.iter().position(|&c| c == b':') {
+            Some(i) => &decoded[i + 1..],
+            None => &decoded[..],
+        };
+        return same(password, token.as_bytes());
+    }
+    false
+}
+
+/// True when `Host` names loopback: `localhost`, 127.0.0.0/8 or `[::1]`,
+/// with any port.
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn refuse(status: StatusCode, why: &str) -> Response {
+    let mut r = (status, axum::Json(serde_json::json!({ "error": why }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"calliper\", charset=\"UTF-8\""),
+        );
+    }
+    r
+}
+
+/// The middleware: refuses what may not ask, answers the rest with the
+/// safety headers.
+pub(crate) async fn check(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.token {
+        if !authorised(req.headers(), token) {
+            return with_headers(refuse(
+                StatusCode::UNAUTHORIZED,
+                "this console needs its token: Authorization: Bearer TOKEN, or basic auth with the token as password",
+            ));
+        }
+    } else if state.loopback_only_hosts && !loopback_host(req.headers()) {
+        return with_headers(refuse(
+            StatusCode::FORBIDDEN,
+            "Host is not a loopback name: a console without a token answers only localhost, 127.0.0.0/8 and [::1]",
+        ));
+    }
+    if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD {
+        return with_headers(refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "this console is read-only: GET only",
+        ));
+    }
+    with_headers(next.run(req).await)
+}
+
+fn with_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_and_basic_carry_the_token() {
+        let t = "0123456789abcdef";
+        assert!(authorised(
+            &headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdef")]),
+            t
+        ));
+        assert!(!authorised(
+            &headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdeF")]),
+            t
+        ));
+        assert!(!authorised(
+            &headers(&[(header::AUTHORIZATION, "Bearer ")]),
+            t
+        ));
+        assert!(!authorised(&headers(&[]), t));
+        let basic = base64::engine::general_purpose::STANDARD.encode("ops:0123456789abcdef");
+        assert!(authorised(
+            &headers(&[(header::AUTHORIZATION, &format!("Basic {basic}"))]),
+            t
+        ));
+        let wrong = base64::engine::general_purpose::STANDARD.encode("0123456789abcdef:x");
+        assert!(!authorised(
+            &headers(&[(header::AUTHORIZATION, &format!("Basic {wrong}"))]),
+            t
+        ));
+        assert!(!authorised(
+            &headers(&[(header::AUTHORIZATION, "Basic !!!")]),
+            t
+        ));
+    }
+
+    #[test]
+    fn only_loopback_names_pass_without_a_token() {
+        for ok in [
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "127.9.9.9",
+            "[::1]:80",
+            "LOCALHOST",
+        ] {
+            assert!(loopback_host(&headers(&[(header::HOST, ok)])), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "192.0.2.1",
+            "localhost.evil.example",
+            "[::2]:80",
+            "",
+        ] {
+            assert!(!loopback_host(&headers(&[(header::HOST, bad)])), "{bad}");
+        }
+        assert!(!loopback_host(&headers(&[])));
+    }
+}

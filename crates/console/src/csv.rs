@@ -1,0 +1,102 @@
+//! `GET /api/calls.csv`: a search as CSV (RFC 4180), up to
+//! [`calliper_store::MAX_LIMIT`] calls a request (header `X-Calliper-More`
+//! says whether more follow). Text that a spreadsheet would run as a
+//! formula (starting `=`, `+`, `-`, `@`) is prefixed with `'`: caller names
+//! come from packets, and packets come from anyone.
+
+use crate::api::{with_db, ApiError};
+use crate::params;
+use crate::State;
+use axum::extract::Query;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// One field, quoted when it must be.
+fn field(out: &mut String, v: Option<&Value>) {
+    let text = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => match s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+            true => format!("'{s}"),
+            false => s.clone(),
+        },
+        Some(other) => other.to_string(),
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&text.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(&text);
+    }
+}
+
+pub(crate) async fn calls(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(pairs) = query.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let mut search = params::search(&pairs, calliper_store::MAX_LIMIT)?;
+    if !pairs.iter().any(|(k, _)| k == "limit") {
+        search.limit = calliper_store::MAX_LIMIT;
+    }
+    let (body, more) = with_db(&state, move |c| {
+        let mut names: Vec<String> = c
+            .prepare("SELECT name FROM pragma_table_info('calls')")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        names.extend(["codecs".into(), "worst_loss_percent".into()]);
+        let (calls, more) = calliper_store::search_calls(c, &search)?;
+        let mut out = names.join(",") + "\r\n";
+        for call in &calls {
+            for (i, n) in names.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                field(&mut out, call.get(n.as_str()));
+            }
+            out.push_str("\r\n");
+        }
+        Ok((out, more))
+    })
+    .await?;
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment; filename=\"calls.csv\""),
+    );
+    h.insert(
+        "x-calliper-more",
+        HeaderValue::from_static(if more { "true" } else { "false" }),
+    );
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(v: Value) -> String {
+        let mut s = String::new();
+        field(&mut s, Some(&v));
+        s
+    }
+
+    #[test]
+    fn quoting_and_formulas() {
+        assert_eq!(one(Value::Null), "");
+        assert_eq!(one("alice".into()), "alice");
+        assert_eq!(one("a,b".into()), "\"a,b\"");
+        assert_eq!(one("say \"hi\"".into()), "\"say \"\"hi\"\"\"");
+        assert_eq!(one("=HYPERLINK(1)".into()), "'=HYPERLINK(1)");
+        assert_eq!(one("-1+1".into()), "'-1+1");
+        assert_eq!(one(serde_json::json!(-3.5)), "-3.5");
+        assert_eq!(one("line\nbreak".into()), "\"line\nbreak\"");
+    }
+}

@@ -1,0 +1,169 @@
+//! The web console: a JSON API under `/api/`, a web UI at `/` (its assets
+//! compiled into the binary) and Prometheus metrics at `/metrics`, all read
+//! from a call database (`docs/console.md`).
+//!
+//! Safe by default: it listens on loopback unless told otherwise, and then
+//! only with a token; every request elsewhere must carry it. A loopback
+//! listener without a token still refuses requests whose `Host` is not a
+//! loopback name, so a web page cannot reach it through DNS rebinding.
+//! Every query parameter is checked (400 with a reason), every value
+//! reaches SQLite as a parameter, and a search that runs too long is
+//! stopped (503) rather than left to hold a thread.
+
+mod api;
+mod auth;
+mod csv;
+mod metrics;
+mod params;
+mod ui;
+
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most requests reading the database at once; more get 503 (the machine
+/// keeps serving the ones it has).
+pub const MAX_CONCURRENT_QUERIES: usize = 8;
+/// Longest a request may read the database before it is stopped.
+pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(10);
+/// Shortest token accepted: a guessable token is no protection.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// What the console serves and how.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The call database.
+    pub db: PathBuf,
+    /// The token every request must carry (`Authorization: Bearer TOKEN`,
+    /// or basic auth with the token as password). Required unless
+    /// `listen` is a loopback address.
+    pub token: Option<String>,
+}
+
+impl Config {
+    /// Why this configuration must not run, if it must not.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(t) = &self.token {
+            if t.len() < MIN_TOKEN_LEN || t.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(format!(
+                    "the token must be at least {MIN_TOKEN_LEN} characters, without spaces or control characters"
+                ));
+            }
+        } else if !self.listen.ip().is_loopback() {
+            return Err(format!(
+                "{} is not a loopback address: give a token (--token-file FILE) so that only those who have it can read the calls",
+                self.listen
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What every request shares.
+pub(crate) struct State {
+    pub(crate) db: PathBuf,
+    pub(crate) token: Option<String>,
+    /// Loopback listener without a token: `Host` must name loopback.
+    pub(crate) loopback_only_hosts: bool,
+    pub(crate) queries: tokio::sync::Semaphore,
+    pub(crate) metrics: metrics::Metrics,
+}
+
+/// The routes, for a server or a test.
+fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/", get(ui::index))
+        .route("/assets/{file}", get(ui::asset))
+        .route("/api/calls", get(api::calls))
+        .route("/api/calls.csv", get(csv::calls))
+        .route("/api/calls/{id}", get(api::call))
+        .route("/metrics", get(metrics::serve))
+        .fallback(api::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::check,
+        ))
+        .with_state(state)
+}
+
+/// Serves until interrupted (SIGINT or SIGTERM). `ready` is told the
+/// address once it listens (the port, when 0 was asked for).
+pub fn serve(cfg: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    cfg.check()?;
+    // Fails early on a missing or foreign database, not at the first request.
+    calliper_store::open_searchable(&cfg.db).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(MAX_CONCURRENT_QUERIES + 2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the server: {e}"))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let state = Arc::new(State {
+            loopback_only_hosts: cfg.token.is_none(),
+            db: cfg.db,
+            token: cfg.token,
+            queries: tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES),
+            metrics: metrics::Metrics::default(),
+        });
+        ready(addr);
+        axum::serve(listener, router(state))
+            .with_graceful_shutdown(shutdown())
+            .await
+            .map_err(|e| format!("server failed: {e}"))
+    })
+}
+
+/// Resolves at SIGINT or SIGTERM.
+async fn shutdown() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let term = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(listen: &str, token: Option<&str>) -> Config {
+        Config {
+            listen: listen.parse().unwrap(),
+            db: "x.db".into(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn elsewhere_than_loopback_needs_a_good_token() {
+        assert!(cfg("127.0.0.1:8080", None).check().is_ok());
+        assert!(cfg("[::1]:8080", None).check().is_ok());
+        assert!(cfg("0.0.0.0:8080", None).check().is_err());
+        assert!(cfg("192.0.2.1:8080", Some("short")).check().is_err());
+        assert!(cfg("0.0.0.0:8080", Some("a-long-enough-token"))
+            .check()
+            .is_ok());
+        assert!(cfg("0.0.0.0:8080", Some("a long enough token"))
+            .check()
+            .is_err());
+    }
+}

@@ -1,0 +1,385 @@
+//! `GET /metrics`: Prometheus counters and histograms of what the database
+//! holds, read incrementally — each scrape reads only the rows added since
+//! the last one (by row id), at most [`MAX_ROWS_PER_SCRAPE`] per table, so
+//! a scrape costs the same over ten calls or ten million. Labels take only
+//! values from fixed lists (`other` for the rest): a crafted database or
+//! packet cannot make series without bound. Names and meanings:
+//! `docs/console.md`.
+
+use crate::api::{with_db, ApiError};
+use crate::State;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use rusqlite::Connection;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+
+/// Most new rows of one table read by one scrape (the rest wait for the
+/// next; `calliper_console_catching_up` says so).
+pub const MAX_ROWS_PER_SCRAPE: i64 = 1_000_000;
+
+const STATES: &[&str] = &[
+    "completed",
+    "answered",
+    "failed",
+    "cancelled",
+    "no_final_response",
+    "evicted",
+];
+const METHODS: &[&str] = &[
+    "INVITE",
+    "ACK",
+    "BYE",
+    "CANCEL",
+    "REGISTER",
+    "OPTIONS",
+    "PRACK",
+    "UPDATE",
+    "INFO",
+    "REFER",
+    "NOTIFY",
+    "SUBSCRIBE",
+    "MESSAGE",
+    "PUBLISH",
+];
+const CLASSES: &[&str] = &["1xx", "2xx", "3xx", "4xx", "5xx", "6xx"];
+const ALERTS: &[&str] = &[
+    "low_mos",
+    "high_loss",
+    "no_rtp",
+    "one_way_audio",
+    "low_asr",
+    "scanning",
+    "scanner_agent",
+];
+const OUTCOMES: &[&str] = &[
+    "registered",
+    "unregistered",
+    "challenged",
+    "auth_failed",
+    "failed",
+];
+
+/// `v` if it is in `known`, else `other`.
+fn label(known: &[&'static str], v: Option<&str>) -> &'static str {
+    v.and_then(|v| known.iter().find(|k| **k == v).copied())
+        .unwrap_or("other")
+}
+
+fn class(status: Option<i64>) -> &'static str {
+    match status {
+        Some(s @ 100..=699) => CLASSES[(s / 100 - 1) as usize],
+        Some(_) => "other",
+        None => "none",
+    }
+}
+
+/// A Prometheus histogram.
+#[derive(Debug, Clone)]
+struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    fn observe(&mut self, v: f64) {
+        if !v.is_finite() {
+            return;
+        }
+        for (b, c) in self.bounds.iter().zip(&mut self.counts) {
+            if v <= *b {
+                *c += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn write(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", self.sum, self.count);
+    }
+}
+
+/// Everything counted so far, and where each table was read up to.
+#[derive(Debug, Clone)]
+struct Totals {
+    last: BTreeMap<&'static str, i64>,
+    calls: BTreeMap<(&'static str, &'static str), u64>,
+    mos: Histogram,
+    setup_delay: Histogram,
+    streams: u64,
+    stream_packets: u64,
+    stream_lost: u64,
+    requests: BTreeMap<&'static str, u64>,
+    responses: BTreeMap<&'static str, u64>,
+    alerts: BTreeMap<&'static str, u64>,
+    registrations: BTreeMap<&'static str, u64>,
+    catching_up: bool,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Totals {
+            last: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            mos: Histogram::new(&[1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.3, 4.5]),
+            setup_delay: Histogram::new(&[0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]),
+            streams: 0,
+            stream_packets: 0,
+            stream_lost: 0,
+            requests: BTreeMap::new(),
+            responses: BTreeMap::new(),
+            alerts: BTreeMap::new(),
+            registrations: BTreeMap::new(),
+            catching_up: false,
+        }
+    }
+}
+
+type Row<'a> = &'a rusqlite::Row<'a>;
+
+impl Totals {
+    /// Reads `table`'s rows after the last one read, `columns` of each,
+    /// into `add`.
+    fn read(
+        &mut self,
+        conn: &Connection,
+        table: &'static str,
+        columns: &str,
+        mut add: impl FnMut(&mut Self, Row<'_>) -> rusqlite::Result<()>,
+    ) -> Result<(), calliper_store::StoreError> {
+        let from = self.last.get(table).copied().unwrap_or(0);
+        let mut q = conn.prepare(&format!(
+            "SELECT id, {columns} FROM {table} WHERE id > ? ORDER BY id LIMIT ?"
+        ))?;
+        let mut rows = q.query(rusqlite::params![from, MAX_ROWS_PER_SCRAPE])?;
+        let (mut last, mut n) = (from, 0);
+        while let Some(r) = rows.next()? {
+            last = r.get(0)?;
+            n += 1;
+            add(self, r)?;
+        }
+        self.last.insert(table, last);
+        self.catching_up |= n == MAX_ROWS_PER_SCRAPE;
+        Ok(())
+    }
+
+    fn update(&mut self, conn: &Connection) -> Result<(), calliper_store::StoreError> {
+        self.catching_up = false;
+        self.read(
+            conn,
+            "calls",
+            "state, final_status, worst_mos, setup_delay_ms",
+            |t, r| {
+                let state = label(STATES, r.get::<_, Option<String>>(1)?.as_deref());
+                *t.calls.entry((state, class(r.get(2)?))).or_default() += 1;
+                if let Some(m) = r.get::<_, Option<f64>>(3)? {
+                    t.mos.observe(m);
+                }
+                if let Some(d) = r.get::<_, Option<f64>>(4)? {
+                    t.setup_delay.observe(d / 1000.0);
+                }
+                Ok(())
+            },
+        )?;
+        self.read(conn, "streams", "packets, lost", |t, r| {
+            t.streams += 1;
+            t.stream_packets += r.get::<_, Option<i64>>(1)?.unwrap_or(0).max(0) as u64;
+            t.stream_lost += r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
+            Ok(())
+        })?;
+        self.read(conn, "sip_messages", "method, status", |t, r| {
+            match r.get::<_, Option<String>>(1)? {
+                Some(m) => *t.requests.entry(label(METHODS, Some(&m))).or_default() += 1,
+                None => *t.responses.entry(class(r.get(2)?)).or_default() += 1,
+            }
+            Ok(())
+        })?;
+        self.read(conn, "alerts", "kind", |t, r| {
+            let k = label(ALERTS, r.get::<_, Option<String>>(1)?.as_deref());
+            *t.alerts.entry(k).or_default() += 1;
+            Ok(())
+        })?;
+        self.read(conn, "registrations", "outcome", |t, r| {
+            let k = label(OUTCOMES, r.get::<_, Option<String>>(1)?.as_deref());
+            *t.registrations.entry(k).or_default() += 1;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn render(&self) -> String {
+        let mut o = String::new();
+        let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        };
+        family(
+            &mut o,
+            "calliper_calls_total",
+            "counter",
+            "Calls stored, by how they ended and the class of their final status.",
+        );
+        for ((state, class), n) in &self.calls {
+            let _ = writeln!(
+                o,
+                "calliper_calls_total{{state=\"{state}\",status_class=\"{class}\"}} {n}"
+            );
+        }
+        self.mos.write(
+            &mut o,
+            "calliper_call_mos",
+            "Worst stream MOS of each scored call.",
+        );
+        self.setup_delay.write(
+            &mut o,
+            "calliper_call_setup_delay_seconds",
+            "Session request delay (INVITE to first provisional or final response) of each call.",
+        );
+        family(
+            &mut o,
+            "calliper_streams_total",
+            "counter",
+            "RTP streams stored.",
+        );
+        let _ = writeln!(o, "calliper_streams_total {}", self.streams);
+        family(
+            &mut o,
+            "calliper_stream_packets_total",
+            "counter",
+            "RTP packets of the stored streams.",
+        );
+        let _ = writeln!(o, "calliper_stream_packets_total {}", self.stream_packets);
+        family(
+            &mut o,
+            "calliper_stream_lost_packets_total",
+            "counter",
+            "RTP packets the stored streams lost (by sequence numbers).",
+        );
+        let _ = writeln!(o, "calliper_stream_lost_packets_total {}", self.stream_lost);
+        family(
+            &mut o,
+            "calliper_sip_requests_total",
+            "counter",
+            "SIP requests stored, by method.",
+        );
+        for (m, n) in &self.requests {
+            let _ = writeln!(o, "calliper_sip_requests_total{{method=\"{m}\"}} {n}");
+        }
+        family(
+            &mut o,
+            "calliper_sip_responses_total",
+            "counter",
+            "SIP responses stored, by status class.",
+        );
+        for (c, n) in &self.responses {
+            let _ = writeln!(
+                o,
+                "calliper_sip_responses_total{{status_class=\"{c}\"}} {n}"
+            );
+        }
+        family(
+            &mut o,
+            "calliper_alerts_total",
+            "counter",
+            "Alerts raised, by kind.",
+        );
+        for (k, n) in &self.alerts {
+            let _ = writeln!(o, "calliper_alerts_total{{kind=\"{k}\"}} {n}");
+        }
+        family(
+            &mut o,
+            "calliper_registrations_total",
+            "counter",
+            "REGISTER transactions, by outcome.",
+        );
+        for (k, n) in &self.registrations {
+            let _ = writeln!(o, "calliper_registrations_total{{outcome=\"{k}\"}} {n}");
+        }
+        family(
+            &mut o,
+            "calliper_console_catching_up",
+            "gauge",
+            "1 when the last scrape left rows for the next (a large database, first scrapes).",
+        );
+        let _ = writeln!(
+            o,
+            "calliper_console_catching_up {}",
+            u8::from(self.catching_up)
+        );
+        o
+    }
+}
+
+/// The totals, shared by scrapes (one at a time updates them).
+#[derive(Default)]
+pub(crate) struct Metrics {
+    totals: Arc<Mutex<Totals>>,
+}
+
+/// `GET /metrics`.
+pub(crate) async fn serve(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+) -> Result<Response, ApiError> {
+    let totals = state.metrics.totals.clone();
+    let text = with_db(&state, move |conn| {
+        let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
+        // Updated on a copy: a failed read leaves the totals as they were.
+        let mut next = t.clone();
+        next.update(conn)?;
+        *t = next;
+        Ok(t.render())
+    })
+    .await?;
+    let mut r = text.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_come_from_fixed_lists() {
+        assert_eq!(label(METHODS, Some("INVITE")), "INVITE");
+        assert_eq!(label(METHODS, Some("X-EVIL\"}")), "other");
+        assert_eq!(label(STATES, None), "other");
+        assert_eq!(class(Some(486)), "4xx");
+        assert_eq!(class(Some(99)), "other");
+        assert_eq!(class(None), "none");
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let mut h = Histogram::new(&[1.0, 2.0]);
+        for v in [0.5, 1.5, 3.0, f64::NAN] {
+            h.observe(v);
+        }
+        let mut s = String::new();
+        h.write(&mut s, "x", "help");
+        assert!(s.contains("x_bucket{le=\"1\"} 1\n"));
+        assert!(s.contains("x_bucket{le=\"2\"} 2\n"));
+        assert!(s.contains("x_bucket{le=\"+Inf\"} 3\n"));
+        assert!(s.contains("x_sum 5\nx_count 3\n"));
+    }
+}

@@ -1,0 +1,531 @@
+//! Searching stored calls, and one call in full, for the console and its
+//! JSON API. Every value reaches SQLite as a parameter; the only text put
+//! into SQL is chosen from fixed lists here. Rows come out as JSON objects
+//! keyed by column name, so the schema stays the one definition of a
+//! record's fields.
+
+use crate::StoreError;
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use serde_json::{Map, Value};
+use std::net::IpAddr;
+use std::path::Path;
+
+/// Most calls one search returns (an export's page), and the deepest
+/// offset it may start at (deeper pages cost as much as reading every row
+/// before them: narrow the search instead).
+pub const MAX_LIMIT: u32 = 100_000;
+/// See [`MAX_LIMIT`].
+pub const MAX_OFFSET: u32 = 100_000;
+/// Most SIP messages, streams and interval reports one call's detail reads.
+pub const MAX_DETAIL_ROWS: i64 = 5000;
+/// How far around a call's INVITE and end its messages are looked for
+/// (the same Call-ID may come back much later as another call).
+const DETAIL_MARGIN_NS: i64 = 64_000_000_000;
+
+/// What the final status must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// This code.
+    Code(u16),
+    /// This class: 1 to 6 (`2xx`…).
+    Class(u16),
+    /// No final response.
+    None,
+}
+
+/// A network: an address and how many leading bits must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    /// The address.
+    pub addr: IpAddr,
+    /// Prefix length (32 or 128 for one address).
+    pub prefix: u8,
+}
+
+impl Network {
+    /// Parses `ADDR` or `ADDR/PREFIX`.
+    pub fn parse(s: &str) -> Option<Network> {
+        let (a, p) = s.split_once('/').unwrap_or((s, ""));
+        let addr: IpAddr = a.parse().ok()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = if p.is_empty() && !s.contains('/') {
+            max
+        } else {
+            p.parse().ok().filter(|p| *p <= max)?
+        };
+        Some(Network { addr, prefix })
+    }
+
+    /// True when `ip` (text, as stored) is in this network.
+    pub fn contains(&self, ip: &str) -> bool {
+        let Ok(ip) = ip.parse::<IpAddr>() else {
+            return false;
+        };
+        let (a, b, bits) = match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(i)) => (u32::from(n) as u128, u32::from(i) as u128, 32),
+            (IpAddr::V6(n), IpAddr::V6(i)) => (u128::from(n), u128::from(i), 128),
+            _ => return false,
+        };
+        let shift = bits - u32::from(self.prefix);
+        shift >= bits || (a >> shift) == (b >> shift)
+    }
+}
+
+/// Ways to order the calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    /// By INVITE time.
+    Time,
+    /// By duration.
+    Duration,
+    /// By the worst stream MOS.
+    Mos,
+    /// By setup delay.
+    SetupDelay,
+    /// By final status.
+    Status,
+}
+
+impl Sort {
+    /// Every key, by its name in the API.
+    pub const ALL: [(&'static str, Sort); 5] = [
+        ("time", Sort::Time),
+        ("duration", Sort::Duration),
+        ("mos", Sort::Mos),
+        ("setup_delay", Sort::SetupDelay),
+        ("status", Sort::Status),
+    ];
+
+    fn column(self) -> &'static str {
+        match self {
+            Sort::Time => "invite_ns",
+            Sort::Duration => "duration_ms",
+            Sort::Mos => "worst_mos",
+            Sort::SetupDelay => "setup_delay_ms",
+            Sort::Status => "final_status",
+        }
+    }
+}
+
+/// A search over the calls; every filter is optional and they all apply.
+#[derive(Debug, Clone)]
+pub struct Search {
+    /// INVITE at or after, ns since the epoch.
+    pub from_ns: Option<i64>,
+    /// INVITE before, ns since the epoch.
+    pub to_ns: Option<i64>,
+    /// Caller user (From), `*` and `?` as wildcards.
+    pub caller: Option<String>,
+    /// Callee user (To), wildcards as for `caller`.
+    pub callee: Option<String>,
+    /// Either party's signalling address or a stream's, in this network.
+    pub ip: Option<Network>,
+    /// Final status.
+    pub status: Option<Status>,
+    /// Call state (`answered`, `failed`, …).
+    pub state: Option<String>,
+    /// A stream with this codec.
+    pub codec: Option<String>,
+    /// Worst stream MOS below this.
+    pub mos_below: Option<f64>,
+    /// A stream losing more than this, percent.
+    pub loss_above: Option<f64>,
+    /// Duration at least, ms.
+    pub min_duration_ms: Option<f64>,
+    /// Duration at most, ms.
+    pub max_duration_ms: Option<f64>,
+    /// Either party's User-Agent, wildcards as for `caller`.
+    pub user_agent: Option<String>,
+    /// The Call-ID, exactly.
+    pub call_id: Option<String>,
+    /// A rule label the call carries.
+    pub label: Option<String>,
+    /// An alert of this kind named the call.
+    pub alert: Option<String>,
+    /// Order.
+    pub sort: Sort,
+    /// Largest first.
+    pub descending: bool,
+    /// Calls to return, at most [`MAX_LIMIT`].
+    pub limit: u32,
+    /// Calls to skip, at most [`MAX_OFFSET`].
+    pub offset: u32,
+}
+
+impl Default for Search {
+    fn default() -> Self {
+        Search {
+            from_ns: None,
+            to_ns: None,
+            caller: None,
+            callee: None,
+            ip: None,
+            status: None,
+            state: None,
+            codec: None,
+            mos_below: None,
+            loss_above: None,
+            min_duration_ms: None,
+            max_duration_ms: None,
+            user_agent: None,
+            call_id: None,
+            label: None,
+            alert: None,
+            sort: Sort::Time,
+            descending: true,
+            limit: 50,
+            offset: 0,
+        }
+    }
+}
+
+/// A wildcard pattern (`*` any run, `?` one character) as a LIKE pattern
+/// with `\` escaping; None when it has no wildcard (compared with `=`, so
+/// an index serves it).
+fn like_pattern(p: &str) -> Option<String> {
+    if !p.contains(['*', '?']) {
+        return None;
+    }
+    let mut out = String::with_capacity(p.len() + 4);
+    for c in p.chars() {
+        match c {
+            '*' => out.push('%'),
+            '?' => out.push('_'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// SQL conditions and their parameters, built together.
+#[derive(Default)]
+struct Where {
+    sql: Vec<String>,
+    params: Vec<rusqlite::types::Value>,
+}
+
+impl Where {
+    fn add(&mut self, sql: &str, values: impl IntoIterator<Item = rusqlite::types::Value>) {
+        self.sql.push(sql.to_string());
+        self.params.extend(values);
+    }
+
+    /// `columns` (one or more, any matching) equal or LIKE the pattern.
+    fn text(&mut self, columns: &[&str], pattern: &str) {
+        let (op, v) = match like_pattern(pattern) {
+            Some(like) => ("LIKE ? ESCAPE '\\'", like),
+            None => ("= ?", pattern.to_string()),
+        };
+        let any = columns
+            .iter()
+            .map(|c| format!("{c} {op}"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        self.add(
+            &format!("({any})"),
+            columns.iter().map(|_| v.clone().into()),
+        );
+    }
+}
+
+fn build(s: &Search) -> Where {
+    use rusqlite::types::Value as V;
+    let mut w = Where::default();
+    if let Some(t) = s.from_ns {
+        w.add("invite_ns >= ?", [V::Integer(t)]);
+    }
+    if let Some(t) = s.to_ns {
+        w.add("invite_ns < ?", [V::Integer(t)]);
+    }
+    if let Some(p) = &s.caller {
+        w.text(&["from_user"], p);
+    }
+    if let Some(p) = &s.callee {
+        w.text(&["to_user"], p);
+    }
+    if let Some(p) = &s.user_agent {
+        w.text(&["caller_user_agent", "callee_user_agent"], p);
+    }
+    if let Some(id) = &s.call_id {
+        w.add("call_id = ?", [V::Text(id.clone())]);
+    }
+    if let Some(n) = &s.ip {
+        let net = V::Text(format!("{}/{}", n.addr, n.prefix));
+        w.add(
+            "(in_network(caller_ip, ?) OR in_network(callee_ip, ?) OR EXISTS \
+             (SELECT 1 FROM streams st WHERE st.call = calls.id AND (in_network(st.src, ?) OR in_network(st.dst, ?))))",
+            [net.clone(), net.clone(), net.clone(), net],
+        );
+    }
+    match s.status {
+        Some(Status::Code(c)) => w.add("final_status = ?", [V::Integer(c.into())]),
+        Some(Status::Class(c)) => w.add(
+            "final_status >= ? AND final_status < ?",
+            [
+                V::Integer(i64::from(c) * 100),
+                V::Integer(i64::from(c) * 100 + 100),
+            ],
+        ),
+        Some(Status::None) => w.add("final_status IS NULL", []),
+        None => {}
+    }
+    if let Some(st) = &s.state {
+        w.add("state = ?", [V::Text(st.clone())]);
+    }
+    if let Some(c) = &s.codec {
+        w.add(
+            "EXISTS (SELECT 1 FROM streams st WHERE st.call = calls.id AND st.codec = ?)",
+            [V::Text(c.clone())],
+        );
+    }
+    if let Some(m) = s.mos_below {
+        w.add("worst_mos < ?", [V::Real(m)]);
+    }
+    if let Some(l) = s.loss_above {
+        w.add(
+            "EXISTS (SELECT 1 FROM streams st WHERE st.call = calls.id AND st.loss_percent > ?)",
+            [V::Real(l)],
+        );
+    }
+    if let Some(d) = s.min_duration_ms {
+        w.add("duration_ms >= ?", [V::Real(d)]);
+    }
+    if let Some(d) = s.max_duration_ms {
+        w.add("duration_ms <= ?", [V::Real(d)]);
+    }
+    if let Some(l) = &s.label {
+        // Labels are stored as a JSON array of strings.
+        w.add(
+            "EXISTS (SELECT 1 FROM json_each(calls.labels) WHERE json_each.value = ?)",
+            [V::Text(l.clone())],
+        );
+    }
+    if let Some(k) = &s.alert {
+        w.add(
+            "EXISTS (SELECT 1 FROM alerts a WHERE a.call_id = calls.call_id AND a.kind = ? \
+             AND a.ts_ns BETWEEN calls.invite_ns AND calls.end_ns + ?)",
+            [V::Text(k.clone()), V::Integer(DETAIL_MARGIN_NS)],
+        );
+    }
+    w
+}
+
+/// Opens a database for reading only, with the function searches use.
+/// `calls` and `streams` must be tables (a crafted database with views in
+/// their place could make a search run forever).
+pub fn open_searchable(path: &Path) -> Result<Connection, StoreError> {
+    let conn = crate::open_read_only(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    let tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('calls', 'streams', 'sip_messages', 'stream_intervals', 'alerts')",
+        [],
+        |r| r.get(0),
+    )?;
+    if tables != 5 {
+        return Err(StoreError::Invalid(format!(
+            "{}: not a calliper database of this version (run `calliper analyze --db` on it once, or check the path)",
+            path.display()
+        )));
+    }
+    conn.create_scalar_function(
+        "in_network",
+        2,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8
+            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let ip = ctx.get::<Option<String>>(0)?;
+            let net = ctx.get::<String>(1)?;
+            Ok(match (ip, Network::parse(&net)) {
+                (Some(ip), Some(n)) => n.contains(&ip),
+                _ => false,
+            })
+        },
+    )?;
+    Ok(conn)
+}
+
+/// A row as a JSON object keyed by column name; columns named in
+/// `json_columns` hold JSON text and are parsed.
+fn row_json(row: &rusqlite::Row<'_>, names: &[String]) -> rusqlite::Result<Map<String, Value>> {
+    const JSON_COLUMNS: &[&str] = &[
+        "labels",
+        "dtmf",
+        "jitter_buffers",
+        "delay_inputs",
+        "rtcp_xr",
+        "unscored",
+    ];
+    let mut m = Map::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let v = match row.get_ref(i)? {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(n) => n.into(),
+            ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+            ValueRef::Text(t) => {
+                let t = String::from_utf8_lossy(t);
+                match JSON_COLUMNS.contains(&name.as_str()) {
+                    true => serde_json::from_str(&t).unwrap_or(Value::String(t.into_owned())),
+                    false => Value::String(t.into_owned()),
+                }
+            }
+            ValueRef::Blob(_) => Value::Null,
+        };
+        m.insert(name.clone(), v);
+    }
+    Ok(m)
+}
+
+/// Rows of `sql` with `params`, as JSON objects.
+fn rows(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Map<String, Value>>, StoreError> {
+    let mut q = conn.prepare(sql)?;
+    let names: Vec<String> = q.column_names().iter().map(|s| s.to_string()).collect();
+    let out = q
+        .query_map(params, |r| row_json(r, &names))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(out)
+}
+
+/// What a call list shows besides the call's own columns: its codecs and
+/// the worst loss of its streams.
+const LIST_EXTRAS: &str =
+    "(SELECT group_concat(DISTINCT st.codec) FROM streams st WHERE st.call = calls.id) AS codecs, \
+     (SELECT max(st.loss_percent) FROM streams st WHERE st.call = calls.id) AS worst_loss_percent";
+
+/// The calls `s` selects, in its order, and whether more follow.
+pub fn search_calls(
+    conn: &Connection,
+    s: &Search,
+) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+    let w = build(s);
+    let cond = match w.sql.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", w.sql.join(" AND ")),
+    };
+    let dir = if s.descending { "DESC" } else { "ASC" };
+    let limit = s.limit.min(MAX_LIMIT);
+    let sql = format!(
+        "SELECT calls.*, {LIST_EXTRAS} FROM calls {cond} ORDER BY {} {dir}, id {dir} LIMIT {} OFFSET {}",
+        s.sort.column(),
+        limit + 1,
+        s.offset.min(MAX_OFFSET)
+    );
+    let mut calls = rows(conn, &sql, rusqlite::params_from_iter(w.params))?;
+    let more = calls.len() > limit as usize;
+    calls.truncate(limit as usize);
+    Ok((calls, more))
+}
+
+/// One call in full: its columns, its streams (each with its interval
+/// reports), its SIP messages (every leg that shares its Call-ID, in time
+/// order) and the alerts that name it; None when no call has this id.
+pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
+    let Some(mut call) = rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?.pop() else {
+        return Ok(None);
+    };
+    let num = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let (invite, end) = (num(&call, "invite_ns"), num(&call, "end_ns"));
+    let call_id = call.get("call_id").cloned().unwrap_or(Value::Null);
+    let call_id = call_id.as_str().unwrap_or_default().to_string();
+    let mut streams = rows(
+        conn,
+        "SELECT * FROM streams WHERE call = ? ORDER BY first_ns, id LIMIT ?",
+        rusqlite::params![id, MAX_DETAIL_ROWS],
+    )?;
+    for s in &mut streams {
+        let text = |k: &str| {
+            s.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let intervals = rows(
+            conn,
+            "SELECT start_ns, end_ns, packets, expected, lost, loss_percent, duplicates, late,
+                    loss_after_buffer_percent, buffer_delay_ms, jitter_ms, max_delta_ms, r_factor, mos
+             FROM stream_intervals
+             WHERE ssrc = ? AND start_ns BETWEEN ? AND ? AND src = ? AND src_port = ? AND dst = ? AND dst_port = ?
+             ORDER BY start_ns LIMIT ?",
+            rusqlite::params![
+                num(s, "ssrc"),
+                num(s, "first_ns").saturating_sub(DETAIL_MARGIN_NS),
+                num(s, "last_ns"),
+                text("src"),
+                num(s, "src_port"),
+                text("dst"),
+                num(s, "dst_port"),
+                MAX_DETAIL_ROWS
+            ],
+        )?;
+        s.insert(
+            "intervals".into(),
+            Value::Array(intervals.into_iter().map(Value::Object).collect()),
+        );
+    }
+    let messages = rows(
+        conn,
+        "SELECT id, ts_ns, src, src_port, dst, dst_port, transport, method, status, cseq_method, message, truncated
+         FROM sip_messages WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns, id LIMIT ?",
+        rusqlite::params![
+            call_id,
+            invite.saturating_sub(DETAIL_MARGIN_NS),
+            end.saturating_add(DETAIL_MARGIN_NS),
+            MAX_DETAIL_ROWS
+        ],
+    )?;
+    let alerts = rows(
+        conn,
+        "SELECT ts_ns, kind, key, value, threshold FROM alerts
+         WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns LIMIT ?",
+        rusqlite::params![
+            call_id,
+            invite,
+            end.saturating_add(DETAIL_MARGIN_NS),
+            MAX_DETAIL_ROWS
+        ],
+    )?;
+    let list =
+        |v: Vec<Map<String, Value>>| Value::Array(v.into_iter().map(Value::Object).collect());
+    call.insert("streams".into(), list(streams));
+    call.insert("messages".into(), list(messages));
+    call.insert("alerts".into(), list(alerts));
+    Ok(Some(Value::Object(call)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_become_escaped_like_patterns() {
+        assert_eq!(like_pattern("alice"), None);
+        assert_eq!(like_pattern("al*"), Some("al%".into()));
+        assert_eq!(like_pattern("a?c_%\\*"), Some("a_c\\_\\%\\\\%".into()));
+    }
+
+    #[test]
+    fn networks_match_by_prefix() {
+        let n = Network::parse("10.1.0.0/16").unwrap();
+        assert!(n.contains("10.1.200.3"));
+        assert!(!n.contains("10.2.0.1"));
+        assert!(!n.contains("::1"));
+        assert!(!n.contains("garbage"));
+        assert!(Network::parse("0.0.0.0/0").unwrap().contains("192.0.2.1"));
+        assert!(Network::parse("2001:db8::/32")
+            .unwrap()
+            .contains("2001:db8:1::5"));
+        assert!(Network::parse("192.0.2.7").unwrap().contains("192.0.2.7"));
+        assert!(!Network::parse("192.0.2.7").unwrap().contains("192.0.2.8"));
+        for bad in ["10.0.0.0/33", "10.0.0.0/", "x/8", "::/129", "10.0.0.0/-1"] {
+            assert_eq!(Network::parse(bad), None, "{bad}");
+        }
+    }
+}
