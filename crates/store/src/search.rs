@@ -180,26 +180,14 @@ impl Default for Search {
     }
 }
 
-/// A wildcard pattern (`*` any run, `?` one character) as a LIKE pattern
-/// with `\` escaping; None when it has no wildcard (compared with `=`, so
-/// an index serves it).
-fn like_pattern(p: &str) -> Option<String> {
+/// A wildcard pattern (`*` any run, `?` one character, case-sensitive like
+/// `=`) as an SQLite GLOB pattern, with `[` made literal; None when it has
+/// no wildcard (compared with `=`, so an index serves it).
+fn glob_pattern(p: &str) -> Option<String> {
     if !p.contains(['*', '?']) {
         return None;
     }
-    let mut out = String::with_capacity(p.len() + 4);
-    for c in p.chars() {
-        match c {
-            '*' => out.push('%'),
-            '?' => out.push('_'),
-            '%' | '_' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    Some(out)
+    Some(p.replace('[', "[[]"))
 }
 
 /// SQL conditions and their parameters, built together.
@@ -215,10 +203,10 @@ impl Where {
         self.params.extend(values);
     }
 
-    /// `columns` (one or more, any matching) equal or LIKE the pattern.
+    /// `columns` (one or more, any matching) equal to the text or matching the pattern.
     fn text(&mut self, columns: &[&str], pattern: &str) {
-        let (op, v) = match like_pattern(pattern) {
-            Some(like) => ("LIKE ? ESCAPE '\\'", like),
+        let (op, v) = match glob_pattern(pattern) {
+            Some(glob) => ("GLOB ?", glob),
             None => ("= ?", pattern.to_string()),
         };
         let any = columns
@@ -505,10 +493,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wildcards_become_escaped_like_patterns() {
-        assert_eq!(like_pattern("alice"), None);
-        assert_eq!(like_pattern("al*"), Some("al%".into()));
-        assert_eq!(like_pattern("a?c_%\\*"), Some("a_c\\_\\%\\\\%".into()));
+    fn wildcards_become_glob_patterns() {
+        assert_eq!(glob_pattern("alice"), None);
+        assert_eq!(glob_pattern("al*"), Some("al*".into()));
+        assert_eq!(glob_pattern("a?[x]%_*"), Some("a?[[]x]%_*".into()));
     }
 
     #[test]
