@@ -12,7 +12,7 @@ function el(tag, attrs, ...children) {
     if (k === "onclick" || k === "onchange" || k === "onsubmit") e.addEventListener(k.slice(2), v);
     else if (v !== null && v !== undefined) e.setAttribute(k, v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     e.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
   }
@@ -21,7 +21,7 @@ function el(tag, attrs, ...children) {
 
 function show(...nodes) {
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
 }
 
 async function api(path) {
@@ -105,7 +105,7 @@ async function searchPage(params) {
       el("td", {}, c.codecs || ""),
       el("td", { class: "n " + mosClass(c.worst_mos) }, num(c.worst_mos, 2)),
       el("td", { class: "n" }, num(c.worst_loss_percent, 1)),
-      el("td", { class: "n" }, num(c.setup_delay_ms, 0)),
+      el("td", { class: "n" }, num(c.setup_delay_ms, 1)),
     ));
   const table = el("table", { id: "calls" },
     el("thead", {}, el("tr", {}, ["Time (UTC)", "Caller", "Callee", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].map((h) => el("th", {}, h)))),
@@ -143,7 +143,7 @@ async function callPage(id) {
     ["Callee address", c.callee_ip ? `${c.callee_ip}:${c.callee_port}` : ""],
     ["INVITE", time(c.invite_ns)], ["Answered", time(c.answer_ns)], ["Ended", time(c.end_ns)],
     ["State", c.state], ["Final status", [c.final_status, c.final_reason].filter((x) => x).join(" ")],
-    ["Setup delay (SRD)", c.setup_delay_ms === null ? "" : num(c.setup_delay_ms, 0) + " ms"],
+    ["Setup delay (SRD)", c.setup_delay_ms === null ? "" : num(c.setup_delay_ms, 1) + " ms"],
     ["Duration", seconds(c.duration_ms)], ["Hung up by", [c.hangup_by, c.hangup_reason].filter((x) => x).join(": ")],
     ["Worst MOS", num(c.worst_mos, 2)], ["DTMF", c.dtmf_digits], ["Labels", (c.labels || []).join(", ")],
   ].filter(([, v]) => v !== null && v !== undefined && v !== "");

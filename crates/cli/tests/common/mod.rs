@@ -396,6 +396,12 @@ pub fn namespace_rig(cmd: &mut Command, what: &str) -> Option<String> {
 /// `calliper analyze` of `pcap` into a fresh database `db`, with `extra` options.
 pub fn analyze_into_db(pcap: &Path, db: &Path, extra: &[&str]) {
     let _ = std::fs::remove_file(db);
+    analyze_into_db_append(pcap, db, extra);
+}
+
+/// `calliper analyze --db DB PCAP` with `extra` options, adding to what
+/// `db` holds.
+pub fn analyze_into_db_append(pcap: &Path, db: &Path, extra: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--progress", "never", "-o", "/dev/null"])
         .args(extra)

@@ -91,8 +91,19 @@ impl Response {
 /// One request on its own connection (`Connection: close`); `Host` is
 /// `localhost` unless `headers` give one.
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    request_with_body(addr, method, path, headers, b"")
+}
+
+/// [`request`] with a body (its length sent when it is not empty).
+pub fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req += "Host: localhost\r\n";
@@ -100,14 +111,53 @@ pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &st
     for (k, v) in headers {
         req += &format!("{k}: {v}\r\n");
     }
+    if !body.is_empty() {
+        req += &format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+    }
     req += "\r\n";
     s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    // Read the head, then the body by its length (a server may keep the
+    // connection open whatever we asked), else to the end.
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no end of headers in {:?}", String::from_utf8_lossy(&raw)));
+    let mut buf = [0u8; 65536];
+    let end = loop {
+        if let Some(e) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break e;
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "no end of headers in {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let head_text = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let length = head_text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse::<usize>().unwrap());
+    let chunked = head_text.contains("transfer-encoding: chunked");
+    loop {
+        let body = &raw[end + 4..];
+        let done = match length {
+            Some(n) => body.len() >= n,
+            None if chunked => body.ends_with(b"0\r\n\r\n"),
+            None => false,
+        };
+        if done {
+            break;
+        }
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+    }
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines

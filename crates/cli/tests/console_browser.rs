@@ -1,0 +1,346 @@
+//! The console in a real browser: Debian's headless Chromium driven through
+//! WebDriver (chromedriver). It loads the console, searches for a caller
+//! through the form, opens a call, and checks what the page shows against
+//! the JSON API: one row per call, one ladder arrow per SIP message (and
+//! the raw message behind an arrow), one stream row per stream, one chart
+//! point per interval with the API's values. Screenshots go to
+//! `target/console-screenshots/`. `CALLIPER_SKIP=browser` skips it on
+//! purpose where Chromium cannot be installed.
+
+mod common;
+#[path = "console/server.rs"]
+mod server;
+
+use serde_json::{json, Value};
+use server::{enc, Server};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A chromedriver child and one browser session; both ended when dropped.
+struct Browser {
+    driver: Child,
+    addr: SocketAddr,
+    session: String,
+}
+
+impl Browser {
+    fn start() -> Option<Browser> {
+        let (driver_bin, chromium) = ("/usr/bin/chromedriver", "/usr/bin/chromium");
+        if !Path::new(driver_bin).exists() || !Path::new(chromium).exists() {
+            common::skip_requested(
+                "browser",
+                "chromium and chromium-driver (Debian packages) are needed: scripts/test.sh installs them",
+            );
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(driver_bin)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let start = Instant::now();
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1100"]
+            }
+        }}});
+        let mut b = Browser {
+            driver,
+            addr,
+            session: String::new(),
+        };
+        let r = b.call("POST", "/session", Some(caps));
+        b.session = r["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {r}"))
+            .to_string();
+        Some(b)
+    }
+
+    /// A WebDriver command; its `value`.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let r = server::request_with_body(self.addr, method, path, &[], body.as_bytes());
+        let v = r.json();
+        assert!(
+            r.status == 200,
+            "WebDriver {method} {path}: {} {v}",
+            r.status
+        );
+        v.get("value").cloned().unwrap_or(v)
+    }
+
+    fn go(&self, url: &str) {
+        self.call(
+            "POST",
+            &format!("/session/{}/url", self.session),
+            Some(json!({ "url": url })),
+        );
+    }
+
+    /// Runs `script` in the page; its result.
+    fn js(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &format!("/session/{}/execute/sync", self.session),
+            Some(json!({ "script": script, "args": [] })),
+        )
+    }
+
+    /// Waits until `script` returns something other than null or false.
+    fn wait(&self, what: &str, script: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = self.js(script);
+            if !v.is_null() && v != false {
+                return v;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the page never showed {what}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn screenshot(&self, name: &str) {
+        let v = self.call(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        );
+        let png = base64_decode(v.as_str().unwrap());
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), png).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let path = format!("/session/{}", self.session);
+            let _ = std::panic::catch_unwind(|| {
+                server::request(self.addr, "DELETE", &path, &[]);
+            });
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let bytes: Vec<u8> = s
+        .bytes()
+        .filter(|c| *c != b'=' && !c.is_ascii_whitespace())
+        .collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | u32::from(val(*c)) << (18 - 6 * i));
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("calliper-browser-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn the_console_shows_what_the_api_gives() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let db = temp("calls.db");
+    let _ = std::fs::remove_file(&db);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    for p in [
+        "sipp_hold_dtmf.pcap",
+        "heplify__rtp_rtcp_sip_ipv4_udp.pcap",
+        "sngrep__ipv6frag.pcap",
+    ] {
+        common::analyze_into_db_append(&root.join(p), &db, &[]);
+    }
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let base = format!("http://127.0.0.1:{}", s.addr.port());
+    let api = |path: &str| s.get(path, &[]).json();
+
+    // The call list: one row per call, newest first.
+    browser.go(&format!("{base}/"));
+    let all = api("/api/calls");
+    let n = all["calls"].as_array().unwrap().len();
+    let rows = browser.wait("the call list", "const r = document.querySelectorAll('#calls tbody tr'); return r.length ? r.length : null;");
+    assert_eq!(rows, n);
+    let ids = browser.js(
+        "return [...document.querySelectorAll('#calls tbody tr')].map(r => Number(r.dataset.id));",
+    );
+    let api_ids: Vec<Value> = all["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(ids, Value::Array(api_ids));
+    browser.screenshot("calls.png");
+
+    // Search through the form, as a person would.
+    let caller = "sipp";
+    browser.js(&format!(
+        "document.querySelector('input[name=caller]').value = '{caller}'; document.querySelector('#search button').click(); return true;"
+    ));
+    let want = api(&format!("/api/calls?caller={}", enc(caller)));
+    let want_ids: Vec<Value> = want["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert!(
+        !want_ids.is_empty() && want_ids.len() < n,
+        "the search must pick some calls, not all"
+    );
+    let shown = browser.wait(
+        "the search's results",
+        &format!("return location.hash.includes('caller={caller}') && document.querySelectorAll('#calls tbody tr').length === {} ? [...document.querySelectorAll('#calls tbody tr')].map(r => Number(r.dataset.id)) : null;", want_ids.len()),
+    );
+    assert_eq!(shown, Value::Array(want_ids.clone()));
+    // The search's URL is shareable: loaded afresh, it shows the same calls.
+    let url = browser.js("return location.href;");
+    browser.go("about:blank");
+    browser.go(url.as_str().unwrap());
+    let again = browser.wait("the shared search", "const r = [...document.querySelectorAll('#calls tbody tr')].map(r => Number(r.dataset.id)); return r.length ? r : null;");
+    assert_eq!(again, Value::Array(want_ids.clone()));
+
+    // Open a call: its ladder, streams and charts against the API.
+    let id = want_ids[0].as_i64().unwrap();
+    browser.js(&format!(
+        "document.querySelector('#calls tbody tr[data-id=\"{id}\"]').click(); return true;"
+    ));
+    let call = api(&format!("/api/calls/{id}"));
+    // The call's facts, as text.
+    let facts = browser.wait("the call's facts", "const d = document.querySelector('dl.facts'); return d ? [...d.querySelectorAll('dt')].map(t => [t.textContent, t.nextElementSibling.textContent]) : null;");
+    let fact = |name: &str| {
+        facts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f[0] == name)
+            .map(|f| f[1].as_str().unwrap().to_string())
+    };
+    assert_eq!(
+        fact("Call-ID").as_deref(),
+        call["call_id"].as_str(),
+        "{facts}"
+    );
+    assert_eq!(fact("State").as_deref(), call["state"].as_str(), "{facts}");
+    assert_eq!(
+        fact("Caller").as_deref(),
+        call["from_uri"].as_str(),
+        "{facts}"
+    );
+    let messages = call["messages"].as_array().unwrap();
+    let arrows = browser.wait(
+        "the ladder",
+        "const a = document.querySelectorAll('#ladder .arrow'); return a.length ? a.length : null;",
+    );
+    assert_eq!(arrows, messages.len());
+    let labels = browser.js("return [...document.querySelectorAll('#ladder .arrow')].map(a => a.querySelector('text').textContent);");
+    let want_labels: Vec<String> = messages
+        .iter()
+        .map(|m| match m["method"].as_str() {
+            Some(method) => method.to_string(),
+            None => format!("{} ({})", m["status"], m["cseq_method"].as_str().unwrap()),
+        })
+        .collect();
+    assert_eq!(labels, json!(want_labels));
+    // An arrow opens its raw message.
+    browser.js("document.querySelectorAll('#ladder .arrow')[1].dispatchEvent(new MouseEvent('click')); return true;");
+    let raw = browser.wait(
+        "the raw message",
+        "const p = document.querySelector('#raw'); return p ? p.textContent : null;",
+    );
+    assert_eq!(raw, messages[1]["message"]);
+    let streams = call["streams"].as_array().unwrap();
+    let stream_rows = browser.js("return document.querySelectorAll('#streams tbody tr').length;");
+    assert_eq!(stream_rows, streams.len());
+    let mut points_checked = 0;
+    // Charts in the order of the streams (two streams may share an SSRC).
+    for (index, st) in streams.iter().enumerate() {
+        let ssrc = st["ssrc"].as_i64().unwrap();
+        let intervals = st["intervals"].as_array().unwrap();
+        for (kind, field) in [
+            ("mos", "mos"),
+            ("jitter", "jitter_ms"),
+            ("loss", "loss_percent"),
+        ] {
+            let want: Vec<f64> = intervals.iter().filter_map(|i| i[field].as_f64()).collect();
+            let got = browser.js(&format!(
+                "const s = document.querySelectorAll('.stream-charts')[{index}].querySelector('svg.chart[data-kind=\"{kind}\"]'); return s ? [...s.querySelectorAll('circle')].map(c => Number(c.dataset.value)) : [];"
+            ));
+            let got: Vec<f64> = got
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert_eq!(got.len(), want.len(), "stream {ssrc} {kind}");
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-9, "stream {ssrc} {kind}: {g} vs {w}");
+                points_checked += 1;
+            }
+        }
+    }
+    assert!(points_checked > 0, "no chart point checked");
+    browser.screenshot("call.png");
+    browser.js("document.querySelector('#streams').scrollIntoView(); return true;");
+    browser.screenshot("streams.png");
+    // Nothing but what the page means to show: no "null", no "[object ...]".
+    let text = browser.js("return document.body.innerText;");
+    let text = text.as_str().unwrap();
+    assert!(
+        !text.contains("null")
+            && !text.contains("[object")
+            && !text.contains("undefined")
+            && !text.contains("NaN"),
+        "{text}"
+    );
+    // Compare two messages: tick the first, then the second.
+    browser.js("const a = document.querySelectorAll('#ladder .arrow'); a[0].dispatchEvent(new MouseEvent('click')); document.querySelector('#compare').click(); a[2].dispatchEvent(new MouseEvent('click')); document.querySelector('#compare').click(); return true;");
+    let diff = browser.wait("the diff", "const d = document.querySelector('#diff'); return d ? d.querySelectorAll('.add, .del').length : null;");
+    assert!(diff.as_u64().unwrap() > 0, "two different messages differ");
+    browser.js("document.querySelector('#diff').scrollIntoView(); return true;");
+    browser.screenshot("diff.png");
+}
