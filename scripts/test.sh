@@ -2,16 +2,18 @@
 # Installs what the tests need (tshark, the oracle) and runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The oracle (tshark, mergecap) and the real peers of the namespace tests.
+# The oracle (tshark, mergecap), the real peers of the namespace tests, and
+# the browser (Chromium and its WebDriver) of the console test.
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
     baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
-    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables; do
+    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables \
+    chromium:chromium /usr/bin/chromedriver:chromium-driver; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
-# spandsp (the PESQ rig's PLC, and the audio decoders' oracle), and what
-# netfilterqueue builds on.
-for package in libspandsp2 libnetfilter-queue-dev; do
+# spandsp (the PESQ rig's PLC, and the audio decoders' oracle), what
+# netfilterqueue builds on, and a font for the browser's screenshots.
+for package in libspandsp2 libnetfilter-queue-dev fonts-dejavu-core; do
     dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
 if [ ${#need[@]} -gt 0 ]; then

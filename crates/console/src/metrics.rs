@@ -369,6 +369,60 @@ mod tests {
         assert_eq!(class(None), "none");
     }
 
+    /// Metric family names, from what a scrape says.
+    fn families() -> Vec<String> {
+        Totals::default()
+            .render()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_docs_and_the_dashboard_name_only_real_metrics() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let doc = std::fs::read_to_string(root.join("console.md")).unwrap();
+        let names = families();
+        for n in &names {
+            assert!(
+                doc.contains(&format!("`{n}`")),
+                "docs/console.md does not describe {n}"
+            );
+        }
+        for (p, _) in crate::params::PARAMETERS {
+            assert!(
+                doc.contains(&format!("`{p}`")),
+                "docs/console.md does not describe the parameter {p}"
+            );
+        }
+        let dash: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("grafana-dashboard.json")).unwrap(),
+        )
+        .unwrap();
+        let mut used = 0;
+        for panel in dash["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if let Some(base) = word.strip_prefix("calliper_") {
+                        let base = format!("calliper_{base}");
+                        let family = ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .find_map(|s| base.strip_suffix(s))
+                            .unwrap_or(&base);
+                        assert!(
+                            names.iter().any(|n| n == family),
+                            "the dashboard uses {word}, which no scrape gives"
+                        );
+                        used += 1;
+                    }
+                }
+            }
+        }
+        assert!(used >= names.len(), "the dashboard uses {used} metrics");
+    }
+
     #[test]
     fn histogram_buckets_are_cumulative() {
         let mut h = Histogram::new(&[1.0, 2.0]);

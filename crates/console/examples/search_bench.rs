@@ -1,0 +1,254 @@
+//! The console's speed on a large database: fills one with synthetic calls
+//! (if it does not exist), serves it, and measures over HTTP a search by
+//! caller and one day (p50, p95, max), the same over a week, and what the
+//! call list page weighs.
+//!
+//! `cargo run --release -p calliper-console --example search_bench -- DB CALLS [REQUESTS]`
+//!
+//! The calls: CALLS spread over 30 days, 200 000 callers and callees
+//! (Zipf-like: a few users make most calls), two streams each, the status
+//! and codec mixes of a carrier; rows written with the store's own schema.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const DAYS: i64 = 30;
+const USERS: u64 = 200_000;
+const START_NS: i64 = 1_790_000_000_000_000_000;
+const DAY_NS: i64 = 86_400_000_000_000;
+
+/// xorshift64*: reproducible and fast.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// A user, skewed: squaring a uniform draw favours low numbers.
+    fn user(&mut self) -> String {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        format!("+4420{:07}", (u * u * USERS as f64) as u64)
+    }
+}
+
+fn fill(db: &Path, calls: u64) {
+    // The schema is the store's: opening with its sink creates it.
+    drop(calliper_store::Sqlite::open(db).expect("create the database"));
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; BEGIN")
+        .unwrap();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let started = Instant::now();
+    {
+        let mut call = conn
+            .prepare(
+                "INSERT INTO calls (call_id, from_uri, from_user, to_uri, to_user, caller_user_agent,
+                 caller_ip, caller_port, callee_ip, callee_port, invite_ns, answer_ns, end_ns,
+                 duration_ms, setup_delay_ms, final_status, final_reason, state, sip_messages, worst_mos, mos_scale)
+                 VALUES (?,?,?,?,?,?,?,5060,?,5060,?,?,?,?,?,?,?,?,?,?,'narrowband')",
+            )
+            .unwrap();
+        let mut stream = conn
+            .prepare(
+                "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec,
+                 first_ns, last_ns, packets, expected, lost, loss_percent, mean_jitter_ms, mos)
+                 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            )
+            .unwrap();
+        for i in 0..calls {
+            let invite = START_NS + (i as i64 * (DAYS * DAY_NS / calls as i64));
+            let (from, to) = (rng.user(), rng.user());
+            let roll = rng.below(100);
+            let (status, reason, state) = match roll {
+                0..=64 => (Some(200), "OK", "completed"),
+                65..=79 => (Some(486), "Busy Here", "failed"),
+                80..=87 => (Some(487), "Request Terminated", "cancelled"),
+                88..=94 => (Some(404), "Not Found", "failed"),
+                95..=98 => (Some(503), "Service Unavailable", "failed"),
+                _ => (None, "", "no_final_response"),
+            };
+            let answered = status == Some(200);
+            let duration_ms = if answered {
+                rng.below(600_000) as f64
+            } else {
+                0.0
+            };
+            let srd = 50.0 + rng.below(3000) as f64;
+            let answer = answered.then(|| invite + (srd * 1e6) as i64 + 2_000_000_000);
+            let end = answer.unwrap_or(invite) + (duration_ms * 1e6) as i64;
+            let loss = if rng.below(20) == 0 {
+                rng.below(1500) as f64 / 100.0
+            } else {
+                rng.below(50) as f64 / 100.0
+            };
+            let mos = answered.then(|| 4.4 - loss * 0.12);
+            let (caller_ip, callee_ip) = (
+                format!("10.{}.{}.{}", rng.below(4), rng.below(256), rng.below(256)),
+                format!("192.0.2.{}", rng.below(256)),
+            );
+            call.execute(rusqlite::params![
+                format!("{i:x}-{}@sbc.example", rng.next()),
+                format!("sip:{from}@carrier.example"),
+                from,
+                format!("sip:{to}@carrier.example"),
+                to,
+                [
+                    "Polycom/7.1",
+                    "Yealink SIP-T46S",
+                    "Linphone/5.2",
+                    "Cisco-SIPGateway/IOS-16"
+                ][rng.below(4) as usize],
+                caller_ip,
+                callee_ip,
+                invite,
+                answer,
+                end,
+                duration_ms,
+                srd,
+                status,
+                reason,
+                state,
+                if answered { 7 } else { 3 },
+                mos,
+            ])
+            .unwrap();
+            let id = conn.last_insert_rowid();
+            if answered {
+                let codec = ["PCMU", "PCMA", "G729", "G722"][rng.below(4) as usize];
+                let packets = (duration_ms / 20.0) as i64;
+                for (dir, src, dst) in [
+                    ("caller_to_callee", &caller_ip, &callee_ip),
+                    ("callee_to_caller", &callee_ip, &caller_ip),
+                ] {
+                    let lost = (packets as f64 * loss / 100.0) as i64;
+                    stream
+                        .execute(rusqlite::params![
+                            id,
+                            src,
+                            20000 + rng.below(10000) as i64,
+                            dst,
+                            20000 + rng.below(10000) as i64,
+                            rng.next() as u32,
+                            dir,
+                            0,
+                            codec,
+                            answer,
+                            end,
+                            packets - lost,
+                            packets,
+                            lost,
+                            loss,
+                            rng.below(3000) as f64 / 100.0,
+                            mos
+                        ])
+                        .unwrap();
+                }
+            }
+            if i % 100_000 == 99_999 {
+                conn.execute_batch("COMMIT; BEGIN").unwrap();
+                eprint!(
+                    "\r{} calls ({:.0}/s)",
+                    i + 1,
+                    (i + 1) as f64 / started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    eprintln!(
+        "\nfilled {calls} calls in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// GET over a fresh connection: (status, body bytes).
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap();
+    (status, raw[end + 4..].to_vec())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 3 {
+        eprintln!("usage: search_bench DB CALLS [REQUESTS]");
+        std::process::exit(2);
+    }
+    let db = Path::new(&args[1]).to_path_buf();
+    let calls: u64 = args[2].parse().unwrap();
+    let requests: usize = args.get(3).map_or(200, |r| r.parse().unwrap());
+    if !db.exists() {
+        fill(&db, calls);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let cfg = calliper_console::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        db: db.clone(),
+        token: None,
+    };
+    std::thread::spawn(move || {
+        calliper_console::serve(cfg, |a| tx.send(a).unwrap()).unwrap();
+    });
+    let port = rx.recv().unwrap().port();
+    let mut rng = Rng(42);
+    let (mut found, mut times) = (0usize, Vec::new());
+    for (label, days) in [("one day", 1), ("one week", 7)] {
+        times.clear();
+        for _ in 0..requests {
+            let day = rng.below((DAYS - days as i64) as u64) as i64;
+            let from = START_NS + day * DAY_NS;
+            let path = format!(
+                "/api/calls?caller={}&from={from}&to={}",
+                rng.user().replace('+', "%2B"),
+                from + days * DAY_NS
+            );
+            let t = Instant::now();
+            let (status, body) = get(port, &path);
+            times.push(t.elapsed());
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            found += v["calls"].as_array().unwrap().len();
+        }
+        times.sort();
+        println!(
+            "caller + {label}: {requests} searches, p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+            percentile(&times, 0.5),
+            percentile(&times, 0.95),
+            percentile(&times, 1.0)
+        );
+    }
+    println!("calls found in all: {found}");
+    let t = Instant::now();
+    let (_, list) = get(port, "/api/calls");
+    println!(
+        "newest 50 calls (no filter): {:.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let page: usize = ["/", "/assets/app.js", "/assets/style.css"]
+        .iter()
+        .map(|p| get(port, p).1.len())
+        .sum::<usize>()
+        + list.len();
+    println!(
+        "call list page: {page} bytes (page, script, style and the first 50 calls, uncompressed)"
+    );
+}
