@@ -658,3 +658,34 @@ fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
 fn tshark_count(pcap: &Path, filter: &str) -> usize {
     common::tshark(pcap, &["-Y", filter]).lines().count()
 }
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use std::io::{Read, Write};
+    let db = temp("slow.db");
+    let _ = std::fs::remove_file(&db);
+    analyze(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
+        &db,
+    );
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", s.addr.port())).unwrap();
+    slow.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Others are served meanwhile.
+    assert_eq!(s.get("/api/calls", &[]).status, 200);
+    let mut buf = [0u8; 1024];
+    let closed = match slow.read(&mut buf) {
+        Ok(n) => n == 0 || String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    let waited = started.elapsed().as_secs_f64();
+    assert!(closed, "the slow connection was not closed");
+    assert!(
+        (9.0..20.0).contains(&waited),
+        "closed after {waited:.1} s, not the 10 s header timeout"
+    );
+}

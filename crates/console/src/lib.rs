@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod csv;
+mod listen;
 mod metrics;
 mod params;
 mod ui;
@@ -31,6 +32,7 @@ pub const MAX_CONCURRENT_QUERIES: usize = 8;
 pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(10);
 /// Shortest token accepted: a guessable token is no protection.
 pub const MIN_TOKEN_LEN: usize = 16;
+pub use listen::{HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTION_TIME, MAX_HEADER_BYTES};
 
 /// What the console serves and how.
 #[derive(Debug, Clone)]
@@ -116,10 +118,8 @@ pub fn serve(cfg: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> 
             metrics: metrics::Metrics::default(),
         });
         ready(addr);
-        axum::serve(listener, router(state))
-            .with_graceful_shutdown(shutdown())
-            .await
-            .map_err(|e| format!("server failed: {e}"))
+        listen::serve(listener, router(state), shutdown()).await;
+        Ok(())
     })
 }
 
