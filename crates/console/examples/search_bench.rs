@@ -88,7 +88,7 @@ fn fill(db: &Path, calls: u64) {
             } else {
                 rng.below(50) as f64 / 100.0
             };
-            let mos = answered.then(|| 4.4 - loss * 0.12);
+            let mos = answered.then_some(4.4 - loss * 0.12);
             let (caller_ip, callee_ip) = (
                 format!("10.{}.{}.{}", rng.below(4), rng.below(256), rng.below(256)),
                 format!("192.0.2.{}", rng.below(256)),
@@ -214,7 +214,7 @@ fn main() {
     for (label, days) in [("one day", 1), ("one week", 7)] {
         times.clear();
         for _ in 0..requests {
-            let day = rng.below((DAYS - days as i64) as u64) as i64;
+            let day = rng.below((DAYS - days) as u64) as i64;
             let from = START_NS + day * DAY_NS;
             let path = format!(
                 "/api/calls?caller={}&from={from}&to={}",
