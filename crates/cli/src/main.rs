@@ -326,7 +326,17 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         Default::default(),
     )?;
     if let Some(db) = &a.out.db {
-        eprintln!("calliper: stored {calls_written} calls in {}", db.display());
+        let held = calliper_store::open_read_only(db)
+            .and_then(|c| calliper_store::totals(&c))
+            .ok()
+            .filter(|(_, runs)| *runs > 1);
+        match held {
+            Some((calls, runs)) => eprintln!(
+                "calliper: stored {calls_written} calls in {}, added to what it held: it now has {calls} calls from {runs} runs (a new file keeps runs apart)",
+                db.display()
+            ),
+            None => eprintln!("calliper: stored {calls_written} calls in {}", db.display()),
+        }
     }
     if let Some((input, f)) = failure {
         return Err(anyhow::Error::new(f).context(format!(

@@ -25,7 +25,7 @@ pub struct OutputArgs {
     /// Write the --format output to this file instead of stdout (`probe` appends to it, so a restart keeps what was written).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// Also store everything in this SQLite database (created if missing): calls, streams, SIP messages, interval reports, registrations, users, alerts, KPIs, the time series.
+    /// Also store everything in this SQLite database (created if missing, added to if not): calls, streams, SIP messages, interval reports, registrations, users, alerts, KPIs, the time series.
     #[arg(long, conflicts_with = "db_dir")]
     pub db: Option<PathBuf>,
     /// Store in one SQLite database per day (UTC) in this directory,

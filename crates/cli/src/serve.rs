@@ -18,32 +18,64 @@ must then carry it, as `Authorization: Bearer TOKEN` or as the password of basic
 it). The console only reads: the database is opened read-only, so a probe or analysis may write it meanwhile.\n\n\
 Stop it with SIGINT or SIGTERM. Exit status: 0 stopped; 2 it could not start (the reason is printed).",
     after_help = "Examples:\n  calliper analyze testdata/sipp_hold_dtmf.pcap --db calls.db && calliper serve --db calls.db\n  \
-calliper serve --db calls.db --http 0.0.0.0:8443 --token-file /etc/calliper/console.token\n  \
-curl -s 'http://127.0.0.1:8080/api/calls?caller=alice*&status=4xx&limit=10'"
+head -c 24 /dev/urandom | base64 > console.token && chmod 600 console.token\n  \
+calliper serve --db calls.db --http 0.0.0.0:8081 --token-file console.token\n  \
+curl -s 'http://127.0.0.1:8080/api/calls?caller=sipp&status=2xx&limit=10'"
 )]
 pub struct ServeArgs {
     /// The database to show (written by `analyze --db` or `probe --db`).
     #[arg(long)]
     db: PathBuf,
-    /// Address and port to listen on; anything but loopback needs a token.
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    /// Address and port to listen on (`ADDR:PORT`, `localhost:PORT` or a
+    /// port alone for loopback); anything but loopback needs a token.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080", value_parser = listen_address)]
     http: SocketAddr,
-    /// A file holding the token requests must carry (surrounding
-    /// whitespace ignored; at least 16 characters).
+    /// A file holding the token requests must carry: at least 16
+    /// characters, no spaces (surrounding whitespace ignored), readable by
+    /// its owner only (chmod 600). Without it, the CALLIPER_TOKEN
+    /// environment variable is read.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
 }
 
-pub fn run(a: ServeArgs) -> Result<()> {
-    let token = match &a.token_file {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read the token file {}", f.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
+/// `ADDR:PORT`, `localhost:PORT` or `PORT` (loopback).
+fn listen_address(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Some(port) = s.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()) {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        format!("{s:?}: give ADDR:PORT (127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080), localhost:PORT or a port")
+    })
+}
+
+/// The token, from the file (which must be private) or the environment.
+fn token(file: Option<&PathBuf>) -> Result<Option<String>> {
+    let Some(f) = file else {
+        return Ok(std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
     };
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(f)
+        .with_context(|| format!("cannot read the token file {}", f.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        bail!(
+            "the token file {} can be read by others: `chmod 600 {}`",
+            f.display(),
+            f.display()
+        );
+    }
+    let t = std::fs::read_to_string(f)
+        .with_context(|| format!("cannot read the token file {}", f.display()))?;
+    Ok(Some(t.trim().to_string()))
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    let token = token(a.token_file.as_ref())?;
+    if a.db.is_dir() {
+        bail!("{} is a directory: --db names a database file", a.db.display());
+    }
     if !a.db.is_file() {
         bail!(
             "{}: no such database (write one with `calliper analyze CAPTURE --db {}`)",
@@ -63,5 +95,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             if guarded { " (token required)" } else { "" }
         );
     })
-    .map_err(anyhow::Error::msg)
+    .map_err(|e| {
+        if e.contains("Address already in use") {
+            anyhow::anyhow!("{e}: another program listens there; choose another port with --http 127.0.0.1:PORT")
+        } else {
+            anyhow::Error::msg(e)
+        }
+    })
 }

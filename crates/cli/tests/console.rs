@@ -494,6 +494,19 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     let token = "a-token-of-sufficient-length";
     let token_file = temp("token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    // A token file others can read is refused.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["serve", "--db"])
+        .arg(&db)
+        .args(["--http", "0.0.0.0:0", "--token-file"])
+        .arg(&token_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let s = Server::start(
         &db,
         "0.0.0.0:0",
@@ -688,4 +701,32 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
         (9.0..20.0).contains(&waited),
         "closed after {waited:.1} s, not the 10 s header timeout"
     );
+}
+
+#[test]
+fn a_database_from_an_older_version_is_shown_without_ladders() {
+    let db = temp("old.db");
+    let _ = std::fs::remove_file(&db);
+    let records = analyze(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"), &db);
+    // What an older version wrote: no call detail, no alerts or registrations tables.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP TABLE sip_messages; DROP TABLE stream_intervals; DROP TABLE alerts; DROP TABLE registrations; PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    drop(conn);
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    assert_eq!(all_calls(&s, "").len(), records.len());
+    let d = s.get("/api/calls/1", &[]).json();
+    assert_eq!(d["messages"].as_array().unwrap().len(), 0);
+    assert!(!d["streams"].as_array().unwrap().is_empty());
+    assert_eq!(s.get("/api/calls?alert=low_mos", &[]).status, 200);
+    let m = s.get("/metrics", &[]).text();
+    assert_eq!(metric_sum(&m, "calliper_calls_total"), records.len() as f64);
+    // The server only read it: the old tables are still missing.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'sip_messages'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
 }

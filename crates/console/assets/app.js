@@ -25,7 +25,8 @@ function show(...nodes) {
 }
 
 async function api(path) {
-  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  // From the origin, not the page's URL: a URL carrying user:token@ cannot be fetched.
+  const r = await fetch(location.origin + path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
   const body = await r.json().catch(() => ({ error: r.statusText }));
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
@@ -96,12 +97,12 @@ async function searchPage(params) {
   const limit = body.limit, offset = body.offset;
   const rows = body.calls.map((c) =>
     el("tr", { "data-id": c.id, class: "call", onclick: () => (location.hash = "#/call/" + c.id) },
-      el("td", {}, time(c.invite_ns)),
+      el("td", {}, el("a", { href: "#/call/" + c.id }, time(c.invite_ns))),
       el("td", {}, c.from_user || c.from_uri || ""),
       el("td", {}, c.to_user || c.to_uri || ""),
       el("td", {}, c.state || ""),
       el("td", {}, c.final_status ?? ""),
-      el("td", { class: "n" }, seconds(c.duration_ms)),
+      el("td", { class: "n" }, c.answer_ns === null || c.answer_ns === undefined ? "" : seconds(c.duration_ms)),
       el("td", {}, c.codecs || ""),
       el("td", { class: "n " + mosClass(c.worst_mos) }, num(c.worst_mos, 2)),
       el("td", { class: "n" }, num(c.worst_loss_percent, 1)),
@@ -114,8 +115,8 @@ async function searchPage(params) {
   const csv = new URLSearchParams(params); csv.delete("limit"); csv.delete("offset");
   status.textContent = body.calls.length === 0 ? "No calls match." : `Calls ${offset + 1}–${offset + body.calls.length}${body.more ? " (more follow)" : ""}`;
   const nav = el("p", { class: "pages" },
-    offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)), id: "prev" }, "← newer") : null, " ",
-    body.more ? el("a", { href: page(offset + limit), id: "next" }, "older →") : null, " ",
+    offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)), id: "prev" }, "← previous page") : null, " ",
+    body.more ? el("a", { href: page(offset + limit), id: "next" }, "next page →") : null, " ",
     el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
   document.getElementById("main").append(table, nav);
 }
@@ -149,10 +150,15 @@ async function callPage(id) {
   ].filter(([, v]) => v !== null && v !== undefined && v !== "");
   const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
   const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message; tick two to compare them."));
+  const stored = c.messages.length > 0 || c.streams.some((s) => (s.intervals || []).length > 0);
+  const noDetail = stored ? null : el("p", { class: "note", id: "no-detail" },
+    "This database holds no SIP messages or interval reports for this call: it was written with --no-call-detail, " +
+    "or by a version before the console. Analyse the capture into a new database to see the ladder and the charts.");
   show(
     el("p", {}, el("a", { href: "#/calls" }, "← calls")),
-    el("h1", {}, "Call " + c.id), dl,
-    el("h2", {}, `SIP ladder (${c.messages.length} messages)`), ladder(c.messages, viewer), viewer,
+    el("h1", {}, "Call " + c.id), dl, noDetail,
+    el("h2", {}, `SIP ladder (${c.messages.length} messages)`),
+    c.messages.length ? ladder(c.messages, viewer) : null, c.messages.length ? viewer : null,
     el("h2", {}, `Streams (${c.streams.length})`), streamTable(c.streams),
     el("div", { id: "charts" }, c.streams.map(streamCharts)),
     c.alerts.length ? el("h2", {}, "Alerts") : null,
@@ -200,6 +206,7 @@ function ladder(messages, viewer) {
         if (tick.checked && k < 0) picked.push(m);
         if (!tick.checked && k >= 0) picked.splice(k, 1);
         while (picked.length > 2) picked.shift();
+        svg.querySelectorAll(".arrow").forEach((n) => n.classList.toggle("picked", picked.some((p) => String(p.id) === n.dataset.id)));
         if (picked.length === 2) viewer.append(diff(picked[0], picked[1]));
       });
       viewer.replaceChildren(
@@ -224,21 +231,23 @@ function diff(a, b) {
   let i = 0, j = 0;
   while (i < n || j < m) {
     if (i < n && j < m && x[i] === y[j]) { out.append(el("span", {}, "  " + x[i] + "\n")); i++; j++; }
-    else if (j < m && (i >= n || L[i][j + 1] >= L[i + 1][j])) { out.append(el("span", { class: "add" }, "+ " + y[j] + "\n")); j++; }
-    else { out.append(el("span", { class: "del" }, "- " + x[i] + "\n")); i++; }
+    else if (i < n && (j >= m || L[i + 1][j] >= L[i][j + 1])) { out.append(el("span", { class: "del" }, "- " + x[i] + "\n")); i++; }
+    else { out.append(el("span", { class: "add" }, "+ " + y[j] + "\n")); j++; }
   }
-  return el("div", {}, el("h3", {}, `Diff: ${label(a)} → ${label(b)}`), out);
+  const name = (m) => `${label(m)} at ${time(m.ts_ns)} from ${m.src}:${m.src_port}`;
+  return el("div", {}, el("h3", {}, `Diff: − ${name(a)}, + ${name(b)}`), out);
 }
 
 function streamTable(streams) {
-  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "RTCP reports"];
+  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Restarts", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "RTCP reports"];
   return el("table", { id: "streams" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
     el("tbody", {}, streams.map((s) => el("tr", { "data-ssrc": s.ssrc },
       el("td", {}, s.direction || ""), el("td", {}, `${s.src}:${s.src_port}`), el("td", {}, `${s.dst}:${s.dst_port}`),
       el("td", {}, "0x" + Number(s.ssrc).toString(16).padStart(8, "0")), el("td", {}, s.codec || ""),
       el("td", { class: "n" }, s.packets), el("td", { class: "n" }, s.lost), el("td", { class: "n" }, num(s.loss_percent, 2)),
-      el("td", { class: "n" }, s.duplicates), el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
+      el("td", { class: "n" }, s.duplicates), el("td", { class: "n", title: "sequence restarts (a sender restarting its stream, e.g. after hold): jitter spans them" }, s.seq_resets ?? ""),
+      el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
       el("td", { class: "n" }, num(s.max_delta_ms, 2)), el("td", { class: "n " + mosClass(s.mos) }, num(s.mos, 2)),
       el("td", { class: "n" }, s.rtcp_reports ?? "")))));
 }
@@ -247,17 +256,18 @@ function streamTable(streams) {
 function streamCharts(s) {
   const iv = s.intervals || [];
   const box = el("div", { class: "stream-charts", "data-ssrc": s.ssrc },
-    el("h3", {}, `${s.direction || "stream"} ${s.src}:${s.src_port} → ${s.dst}:${s.dst_port} (${s.codec || "?"}), ${iv.length} intervals`));
+    el("h3", {}, `${s.direction || "stream"} ${s.src}:${s.src_port} → ${s.dst}:${s.dst_port} (${s.codec || "?"}), ${iv.length} interval${iv.length === 1 ? "" : "s"}`));
   if (iv.length === 0) return box;
   box.append(
     chart("Loss %", iv, (r) => r.loss_percent, 0, null, "loss"),
-    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter"),
-    chart("MOS", iv, (r) => r.mos, 1, 5, "mos"));
+    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter"));
+  if (iv.some((r) => r.mos !== null && r.mos !== undefined)) box.append(chart("MOS", iv, (r) => r.mos, 1, 5, "mos"));
+  else box.append(el("p", { class: "hint" }, "No MOS: " + String(s.unscored || "not a voice stream").replaceAll("_", " ")));
   return box;
 }
 
 function chart(title, rows, value, min, max, kind) {
-  const w = 300, h = 120, pad = 30;
+  const w = 300, h = 130, pad = 30;
   const pts = rows.map((r) => [Number(BigInt(r.start_ns) / 1000000n), value(r)]).filter(([, v]) => v !== null && v !== undefined);
   const svg = el("svg:svg", { class: "chart", "data-kind": kind, "data-points": pts.length, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
   svg.append(el("svg:text", { x: pad, y: 12, class: "title" }, title));
@@ -265,13 +275,16 @@ function chart(title, rows, value, min, max, kind) {
   const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
   const hi = max ?? Math.max(1, ...pts.map(([, v]) => v)), lo = min;
   const X = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
-  const Y = (v) => h - 18 - ((v - lo) / (hi - lo || 1)) * (h - 40);
+  const Y = (v) => h - 28 - ((v - lo) / (hi - lo || 1)) * (h - 50);
+  const clock = (ms) => new Date(ms).toISOString().slice(11, 19);
   svg.append(
-    el("svg:line", { x1: pad, y1: h - 18, x2: w - 8, y2: h - 18, class: "axis" }),
+    el("svg:line", { x1: pad, y1: h - 28, x2: w - 8, y2: h - 28, class: "axis" }),
+    el("svg:text", { x: pad, y: h - 14, class: "tick" }, clock(t0)),
+    el("svg:text", { x: w - 8, y: h - 14, class: "tick", "text-anchor": "end" }, clock(t1)),
     el("svg:text", { x: 2, y: Y(hi) + 4, class: "tick" }, String(Math.round(hi * 10) / 10)),
     el("svg:text", { x: 2, y: Y(lo) + 4, class: "tick" }, String(lo)),
     el("svg:polyline", { points: pts.map(([t, v]) => `${X(t).toFixed(1)},${Y(v).toFixed(1)}`).join(" ") }));
-  for (const [t, v] of pts) svg.append(el("svg:circle", { cx: X(t).toFixed(1), cy: Y(v).toFixed(1), r: 2.5, "data-value": v }, el("svg:title", {}, `${time(String(BigInt(t) * 1000000n))}: ${v}`)));
+  for (const [t, v] of pts) svg.append(el("svg:circle", { cx: X(t).toFixed(1), cy: Y(v).toFixed(1), r: 2.5, "data-value": v }, el("svg:title", {}, `${clock(t)}: ${Number(v).toFixed(2)}`)));
   return svg;
 }
 
@@ -282,7 +295,8 @@ function route() {
   const [path, query] = hash.slice(1).split("?");
   const call = path.match(/^\/call\/(\d+)$/);
   if (call) callPage(call[1]);
-  else searchPage(new URLSearchParams(query || ""));
+  else if (path === "/calls" || path === "/" || path === "") searchPage(new URLSearchParams(query || ""));
+  else show(el("p", { class: "error" }, "No such page: " + path + ". "), el("a", { href: "#/calls" }, "Calls"));
 }
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", route);

@@ -237,6 +237,42 @@ fn main() {
         );
     }
     println!("calls found in all: {found}");
+    // Searches an index serves only in part: a day and a quality filter
+    // (the day's rows are read), a caller prefix, and no time range at all
+    // (every row is read, and may be stopped at 10 s: a 503).
+    let few = (requests / 10).max(5);
+    let day_from = |rng: &mut Rng| START_NS + rng.below(DAYS as u64 - 1) as i64 * DAY_NS;
+    type Query = Box<dyn Fn(&mut Rng) -> String>;
+    let kinds: Vec<(&str, Query)> = vec![
+        ("one day, MOS below 3.5", Box::new(move |r: &mut Rng| {
+            let f = day_from(r);
+            format!("/api/calls?mos_below=3.5&from={f}&to={}", f + DAY_NS)
+        })),
+        ("one day, codec G722, loss above 5 %", Box::new(move |r: &mut Rng| {
+            let f = day_from(r);
+            format!("/api/calls?codec=G722&loss_above=5&from={f}&to={}", f + DAY_NS)
+        })),
+        ("caller prefix (+44200001*), all time", Box::new(|_: &mut Rng| "/api/calls?caller=%2B44200001*".to_string())),
+        ("callee exact, all time, sorted by MOS", Box::new(|r: &mut Rng| format!("/api/calls?callee={}&sort=mos", r.user().replace('+', "%2B")))),
+        ("status 503, all time (no index)", Box::new(|_: &mut Rng| "/api/calls?status=503&sort=duration".to_string())),
+    ];
+    for (label, query) in kinds {
+        let mut t = Vec::new();
+        let mut statuses = std::collections::BTreeMap::new();
+        for _ in 0..few {
+            let path = query(&mut rng);
+            let s = Instant::now();
+            let (status, _) = get(port, &path);
+            t.push(s.elapsed());
+            *statuses.entry(status).or_insert(0) += 1;
+        }
+        t.sort();
+        println!(
+            "{label}: {few} searches, p50 {:.1} ms, p95 {:.1} ms, statuses {statuses:?}",
+            percentile(&t, 0.5),
+            percentile(&t, 0.95)
+        );
+    }
     let t = Instant::now();
     let (_, list) = get(port, "/api/calls");
     println!(

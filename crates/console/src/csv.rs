@@ -1,4 +1,5 @@
-//! `GET /api/calls.csv`: a search as CSV (RFC 4180), up to
+//! `GET /api/calls.csv`: a search as CSV (RFC 4180): the INVITE time in
+//! RFC 3339, then the `calls` table's columns and the list's extras, up to
 //! [`calliper_store::MAX_LIMIT`] calls a request (header `X-Calliper-More`
 //! says whether more follow). Text that a spreadsheet would run as a
 //! formula (starting `=`, `+`, `-`, `@`) is prefixed with `'`: caller names
@@ -48,12 +49,13 @@ pub(crate) async fn calls(
             .collect::<Result<_, _>>()?;
         names.extend(["codecs".into(), "worst_loss_percent".into()]);
         let (calls, more) = calliper_store::search_calls(c, &search)?;
-        let mut out = names.join(",") + "\r\n";
+        // A readable time first: a spreadsheet shows ns as 1.8E+18.
+        let mut out = format!("invite_utc,{}\r\n", names.join(","));
         for call in &calls {
-            for (i, n) in names.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
+            let invite = call.get("invite_ns").and_then(Value::as_i64);
+            out.push_str(&invite.map(calliper_store::rfc3339).unwrap_or_default());
+            for n in &names {
+                out.push(',');
                 field(&mut out, call.get(n.as_str()));
             }
             out.push_str("\r\n");

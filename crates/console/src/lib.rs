@@ -58,7 +58,9 @@ impl Config {
             }
         } else if !self.listen.ip().is_loopback() {
             return Err(format!(
-                "{} is not a loopback address: give a token (--token-file FILE) so that only those who have it can read the calls",
+                "{} is not a loopback address: give a token (--token-file FILE, or the CALLIPER_TOKEN environment variable) \
+                 so that only those who have it can read the calls; make one with \
+                 `head -c 24 /dev/urandom | base64 > console.token && chmod 600 console.token`",
                 self.listen
             ));
         }

@@ -19,14 +19,7 @@ use std::sync::{Arc, Mutex};
 /// next; `calliper_console_catching_up` says so).
 pub const MAX_ROWS_PER_SCRAPE: i64 = 1_000_000;
 
-const STATES: &[&str] = &[
-    "completed",
-    "answered",
-    "failed",
-    "cancelled",
-    "no_final_response",
-    "evicted",
-];
+use crate::params::STATES;
 const METHODS: &[&str] = &[
     "INVITE",
     "ACK",
@@ -250,7 +243,7 @@ impl Totals {
         self.setup_delay.write(
             &mut o,
             "calliper_call_setup_delay_seconds",
-            "Session request delay (INVITE to first provisional or final response) of each call.",
+            "Session request delay (RFC 6076 SRD: INVITE to its first response other than 100) of each call.",
         );
         family(
             &mut o,

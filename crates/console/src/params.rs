@@ -27,7 +27,7 @@ pub(crate) const PARAMETERS: &[(&str, &str)] = &[
         "state",
         "completed, answered, failed, cancelled, no_final_response or evicted",
     ),
-    ("codec", "a stream's codec (PCMU, G722, ...)"),
+    ("codec", "a stream's codec, any case (PCMU, G722, ...)"),
     ("mos_below", "worst stream MOS below this"),
     ("loss_above", "a stream losing more than this percentage"),
     ("min_duration", "duration at least this many seconds"),
@@ -46,6 +46,16 @@ pub(crate) const PARAMETERS: &[(&str, &str)] = &[
     ("order", "desc (default) or asc"),
     ("limit", "calls per page"),
     ("offset", "calls to skip"),
+];
+
+/// The call states a record can have.
+pub(crate) const STATES: &[&str] = &[
+    "completed",
+    "answered",
+    "failed",
+    "cancelled",
+    "no_final_response",
+    "evicted",
 ];
 
 /// Longest text value accepted.
@@ -146,7 +156,12 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
             "label" => s.label = text(),
             "alert" => s.alert = text(),
             "codec" => s.codec = text(),
-            "state" => s.state = text(),
+            "state" => {
+                if !STATES.contains(&v) {
+                    return Err(bad(known, v, &format!("one of {} expected", STATES.join(", "))));
+                }
+                s.state = text()
+            }
             "ip" => {
                 s.ip = Some(Network::parse(v).ok_or_else(|| {
                     bad(
@@ -266,6 +281,7 @@ mod tests {
             ("loss_above", "-1"),
             ("sort", "caller"),
             ("order", "up"),
+            ("state", "done"),
             ("limit", "0"),
             ("limit", "1001"),
             ("offset", "100000000"),

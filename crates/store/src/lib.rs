@@ -14,7 +14,7 @@ mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
 mod lookup;
 mod search;
-pub use lookup::{find_calls, StoredCall, StoredStream};
+pub use lookup::{find_calls, totals, StoredCall, StoredStream};
 pub use search::{
     call_detail, open_searchable, search_calls, Network, Search, Sort, Status, MAX_DETAIL_ROWS,
     MAX_LIMIT, MAX_OFFSET,

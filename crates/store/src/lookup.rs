@@ -114,3 +114,13 @@ fn read_calls(conn: &Connection, sql: &str, call: &str) -> Result<Vec<StoredCall
         .collect::<Result<Vec<_>, _>>()?;
     Ok(calls)
 }
+
+/// How many calls and runs the database holds (so a run that added to an
+/// existing database can say so).
+pub fn totals(conn: &Connection) -> Result<(i64, i64), StoreError> {
+    Ok(conn.query_row(
+        "SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM runs)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}

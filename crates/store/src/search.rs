@@ -125,7 +125,7 @@ pub struct Search {
     pub status: Option<Status>,
     /// Call state (`answered`, `failed`, …).
     pub state: Option<String>,
-    /// A stream with this codec.
+    /// A stream with this codec (any case).
     pub codec: Option<String>,
     /// Worst stream MOS below this.
     pub mos_below: Option<f64>,
@@ -267,7 +267,7 @@ fn build(s: &Search) -> Where {
     }
     if let Some(c) = &s.codec {
         w.add(
-            "EXISTS (SELECT 1 FROM streams st WHERE st.call = calls.id AND st.codec = ?)",
+            "EXISTS (SELECT 1 FROM streams st WHERE st.call = calls.id AND st.codec = ? COLLATE NOCASE)",
             [V::Text(c.clone())],
         );
     }
@@ -309,17 +309,27 @@ fn build(s: &Search) -> Where {
 pub fn open_searchable(path: &Path) -> Result<Connection, StoreError> {
     let conn = crate::open_read_only(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(2))?;
-    let tables: i64 = conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('calls', 'streams', 'sip_messages', 'stream_intervals', 'alerts')",
-        [],
-        |r| r.get(0),
-    )?;
-    if tables != 5 {
-        return Err(StoreError::Invalid(format!(
-            "{}: not a calliper database of this version (run `calliper analyze --db` on it once, or check the path)",
+    let not_calliper = |why: &str| {
+        StoreError::Invalid(format!(
+            "{}: {why}; write one with `calliper analyze CAPTURE --db FILE`",
             path.display()
-        )));
+        ))
+    };
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('calls', 'streams', 'runs')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| not_calliper(&format!("not an SQLite database ({e})")))?;
+    if tables != 3 {
+        return Err(not_calliper(
+            "not a calliper call database (no calls, streams and runs tables)",
+        ));
     }
+    // A database from an older version lacks the newer tables: empty
+    // stand-ins make it searchable (without ladders and charts).
+    crate::tracked::stand_ins(&conn)?;
     conn.create_scalar_function(
         "in_network",
         2,

@@ -191,6 +191,25 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
     },
 ];
 
+/// Empty temporary tables standing in for those of `TRACKED` that the
+/// database lacks (one written by an older version, read-only here): a
+/// search then finds nothing in them instead of failing.
+pub(crate) fn stand_ins(conn: &Connection) -> Result<(), StoreError> {
+    for t in TRACKED {
+        let present = conn
+            .prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?1")?
+            .exists([t.table])?;
+        if !present {
+            conn.execute_batch(&format!(
+                "CREATE TEMP TABLE IF NOT EXISTS {} (id INTEGER PRIMARY KEY, {});",
+                t.table,
+                t.all_columns().join(", ")
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// The tables' schema (columns untyped: SQLite keeps each value's type).
 pub(crate) fn schema() -> String {
     let mut s = String::new();
