@@ -43,7 +43,10 @@ fn listen_address(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    if let Some(port) = s.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()) {
+    if let Some(port) = s
+        .strip_prefix("localhost:")
+        .and_then(|p| p.parse::<u16>().ok())
+    {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     s.parse().map_err(|_| {
@@ -74,7 +77,10 @@ fn token(file: Option<&PathBuf>) -> Result<Option<String>> {
 pub fn run(a: ServeArgs) -> Result<()> {
     let token = token(a.token_file.as_ref())?;
     if a.db.is_dir() {
-        bail!("{} is a directory: --db names a database file", a.db.display());
+        bail!(
+            "{} is a directory: --db names a database file",
+            a.db.display()
+        );
     }
     if !a.db.is_file() {
         bail!(

@@ -707,7 +707,10 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
 fn a_database_from_an_older_version_is_shown_without_ladders() {
     let db = temp("old.db");
     let _ = std::fs::remove_file(&db);
-    let records = analyze(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"), &db);
+    let records = analyze(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
+        &db,
+    );
     // What an older version wrote: no call detail, no alerts or registrations tables.
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
@@ -726,7 +729,11 @@ fn a_database_from_an_older_version_is_shown_without_ladders() {
     // The server only read it: the old tables are still missing.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let n: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'sip_messages'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'sip_messages'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(n, 0);
 }

@@ -146,7 +146,8 @@ async function callPage(id) {
     ["State", c.state], ["Final status", [c.final_status, c.final_reason].filter((x) => x).join(" ")],
     ["Setup delay (SRD)", c.setup_delay_ms === null ? "" : num(c.setup_delay_ms, 1) + " ms"],
     ["Duration", seconds(c.duration_ms)], ["Hung up by", [c.hangup_by, c.hangup_reason].filter((x) => x).join(": ")],
-    ["Worst MOS", num(c.worst_mos, 2)], ["DTMF", c.dtmf_digits], ["Labels", (c.labels || []).join(", ")],
+    ["Worst MOS", num(c.worst_mos, 2)], ["DTMF", c.dtmf_digits],
+    ["Labels", Array.isArray(c.labels) ? c.labels.join(", ") : c.labels === null || c.labels === undefined ? "" : String(c.labels)],
   ].filter(([, v]) => v !== null && v !== undefined && v !== "");
   const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
   const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message; tick two to compare them."));
@@ -157,6 +158,8 @@ async function callPage(id) {
   show(
     el("p", {}, el("a", { href: "#/calls" }, "← calls")),
     el("h1", {}, "Call " + c.id), dl, noDetail,
+    (c.truncated || []).length ? el("p", { class: "note", id: "truncated" },
+      "Only the first of this call's " + c.truncated.join(", ") + " are shown: the database holds more than the console sends at once.") : null,
     el("h2", {}, `SIP ladder (${c.messages.length} messages)`),
     c.messages.length ? ladder(c.messages, viewer) : null, c.messages.length ? viewer : null,
     el("h2", {}, `Streams (${c.streams.length})`), streamTable(c.streams),

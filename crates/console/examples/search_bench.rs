@@ -244,17 +244,40 @@ fn main() {
     let day_from = |rng: &mut Rng| START_NS + rng.below(DAYS as u64 - 1) as i64 * DAY_NS;
     type Query = Box<dyn Fn(&mut Rng) -> String>;
     let kinds: Vec<(&str, Query)> = vec![
-        ("one day, MOS below 3.5", Box::new(move |r: &mut Rng| {
-            let f = day_from(r);
-            format!("/api/calls?mos_below=3.5&from={f}&to={}", f + DAY_NS)
-        })),
-        ("one day, codec G722, loss above 5 %", Box::new(move |r: &mut Rng| {
-            let f = day_from(r);
-            format!("/api/calls?codec=G722&loss_above=5&from={f}&to={}", f + DAY_NS)
-        })),
-        ("caller prefix (+44200001*), all time", Box::new(|_: &mut Rng| "/api/calls?caller=%2B44200001*".to_string())),
-        ("callee exact, all time, sorted by MOS", Box::new(|r: &mut Rng| format!("/api/calls?callee={}&sort=mos", r.user().replace('+', "%2B")))),
-        ("status 503, all time (no index)", Box::new(|_: &mut Rng| "/api/calls?status=503&sort=duration".to_string())),
+        (
+            "one day, MOS below 3.5",
+            Box::new(move |r: &mut Rng| {
+                let f = day_from(r);
+                format!("/api/calls?mos_below=3.5&from={f}&to={}", f + DAY_NS)
+            }),
+        ),
+        (
+            "one day, codec G722, loss above 5 %",
+            Box::new(move |r: &mut Rng| {
+                let f = day_from(r);
+                format!(
+                    "/api/calls?codec=G722&loss_above=5&from={f}&to={}",
+                    f + DAY_NS
+                )
+            }),
+        ),
+        (
+            "caller prefix (+44200001*), all time",
+            Box::new(|_: &mut Rng| "/api/calls?caller=%2B44200001*".to_string()),
+        ),
+        (
+            "callee exact, all time, sorted by MOS",
+            Box::new(|r: &mut Rng| {
+                format!(
+                    "/api/calls?callee={}&sort=mos",
+                    r.user().replace('+', "%2B")
+                )
+            }),
+        ),
+        (
+            "status 503, all time (no index)",
+            Box::new(|_: &mut Rng| "/api/calls?status=503&sort=duration".to_string()),
+        ),
     ];
     for (label, query) in kinds {
         let mut t = Vec::new();

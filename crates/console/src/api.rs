@@ -9,10 +9,8 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use rusqlite::Connection;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Most calls one page of the JSON search returns.
 pub const PAGE_LIMIT: u32 = 1000;
@@ -32,85 +30,60 @@ impl From<BadParameter> for ApiError {
     }
 }
 
-/// Runs `work` on a read-only connection to the database, on the blocking
-/// pool, within the concurrency and time limits.
-pub(crate) async fn with_db<T: Send + 'static>(
-    state: &Arc<State>,
-    work: impl FnOnce(&Connection) -> Result<T, calliper_store::StoreError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let Ok(_permit) = state.queries.try_acquire() else {
-        return Err(ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "busy: {} requests are reading the database; try again",
-                crate::MAX_CONCURRENT_QUERIES
-            ),
-        ));
-    };
-    let db = state.db.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        let conn = calliper_store::open_searchable(&db)?;
-        let deadline = Instant::now() + crate::QUERY_TIME_LIMIT;
-        // Called every 10 000 virtual machine steps: true interrupts.
-        conn.progress_handler(10_000, Some(move || Instant::now() > deadline));
-        work(&conn)
-    })
-    .await;
-    match joined {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(calliper_store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _))))
-            if e.code == rusqlite::ErrorCode::OperationInterrupted =>
-        {
-            Err(ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the search took longer than {} s and was stopped: narrow it (a time range, an exact caller or callee)",
-                    crate::QUERY_TIME_LIMIT.as_secs()
-                ),
-            ))
-        }
-        Ok(Err(e)) => Err(ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("database: {e}"),
-        )),
-        Err(_) => Err(ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the database request failed".into(),
-        )),
-    }
-}
-
 /// `GET /api/calls`: newest first unless sorted otherwise.
 pub(crate) async fn calls(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(pairs) = query.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let search = params::search(&pairs, PAGE_LIMIT)?;
     let (limit, offset) = (search.limit, search.offset);
-    let (calls, more) = with_db(&state, move |c| calliper_store::search_calls(c, &search)).await?;
-    Ok(Json(json!({
-        "calls": calls,
-        "limit": limit,
-        "offset": offset,
-        "more": more,
-    })))
+    let body = crate::db::run(&state.db, &state.queries, move |c| {
+        let (calls, more) = calliper_store::search_calls(c, &search)?;
+        Ok(serde_json::to_vec(&json!({
+            "calls": calls,
+            "limit": limit,
+            "offset": offset,
+            "more": more,
+        }))?)
+    })
+    .await?;
+    Ok(json_body(body))
+}
+
+/// A JSON answer already serialised.
+pub(crate) fn json_body(body: Vec<u8>) -> Response {
+    let mut r = body.into_response();
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// `GET /api/calls/{id}`: the call, its streams with their interval
 /// reports, its SIP messages and its alerts.
 pub(crate) async fn call(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let bad_id = || {
         ApiError(
             StatusCode::BAD_REQUEST,
             "a call's id is its record id, a positive integer (search by call_id=... for a Call-ID)".into(),
         )
-    })?;
-    match with_db(&state, move |c| calliper_store::call_detail(c, id)).await? {
-        Some(v) => Ok(Json(v)),
+    };
+    let Path(id) = path.map_err(|_| bad_id())?;
+    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(bad_id)?;
+    let body = crate::db::run(&state.db, &state.queries, move |c| {
+        calliper_store::call_detail(c, id)?
+            .map(|v| serde_json::to_vec(&v))
+            .transpose()
+            .map_err(Into::into)
+    })
+    .await?;
+    match body {
+        Some(b) => Ok(json_body(b)),
         None => Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}"))),
     }
 }

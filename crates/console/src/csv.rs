@@ -1,11 +1,12 @@
 //! `GET /api/calls.csv`: a search as CSV (RFC 4180): the INVITE time in
 //! RFC 3339, then the `calls` table's columns and the list's extras, up to
-//! [`calliper_store::MAX_LIMIT`] calls a request (header `X-Calliper-More`
-//! says whether more follow). Text that a spreadsheet would run as a
+//! [`calliper_store::MAX_LIMIT`] calls or [`MAX_CSV_BYTES`] a request
+//! (header `X-Calliper-More` says whether more follow). Rows go straight
+//! from SQLite to text, never all held as JSON. Text that a spreadsheet would run as a
 //! formula (starting `=`, `+`, `-`, `@`) is prefixed with `'`: caller names
 //! come from packets, and packets come from anyone.
 
-use crate::api::{with_db, ApiError};
+use crate::api::ApiError;
 use crate::params;
 use crate::State;
 use axum::extract::Query;
@@ -33,6 +34,11 @@ fn field(out: &mut String, v: Option<&Value>) {
     }
 }
 
+/// Most bytes of CSV one request returns; a search that would give more
+/// stops there, and `X-Calliper-More` says so (page on with `offset`, by
+/// the row count in `X-Calliper-Rows`).
+pub const MAX_CSV_BYTES: usize = 64 << 20;
+
 pub(crate) async fn calls(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
@@ -42,25 +48,37 @@ pub(crate) async fn calls(
     if !pairs.iter().any(|(k, _)| k == "limit") {
         search.limit = calliper_store::MAX_LIMIT;
     }
-    let (body, more) = with_db(&state, move |c| {
-        let mut names: Vec<String> = c
-            .prepare("SELECT name FROM pragma_table_info('calls')")?
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        names.extend(["codecs".into(), "worst_loss_percent".into()]);
-        let (calls, more) = calliper_store::search_calls(c, &search)?;
-        // A readable time first: a spreadsheet shows ns as 1.8E+18.
-        let mut out = format!("invite_utc,{}\r\n", names.join(","));
-        for call in &calls {
-            let invite = call.get("invite_ns").and_then(Value::as_i64);
+    let (body, rows, more) = crate::db::run(&state.db, &state.queries, move |c| {
+        let mut out = String::new();
+        let mut rows = 0usize;
+        let more = calliper_store::for_each_call(c, &search, |names, row| {
+            if rows == 0 {
+                // A readable time first: a spreadsheet shows ns as 1.8E+18.
+                out.push_str("invite_utc");
+                for n in names {
+                    out.push(',');
+                    field(&mut out, Some(&Value::String(n.clone())));
+                }
+                out.push_str("\r\n");
+            }
+            if out.len() > MAX_CSV_BYTES {
+                return Ok(false);
+            }
+            let invite = names
+                .iter()
+                .position(|n| n == "invite_ns")
+                .and_then(|i| row.get_ref(i).ok()?.as_i64().ok());
             out.push_str(&invite.map(calliper_store::rfc3339).unwrap_or_default());
-            for n in &names {
+            for i in 0..names.len() {
                 out.push(',');
-                field(&mut out, call.get(n.as_str()));
+                let v = row.get_ref(i)?;
+                field(&mut out, Some(&calliper_store::json_value(v)));
             }
             out.push_str("\r\n");
-        }
-        Ok((out, more))
+            rows += 1;
+            Ok(true)
+        })?;
+        Ok((out, rows, more))
     })
     .await?;
     let mut r = body.into_response();
@@ -77,6 +95,7 @@ pub(crate) async fn calls(
         "x-calliper-more",
         HeaderValue::from_static(if more { "true" } else { "false" }),
     );
+    h.insert("x-calliper-rows", HeaderValue::from(rows));
     Ok(r)
 }
 

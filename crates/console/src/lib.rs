@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod csv;
+mod db;
 mod listen;
 mod metrics;
 mod params;
@@ -51,9 +52,10 @@ impl Config {
     /// Why this configuration must not run, if it must not.
     pub fn check(&self) -> Result<(), String> {
         if let Some(t) = &self.token {
-            if t.len() < MIN_TOKEN_LEN || t.chars().any(|c| c.is_control() || c == ' ') {
+            if t.len() < MIN_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(format!(
-                    "the token must be at least {MIN_TOKEN_LEN} characters, without spaces or control characters"
+                    "the token must be at least {MIN_TOKEN_LEN} characters, ASCII letters, digits or punctuation \
+                     (no spaces): make one with `head -c 24 /dev/urandom | base64`"
                 ));
             }
         } else if !self.listen.ip().is_loopback() {
@@ -70,11 +72,14 @@ impl Config {
 
 /// What every request shares.
 pub(crate) struct State {
-    pub(crate) db: PathBuf,
+    pub(crate) db: Arc<db::Pool>,
     pub(crate) token: Option<String>,
     /// Loopback listener without a token: `Host` must name loopback.
     pub(crate) loopback_only_hosts: bool,
-    pub(crate) queries: tokio::sync::Semaphore,
+    /// Permits for searches and call details.
+    pub(crate) queries: Arc<tokio::sync::Semaphore>,
+    /// One scrape at a time, apart from the searches (which cannot starve it).
+    pub(crate) scrapes: Arc<tokio::sync::Semaphore>,
     pub(crate) metrics: metrics::Metrics,
 }
 
@@ -103,26 +108,30 @@ pub fn serve(cfg: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> 
     calliper_store::open_searchable(&cfg.db).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(MAX_CONCURRENT_QUERIES + 2)
+        .max_blocking_threads(MAX_CONCURRENT_QUERIES + 1)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the server: {e}"))?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let state = Arc::new(State {
             loopback_only_hosts: cfg.token.is_none(),
-            db: cfg.db,
+            db: Arc::new(db::Pool::new(cfg.db)),
             token: cfg.token,
-            queries: tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES),
+            queries: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES)),
+            scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
             metrics: metrics::Metrics::default(),
         });
         ready(addr);
         listen::serve(listener, router(state), shutdown()).await;
         Ok(())
-    })
+    });
+    // Connections still open and queries still running are not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
 /// Resolves at SIGINT or SIGTERM.

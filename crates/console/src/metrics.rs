@@ -6,7 +6,7 @@
 //! packet cannot make series without bound. Names and meanings:
 //! `docs/console.md`.
 
-use crate::api::{with_db, ApiError};
+use crate::api::ApiError;
 use crate::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -148,72 +148,102 @@ impl Default for Totals {
 
 type Row<'a> = &'a rusqlite::Row<'a>;
 
+// Column readers that take what a crafted database holds: a value of
+// another type counts as absent, never as an error that would stop every
+// later scrape at the same row.
+fn int(r: Row<'_>, i: usize) -> Option<i64> {
+    r.get_ref(i).ok()?.as_i64().ok()
+}
+fn real(r: Row<'_>, i: usize) -> Option<f64> {
+    match r.get_ref(i).ok()? {
+        rusqlite::types::ValueRef::Real(f) => Some(f),
+        rusqlite::types::ValueRef::Integer(n) => Some(n as f64),
+        _ => None,
+    }
+}
+fn text(r: Row<'_>, i: usize) -> Option<String> {
+    match r.get_ref(i).ok()? {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_string),
+        _ => None,
+    }
+}
+
 impl Totals {
-    /// Reads `table`'s rows after the last one read, `columns` of each,
-    /// into `add`.
+    /// Reads `table`'s rows after the last one read (by row id, which
+    /// every table checked at opening has), `columns` of each, into `add`.
     fn read(
         &mut self,
         conn: &Connection,
         table: &'static str,
         columns: &str,
-        mut add: impl FnMut(&mut Self, Row<'_>) -> rusqlite::Result<()>,
+        mut add: impl FnMut(&mut Self, Row<'_>),
     ) -> Result<(), calliper_store::StoreError> {
         let from = self.last.get(table).copied().unwrap_or(0);
         let mut q = conn.prepare(&format!(
-            "SELECT id, {columns} FROM {table} WHERE id > ? ORDER BY id LIMIT ?"
+            "SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         ))?;
         let mut rows = q.query(rusqlite::params![from, MAX_ROWS_PER_SCRAPE])?;
         let (mut last, mut n) = (from, 0);
         while let Some(r) = rows.next()? {
             last = r.get(0)?;
             n += 1;
-            add(self, r)?;
+            add(self, r);
         }
         self.last.insert(table, last);
         self.catching_up |= n == MAX_ROWS_PER_SCRAPE;
         Ok(())
     }
 
+    /// Reads what was added since the last update. When a table's row ids
+    /// went back (rows deleted, the file replaced) the counts start again:
+    /// Prometheus takes that as a counter reset.
     fn update(&mut self, conn: &Connection) -> Result<(), calliper_store::StoreError> {
+        for (table, last) in &self.last {
+            let top: i64 = conn.query_row(
+                &format!("SELECT coalesce(max(rowid), 0) FROM {table}"),
+                [],
+                |r| r.get(0),
+            )?;
+            if top < *last {
+                *self = Totals::default();
+                break;
+            }
+        }
         self.catching_up = false;
         self.read(
             conn,
             "calls",
             "state, final_status, worst_mos, setup_delay_ms",
             |t, r| {
-                let state = label(STATES, r.get::<_, Option<String>>(1)?.as_deref());
-                *t.calls.entry((state, class(r.get(2)?))).or_default() += 1;
-                if let Some(m) = r.get::<_, Option<f64>>(3)? {
+                let state = label(STATES, text(r, 1).as_deref());
+                *t.calls.entry((state, class(int(r, 2)))).or_default() += 1;
+                if let Some(m) = real(r, 3) {
                     t.mos.observe(m);
                 }
-                if let Some(d) = r.get::<_, Option<f64>>(4)? {
+                if let Some(d) = real(r, 4) {
                     t.setup_delay.observe(d / 1000.0);
                 }
-                Ok(())
             },
         )?;
         self.read(conn, "streams", "packets, lost", |t, r| {
             t.streams += 1;
-            t.stream_packets += r.get::<_, Option<i64>>(1)?.unwrap_or(0).max(0) as u64;
-            t.stream_lost += r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
-            Ok(())
+            let count = |i| int(r, i).unwrap_or(0).max(0) as u64;
+            t.stream_packets = t.stream_packets.saturating_add(count(1));
+            t.stream_lost = t.stream_lost.saturating_add(count(2));
         })?;
         self.read(conn, "sip_messages", "method, status", |t, r| {
-            match r.get::<_, Option<String>>(1)? {
+            match text(r, 1) {
                 Some(m) => *t.requests.entry(label(METHODS, Some(&m))).or_default() += 1,
-                None => *t.responses.entry(class(r.get(2)?)).or_default() += 1,
+                None => *t.responses.entry(class(int(r, 2))).or_default() += 1,
             }
-            Ok(())
         })?;
         self.read(conn, "alerts", "kind", |t, r| {
-            let k = label(ALERTS, r.get::<_, Option<String>>(1)?.as_deref());
+            let k = label(ALERTS, text(r, 1).as_deref());
             *t.alerts.entry(k).or_default() += 1;
-            Ok(())
         })?;
         self.read(conn, "registrations", "outcome", |t, r| {
-            let k = label(OUTCOMES, r.get::<_, Option<String>>(1)?.as_deref());
+            let k = label(OUTCOMES, text(r, 1).as_deref());
             *t.registrations.entry(k).or_default() += 1;
-            Ok(())
         })?;
         Ok(())
     }
@@ -331,7 +361,7 @@ pub(crate) async fn serve(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
     let totals = state.metrics.totals.clone();
-    let text = with_db(&state, move |conn| {
+    let text = crate::db::run(&state.db, &state.scrapes, move |conn| {
         let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
         // Updated on a copy: a failed read leaves the totals as they were.
         let mut next = t.clone();

@@ -13,11 +13,17 @@ mod daily;
 mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
 mod lookup;
-mod search;
 pub use lookup::{find_calls, totals, StoredCall, StoredStream};
+mod detail;
+mod readonly;
+mod search;
+pub use detail::{
+    call_detail, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
+};
+pub use readonly::{json_value, open_searchable, MAX_SCHEMA_ENTRIES, MAX_VALUE_BYTES};
 pub use search::{
-    call_detail, open_searchable, search_calls, Network, Search, Sort, Status, MAX_DETAIL_ROWS,
-    MAX_LIMIT, MAX_OFFSET,
+    for_each_call, search_calls, Network, Search, Sort, Status, MAX_ANSWER_BYTES, MAX_LIMIT,
+    MAX_OFFSET,
 };
 mod schema;
 use schema::migrate;

@@ -4,12 +4,11 @@
 //! keyed by column name, so the schema stays the one definition of a
 //! record's fields.
 
+use crate::readonly::{column_names, Budget};
 use crate::StoreError;
-use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
-use std::path::Path;
 
 /// Most calls one search returns (an export's page), and the deepest
 /// offset it may start at (deeper pages cost as much as reading every row
@@ -17,11 +16,9 @@ use std::path::Path;
 pub const MAX_LIMIT: u32 = 100_000;
 /// See [`MAX_LIMIT`].
 pub const MAX_OFFSET: u32 = 100_000;
-/// Most SIP messages, streams and interval reports one call's detail reads.
-pub const MAX_DETAIL_ROWS: i64 = 5000;
-/// How far around a call's INVITE and end its messages are looked for
-/// (the same Call-ID may come back much later as another call).
-const DETAIL_MARGIN_NS: i64 = 64_000_000_000;
+/// How far around a call's INVITE and end its messages and alerts are
+/// looked for (the same Call-ID may come back much later as another call).
+pub(crate) const DETAIL_MARGIN_NS: i64 = 64_000_000_000;
 
 /// What the final status must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,9 +284,10 @@ fn build(s: &Search) -> Where {
         w.add("duration_ms <= ?", [V::Real(d)]);
     }
     if let Some(l) = &s.label {
-        // Labels are stored as a JSON array of strings.
+        // Labels are stored as a JSON array of strings (a row that is not
+        // JSON, in a crafted database, has none).
         w.add(
-            "EXISTS (SELECT 1 FROM json_each(calls.labels) WHERE json_each.value = ?)",
+            "json_valid(calls.labels) AND EXISTS (SELECT 1 FROM json_each(calls.labels) WHERE json_each.value = ?)",
             [V::Text(l.clone())],
         );
     }
@@ -303,199 +301,68 @@ fn build(s: &Search) -> Where {
     w
 }
 
-/// Opens a database for reading only, with the function searches use.
-/// `calls` and `streams` must be tables (a crafted database with views in
-/// their place could make a search run forever).
-pub fn open_searchable(path: &Path) -> Result<Connection, StoreError> {
-    let conn = crate::open_read_only(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(2))?;
-    let not_calliper = |why: &str| {
-        StoreError::Invalid(format!(
-            "{}: {why}; write one with `calliper analyze CAPTURE --db FILE`",
-            path.display()
-        ))
-    };
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('calls', 'streams', 'runs')",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(|e| not_calliper(&format!("not an SQLite database ({e})")))?;
-    if tables != 3 {
-        return Err(not_calliper(
-            "not a calliper call database (no calls, streams and runs tables)",
-        ));
-    }
-    // A database from an older version lacks the newer tables: empty
-    // stand-ins make it searchable (without ladders and charts).
-    crate::tracked::stand_ins(&conn)?;
-    conn.create_scalar_function(
-        "in_network",
-        2,
-        rusqlite::functions::FunctionFlags::SQLITE_UTF8
-            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            let ip = ctx.get::<Option<String>>(0)?;
-            let net = ctx.get::<String>(1)?;
-            Ok(match (ip, Network::parse(&net)) {
-                (Some(ip), Some(n)) => n.contains(&ip),
-                _ => false,
-            })
-        },
-    )?;
-    Ok(conn)
-}
-
-/// A row as a JSON object keyed by column name; columns named in
-/// `json_columns` hold JSON text and are parsed.
-fn row_json(row: &rusqlite::Row<'_>, names: &[String]) -> rusqlite::Result<Map<String, Value>> {
-    const JSON_COLUMNS: &[&str] = &[
-        "labels",
-        "dtmf",
-        "jitter_buffers",
-        "delay_inputs",
-        "rtcp_xr",
-        "unscored",
-    ];
-    let mut m = Map::with_capacity(names.len());
-    for (i, name) in names.iter().enumerate() {
-        let v = match row.get_ref(i)? {
-            ValueRef::Null => Value::Null,
-            ValueRef::Integer(n) => n.into(),
-            ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-            ValueRef::Text(t) => {
-                let t = String::from_utf8_lossy(t);
-                match JSON_COLUMNS.contains(&name.as_str()) {
-                    true => serde_json::from_str(&t).unwrap_or(Value::String(t.into_owned())),
-                    false => Value::String(t.into_owned()),
-                }
-            }
-            ValueRef::Blob(_) => Value::Null,
-        };
-        m.insert(name.clone(), v);
-    }
-    Ok(m)
-}
-
-/// Rows of `sql` with `params`, as JSON objects.
-fn rows(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> Result<Vec<Map<String, Value>>, StoreError> {
-    let mut q = conn.prepare(sql)?;
-    let names: Vec<String> = q.column_names().iter().map(|s| s.to_string()).collect();
-    let out = q
-        .query_map(params, |r| row_json(r, &names))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(out)
-}
-
 /// What a call list shows besides the call's own columns: its codecs and
 /// the worst loss of its streams.
 const LIST_EXTRAS: &str =
     "(SELECT group_concat(DISTINCT st.codec) FROM streams st WHERE st.call = calls.id) AS codecs, \
      (SELECT max(st.loss_percent) FROM streams st WHERE st.call = calls.id) AS worst_loss_percent";
 
-/// The calls `s` selects, in its order, and whether more follow.
-pub fn search_calls(
-    conn: &Connection,
-    s: &Search,
-) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+/// Most bytes of rows one answer holds (a crafted database can make rows
+/// of any size; calliper's own are well under 2 KiB).
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+
+/// The SQL of a search and its parameters.
+fn query(s: &Search) -> (String, Vec<rusqlite::types::Value>) {
     let w = build(s);
     let cond = match w.sql.is_empty() {
         true => String::new(),
         false => format!("WHERE {}", w.sql.join(" AND ")),
     };
     let dir = if s.descending { "DESC" } else { "ASC" };
-    let limit = s.limit.min(MAX_LIMIT);
     let sql = format!(
         "SELECT calls.*, {LIST_EXTRAS} FROM calls {cond} ORDER BY {} {dir}, id {dir} LIMIT {} OFFSET {}",
         s.sort.column(),
-        limit + 1,
+        s.limit.min(MAX_LIMIT) + 1,
         s.offset.min(MAX_OFFSET)
     );
-    let mut calls = rows(conn, &sql, rusqlite::params_from_iter(w.params))?;
-    let more = calls.len() > limit as usize;
-    calls.truncate(limit as usize);
+    (sql, w.params)
+}
+
+/// The calls `s` selects, in its order, and whether more follow.
+pub fn search_calls(
+    conn: &Connection,
+    s: &Search,
+) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+    let (sql, params) = query(s);
+    let limit = s.limit.min(MAX_LIMIT) as usize;
+    let mut calls =
+        Budget::new(MAX_ANSWER_BYTES).rows(conn, &sql, rusqlite::params_from_iter(params))?;
+    let more = calls.len() > limit;
+    calls.truncate(limit);
     Ok((calls, more))
 }
 
-/// One call in full: its columns, its streams (each with its interval
-/// reports), its SIP messages (every leg that shares its Call-ID, in time
-/// order) and the alerts that name it; None when no call has this id.
-pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
-    let Some(mut call) = rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?.pop() else {
-        return Ok(None);
-    };
-    let num = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_i64).unwrap_or(0);
-    let (invite, end) = (num(&call, "invite_ns"), num(&call, "end_ns"));
-    let call_id = call.get("call_id").cloned().unwrap_or(Value::Null);
-    let call_id = call_id.as_str().unwrap_or_default().to_string();
-    let mut streams = rows(
-        conn,
-        "SELECT * FROM streams WHERE call = ? ORDER BY first_ns, id LIMIT ?",
-        rusqlite::params![id, MAX_DETAIL_ROWS],
-    )?;
-    for s in &mut streams {
-        let text = |k: &str| {
-            s.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let intervals = rows(
-            conn,
-            "SELECT start_ns, end_ns, packets, expected, lost, loss_percent, duplicates, late,
-                    loss_after_buffer_percent, buffer_delay_ms, jitter_ms, max_delta_ms, r_factor, mos
-             FROM stream_intervals
-             WHERE ssrc = ? AND start_ns BETWEEN ? AND ? AND src = ? AND src_port = ? AND dst = ? AND dst_port = ?
-             ORDER BY start_ns LIMIT ?",
-            rusqlite::params![
-                num(s, "ssrc"),
-                num(s, "first_ns").saturating_sub(DETAIL_MARGIN_NS),
-                num(s, "last_ns"),
-                text("src"),
-                num(s, "src_port"),
-                text("dst"),
-                num(s, "dst_port"),
-                MAX_DETAIL_ROWS
-            ],
-        )?;
-        s.insert(
-            "intervals".into(),
-            Value::Array(intervals.into_iter().map(Value::Object).collect()),
-        );
+/// Hands each call `s` selects to `each` as (column names, row), without
+/// building JSON (an export of many calls); `each` returns false to stop
+/// early. Returns whether more calls follow the last one handed over.
+pub fn for_each_call(
+    conn: &Connection,
+    s: &Search,
+    mut each: impl FnMut(&[String], &rusqlite::Row<'_>) -> Result<bool, StoreError>,
+) -> Result<bool, StoreError> {
+    let (sql, params) = query(s);
+    let limit = s.limit.min(MAX_LIMIT) as usize;
+    let mut q = conn.prepare(&sql)?;
+    let names = column_names(&q)?;
+    let mut rows = q.query(rusqlite::params_from_iter(params))?;
+    let mut n = 0;
+    while let Some(r) = rows.next()? {
+        if n == limit || !each(&names, r)? {
+            return Ok(true);
+        }
+        n += 1;
     }
-    let messages = rows(
-        conn,
-        "SELECT id, ts_ns, src, src_port, dst, dst_port, transport, method, status, cseq_method, message, truncated
-         FROM sip_messages WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns, id LIMIT ?",
-        rusqlite::params![
-            call_id,
-            invite.saturating_sub(DETAIL_MARGIN_NS),
-            end.saturating_add(DETAIL_MARGIN_NS),
-            MAX_DETAIL_ROWS
-        ],
-    )?;
-    let alerts = rows(
-        conn,
-        "SELECT ts_ns, kind, key, value, threshold FROM alerts
-         WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns LIMIT ?",
-        rusqlite::params![
-            call_id,
-            invite,
-            end.saturating_add(DETAIL_MARGIN_NS),
-            MAX_DETAIL_ROWS
-        ],
-    )?;
-    let list =
-        |v: Vec<Map<String, Value>>| Value::Array(v.into_iter().map(Value::Object).collect());
-    call.insert("streams".into(), list(streams));
-    call.insert("messages".into(), list(messages));
-    call.insert("alerts".into(), list(alerts));
-    Ok(Some(Value::Object(call)))
+    Ok(false)
 }
 
 #[cfg(test)]

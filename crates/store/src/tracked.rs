@@ -191,15 +191,24 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
     },
 ];
 
-/// Empty temporary tables standing in for those of `TRACKED` that the
-/// database lacks (one written by an older version, read-only here): a
-/// search then finds nothing in them instead of failing.
+/// The tables of [`TRACKED`], by name.
+pub(crate) const TABLES: &[&str] = &[
+    "registrations",
+    "users",
+    "traffic",
+    "alerts",
+    "sip_messages",
+    "stream_intervals",
+    "kpi",
+];
+
+/// Empty temporary tables standing in for those of [`TRACKED`] that the
+/// database lacks (one written by an older version, read-only here), or
+/// has only as views: a search then finds nothing in them instead of
+/// failing (temporary tables come first in name look-up).
 pub(crate) fn stand_ins(conn: &Connection) -> Result<(), StoreError> {
     for t in TRACKED {
-        let present = conn
-            .prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?1")?
-            .exists([t.table])?;
-        if !present {
+        if !crate::readonly::is_table(conn, t.table)? {
             conn.execute_batch(&format!(
                 "CREATE TEMP TABLE IF NOT EXISTS {} (id INTEGER PRIMARY KEY, {});",
                 t.table,
@@ -237,6 +246,7 @@ pub(crate) fn schema() -> String {
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
     s += "CREATE INDEX IF NOT EXISTS kpi_by_time ON kpi(dimension, start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS alerts_by_time ON alerts(ts_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS alerts_by_call_id ON alerts(call_id, ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS sip_messages_by_call_id ON sip_messages(call_id, ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS stream_intervals_by_ssrc ON stream_intervals(ssrc, start_ns);\n";
     s

@@ -1,4 +1,5 @@
 //! A `calliper serve` child for the tests, and a plain HTTP/1.1 client.
+#![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

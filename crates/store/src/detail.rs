@@ -1,0 +1,136 @@
+//! One call in full, for the console: its record, its streams with their
+//! interval reports, the SIP messages of every leg sharing its Call-ID and
+//! the alerts that name it — each kind capped, the whole within a byte
+//! budget, and a flag wherever something was left out.
+
+use crate::readonly::Budget;
+use crate::search::{DETAIL_MARGIN_NS, MAX_ANSWER_BYTES};
+use crate::StoreError;
+use rusqlite::Connection;
+use serde_json::{Map, Value};
+
+/// Most SIP messages one call's detail holds (the first ones).
+pub const MAX_DETAIL_MESSAGES: usize = 5000;
+/// Most streams one call's detail holds.
+pub const MAX_DETAIL_STREAMS: usize = 1000;
+/// Most interval reports one call's detail holds, over all its streams.
+pub const MAX_DETAIL_INTERVALS: usize = 20_000;
+/// Most alerts one call's detail holds.
+pub const MAX_DETAIL_ALERTS: usize = 1000;
+
+fn list(v: Vec<Map<String, Value>>) -> Value {
+    Value::Array(v.into_iter().map(Value::Object).collect())
+}
+
+/// Reads at most `cap` rows (asks for one more to tell whether more exist).
+fn capped(
+    budget: &mut Budget,
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+    cap: usize,
+) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+    let mut all: Vec<&dyn rusqlite::ToSql> = params.to_vec();
+    let ask = (cap + 1) as i64;
+    all.push(&ask);
+    let mut rows = budget.rows(conn, &format!("{sql} LIMIT ?"), all.as_slice())?;
+    let more = rows.len() > cap;
+    rows.truncate(cap);
+    Ok((rows, more))
+}
+
+/// One call in full: its columns, `streams` (each with its `intervals`),
+/// `messages` (every leg that shares its Call-ID, from 64 s before its
+/// INVITE to 64 s after its end, in time order), `alerts`, and
+/// `truncated`: the kinds of which more were stored than are given. None
+/// when no call has this id.
+pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
+    let mut budget = Budget::new(MAX_ANSWER_BYTES);
+    let Some(mut call) = budget
+        .rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?
+        .pop()
+    else {
+        return Ok(None);
+    };
+    let num = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let text = |m: &Map<String, Value>, k: &str| {
+        m.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (invite, end) = (num(&call, "invite_ns"), num(&call, "end_ns"));
+    let call_id = text(&call, "call_id");
+    let mut truncated = Vec::new();
+    let (mut streams, more) = capped(
+        &mut budget,
+        conn,
+        "SELECT * FROM streams WHERE call = ? ORDER BY first_ns, id",
+        &[&id],
+        MAX_DETAIL_STREAMS,
+    )?;
+    if more {
+        truncated.push("streams");
+    }
+    let mut intervals_left = MAX_DETAIL_INTERVALS;
+    for s in &mut streams {
+        let (ssrc, src, src_port, dst, dst_port) = (
+            num(s, "ssrc"),
+            text(s, "src"),
+            num(s, "src_port"),
+            text(s, "dst"),
+            num(s, "dst_port"),
+        );
+        let (from, to) = (
+            num(s, "first_ns").saturating_sub(DETAIL_MARGIN_NS),
+            num(s, "last_ns"),
+        );
+        let (intervals, more) = capped(
+            &mut budget,
+            conn,
+            "SELECT start_ns, end_ns, packets, expected, lost, loss_percent, duplicates, late,
+                    loss_after_buffer_percent, buffer_delay_ms, jitter_ms, max_delta_ms, r_factor, mos
+             FROM stream_intervals
+             WHERE ssrc = ? AND start_ns BETWEEN ? AND ? AND src = ? AND src_port = ? AND dst = ? AND dst_port = ?
+             ORDER BY start_ns",
+            &[&ssrc, &from, &to, &src, &src_port, &dst, &dst_port],
+            intervals_left,
+        )?;
+        if more && !truncated.contains(&"intervals") {
+            truncated.push("intervals");
+        }
+        intervals_left -= intervals.len();
+        s.insert("intervals".into(), list(intervals));
+    }
+    let (from, to) = (
+        invite.saturating_sub(DETAIL_MARGIN_NS),
+        end.saturating_add(DETAIL_MARGIN_NS),
+    );
+    let (messages, more) = capped(
+        &mut budget,
+        conn,
+        "SELECT id, ts_ns, src, src_port, dst, dst_port, transport, method, status, cseq_method, message, truncated
+         FROM sip_messages WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns, id",
+        &[&call_id, &from, &to],
+        MAX_DETAIL_MESSAGES,
+    )?;
+    if more {
+        truncated.push("messages");
+    }
+    let (alerts, more) = capped(
+        &mut budget,
+        conn,
+        "SELECT ts_ns, kind, key, value, threshold FROM alerts
+         WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns",
+        &[&call_id, &invite, &to],
+        MAX_DETAIL_ALERTS,
+    )?;
+    if more {
+        truncated.push("alerts");
+    }
+    call.insert("streams".into(), list(streams));
+    call.insert("messages".into(), list(messages));
+    call.insert("alerts".into(), list(alerts));
+    call.insert("truncated".into(), truncated.into());
+    Ok(Some(Value::Object(call)))
+}
