@@ -70,6 +70,15 @@ impl Config {
     }
 }
 
+/// The search a query string (`caller=alice*&status=4xx`) describes, as
+/// `GET /api/calls` reads it, or why it cannot be taken (the 400's text).
+/// For tests and fuzzing: the server reads the same way.
+pub fn search_from_query(query: &str) -> Result<calliper_store::Search, String> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query).map_err(|e| format!("not a query string: {e}"))?;
+    params::search(&pairs, api::PAGE_LIMIT).map_err(|e| e.0)
+}
+
 /// What every request shares.
 pub(crate) struct State {
     pub(crate) db: Arc<db::Pool>,
