@@ -27,29 +27,8 @@ fn temp(name: &str) -> PathBuf {
 /// Analyses `pcap` into `db` and returns the run's call records (JSON
 /// lines from the same run).
 fn analyze(pcap: &Path, db: &Path) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "analyze",
-            "--progress",
-            "never",
-            "--format",
-            "jsonl",
-            "--db",
-        ])
-        .arg(db)
-        .arg(pcap)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.code() == Some(0) || out.status.code() == Some(1),
-        "{}: {}",
-        pcap.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    common::calliper_jsonl(pcap, &["--db", db.to_str().unwrap()])
+        .into_iter()
         .filter(|v| v["type"] == "call")
         .collect()
 }

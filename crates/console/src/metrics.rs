@@ -20,22 +20,8 @@ use std::sync::{Arc, Mutex};
 pub const MAX_ROWS_PER_SCRAPE: i64 = 1_000_000;
 
 use crate::params::STATES;
-const METHODS: &[&str] = &[
-    "INVITE",
-    "ACK",
-    "BYE",
-    "CANCEL",
-    "REGISTER",
-    "OPTIONS",
-    "PRACK",
-    "UPDATE",
-    "INFO",
-    "REFER",
-    "NOTIFY",
-    "SUBSCRIBE",
-    "MESSAGE",
-    "PUBLISH",
-];
+/// Request methods by name: the SIP parser's list (one definition).
+use calliper_sip::METHODS;
 const CLASSES: &[&str] = &["1xx", "2xx", "3xx", "4xx", "5xx", "6xx"];
 const ALERTS: &[&str] = &[
     "low_mos",
