@@ -110,6 +110,8 @@ pub struct Outputs {
     alerts: Alerts,
     /// SIP messages and interval reports, when a database keeps them.
     detail: Option<CallDetail>,
+    /// Trackers that write nothing here (the console's live calls).
+    others: Vec<Box<dyn calliper_engine::Tracker>>,
     /// Call records handed to the writer so far.
     pub calls_written: u64,
 }
@@ -165,13 +167,14 @@ impl Outputs {
             alerts: Alerts::new(o.alerts.config(&o.kpi.trunks)),
             detail: ((o.db.is_some() || o.db_dir.is_some()) && !o.no_call_detail)
                 .then(CallDetail::new),
+            others: Vec::new(),
             calls_written: 0,
         })
     }
 
     /// The trackers, for the analyser: registrations per user, each
     /// registration transaction, the time series, the event log, the KPIs and the alerts.
-    pub fn hub(&self) -> TrackerHub {
+    pub fn hub(&mut self) -> TrackerHub {
         let mut trackers: Vec<Box<dyn calliper_engine::Tracker>> = vec![
             Box::new(self.users.clone()),
             Box::new(self.registrations.clone()),
@@ -183,7 +186,13 @@ impl Outputs {
         if let Some(d) = &self.detail {
             trackers.push(Box::new(d.clone()));
         }
+        trackers.append(&mut self.others);
         std::sync::Arc::new(std::sync::Mutex::new(trackers))
+    }
+
+    /// Adds a tracker that keeps its results itself (attached by [`Self::hub`]).
+    pub fn add_tracker(&mut self, t: Box<dyn calliper_engine::Tracker>) {
+        self.others.push(t);
     }
 
     /// Hands the writer what the analyser and the trackers finished since

@@ -39,7 +39,7 @@ pub struct ServeArgs {
 }
 
 /// `ADDR:PORT`, `localhost:PORT` or `PORT` (loopback).
-fn listen_address(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn listen_address(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
@@ -55,7 +55,7 @@ fn listen_address(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// The token, from the file (which must be private) or the environment.
-fn token(file: Option<&PathBuf>) -> Result<Option<String>> {
+pub(crate) fn token(file: Option<&PathBuf>) -> Result<Option<String>> {
     let Some(f) = file else {
         return Ok(std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
     };
@@ -91,7 +91,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let cfg = calliper_console::Config {
         listen: a.http,
-        db: a.db,
+        db: Some(a.db),
+        live: None,
         token,
     };
     let guarded = cfg.token.is_some();
@@ -101,11 +102,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
             if guarded { " (token required)" } else { "" }
         );
     })
-    .map_err(|e| {
-        if e.contains("Address already in use") {
-            anyhow::anyhow!("{e}: another program listens there; choose another port with --http 127.0.0.1:PORT")
-        } else {
-            anyhow::Error::msg(e)
-        }
-    })
+    .map_err(|e| anyhow::Error::msg(explain(e)))
+}
+
+/// A start-up failure, with what to do about it where that is clear.
+pub(crate) fn explain(e: String) -> String {
+    if e.contains("Address already in use") {
+        format!(
+            "{e}: another program listens there; choose another port with --http 127.0.0.1:PORT"
+        )
+    } else {
+        e
+    }
 }

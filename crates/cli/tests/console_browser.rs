@@ -344,3 +344,39 @@ fn the_console_shows_what_the_api_gives() {
     browser.js("document.querySelector('#diff').scrollIntoView(); return true;");
     browser.screenshot("diff.png");
 }
+
+#[test]
+fn the_live_page_follows_a_replay() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let db = temp("live.db");
+    let _ = std::fs::remove_file(&db);
+    let probe = server::Probe::start(&pcap, &db);
+    browser.go(&format!("http://127.0.0.1:{}/#/live", probe.addr.port()));
+    // The three calls of the capture appear, one a second, with what the
+    // live API says of them.
+    let rows = browser.wait(
+        "three live calls",
+        "const r = document.querySelectorAll('#live tbody tr'); return r.length === 3 ? [...r].map(t => t.dataset.callId) : null;",
+    );
+    let api: Vec<Value> = probe.live()["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call_id"].clone())
+        .collect();
+    assert_eq!(rows, Value::Array(api));
+    assert!(
+        probe.started.elapsed() < Duration::from_secs(5),
+        "the three calls (INVITEs at 0, 1 and 2 s) took {:?} to show",
+        probe.started.elapsed()
+    );
+    // Answered, with their streams' quality, as the replay goes on.
+    browser.wait(
+        "a stream's quality",
+        "return document.querySelector('#live .live-stream') ? true : null;",
+    );
+    browser.screenshot("live.png");
+}

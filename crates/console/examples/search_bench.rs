@@ -202,7 +202,8 @@ fn main() {
     let (tx, rx) = std::sync::mpsc::channel();
     let cfg = calliper_console::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: db.clone(),
+        db: Some(db.clone()),
+        live: None,
         token: None,
     };
     std::thread::spawn(move || {

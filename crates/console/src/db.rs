@@ -64,13 +64,20 @@ impl Drop for Abandoned {
     }
 }
 
-/// Runs `work` on a pooled connection, with a permit of `permits`.
+/// Runs `work` on a pooled connection, with a permit of `permits` (404
+/// when the console has no database).
 pub(crate) async fn run<T: Send + 'static>(
-    pool: &Arc<Pool>,
+    pool: &Option<Arc<Pool>>,
     permits: &Arc<Semaphore>,
     work: impl FnOnce(&Connection) -> Result<T, calliper_store::StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let arrived = Instant::now();
+    let Some(pool) = pool else {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            "this console has no database: start the probe with --db FILE to search stored calls (the live page needs none)".into(),
+        ));
+    };
     let Ok(permit) = permits.clone().try_acquire_owned() else {
         return Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,

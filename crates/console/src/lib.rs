@@ -15,6 +15,8 @@ mod auth;
 mod csv;
 mod db;
 mod listen;
+mod live;
+mod live_api;
 mod metrics;
 mod params;
 mod ui;
@@ -34,14 +36,18 @@ pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(10);
 /// Shortest token accepted: a guessable token is no protection.
 pub const MIN_TOKEN_LEN: usize = 16;
 pub use listen::{HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTION_TIME, MAX_HEADER_BYTES};
+pub use live::{LiveCall, LiveCalls, LiveStream, Snapshot, ENDED_KEPT_NS, MAX_LIVE_CALLS};
 
 /// What the console serves and how.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// The call database.
-    pub db: PathBuf,
+    /// The call database (a probe may run without one: then only the live
+    /// page and the metrics of the live calls are served).
+    pub db: Option<PathBuf>,
+    /// The calls a running probe has open (the live page).
+    pub live: Option<LiveCalls>,
     /// The token every request must carry (`Authorization: Bearer TOKEN`,
     /// or basic auth with the token as password). Required unless
     /// `listen` is a loopback address.
@@ -81,7 +87,8 @@ pub fn search_from_query(query: &str) -> Result<calliper_store::Search, String> 
 
 /// What every request shares.
 pub(crate) struct State {
-    pub(crate) db: Arc<db::Pool>,
+    pub(crate) db: Option<Arc<db::Pool>>,
+    pub(crate) live: Option<LiveCalls>,
     pub(crate) token: Option<String>,
     /// Loopback listener without a token: `Host` must name loopback.
     pub(crate) loopback_only_hosts: bool,
@@ -90,6 +97,8 @@ pub(crate) struct State {
     /// One scrape at a time, apart from the searches (which cannot starve it).
     pub(crate) scrapes: Arc<tokio::sync::Semaphore>,
     pub(crate) metrics: metrics::Metrics,
+    /// Permits for live event streams.
+    pub(crate) watchers: Arc<tokio::sync::Semaphore>,
 }
 
 /// The routes, for a server or a test.
@@ -100,6 +109,8 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/calls", get(api::calls))
         .route("/api/calls.csv", get(csv::calls))
         .route("/api/calls/{id}", get(api::call))
+        .route("/api/live", get(live_api::snapshot))
+        .route("/api/live/events", get(live_api::events))
         .route("/metrics", get(metrics::serve))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -112,9 +123,21 @@ fn router(state: Arc<State>) -> Router {
 /// Serves until interrupted (SIGINT or SIGTERM). `ready` is told the
 /// address once it listens (the port, when 0 was asked for).
 pub fn serve(cfg: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    serve_until(cfg, ready, shutdown())
+}
+
+/// Serves until `stop` resolves (a probe serves as long as it runs, and
+/// handles its signals itself).
+pub fn serve_until(
+    cfg: Config,
+    ready: impl FnOnce(SocketAddr),
+    stop: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), String> {
     cfg.check()?;
     // Fails early on a missing or foreign database, not at the first request.
-    calliper_store::open_searchable(&cfg.db).map_err(|e| e.to_string())?;
+    if let Some(db) = &cfg.db {
+        calliper_store::open_searchable(db).map_err(|e| e.to_string())?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(MAX_CONCURRENT_QUERIES + 1)
@@ -128,14 +151,16 @@ pub fn serve(cfg: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> 
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let state = Arc::new(State {
             loopback_only_hosts: cfg.token.is_none(),
-            db: Arc::new(db::Pool::new(cfg.db)),
+            db: cfg.db.map(|d| Arc::new(db::Pool::new(d))),
+            live: cfg.live,
             token: cfg.token,
             queries: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES)),
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
             metrics: metrics::Metrics::default(),
+            watchers: Arc::new(tokio::sync::Semaphore::new(live_api::MAX_WATCHERS)),
         });
         ready(addr);
-        listen::serve(listener, router(state), shutdown()).await;
+        listen::serve(listener, router(state), stop).await;
         Ok(())
     });
     // Connections still open and queries still running are not waited for.
@@ -168,7 +193,8 @@ mod tests {
     fn cfg(listen: &str, token: Option<&str>) -> Config {
         Config {
             listen: listen.parse().unwrap(),
-            db: "x.db".into(),
+            db: None,
+            live: None,
             token: token.map(str::to_string),
         }
     }

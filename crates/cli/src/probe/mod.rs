@@ -4,6 +4,7 @@
 //! network loss, signals for a clean stop and a rules reload.
 
 pub mod config_file;
+mod console;
 mod signals;
 
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
@@ -55,6 +56,22 @@ pub struct ProbeArgs {
     /// live, the kernel applies it; with --read, the probe does).
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    /// Serve the web console here (`ADDR:PORT`, `localhost:PORT` or a port
+    /// for loopback): the calls open now, pushed as they change, and with
+    /// --db the stored calls, as `calliper serve` shows them
+    /// (docs/console.md). Anything but loopback needs --token-file or
+    /// CALLIPER_TOKEN.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::serve::listen_address)]
+    http: Option<std::net::SocketAddr>,
+    /// With --http: the file holding the token requests must carry (as for
+    /// `calliper serve`).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// With --read: replay at the capture's own pace (a packet is handed
+    /// over when as much time has passed since the first as between them
+    /// in the capture), as if it were live.
+    #[arg(long, requires = "read")]
+    realtime: bool,
     /// Log the probe's state (packets, open calls, capture drops) to stderr
     /// every this many seconds; 0 never.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
@@ -104,12 +121,38 @@ impl ProbeArgs {
 #[allow(clippy::large_enum_variant)] // one per run: size does not matter
 enum Source {
     Live(Box<LiveCapture>),
-    /// Files still to read, the one being read, and the filter.
+    /// Files still to read, the one being read, the filter, and the pace
+    /// (`--realtime`).
     Files(
         std::vec::IntoIter<(PathBuf, File)>,
         Option<(String, CaptureReader<File>)>,
         Option<Filter>,
+        Option<Pace>,
     ),
+}
+
+/// A replay at the capture's own pace: the first packet's time and when it
+/// was handed over.
+#[derive(Default)]
+struct Pace {
+    first: Option<(i64, Instant)>,
+}
+
+impl Pace {
+    /// Waits until a packet captured at `ts_ns` is due (in steps, so a stop
+    /// request is seen within a tenth of a second).
+    fn wait(&mut self, ts_ns: i64) {
+        let (first_ts, start) = *self.first.get_or_insert((ts_ns, Instant::now()));
+        let offset = Duration::from_nanos(ts_ns.saturating_sub(first_ts).max(0) as u64);
+        let due = start + offset;
+        while !signals::stop_requested() {
+            let now = Instant::now();
+            if now >= due {
+                return;
+            }
+            std::thread::sleep((due - now).min(Duration::from_millis(100)));
+        }
+    }
 }
 
 /// What one step of reading gave.
@@ -128,7 +171,7 @@ impl Source {
                 ring.next_block(100, f).context("capture failed")?;
                 Ok(Step::Packets)
             }
-            Source::Files(rest, current, filter) => loop {
+            Source::Files(rest, current, filter, pace) => loop {
                 if current.is_none() {
                     let Some((path, file)) = rest.next() else {
                         return Ok(Step::End);
@@ -146,9 +189,13 @@ impl Source {
                 let Some((name, reader)) = current.as_mut() else {
                     continue;
                 };
-                match reader.next_batch(64) {
+                // At its own pace, one packet at a time.
+                match reader.next_batch(if pace.is_some() { 1 } else { 64 }) {
                     Ok(b) if b.is_empty() => *current = None,
                     Ok(b) => {
+                        if let (Some(pace), Some(p)) = (pace.as_mut(), b.iter().next()) {
+                            pace.wait(p.ts_ns);
+                        }
                         let mut packets = [EMPTY; 64];
                         let mut n = 0;
                         for p in b.iter().take(64) {
@@ -180,7 +227,7 @@ impl Source {
     /// Packets the filter left out (files; live, the kernel does not say).
     fn filtered_out(&self) -> Option<u64> {
         match self {
-            Source::Files(_, _, Some(f)) => Some(f.rejected),
+            Source::Files(_, _, Some(f), _) => Some(f.rejected),
             _ => None,
         }
     }
@@ -245,7 +292,12 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         Source::Live(Box::new(LiveCapture::open(&live)?))
     } else {
         let filter = a.filter.as_deref().map(Filter::new).transpose()?;
-        Source::Files(inputs.into_iter(), None, filter)
+        Source::Files(
+            inputs.into_iter(),
+            None,
+            filter,
+            a.realtime.then(Pace::default),
+        )
     };
     let input = if a.read.is_empty() {
         a.interfaces.join(",")
@@ -254,6 +306,12 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     };
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
+    if let Some(listen) = a.http {
+        let live = calliper_console::LiveCalls::new();
+        outputs.add_tracker(Box::new(live.clone()));
+        let addr = console::start(listen, a.token_file.as_ref(), a.out.db.clone(), live)?;
+        log(&format!("event=console address=http://{addr}/"));
+    }
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
     log(&format!(
         "event=start input={input:?} threads={}",

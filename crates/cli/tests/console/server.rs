@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running console; stopped (SIGTERM, then waited for) when dropped.
 pub struct Server {
@@ -55,6 +55,65 @@ impl Drop for Server {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
+        let _ = self.child.wait();
+    }
+}
+
+/// A probe replaying a capture with its console on; stopped when dropped.
+pub struct Probe {
+    child: Child,
+    pub addr: SocketAddr,
+    pub started: Instant,
+}
+
+impl Probe {
+    pub fn start(pcap: &Path, db: &Path) -> Probe {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args([
+                "probe",
+                "--realtime",
+                "--http",
+                "127.0.0.1:0",
+                "-o",
+                "/dev/null",
+                "--db",
+            ])
+            .arg(db)
+            .arg("--read")
+            .arg(pcap)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the probe ended before its console listened")
+                .unwrap();
+            if let Some(rest) = line.split("event=console address=http://").nth(1) {
+                break rest.trim_end_matches('/').parse().unwrap();
+            }
+        };
+        // Keep reading stderr so the probe never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Probe {
+            child,
+            addr,
+            started,
+        }
+    }
+
+    pub fn live(&self) -> serde_json::Value {
+        let r = request(self.addr, "GET", "/api/live", &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
