@@ -99,6 +99,8 @@ pub(crate) struct State {
     pub(crate) metrics: metrics::Metrics,
     /// Permits for live event streams.
     pub(crate) watchers: Arc<tokio::sync::Semaphore>,
+    /// The live snapshot as JSON, and the change it was made at.
+    pub(crate) live_json: std::sync::Mutex<(Option<u64>, axum::body::Bytes)>,
 }
 
 /// The routes, for a server or a test.
@@ -158,6 +160,7 @@ pub fn serve_until(
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
             metrics: metrics::Metrics::default(),
             watchers: Arc::new(tokio::sync::Semaphore::new(live_api::MAX_WATCHERS)),
+            live_json: Default::default(),
         });
         ready(addr);
         listen::serve(listener, router(state), stop).await;

@@ -31,15 +31,24 @@ fn live(state: &State) -> Result<&crate::LiveCalls, ApiError> {
     })
 }
 
-fn snapshot_json(live: &crate::LiveCalls) -> Vec<u8> {
-    serde_json::to_vec(&live.snapshot(MAX_SHOWN)).unwrap_or_default()
+/// The snapshot as JSON, made once per change however many watch (the
+/// copy under the tracker's lock, which the packet thread also takes, and
+/// the serialising happen once, not per watcher).
+fn snapshot_json(state: &State, live: &crate::LiveCalls) -> Bytes {
+    let version = live.version();
+    let mut cache = state.live_json.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.0 != Some(version) {
+        let json = serde_json::to_vec(&live.snapshot(MAX_SHOWN)).unwrap_or_default();
+        *cache = (Some(version), Bytes::from(json));
+    }
+    cache.1.clone()
 }
 
 /// `GET /api/live`.
 pub(crate) async fn snapshot(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
-    Ok(crate::api::json_body(snapshot_json(live(&state)?)))
+    Ok(crate::api::json_body(snapshot_json(&state, live(&state)?).to_vec()))
 }
 
 /// `GET /api/live/events`.
@@ -53,21 +62,23 @@ pub(crate) async fn events(
             format!("{MAX_WATCHERS} live pages are open already; try again"),
         ));
     };
-    // (live calls, last version sent, when last sent, the permit)
-    let start = (live, None::<u64>, Instant::now(), permit);
-    let stream = futures_util::stream::unfold(start, |(live, sent, at, permit)| async move {
+    // (state, live calls, last version sent, when last sent, the permit)
+    let start = (state.clone(), live, None::<u64>, Instant::now(), permit);
+    let stream = futures_util::stream::unfold(start, |(state, live, sent, at, permit)| async move {
         loop {
             let version = live.version();
             if sent != Some(version) {
-                let mut frame = b"data: ".to_vec();
-                frame.extend(snapshot_json(&live));
+                let json = snapshot_json(&state, &live);
+                let mut frame = Vec::with_capacity(json.len() + 8);
+                frame.extend(b"data: ");
+                frame.extend(&json[..]);
                 frame.extend(b"\n\n");
                 let item: Result<Bytes, std::io::Error> = Ok(Bytes::from(frame));
-                return Some((item, (live, Some(version), Instant::now(), permit)));
+                return Some((item, (state, live, Some(version), Instant::now(), permit)));
             }
             if at.elapsed() >= KEEP_ALIVE {
                 let item = Ok(Bytes::from_static(b": still here\n\n"));
-                return Some((item, (live, sent, Instant::now(), permit)));
+                return Some((item, (state, live, sent, Instant::now(), permit)));
             }
             tokio::time::sleep(PUSH_EVERY).await;
         }
