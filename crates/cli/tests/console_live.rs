@@ -127,3 +127,56 @@ fn calls_appear_live_as_the_capture_unfolds() {
     let r = server::request(probe.addr, "GET", "/api/calls", &[]);
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[test]
+fn a_busy_probe_pushes_at_most_four_times_a_second() {
+    // 300 calls starting in the first second and ending within seconds:
+    // the live table changes hundreds of times a second.
+    let dir = std::env::temp_dir().join(format!("calliper-live-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, db) = (dir.join("busy.pcap"), dir.join("busy.db"));
+    common::generate(
+        &[
+            "--calls",
+            "300",
+            "--concurrent",
+            "300",
+            "--warm-start",
+            "--hold-mean",
+            "2",
+            "--hold-shape",
+            "2",
+            "--duration",
+            "6",
+        ],
+        &pcap,
+        &dir.join("truth.jsonl"),
+    );
+    let probe = Probe::start(&pcap, &db);
+    let mut s = TcpStream::connect(probe.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    write!(
+        s,
+        "GET /api/live/events HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    )
+    .unwrap();
+    let (mut got, mut buf) = (Vec::new(), vec![0u8; 1 << 20]);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        if let Ok(n) = s.read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    let frames = String::from_utf8_lossy(&got).matches("data: ").count();
+    assert!(
+        (3..=14).contains(&frames),
+        "{frames} pushes in 3 s (at most 4 a second, and some)"
+    );
+    let snap = probe.live();
+    assert!(
+        snap["version"].as_u64().unwrap() > 50,
+        "the table changed often: {}",
+        snap["version"]
+    );
+}

@@ -306,7 +306,7 @@ function livePage() {
   liveSource.onmessage = (ev) => {
     const snap = JSON.parse(ev.data);
     status.textContent = `${snap.calls.length} calls open or just ended` +
-      (snap.untracked ? ` (${snap.untracked} not followed: the live table was full)` : "");
+      (snap.evicted ? ` (${snap.evicted} older ones taken off to make room: the live table holds 10 000)` : "");
     body.replaceChildren(...snap.calls.map((c) => {
       const end = c.end_ns ?? snap.now_ns;
       const duration = c.answer_ns === null || c.answer_ns === undefined ? "" : ((end - c.answer_ns) / 1e9).toFixed(0) + " s";

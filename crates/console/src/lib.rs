@@ -44,7 +44,7 @@ pub struct Config {
     /// Address to listen on.
     pub listen: SocketAddr,
     /// The call database (a probe may run without one: then only the live
-    /// page and the metrics of the live calls are served).
+    /// page is served, and the database's pages and metrics answer 404).
     pub db: Option<PathBuf>,
     /// The calls a running probe has open (the live page).
     pub live: Option<LiveCalls>,

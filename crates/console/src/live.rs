@@ -1,15 +1,19 @@
 //! [`LiveCalls`]: the calls a running probe has open, for the console's
 //! live page — parties (from the INVITE), phase, times, and each stream's
 //! latest interval report. A tracker: it sees the engine's events on the
-//! packet thread, so it does little per event (no allocation but for a new
-//! call) and holds at most [`MAX_LIVE_CALLS`] (new ones beyond are
-//! counted, not kept). An ended call stays [`ENDED_KEPT_NS`] so a viewer
-//! sees how it ended.
+//! packet thread, so each event costs O(1) amortised (no scan of the
+//! table; allocation only for a new call). It holds at most
+//! [`MAX_LIVE_CALLS`]: a new call beyond takes the place of the oldest one
+//! not answered, else of the oldest (counted as `evicted`), so a flood
+//! cannot keep new calls off the page. An ended call stays
+//! [`ENDED_KEPT_NS`] of capture time so a viewer sees how it ended. Text
+//! is cut to 128 bytes with control and bidirectional-override characters
+//! replaced (a caller name must not be able to reorder what is shown).
 
 use calliper_record::event::{CallPhase, SipSeen};
 use calliper_record::{Event, Tracker};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +31,16 @@ fn cut(s: &str) -> String {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    s[..end]
+        .chars()
+        .map(|c| match c {
+            c if c.is_control() => '\u{fffd}',
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                '\u{fffd}'
+            }
+            c => c,
+        })
+        .collect()
 }
 
 /// One stream's latest interval.
@@ -85,19 +98,74 @@ pub struct LiveCall {
 pub struct Snapshot {
     /// Newest INVITE first, at most the number asked for.
     pub calls: Vec<LiveCall>,
-    /// The latest capture time seen (a live duration runs to it).
+    /// The capture time of the latest event (a live duration runs to it).
     pub now_ns: i64,
     /// The change counter.
     pub version: u64,
-    /// Calls not followed because the table was full.
-    pub untracked: u64,
+    /// Calls taken off the table to make room for newer ones.
+    pub evicted: u64,
 }
 
 #[derive(Debug, Default)]
 struct Table {
     calls: BTreeMap<u64, LiveCall>,
-    /// Latest capture time seen in any event.
+    /// The capture time of the latest event (not the largest: one packet
+    /// dated years ahead must not age every call at once).
     now_ns: i64,
+    /// A jump ahead seen once, taken when the next event agrees.
+    jumped: bool,
+    /// Calls in INVITE order while not answered (entries of calls since
+    /// answered or gone are skipped when met): the first to make room.
+    unanswered: VecDeque<u64>,
+    /// Ended calls in the order they ended, to forget after [`ENDED_KEPT_NS`].
+    ended: VecDeque<(i64, u64)>,
+}
+
+/// A step ahead larger than this is taken only when two events in a row
+/// make it (a clock stepped), not from one stray packet.
+const MAX_STEP_NS: i64 = 3_600_000_000_000;
+
+impl Table {
+    /// Moves the clock to an event's capture time, then forgets calls
+    /// ended long enough before it.
+    fn at(&mut self, ts_ns: i64) {
+        let leap = self.now_ns != 0 && ts_ns > self.now_ns.saturating_add(MAX_STEP_NS);
+        if leap && !self.jumped {
+            self.jumped = true;
+            return;
+        }
+        self.jumped = false;
+        self.now_ns = ts_ns;
+        self.expire();
+    }
+
+    /// Makes room for one more call: the oldest not answered goes, else
+    /// the oldest. True when a call was taken off.
+    fn make_room(&mut self) -> bool {
+        while let Some(serial) = self.unanswered.pop_front() {
+            if self
+                .calls
+                .get(&serial)
+                .is_some_and(|c| c.answer_ns.is_none() && c.end_ns.is_none())
+            {
+                self.calls.remove(&serial);
+                return true;
+            }
+        }
+        self.calls.pop_first().is_some()
+    }
+
+    /// Forgets the calls that ended more than [`ENDED_KEPT_NS`] before now.
+    fn expire(&mut self) {
+        let horizon = self.now_ns.saturating_sub(ENDED_KEPT_NS);
+        while let Some(&(end, serial)) = self.ended.front() {
+            if end >= horizon {
+                break;
+            }
+            self.ended.pop_front();
+            self.calls.remove(&serial);
+        }
+    }
 }
 
 /// The open calls, shared: attach a clone to the engine, read from another.
@@ -106,7 +174,7 @@ pub struct LiveCalls {
     table: Arc<Mutex<Table>>,
     /// Bumped at every change (the live page sends only when it moved).
     version: Arc<AtomicU64>,
-    dropped: Arc<AtomicU64>,
+    evicted: Arc<AtomicU64>,
 }
 
 impl LiveCalls {
@@ -128,7 +196,7 @@ impl LiveCalls {
             calls,
             now_ns: t.now_ns,
             version: self.version.load(Ordering::Relaxed),
-            untracked: self.dropped.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
         }
     }
 
@@ -144,14 +212,12 @@ impl LiveCalls {
     /// A call's INVITE: the call starts being followed.
     fn invite(&self, m: &SipSeen<'_>, serial: u64) {
         let mut t = self.lock();
-        t.now_ns = t.now_ns.max(m.ts_ns);
+        t.at(m.ts_ns);
         if t.calls.contains_key(&serial) {
             return;
         }
-        if t.calls.len() >= MAX_LIVE_CALLS {
-            drop(t);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        if t.calls.len() >= MAX_LIVE_CALLS && t.make_room() {
+            self.evicted.fetch_add(1, Ordering::Relaxed);
         }
         let parsed = calliper_sip::parse(m.bytes, false).ok();
         let party = |v: Option<&str>| {
@@ -175,14 +241,9 @@ impl LiveCalls {
             streams: Vec::new(),
         };
         t.calls.insert(serial, call);
+        t.unanswered.push_back(serial);
         drop(t);
         self.changed();
-    }
-
-    /// Forgets calls that ended more than [`ENDED_KEPT_NS`] ago.
-    fn expire(t: &mut Table) {
-        let horizon = t.now_ns.saturating_sub(ENDED_KEPT_NS);
-        t.calls.retain(|_, c| c.end_ns.is_none_or(|e| e >= horizon));
     }
 }
 
@@ -196,28 +257,33 @@ impl Tracker for LiveCalls {
             }
             Event::Call(c) => {
                 let mut t = self.lock();
-                t.now_ns = t.now_ns.max(c.ts_ns);
-                if let Some(call) = t.calls.get_mut(&c.call) {
-                    call.phase = c.phase;
-                    call.updated_ns = c.ts_ns;
-                    call.status = c.status.filter(|s| *s >= 200).or(call.status);
-                    match c.phase {
-                        CallPhase::Answered => call.answer_ns = call.answer_ns.or(Some(c.ts_ns)),
-                        CallPhase::Ended => {
-                            call.end_ns = Some(c.ts_ns);
-                            call.state = c.state;
-                        }
-                        _ => {}
+                t.at(c.ts_ns);
+                let Some(call) = t.calls.get_mut(&c.call) else {
+                    return;
+                };
+                call.phase = c.phase;
+                call.updated_ns = c.ts_ns;
+                call.status = c.status.filter(|s| *s >= 200).or(call.status);
+                let mut ended = false;
+                match c.phase {
+                    CallPhase::Answered => call.answer_ns = call.answer_ns.or(Some(c.ts_ns)),
+                    CallPhase::Ended if call.end_ns.is_none() => {
+                        call.end_ns = Some(c.ts_ns);
+                        call.state = c.state;
+                        ended = true;
                     }
+                    _ => {}
                 }
-                Self::expire(&mut t);
+                if ended {
+                    t.ended.push_back((c.ts_ns, c.call));
+                }
                 drop(t);
                 self.changed();
             }
             Event::Interval(i) => {
                 let Some(serial) = i.call else { return };
                 let mut t = self.lock();
-                t.now_ns = t.now_ns.max(i.reported_ns);
+                t.at(i.reported_ns);
                 let Some(call) = t.calls.get_mut(&serial) else {
                     return;
                 };
@@ -333,14 +399,51 @@ mod tests {
     }
 
     #[test]
-    fn beyond_the_cap_calls_are_counted_not_kept() {
+    fn beyond_the_cap_new_calls_take_the_place_of_unanswered_ones() {
         let mut t = LiveCalls::new();
-        for serial in 0..MAX_LIVE_CALLS as u64 + 3 {
+        // A table full of calls, the first ten answered.
+        for serial in 0..MAX_LIVE_CALLS as u64 {
             invite(&mut t, serial, serial as i64);
+            if serial < 10 {
+                phase(&mut t, serial, serial as i64, CallPhase::Answered);
+            }
         }
-        let s = t.snapshot(5);
-        assert_eq!(s.calls.len(), 5);
-        assert_eq!(s.untracked, 3);
-        assert_eq!(t.lock().calls.len(), MAX_LIVE_CALLS);
+        // Three more: they are shown, and the oldest unanswered went.
+        for serial in 0..3 {
+            invite(&mut t, 1_000_000 + serial, 1_000_000);
+        }
+        let s = t.snapshot(3);
+        assert_eq!(s.calls.iter().filter(|c| c.serial >= 1_000_000).count(), 3);
+        assert_eq!(s.evicted, 3);
+        let table = t.lock();
+        assert_eq!(table.calls.len(), MAX_LIVE_CALLS);
+        assert!(
+            (0..10).all(|s| table.calls.contains_key(&s)),
+            "answered calls stay"
+        );
+        assert!(!table.calls.contains_key(&10) && !table.calls.contains_key(&12));
+    }
+
+    #[test]
+    fn one_packet_dated_years_ahead_does_not_age_every_call() {
+        let mut t = LiveCalls::new();
+        invite(&mut t, 1, 1_000);
+        phase(&mut t, 1, 2_000, CallPhase::Ended);
+        invite(&mut t, 2, 20 * 365 * 86_400 * 1_000_000_000);
+        invite(&mut t, 3, 3_000);
+        let s = t.snapshot(10);
+        assert_eq!(s.calls.len(), 3, "the ended call stays its 30 s");
+        assert_eq!(s.now_ns, 3_000);
+        // A clock that really stepped: two events in a row.
+        invite(&mut t, 4, 10 * MAX_STEP_NS);
+        invite(&mut t, 5, 10 * MAX_STEP_NS + 1);
+        assert_eq!(t.snapshot(10).now_ns, 10 * MAX_STEP_NS + 1);
+        assert_eq!(t.snapshot(10).calls.len(), 4, "then the ended call goes");
+    }
+
+    #[test]
+    fn text_cannot_reorder_or_control_the_page() {
+        assert_eq!(cut("ali\u{202e}ce\u{1b}[2J"), "ali\u{fffd}ce\u{fffd}[2J");
+        assert_eq!(cut(&"é".repeat(100)).len(), 128);
     }
 }

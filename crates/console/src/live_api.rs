@@ -1,6 +1,6 @@
 //! The live page's data: `GET /api/live` (the open calls now, as JSON)
 //! and `GET /api/live/events` (the same, pushed as server-sent events
-//! whenever it changes, checked every [`PUSH_EVERY`]; a comment every
+//! when it changes, at most once per [`PUSH_EVERY`]; a comment every
 //! [`KEEP_ALIVE`] keeps idle proxies from closing the stream). At most
 //! [`MAX_WATCHERS`] streams at once; a stream ends with its connection's
 //! time limit, and the browser's EventSource reconnects by itself.
@@ -48,7 +48,9 @@ fn snapshot_json(state: &State, live: &crate::LiveCalls) -> Bytes {
 pub(crate) async fn snapshot(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
-    Ok(crate::api::json_body(snapshot_json(&state, live(&state)?).to_vec()))
+    Ok(crate::api::json_body(
+        snapshot_json(&state, live(&state)?).to_vec(),
+    ))
 }
 
 /// `GET /api/live/events`.
@@ -64,25 +66,30 @@ pub(crate) async fn events(
     };
     // (state, live calls, last version sent, when last sent, the permit)
     let start = (state.clone(), live, None::<u64>, Instant::now(), permit);
-    let stream = futures_util::stream::unfold(start, |(state, live, sent, at, permit)| async move {
-        loop {
-            let version = live.version();
-            if sent != Some(version) {
-                let json = snapshot_json(&state, &live);
-                let mut frame = Vec::with_capacity(json.len() + 8);
-                frame.extend(b"data: ");
-                frame.extend(&json[..]);
-                frame.extend(b"\n\n");
-                let item: Result<Bytes, std::io::Error> = Ok(Bytes::from(frame));
-                return Some((item, (state, live, Some(version), Instant::now(), permit)));
+    let stream =
+        futures_util::stream::unfold(start, |(state, live, sent, at, permit)| async move {
+            loop {
+                let version = live.version();
+                if sent != Some(version) {
+                    let json = snapshot_json(&state, &live);
+                    let mut frame = Vec::with_capacity(json.len() + 8);
+                    frame.extend(b"data: ");
+                    frame.extend(&json[..]);
+                    frame.extend(b"\n\n");
+                    // At most one push per PUSH_EVERY, however busy the probe.
+                    if sent.is_some() {
+                        tokio::time::sleep(PUSH_EVERY).await;
+                    }
+                    let item: Result<Bytes, std::io::Error> = Ok(Bytes::from(frame));
+                    return Some((item, (state, live, Some(version), Instant::now(), permit)));
+                }
+                if at.elapsed() >= KEEP_ALIVE {
+                    let item = Ok(Bytes::from_static(b": still here\n\n"));
+                    return Some((item, (state, live, sent, Instant::now(), permit)));
+                }
+                tokio::time::sleep(PUSH_EVERY).await;
             }
-            if at.elapsed() >= KEEP_ALIVE {
-                let item = Ok(Bytes::from_static(b": still here\n\n"));
-                return Some((item, (state, live, sent, Instant::now(), permit)));
-            }
-            tokio::time::sleep(PUSH_EVERY).await;
-        }
-    });
+        });
     let mut r = Body::from_stream(stream).into_response();
     let h = r.headers_mut();
     h.insert(
