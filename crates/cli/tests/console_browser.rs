@@ -343,6 +343,38 @@ fn the_console_shows_what_the_api_gives() {
     assert!(diff.as_u64().unwrap() > 0, "two different messages differ");
     browser.js("document.querySelector('#diff').scrollIntoView(); return true;");
     browser.screenshot("diff.png");
+
+    // The KPI page: one table row per row of the API, with its ASR.
+    browser.go(&format!("{base}/#/kpi?interval=86400"));
+    let kpi = api("/api/kpi?interval=86400");
+    let want = kpi["rows"].as_array().unwrap();
+    assert!(!want.is_empty());
+    let shown = browser.wait(
+        "the KPI table",
+        &format!("const r = document.querySelectorAll('#kpi tbody tr'); return r.length === {} ? [...r].map(t => t.children[4].textContent) : null;", want.len()),
+    );
+    let asr: Vec<String> = want
+        .iter()
+        .map(|r| {
+            r["figures"]["asr"]
+                .as_f64()
+                .map_or(String::new(), |a| format!("{a:.1}"))
+        })
+        .collect();
+    assert_eq!(shown, json!(asr));
+    browser.screenshot("kpi.png");
+    // Registrations and alerts pages answer with their tables.
+    for (route, path) in [
+        ("registrations", "/api/registrations"),
+        ("alerts", "/api/alerts"),
+    ] {
+        browser.go(&format!("{base}/#/{route}"));
+        let n = api(path)["rows"].as_array().unwrap().len();
+        browser.wait(
+            route,
+            &format!("const t = document.querySelector('#rows tbody'); return t && t.children.length === {n} ? true : null;"),
+        );
+    }
 }
 
 #[test]

@@ -279,7 +279,8 @@ function chart(title, rows, value, min, max, kind) {
   const hi = max ?? Math.max(1, ...pts.map(([, v]) => v)), lo = min;
   const X = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
   const Y = (v) => h - 28 - ((v - lo) / (hi - lo || 1)) * (h - 50);
-  const clock = (ms) => new Date(ms).toISOString().slice(11, 19);
+  // Time of day within a day; the date beyond.
+  const clock = (ms) => new Date(ms).toISOString().slice(t1 - t0 > 86400000 ? 0 : 11, t1 - t0 > 86400000 ? 10 : 19);
   svg.append(
     el("svg:line", { x1: pad, y1: h - 28, x2: w - 8, y2: h - 28, class: "axis" }),
     el("svg:text", { x: pad, y: h - 14, class: "tick" }, clock(t0)),
@@ -331,6 +332,102 @@ function livePage() {
   };
 }
 
+// ---- Stored lists: alerts, registrations, KPIs -------------------------------
+
+// A filter form whose values go into the page's URL (shareable).
+function filterForm(route, fields, params, extra) {
+  const form = el("form", { class: "search" });
+  for (const [name, label, hint] of fields) {
+    form.append(el("label", {}, label, el("input", { name, value: params.get(name) || "", placeholder: hint || "" })));
+  }
+  for (const x of extra || []) form.append(x);
+  form.append(el("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (String(v).trim() !== "") p.set(k, String(v).trim());
+    location.hash = route + "?" + p.toString();
+  });
+  return form;
+}
+
+async function listPage(title, route, api_path, fields, head, cells, params) {
+  const status = el("p", { id: "status" }, "Loading…");
+  show(el("h1", {}, title), filterForm(route, fields, params), status);
+  let body;
+  try {
+    body = await api(api_path + "?" + params.toString());
+  } catch (e) {
+    status.textContent = "Error: " + e.message;
+    status.className = "error";
+    return;
+  }
+  const offset = body.offset, limit = body.limit;
+  status.textContent = body.rows.length === 0 ? "Nothing matches." : `Rows ${offset + 1}–${offset + body.rows.length}${body.more ? " (more follow)" : ""}`;
+  const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); return route + "?" + p.toString(); };
+  document.getElementById("main").append(
+    el("table", { id: "rows" }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))), el("tbody", {}, body.rows.map((r) => el("tr", {}, cells(r))))),
+    el("p", { class: "pages" },
+      offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)) }, "← previous page") : null, " ",
+      body.more ? el("a", { href: page(offset + limit) }, "next page →") : null));
+}
+
+function alertsPage(params) {
+  return listPage("Alerts", "#/alerts", "/api/alerts",
+    [["from", "From (UTC)"], ["to", "To (UTC)"], ["kind", "Kind", "low_mos, high_loss, no_rtp, one_way_audio, low_asr, scanning…"], ["call_id", "Call-ID"], ["source", "Source address"], ["key", "Key (trunk, direction…)"]],
+    ["Time (UTC)", "Kind", "Key", "Value", "Threshold", "Source", "Call"],
+    (a) => [el("td", {}, time(a.ts_ns)), el("td", {}, a.kind || ""), el("td", {}, a.key || ""), el("td", { class: "n" }, num(a.value, 2)),
+      el("td", { class: "n" }, num(a.threshold, 2)), el("td", {}, a.source || ""),
+      el("td", {}, a.call_id ? el("a", { href: "#/calls?call_id=" + encodeURIComponent(a.call_id) }, a.call_id) : "")],
+    params);
+}
+
+function registrationsPage(params) {
+  return listPage("Registrations", "#/registrations", "/api/registrations",
+    [["from", "From (UTC)"], ["to", "To (UTC)"], ["aor", "Address of record", "sip:alice@example.com"], ["outcome", "Outcome", "registered, unregistered, challenged, auth_failed, failed"], ["client", "Client address"], ["registrar", "Registrar address"]],
+    ["Time (UTC)", "Address of record", "Outcome", "Status", "Expires s", "Client", "Registrar", "User-Agent", "Contact"],
+    (r) => [el("td", {}, time(r.ts_ns)), el("td", {}, r.aor || ""), el("td", {}, r.outcome || ""), el("td", {}, r.status ?? ""),
+      el("td", { class: "n" }, r.expires ?? ""), el("td", {}, r.client ? `${r.client}:${r.client_port}` : ""),
+      el("td", {}, r.registrar ? `${r.registrar}:${r.registrar_port}` : ""), el("td", {}, r.user_agent || ""), el("td", {}, r.contact || "")],
+    params);
+}
+
+async function kpiPage(params) {
+  const dimension = el("select", { name: "dimension" }, ["total", "trunk", "caller_domain", "callee_domain", "user_agent"].map((d) => el("option", { value: d }, d.replaceAll("_", " "))));
+  dimension.value = params.get("dimension") || "total";
+  const interval = el("select", { name: "interval" }, [["300", "5 minutes"], ["3600", "hour"], ["86400", "day"]].map(([v, l]) => el("option", { value: v }, l)));
+  interval.value = params.get("interval") || "3600";
+  const status = el("p", { id: "status" }, "Loading…");
+  show(el("h1", {}, "KPIs"), filterForm("#/kpi", [["from", "From (UTC)"], ["to", "To (UTC)"]], params,
+    [el("label", {}, "By", dimension), el("label", {}, "Per", interval)]), status);
+  let body;
+  try {
+    body = await api("/api/kpi?" + params.toString());
+  } catch (e) {
+    status.textContent = "Error: " + e.message;
+    status.className = "error";
+    return;
+  }
+  status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: docs/kpi.md.`;
+  const pct = (v) => (v === null || v === undefined ? "" : num(v, 1));
+  const table = el("table", { id: "kpi" },
+    el("thead", {}, el("tr", {}, ["Interval (UTC)", "Key", "Attempts", "Answered", "ASR %", "NER %", "SER %", "SEER %", "SRD ms", "Registrations", "IRA %"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, body.rows.map((r) => el("tr", {},
+      el("td", {}, time(r.start_ns)), el("td", {}, r.key), el("td", { class: "n" }, r.counts.attempts), el("td", { class: "n" }, r.counts.answered),
+      el("td", { class: "n" }, pct(r.figures.asr)), el("td", { class: "n" }, pct(r.figures.ner)), el("td", { class: "n" }, pct(r.figures.ser)),
+      el("td", { class: "n" }, pct(r.figures.seer)), el("td", { class: "n" }, pct(r.figures.srd_ms)), el("td", { class: "n" }, r.counts.registrations),
+      el("td", { class: "n" }, pct(r.figures.ira))))));
+  // ASR and NER over time for the busiest key.
+  const byKey = {};
+  for (const r of body.rows) (byKey[r.key] = byKey[r.key] || []).push(r);
+  const busiest = Object.keys(byKey).sort((a, b) => byKey[b].reduce((n, r) => n + r.counts.attempts, 0) - byKey[a].reduce((n, r) => n + r.counts.attempts, 0))[0];
+  const charts = busiest ? el("div", { class: "stream-charts" }, el("h3", {}, "Key " + busiest),
+    chart("ASR %", byKey[busiest], (r) => r.figures.asr, 0, 100, "asr"),
+    chart("NER %", byKey[busiest], (r) => r.figures.ner, 0, 100, "ner"),
+    chart("Attempts", byKey[busiest], (r) => r.counts.attempts, 0, null, "attempts")) : null;
+  document.getElementById("main").append(...[charts, table].filter((x) => x));
+}
+
 // ---- Routing ----------------------------------------------------------------
 
 function route() {
@@ -340,6 +437,9 @@ function route() {
   const call = path.match(/^\/call\/(\d+)$/);
   if (call) callPage(call[1]);
   else if (path === "/live") livePage();
+  else if (path === "/alerts") alertsPage(new URLSearchParams(query || ""));
+  else if (path === "/registrations") registrationsPage(new URLSearchParams(query || ""));
+  else if (path === "/kpi") kpiPage(new URLSearchParams(query || ""));
   else if (path === "/calls" || path === "/" || path === "") searchPage(new URLSearchParams(query || ""));
   else show(el("p", { class: "error" }, "No such page: " + path + ". "), el("a", { href: "#/calls" }, "Calls"));
 }

@@ -15,6 +15,7 @@ mod auth;
 mod csv;
 mod db;
 mod listen;
+mod lists_api;
 mod live;
 mod live_api;
 mod metrics;
@@ -111,6 +112,9 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/calls", get(api::calls))
         .route("/api/calls.csv", get(csv::calls))
         .route("/api/calls/{id}", get(api::call))
+        .route("/api/alerts", get(lists_api::alerts))
+        .route("/api/registrations", get(lists_api::registrations))
+        .route("/api/kpi", get(lists_api::kpi))
         .route("/api/live", get(live_api::snapshot))
         .route("/api/live/events", get(live_api::events))
         .route("/metrics", get(metrics::serve))

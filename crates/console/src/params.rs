@@ -68,7 +68,7 @@ const MAX_TEXT: usize = 256;
 #[derive(Debug, PartialEq)]
 pub(crate) struct BadParameter(pub(crate) String);
 
-fn bad(name: &str, value: &str, why: &str) -> BadParameter {
+pub(crate) fn bad(name: &str, value: &str, why: &str) -> BadParameter {
     let shown: String = value.chars().take(64).collect();
     BadParameter(format!("{name}={shown:?}: {why}"))
 }
@@ -88,7 +88,7 @@ fn number(name: &str, v: &str, range: std::ops::RangeInclusive<f64>) -> Result<f
     }
 }
 
-fn instant(name: &str, v: &str) -> Result<i64, BadParameter> {
+pub(crate) fn instant(name: &str, v: &str) -> Result<i64, BadParameter> {
     if let Ok(ns) = v.parse::<i64>() {
         return Ok(ns);
     }
@@ -236,6 +236,56 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
         }
     }
     Ok(s)
+}
+
+/// The parameters of a simple list (`allowed` names only, each once,
+/// text checked as for a search), empty values left out.
+pub(crate) fn simple<'a>(
+    pairs: &'a [(String, String)],
+    allowed: &[&'static str],
+) -> Result<Vec<(&'static str, &'a str)>, BadParameter> {
+    let mut out: Vec<(&'static str, &'a str)> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, value) in pairs {
+        let Some(known) = allowed.iter().find(|a| *a == name) else {
+            return Err(BadParameter(format!(
+                "unknown parameter {:?} (known: {})",
+                name.chars().take(64).collect::<String>(),
+                allowed.join(", ")
+            )));
+        };
+        if seen.contains(known) {
+            return Err(BadParameter(format!("{known} given twice")));
+        }
+        seen.push(known);
+        let v = value.trim();
+        if v.len() > MAX_TEXT || v.chars().any(char::is_control) {
+            return Err(bad(
+                known,
+                v,
+                &format!("at most {MAX_TEXT} bytes, no control characters"),
+            ));
+        }
+        if !v.is_empty() {
+            out.push((known, v));
+        }
+    }
+    Ok(out)
+}
+
+/// A whole number from `range`.
+pub(crate) fn whole(
+    name: &str,
+    v: &str,
+    range: std::ops::RangeInclusive<u32>,
+) -> Result<u32, BadParameter> {
+    v.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
+        bad(
+            name,
+            v,
+            &format!("{} to {} expected", range.start(), range.end()),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -42,23 +42,43 @@ pub fn kpi_sums(
     dimension: &str,
     interval_ns: i64,
 ) -> Result<Vec<KpiSum>, StoreError> {
+    kpi_sums_between(conn, dimension, interval_ns, i64::MIN, i64::MAX, usize::MAX)
+}
+
+/// [`kpi_sums`] of the rows that start from `from_ns` to `until_ns`, both
+/// included, at most `max_rows` sums (the first ones).
+pub fn kpi_sums_between(
+    conn: &Connection,
+    dimension: &str,
+    interval_ns: i64,
+    from_ns: i64,
+    until_ns: i64,
+    max_rows: usize,
+) -> Result<Vec<KpiSum>, StoreError> {
     let sums: Vec<String> = COUNTER_NAMES.iter().map(|c| format!("SUM({c})")).collect();
     let sql = format!(
         "SELECT (start_ns - (start_ns % ?1 + ?1) % ?1) AS bucket, key, {} FROM kpi
-         WHERE dimension = ?2 GROUP BY bucket, key ORDER BY bucket, key",
+         WHERE dimension = ?2 AND start_ns >= ?3 AND start_ns <= ?4
+         GROUP BY bucket, key ORDER BY bucket, key LIMIT ?5",
         sums.join(", ")
     );
     let mut q = conn.prepare(&sql)?;
-    let rows = q.query_map(rusqlite::params![interval_ns, dimension], |r| {
-        let mut counts = KpiCounts::default();
-        for i in 0..COUNTERS {
-            counts.0[i] = r.get::<_, Option<i64>>(i + 2)?.unwrap_or(0).max(0) as u64;
-        }
-        Ok(KpiSum {
-            start_ns: r.get(0)?,
-            key: r.get(1)?,
-            counts,
-        })
-    })?;
+    let limit = i64::try_from(max_rows).unwrap_or(i64::MAX);
+    let rows = q.query_map(
+        rusqlite::params![interval_ns, dimension, from_ns, until_ns, limit],
+        |r| {
+            let mut counts = KpiCounts::default();
+            for i in 0..COUNTERS {
+                // A crafted row of another type counts as nothing.
+                let v = r.get_ref(i + 2)?.as_i64().unwrap_or(0);
+                counts.0[i] = v.max(0) as u64;
+            }
+            Ok(KpiSum {
+                start_ns: r.get_ref(0)?.as_i64().unwrap_or(0),
+                key: String::from_utf8_lossy(r.get_ref(1)?.as_bytes().unwrap_or(b"")).into_owned(),
+                counts,
+            })
+        },
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -11,10 +11,12 @@ use std::io::{self, Write};
 use std::path::Path;
 mod daily;
 mod kpi;
-pub use kpi::{kpi_intervals, kpi_sums, open_read_only, KpiSum};
+pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum};
 mod lookup;
 pub use lookup::{find_calls, totals, StoredCall, StoredStream};
 mod detail;
+mod lists;
+pub use lists::{list_rows, List, ListQuery};
 mod readonly;
 mod search;
 pub use detail::{

@@ -243,6 +243,7 @@ pub(crate) fn schema() -> String {
     }
     s += "CREATE INDEX IF NOT EXISTS traffic_by_time ON traffic(start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS registrations_by_aor ON registrations(aor, ts_ns);\n";
+    s += "CREATE INDEX IF NOT EXISTS registrations_by_time ON registrations(ts_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS users_by_aor ON users(aor);\n";
     s += "CREATE INDEX IF NOT EXISTS kpi_by_time ON kpi(dimension, start_ns);\n";
     s += "CREATE INDEX IF NOT EXISTS alerts_by_time ON alerts(ts_ns);\n";
