@@ -123,39 +123,15 @@ fn status(v: &str) -> Result<Status, BadParameter> {
 /// this endpoint serves.
 pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Search, BadParameter> {
     let mut s = Search::default();
-    let mut seen: Vec<&str> = Vec::new();
-    for (name, value) in pairs {
-        let Some((known, _)) = PARAMETERS.iter().find(|(p, _)| p == name) else {
-            let names: Vec<&str> = PARAMETERS.iter().map(|(p, _)| *p).collect();
-            return Err(BadParameter(format!(
-                "unknown parameter {:?} (known: {})",
-                name.chars().take(64).collect::<String>(),
-                names.join(", ")
-            )));
-        };
-        if seen.contains(known) {
-            return Err(BadParameter(format!("{known} given twice")));
-        }
-        seen.push(known);
-        let v = value.trim();
-        if v.is_empty() {
-            continue;
-        }
-        if v.len() > MAX_TEXT || v.chars().any(char::is_control) {
-            return Err(bad(
-                known,
-                v,
-                &format!("at most {MAX_TEXT} bytes, no control characters"),
-            ));
-        }
+    let names: Vec<&'static str> = PARAMETERS.iter().map(|(p, _)| *p).collect();
+    for (known, v) in simple(pairs, &names)? {
         let text = || Some(v.to_string());
         // A pattern with many stars can take a matcher exponential time.
-        if matches!(*known, "caller" | "callee" | "user_agent")
-            && v.matches('*').count() > MAX_STARS
+        if matches!(known, "caller" | "callee" | "user_agent") && v.matches('*').count() > MAX_STARS
         {
             return Err(bad(known, v, &format!("at most {MAX_STARS} * wildcards")));
         }
-        match *known {
+        match known {
             "from" => s.from_ns = Some(instant(known, v)?),
             "to" => s.to_ns = Some(instant(known, v)?),
             "caller" => s.caller = text(),
