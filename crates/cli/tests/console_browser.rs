@@ -12,9 +12,9 @@ mod common;
 mod server;
 
 use serde_json::{json, Value};
-use server::{enc, Server};
+use server::{enc, temp, Server};
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -171,12 +171,6 @@ fn base64_decode(s: &str) -> Vec<u8> {
         }
     }
     out
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("calliper-browser-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
 }
 
 #[test]

@@ -7,23 +7,14 @@ mod common;
 mod server;
 
 use rusqlite::Connection;
-use server::Server;
+use server::{sample_db, temp, Server};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("calliper-hostile-console-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
 /// A database of the sample capture, then `sql` run on it.
 fn crafted(name: &str, sql: &str) -> PathBuf {
-    let db = temp(name);
-    let _ = std::fs::remove_file(&db);
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    common::analyze_into_db(&pcap, &db, &[]);
+    let db = sample_db(name);
     Connection::open(&db).unwrap().execute_batch(sql).unwrap();
     db
 }
@@ -172,5 +163,172 @@ fn abandoned_requests_stop_and_do_not_hold_the_console() {
     assert!(
         took < Duration::from_secs(2),
         "a quick request took {took:?} after abandoned ones"
+    );
+}
+
+#[test]
+fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() {
+    let db = sample_db("auth.db");
+    // No token: refuses to start anywhere but loopback.
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["serve", "--db"])
+        .arg(&db)
+        .args(["--http", "0.0.0.0:0"])
+        .env_remove("CALLIPER_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // With a token (listening on every address; the requests stay on loopback).
+    let token = "a-token-of-sufficient-length";
+    let token_file = temp("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    // A token file others can read is refused.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["serve", "--db"])
+        .arg(&db)
+        .args(["--http", "0.0.0.0:0", "--token-file"])
+        .arg(&token_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let s = Server::start(
+        &db,
+        "0.0.0.0:0",
+        &["--token-file", token_file.to_str().unwrap()],
+        &[],
+    );
+    for path in [
+        "/api/calls",
+        "/api/calls/1",
+        "/metrics",
+        "/",
+        "/api/calls.csv",
+    ] {
+        let r = s.get(path, &[]);
+        assert_eq!(r.status, 401, "{path}");
+        assert!(r
+            .header("www-authenticate")
+            .is_some_and(|v| v.starts_with("Basic")));
+        assert_eq!(
+            s.get(
+                path,
+                &[("Authorization", "Bearer wrong-token-of-some-length")]
+            )
+            .status,
+            401
+        );
+        assert_eq!(
+            s.get(path, &[("Authorization", &format!("Bearer {token}"))])
+                .status,
+            200,
+            "{path}"
+        );
+    }
+    // Basic auth with the token as password (what a browser sends), any Host.
+    let basic = base64_encode(format!("ops:{token}").as_bytes());
+    let r = s.get(
+        "/api/calls",
+        &[
+            ("Authorization", &format!("Basic {basic}")),
+            ("Host", "probe.example.net"),
+        ],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["calls"].as_array().unwrap().len(), 3);
+    // The token from the environment works as from a file.
+    drop(s);
+    let s = Server::start(&db, "0.0.0.0:0", &[], &[("CALLIPER_TOKEN", token)]);
+    assert_eq!(s.get("/api/calls", &[]).status, 401);
+    assert_eq!(
+        s.get(
+            "/api/calls",
+            &[("Authorization", &format!("Bearer {token}"))]
+        )
+        .status,
+        200
+    );
+    drop(s);
+    // Loopback without a token: a page elsewhere that rebinds its name to
+    // 127.0.0.1 still names itself in Host, and is refused.
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    assert_eq!(
+        s.get("/api/calls", &[("Host", "attacker.example")]).status,
+        403
+    );
+    assert_eq!(
+        s.get(
+            "/api/calls",
+            &[("Host", &format!("127.0.0.1:{}", s.addr.port()))]
+        )
+        .status,
+        200
+    );
+    // Read-only: anything but GET is refused.
+    let r = server::request(
+        std::net::SocketAddr::from(([127, 0, 0, 1], s.addr.port())),
+        "POST",
+        "/api/calls",
+        &[("Content-Length", "0")],
+    );
+    assert_eq!(r.status, 405);
+    // Safety headers on every answer.
+    let r = s.get("/", &[]);
+    assert!(r
+        .header("content-security-policy")
+        .is_some_and(|v| v.contains("default-src 'self'")));
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in b.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | u32::from(*c) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use std::io::{Read, Write};
+    let db = sample_db("slow.db");
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", s.addr.port())).unwrap();
+    slow.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Others are served meanwhile.
+    assert_eq!(s.get("/api/calls", &[]).status, 200);
+    let mut buf = [0u8; 1024];
+    let closed = match slow.read(&mut buf) {
+        Ok(n) => n == 0 || String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    let waited = started.elapsed().as_secs_f64();
+    assert!(closed, "the slow connection was not closed");
+    assert!(
+        (9.0..20.0).contains(&waited),
+        "closed after {waited:.1} s, not the 10 s header timeout"
     );
 }

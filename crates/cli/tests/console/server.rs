@@ -1,9 +1,10 @@
-//! A `calliper serve` child for the tests, and a plain HTTP/1.1 client.
+//! A `calliper serve` (or probe) child for the tests, a plain HTTP/1.1
+//! client, and the databases the tests serve.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -276,4 +277,40 @@ pub fn enc(v: &str) -> String {
             _ => format!("%{c:02X}"),
         })
         .collect()
+}
+
+/// A file in this test process's own temporary directory.
+pub fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("calliper-console-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Analyses `pcap` into `db` and returns the run's call records (JSON
+/// lines from the same run).
+pub fn analyze(pcap: &Path, db: &Path) -> Vec<serde_json::Value> {
+    crate::common::calliper_jsonl(pcap, &["--db", db.to_str().unwrap()])
+        .into_iter()
+        .filter(|v| v["type"] == "call")
+        .collect()
+}
+
+/// A fresh database `name` of the sample capture (three SIPp calls).
+pub fn sample_db(name: &str) -> PathBuf {
+    let db = temp(name);
+    let _ = std::fs::remove_file(&db);
+    analyze(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
+        &db,
+    );
+    db
+}
+
+/// `name{labels} value` lines of a metric family, summed.
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
 }

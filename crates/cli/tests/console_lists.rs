@@ -1,0 +1,224 @@
+//! The console's other stored lists and metrics against the analysis's
+//! own output: `/api/alerts`, `/api/registrations` and `/api/kpi` equal
+//! the rows the same run wrote as JSON lines, on every capture; their
+//! parameters are checked; `/metrics` counts the stored calls and follows
+//! a database that grows.
+
+mod common;
+#[path = "console/server.rs"]
+mod server;
+
+use serde_json::Value;
+use server::{analyze, metric_sum, sample_db, temp, Server};
+use std::path::Path;
+
+#[test]
+fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
+    let db = temp("metrics.db");
+    let _ = std::fs::remove_file(&db);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    let first = analyze(&root.join("sipp_hold_dtmf.pcap"), &db);
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let m = s.get("/metrics", &[]);
+    assert_eq!(m.status, 200);
+    assert!(m
+        .header("content-type")
+        .is_some_and(|v| v.starts_with("text/plain; version=0.0.4")));
+    let text = m.text();
+    assert_eq!(
+        metric_sum(&text, "calliper_calls_total"),
+        first.len() as f64
+    );
+    let streams: usize = first
+        .iter()
+        .map(|r| r["streams"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(metric_sum(&text, "calliper_streams_total"), streams as f64);
+    assert_eq!(
+        metric_sum(&text, "calliper_call_mos_count"),
+        first.iter().filter(|r| r["worst_mos"].is_f64()).count() as f64
+    );
+    let invites = tshark_count(
+        &root.join("sipp_hold_dtmf.pcap"),
+        "sip.Method == \"INVITE\"",
+    );
+    assert!(
+        text.contains(&format!(
+            "calliper_sip_requests_total{{method=\"INVITE\"}} {invites}\n"
+        )),
+        "{text}"
+    );
+    // The database grows while the console runs: the counters follow.
+    let more = analyze(&root.join("heplify__rtp_rtcp_sip_ipv4_udp.pcap"), &db);
+    let text = s.get("/metrics", &[]).text();
+    assert_eq!(
+        metric_sum(&text, "calliper_calls_total"),
+        (first.len() + more.len()) as f64
+    );
+}
+
+fn tshark_count(pcap: &Path, filter: &str) -> usize {
+    common::tshark(pcap, &["-Y", filter]).lines().count()
+}
+
+/// Every row of a list endpoint, page by page.
+fn all_rows(s: &Server, path: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        let r = s.get(&format!("{path}?limit=100&offset={}", out.len()), &[]);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        let body = r.json();
+        out.extend(body["rows"].as_array().unwrap().iter().cloned());
+        if body["more"] != true {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
+    let (mut alerts, mut registrations, mut kpi_keys) = (0, 0, 0);
+    let mut captures = common::captures();
+    // One capture with alerts for sure: loss above the 5 % threshold.
+    let lossy = temp("lossy.pcap");
+    common::generate(
+        &[
+            "--calls",
+            "40",
+            "--concurrent",
+            "10",
+            "--hold-mean",
+            "20",
+            "--loss",
+            "8",
+        ],
+        &lossy,
+        &temp("lossy.jsonl"),
+    );
+    captures.push(lossy);
+    for pcap in captures {
+        let db = temp("lists.db");
+        let _ = std::fs::remove_file(&db);
+        let lines = common::calliper_jsonl(
+            &pcap,
+            &["--db", db.to_str().unwrap(), "--kpi-interval", "60"],
+        );
+        let of = |t: &str| {
+            lines
+                .iter()
+                .filter(|l| l["type"] == t)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (want_alerts, want_regs) = (of("alert"), of("registration"));
+        let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+        let alert_key = |a: &Value| {
+            (
+                a["ts_ns"].as_i64(),
+                a["kind"].to_string(),
+                a["call_id"].to_string(),
+                a["key"].to_string(),
+            )
+        };
+        let mut got: Vec<_> = all_rows(&s, "/api/alerts").iter().map(alert_key).collect();
+        let mut want: Vec<_> = want_alerts.iter().map(alert_key).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{} alerts", pcap.display());
+        alerts += want.len();
+        let reg_key = |r: &Value| {
+            (
+                r["ts_ns"].as_i64(),
+                r["aor"].to_string(),
+                r["outcome"].to_string(),
+                r["status"].as_i64(),
+            )
+        };
+        let mut got: Vec<_> = all_rows(&s, "/api/registrations")
+            .iter()
+            .map(reg_key)
+            .collect();
+        let mut want: Vec<_> = want_regs.iter().map(reg_key).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{} registrations", pcap.display());
+        registrations += want.len();
+        // KPIs per minute, total: the analysis's rows summed by the test.
+        let summed = common::kpi_rows_summed(lines.clone());
+        let want: std::collections::BTreeMap<(i64, String), (u64, u64, u64)> = summed
+            .iter()
+            .filter(|l| l["type"] == "kpi" && l["dimension"] == "total")
+            .map(|l| {
+                let n = |k: &str| l[k].as_u64().unwrap();
+                (
+                    (
+                        l["start_ns"].as_i64().unwrap(),
+                        l["key"].as_str().unwrap().to_string(),
+                    ),
+                    (n("attempts"), n("answered"), n("registrations")),
+                )
+            })
+            .collect();
+        let r = s.get("/api/kpi?dimension=total&interval=60", &[]).json();
+        let got: std::collections::BTreeMap<(i64, String), (u64, u64, u64)> = r["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let n = |k: &str| row["counts"][k].as_u64().unwrap();
+                (
+                    (
+                        row["start_ns"].as_i64().unwrap(),
+                        row["key"].as_str().unwrap().to_string(),
+                    ),
+                    (n("attempts"), n("answered"), n("registrations")),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{} KPIs", pcap.display());
+        kpi_keys += want.len();
+        // ASR as the record crate defines it, from the counts.
+        for row in r["rows"].as_array().unwrap() {
+            let (a, n) = (
+                row["counts"]["answered"].as_f64().unwrap(),
+                row["counts"]["attempts"].as_f64().unwrap(),
+            );
+            if n > 0.0 {
+                assert!((row["figures"]["asr"].as_f64().unwrap() - 100.0 * a / n).abs() < 1e-9);
+            }
+        }
+    }
+    assert!(alerts >= 1, "no alert compared");
+    assert!(
+        registrations >= common::at_least(5, 0),
+        "{registrations} registrations compared"
+    );
+    assert!(kpi_keys >= 10, "{kpi_keys} KPI rows compared");
+}
+
+#[test]
+fn list_parameters_are_checked() {
+    let db = sample_db("lists-bad.db");
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    for q in [
+        "/api/alerts?nonsense=1",
+        "/api/alerts?from=yesterday",
+        "/api/alerts?limit=0",
+        "/api/alerts?kind=a&kind=b",
+        "/api/registrations?outcome=%01",
+        "/api/registrations?offset=-1",
+        "/api/kpi?dimension=planet",
+        "/api/kpi?interval=0",
+        "/api/kpi?interval=99999999999",
+        "/api/kpi?caller=x",
+    ] {
+        let r = s.get(q, &[]);
+        assert_eq!(r.status, 400, "{q}: {}", r.text());
+        assert!(r.json()["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    assert_eq!(
+        s.get("/api/alerts?kind=low_mos&from=2026-01-01", &[])
+            .status,
+        200
+    );
+}
