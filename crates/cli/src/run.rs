@@ -89,6 +89,15 @@ impl Analyzer {
         }
     }
 
+    /// Counters while the run goes on (shards': up to a second of capture
+    /// time old).
+    pub fn counters_so_far(&mut self) -> Counters {
+        match self {
+            Analyzer::Single(e) => e.counters().clone(),
+            Analyzer::Sharded(p) => p.counters_so_far(),
+        }
+    }
+
     /// Calls open now (one engine only; shards do not say).
     pub fn active_calls(&self) -> Option<usize> {
         match self {
@@ -96,6 +105,18 @@ impl Analyzer {
             Analyzer::Sharded(_) => None,
         }
     }
+}
+
+/// Something the outputs or a tracker dropped, counted.
+pub struct Dropped {
+    /// What it is, for a warning.
+    pub what: &'static str,
+    /// Its key in the summary.
+    pub key: &'static str,
+    /// How many so far.
+    pub count: u64,
+    /// Why, for a warning.
+    pub why: String,
 }
 
 /// Everything results are written to (through the [`Writer`] thread), and
@@ -232,6 +253,73 @@ impl Outputs {
         Ok(())
     }
 
+    /// What the outputs and trackers dropped so far, each with its summary
+    /// key and why (the summary line and the probe's health page).
+    pub fn drops(&self) -> Vec<Dropped> {
+        vec![
+            Dropped {
+                what: "events",
+                key: "events_dropped",
+                count: self.event_log.dropped(),
+                why: format!(
+                    "more than {} MiB of them between two writes",
+                    calliper_trackers::MAX_BACKLOG_BYTES >> 20
+                ),
+            },
+            Dropped {
+                what: "empty time-series rows",
+                key: "traffic_rows_dropped",
+                count: self.time_series.dropped(),
+                why: format!(
+                    "more than {} between two writes",
+                    calliper_trackers::MAX_TRAFFIC_ROWS
+                ),
+            },
+            Dropped {
+                what: "records and rows",
+                key: "output_dropped",
+                count: self.writer.dropped,
+                why: "the output could not keep up with the capture".into(),
+            },
+            Dropped {
+                what: "KPI counts (calls and registrations)",
+                key: "kpi_dropped",
+                count: self.kpis.dropped(),
+                why: format!(
+                    "more than {} KPI rows held at once",
+                    calliper_trackers::MAX_KPI_ROWS
+                ),
+            },
+            Dropped {
+                what: "alerts",
+                key: "alerts_dropped",
+                count: self.alerts.dropped(),
+                why: format!(
+                    "more than {} between two writes",
+                    calliper_trackers::MAX_ALERTS
+                ),
+            },
+            Dropped {
+                what: "alert checks (sources and trunks beyond the followed ones)",
+                key: "alerts_untracked",
+                count: self.alerts.untracked(),
+                why: format!(
+                    "more than {} followed at once",
+                    calliper_trackers::MAX_FOLLOWED
+                ),
+            },
+            Dropped {
+                what: "SIP messages and interval reports (call detail)",
+                key: "call_detail_dropped",
+                count: self.detail.as_ref().map_or(0, CallDetail::dropped),
+                why: format!(
+                    "more than {} MiB of them between two writes",
+                    calliper_trackers::MAX_DETAIL_BYTES >> 20
+                ),
+            },
+        ]
+    }
+
     /// Waits for what was handed over to be written, without a summary
     /// (the analysis failed).
     pub fn close(self) -> Result<()> {
@@ -253,72 +341,15 @@ impl Outputs {
         if rules.is_some() {
             fields.insert("rules".into(), serde_json::to_value(&rule_list)?);
         }
-        let mut dropped = |what: &str, key: &str, n: u64, why: String| {
-            if n > 0 {
-                eprintln!("calliper: warning: {n} {what} dropped ({why})");
-                fields.insert(key.into(), n.into());
+        for d in self.drops() {
+            if d.count > 0 {
+                eprintln!(
+                    "calliper: warning: {} {} dropped ({})",
+                    d.count, d.what, d.why
+                );
+                fields.insert(d.key.into(), d.count.into());
             }
-        };
-        dropped(
-            "events",
-            "events_dropped",
-            self.event_log.dropped(),
-            format!(
-                "more than {} MiB of them between two writes",
-                calliper_trackers::MAX_BACKLOG_BYTES >> 20
-            ),
-        );
-        dropped(
-            "empty time-series rows",
-            "traffic_rows_dropped",
-            self.time_series.dropped(),
-            format!(
-                "more than {} between two writes",
-                calliper_trackers::MAX_TRAFFIC_ROWS
-            ),
-        );
-        dropped(
-            "records and rows",
-            "output_dropped",
-            self.writer.dropped,
-            "the output could not keep up with the capture".into(),
-        );
-        dropped(
-            "KPI counts (calls and registrations)",
-            "kpi_dropped",
-            self.kpis.dropped(),
-            format!(
-                "more than {} KPI rows held at once",
-                calliper_trackers::MAX_KPI_ROWS
-            ),
-        );
-        dropped(
-            "alerts",
-            "alerts_dropped",
-            self.alerts.dropped(),
-            format!(
-                "more than {} between two writes",
-                calliper_trackers::MAX_ALERTS
-            ),
-        );
-        dropped(
-            "alert checks (sources and trunks beyond the followed ones)",
-            "alerts_untracked",
-            self.alerts.untracked(),
-            format!(
-                "more than {} followed at once",
-                calliper_trackers::MAX_FOLLOWED
-            ),
-        );
-        dropped(
-            "SIP messages and interval reports (call detail)",
-            "call_detail_dropped",
-            self.detail.as_ref().map_or(0, CallDetail::dropped),
-            format!(
-                "more than {} MiB of them between two writes",
-                calliper_trackers::MAX_DETAIL_BYTES >> 20
-            ),
-        );
+        }
         let late = self.time_series.late();
         if late > 0 {
             fields.insert("late_stream_intervals".into(), late.into());

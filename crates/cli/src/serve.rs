@@ -56,8 +56,13 @@ pub(crate) fn listen_address(s: &str) -> Result<SocketAddr, String> {
 
 /// The token, from the file (which must be private) or the environment.
 pub(crate) fn token(file: Option<&PathBuf>) -> Result<Option<String>> {
+    token_from(file, TOKEN_ENV)
+}
+
+/// A token from `file` (which must be private) or the environment variable `env`.
+pub(crate) fn token_from(file: Option<&PathBuf>, env: &str) -> Result<Option<String>> {
     let Some(f) = file else {
-        return Ok(std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+        return Ok(std::env::var(env).ok().filter(|t| !t.is_empty()));
     };
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(f)
@@ -93,6 +98,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         listen: a.http,
         db: Some(a.db),
         live: None,
+        health: None,
+        rules: None,
+        write_token: None,
         token,
     };
     let guarded = cfg.token.is_some();

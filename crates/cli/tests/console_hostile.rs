@@ -234,7 +234,7 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
         );
     }
     // Basic auth with the token as password (what a browser sends), any Host.
-    let basic = base64_encode(format!("ops:{token}").as_bytes());
+    let basic = server::base64_encode(format!("ops:{token}").as_bytes());
     let r = s.get(
         "/api/calls",
         &[
@@ -286,25 +286,6 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
         .header("content-security-policy")
         .is_some_and(|v| v.contains("default-src 'self'")));
     assert_eq!(r.header("x-frame-options"), Some("DENY"));
-}
-
-fn base64_encode(b: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in b.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | u32::from(*c) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -292,46 +292,6 @@ function chart(title, rows, value, min, max, kind) {
   return svg;
 }
 
-// ---- Live calls (a probe's) ---------------------------------------------------
-
-let liveSource = null;
-
-function livePage() {
-  const status = el("p", { id: "live-status" }, "Connecting…");
-  const body = el("tbody", {});
-  const table = el("table", { id: "live" },
-    el("thead", {}, el("tr", {}, ["INVITE (UTC)", "Caller", "Callee", "Phase", "Status", "Duration", "Streams: codec, MOS, loss, jitter (latest interval)"].map((h) => el("th", {}, h)))),
-    body);
-  show(el("h1", {}, "Live calls"), status, table);
-  liveSource = new EventSource(location.origin + "/api/live/events");
-  liveSource.onmessage = (ev) => {
-    const snap = JSON.parse(ev.data);
-    status.textContent = `${snap.calls.length} calls open or just ended` +
-      (snap.evicted ? ` (${snap.evicted} older ones taken off to make room: the live table holds 10 000)` : "");
-    body.replaceChildren(...snap.calls.map((c) => {
-      const end = c.end_ns ?? snap.now_ns;
-      const duration = c.answer_ns === null || c.answer_ns === undefined ? "" : ((end - c.answer_ns) / 1e9).toFixed(0) + " s";
-      return el("tr", { "data-call-id": c.call_id, class: "phase-" + c.phase },
-        el("td", {}, time(c.invite_ns)), el("td", {}, c.caller), el("td", {}, c.callee),
-        el("td", {}, c.phase.replaceAll("_", " ")), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
-        el("td", {}, c.streams.map((s) => el("div", { class: "live-stream" },
-          `${s.src} → ${s.dst} ${s.codec} `, el("span", { class: mosClass(s.mos) }, s.mos === null || s.mos === undefined ? "–" : num(s.mos, 2)),
-          ` ${num(s.loss_percent, 1)} % ${num(s.jitter_ms, 1)} ms`))));
-    }));
-  };
-  liveSource.onerror = async () => {
-    // A console without live calls answers 404: say so once, stop retrying.
-    const r = await fetch(location.origin + "/api/live").catch(() => null);
-    if (r && r.status === 404) {
-      liveSource.close();
-      status.textContent = (await r.json()).error;
-      status.className = "error";
-    } else {
-      status.textContent = "Reconnecting…";
-    }
-  };
-}
-
 // ---- Stored lists: alerts, registrations, KPIs -------------------------------
 
 // A filter form whose values go into the page's URL (shareable).
@@ -431,12 +391,14 @@ async function kpiPage(params) {
 // ---- Routing ----------------------------------------------------------------
 
 function route() {
-  if (liveSource) { liveSource.close(); liveSource = null; }
+  leaveProbePages();
   const hash = location.hash || "#/calls";
   const [path, query] = hash.slice(1).split("?");
   const call = path.match(/^\/call\/(\d+)$/);
   if (call) callPage(call[1]);
   else if (path === "/live") livePage();
+  else if (path === "/probe") healthPage();
+  else if (path === "/rules") rulesPage(new URLSearchParams(query || ""));
   else if (path === "/alerts") alertsPage(new URLSearchParams(query || ""));
   else if (path === "/registrations") registrationsPage(new URLSearchParams(query || ""));
   else if (path === "/kpi") kpiPage(new URLSearchParams(query || ""));

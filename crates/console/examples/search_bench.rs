@@ -204,6 +204,9 @@ fn main() {
         listen: "127.0.0.1:0".parse().unwrap(),
         db: Some(db.clone()),
         live: None,
+        health: None,
+        rules: None,
+        write_token: None,
         token: None,
     };
     std::thread::spawn(move || {

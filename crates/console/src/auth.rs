@@ -18,8 +18,10 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// True when the request carries `token`.
-fn authorised(headers: &HeaderMap, token: &str) -> bool {
+/// True when the request carries `token` as a bearer token (the only way
+/// the write token is taken: a browser never adds it by itself, as it does
+/// basic credentials, so another site cannot make it change anything).
+fn bearer(headers: &HeaderMap, token: &str) -> bool {
     let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -27,21 +29,33 @@ fn authorised(headers: &HeaderMap, token: &str) -> bool {
         return false;
     };
     let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
-    let value = value.trim();
-    if scheme.eq_ignore_ascii_case("bearer") {
-        return same(value.as_bytes(), token.as_bytes());
+    scheme.eq_ignore_ascii_case("bearer") && same(value.trim().as_bytes(), token.as_bytes())
+}
+
+/// True when the request carries `token`, as a bearer token or as the
+/// password of basic auth.
+fn authorised(headers: &HeaderMap, token: &str) -> bool {
+    if bearer(headers, token) {
+        return true;
     }
-    if scheme.eq_ignore_ascii_case("basic") {
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value) else {
-            return false;
-        };
-        let password = match decoded.iter().position(|&c| c == b':') {
-            Some(i) => &decoded[i + 1..],
-            None => &decoded[..],
-        };
-        return same(password, token.as_bytes());
+    let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return false;
     }
-    false
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value.trim()) else {
+        return false;
+    };
+    let password = match decoded.iter().position(|&c| c == b':') {
+        Some(i) => &decoded[i + 1..],
+        None => &decoded[..],
+    };
+    same(password, token.as_bytes())
 }
 
 /// True when `Host` names loopback: `localhost`, 127.0.0.0/8 or `[::1]`,
@@ -78,8 +92,12 @@ pub(crate) async fn check(
     req: Request<Body>,
     next: Next,
 ) -> Response {
+    let writer = state
+        .write_token
+        .as_deref()
+        .is_some_and(|w| bearer(req.headers(), w));
     if let Some(token) = &state.token {
-        if !authorised(req.headers(), token) {
+        if !writer && !authorised(req.headers(), token) {
             return with_headers(refuse(
                 StatusCode::UNAUTHORIZED,
                 "this console needs its token: Authorization: Bearer TOKEN, or basic auth with the token as password",
@@ -91,11 +109,28 @@ pub(crate) async fn check(
             "Host is not a loopback name: a console without a token answers only localhost, 127.0.0.0/8 and [::1]",
         ));
     }
-    if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD {
-        return with_headers(refuse(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "this console is read-only: GET only",
-        ));
+    use axum::http::Method;
+    let method = req.method();
+    if method != Method::GET && method != Method::HEAD {
+        let rules = req.uri().path() == "/api/rules" || req.uri().path().starts_with("/api/rules/");
+        if !rules || (method != Method::POST && method != Method::DELETE) {
+            return with_headers(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET only (the rules also take POST and DELETE, with the write token)",
+            ));
+        }
+        if state.write_token.is_none() {
+            return with_headers(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this console is read-only: start the probe with --write-token-file FILE to change rules here",
+            ));
+        }
+        if !writer {
+            return with_headers(refuse(
+                StatusCode::FORBIDDEN,
+                "changing rules needs the write token: Authorization: Bearer WRITE_TOKEN",
+            ));
+        }
     }
     with_headers(next.run(req).await)
 }

@@ -14,15 +14,17 @@ mod api;
 mod auth;
 mod csv;
 mod db;
+mod health;
 mod listen;
 mod lists_api;
 mod live;
 mod live_api;
 mod metrics;
 mod params;
+mod rules_api;
 mod ui;
 
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::Router;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ pub const MAX_CONCURRENT_QUERIES: usize = 8;
 pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(10);
 /// Shortest token accepted: a guessable token is no protection.
 pub const MIN_TOKEN_LEN: usize = 16;
+pub use health::{HealthReport, ProbeHealth, RingCounts};
 pub use listen::{HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTION_TIME, MAX_HEADER_BYTES};
 pub use live::{LiveCall, LiveCalls, LiveStream, Snapshot, ENDED_KEPT_NS, MAX_LIVE_CALLS};
 
@@ -49,23 +52,42 @@ pub struct Config {
     pub db: Option<PathBuf>,
     /// The calls a running probe has open (the live page).
     pub live: Option<LiveCalls>,
+    /// A running probe's health (the probe page and its metrics).
+    pub health: Option<ProbeHealth>,
     /// The token every request must carry (`Authorization: Bearer TOKEN`,
     /// or basic auth with the token as password). Required unless
     /// `listen` is a loopback address.
     pub token: Option<String>,
+    /// A running probe's rule table (the rules page).
+    pub rules: Option<calliper_rules::Rules>,
+    /// The token that may change the rules (`Authorization: Bearer`
+    /// only, so a browser never sends it on its own); without it the
+    /// console is read-only. It also grants reading.
+    pub write_token: Option<String>,
 }
 
 impl Config {
     /// Why this configuration must not run, if it must not.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(t) = &self.token {
-            if t.len() < MIN_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) {
+        for (which, t) in [("token", &self.token), ("write token", &self.write_token)] {
+            if t.as_ref().is_some_and(|t| {
+                t.len() < MIN_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic())
+            }) {
                 return Err(format!(
-                    "the token must be at least {MIN_TOKEN_LEN} characters, ASCII letters, digits or punctuation \
+                    "the {which} must be at least {MIN_TOKEN_LEN} characters, ASCII letters, digits or punctuation \
                      (no spaces): make one with `head -c 24 /dev/urandom | base64`"
                 ));
             }
-        } else if !self.listen.ip().is_loopback() {
+        }
+        if self.write_token.is_some() && self.write_token == self.token {
+            return Err("the write token must differ from the read token".into());
+        }
+        if self.write_token.is_some() && self.rules.is_none() {
+            return Err(
+                "a write token without a rule table: only a probe's rules can be changed".into(),
+            );
+        }
+        if self.token.is_none() && !self.listen.ip().is_loopback() {
             return Err(format!(
                 "{} is not a loopback address: give a token (--token-file FILE, or the CALLIPER_TOKEN environment variable) \
                  so that only those who have it can read the calls; make one with \
@@ -90,6 +112,9 @@ pub fn search_from_query(query: &str) -> Result<calliper_store::Search, String> 
 pub(crate) struct State {
     pub(crate) db: Option<Arc<db::Pool>>,
     pub(crate) live: Option<LiveCalls>,
+    pub(crate) health: Option<ProbeHealth>,
+    pub(crate) rules: Option<calliper_rules::Rules>,
+    pub(crate) write_token: Option<String>,
     pub(crate) token: Option<String>,
     /// Loopback listener without a token: `Host` must name loopback.
     pub(crate) loopback_only_hosts: bool,
@@ -117,6 +142,16 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/kpi", get(lists_api::kpi))
         .route("/api/live", get(live_api::snapshot))
         .route("/api/live/events", get(live_api::events))
+        .route("/api/health", get(health::serve))
+        .route(
+            "/api/rules",
+            get(rules_api::list)
+                .post(rules_api::add)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    rules_api::MAX_RULE_BYTES,
+                )),
+        )
+        .route("/api/rules/{id}", delete(rules_api::remove))
         .route("/metrics", get(metrics::serve))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -159,6 +194,9 @@ pub fn serve_until(
             loopback_only_hosts: cfg.token.is_none(),
             db: cfg.db.map(|d| Arc::new(db::Pool::new(d))),
             live: cfg.live,
+            health: cfg.health,
+            rules: cfg.rules,
+            write_token: cfg.write_token,
             token: cfg.token,
             queries: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES)),
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -202,7 +240,10 @@ mod tests {
             listen: listen.parse().unwrap(),
             db: None,
             live: None,
+            health: None,
             token: token.map(str::to_string),
+            rules: None,
+            write_token: None,
         }
     }
 

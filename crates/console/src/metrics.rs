@@ -347,15 +347,24 @@ pub(crate) async fn serve(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
     let totals = state.metrics.totals.clone();
-    let text = crate::db::run(&state.db, &state.scrapes, move |conn| {
-        let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
-        // Updated on a copy: a failed read leaves the totals as they were.
-        let mut next = t.clone();
-        next.update(conn)?;
-        *t = next;
-        Ok(t.render())
-    })
-    .await?;
+    let mut text = match (&state.db, &state.health) {
+        // A probe without a database: its own metrics only.
+        (None, Some(_)) => String::new(),
+        _ => {
+            crate::db::run(&state.db, &state.scrapes, move |conn| {
+                let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
+                // Updated on a copy: a failed read leaves the totals as they were.
+                let mut next = t.clone();
+                next.update(conn)?;
+                *t = next;
+                Ok(t.render())
+            })
+            .await?
+        }
+    };
+    if let Some(h) = &state.health {
+        crate::health::render_metrics(h, &mut text);
+    }
     let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -380,12 +389,14 @@ mod tests {
 
     /// Metric family names, from what a scrape says.
     fn families() -> Vec<String> {
-        Totals::default()
+        let mut names: Vec<String> = Totals::default()
             .render()
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
             .map(|l| l.split(' ').next().unwrap().to_string())
-            .collect()
+            .collect();
+        names.extend(crate::health::families());
+        names
     }
 
     #[test]

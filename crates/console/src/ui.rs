@@ -14,6 +14,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/app.js"),
     ),
     (
+        "probe.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../assets/probe.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../assets/style.css"),

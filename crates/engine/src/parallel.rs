@@ -77,7 +77,13 @@ struct Exchange {
     gate: Arc<Gate>,
     /// The run's trackers: the first shard delivers signalling events.
     trackers: Option<TrackerHub>,
+    /// Each shard's counters as of its last report (about once a second
+    /// of capture time), for [`Parallel::counters_so_far`].
+    progress: Mutex<Vec<(Counters, Counters)>>,
 }
+
+/// Capture time between two reports of a shard's counters.
+const PROGRESS_NS: i64 = 1_000_000_000;
 
 /// The sharded analyser.
 pub struct Parallel {
@@ -90,6 +96,7 @@ pub struct Parallel {
     results: Receiver<Vec<Record>>,
     handles: Vec<JoinHandle<Result<(Counters, Counters), WorkerFailed>>>,
     gate: Arc<Gate>,
+    exchange: Arc<Exchange>,
     batcher: Batcher,
     /// Calls some shards have written, by serial: (versions so far, merged).
     partial: HashMap<u64, (usize, CallRecord)>,
@@ -115,6 +122,7 @@ impl Parallel {
             slots: Mutex::new(vec![Vec::new(); n]),
             gate: gate.clone(),
             trackers: trackers.clone(),
+            progress: Mutex::new(vec![Default::default(); n]),
         });
         // Unbounded: a shard must never wait on the reader while the reader
         // waits on it; the reader drains results at every batch end.
@@ -144,6 +152,7 @@ impl Parallel {
             results,
             handles,
             gate,
+            exchange,
             batcher: Batcher::default(),
             partial: HashMap::new(),
             out: Vec::new(),
@@ -335,18 +344,7 @@ impl Parallel {
             failed = Some(f);
         }
         self.collect(true);
-        // What every shard counts alike, once, plus what each counted alone.
-        let mut c = shards
-            .first()
-            .map(|(shared, _)| shared.clone())
-            .unwrap_or_default();
-        for (_, owned) in &shards {
-            c.add(owned);
-        }
-        // The reader's own count, whole even when a shard stopped early.
-        c.packets = self.packets;
-        c.bytes = self.bytes;
-        self.counters = c;
+        self.counters = self.merged_counters(&shards);
         if let Some(f) = failed {
             // Calls not every shard had finished are incomplete: left out.
             self.partial.clear();
@@ -364,6 +362,32 @@ impl Parallel {
     /// Counters, merged (complete after [`Parallel::finish`]).
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Counters while the run goes on: each shard's as of its last report
+    /// (at most a second of capture time old), merged.
+    pub fn counters_so_far(&self) -> Counters {
+        let shards = match self.exchange.progress.lock() {
+            Ok(p) => p.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        self.merged_counters(&shards)
+    }
+
+    /// What every shard counts alike, once, plus what each counted alone,
+    /// and the reader's own packet count (whole even when a shard stopped
+    /// early).
+    fn merged_counters(&self, shards: &[(Counters, Counters)]) -> Counters {
+        let mut c = shards
+            .first()
+            .map(|(shared, _)| shared.clone())
+            .unwrap_or_default();
+        for (_, owned) in shards {
+            c.add(owned);
+        }
+        c.packets = self.packets;
+        c.bytes = self.bytes;
+        c
     }
 
     /// Number of shards.
@@ -387,6 +411,7 @@ fn shard(
         e.set_trackers(hub.clone(), i == 0, false);
     }
     let mut others: Vec<(i64, Idx)> = Vec::new();
+    let mut reported_ns = i64::MIN;
     let send = |e: &mut Engine| {
         let records: Vec<Record> = e.drain().collect();
         if !records.is_empty() {
@@ -429,6 +454,13 @@ fn shard(
                 e.advance_to(now);
                 e.end_batch(&others);
                 send(&mut e);
+                if now.saturating_sub(reported_ns) >= PROGRESS_NS {
+                    reported_ns = now;
+                    let (shared, owned) = e.shard_counters();
+                    if let Ok(mut p) = exchange.progress.lock() {
+                        p[i] = (shared.clone(), owned.clone());
+                    }
+                }
             }
             Msg::Finish(dropped) => {
                 e.set_capture_dropped(dropped);

@@ -172,27 +172,25 @@ impl Rules {
 
     /// Every rule with its hits so far, in insertion order.
     pub fn list(&self) -> Vec<RuleInfo> {
-        self.lock()
+        self.lock().rules.values().map(|r| info(r)).collect()
+    }
+
+    /// Up to `limit` rules after the first `offset`, in insertion order,
+    /// and how many rules there are in all (a console's page).
+    pub fn list_page(&self, offset: usize, limit: usize) -> (Vec<RuleInfo>, usize) {
+        let inner = self.lock();
+        let page = inner
             .rules
             .values()
-            .map(|r| RuleInfo {
-                id: r.id,
-                name: r.name.to_string(),
-                priority: r.priority,
-                kind: match r.filter {
-                    Filter::Exact(_) => "exact",
-                    Filter::Wild(_) => "wildcard",
-                    Filter::Sip(_) => "sip",
-                },
-                filter: describe(&r.filter),
-                action: r.action.name(),
-                label: match &r.action {
-                    Action::Label(l) => Some(l.to_string()),
-                    _ => None,
-                },
-                hits: r.hits.load(Ordering::Relaxed),
-            })
-            .collect()
+            .skip(offset)
+            .take(limit)
+            .map(|r| info(r));
+        (page.collect(), inner.rules.len())
+    }
+
+    /// One rule as listed, if it is in the table.
+    pub fn get(&self, id: RuleId) -> Option<RuleInfo> {
+        self.lock().rules.get(&id).map(|r| info(r))
     }
 
     /// Every rule as it was inserted (name, priority, filter, action), in
@@ -220,6 +218,27 @@ impl Rules {
     /// True when there are no rules.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A rule as listed.
+fn info(r: &Rule) -> RuleInfo {
+    RuleInfo {
+        id: r.id,
+        name: r.name.to_string(),
+        priority: r.priority,
+        kind: match r.filter {
+            Filter::Exact(_) => "exact",
+            Filter::Wild(_) => "wildcard",
+            Filter::Sip(_) => "sip",
+        },
+        filter: describe(&r.filter),
+        action: r.action.name(),
+        label: match &r.action {
+            Action::Label(l) => Some(l.to_string()),
+            _ => None,
+        },
+        hits: r.hits.load(Ordering::Relaxed),
     }
 }
 

@@ -19,6 +19,9 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// The environment variable that may hold the console's write token.
+const WRITE_TOKEN_ENV: &str = "CALLIPER_WRITE_TOKEN";
+
 /// Options of `calliper probe`.
 #[derive(clap::Args, Debug)]
 pub struct ProbeArgs {
@@ -67,6 +70,13 @@ pub struct ProbeArgs {
     /// `calliper serve`).
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
+    /// With --http: the file holding the token that may add and remove
+    /// rules from the console (bearer only; 0600; without it, the
+    /// CALLIPER_WRITE_TOKEN environment variable; without either, the
+    /// console only reads). Changes last until the rules file is reloaded
+    /// or the probe restarts.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    write_token_file: Option<PathBuf>,
     /// With --read: replay at the capture's own pace (a packet is handed
     /// over when as much time has passed since the first as between them
     /// in the capture), as if it were live.
@@ -273,7 +283,15 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     }
     // First: a SIGHUP during start-up must not kill the probe.
     signals::install();
-    let cfg = a.engine.config()?;
+    let mut cfg = a.engine.config()?;
+    let write_token = match a.http {
+        Some(_) => crate::serve::token_from(a.write_token_file.as_ref(), WRITE_TOKEN_ENV)?,
+        None => None,
+    };
+    if write_token.is_some() && cfg.rules.is_none() {
+        // Rules added from the console need a table to go into.
+        cfg.rules = Some(calliper_rules::Rules::new());
+    }
     let rules = cfg.rules.clone();
     let live = a.live();
     if a.check_config {
@@ -306,12 +324,24 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     };
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
+    let mut health = None;
     if let Some(listen) = a.http {
         let live = calliper_console::LiveCalls::new();
         outputs.add_tracker(Box::new(live.clone()));
-        let addr = console::start(listen, a.token_file.as_ref(), a.out.db.clone(), live)?;
+        let h = calliper_console::ProbeHealth::new();
+        let addr = console::start(
+            listen,
+            crate::serve::token(a.token_file.as_ref())?,
+            write_token,
+            a.out.db.clone(),
+            live,
+            h.clone(),
+            rules.clone(),
+        )?;
+        health = Some(h);
         log(&format!("event=console address=http://{addr}/"));
     }
+    let started_ns = realtime_ns();
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
     log(&format!(
         "event=start input={input:?} threads={}",
@@ -322,7 +352,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     let mut failure: Option<WorkerFailed> = None;
     let mut packets = 0u64;
     let mut since_emit = 0u64;
-    let mut last_flush = Instant::now();
+    // Due at once: the console's health page has a first report at start.
+    let mut last_flush = Instant::now() - Duration::from_secs(1);
     let mut last_status = Instant::now();
     let mut stats: Option<LiveStats> = None;
     // A block may hold packets up to its timeout old: idle time passes only
@@ -373,6 +404,25 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
                 }
             }
             outputs.emit(&mut engine, true)?;
+            if let Some(h) = &health {
+                h.publish(calliper_console::HealthReport {
+                    started_ns,
+                    updated_ns: realtime_ns(),
+                    input: input.clone(),
+                    interfaces: a.interfaces.clone(),
+                    threads: a.engine.threads.into(),
+                    packets,
+                    capture: stats.map(|s| calliper_console::RingCounts {
+                        received: s.received,
+                        dropped: s.dropped,
+                        ring_full: s.ring_full,
+                    }),
+                    calls_open: engine.active_calls().map(|n| n as u64),
+                    calls_written: outputs.calls_written,
+                    dropped: outputs.drops().iter().map(|d| (d.key, d.count)).collect(),
+                    engine: crate::summary::counters_json(&engine.counters_so_far()),
+                });
+            }
         }
         if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
             last_status = Instant::now();

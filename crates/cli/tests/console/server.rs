@@ -68,20 +68,23 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// Replays `pcap` at its own pace into the database `db`.
     pub fn start(pcap: &Path, db: &Path) -> Probe {
+        let db = db.to_str().unwrap();
+        Probe::start_with(pcap, &["-o", "/dev/null", "--db", db], &[])
+    }
+
+    /// Replays `pcap` at its own pace with `args` (outputs, rules, tokens)
+    /// and `env`; waits for its console to listen.
+    pub fn start_with(pcap: &Path, args: &[&str], env: &[(&str, &str)]) -> Probe {
         let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args([
-                "probe",
-                "--realtime",
-                "--http",
-                "127.0.0.1:0",
-                "-o",
-                "/dev/null",
-                "--db",
-            ])
-            .arg(db)
+            .args(["probe", "--realtime", "--http", "127.0.0.1:0"])
+            .args(args)
             .arg("--read")
             .arg(pcap)
+            .env_remove("CALLIPER_TOKEN")
+            .env_remove("CALLIPER_WRITE_TOKEN")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -103,6 +106,16 @@ impl Probe {
             addr,
             started,
         }
+    }
+
+    /// True once the probe has ended (its input read).
+    pub fn ended(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
+    /// Waits for the end of its input; true when it exited with success.
+    pub fn wait(&mut self) -> bool {
+        self.child.wait().unwrap().success()
     }
 
     pub fn live(&self) -> serde_json::Value {
@@ -313,4 +326,32 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
         .filter(|l| l.split(['{', ' ']).next() == Some(name))
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum()
+}
+
+/// Standard base64 (basic auth's credentials).
+pub fn base64_encode(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in b.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | u32::from(*c) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The value of the one metric line that starts with `prefix`.
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {prefix} in\n{text}"))
 }
