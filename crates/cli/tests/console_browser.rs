@@ -406,3 +406,83 @@ fn the_live_page_follows_a_replay() {
     );
     browser.screenshot("live.png");
 }
+
+#[test]
+fn the_probe_and_rules_pages_show_and_change_the_probe() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let write = "browser-write-token-0123456789";
+    let probe = server::Probe::start_with(
+        &pcap,
+        &["-o", "/dev/null"],
+        &[("CALLIPER_WRITE_TOKEN", write)],
+    );
+    let base = format!("http://127.0.0.1:{}/", probe.addr.port());
+    browser.go(&format!("{base}#/probe"));
+    // The page's packet count is one the API gave (the page shows its
+    // latest report, which the API's answers bracket).
+    let before = server::request(probe.addr, "GET", "/api/health", &[]).json()["packets"]
+        .as_u64()
+        .unwrap_or(0);
+    let shown = browser.wait(
+        "the packets analysed",
+        "const d = [...document.querySelectorAll('#health dt')].find(t => t.textContent === 'Packets analysed'); \
+         return d && d.nextElementSibling.textContent.trim() !== '0' ? d.nextElementSibling.textContent : null;",
+    );
+    let after = server::request(probe.addr, "GET", "/api/health", &[]).json()["packets"]
+        .as_u64()
+        .unwrap();
+    let shown: u64 = shown
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        before.min(1) <= shown && shown <= after,
+        "{before} ≤ {shown} ≤ {after}"
+    );
+    browser.wait(
+        "the engine's counters",
+        "return [...document.querySelectorAll('#engine-counters td')].some(t => t.textContent === 'sip_messages');",
+    );
+    browser.screenshot("probe.png");
+
+    // Add a rule through the form, see it listed as the API lists it, remove it.
+    browser.go(&format!("{base}#/rules"));
+    browser.wait(
+        "the add form",
+        "return document.querySelector('#add-rule') !== null;",
+    );
+    browser.js(&format!(
+        "const f = document.querySelector('#add-rule'); \
+         f.querySelector('[name=token]').value = '{write}'; \
+         f.querySelector('[name=filter]').value = 'to_user=1000'; \
+         f.querySelector('[name=action]').value = 'label'; \
+         f.querySelector('[name=label]').value = 'from-browser'; \
+         f.requestSubmit();"
+    ));
+    let row = browser.wait(
+        "the added rule",
+        "const r = document.querySelector('#rules tbody tr'); return r ? [...r.children].map(c => c.textContent) : null;",
+    );
+    let api = server::request(probe.addr, "GET", "/api/rules", &[]).json();
+    let rule = &api["rules"][0];
+    assert_eq!(api["total"], 1, "{api}");
+    assert_eq!(row[0], rule["id"].to_string());
+    assert_eq!(row[4], "to_user=1000");
+    assert_eq!(row[5], "label");
+    assert_eq!(row[6], "from-browser");
+    browser.screenshot("rules.png");
+    browser.js("document.querySelector('#rules button.remove').click();");
+    browser.wait(
+        "the rule removed",
+        "return document.querySelectorAll('#rules tbody tr').length === 0;",
+    );
+    let api = server::request(probe.addr, "GET", "/api/rules", &[]).json();
+    assert_eq!(api["total"], 0, "{api}");
+}
