@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # the browser (Chromium and its WebDriver) of the console test.
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
-    baresip:baresip nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
+    baresip:baresip rtpengine:rtpengine-daemon nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
     linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables \
     chromium:chromium /usr/bin/chromedriver:chromium-driver; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")

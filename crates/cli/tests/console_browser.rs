@@ -486,3 +486,41 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
     let api = server::request(probe.addr, "GET", "/api/rules", &[]).json();
     assert_eq!(api["total"], 0, "{api}");
 }
+
+#[test]
+fn the_loss_by_leg_table_shows_what_the_api_gives() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let db = temp("legs.db");
+    let pcap =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/rtpengine_relay_loss.pcap");
+    common::analyze_into_db(&pcap, &db, &[]);
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let id = s.get("/api/calls", &[]).json()["calls"][0]["id"].clone();
+    let detail = s.get(&format!("/api/calls/{id}"), &[]).json();
+    browser.go(&format!("http://127.0.0.1:{}/#/call/{id}", s.addr.port()));
+    let rows = browser.wait(
+        "the loss-by-leg table",
+        "const r = document.querySelectorAll('#legs tbody tr'); \
+         return r.length ? [...r].map(t => [t.dataset.direction, ...[...t.children].slice(2, 8).map(c => c.textContent)]) : null;",
+    );
+    let mut want = Vec::new();
+    for p in detail["loss_by_leg"].as_array().unwrap() {
+        for h in p["hops"].as_array().unwrap() {
+            want.push(json!([
+                p["direction"],
+                h["src"],
+                h["dst"],
+                h["expected"].to_string(),
+                h["lost"].to_string(),
+                format!("{:.2}", h["loss_percent"].as_f64().unwrap()),
+                h["introduced"].to_string(),
+            ]));
+        }
+    }
+    assert_eq!(want.len(), 4, "{detail}");
+    assert_eq!(rows, Value::Array(want));
+    browser.js("document.querySelector('#legs').scrollIntoView();");
+    browser.screenshot("legs.png");
+}

@@ -163,6 +163,7 @@ async function callPage(id) {
     el("h2", {}, `SIP ladder (${c.messages.length} messages)`),
     c.messages.length ? ladder(c.messages, viewer) : null, c.messages.length ? viewer : null,
     el("h2", {}, `Streams (${c.streams.length})`), streamTable(c.streams),
+    (c.loss_by_leg || []).length ? el("div", {}, el("h2", {}, "Loss by leg"), legTable(c.loss_by_leg)) : null,
     el("div", { id: "charts" }, c.streams.map(streamCharts)),
     c.alerts.length ? el("h2", {}, "Alerts") : null,
     c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${num(a.value, 2)} (threshold ${num(a.threshold, 2)})`))) : null,
@@ -253,6 +254,19 @@ function streamTable(streams) {
       el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
       el("td", { class: "n" }, num(s.max_delta_ms, 2)), el("td", { class: "n " + mosClass(s.mos) }, num(s.mos, 2)),
       el("td", { class: "n" }, s.rtcp_reports ?? "")))));
+}
+
+// Where each direction's loss was introduced, hop by hop along its path.
+function legTable(paths) {
+  const head = ["Direction", "Hop", "From", "To", "Expected", "Lost", "Loss %", "Introduced here", ""];
+  return el("div", {}, el("table", { id: "legs" },
+    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+    el("tbody", {}, paths.map((p) => p.hops.map((h, i) => el("tr", { "data-direction": p.direction, class: h.introduced > 0 ? "lossy" : null },
+      el("td", {}, i === 0 ? p.direction.replaceAll("_", " ") : ""), el("td", { class: "n" }, i + 1), el("td", {}, h.src), el("td", {}, h.dst),
+      el("td", { class: "n" }, h.expected), el("td", { class: "n" }, h.lost), el("td", { class: "n" }, num(h.loss_percent, 2)),
+      el("td", { class: "n" + (h.introduced > 0 ? " bad" : "") }, h.introduced),
+      el("td", { class: "hint" }, i === 0 ? "first seen" : h.relayed ? "relayed unchanged: the loss before it shows here too" : "renumbered: its loss is its own")))))),
+    el("p", { class: "hint" }, "Hops in the order packets crossed them (as the probe saw them). \"Introduced here\": lost between the probe's sight of the previous hop and this one."));
 }
 
 // Per stream: loss, jitter and MOS over the call, one point per interval.

@@ -40,6 +40,8 @@ fn capped(
 }
 
 /// One call in full: its columns, `streams` (each with its `intervals`),
+/// `loss_by_leg` (where each direction's loss was introduced, for a call
+/// seen on several media legs: [`crate::legs`]),
 /// `messages` (every leg that shares its Call-ID, from 64 s before its
 /// INVITE to 64 s after its end, in time order), `alerts`, and
 /// `truncated`: the kinds of which more were stored than are given. None
@@ -128,6 +130,8 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     if more {
         truncated.push("alerts");
     }
+    let legs = crate::legs::loss_by_leg(&streams);
+    call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);
     call.insert("streams".into(), list(streams));
     call.insert("messages".into(), list(messages));
     call.insert("alerts".into(), list(alerts));

@@ -15,6 +15,7 @@ pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum}
 mod lookup;
 pub use lookup::{find_calls, totals, StoredCall, StoredStream};
 mod detail;
+pub mod legs;
 mod lists;
 pub use lists::{list_rows, List, ListQuery};
 mod readonly;
