@@ -28,7 +28,8 @@ fn testdata() -> Vec<PathBuf> {
 }
 
 /// tshark's view: each frame's time, captured length and innermost IP
-/// protocol (the fragment header's next header for IPv6 fragments).
+/// protocol (for IPv6, the next header after a hop-by-hop or fragment
+/// header: MLD reports carry a hop-by-hop header).
 fn tshark_bins(file: &Path) -> Bins {
     let out = tshark(
         file,
@@ -47,6 +48,8 @@ fn tshark_bins(file: &Path) -> Bins {
             "ipv6.nxt",
             "-e",
             "ipv6.fraghdr.nxt",
+            "-e",
+            "ipv6.hopopts.nxt",
         ],
     );
     let mut bins = Bins::new();
@@ -63,7 +66,7 @@ fn tshark_bins(file: &Path) -> Bins {
                 .map(|v| v.parse::<u8>().unwrap())
         };
         // The innermost header decides (tunnels list outer values first).
-        let (net, proto) = match (last(f[2]), last(f[4]).or(last(f[3]))) {
+        let (net, proto) = match (last(f[2]), last(f[4]).or(last(f[5])).or(last(f[3]))) {
             (_, Some(p)) if !f[3].is_empty() && (f[2].is_empty() || f[3].len() >= f[2].len()) => {
                 ("ipv6", p)
             }
