@@ -200,6 +200,14 @@ fn rules_change_at_run_time_with_the_write_token_only() {
         (r#"{"a": "10.0.0.1:5060", "b": "10.0.0.2:5060"}"#, 400),
         (r#"{"net": "127.0.0.0/8", "from_user": "x"}"#, 400),
         (r#"{"action": "label"}"#, 400),
+        (
+            r#"{"port": 1, "action": "label", "label": "a\u202eb"}"#,
+            400,
+        ),
+        (
+            &format!(r#"{{"port": 1, "name": "{}"}}"#, "n".repeat(65)),
+            400,
+        ),
     ] {
         let r = post(&probe, Some(&w), body);
         assert_eq!(r.status, want, "{body}: {}", r.text());
@@ -235,6 +243,10 @@ fn rules_change_at_run_time_with_the_write_token_only() {
     assert_eq!(delete("/api/rules/one"), 400);
     let r = request(probe.addr, "PUT", "/api/rules/1", &[("Authorization", &w)]);
     assert_eq!(r.status, 405);
+    // A path that takes other methods says so, in JSON.
+    let r = request(probe.addr, "GET", "/api/rules/1", &[("Authorization", &w)]);
+    assert_eq!(r.status, 405);
+    assert!(r.json()["error"].as_str().unwrap().contains("DELETE"));
     let listed = rules(&probe);
     assert_eq!(listed["total"], 1);
     assert_eq!(listed["rules"][0]["id"], id);

@@ -205,6 +205,6 @@ async function rulesPage(params) {
     }
   });
   show(el("h1", {}, "Rules"), el("h2", {}, "Add a rule"), form,
-    el("p", { class: "hint" }, "Filter keys are a rules file's (docs/rules.md): a, b, protocol, vlan for one flow; src, dst, net, sport, dport, port for networks and port ranges; from_user, from_domain, to_user, to_domain, user_agent for calls (* and ? wildcards)."),
+    el("p", { class: "hint" }, "Filter keys are a rules file's (docs/rules.md): a, b, protocol, vlan for one flow; src, dst, net, sport, dport, port for networks and port ranges; from_user, from_domain, to_user, to_domain, user_agent for calls (exact, or with * at the start, the end or both)."),
     status, table);
 }

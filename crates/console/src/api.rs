@@ -95,3 +95,11 @@ pub(crate) async fn not_found() -> ApiError {
         "no such page: the console is at /, the API at /api/calls and /api/calls/ID, metrics at /metrics".into(),
     )
 }
+
+/// A method the path does not take (the path exists).
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this path does not take that method (GET reads; the rules take POST on /api/rules and DELETE on /api/rules/ID)".into(),
+    )
+}

@@ -154,6 +154,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/rules/{id}", delete(rules_api::remove))
         .route("/metrics", get(metrics::serve))
         .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::check,

@@ -21,6 +21,22 @@ pub const RULES_PAGE_LIMIT: u32 = 1000;
 /// Largest rule a request may send.
 pub const MAX_RULE_BYTES: usize = 8192;
 
+/// The table, if the packet threads keep up with changes (a quiet link
+/// applies them only once a second: changes must not pile up meanwhile).
+fn writable(state: &State) -> Result<&Rules, ApiError> {
+    let rules = table(state)?;
+    let pending = rules.pending_changes();
+    if pending >= calliper_rules::MAX_PENDING_CHANGES {
+        return Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the packet threads have {pending} changes still to apply: try again in a second"
+            ),
+        ));
+    }
+    Ok(rules)
+}
+
 fn table(state: &State) -> Result<&Rules, ApiError> {
     state.rules.as_ref().ok_or_else(|| {
         ApiError(
@@ -63,7 +79,7 @@ pub(crate) async fn add(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     spec: Result<axum::Json<RuleSpec>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let rules = table(&state)?;
+    let rules = writable(&state)?;
     let axum::Json(spec) = spec.map_err(|e| {
         // Not JSON at all is 415, too large 413; JSON that is not a rule, 400.
         let status = match e.status() {
@@ -98,7 +114,7 @@ pub(crate) async fn remove(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
-    let rules = table(&state)?;
+    let rules = writable(&state)?;
     let Path(id) = id.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let id: u64 = id.parse().map_err(|_| {
         ApiError(

@@ -513,6 +513,8 @@ impl Engine {
     /// idle. Calls therefore change lists only at batch boundaries, the same
     /// way in one thread or in many, which keeps shards' call tables identical.
     pub fn end_batch(&mut self, other_shards: &[(i64, Idx)]) {
+        // Rule changes reach a quiet engine too (packets usually bring them).
+        self.rules.sync();
         self.capture_dropped = self.capture_dropped_next as u32;
         self.pending_touches.extend_from_slice(other_shards);
         self.apply_touches();

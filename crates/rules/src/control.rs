@@ -5,8 +5,10 @@
 //! group of packets. The packet path never takes a lock and never waits.
 
 use crate::table::{ExactKey, RuleTable};
+use crate::tuples::{entries, Side};
 use crate::{
-    error, Action, Filter, Rule, RuleError, RuleId, MAX_LABEL, MAX_NETWORK_RULES, MAX_SIP_RULES,
+    check_text, error, Action, Filter, Rule, RuleError, RuleId, MAX_NETWORK_RULES,
+    MAX_RULES_PER_NETWORK, MAX_SIP_RULES,
 };
 use hashbrown::HashMap;
 use std::collections::BTreeMap;
@@ -28,7 +30,10 @@ struct Inner {
     rules: BTreeMap<RuleId, Arc<Rule>>,
     /// Exact flows in use, so a duplicate is refused without a scan.
     exact: HashMap<ExactKey, RuleId>,
-    tables: Vec<Sender<Command>>,
+    /// Wildcard rules per index entry (network), for the per-network cap.
+    per_network: HashMap<(Side, u8, u128), usize>,
+    /// Each table's channel and the version it has applied.
+    tables: Vec<(Sender<Command>, Arc<AtomicU64>)>,
     network: usize,
     sip: usize,
 }
@@ -84,13 +89,14 @@ impl Rules {
     pub fn table(&self) -> RuleTable {
         let mut inner = self.lock();
         let (tx, rx) = channel();
-        let mut t = RuleTable::new(rx, self.version.clone());
+        let applied = Arc::new(AtomicU64::new(0));
+        let mut t = RuleTable::new(rx, self.version.clone(), applied.clone());
         for r in inner.rules.values() {
             t.apply(Command::Insert(r.clone()));
         }
         // Changes made after this point reach it through the channel.
         t.sync();
-        inner.tables.push(tx);
+        inner.tables.push((tx, applied));
         t
     }
 
@@ -102,13 +108,9 @@ impl Rules {
         filter: Filter,
         action: Action,
     ) -> Result<RuleId, RuleError> {
-        if name.len() > MAX_LABEL {
-            return error(format!("rule name longer than {MAX_LABEL} bytes"));
-        }
+        check_text("rule name", name, false)?;
         if let Action::Label(l) = &action {
-            if l.is_empty() || l.len() > MAX_LABEL {
-                return error(format!("a label must be 1 to {MAX_LABEL} bytes"));
-            }
+            check_text("label", l, true)?;
         }
         let mut inner = self.lock();
         let sip = matches!(filter, Filter::Sip(_));
@@ -121,6 +123,24 @@ impl Rules {
         if let Filter::Exact(f) = &filter {
             if let Some(other) = inner.exact.get(&ExactKey::of(f)) {
                 return error(format!("rule {other} already has this exact flow"));
+            }
+        }
+        if let Filter::Wild(w) = &filter {
+            if let Some(&(side, len, key)) = entries(w)
+                .iter()
+                .find(|e| inner.per_network.get(*e).copied().unwrap_or(0) >= MAX_RULES_PER_NETWORK)
+            {
+                let network = match side {
+                    Side::Any => "any address".to_string(),
+                    _ => crate::Cidr { addr: key, len }.to_string(),
+                };
+                return error(format!(
+                    "already {MAX_RULES_PER_NETWORK} wildcard rules on {network}: each is tried for every \
+                     packet there; merge them (port ranges) or use exact flows"
+                ));
+            }
+            for e in entries(w) {
+                *inner.per_network.entry(e).or_default() += 1;
             }
         }
         inner.next_id += 1;
@@ -158,7 +178,17 @@ impl Rules {
                 inner.exact.remove(&ExactKey::of(f));
                 inner.network -= 1;
             }
-            Filter::Wild(_) => inner.network -= 1,
+            Filter::Wild(w) => {
+                inner.network -= 1;
+                for e in entries(w) {
+                    if let Some(n) = inner.per_network.get_mut(&e) {
+                        *n -= 1;
+                        if *n == 0 {
+                            inner.per_network.remove(&e);
+                        }
+                    }
+                }
+            }
         }
         self.broadcast(&mut inner, || Command::Delete(id));
         true
@@ -166,8 +196,23 @@ impl Rules {
 
     /// Sends a change to every table, forgetting tables that are gone.
     fn broadcast(&self, inner: &mut Inner, c: impl Fn() -> Command) {
-        inner.tables.retain(|t| t.send(c()).is_ok());
+        inner.tables.retain(|(t, _)| t.send(c()).is_ok());
         self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes the slowest packet thread has yet to apply (a thread applies
+    /// them with its next packets, or at its next batch end on a quiet
+    /// link). A console refuses more beyond [`crate::MAX_PENDING_CHANGES`],
+    /// so changes cannot pile up while no packet comes.
+    pub fn pending_changes(&self) -> u64 {
+        let inner = self.lock();
+        let version = self.version.load(Ordering::Acquire);
+        inner
+            .tables
+            .iter()
+            .map(|(_, applied)| version.saturating_sub(applied.load(Ordering::Acquire)))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every rule with its hits so far, in insertion order.

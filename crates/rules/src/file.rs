@@ -123,6 +123,10 @@ fn pattern(p: &Option<String>) -> Result<Option<Pattern>, RuleError> {
 impl RuleSpec {
     /// Validates the rule: its name, priority, filter and action.
     pub fn parts(&self) -> Result<(String, i32, Filter, Action), RuleError> {
+        crate::check_text("rule name", self.name.as_deref().unwrap_or(""), false)?;
+        if let Some(l) = &self.label {
+            crate::check_text("label", l, true)?;
+        }
         let action = match (self.action.as_deref().unwrap_or("track"), &self.label) {
             ("label", Some(l)) => Action::Label(l.as_str().into()),
             ("label", None) => return error("action = \"label\" needs label = \"...\""),

@@ -157,6 +157,29 @@ pub const MAX_NETWORK_RULES: usize = 200_000;
 pub const MAX_SIP_RULES: usize = 10_000;
 /// Longest label or name.
 pub const MAX_LABEL: usize = 64;
+/// Most wildcard rules indexed under one network (each is tried in turn
+/// for every packet of that network).
+pub const MAX_RULES_PER_NETWORK: usize = 64;
+/// Changes the slowest packet thread may have left to apply before a
+/// console's further changes are refused (a quiet link applies none).
+pub const MAX_PENDING_CHANGES: u64 = 1024;
+
+/// Checks a rule's name (`label` false; may be empty) or label: its
+/// length, and no control or bidirectional-override characters (it is
+/// shown to operators).
+pub(crate) fn check_text(what: &str, s: &str, label: bool) -> Result<(), RuleError> {
+    if s.len() > MAX_LABEL || (label && s.is_empty()) {
+        let least = if label { 1 } else { 0 };
+        return error(format!("a {what} must be {least} to {MAX_LABEL} bytes"));
+    }
+    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if s.chars().any(|c| c.is_control() || bidi(c)) {
+        return error(format!(
+            "a {what} may not hold control or bidirectional-override characters"
+        ));
+    }
+    Ok(())
+}
 
 /// Why a rule was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

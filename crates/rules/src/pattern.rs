@@ -14,12 +14,22 @@ enum Kind {
 }
 
 /// A pattern for one SIP field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Pattern {
     kind: Kind,
     /// The text without its stars, lower-cased.
     text: Box<str>,
+    /// A searcher for `text`, built once (a rule is tried on every call).
+    finder: Box<memchr::memmem::Finder<'static>>,
 }
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        (self.kind, &self.text) == (other.kind, &other.text)
+    }
+}
+
+impl Eq for Pattern {}
 
 /// Longest pattern text accepted.
 const MAX_PATTERN: usize = 256;
@@ -47,21 +57,28 @@ impl Pattern {
             (true, false) => Kind::Suffix,
             (true, true) => Kind::Contains,
         };
+        let text: Box<str> = text.to_ascii_lowercase().into();
         Ok(Pattern {
             kind,
-            text: text.to_ascii_lowercase().into(),
+            finder: Box::new(memchr::memmem::Finder::new(text.as_bytes()).into_owned()),
+            text,
         })
     }
 
     /// True when `s` matches.
     pub fn matches(&self, s: &str) -> bool {
+        self.matches_lowered(&s.to_ascii_lowercase())
+    }
+
+    /// True when `s`, already ASCII lower-cased, matches (a rule table
+    /// lowers a call's fields once for all its patterns). Linear in `s`.
+    pub(crate) fn matches_lowered(&self, s: &str) -> bool {
         let (s, t) = (s.as_bytes(), self.text.as_bytes());
-        let eq = |a: &[u8]| a.eq_ignore_ascii_case(t);
         match self.kind {
-            Kind::Exact => eq(s),
-            Kind::Prefix => s.len() >= t.len() && eq(&s[..t.len()]),
-            Kind::Suffix => s.len() >= t.len() && eq(&s[s.len() - t.len()..]),
-            Kind::Contains => t.is_empty() || s.windows(t.len()).any(eq),
+            Kind::Exact => s == t,
+            Kind::Prefix => s.starts_with(t),
+            Kind::Suffix => s.ends_with(t),
+            Kind::Contains => self.finder.find(s).is_some(),
         }
     }
 }

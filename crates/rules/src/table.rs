@@ -112,10 +112,16 @@ pub struct RuleTable {
     /// Bumped by the control side after each command it sends.
     version: Arc<AtomicU64>,
     seen: u64,
+    /// The version applied, for the control side to see how far behind.
+    applied: Arc<AtomicU64>,
 }
 
 impl RuleTable {
-    pub(crate) fn new(commands: Receiver<Command>, version: Arc<AtomicU64>) -> RuleTable {
+    pub(crate) fn new(
+        commands: Receiver<Command>,
+        version: Arc<AtomicU64>,
+        applied: Arc<AtomicU64>,
+    ) -> RuleTable {
         RuleTable {
             seeds: Seeds::new(),
             exact: HashTable::new(),
@@ -127,13 +133,14 @@ impl RuleTable {
             commands,
             version,
             seen: 0,
+            applied,
         }
     }
 
     /// A table that never changes and holds nothing (no rules given).
     pub fn empty() -> RuleTable {
         let (_, rx) = std::sync::mpsc::channel();
-        RuleTable::new(rx, Arc::new(AtomicU64::new(0)))
+        RuleTable::new(rx, Arc::default(), Arc::default())
     }
 
     /// Applies the changes sent since the last call. One atomic load when
@@ -151,6 +158,7 @@ impl RuleTable {
         while let Ok(c) = self.commands.try_recv() {
             self.apply(c);
         }
+        self.applied.store(self.seen, Ordering::Release);
     }
 
     pub(crate) fn apply(&mut self, c: Command) {
@@ -253,8 +261,28 @@ impl RuleTable {
 
     /// The best SIP rule for a call's first INVITE or a REGISTER, its hit counted.
     pub fn lookup_sip(&self, facts: &SipFacts<'_>) -> Option<&Action> {
+        if self.sip.is_empty() {
+            return None;
+        }
+        // Lower-cased once for every rule's patterns (which are lower case).
+        let lower = |v: Option<&str>| v.map(str::to_ascii_lowercase);
+        let (fu, fd, tu, td, ua) = (
+            lower(facts.from_user),
+            lower(facts.from_domain),
+            lower(facts.to_user),
+            lower(facts.to_domain),
+            lower(facts.user_agent),
+        );
+        let lowered = SipFacts {
+            method: facts.method,
+            from_user: fu.as_deref(),
+            from_domain: fd.as_deref(),
+            to_user: tu.as_deref(),
+            to_domain: td.as_deref(),
+            user_agent: ua.as_deref(),
+        };
         let r = self.sip.iter().find(|r| match &r.filter {
-            Filter::Sip(s) => sip_matches(s, facts),
+            Filter::Sip(s) => sip_matches(s, &lowered),
             _ => false,
         })?;
         if self.count_hits {
@@ -272,7 +300,8 @@ fn insert_ordered(v: &mut Vec<Arc<Rule>>, r: Arc<Rule>) {
 
 fn sip_matches(s: &SipFilter, f: &SipFacts<'_>) -> bool {
     let field = |p: &Option<crate::Pattern>, v: Option<&str>| {
-        p.as_ref().is_none_or(|p| v.is_some_and(|v| p.matches(v)))
+        p.as_ref()
+            .is_none_or(|p| v.is_some_and(|v| p.matches_lowered(v)))
     };
     s.method.as_deref().is_none_or(|m| m == f.method)
         && field(&s.from_user, f.from_user)

@@ -13,7 +13,7 @@ use hashbrown::HashTable;
 use std::sync::Arc;
 
 /// Which address a group's key is taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Side {
     Src,
     Dst,
@@ -52,7 +52,7 @@ pub(crate) struct TupleSpace {
 }
 
 /// The entries to index a rule under.
-fn entries(w: &WildFilter) -> Entries {
+pub(crate) fn entries(w: &WildFilter) -> Entries {
     let one = |side, c: Cidr| (side, c.len, c.addr);
     match (w.net, w.src, w.dst) {
         (Some(n), _, _) => vec![one(Side::Src, n), one(Side::Dst, n)],

@@ -318,3 +318,63 @@ fn a_failed_reload_changes_nothing() {
     assert_eq!(rules.len(), 1);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn names_labels_and_crowded_networks_are_refused() {
+    let err = |text: &str| parse(text).unwrap_err().to_string();
+    assert!(err(&format!(
+        "[[rule]]\nname = \"{}\"\nport = 1",
+        "n".repeat(65)
+    ))
+    .contains("0 to 64 bytes"));
+    assert!(err("[[rule]]\nport = 1\naction = \"label\"\nlabel = \"\"").contains("1 to 64 bytes"));
+    assert!(err("[[rule]]\nname = \"a\\u202eb\"\nport = 1").contains("bidirectional"));
+    assert!(err("[[rule]]\nport = 1\naction = \"label\"\nlabel = \"a\\nb\"").contains("control"));
+    // Each wildcard rule on one network is tried for its packets: 64 at most.
+    let r = Rules::new();
+    let on = |port: u32| {
+        parse(&format!(
+            "[[rule]]\nnet = \"198.18.0.0/15\"\ndport = {port}"
+        ))
+        .unwrap()
+        .remove(0)
+    };
+    let mut ids = Vec::new();
+    for port in 0..calliper_rules::MAX_RULES_PER_NETWORK as u32 {
+        let (_, _, f, a) = on(port);
+        ids.push(r.insert("", 0, f, a).unwrap());
+    }
+    let (_, _, f, a) = on(9999);
+    let e = r
+        .insert("", 0, f.clone(), a.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("64 wildcard rules on 198.18.0.0/15"), "{e}");
+    // Another network is not crowded; deleting one makes room.
+    let (_, _, other, oa) = parse("[[rule]]\nnet = \"198.20.0.0/15\"")
+        .unwrap()
+        .remove(0);
+    r.insert("", 0, other, oa).unwrap();
+    assert!(r.delete(ids[0]));
+    r.insert("", 0, f, a).unwrap();
+}
+
+#[test]
+fn changes_a_quiet_table_has_not_applied_are_counted() {
+    let r = rules("[[rule]]\nport = 1");
+    let mut t = r.table();
+    assert_eq!(r.pending_changes(), 0);
+    for port in 2..12 {
+        let (_, _, f, a) = parse(&format!("[[rule]]\nport = {port}"))
+            .unwrap()
+            .remove(0);
+        r.insert("", 0, f, a).unwrap();
+    }
+    assert_eq!(r.pending_changes(), 10);
+    t.sync();
+    assert_eq!(r.pending_changes(), 0);
+    assert_eq!(
+        action(&t, &flow("10.0.0.1", 11, "10.0.0.2", 5)).as_deref(),
+        Some("track")
+    );
+}

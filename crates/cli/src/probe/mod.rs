@@ -329,6 +329,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         let live = calliper_console::LiveCalls::new();
         outputs.add_tracker(Box::new(live.clone()));
         let h = calliper_console::ProbeHealth::new();
+        let writable = write_token.is_some();
         let addr = console::start(
             listen,
             crate::serve::token(a.token_file.as_ref())?,
@@ -339,7 +340,9 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
             rules.clone(),
         )?;
         health = Some(h);
-        log(&format!("event=console address=http://{addr}/"));
+        log(&format!(
+            "event=console address=http://{addr}/ rules_writable={writable}"
+        ));
     }
     let started_ns = realtime_ns();
     let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());

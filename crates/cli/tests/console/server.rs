@@ -96,7 +96,7 @@ impl Probe {
                 .expect("the probe ended before its console listened")
                 .unwrap();
             if let Some(rest) = line.split("event=console address=http://").nth(1) {
-                break rest.trim_end_matches('/').parse().unwrap();
+                break rest.split('/').next().unwrap().parse().unwrap();
             }
         };
         // Keep reading stderr so the probe never blocks on it.
