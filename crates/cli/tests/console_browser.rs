@@ -356,6 +356,26 @@ fn the_console_shows_what_the_api_gives() {
         })
         .collect();
     assert_eq!(shown, json!(asr));
+    // The MOS bars carry the API's counts; the load charts its rows.
+    let bars = browser.wait(
+        "the MOS bands",
+        "const r = document.querySelectorAll('#mos-bands rect'); return r.length ? [...r].map(b => Number(b.dataset.calls)) : null;",
+    );
+    let bands: Vec<u64> = api("/api/kpi/mos")["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["calls"].as_u64().unwrap())
+        .collect();
+    assert_eq!(bars, json!(bands));
+    assert!(bands.iter().sum::<u64>() > 0);
+    let load = api("/api/kpi/load?interval=86400")["rows"]
+        .as_array()
+        .unwrap()
+        .len();
+    let points = browser
+        .js("return Number(document.querySelector('svg[data-kind=concurrent]').dataset.points);");
+    assert_eq!(points, json!(load));
     browser.screenshot("kpi.png");
     // Registrations and alerts pages answer with their tables.
     for (route, path) in [

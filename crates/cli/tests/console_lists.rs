@@ -77,7 +77,7 @@ fn all_rows(s: &Server, path: &str) -> Vec<Value> {
 
 #[test]
 fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
-    let (mut alerts, mut registrations, mut kpi_keys) = (0, 0, 0);
+    let (mut alerts, mut registrations, mut kpi_keys, mut load_rows) = (0, 0, 0, 0);
     let mut captures = common::captures();
     // One capture with alerts for sure: loss above the 5 % threshold.
     let lossy = temp("lossy.pcap");
@@ -177,6 +177,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
             .collect();
         assert_eq!(got, want, "{} KPIs", pcap.display());
         kpi_keys += want.len();
+        load_rows += load_and_mos_are_the_analysis_summed(&s, &lines, &pcap);
         // ASR as the record crate defines it, from the counts.
         for row in r["rows"].as_array().unwrap() {
             let (a, n) = (
@@ -194,6 +195,59 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
         "{registrations} registrations compared"
     );
     assert!(kpi_keys >= 10, "{kpi_keys} KPI rows compared");
+    assert!(
+        load_rows >= 10,
+        "{load_rows} load rows and scored calls compared"
+    );
+}
+
+/// `/api/kpi/load` per minute against the analysis's time-series rows
+/// summed by the test (the most calls open, calls started and ended), and
+/// `/api/kpi/mos` against its call records banded by the test.
+/// Returns how many rows and scored calls it compared.
+fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path) -> usize {
+    let mut want = std::collections::BTreeMap::<i64, (i64, i64, i64)>::new();
+    for l in lines.iter().filter(|l| l["type"] == "traffic") {
+        let start = l["start_ns"].as_i64().unwrap().div_euclid(60_000_000_000) * 60_000_000_000;
+        let e = want.entry(start).or_default();
+        e.0 = e.0.max(l["calls_open"].as_i64().unwrap());
+        e.1 += l["calls_started"].as_i64().unwrap();
+        e.2 += l["calls_ended"].as_i64().unwrap();
+    }
+    let r = s.get("/api/kpi/load?interval=60", &[]).json();
+    let got: std::collections::BTreeMap<i64, (i64, i64, i64)> = r["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let n = |k: &str| row[k].as_i64().unwrap();
+            (
+                n("start_ns"),
+                (n("max_calls_open"), n("calls_started"), n("calls_ended")),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{} load", pcap.display());
+    let mut bands = [0u64; 8];
+    for c in lines
+        .iter()
+        .filter(|l| l["type"] == "call" && l["invite_ns"].is_i64())
+    {
+        if let Some(m) = c["worst_mos"].as_f64() {
+            bands[((m - 1.0) * 2.0).floor().clamp(0.0, 7.0) as usize] += 1;
+        }
+    }
+    let r = s.get("/api/kpi/mos", &[]).json();
+    let got: Vec<u64> = r["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["calls"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, bands, "{} MOS bands", pcap.display());
+    assert_eq!(r["bands"][0]["from"], 1.0);
+    assert_eq!(r["bands"][7]["to"], 5.0);
+    want.len() + bands.iter().sum::<u64>() as usize
 }
 
 #[test]
@@ -211,6 +265,10 @@ fn list_parameters_are_checked() {
         "/api/kpi?interval=0",
         "/api/kpi?interval=99999999999",
         "/api/kpi?caller=x",
+        "/api/kpi/load?dimension=total",
+        "/api/kpi/load?interval=0",
+        "/api/kpi/mos?interval=60",
+        "/api/kpi/mos?from=yesterday",
     ] {
         let r = s.get(q, &[]);
         assert_eq!(r.status, 400, "{q}: {}", r.text());

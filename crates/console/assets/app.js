@@ -399,7 +399,31 @@ async function kpiPage(params) {
     chart("ASR %", byKey[busiest], (r) => r.figures.asr, 0, 100, "asr"),
     chart("NER %", byKey[busiest], (r) => r.figures.ner, 0, 100, "ner"),
     chart("Attempts", byKey[busiest], (r) => r.counts.attempts, 0, null, "attempts")) : null;
-  document.getElementById("main").append(...[charts, table].filter((x) => x));
+  // Load over time and the spread of quality, for the same range.
+  const range = new URLSearchParams();
+  for (const k of ["from", "to"]) if (params.get(k)) range.set(k, params.get(k));
+  const [load, mos] = await Promise.all([
+    api("/api/kpi/load?" + range.toString() + "&interval=" + interval.value).catch(() => null),
+    api("/api/kpi/mos?" + range.toString()).catch(() => null)]);
+  const loadCharts = load && load.rows.length ? el("div", { class: "stream-charts" }, el("h3", {}, "Load"),
+    chart("Concurrent calls (most)", load.rows, (r) => r.max_calls_open, 0, null, "concurrent"),
+    chart("Calls started", load.rows, (r) => r.calls_started, 0, null, "started")) : null;
+  document.getElementById("main").append(...[charts, loadCharts, mos ? mosBars(mos.bands) : null, table].filter((x) => x));
+}
+
+// Calls per MOS band, as horizontal bars (SVG: the page allows no inline style).
+function mosBars(bands) {
+  const most = Math.max(1, ...bands.map((b) => b.calls));
+  const w = 300, row = 16;
+  const svg = el("svg:svg", { class: "chart", id: "mos-bands", width: w, height: 20 + row * bands.length, viewBox: `0 0 ${w} ${20 + row * bands.length}` },
+    el("svg:text", { x: 4, y: 12, class: "title" }, "Calls by worst stream MOS"));
+  bands.forEach((b, i) => {
+    const y = 18 + i * row;
+    svg.append(el("svg:text", { x: 4, y: y + 11, class: "tick" }, `${b.from.toFixed(1)}–${b.to.toFixed(1)}`),
+      el("svg:rect", { x: 60, y: y + 2, height: row - 4, width: ((w - 110) * b.calls / most).toFixed(1), class: mosClass(b.from + 0.25), "data-calls": b.calls }),
+      el("svg:text", { x: w - 4, y: y + 11, class: "tick", "text-anchor": "end" }, String(b.calls)));
+  });
+  return el("div", { class: "stream-charts" }, el("h3", {}, "Quality"), svg);
 }
 
 // ---- Routing ----------------------------------------------------------------

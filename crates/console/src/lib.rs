@@ -140,6 +140,8 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/alerts", get(lists_api::alerts))
         .route("/api/registrations", get(lists_api::registrations))
         .route("/api/kpi", get(lists_api::kpi))
+        .route("/api/kpi/load", get(lists_api::load))
+        .route("/api/kpi/mos", get(lists_api::mos))
         .route("/api/live", get(live_api::snapshot))
         .route("/api/live/events", get(live_api::events))
         .route("/api/health", get(health::serve))

@@ -73,29 +73,12 @@ pub(crate) async fn kpi(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Pairs,
 ) -> Result<Response, ApiError> {
-    let pairs = pairs(query)?;
-    let (mut dimension, mut interval_s, mut from, mut until) =
-        (Dimension::Total, 3600u32, i64::MIN, i64::MAX);
-    for (name, v) in simple(&pairs, &["dimension", "interval", "from", "to"])? {
-        match name {
-            "dimension" => {
-                dimension = Dimension::ALL
-                    .into_iter()
-                    .find(|d| d.name() == v)
-                    .ok_or_else(|| {
-                        bad(
-                            name,
-                            v,
-                            "total, trunk, caller_domain, callee_domain or user_agent expected",
-                        )
-                    })?
-            }
-            "interval" => interval_s = whole(name, v, 1..=31 * 86_400)?,
-            "from" => from = instant(name, v)?,
-            // `to` is excluded: the last start included is one ns before.
-            _ => until = instant(name, v)?.saturating_sub(1),
-        }
-    }
+    let KpiQuery {
+        dimension,
+        interval_s,
+        from,
+        until,
+    } = kpi_query(&pairs(query)?, &["dimension", "interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |c| {
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
         let mut sums = calliper_store::kpi_sums_between(c, dimension.name(), interval_ns, from, until, MAX_KPI_ROWS + 1)?;
@@ -115,6 +98,92 @@ pub(crate) async fn kpi(
         Ok(serde_json::to_vec(&json!({
             "dimension": dimension.name(), "interval_s": interval_s, "rows": rows, "more": more,
         }))?)
+    })
+    .await?;
+    Ok(json_body(body))
+}
+
+/// The parameters of the KPI answers: a time range (`to` excluded), an
+/// interval (seconds) and a dimension, each defaulted, `allowed` naming
+/// those an answer takes.
+struct KpiQuery {
+    dimension: Dimension,
+    interval_s: u32,
+    from: i64,
+    until: i64,
+}
+
+fn kpi_query(pairs: &[(String, String)], allowed: &[&'static str]) -> Result<KpiQuery, ApiError> {
+    let (mut dimension, mut interval_s, mut from, mut until) =
+        (Dimension::Total, 3600u32, i64::MIN, i64::MAX);
+    for (name, v) in simple(pairs, allowed)? {
+        match name {
+            "dimension" => {
+                dimension = Dimension::ALL
+                    .into_iter()
+                    .find(|d| d.name() == v)
+                    .ok_or_else(|| {
+                        bad(
+                            name,
+                            v,
+                            "total, trunk, caller_domain, callee_domain or user_agent expected",
+                        )
+                    })?
+            }
+            "interval" => interval_s = whole(name, v, 1..=31 * 86_400)?,
+            "from" => from = instant(name, v)?,
+            // `to` is excluded: the last start included is one ns before.
+            _ => until = instant(name, v)?.saturating_sub(1),
+        }
+    }
+    Ok(KpiQuery {
+        dimension,
+        interval_s,
+        from,
+        until,
+    })
+}
+
+/// `GET /api/kpi/load?interval=3600&from=...&to=...`: concurrent calls
+/// (the most any time-series row reports) and calls started and ended, per
+/// interval.
+pub(crate) async fn load(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    query: Pairs,
+) -> Result<Response, ApiError> {
+    let KpiQuery {
+        interval_s,
+        from,
+        until,
+        ..
+    } = kpi_query(&pairs(query)?, &["interval", "from", "to"])?;
+    let body = crate::db::run(&state.db, &state.queries, move |c| {
+        let interval_ns = i64::from(interval_s) * 1_000_000_000;
+        let mut rows = calliper_store::load_between(c, interval_ns, from, until, MAX_KPI_ROWS + 1)?;
+        let more = rows.len() > MAX_KPI_ROWS;
+        rows.truncate(MAX_KPI_ROWS);
+        Ok(serde_json::to_vec(
+            &json!({ "interval_s": interval_s, "rows": rows, "more": more }),
+        )?)
+    })
+    .await?;
+    Ok(json_body(body))
+}
+
+/// `GET /api/kpi/mos?from=...&to=...`: calls per band of worst stream MOS.
+pub(crate) async fn mos(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    query: Pairs,
+) -> Result<Response, ApiError> {
+    let KpiQuery { from, until, .. } = kpi_query(&pairs(query)?, &["from", "to"])?;
+    let body = crate::db::run(&state.db, &state.queries, move |c| {
+        let counts = calliper_store::mos_bands(c, from, until)?;
+        let bands: Vec<_> = calliper_store::MOS_BANDS
+            .iter()
+            .zip(counts)
+            .map(|((lo, hi), calls)| json!({ "from": lo, "to": hi, "calls": calls }))
+            .collect();
+        Ok(serde_json::to_vec(&json!({ "bands": bands }))?)
     })
     .await?;
     Ok(json_body(body))

@@ -12,6 +12,8 @@ use std::path::Path;
 mod daily;
 mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum};
+mod load;
+pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;
 pub use lookup::{find_calls, totals, StoredCall, StoredStream};
 mod detail;
