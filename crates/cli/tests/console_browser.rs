@@ -290,6 +290,24 @@ fn the_console_shows_what_the_api_gives() {
     let streams = call["streams"].as_array().unwrap();
     let stream_rows = browser.js("return document.querySelectorAll('#streams tbody tr').length;");
     assert_eq!(stream_rows, streams.len());
+    // Each stream's MOS after each jitter-buffer model, as the API gives them.
+    let shown = browser.js("return [...document.querySelectorAll('#streams tbody tr')].map(r => r.querySelector('td.buffers').textContent);");
+    for (st, shown) in streams.iter().zip(shown.as_array().unwrap()) {
+        let models: Value = match &st["jitter_buffers"] {
+            Value::String(t) => serde_json::from_str(t).unwrap(),
+            v => v.clone(),
+        };
+        for m in models.as_array().unwrap() {
+            let mos = m["mos"]
+                .as_f64()
+                .map_or("–".to_string(), |v| format!("{v:.2}"));
+            let want = format!("{}: {mos}", m["model"].as_str().unwrap());
+            assert!(
+                shown.as_str().unwrap().contains(&want),
+                "{shown} lacks {want}"
+            );
+        }
+    }
     let mut points_checked = 0;
     // Charts in the order of the streams (two streams may share an SSRC).
     for (index, st) in streams.iter().enumerate() {

@@ -57,6 +57,43 @@ fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
     );
 }
 
+#[test]
+fn trunk_metrics_count_the_trunks_calls() {
+    let db = temp("trunks.db");
+    let _ = std::fs::remove_file(&db);
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let lines = common::calliper_jsonl(
+        &pcap,
+        &["--db", db.to_str().unwrap(), "--trunk", "sipp-gw=127.0.2.1"],
+    );
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let text = s.get("/metrics", &[]).text();
+    // Attempts: the INVITEs that open a dialog (no To tag) towards the trunk.
+    let attempts = tshark_count(
+        &pcap,
+        "sip.Method == \"INVITE\" && !sip.to.tag && ip.dst == 127.0.2.1",
+    );
+    assert!(attempts > 0);
+    let answered = lines
+        .iter()
+        .filter(|l| l["type"] == "call" && l["answer_ns"].is_i64())
+        .count();
+    assert!(
+        text.contains(&format!(
+            "calliper_trunk_attempts_total{{trunk=\"sipp-gw\"}} {attempts}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "calliper_trunk_answered_total{{trunk=\"sipp-gw\"}} {answered}\n"
+        )),
+        "{text}"
+    );
+    // Calls outside a named trunk (keyed by addresses) get no series of their own.
+    assert!(!text.contains(">"), "{text}");
+}
+
 fn tshark_count(pcap: &Path, filter: &str) -> usize {
     common::tshark(pcap, &["-Y", filter]).lines().count()
 }

@@ -242,8 +242,22 @@ function diff(a, b) {
   return el("div", {}, el("h3", {}, `Diff: − ${name(a)}, + ${name(b)}`), out);
 }
 
+// A JSON column as the API gives it (text from the database, or parsed).
+function parsed(v) {
+  if (typeof v !== "string") return v ?? null;
+  try { return JSON.parse(v); } catch (e) { return null; }
+}
+
+// MOS after each jitter-buffer model (fixed 50 ms, fixed 200 ms, adaptive).
+function bufferMos(s) {
+  const models = parsed(s.jitter_buffers);
+  if (!Array.isArray(models)) return "";
+  return models.map((m) => `${m.model}: ${m.mos === null || m.mos === undefined ? "–" : num(m.mos, 2)}${m.late ? ` (${m.late} late)` : ""}`).join(", ");
+}
+
 function streamTable(streams) {
-  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Restarts", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "RTCP reports"];
+  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Restarts", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "MOS by jitter buffer",
+    "RTCP reports", "RTCP loss % (max)", "RTCP lost", "RTCP jitter ms (max)", "RTT ms", "RTCP XR"];
   return el("table", { id: "streams" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
     el("tbody", {}, streams.map((s) => el("tr", { "data-ssrc": s.ssrc },
@@ -253,7 +267,11 @@ function streamTable(streams) {
       el("td", { class: "n" }, s.duplicates), el("td", { class: "n", title: "sequence restarts (a sender restarting its stream, e.g. after hold): jitter spans them" }, s.seq_resets ?? ""),
       el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
       el("td", { class: "n" }, num(s.max_delta_ms, 2)), el("td", { class: "n " + mosClass(s.mos) }, num(s.mos, 2)),
-      el("td", { class: "n" }, s.rtcp_reports ?? "")))));
+      el("td", { class: "buffers" }, bufferMos(s)),
+      el("td", { class: "n" }, s.rtcp_reports ?? ""), el("td", { class: "n" }, num(s.rtcp_max_fraction_lost, 1)),
+      el("td", { class: "n" }, s.rtcp_cumulative_lost ?? ""), el("td", { class: "n" }, num(s.rtcp_max_jitter_ms, 2)),
+      el("td", { class: "n" }, num(s.rtt_ms, 1)),
+      el("td", {}, s.rtcp_xr === null || s.rtcp_xr === undefined ? "" : JSON.stringify(parsed(s.rtcp_xr) ?? s.rtcp_xr).slice(0, 120))))));
 }
 
 // Where each direction's loss was introduced, hop by hop along its path.

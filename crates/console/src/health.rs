@@ -200,7 +200,7 @@ pub(crate) async fn serve(
 }
 
 /// A Prometheus label value, escaped.
-fn label(v: &str) -> String {
+pub(crate) fn escape_label(v: &str) -> String {
     let mut o = String::with_capacity(v.len());
     for c in v.chars() {
         match c {
@@ -316,7 +316,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         family(o, &metric, "counter", help);
         for i in &interfaces {
             if let Some(n) = get(i) {
-                let _ = writeln!(o, "{metric}{{interface=\"{}\"}} {n}", label(&i.name));
+                let _ = writeln!(o, "{metric}{{interface=\"{}\"}} {n}", escape_label(&i.name));
             }
         }
     }
@@ -356,7 +356,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         let _ = writeln!(
             o,
             "calliper_probe_dropped_total{{what=\"{}\"}} {n}",
-            label(k)
+            escape_label(k)
         );
     }
     let (counters, anomalies) = engine_counters(&r.engine);
@@ -370,7 +370,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         let _ = writeln!(
             o,
             "calliper_engine_counter_total{{counter=\"{}\"}} {n}",
-            label(k)
+            escape_label(k)
         );
     }
     family(
@@ -383,7 +383,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         let _ = writeln!(
             o,
             "calliper_engine_anomalies_total{{kind=\"{}\"}} {n}",
-            label(k)
+            escape_label(k)
         );
     }
 }
@@ -447,6 +447,6 @@ mod tests {
             vec![("defrag_evicted".to_string(), 1), ("udp".to_string(), 3)]
         );
         assert_eq!(a, vec![("sip_bad_line".to_string(), 2)]);
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

@@ -110,7 +110,30 @@ struct Totals {
     responses: BTreeMap<&'static str, u64>,
     alerts: BTreeMap<&'static str, u64>,
     registrations: BTreeMap<&'static str, u64>,
+    /// Call attempts and answers by named trunk (`--trunk NAME=ADDR`).
+    trunks: BTreeMap<String, (u64, u64)>,
     catching_up: bool,
+}
+
+/// Most trunks given series of their own; the rest count as `other`.
+pub const MAX_TRUNKS: usize = 100;
+
+/// A trunk's label: a name the operator gave (`--trunk`), not the
+/// `caller>callee` addresses the KPI rows use for calls outside a trunk,
+/// and at most [`MAX_TRUNKS`] of them; anything else is `other`.
+fn trunk(known: &BTreeMap<String, (u64, u64)>, key: Option<String>) -> String {
+    match key {
+        Some(k)
+            if !k.is_empty()
+                && k.len() <= 64
+                && !k.contains('>')
+                && k.chars().all(|c| c.is_ascii_graphic())
+                && (known.contains_key(&k) || known.len() < MAX_TRUNKS) =>
+        {
+            k
+        }
+        _ => "other".into(),
+    }
 }
 
 impl Default for Totals {
@@ -127,6 +150,7 @@ impl Default for Totals {
             responses: BTreeMap::new(),
             alerts: BTreeMap::new(),
             registrations: BTreeMap::new(),
+            trunks: BTreeMap::new(),
             catching_up: false,
         }
     }
@@ -231,6 +255,15 @@ impl Totals {
             let k = label(OUTCOMES, text(r, 1).as_deref());
             *t.registrations.entry(k).or_default() += 1;
         })?;
+        self.read(conn, "kpi", "dimension, key, attempts, answered", |t, r| {
+            if text(r, 1).as_deref() == Some("trunk") {
+                let k = trunk(&t.trunks, text(r, 2));
+                let count = |i| int(r, i).unwrap_or(0).max(0) as u64;
+                let e = t.trunks.entry(k).or_default();
+                e.0 = e.0.saturating_add(count(3));
+                e.1 = e.1.saturating_add(count(4));
+            }
+        })?;
         Ok(())
     }
 
@@ -321,6 +354,21 @@ impl Totals {
         for (k, n) in &self.registrations {
             let _ = writeln!(o, "calliper_registrations_total{{outcome=\"{k}\"}} {n}");
         }
+        for (name, help, pick) in [
+            (
+                "attempts",
+                "Call attempts (INVITEs) by trunk.",
+                (|v: &(u64, u64)| v.0) as fn(&(u64, u64)) -> u64,
+            ),
+            ("answered", "Calls answered by trunk.", |v| v.1),
+        ] {
+            let metric = format!("calliper_trunk_{name}_total");
+            family(&mut o, &metric, "counter", help);
+            for (k, v) in &self.trunks {
+                let k = crate::health::escape_label(k);
+                let _ = writeln!(o, "{metric}{{trunk=\"{k}\"}} {}", pick(v));
+            }
+        }
         family(
             &mut o,
             "calliper_console_catching_up",
@@ -385,6 +433,16 @@ mod tests {
         assert_eq!(class(Some(486)), "4xx");
         assert_eq!(class(Some(99)), "other");
         assert_eq!(class(None), "none");
+        let mut known = BTreeMap::new();
+        assert_eq!(trunk(&known, Some("carrier-a".into())), "carrier-a");
+        assert_eq!(trunk(&known, Some("10.0.0.1>10.0.0.2".into())), "other");
+        assert_eq!(trunk(&known, Some("a b".into())), "other");
+        assert_eq!(trunk(&known, None), "other");
+        for i in 0..MAX_TRUNKS {
+            known.insert(format!("t{i}"), (0, 0));
+        }
+        assert_eq!(trunk(&known, Some("one-more".into())), "other");
+        assert_eq!(trunk(&known, Some("t7".into())), "t7");
     }
 
     /// Metric family names, from what a scrape says.
