@@ -19,6 +19,7 @@ mod files;
 mod generate;
 mod options;
 mod probe;
+mod recording;
 mod relay;
 mod report;
 mod run;
@@ -106,6 +107,8 @@ struct AnalyzeArgs {
     out: OutputArgs,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    record: recording::RecordArgs,
     /// Progress bar on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     progress: Progress,
@@ -192,7 +195,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if a.out.events.is_some() && a.out.format != Format::Jsonl {
         bail!("--events writes JSON lines: use it with --format jsonl");
     }
-    let cfg = a.engine.config()?;
+    let mut cfg = a.engine.config()?;
     let rules = cfg.rules.clone();
     let threads = a.engine.threads as usize;
     if a.memory_bound {
@@ -219,6 +222,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         inputs.push((path.clone(), f));
     }
     refuse_overwriting_inputs(&a.files, &a.out)?;
+    let recorder = a.record.start(&mut cfg, false)?;
     let mut outputs = Outputs::open(&a.out, false, false)?;
 
     let show = match a.progress {
@@ -318,13 +322,14 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     bar.finish_and_clear();
 
     let counters = engine.counters().clone();
+    // Its sinks go with it: the recorder can then write the last packets.
+    drop(engine);
+    let mut extra = serde_json::Map::new();
+    if let Some(r) = recorder {
+        extra.insert("recording".into(), recording::summary(&r.finish()));
+    }
     let calls_written = outputs.calls_written;
-    outputs.finish(
-        &counters,
-        rules.as_ref(),
-        &input_names(&a.files),
-        Default::default(),
-    )?;
+    outputs.finish(&counters, rules.as_ref(), &input_names(&a.files), extra)?;
     if let Some(db) = &a.out.db {
         let held = calliper_store::open_read_only(db)
             .and_then(|c| calliper_store::totals(&c))

@@ -159,6 +159,10 @@ pub struct Config {
     /// The run's rules ([`calliper_rules`]): each engine (shard) takes a
     /// table of its own that follows every later change.
     pub rules: Option<calliper_rules::Rules>,
+    /// Which calls' packets are recorded ([`crate::recording`]).
+    pub record: crate::RecordMode,
+    /// Makes each engine's recording sink; none: nothing is recorded.
+    pub record_sink: Option<crate::SinkFactory>,
 }
 
 impl Default for Config {
@@ -183,6 +187,8 @@ impl Default for Config {
             fault_panic_after_packets: None,
             interval_ns: 10 * SEC,
             rules: None,
+            record: crate::RecordMode::None,
+            record_sink: None,
         }
     }
 }

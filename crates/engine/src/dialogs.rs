@@ -61,6 +61,7 @@ impl Engine {
             }
         };
         self.apply_packet_rule(idx);
+        self.attribute(idx, true);
         // An ignored call's messages are followed, not reported.
         if let Some(c) = self.calls.get(idx).filter(|c| !c.ignored) {
             let serial = c.serial;

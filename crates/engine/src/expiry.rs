@@ -136,6 +136,9 @@ impl Engine {
             streams,
         });
         record.summarise_quality();
+        if let Some(r) = self.recorder.as_mut() {
+            r.call_ended(record.serial);
+        }
         self.out.push(Record::Call(record));
         self.traffic.calls_ended += 1;
     }
@@ -188,6 +191,9 @@ impl Engine {
             self.anomaly_events();
         }
         self.traffic_finish();
+        if let Some(r) = self.recorder.as_mut() {
+            r.flush();
+        }
     }
 }
 

@@ -38,6 +38,7 @@ mod media;
 mod media_events;
 mod pipeline;
 mod prefetch;
+pub mod recording;
 mod report;
 mod rtcp;
 mod streams;
@@ -67,6 +68,7 @@ use defrag::{DefragConfig, Defragmenter};
 pub use events::TrackerHub;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
+pub use recording::{CallTag, PacketSink, RecordMode, SinkFactory};
 use sctp::Sctp;
 use std::net::IpAddr;
 use std::num::NonZeroI64;
@@ -425,6 +427,14 @@ pub struct Engine {
     /// Duplicates of media this shard owns, removed (counted as `owned`:
     /// only the owner filters them).
     owned_duplicates: u64,
+    /// Where recorded calls' packets go ([`recording`]).
+    recorder: Option<Box<dyn PacketSink>>,
+    /// The call the packet being handled belonged to, for the recorder.
+    attributed: Option<(Idx, bool)>,
+    /// Whether that packet was all of what it carried ([`PacketSink::packet`]).
+    attributed_whole: bool,
+    /// The packet being handled is an IP fragment (its datagram reassembled).
+    in_fragment: bool,
 }
 
 impl Engine {
@@ -466,6 +476,10 @@ impl Engine {
             traffic: traffic::Traffic::default(),
             traffic_rows: std::collections::VecDeque::new(),
             owned_duplicates: 0,
+            recorder: cfg.record_sink.as_ref().map(|f| (f.0)()),
+            attributed: None,
+            attributed_whole: true,
+            in_fragment: false,
             cfg,
         }
     }
@@ -515,6 +529,9 @@ impl Engine {
     pub fn end_batch(&mut self, other_shards: &[(i64, Idx)]) {
         // Rule changes reach a quiet engine too (packets usually bring them).
         self.rules.sync();
+        if let Some(r) = self.recorder.as_mut() {
+            r.flush();
+        }
         self.capture_dropped = self.capture_dropped_next as u32;
         self.pending_touches.extend_from_slice(other_shards);
         self.apply_touches();

@@ -138,7 +138,10 @@ impl Engine {
                             continue;
                         }
                     }
-                    self.frame(p.ts_ns, &frame)
+                    self.frame(p.ts_ns, &frame);
+                    if self.attributed.is_some() {
+                        self.record_packet(p);
+                    }
                 }
                 Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
                 Some(Err(e)) => self.counters.anomaly(e.name()),
@@ -210,11 +213,13 @@ impl Engine {
     /// the decoder's depth limit and never grows the stack.
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
         let Transport::Fragment { frag, payload } = f.transport else {
+            self.in_fragment = false;
             if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
                 return;
             }
             return self.transport(now, f);
         };
+        self.in_fragment = true;
         let mut next = self.fragment(now, f, frag, payload);
         while let Some((d, outer)) = next.take() {
             match calliper_wire::transport_of(&outer, d.protocol, &d.payload) {

@@ -20,6 +20,13 @@ impl Engine {
             .or_else(|| self.media.get(&(src, sport)))
             .map(|e| e.call);
         if let Some(call) = entry {
+            // Every shard reads RTCP; the owner of its address pair records it.
+            let owner = self
+                .shard
+                .is_none_or(|(i, n)| media_shard(src, sport, dst, dport, n) == i);
+            if owner {
+                self.attribute(call, false);
+            }
             self.rtcp_in_call(now, call, src, payload);
         }
     }

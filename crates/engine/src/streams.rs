@@ -20,9 +20,14 @@ impl Engine {
                 .get(&(dst, dport))
                 .or_else(|| self.media.get(&(src, sport)))
                 .map(|e| (e.call, e.rtp));
-            match entry.and_then(|(c, rtp)| if rtp { None } else { self.calls.get_mut(c) }) {
-                Some(call) => call.t38_packets = call.t38_packets.saturating_add(1),
-                None => self.owned.udp_untracked += 1,
+            match entry.filter(|&(_, rtp)| !rtp) {
+                Some((c, _)) if self.calls.get(c).is_some() => {
+                    if let Some(call) = self.calls.get_mut(c) {
+                        call.t38_packets = call.t38_packets.saturating_add(1);
+                    }
+                    self.attribute(c, false);
+                }
+                _ => self.owned.udp_untracked += 1,
             }
             return;
         };
@@ -49,6 +54,7 @@ impl Engine {
         }
         let entry = self.media_entry(&key);
         if let Some((e, by_dst)) = entry {
+            self.attribute(e.call, false);
             if e.rtp {
                 self.new_call_stream(key, e, by_dst, &pkt, now);
             } else if let Some(call) = self.calls.get_mut(e.call) {
@@ -68,6 +74,12 @@ impl Engine {
         body: &[u8],
         now: i64,
     ) {
+        let Some(s) = self.streams.get_mut(si) else {
+            return;
+        };
+        if let (Some(c), true) = (s.call, self.recorder.is_some()) {
+            self.attributed = Some((c, false));
+        }
         let Some(s) = self.streams.get_mut(si) else {
             return;
         };

@@ -37,6 +37,8 @@ pub struct ProbeArgs {
     out: OutputArgs,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    record: crate::recording::RecordArgs,
     /// Bytes per ring block: a power of two, 4096 to 134217728, larger than
     /// the largest packet.
     #[arg(long, default_value_t = LiveConfig::default().block_size, value_name = "BYTES")]
@@ -306,6 +308,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         inputs.push((path.clone(), f));
     }
     crate::refuse_overwriting_inputs(&a.read, &a.out)?;
+    // Live capture drops (and counts) what the disk cannot take at once.
+    let recorder = a.record.start(&mut cfg, a.read.is_empty())?;
     let mut source = if a.read.is_empty() {
         Source::Live(Box::new(LiveCapture::open(&live)?))
     } else {
@@ -385,7 +389,15 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
             Ok(s) => s,
             Err(e) => {
                 // The interface went away: write everything, then report.
-                finish(engine, outputs, rules.as_ref(), &input, stats, None)?;
+                finish(
+                    engine,
+                    outputs,
+                    recorder,
+                    rules.as_ref(),
+                    &input,
+                    stats,
+                    None,
+                )?;
                 return Err(e);
             }
         };
@@ -455,6 +467,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     finish(
         engine,
         outputs,
+        recorder,
         rules.as_ref(),
         &input,
         stats,
@@ -467,6 +480,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
 fn finish(
     mut engine: Analyzer,
     mut outputs: Outputs,
+    recorder: Option<calliper_recorder::Recorder>,
     rules: Option<&calliper_rules::Rules>,
     input: &str,
     stats: Option<LiveStats>,
@@ -475,7 +489,12 @@ fn finish(
     let failed = engine.finish().err();
     outputs.emit(&mut engine, false)?;
     let counters = engine.counters().clone();
+    // Its sinks go with it: the recorder can then write the last packets.
+    drop(engine);
     let mut extra = serde_json::Map::new();
+    if let Some(r) = recorder {
+        extra.insert("recording".into(), crate::recording::summary(&r.finish()));
+    }
     if let Some(s) = stats {
         extra.insert(
             "capture".into(),

@@ -1,0 +1,220 @@
+//! Per-call recordings (`--record`): every call of every capture we hold,
+//! recorded while analysed, and each call's file analysed again alone must
+//! give the same record as the call had in the whole capture — except where
+//! the run says (`partial`) that a message came in several packets, of
+//! which the file holds only the last. Files are private, named from
+//! nothing but safe characters, and the directory keeps to its budget by
+//! deleting the oldest.
+
+mod common;
+
+use common::calliper_jsonl;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("calliper-recording-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// A call as the comparison sees it: its signalling facts and each
+/// stream's counts.
+fn key(c: &Value) -> String {
+    let mut streams: Vec<String> = c["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{}:{}>{}:{} {} p{} l{} e{} d{} j{}",
+                s["src"],
+                s["src_port"],
+                s["dst"],
+                s["dst_port"],
+                s["ssrc"],
+                s["packets"],
+                s["lost"],
+                s["expected"],
+                s["duplicates"],
+                s["mean_jitter_ms"]
+            )
+        })
+        .collect();
+    streams.sort();
+    format!(
+        "{} {} {} {} {} {} {} {} {} {} {:?}",
+        c["call_id"],
+        c["invite_ns"],
+        c["answer_ns"],
+        c["end_ns"],
+        c["state"],
+        c["final_status"],
+        c["sip_messages"],
+        c["invites"],
+        c["rtcp_packets"],
+        c["worst_mos"],
+        streams
+    )
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn calls(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["type"] == "call").collect()
+}
+
+#[test]
+fn each_calls_file_alone_gives_the_calls_record() {
+    let (mut compared, mut partial_captures) = (0, 0);
+    for pcap in common::captures() {
+        let dir = temp("all");
+        let lines = calliper_jsonl(
+            &pcap,
+            &["--record", "all", "--record-dir", dir.to_str().unwrap()],
+        );
+        let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+        let rec = &summary["recording"];
+        let want: Vec<String> = calls(&lines).iter().map(|c| key(c)).collect();
+        let mut got = Vec::new();
+        for f in files(&dir) {
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{}", f.display());
+            let day = f.parent().unwrap();
+            assert_eq!(
+                std::fs::metadata(day).unwrap().permissions().mode() & 0o777,
+                0o700
+            );
+            got.extend(calls(&calliper_jsonl(&f, &[])).iter().map(|c| key(c)));
+        }
+        assert_eq!(rec["dropped"], 0, "{}: {rec}", pcap.display());
+        assert_eq!(rec["files"].as_u64().unwrap() as usize, files(&dir).len());
+        let (mut want, mut got) = (want, got);
+        want.sort();
+        got.sort();
+        if rec["partial"] == 0 {
+            assert_eq!(got, want, "{}", pcap.display());
+            compared += want.len();
+        } else {
+            // Said, not silent: and the calls are there, with their packets.
+            partial_captures += 1;
+            assert!(rec["packets"].as_u64().unwrap() > 0, "{}", pcap.display());
+        }
+    }
+    assert!(
+        compared >= common::at_least(40, 3),
+        "{compared} calls compared"
+    );
+    eprintln!("{compared} calls equal alone; {partial_captures} captures with messages in several packets");
+}
+
+#[test]
+fn signalling_only_and_rule_selected_calls() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let dir = temp("sip");
+    let whole = calliper_jsonl(&pcap, &[]);
+    calliper_jsonl(
+        &pcap,
+        &["--record", "sip", "--record-dir", dir.to_str().unwrap()],
+    );
+    let recorded = files(&dir);
+    assert_eq!(recorded.len(), 3);
+    for f in &recorded {
+        for c in calls(&calliper_jsonl(f, &[])) {
+            assert!(c["streams"].as_array().unwrap().is_empty(), "{c}");
+            let orig = calls(&whole)
+                .into_iter()
+                .find(|o| o["call_id"] == c["call_id"])
+                .unwrap();
+            assert_eq!(c["sip_messages"], orig["sip_messages"]);
+        }
+    }
+    // Nothing asked, one call selected by a rule: that call only, whole.
+    let dir = temp("rule");
+    let rules = temp("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nfrom_user = \"sipp\"\nto_user = \"1000\"\naction = \"record\"\n",
+    )
+    .unwrap();
+    let lines = calliper_jsonl(
+        &pcap,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--record-dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let selected: Vec<&Value> = calls(&lines)
+        .into_iter()
+        .filter(|c| c["record_payload"] == true)
+        .collect();
+    assert_eq!(files(&dir).len(), selected.len());
+    assert!(!selected.is_empty());
+}
+
+#[test]
+fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let dir = temp("budget");
+    let budget = 700_000u64;
+    let lines = calliper_jsonl(
+        &pcap,
+        &[
+            "--record",
+            "all",
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "--record-max-size",
+            &budget.to_string(),
+        ],
+    );
+    let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
+    let kept = files(&dir);
+    let size: u64 = kept
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert!(
+        size <= budget,
+        "{size} bytes kept over a {budget} budget: {rec}"
+    );
+    assert!(rec["deleted_files"].as_u64().unwrap() >= 1, "{rec}");
+    assert_eq!(
+        rec["bytes"].as_u64().unwrap(),
+        size + rec["deleted_bytes"].as_u64().unwrap(),
+        "what was written is what is kept plus what was deleted: {rec}"
+    );
+    // The oldest went: the last call (INVITE at 2 s) is kept.
+    assert!(
+        kept.iter()
+            .any(|f| f.to_string_lossy().contains("_3_3-836")),
+        "{kept:?}"
+    );
+    assert!(
+        !kept
+            .iter()
+            .any(|f| f.to_string_lossy().contains("_1_1-836")),
+        "{kept:?}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--record", "all", "-o", "/dev/null"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir"));
+}
