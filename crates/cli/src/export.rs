@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What to export.
 #[derive(Subcommand)]
@@ -28,7 +28,29 @@ pub enum ExportCommand {
     ///
     /// Example: calliper analyze --db calls.db day.pcap &&
     ///          calliper export audio 1-836@127.0.1.1 --db calls.db --pcap day.pcap -o call.wav
+    ///          calliper export audio 1-836@127.0.1.1 --db calls.db --record-dir rec -o call.wav
     Audio(AudioArgs),
+    /// A call's recorded packets (written by `--record`) as a pcap of its own.
+    ///
+    /// Example: calliper analyze --db calls.db --record all --record-dir rec day.pcap &&
+    ///          calliper export pcap 1-836@127.0.1.1 --db calls.db --record-dir rec -o call.pcap
+    Pcap(PcapArgs),
+}
+
+/// `export pcap` arguments.
+#[derive(Args)]
+pub struct PcapArgs {
+    /// The call: its SIP Call-ID or its record id in the database.
+    pub call: String,
+    /// Database written by `calliper analyze --db` or `calliper probe --db`.
+    #[arg(long, value_name = "FILE")]
+    pub db: PathBuf,
+    /// The recordings' directory (`--record-dir` of the run).
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: PathBuf,
+    /// Capture file to write (created 0600).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// `export audio` arguments.
@@ -40,8 +62,16 @@ pub struct AudioArgs {
     #[arg(long, value_name = "FILE")]
     pub db: PathBuf,
     /// Capture holding the call's packets (the one the database was written from).
-    #[arg(long, value_name = "FILE")]
-    pub pcap: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "record_dir",
+        conflicts_with = "record_dir"
+    )]
+    pub pcap: Option<PathBuf>,
+    /// Or the recordings' directory (`--record-dir` of the run): the call's own recording.
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
     /// WAV file to write (created 0600).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -51,7 +81,77 @@ pub struct AudioArgs {
 pub fn run(command: ExportCommand) -> Result<()> {
     match command {
         ExportCommand::Audio(a) => audio(&a),
+        ExportCommand::Pcap(a) => pcap(&a),
     }
+}
+
+/// The one call `call` names in the database `db` (a Call-ID shared by
+/// several records must be given as a record id).
+fn one_call(db: &Path, call: &str) -> Result<StoredCall> {
+    if !db.exists() {
+        bail!(
+            "{} does not exist (write one with `calliper analyze --db FILE`)",
+            db.display()
+        );
+    }
+    let conn = calliper_store::open_read_only(db)
+        .with_context(|| format!("cannot open {}", db.display()))?;
+    let mut calls = calliper_store::find_calls(&conn, call)
+        .with_context(|| format!("cannot read {}", db.display()))?;
+    match calls.len() {
+        0 => bail!("no call {} in {}", printable(call), db.display()),
+        1 => Ok(calls.remove(0)),
+        n => bail!(
+            "{n} records have Call-ID {}: give a record id ({})",
+            printable(call),
+            calls
+                .iter()
+                .map(|c| c.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The call's recording under `dir`.
+fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
+    let found = calliper_store::recordings::find(dir, call.invite_ns, &call.call_id);
+    match found.as_slice() {
+        [] => bail!(
+            "no recording of call {} under {} (was it recorded: --record, or a `record` rule? deleted for the budget?)",
+            printable(&call.call_id),
+            dir.display()
+        ),
+        [one] => Ok(one.clone()),
+        many => bail!(
+            "{} recordings of call {} under {}: {}",
+            many.len(),
+            printable(&call.call_id),
+            dir.display(),
+            many.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// `export pcap`: the call's recording, copied to a private file.
+fn pcap(a: &PcapArgs) -> Result<()> {
+    let call = one_call(&a.db, &a.call)?;
+    let from = recording(&a.record_dir, &call)?;
+    distinct(&from, &a.output)?;
+    distinct(&a.db, &a.output)?;
+    let mut input =
+        std::fs::File::open(&from).with_context(|| format!("cannot open {}", from.display()))?;
+    let mut out = calliper_store::create_private(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    let n = std::io::copy(&mut input, &mut out)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    eprintln!(
+        "call {}: {n} bytes from {} to {}",
+        printable(&call.call_id),
+        from.display(),
+        a.output.display()
+    );
+    Ok(())
 }
 
 /// Most streams of one call decoded at once: each timeline may hold up to
@@ -82,31 +182,14 @@ fn key(s: &StoredStream) -> Option<Key> {
 }
 
 fn audio(a: &AudioArgs) -> Result<()> {
-    if !a.db.exists() {
-        bail!(
-            "{} does not exist (write one with `calliper analyze --db FILE`)",
-            a.db.display()
-        );
-    }
-    distinct(&a.pcap, &a.output)?;
-    distinct(&a.db, &a.output)?;
-    let conn = calliper_store::open_read_only(&a.db)
-        .with_context(|| format!("cannot open {}", a.db.display()))?;
-    let calls = calliper_store::find_calls(&conn, &a.call)
-        .with_context(|| format!("cannot read {}", a.db.display()))?;
-    let call = match calls.as_slice() {
-        [] => bail!("no call {} in {}", printable(&a.call), a.db.display()),
-        [one] => one,
-        many => bail!(
-            "{} records have Call-ID {}: give a record id ({})",
-            many.len(),
-            printable(&a.call),
-            many.iter()
-                .map(|c| c.id.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let call = &one_call(&a.db, &a.call)?;
+    let source = match (&a.pcap, &a.record_dir) {
+        (Some(p), _) => p.clone(),
+        (None, Some(dir)) => recording(dir, call)?,
+        (None, None) => bail!("give --pcap FILE or --record-dir DIR"),
     };
+    distinct(&source, &a.output)?;
+    distinct(&a.db, &a.output)?;
     let (mut timelines, index) = timelines(call);
     if timelines.is_empty() {
         bail!(
@@ -115,11 +198,11 @@ fn audio(a: &AudioArgs) -> Result<()> {
             call.streams.len()
         );
     }
-    let mut input = reader(&a.pcap)?;
+    let mut input = reader(&source)?;
     let mut matched = 0u64;
     while let Some(p) = input
         .next_packet()
-        .with_context(|| format!("reading {}", a.pcap.display()))?
+        .with_context(|| format!("reading {}", source.display()))?
     {
         let Ok(frame) = calliper_wire::decode(p.link_type, p.data) else {
             continue;
@@ -158,7 +241,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
     if matched == 0 {
         bail!(
             "{} holds none of call {}'s RTP packets: give the capture the database was written from",
-            a.pcap.display(),
+            source.display(),
             printable(&call.call_id)
         );
     }

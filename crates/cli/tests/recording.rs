@@ -218,3 +218,95 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir"));
 }
+
+#[test]
+fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (dir, db) = (temp("export"), temp("export.db"));
+    calliper_jsonl(
+        &pcap,
+        &[
+            "--record",
+            "all",
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ],
+    );
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .arg("export")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let call = "2-836@127.0.1.1";
+    let (db_s, dir_s) = (db.to_str().unwrap(), dir.to_str().unwrap());
+    let out = temp("call.pcap");
+    run(&[
+        "pcap",
+        call,
+        "--db",
+        db_s,
+        "--record-dir",
+        dir_s,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let alone = calliper_jsonl(&out, &[]);
+    let alone = calls(&alone);
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0]["call_id"], call);
+    // The audio from the recording is the audio from the whole capture.
+    let (a, b) = (temp("from-capture.wav"), temp("from-recording.wav"));
+    run(&[
+        "audio",
+        call,
+        "--db",
+        db_s,
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    run(&[
+        "audio",
+        call,
+        "--db",
+        db_s,
+        "--record-dir",
+        dir_s,
+        "-o",
+        b.to_str().unwrap(),
+    ]);
+    let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(a.len() > 100_000);
+    assert!(a == b, "the WAVs differ");
+    // A call never recorded says so.
+    let none = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "export",
+            "pcap",
+            call,
+            "--db",
+            db_s,
+            "--record-dir",
+            "/nonexistent",
+            "-o",
+        ])
+        .arg(temp("x.pcap"))
+        .output()
+        .unwrap();
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no recording of call"));
+}

@@ -21,6 +21,7 @@ pub mod legs;
 mod lists;
 pub use lists::{list_rows, List, ListQuery};
 mod readonly;
+pub mod recordings;
 mod search;
 pub use detail::{
     call_detail, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
