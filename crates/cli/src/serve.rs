@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// environment variable is read.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// The recordings' directory (`--record-dir` of the run that wrote the
+    /// database): each recorded call's pcap can then be downloaded.
+    #[arg(long, value_name = "DIR")]
+    record_dir: Option<PathBuf>,
 }
 
 /// `ADDR:PORT`, `localhost:PORT` or `PORT` (loopback).
@@ -101,6 +105,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         health: None,
         rules: None,
         write_token: None,
+        recordings: a.record_dir.clone(),
         token,
     };
     let guarded = cfg.token.is_some();

@@ -310,3 +310,68 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     assert!(!none.status.success());
     assert!(String::from_utf8_lossy(&none.stderr).contains("no recording of call"));
 }
+
+#[path = "console/server.rs"]
+mod server;
+
+#[test]
+fn the_console_sends_a_recorded_calls_pcap() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (dir, db) = (temp("console"), temp("console.db"));
+    calliper_jsonl(
+        &pcap,
+        &[
+            "--record",
+            "all",
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ],
+    );
+    let s = server::Server::start(
+        &db,
+        "127.0.0.1:0",
+        &["--record-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    let calls = s.get("/api/calls", &[]).json()["calls"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(calls.len(), 3);
+    for c in &calls {
+        let id = c["id"].as_i64().unwrap();
+        let detail = s.get(&format!("/api/calls/{id}"), &[]).json();
+        let link = detail["recording_pcap"].as_str().unwrap().to_string();
+        assert_eq!(link, format!("/api/calls/{id}/pcap"));
+        let r = s.get(&link, &[]);
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/vnd.tcpdump.pcap")
+        );
+        let file = calliper_store::recordings::find(
+            &dir,
+            c["invite_ns"].as_i64().unwrap(),
+            c["call_id"].as_str().unwrap(),
+        );
+        assert_eq!(file.len(), 1);
+        assert!(
+            r.body == std::fs::read(&file[0]).unwrap(),
+            "call {id}: not the file's bytes"
+        );
+    }
+    assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
+    assert_eq!(s.get("/api/calls/x/pcap", &[]).status, 400);
+    // Without a recordings directory: no link, and a 404 that says why.
+    let s = server::Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let id = calls[0]["id"].as_i64().unwrap();
+    assert_eq!(
+        s.get(&format!("/api/calls/{id}"), &[]).json()["recording_pcap"],
+        Value::Null
+    );
+    let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("--record-dir"));
+}

@@ -157,7 +157,9 @@ async function callPage(id) {
     "or by a version before the console. Analyse the capture into a new database to see the ladder and the charts.");
   show(
     el("p", {}, el("a", { href: "#/calls" }, "← calls")),
-    el("h1", {}, "Call " + c.id), dl, noDetail,
+    el("h1", {}, "Call " + c.id), dl,
+    c.recording_pcap ? el("p", { id: "recording" }, el("a", { href: c.recording_pcap, download: `call-${c.id}.pcap` }, "Download the call's packets (pcap)")) : null,
+    noDetail,
     (c.truncated || []).length ? el("p", { class: "note", id: "truncated" },
       "Only the first of this call's " + c.truncated.join(", ") + " are shown: the database holds more than the console sends at once.") : null,
     el("h2", {}, `SIP ladder (${c.messages.length} messages)`),

@@ -207,6 +207,7 @@ fn main() {
         health: None,
         rules: None,
         write_token: None,
+        recordings: None,
         token: None,
     };
     std::thread::spawn(move || {

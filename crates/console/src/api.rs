@@ -67,6 +67,32 @@ pub(crate) async fn call(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
+    let id = call_id_param(path)?;
+    let detail = crate::db::run(&state.db, &state.queries, move |c| {
+        calliper_store::call_detail(c, id)
+    })
+    .await?;
+    let Some(mut detail) = detail else {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}")));
+    };
+    // Where its recording is, when this console has recordings.
+    let recorded = state.recordings.is_some()
+        && crate::recording_api::find(&state, id)
+            .await
+            .is_ok_and(|f| !f.is_empty());
+    if let serde_json::Value::Object(o) = &mut detail {
+        let link = recorded.then(|| format!("/api/calls/{id}/pcap"));
+        o.insert("recording_pcap".into(), link.into());
+    }
+    let body = serde_json::to_vec(&detail)
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(json_body(body))
+}
+
+/// A call's record id from the path: a positive integer.
+pub(crate) fn call_id_param(
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<i64, ApiError> {
     let bad_id = || {
         ApiError(
             StatusCode::BAD_REQUEST,
@@ -74,18 +100,7 @@ pub(crate) async fn call(
         )
     };
     let Path(id) = path.map_err(|_| bad_id())?;
-    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(bad_id)?;
-    let body = crate::db::run(&state.db, &state.queries, move |c| {
-        calliper_store::call_detail(c, id)?
-            .map(|v| serde_json::to_vec(&v))
-            .transpose()
-            .map_err(Into::into)
-    })
-    .await?;
-    match body {
-        Some(b) => Ok(json_body(b)),
-        None => Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}"))),
-    }
+    id.parse().ok().filter(|n| *n > 0).ok_or_else(bad_id)
 }
 
 /// Anything else.

@@ -21,6 +21,7 @@ mod live;
 mod live_api;
 mod metrics;
 mod params;
+mod recording_api;
 mod rules_api;
 mod ui;
 
@@ -64,6 +65,8 @@ pub struct Config {
     /// only, so a browser never sends it on its own); without it the
     /// console is read-only. It also grants reading.
     pub write_token: Option<String>,
+    /// The recordings' directory (`--record-dir`): calls' pcaps to download.
+    pub recordings: Option<PathBuf>,
 }
 
 impl Config {
@@ -115,6 +118,7 @@ pub(crate) struct State {
     pub(crate) health: Option<ProbeHealth>,
     pub(crate) rules: Option<calliper_rules::Rules>,
     pub(crate) write_token: Option<String>,
+    pub(crate) recordings: Option<PathBuf>,
     pub(crate) token: Option<String>,
     /// Loopback listener without a token: `Host` must name loopback.
     pub(crate) loopback_only_hosts: bool,
@@ -137,6 +141,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/calls", get(api::calls))
         .route("/api/calls.csv", get(csv::calls))
         .route("/api/calls/{id}", get(api::call))
+        .route("/api/calls/{id}/pcap", get(recording_api::pcap))
         .route("/api/alerts", get(lists_api::alerts))
         .route("/api/registrations", get(lists_api::registrations))
         .route("/api/kpi", get(lists_api::kpi))
@@ -200,6 +205,7 @@ pub fn serve_until(
             health: cfg.health,
             rules: cfg.rules,
             write_token: cfg.write_token,
+            recordings: cfg.recordings,
             token: cfg.token,
             queries: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_QUERIES)),
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -247,6 +253,7 @@ mod tests {
             token: token.map(str::to_string),
             rules: None,
             write_token: None,
+            recordings: None,
         }
     }
 

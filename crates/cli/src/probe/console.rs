@@ -2,30 +2,11 @@
 //! engine's events, and the stored calls when the probe writes a database.
 
 use anyhow::{anyhow, Result};
-use calliper_console::{LiveCalls, ProbeHealth};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-/// Starts the console on its own thread, serving `live`, `health`, the
-/// rules and the database `db` if any; returns once it listens (or could not).
-pub(super) fn start(
-    listen: SocketAddr,
-    token: Option<String>,
-    write_token: Option<String>,
-    db: Option<PathBuf>,
-    live: LiveCalls,
-    health: ProbeHealth,
-    rules: Option<calliper_rules::Rules>,
-) -> Result<SocketAddr> {
-    let cfg = calliper_console::Config {
-        listen,
-        db,
-        live: Some(live),
-        health: Some(health),
-        token,
-        rules,
-        write_token,
-    };
+/// Starts the console `cfg` describes on its own thread; returns once it
+/// listens (or could not).
+pub(super) fn start(cfg: calliper_console::Config) -> Result<SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
     let failed = tx.clone();
     std::thread::Builder::new()

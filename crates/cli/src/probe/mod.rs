@@ -334,15 +334,16 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         outputs.add_tracker(Box::new(live.clone()));
         let h = calliper_console::ProbeHealth::new();
         let writable = write_token.is_some();
-        let addr = console::start(
+        let addr = console::start(calliper_console::Config {
             listen,
-            crate::serve::token(a.token_file.as_ref())?,
+            db: a.out.db.clone(),
+            live: Some(live),
+            health: Some(h.clone()),
+            token: crate::serve::token(a.token_file.as_ref())?,
+            rules: rules.clone(),
             write_token,
-            a.out.db.clone(),
-            live,
-            h.clone(),
-            rules.clone(),
-        )?;
+            recordings: a.record.record_dir.clone(),
+        })?;
         health = Some(h);
         log(&format!(
             "event=console address=http://{addr}/ rules_writable={writable}"
