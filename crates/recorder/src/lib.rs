@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 /// Bytes of frames one batch holds before it is handed over.
 pub const BATCH_BYTES: usize = 1 << 20;
-/// Batches waiting for the writer at most (so at most about 64 MiB held).
-pub const QUEUE: usize = 64;
+/// Batches waiting for the writer at most (so at most about 16 MiB held).
+pub const QUEUE: usize = 16;
 
 /// Where and how much to record.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ struct Span(u32, u32);
 
 /// One packet in a batch.
 #[derive(Debug)]
-struct Item {
+pub(crate) struct Item {
     serial: u64,
     start_ns: i64,
     ts_ns: i64,

@@ -1,37 +1,41 @@
 //! The writer thread: batches of packets from the packet threads' sinks,
-//! appended to each call's file. Files stay open for the calls being
-//! written (at most [`MAX_OPEN`]; the least recently written is closed to
-//! make room and reopened for appending later). After each batch the
-//! directory's total is held to the budget by deleting the oldest
-//! recordings, and whole days older than the age limit go.
+//! gathered per call in memory and appended to each call's file in large
+//! writes (a file is opened, written and closed each time: thousands of
+//! concurrent calls need no file handles of their own). A call's packets
+//! are written when it has [`CALL_BUFFER`] of them, when it ends, when its
+//! oldest has waited [`HOLD_NS`] of capture time, or when all calls hold
+//! more than [`MAX_BUFFERED`] together (the largest first). After each
+//! batch the directory's total is held to the budget by deleting the
+//! oldest recordings, and whole days older than the age limit go.
 
 use crate::files;
 use crate::{Batch, Counts, RecordConfig};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-/// Most call files open at once.
-pub const MAX_OPEN: usize = 256;
-
-/// A call's file.
-struct Open {
-    file: std::io::BufWriter<std::fs::File>,
-    /// Batch number of its last write (the least recent is closed first).
-    used: u64,
-}
-
-/// Calls remembered at most: beyond, those without an open file are
+/// A call's packets are written before more than this many bytes wait.
+pub const CALL_BUFFER: usize = 64 << 10;
+/// Most bytes waiting over all calls.
+pub const MAX_BUFFERED: usize = 32 << 20;
+/// Longest a packet waits to be written, in capture time (live, that is
+/// how late a file may be after the packet).
+pub const HOLD_NS: i64 = 2_000_000_000;
+/// Calls remembered at most: beyond, those with nothing waiting are
 /// forgotten (their file's name and link type are found again).
 const MAX_CALLS: usize = 1 << 20;
 
 /// What the thread knows of a recorded call.
 struct Call {
     path: PathBuf,
+    /// Its file's link type, once the file exists.
     link_type: Option<u16>,
+    /// Packet records waiting to be written, and the first one's time.
+    waiting: Vec<u8>,
+    since_ns: i64,
     /// A write failed: the call's later packets are counted, not written.
     broken: bool,
 }
@@ -87,213 +91,237 @@ fn is_day(name: &str) -> bool {
             .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
+/// The writer's state.
+struct Writer {
+    cfg: RecordConfig,
+    counts: Arc<Counts>,
+    calls: HashMap<u64, Call>,
+    /// Calls that started waiting, in that order (by capture time).
+    waiting_since: VecDeque<(i64, u64)>,
+    buffered: usize,
+    stock: Stock,
+}
+
 pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
-    let mut calls: HashMap<u64, Call> = HashMap::new();
-    let mut open: HashMap<u64, Open> = HashMap::new();
-    let mut stock = Stock::scan(&cfg.dir);
-    let mut buf = Vec::with_capacity(1 << 20);
-    let mut batch_no = 0u64;
+    let mut w = Writer {
+        stock: Stock::scan(&cfg.dir),
+        cfg,
+        counts,
+        calls: HashMap::new(),
+        waiting_since: VecDeque::new(),
+        buffered: 0,
+    };
     let mut oldest_day_kept = String::new();
     while let Ok(batch) = rx.recv() {
-        batch_no += 1;
         for item in &batch.items {
-            let call_id = batch.text(item.call_id);
-            let frame = batch.bytes(item.frame);
-            let call = calls.entry(item.serial).or_insert_with(|| Call {
-                path: cfg
-                    .dir
-                    .join(files::relative_path(item.start_ns, item.serial, call_id)),
-                link_type: None,
-                broken: false,
-            });
-            if call.broken {
-                counts.lost.fetch_add(1, Relaxed);
-                continue;
-            }
-            if !open.contains_key(&item.serial) {
-                if open.len() >= MAX_OPEN {
-                    close_least_recent(&mut open);
-                }
-                match files::open(&call.path, item.link_type) {
-                    Ok((f, new, link)) => {
-                        call.link_type = Some(link);
-                        if new {
-                            counts.files.fetch_add(1, Relaxed);
-                            counts.bytes.fetch_add(24, Relaxed);
-                            stock.files.insert(call.path.clone(), 24);
-                            stock.bytes += 24;
-                        }
-                        open.insert(
-                            item.serial,
-                            Open {
-                                file: std::io::BufWriter::with_capacity(16 << 10, f),
-                                used: batch_no,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        failed(&counts, &call.path, &e);
-                        call.broken = true;
-                        counts.lost.fetch_add(1, Relaxed);
-                        continue;
-                    }
-                }
-            }
-            if call.link_type != Some(item.link_type) {
-                // A pcap file has one link type: the call's first packet's.
-                counts.other_link_type.fetch_add(1, Relaxed);
-                continue;
-            }
-            let Some(o) = open.get_mut(&item.serial) else {
-                continue;
-            };
-            o.used = batch_no;
-            buf.clear();
-            files::record(&mut buf, item.ts_ns, frame, item.orig_len);
-            match o.file.write_all(&buf) {
-                Ok(()) => {
-                    counts.packets.fetch_add(1, Relaxed);
-                    counts.bytes.fetch_add(buf.len() as u64, Relaxed);
-                    stock.bytes += buf.len() as u64;
-                    *stock.files.entry(call.path.clone()).or_default() += buf.len() as u64;
-                }
-                Err(e) => {
-                    failed(&counts, &call.path, &e);
-                    call.broken = true;
-                    counts.lost.fetch_add(1, Relaxed);
-                    open.remove(&item.serial);
-                }
-            }
+            w.packet(&batch, item);
         }
         for serial in &batch.ended {
-            if let Some(mut o) = open.remove(serial) {
-                let _ = o.file.flush();
-            }
-            calls.remove(serial);
+            w.write_out(*serial);
+            w.calls.remove(serial);
         }
-        if calls.len() > MAX_CALLS {
-            calls.retain(|s, c| open.contains_key(s) || c.broken);
+        // Packets that waited long enough, then the largest while too much waits.
+        while let Some(&(since, serial)) = w.waiting_since.front() {
+            if since > batch.now_ns.saturating_sub(HOLD_NS) {
+                break;
+            }
+            w.waiting_since.pop_front();
+            if w.calls.get(&serial).is_some_and(|c| c.since_ns == since) {
+                w.write_out(serial);
+            }
+        }
+        if w.buffered > MAX_BUFFERED {
+            let mut sizes: Vec<(usize, u64)> =
+                w.calls.iter().map(|(s, c)| (c.waiting.len(), *s)).collect();
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            for (_, serial) in sizes {
+                if w.buffered <= MAX_BUFFERED / 2 {
+                    break;
+                }
+                w.write_out(serial);
+            }
+        }
+        if w.calls.len() > MAX_CALLS {
+            w.calls.retain(|_, c| !c.waiting.is_empty() || c.broken);
         }
         let today = batch.now_day.clone();
-        if cfg.max_age_days.is_some() && batch.now_ns > 0 && today != oldest_day_kept {
+        if w.cfg.max_age_days.is_some() && batch.now_ns > 0 && today != oldest_day_kept {
             oldest_day_kept = today;
-            expire_days(
-                &cfg,
-                &mut stock,
-                &mut open,
-                &mut calls,
-                &counts,
-                batch.now_ns,
-            );
+            w.expire_days(batch.now_ns);
         }
-        if stock.bytes > cfg.max_bytes {
-            hold_budget(&cfg, &mut stock, &mut open, &mut calls, &counts);
-        }
-        if batch.flush {
-            for o in open.values_mut() {
-                let _ = o.file.flush();
-            }
+        if w.stock.bytes > w.cfg.max_bytes {
+            w.hold_budget();
         }
     }
-    for (_, mut o) in open {
-        let _ = o.file.flush();
+    let serials: Vec<u64> = w.calls.keys().copied().collect();
+    for s in serials {
+        w.write_out(s);
     }
 }
 
-fn failed(counts: &Counts, path: &std::path::Path, e: &std::io::Error) {
+impl Writer {
+    fn packet(&mut self, batch: &Batch, item: &crate::Item) {
+        let call = self.calls.entry(item.serial).or_insert_with(|| Call {
+            path: self.cfg.dir.join(files::relative_path(
+                item.start_ns,
+                item.serial,
+                batch.text(item.call_id),
+            )),
+            link_type: None,
+            waiting: Vec::new(),
+            since_ns: 0,
+            broken: false,
+        });
+        if call.broken {
+            self.counts.lost.fetch_add(1, Relaxed);
+            return;
+        }
+        if call.link_type.is_some_and(|l| l != item.link_type) {
+            // A pcap file has one link type: the call's first packet's.
+            self.counts.other_link_type.fetch_add(1, Relaxed);
+            return;
+        }
+        call.link_type = Some(item.link_type);
+        let frame = batch.bytes(item.frame);
+        if !call.waiting.is_empty() && call.waiting.len() + 16 + frame.len() > CALL_BUFFER {
+            // Written before it would outgrow its buffer (which then never doubles).
+            self.write_out(item.serial);
+        }
+        let Some(call) = self.calls.get_mut(&item.serial) else {
+            return;
+        };
+        if call.waiting.is_empty() {
+            call.since_ns = item.ts_ns;
+            self.waiting_since.push_back((item.ts_ns, item.serial));
+        }
+        let before = call.waiting.len();
+        files::record(&mut call.waiting, item.ts_ns, frame, item.orig_len);
+        self.buffered += call.waiting.len() - before;
+        self.counts.packets.fetch_add(1, Relaxed);
+    }
+
+    /// Appends what waits for `serial` to its file (created with its
+    /// header the first time).
+    fn write_out(&mut self, serial: u64) {
+        let Some(call) = self.calls.get_mut(&serial) else {
+            return;
+        };
+        if call.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut call.waiting);
+        self.buffered -= waiting.len();
+        let link = call.link_type.unwrap_or(1);
+        let written = files::open(&call.path, link).and_then(|(mut f, new, file_link)| {
+            if file_link != link {
+                return Ok((new, false));
+            }
+            f.write_all(&waiting)?;
+            Ok((new, true))
+        });
+        match written {
+            Ok((new, ok)) => {
+                let mut added = 0;
+                if new {
+                    self.counts.files.fetch_add(1, Relaxed);
+                    added += 24;
+                }
+                if ok {
+                    added += waiting.len() as u64;
+                } else {
+                    // An older file of another link type under the same name.
+                    let n = count_records(&waiting);
+                    self.counts.packets.fetch_sub(n, Relaxed);
+                    self.counts.other_link_type.fetch_add(n, Relaxed);
+                }
+                self.counts.bytes.fetch_add(added, Relaxed);
+                self.stock.bytes += added;
+                *self.stock.files.entry(call.path.clone()).or_default() += added;
+            }
+            Err(e) => {
+                failed(&self.counts, &call.path, &e);
+                call.broken = true;
+                let n = count_records(&waiting);
+                self.counts.packets.fetch_sub(n, Relaxed);
+                self.counts.lost.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    /// Deletes the oldest recordings until the directory holds 90 % of the
+    /// budget (so deletion does not run at every batch).
+    fn hold_budget(&mut self) {
+        let target = self.cfg.max_bytes / 10 * 9;
+        while self.stock.bytes > target {
+            let Some((path, size)) = self.stock.files.pop_first() else {
+                break;
+            };
+            self.delete(&path, size);
+        }
+    }
+
+    /// Deletes the recordings of days older than the age limit.
+    fn expire_days(&mut self, now_ns: i64) {
+        let Some(days) = self.cfg.max_age_days else {
+            return;
+        };
+        let first_kept =
+            files::day_dir(now_ns.saturating_sub(i64::from(days) * 86_400_000_000_000));
+        let old: Vec<(PathBuf, u64)> = self
+            .stock
+            .files
+            .iter()
+            .filter(|(p, _)| {
+                let day = p.parent().and_then(|d| d.file_name());
+                day.is_some_and(|d| *d.to_string_lossy() < *first_kept.as_str())
+            })
+            .map(|(p, s)| (p.clone(), *s))
+            .collect();
+        for (path, size) in old {
+            self.stock.files.remove(&path);
+            self.delete(&path, size);
+        }
+    }
+
+    fn delete(&mut self, path: &Path, size: u64) {
+        // A call still being written stops being recorded: its file is gone.
+        for c in self.calls.values_mut().filter(|c| c.path == path) {
+            c.broken = true;
+            self.buffered -= c.waiting.len();
+            let n = count_records(&c.waiting);
+            self.counts.packets.fetch_sub(n, Relaxed);
+            self.counts.lost.fetch_add(n, Relaxed);
+            c.waiting = Vec::new();
+        }
+        self.stock.bytes = self.stock.bytes.saturating_sub(size);
+        if std::fs::remove_file(path).is_ok() {
+            self.counts.deleted_files.fetch_add(1, Relaxed);
+            self.counts.deleted_bytes.fetch_add(size, Relaxed);
+            if let Some(day) = path.parent() {
+                // Empty day directories go too (fails harmlessly when not empty).
+                let _ = std::fs::remove_dir(day);
+            }
+        }
+    }
+}
+
+/// Packet records in a run of them.
+fn count_records(mut b: &[u8]) -> u64 {
+    let mut n = 0;
+    while b.len() >= 16 {
+        let caplen = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize;
+        b = &b[(16 + caplen).min(b.len())..];
+        n += 1;
+    }
+    n
+}
+
+fn failed(counts: &Counts, path: &Path, e: &std::io::Error) {
     // Said once: a full disk would otherwise say it for every call.
     if counts.write_errors.fetch_add(1, Relaxed) == 0 {
         eprintln!(
             "calliper: recording: cannot write {}: {e} (capture goes on; later failures are counted as record_write_errors)",
             path.display()
         );
-    }
-}
-
-fn close_least_recent(open: &mut HashMap<u64, Open>) {
-    if let Some((&serial, _)) = open.iter().min_by_key(|(_, o)| o.used) {
-        if let Some(mut o) = open.remove(&serial) {
-            let _ = o.file.flush();
-        }
-    }
-}
-
-/// Deletes the oldest recordings until the directory holds 90 % of the
-/// budget (so deletion does not run at every batch).
-fn hold_budget(
-    cfg: &RecordConfig,
-    stock: &mut Stock,
-    open: &mut HashMap<u64, Open>,
-    calls: &mut HashMap<u64, Call>,
-    counts: &Counts,
-) {
-    let target = cfg.max_bytes / 10 * 9;
-    while stock.bytes > target {
-        let Some((path, size)) = stock.files.pop_first() else {
-            break;
-        };
-        delete(&path, size, stock, open, calls, counts);
-    }
-}
-
-/// Deletes the day directories' recordings older than the age limit.
-fn expire_days(
-    cfg: &RecordConfig,
-    stock: &mut Stock,
-    open: &mut HashMap<u64, Open>,
-    calls: &mut HashMap<u64, Call>,
-    counts: &Counts,
-    now_ns: i64,
-) {
-    let Some(days) = cfg.max_age_days else {
-        return;
-    };
-    let first_kept = files::day_dir(now_ns.saturating_sub(i64::from(days) * 86_400_000_000_000));
-    let old: Vec<(PathBuf, u64)> = stock
-        .files
-        .iter()
-        .filter(|(p, _)| {
-            let day = p
-                .parent()
-                .and_then(|d| d.file_name())
-                .map(|d| d.to_string_lossy().to_string());
-            day.is_some_and(|d| d < first_kept)
-        })
-        .map(|(p, s)| (p.clone(), *s))
-        .collect();
-    for (path, size) in old {
-        stock.files.remove(&path);
-        delete(&path, size, stock, open, calls, counts);
-    }
-}
-
-fn delete(
-    path: &std::path::Path,
-    size: u64,
-    stock: &mut Stock,
-    open: &mut HashMap<u64, Open>,
-    calls: &mut HashMap<u64, Call>,
-    counts: &Counts,
-) {
-    // A call still being written stops being recorded: its file is gone.
-    let writing: Vec<u64> = calls
-        .iter()
-        .filter(|(_, c)| c.path == path)
-        .map(|(s, _)| *s)
-        .collect();
-    for s in writing {
-        open.remove(&s);
-        if let Some(c) = calls.get_mut(&s) {
-            c.broken = true;
-        }
-    }
-    stock.bytes = stock.bytes.saturating_sub(size);
-    if std::fs::remove_file(path).is_ok() {
-        counts.deleted_files.fetch_add(1, Relaxed);
-        counts.deleted_bytes.fetch_add(size, Relaxed);
-        if let Some(day) = path.parent() {
-            // Empty day directories go too (fails harmlessly when not empty).
-            let _ = std::fs::remove_dir(day);
-        }
     }
 }
