@@ -375,3 +375,55 @@ fn the_console_sends_a_recorded_calls_pcap() {
     assert_eq!(r.status, 404);
     assert!(r.text().contains("--record-dir"));
 }
+
+#[test]
+fn the_probe_records_as_analyze_does() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (dir, out) = (temp("probe"), temp("probe.jsonl"));
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "probe",
+            "--status-every",
+            "0",
+            "--format",
+            "jsonl",
+            "--record",
+            "all",
+            "--record-dir",
+        ])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .arg("--read")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
+    assert_eq!(rec["files"], 3, "{rec}");
+    let mut want: Vec<String> = calls(&calliper_jsonl(&pcap, &[]))
+        .iter()
+        .map(|c| key(c))
+        .collect();
+    let mut got: Vec<String> = files(&dir)
+        .iter()
+        .flat_map(|f| {
+            calls(&calliper_jsonl(f, &[]))
+                .iter()
+                .map(|c| key(c))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+}
