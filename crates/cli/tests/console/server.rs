@@ -176,8 +176,21 @@ pub fn request_with_body(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    try_request(addr, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// [`request_with_body`], or the error that ended it (a server that went
+/// away as it was asked).
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req += "Host: localhost\r\n";
@@ -192,8 +205,8 @@ pub fn request_with_body(
         );
     }
     req += "\r\n";
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
+    s.write_all(req.as_bytes())?;
+    s.write_all(body)?;
     // Read the head, then the body by its length (a server may keep the
     // connection open whatever we asked), else to the end.
     let mut raw = Vec::new();
@@ -202,12 +215,13 @@ pub fn request_with_body(
         if let Some(e) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             break e;
         }
-        let n = s.read(&mut buf).unwrap();
-        assert!(
-            n > 0,
-            "no end of headers in {:?}",
-            String::from_utf8_lossy(&raw)
-        );
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("no end of headers in {:?}", String::from_utf8_lossy(&raw)),
+            ));
+        }
         raw.extend_from_slice(&buf[..n]);
     };
     let head_text = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
@@ -226,7 +240,7 @@ pub fn request_with_body(
         if done {
             break;
         }
-        let n = s.read(&mut buf).unwrap();
+        let n = s.read(&mut buf)?;
         if n == 0 {
             break;
         }
@@ -250,11 +264,11 @@ pub fn request_with_body(
     if chunked {
         body = dechunk(&body);
     }
-    Response {
+    Ok(Response {
         status,
         headers,
         body,
-    }
+    })
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
