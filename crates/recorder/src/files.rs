@@ -25,11 +25,19 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 pub fn open(path: &Path, link_type: u16) -> std::io::Result<(std::fs::File, bool, u16)> {
     if let Some(parent) = path.parent() {
         private_dir(parent)?;
+        // The day directory must be one of ours, not a link to elsewhere.
+        if !std::fs::symlink_metadata(parent)?.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory (a symbolic link?)",
+                parent.display()
+            )));
+        }
     }
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
     {
         Ok(mut f) => {
@@ -37,10 +45,21 @@ pub fn open(path: &Path, link_type: u16) -> std::io::Result<(std::fs::File, bool
             Ok((f, true, link_type))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Never through a symbolic link someone put in its place.
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)?;
+            if !f.metadata()?.is_file() {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a file",
+                    path.display()
+                )));
+            }
             let mut h = [0u8; 24];
-            std::io::Read::read_exact(&mut std::fs::File::open(path)?, &mut h)?;
+            std::io::Read::read_exact(&mut f, &mut h)?;
             let link = u32::from_le_bytes([h[20], h[21], h[22], h[23]]) as u16;
-            let f = std::fs::OpenOptions::new().append(true).open(path)?;
             Ok((f, false, link))
         }
         Err(e) => Err(e),
@@ -67,4 +86,29 @@ pub fn record(out: &mut Vec<u8>, ts_ns: i64, frame: &[u8], orig_len: u32) {
     out.extend_from_slice(&(caplen as u32).to_le_bytes());
     out.extend_from_slice(&orig_len.max(caplen as u32).to_le_bytes());
     out.extend_from_slice(&frame[..caplen]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_in_the_recordings_are_not_followed() {
+        let dir = std::env::temp_dir().join(format!("calliper-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("day")).unwrap();
+        let target = dir.join("target");
+        std::fs::write(&target, b"precious").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("day/call.pcap")).unwrap();
+        assert!(open(&dir.join("day/call.pcap"), 1).is_err());
+        std::os::unix::fs::symlink(dir.join("day"), dir.join("linked-day")).unwrap();
+        assert!(open(&dir.join("linked-day/new.pcap"), 1).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        // A file of ours is appended to, its link type read back.
+        let (_, new, _) = open(&dir.join("day/own.pcap"), 113).unwrap();
+        assert!(new);
+        let (_, new, link) = open(&dir.join("day/own.pcap"), 1).unwrap();
+        assert!(!new && link == 113);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -68,11 +68,11 @@ impl Stock {
                 .flatten()
             {
                 let is_pcap = f.file_name().to_string_lossy().ends_with(".pcap");
-                if let (true, Ok(m)) = (is_pcap, f.metadata()) {
-                    if m.is_file() {
-                        s.bytes += m.len();
-                        s.files.insert(f.path(), m.len());
-                    }
+                // Neither followed nor counted: a link is none of ours.
+                let plain = f.file_type().is_ok_and(|t| t.is_file());
+                if let (true, true, Ok(m)) = (is_pcap, plain, f.metadata()) {
+                    s.bytes += m.len();
+                    s.files.insert(f.path(), m.len());
                 }
             }
         }
