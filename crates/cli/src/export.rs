@@ -138,7 +138,26 @@ fn pcap(a: &PcapArgs) -> Result<()> {
     let call = one_call(&a.db, &a.call)?;
     let from = recording(&a.record_dir, &call)?;
     distinct(&from, &a.output)?;
-    distinct(&a.db, &a.output)?;
+    for db_file in ["", "-wal", "-shm", "-journal"] {
+        let mut p = a.db.clone().into_os_string();
+        p.push(db_file);
+        distinct(Path::new(&p), &a.output)?;
+    }
+    // Never into the recordings (it could replace another call's).
+    let parent = a
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let (Ok(out), Ok(rec)) = (parent.canonicalize(), a.record_dir.canonicalize()) {
+        if out.starts_with(&rec) {
+            bail!(
+                "{} is inside the recordings' directory {}: write elsewhere",
+                a.output.display(),
+                a.record_dir.display()
+            );
+        }
+    }
     let mut input =
         std::fs::File::open(&from).with_context(|| format!("cannot open {}", from.display()))?;
     let mut out = calliper_store::create_private(&a.output)

@@ -95,14 +95,23 @@ impl RecordArgs {
 /// recorded.
 pub fn summary(c: &Counts) -> serde_json::Value {
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-    let unwritten = n(&c.dropped) + n(&c.lost) + n(&c.other_link_type);
+    let unwritten = n(&c.dropped) + n(&c.lost) + n(&c.other_link_type) + n(&c.deleted_unwritten);
     if unwritten > 0 {
         eprintln!(
             "calliper: warning: {unwritten} packets of recorded calls were not written \
-             ({} the writer was behind, {} after a write error, {} of another link type than the call's first)",
+             ({} the writer was behind, {} after a write error, {} of another link type than the call's first, \
+             {} of calls whose file the budget or age limit deleted while they were recorded)",
             n(&c.dropped),
             n(&c.lost),
-            n(&c.other_link_type)
+            n(&c.other_link_type),
+            n(&c.deleted_unwritten)
+        );
+    }
+    if n(&c.deleted_files) > 0 {
+        eprintln!(
+            "calliper: recording: {} recordings ({} bytes) deleted to keep to --record-max-size or --record-max-days",
+            n(&c.deleted_files),
+            n(&c.deleted_bytes)
         );
     }
     if n(&c.partial) > 0 {
@@ -121,6 +130,7 @@ pub fn summary(c: &Counts) -> serde_json::Value {
         "lost": n(&c.lost),
         "write_errors": n(&c.write_errors),
         "other_link_type": n(&c.other_link_type),
+        "deleted_unwritten": n(&c.deleted_unwritten),
         "deleted_files": n(&c.deleted_files),
         "deleted_bytes": n(&c.deleted_bytes),
     })

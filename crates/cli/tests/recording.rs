@@ -201,13 +201,13 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     // The oldest went: the last call (INVITE at 2 s) is kept.
     assert!(
         kept.iter()
-            .any(|f| f.to_string_lossy().contains("_3_3-836")),
+            .any(|f| f.to_string_lossy().ends_with("_3-836_127.0.1.1.pcap")),
         "{kept:?}"
     );
     assert!(
         !kept
             .iter()
-            .any(|f| f.to_string_lossy().contains("_1_1-836")),
+            .any(|f| f.to_string_lossy().ends_with("_1-836_127.0.1.1.pcap")),
         "{kept:?}"
     );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
@@ -426,4 +426,119 @@ fn the_probe_records_as_analyze_does() {
     want.sort();
     got.sort();
     assert_eq!(got, want);
+}
+
+#[test]
+fn nothing_already_there_is_written_to() {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (dir, db) = (temp("again"), temp("again.db"));
+    let args = [
+        "--record",
+        "all",
+        "--record-dir",
+        dir.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    calliper_jsonl(&pcap, &args);
+    let first: Vec<(PathBuf, Vec<u8>)> = files(&dir)
+        .into_iter()
+        .map(|f| (f.clone(), std::fs::read(f).unwrap()))
+        .collect();
+    // A link planted where the next run's first file would go.
+    let target = temp("precious");
+    std::fs::write(&target, b"precious").unwrap();
+    let planted = first[0].0.to_string_lossy().replace("_1_", "_1-1_");
+    std::os::unix::fs::symlink(&target, &planted).unwrap();
+    // The same capture again: new files beside the first run's, untouched.
+    calliper_jsonl(&pcap, &args);
+    for (f, bytes) in &first {
+        assert!(
+            std::fs::read(f).unwrap() == *bytes,
+            "{} was written to",
+            f.display()
+        );
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    let all = files(&dir);
+    assert_eq!(all.len(), 7, "{all:?}"); // 3 + 3 + the link
+    assert!(
+        all.iter().any(|f| f.to_string_lossy().contains("_1-2_")),
+        "{all:?}"
+    );
+    // Two recordings of one call: the console says so, export lists them.
+    let s = server::Server::start(
+        &db,
+        "127.0.0.1:0",
+        &["--record-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    let id = s.get("/api/calls", &[]).json()["calls"][0]["id"]
+        .as_i64()
+        .unwrap();
+    let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
+    assert_eq!(r.status, 409, "{}", r.text());
+    // Export never writes into the recordings.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "export",
+            "pcap",
+            &id.to_string(),
+            "--db",
+            db.to_str().unwrap(),
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "-o",
+        ])
+        .arg(dir.join("x.pcap"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn a_flood_of_calls_keeps_to_the_budget() {
+    let pcap = temp("flood.pcap");
+    common::generate(
+        &[
+            "--calls",
+            "20",
+            "--concurrent",
+            "5",
+            "--hold-mean",
+            "5",
+            "--flood",
+            "3000",
+            "--flood-rate",
+            "3000",
+        ],
+        &pcap,
+        &temp("flood.jsonl"),
+    );
+    let dir = temp("flood");
+    let budget = 256 * 1024u64;
+    let lines = calliper_jsonl(
+        &pcap,
+        &[
+            "--record",
+            "all",
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "--record-max-size",
+            &budget.to_string(),
+            "--max-unanswered",
+            "100",
+        ],
+    );
+    let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
+    // On disk: whole blocks, as du counts them.
+    let used: u64 = files(&dir)
+        .iter()
+        .map(|f| std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(f).unwrap()) * 512)
+        .sum();
+    assert!(
+        used <= budget,
+        "{used} bytes on disk over a {budget} budget: {rec}"
+    );
+    assert!(rec["deleted_files"].as_u64().unwrap() > 100, "{rec}");
 }

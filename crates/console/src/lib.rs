@@ -129,6 +129,8 @@ pub(crate) struct State {
     pub(crate) metrics: metrics::Metrics,
     /// Permits for live event streams.
     pub(crate) watchers: Arc<tokio::sync::Semaphore>,
+    /// Permits for recordings being sent.
+    pub(crate) downloads: Arc<tokio::sync::Semaphore>,
     /// The live snapshot as JSON, and the change it was made at.
     pub(crate) live_json: std::sync::Mutex<(Option<u64>, axum::body::Bytes)>,
 }
@@ -211,6 +213,7 @@ pub fn serve_until(
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
             metrics: metrics::Metrics::default(),
             watchers: Arc::new(tokio::sync::Semaphore::new(live_api::MAX_WATCHERS)),
+            downloads: Arc::new(tokio::sync::Semaphore::new(recording_api::MAX_DOWNLOADS)),
             live_json: Default::default(),
         });
         ready(addr);

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 /// Largest recording sent whole; a longer call is exported with
 /// `calliper export pcap`.
-pub const MAX_RECORDING_BYTES: u64 = 256 << 20;
+pub const MAX_RECORDING_BYTES: u64 = 64 << 20;
+/// Recordings being sent at once (each is held whole while it is sent).
+pub const MAX_DOWNLOADS: usize = 2;
 
 /// The recordings of call `id` (its Call-ID and INVITE time from the database).
 pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::PathBuf>, ApiError> {
@@ -48,15 +50,41 @@ pub(crate) async fn pcap(
 ) -> Result<Response, ApiError> {
     let id = crate::api::call_id_param(path)?;
     let found = find(&state, id).await?;
-    let Some(file) = found.first().cloned() else {
+    let file = match found.as_slice() {
+        [] => {
+            return Err(ApiError(
+                StatusCode::NOT_FOUND,
+                format!("call {id} has no recording (not recorded, or deleted to keep the budget)"),
+            ))
+        }
+        [one] => one.clone(),
+        many => {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                format!(
+                    "{} recordings share call {id}'s Call-ID and INVITE time (two runs recorded it): take one from the directory",
+                    many.len()
+                ),
+            ))
+        }
+    };
+    let Ok(_permit) = state.downloads.clone().try_acquire_owned() else {
         return Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!("call {id} has no recording (not recorded, or deleted to keep the budget)"),
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("busy: {MAX_DOWNLOADS} recordings are being sent; try again"),
         ));
     };
     let bytes = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
         use std::io::Read;
-        let f = std::fs::File::open(&file)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never through a link put in a recording's place.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&file)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         if f.metadata()?.len() > MAX_RECORDING_BYTES {
             return Ok(None);
         }

@@ -69,8 +69,11 @@ impl Engine {
         }
         if ending == Ending::Discarded {
             // No record, but its end, so a consumer following calls by
-            // their events does not keep it open.
+            // their events does not keep it open (nor the recorder its file).
             self.call_discarded_event(&call);
+            if let Some(r) = self.recorder.as_mut() {
+                r.call_ended(call.serial);
+            }
             return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));

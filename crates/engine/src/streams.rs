@@ -77,8 +77,8 @@ impl Engine {
         let Some(s) = self.streams.get_mut(si) else {
             return;
         };
-        if let (Some(c), true) = (s.call, self.recorder.is_some()) {
-            self.attributed = Some((c, false));
+        if let Some(c) = s.call {
+            self.attribute(c, false);
         }
         let Some(s) = self.streams.get_mut(si) else {
             return;

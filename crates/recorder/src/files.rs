@@ -18,14 +18,13 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
-/// Opens a call's file: created 0600 with a pcap header (nanosecond
-/// times, `link_type`) when new, else for appending (a call whose file was
-/// closed to make room for others). Returns the file, whether it was new
-/// and its link type (an existing file's, from its header).
-pub fn open(path: &Path, link_type: u16) -> std::io::Result<(std::fs::File, bool, u16)> {
+/// Creates a call's file, 0600, with a pcap header (nanosecond times,
+/// `link_type`): never over anything already there (a file, a link, a
+/// FIFO), which is `AlreadyExists`. The day directory must be a directory
+/// of its own, not a link.
+pub fn create(path: &Path, link_type: u16) -> std::io::Result<std::fs::File> {
     if let Some(parent) = path.parent() {
         private_dir(parent)?;
-        // The day directory must be one of ours, not a link to elsewhere.
         if !std::fs::symlink_metadata(parent)?.is_dir() {
             return Err(std::io::Error::other(format!(
                 "{} is not a directory (a symbolic link?)",
@@ -33,37 +32,30 @@ pub fn open(path: &Path, link_type: u16) -> std::io::Result<(std::fs::File, bool
             )));
         }
     }
-    match std::fs::OpenOptions::new()
+    let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(mut f) => {
-            f.write_all(&header(link_type))?;
-            Ok((f, true, link_type))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            // Never through a symbolic link someone put in its place.
-            let mut f = std::fs::OpenOptions::new()
-                .read(true)
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)?;
-            if !f.metadata()?.is_file() {
-                return Err(std::io::Error::other(format!(
-                    "{} is not a file",
-                    path.display()
-                )));
-            }
-            let mut h = [0u8; 24];
-            std::io::Read::read_exact(&mut f, &mut h)?;
-            let link = u32::from_le_bytes([h[20], h[21], h[22], h[23]]) as u16;
-            Ok((f, false, link))
-        }
-        Err(e) => Err(e),
+        .open(path)?;
+    f.write_all(&header(link_type))?;
+    Ok(f)
+}
+
+/// Opens a file this run created, to add to it: never through a link, and
+/// only a regular file (a FIFO put in its place would block the writer).
+pub fn append(path: &Path) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a file",
+            path.display()
+        )));
     }
+    Ok(f)
 }
 
 /// A pcap file header: nanosecond resolution, little-endian.
@@ -93,22 +85,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn links_in_the_recordings_are_not_followed() {
+    fn links_and_planted_files_are_never_written_through() {
         let dir = std::env::temp_dir().join(format!("calliper-links-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("day")).unwrap();
         let target = dir.join("target");
         std::fs::write(&target, b"precious").unwrap();
         std::os::unix::fs::symlink(&target, dir.join("day/call.pcap")).unwrap();
-        assert!(open(&dir.join("day/call.pcap"), 1).is_err());
+        let e = create(&dir.join("day/call.pcap"), 1).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(append(&dir.join("day/call.pcap")).is_err());
         std::os::unix::fs::symlink(dir.join("day"), dir.join("linked-day")).unwrap();
-        assert!(open(&dir.join("linked-day/new.pcap"), 1).is_err());
+        assert!(create(&dir.join("linked-day/new.pcap"), 1).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
-        // A file of ours is appended to, its link type read back.
-        let (_, new, _) = open(&dir.join("day/own.pcap"), 113).unwrap();
-        assert!(new);
-        let (_, new, link) = open(&dir.join("day/own.pcap"), 1).unwrap();
-        assert!(!new && link == 113);
+        let fifo = dir.join("day/fifo.pcap");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        assert!(
+            append(&fifo).is_err(),
+            "a FIFO must be refused, not waited on"
+        );
+        create(&dir.join("day/own.pcap"), 113).unwrap();
+        append(&dir.join("day/own.pcap")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -58,6 +58,9 @@ pub struct Counts {
     /// packets (TCP, SCTP, WebSocket, IP fragments): only this last one is
     /// in the file, so the file alone does not hold the whole message.
     pub partial: AtomicU64,
+    /// Packets of a call whose file was deleted (budget or age) while it
+    /// was still being recorded: not written.
+    pub deleted_unwritten: AtomicU64,
     /// Recordings deleted to keep to the budget or the age.
     pub deleted_files: AtomicU64,
     /// Their bytes.

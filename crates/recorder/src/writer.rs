@@ -25,13 +25,27 @@ pub const MAX_BUFFERED: usize = 32 << 20;
 /// how late a file may be after the packet).
 pub const HOLD_NS: i64 = 2_000_000_000;
 /// Calls remembered at most: beyond, those with nothing waiting are
-/// forgotten (their file's name and link type are found again).
-const MAX_CALLS: usize = 1 << 20;
+/// forgotten (a later packet of one starts a file of its own).
+const MAX_CALLS: usize = 100_000;
+/// Names tried for a call's file when the plain one is taken.
+const MAX_VARIANTS: u32 = 16;
+/// A file's share of the budget: its length rounded up to whole blocks (so
+/// a flood of tiny files counts what it takes on disk).
+const BLOCK: u64 = 4096;
+
+fn on_disk(len: u64) -> u64 {
+    len.div_ceil(BLOCK) * BLOCK
+}
 
 /// What the thread knows of a recorded call.
 struct Call {
-    path: PathBuf,
-    /// Its file's link type, once the file exists.
+    start_ns: i64,
+    call_id: Box<str>,
+    /// Its file, once this run created it (only such files are added to).
+    path: Option<PathBuf>,
+    /// Its file's length.
+    len: u64,
+    /// The link type of its packets (a pcap file has one).
     link_type: Option<u16>,
     /// Packet records waiting to be written, and the first one's time.
     waiting: Vec<u8>,
@@ -71,8 +85,8 @@ impl Stock {
                 // Neither followed nor counted: a link is none of ours.
                 let plain = f.file_type().is_ok_and(|t| t.is_file());
                 if let (true, true, Ok(m)) = (is_pcap, plain, f.metadata()) {
-                    s.bytes += m.len();
-                    s.files.insert(f.path(), m.len());
+                    s.bytes += on_disk(m.len());
+                    s.files.insert(f.path(), on_disk(m.len()));
                 }
             }
         }
@@ -100,6 +114,10 @@ struct Writer {
     waiting_since: VecDeque<(i64, u64)>,
     buffered: usize,
     stock: Stock,
+    /// The call writing each file this run created.
+    owners: HashMap<PathBuf, u64>,
+    /// When this run started (wall clock): its own files are never aged out.
+    started: std::time::SystemTime,
 }
 
 pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
@@ -110,6 +128,8 @@ pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
         calls: HashMap::new(),
         waiting_since: VecDeque::new(),
         buffered: 0,
+        owners: HashMap::new(),
+        started: std::time::SystemTime::now(),
     };
     let mut oldest_day_kept = String::new();
     while let Ok(batch) = rx.recv() {
@@ -118,7 +138,7 @@ pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
         }
         for serial in &batch.ended {
             w.write_out(*serial);
-            w.calls.remove(serial);
+            w.forget(*serial);
         }
         // Packets that waited long enough, then the largest while too much waits.
         while let Some(&(since, serial)) = w.waiting_since.front() {
@@ -142,7 +162,15 @@ pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
             }
         }
         if w.calls.len() > MAX_CALLS {
-            w.calls.retain(|_, c| !c.waiting.is_empty() || c.broken);
+            let idle: Vec<u64> = w
+                .calls
+                .iter()
+                .filter(|(_, c)| c.waiting.is_empty())
+                .map(|(s, _)| *s)
+                .collect();
+            for s in idle {
+                w.forget(s);
+            }
         }
         let today = batch.now_day.clone();
         if w.cfg.max_age_days.is_some() && batch.now_ns > 0 && today != oldest_day_kept {
@@ -157,16 +185,18 @@ pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
     for s in serials {
         w.write_out(s);
     }
+    if w.stock.bytes > w.cfg.max_bytes {
+        w.hold_budget();
+    }
 }
 
 impl Writer {
     fn packet(&mut self, batch: &Batch, item: &crate::Item) {
         let call = self.calls.entry(item.serial).or_insert_with(|| Call {
-            path: self.cfg.dir.join(files::relative_path(
-                item.start_ns,
-                item.serial,
-                batch.text(item.call_id),
-            )),
+            start_ns: item.start_ns,
+            call_id: batch.text(item.call_id).into(),
+            path: None,
+            len: 0,
             link_type: None,
             waiting: Vec::new(),
             since_ns: 0,
@@ -200,8 +230,18 @@ impl Writer {
         self.counts.packets.fetch_add(1, Relaxed);
     }
 
-    /// Appends what waits for `serial` to its file (created with its
-    /// header the first time).
+    /// Forgets a call (its file stays).
+    fn forget(&mut self, serial: u64) {
+        if let Some(c) = self.calls.remove(&serial) {
+            self.buffered -= c.waiting.len();
+            if let Some(p) = c.path {
+                self.owners.remove(&p);
+            }
+        }
+    }
+
+    /// Appends what waits for `serial` to its file, creating the file (with
+    /// its header) the first time under a name nothing holds yet.
     fn write_out(&mut self, serial: u64) {
         let Some(call) = self.calls.get_mut(&serial) else {
             return;
@@ -211,39 +251,65 @@ impl Writer {
         }
         let waiting = std::mem::take(&mut call.waiting);
         self.buffered -= waiting.len();
-        let link = call.link_type.unwrap_or(1);
-        let written = files::open(&call.path, link).and_then(|(mut f, new, file_link)| {
-            if file_link != link {
-                return Ok((new, false));
+        let opened = match &call.path {
+            Some(p) => files::append(p).map(|f| (f, p.clone(), false)),
+            None => {
+                let link = call.link_type.unwrap_or(1);
+                let mut made = Err(std::io::Error::other("every name for it is taken"));
+                for variant in 0..MAX_VARIANTS {
+                    let p = self.cfg.dir.join(files::relative_path(
+                        call.start_ns,
+                        serial,
+                        &call.call_id,
+                        variant,
+                    ));
+                    match files::create(&p, link) {
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                        r => {
+                            made = r.map(|f| (f, p, true));
+                            break;
+                        }
+                    }
+                }
+                made
             }
-            f.write_all(&waiting)?;
-            Ok((new, true))
+        };
+        let result = opened.and_then(|(mut f, path, new)| {
+            if new {
+                call.path = Some(path.clone());
+                call.len = 24;
+                self.owners.insert(path.clone(), serial);
+                self.counts.files.fetch_add(1, Relaxed);
+                self.counts.bytes.fetch_add(24, Relaxed);
+                self.stock.files.insert(path.clone(), on_disk(24));
+                self.stock.bytes += on_disk(24);
+            }
+            match f.write_all(&waiting) {
+                Ok(()) => Ok(path),
+                Err(e) => {
+                    // Cut back to the last whole record: no half packet on disk.
+                    let _ = f.set_len(call.len);
+                    Err(e)
+                }
+            }
         });
-        match written {
-            Ok((new, ok)) => {
-                let mut added = 0;
-                if new {
-                    self.counts.files.fetch_add(1, Relaxed);
-                    added += 24;
-                }
-                if ok {
-                    added += waiting.len() as u64;
-                } else {
-                    // An older file of another link type under the same name.
-                    let n = count_records(&waiting);
-                    self.counts.packets.fetch_sub(n, Relaxed);
-                    self.counts.other_link_type.fetch_add(n, Relaxed);
-                }
-                self.counts.bytes.fetch_add(added, Relaxed);
-                self.stock.bytes += added;
-                *self.stock.files.entry(call.path.clone()).or_default() += added;
+        match result {
+            Ok(path) => {
+                let before = on_disk(call.len);
+                call.len += waiting.len() as u64;
+                self.counts.bytes.fetch_add(waiting.len() as u64, Relaxed);
+                let after = on_disk(call.len);
+                self.stock.bytes = self.stock.bytes + after - before;
+                self.stock.files.insert(path, after);
             }
             Err(e) => {
-                failed(&self.counts, &call.path, &e);
+                // The file (if made) was cut back to what the stock counts.
+                let path = call.path.clone().unwrap_or_else(|| self.cfg.dir.clone());
                 call.broken = true;
                 let n = count_records(&waiting);
                 self.counts.packets.fetch_sub(n, Relaxed);
                 self.counts.lost.fetch_add(n, Relaxed);
+                failed(&self.counts, &path, &e);
             }
         }
     }
@@ -265,8 +331,14 @@ impl Writer {
         let Some(days) = self.cfg.max_age_days else {
             return;
         };
+        // A packet dated ahead of the wall clock does not age everything.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |d| d.as_nanos() as i64);
+        let now_ns = now_ns.min(wall.saturating_add(86_400_000_000_000));
         let first_kept =
             files::day_dir(now_ns.saturating_sub(i64::from(days) * 86_400_000_000_000));
+        let started = self.started;
         let old: Vec<(PathBuf, u64)> = self
             .stock
             .files
@@ -274,6 +346,12 @@ impl Writer {
             .filter(|(p, _)| {
                 let day = p.parent().and_then(|d| d.file_name());
                 day.is_some_and(|d| *d.to_string_lossy() < *first_kept.as_str())
+            })
+            // This run's own files are not aged out (an old capture analysed today).
+            .filter(|(p, _)| {
+                std::fs::symlink_metadata(p)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|m| m < started)
             })
             .map(|(p, s)| (p.clone(), *s))
             .collect();
@@ -285,18 +363,21 @@ impl Writer {
 
     fn delete(&mut self, path: &Path, size: u64) {
         // A call still being written stops being recorded: its file is gone.
-        for c in self.calls.values_mut().filter(|c| c.path == path) {
-            c.broken = true;
-            self.buffered -= c.waiting.len();
-            let n = count_records(&c.waiting);
-            self.counts.packets.fetch_sub(n, Relaxed);
-            self.counts.lost.fetch_add(n, Relaxed);
-            c.waiting = Vec::new();
+        if let Some(serial) = self.owners.remove(path) {
+            if let Some(c) = self.calls.get_mut(&serial) {
+                c.broken = true;
+                self.buffered -= c.waiting.len();
+                let n = count_records(&c.waiting);
+                self.counts.packets.fetch_sub(n, Relaxed);
+                self.counts.deleted_unwritten.fetch_add(n, Relaxed);
+                c.waiting = Vec::new();
+            }
         }
         self.stock.bytes = self.stock.bytes.saturating_sub(size);
+        let len = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
         if std::fs::remove_file(path).is_ok() {
             self.counts.deleted_files.fetch_add(1, Relaxed);
-            self.counts.deleted_bytes.fetch_add(size, Relaxed);
+            self.counts.deleted_bytes.fetch_add(len, Relaxed);
             if let Some(day) = path.parent() {
                 // Empty day directories go too (fails harmlessly when not empty).
                 let _ = std::fs::remove_dir(day);
@@ -320,7 +401,7 @@ fn failed(counts: &Counts, path: &Path, e: &std::io::Error) {
     // Said once: a full disk would otherwise say it for every call.
     if counts.write_errors.fetch_add(1, Relaxed) == 0 {
         eprintln!(
-            "calliper: recording: cannot write {}: {e} (capture goes on; later failures are counted as record_write_errors)",
+            "calliper: recording: cannot write {}: {e} (capture goes on; later failures are counted in the summary's recording.write_errors)",
             path.display()
         );
     }

@@ -1,8 +1,11 @@
 //! Where recordings live: one pcap file per call under `DIR/YYYY-MM-DD/`
-//! (the UTC day of its INVITE), named `HHMMSS.mmm_N_CALLID.pcap` (the
-//! INVITE's time, the call's number in its run, its Call-ID made safe for
-//! a file name). Written by `calliper-recorder`; found again from a stored
-//! call's Call-ID and INVITE time.
+//! (the UTC day of its INVITE), named `HHMMSS.mmm_N_HASH_CALLID.pcap`: the
+//! INVITE's time, the call's number in its run (with `-K` when a file of
+//! that name was already there: another run's, or not ours), a hash of the
+//! whole Call-ID (calls whose Call-IDs read alike once made safe stay
+//! apart) and the Call-ID made safe for a file name. Written by
+//! `calliper-recorder`; found again from a stored call's Call-ID and
+//! INVITE time.
 
 use std::path::{Path, PathBuf};
 
@@ -27,32 +30,46 @@ pub fn safe_call_id(call_id: &str) -> String {
         .to_string()
 }
 
+/// FNV-1a (32 bits) of the whole Call-ID, as 8 hex digits.
+fn call_id_hash(call_id: &str) -> String {
+    let h = call_id.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("{h:08x}")
+}
+
 /// The day directory's name for a time (ns since the epoch, UTC).
 pub fn day_dir(ns: i64) -> String {
     crate::rfc3339(ns)[..10].to_string()
 }
 
-/// A call's file, relative to the recording directory:
-/// `YYYY-MM-DD/HHMMSS.mmm_SERIAL_CALLID.pcap`.
-pub fn relative_path(start_ns: i64, serial: u64, call_id: &str) -> PathBuf {
-    let t = crate::rfc3339(start_ns);
-    // 2026-11-24T10:15:00.123456789Z → 101500.123
-    let clock: String = t[11..23].chars().filter(|c| *c != ':').collect();
-    Path::new(&day_dir(start_ns)).join(format!("{clock}_{serial}_{}.pcap", safe_call_id(call_id)))
+/// `HHMMSS.mmm` of a time.
+fn clock(ns: i64) -> String {
+    let t = crate::rfc3339(ns);
+    t[11..23].chars().filter(|c| *c != ':').collect()
+}
+
+/// A call's file, relative to the recording directory; `variant` > 0 when
+/// the plain name was taken.
+pub fn relative_path(start_ns: i64, serial: u64, call_id: &str, variant: u32) -> PathBuf {
+    let number = match variant {
+        0 => serial.to_string(),
+        k => format!("{serial}-{k}"),
+    };
+    Path::new(&day_dir(start_ns)).join(format!(
+        "{}_{number}_{}_{}.pcap",
+        clock(start_ns),
+        call_id_hash(call_id),
+        safe_call_id(call_id)
+    ))
 }
 
 /// The recordings of the call with this Call-ID and INVITE time under
-/// `dir` (normally one; two runs may have recorded the same call).
+/// `dir` (normally one; two runs may have recorded the same call), regular
+/// files only.
 pub fn find(dir: &Path, start_ns: i64, call_id: &str) -> Vec<PathBuf> {
-    let name = relative_path(start_ns, 0, call_id);
-    let Some(file) = name.file_name().map(|f| f.to_string_lossy().to_string()) else {
-        return Vec::new();
-    };
-    // `HHMMSS.mmm_0_CALLID.pcap`: the time before the number, the Call-ID after.
-    let (Some((clock, _)), Some((_, rest))) = (file.split_once('_'), file.split_once("_0_")) else {
-        return Vec::new();
-    };
-    let (prefix, suffix) = (format!("{clock}_"), format!("_{rest}"));
+    let prefix = format!("{}_", clock(start_ns));
+    let suffix = format!("_{}_{}.pcap", call_id_hash(call_id), safe_call_id(call_id));
     let day = dir.join(day_dir(start_ns));
     let mut found: Vec<PathBuf> = std::fs::read_dir(&day)
         .into_iter()
@@ -60,11 +77,13 @@ pub fn find(dir: &Path, start_ns: i64, call_id: &str) -> Vec<PathBuf> {
         .flatten()
         .filter(|e| {
             let n = e.file_name().to_string_lossy().to_string();
-            n.starts_with(&prefix)
+            // Between them only the call's number (and a variant).
+            n.len() > prefix.len() + suffix.len()
+                && n.starts_with(&prefix)
                 && n.ends_with(&suffix)
                 && n[prefix.len()..n.len() - suffix.len()]
                     .bytes()
-                    .all(|b| b.is_ascii_digit())
+                    .all(|b| b.is_ascii_digit() || b == b'-')
         })
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.path())
@@ -96,8 +115,12 @@ mod tests {
         }
         assert_eq!(safe_call_id("1-836@127.0.1.1"), "1-836_127.0.1.1");
         assert_eq!(safe_call_id(&"x".repeat(500)).len(), 64);
-        let p = relative_path(1_795_310_759_440_067_000, 7, "../x");
-        assert_eq!(p, Path::new("2026-11-22/012559.440_7__x.pcap"));
+        let p = relative_path(1_795_310_759_440_067_000, 7, "../x", 0);
+        assert!(
+            p.to_string_lossy().starts_with("2026-11-22/012559.440_7_"),
+            "{p:?}"
+        );
+        assert!(p.to_string_lossy().ends_with("__x.pcap"), "{p:?}");
         assert_eq!(p.components().count(), 2);
     }
 
@@ -105,13 +128,22 @@ mod tests {
     fn a_recording_is_found_by_call_id_and_time_only() {
         let dir = std::env::temp_dir().join(format!("calliper-find-{}", std::process::id()));
         let t = 1_795_310_759_440_067_000;
-        for (serial, id) in [(7, "a@b"), (8, "a@b.c"), (12, "a@b")] {
-            let p = dir.join(relative_path(t, serial, id));
+        // Alike once made safe, told apart by the hash; a stray name never matches.
+        for (serial, id, variant) in [
+            (7, "a@b", 0),
+            (8, "a@b.c", 0),
+            (12, "a@b", 2),
+            (9, "a_b", 0),
+            (3, "1@a@b", 0),
+        ] {
+            let p = dir.join(relative_path(t, serial, id, variant));
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, b"").unwrap();
         }
+        std::fs::write(dir.join("2026-11-22/012559.440_a_b.pcap"), b"").unwrap();
         let found = find(&dir, t, "a@b");
         assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(find(&dir, t, "a_b").len(), 1);
         assert!(find(&dir, t + 1_000_000, "a@b").is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
