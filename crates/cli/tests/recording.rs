@@ -61,6 +61,14 @@ fn key(c: &Value) -> String {
     )
 }
 
+/// `calliper ARGS`, run to its end.
+fn calliper(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
@@ -210,11 +218,14 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
             .any(|f| f.to_string_lossy().ends_with("_1-836_127.0.1.1.pcap")),
         "{kept:?}"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--record", "all", "-o", "/dev/null"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let out = calliper(&[
+        "analyze",
+        "--record",
+        "all",
+        "-o",
+        "/dev/null",
+        pcap.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir"));
 }
@@ -235,11 +246,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
         ],
     );
     let run = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .arg("export")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = calliper(&[&["export"], args].concat());
         assert!(
             out.status.success(),
             "{args:?}: {}",
@@ -293,20 +300,18 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     assert!(a.len() > 100_000);
     assert!(a == b, "the WAVs differ");
     // A call never recorded says so.
-    let none = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "export",
-            "pcap",
-            call,
-            "--db",
-            db_s,
-            "--record-dir",
-            "/nonexistent",
-            "-o",
-        ])
-        .arg(temp("x.pcap"))
-        .output()
-        .unwrap();
+    let x = temp("x.pcap");
+    let none = calliper(&[
+        "export",
+        "pcap",
+        call,
+        "--db",
+        db_s,
+        "--record-dir",
+        "/nonexistent",
+        "-o",
+        x.to_str().unwrap(),
+    ]);
     assert!(!none.status.success());
     assert!(String::from_utf8_lossy(&none.stderr).contains("no recording of call"));
 }
@@ -380,24 +385,21 @@ fn the_console_sends_a_recorded_calls_pcap() {
 fn the_probe_records_as_analyze_does() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let (dir, out) = (temp("probe"), temp("probe.jsonl"));
-    let st = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "probe",
-            "--status-every",
-            "0",
-            "--format",
-            "jsonl",
-            "--record",
-            "all",
-            "--record-dir",
-        ])
-        .arg(&dir)
-        .arg("-o")
-        .arg(&out)
-        .arg("--read")
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let st = calliper(&[
+        "probe",
+        "--status-every",
+        "0",
+        "--format",
+        "jsonl",
+        "--record",
+        "all",
+        "--record-dir",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--read",
+        pcap.to_str().unwrap(),
+    ]);
     assert!(
         st.status.success(),
         "{}",
@@ -479,20 +481,18 @@ fn nothing_already_there_is_written_to() {
     let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
     assert_eq!(r.status, 409, "{}", r.text());
     // Export never writes into the recordings.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "export",
-            "pcap",
-            &id.to_string(),
-            "--db",
-            db.to_str().unwrap(),
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "-o",
-        ])
-        .arg(dir.join("x.pcap"))
-        .output()
-        .unwrap();
+    let inside = dir.join("x.pcap");
+    let out = calliper(&[
+        "export",
+        "pcap",
+        &id.to_string(),
+        "--db",
+        db.to_str().unwrap(),
+        "--record-dir",
+        dir.to_str().unwrap(),
+        "-o",
+        inside.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
 }
 

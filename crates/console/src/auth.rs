@@ -18,18 +18,20 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// The `Authorization` header's scheme and value.
+fn credentials(headers: &HeaderMap) -> Option<(&str, &str)> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
+    Some((scheme, value.trim()))
+}
+
 /// True when the request carries `token` as a bearer token (the only way
 /// the write token is taken: a browser never adds it by itself, as it does
 /// basic credentials, so another site cannot make it change anything).
 fn bearer(headers: &HeaderMap, token: &str) -> bool {
-    let Some(v) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
-    scheme.eq_ignore_ascii_case("bearer") && same(value.trim().as_bytes(), token.as_bytes())
+    credentials(headers).is_some_and(|(scheme, value)| {
+        scheme.eq_ignore_ascii_case("bearer") && same(value.as_bytes(), token.as_bytes())
+    })
 }
 
 /// True when the request carries `token`, as a bearer token or as the
@@ -38,17 +40,13 @@ fn authorised(headers: &HeaderMap, token: &str) -> bool {
     if bearer(headers, token) {
         return true;
     }
-    let Some(v) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some((scheme, value)) = credentials(headers) else {
         return false;
     };
-    let (scheme, value) = v.split_once(' ').unwrap_or((v, ""));
     if !scheme.eq_ignore_ascii_case("basic") {
         return false;
     }
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value.trim()) else {
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value) else {
         return false;
     };
     let password = match decoded.iter().position(|&c| c == b':') {

@@ -21,10 +21,11 @@ impl Engine {
             .map(|e| e.call);
         if let Some(call) = entry {
             // Every shard reads RTCP; the owner of its address pair records it.
-            let owner = self
-                .shard
-                .is_none_or(|(i, n)| media_shard(src, sport, dst, dport, n) == i);
-            if owner {
+            if self.recorder.is_some()
+                && self
+                    .shard
+                    .is_none_or(|(i, n)| media_shard(src, sport, dst, dport, n) == i)
+            {
                 self.attribute(call, false);
             }
             self.rtcp_in_call(now, call, src, payload);

@@ -74,11 +74,10 @@ impl Engine {
         body: &[u8],
         now: i64,
     ) {
-        let Some(s) = self.streams.get_mut(si) else {
-            return;
-        };
-        if let Some(c) = s.call {
-            self.attribute(c, false);
+        if self.recorder.is_some() {
+            if let Some(c) = self.streams.get(si).and_then(|s| s.call) {
+                self.attribute(c, false);
+            }
         }
         let Some(s) = self.streams.get_mut(si) else {
             return;
