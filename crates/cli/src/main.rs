@@ -81,7 +81,7 @@ configuration, capture or output error; 3 the analysis itself failed.",
     /// RTP header compression (cRTP, RFC 2508) on a capture: what a link would save.
     #[command(subcommand)]
     Crtp(crtp::CrtpCommand),
-    /// A call's audio (WAV) from its packets.
+    /// A call's audio (WAV) or its recorded packets (pcap).
     #[command(subcommand)]
     Export(export::ExportCommand),
     /// The web console and JSON API over a database (loopback unless given a token).

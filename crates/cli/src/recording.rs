@@ -26,8 +26,9 @@ pub struct RecordArgs {
     /// `none` (only the calls a `record` rule selects).
     #[arg(long, value_enum, default_value = "none", value_name = "WHAT")]
     pub record: RecordArg,
-    /// Directory of the recordings: DIR/YYYY-MM-DD/HHMMSS.mmm_N_CALLID.pcap
-    /// (the INVITE's UTC day and time, the call's number in the run),
+    /// Directory of the recordings: DIR/YYYY-MM-DD/HHMMSS.mmm_N_HASH_CALLID.pcap
+    /// (the INVITE's UTC day and time, the call's number in the run, a hash
+    /// of the Call-ID),
     /// created 0700, files 0600.
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
@@ -67,13 +68,25 @@ impl RecordArgs {
     pub fn start(&self, cfg: &mut Config, lossy: bool) -> Result<Option<Recorder>> {
         let Some(dir) = &self.record_dir else {
             if self.record != RecordArg::None {
-                bail!(
-                    "--record {:?} needs --record-dir DIR (where the files go)",
-                    self.record
-                );
+                let what = if self.record == RecordArg::All {
+                    "all"
+                } else {
+                    "sip"
+                };
+                bail!("--record {what} needs --record-dir DIR (where the files go)");
             }
             return Ok(None);
         };
+        let rule_selects = cfg
+            .rules
+            .as_ref()
+            .is_some_and(|r| r.list().iter().any(|r| r.action == "record"));
+        if self.record == RecordArg::None && !rule_selects {
+            eprintln!(
+                "calliper: warning: --record none and no `record` rule: nothing is recorded \
+                 unless a rule added later selects a call (use --record all or sip)"
+            );
+        }
         let recorder = Recorder::start(RecordConfig {
             dir: dir.clone(),
             max_bytes: self.record_max_size,

@@ -41,8 +41,7 @@ fn table(state: &State) -> Result<&Rules, ApiError> {
     state.rules.as_ref().ok_or_else(|| {
         ApiError(
             StatusCode::NOT_FOUND,
-            "no rule table here: rules live in a running probe \
-             (`calliper probe --http ... --rules FILE`, or --write-token-file to add them here)"
+            "no rule table here: rules live in a running probe (`calliper probe --http ...`)"
                 .into(),
         )
     })

@@ -290,8 +290,8 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         Some(_) => crate::serve::token_from(a.write_token_file.as_ref(), WRITE_TOKEN_ENV)?,
         None => None,
     };
-    if write_token.is_some() && cfg.rules.is_none() {
-        // Rules added from the console need a table to go into.
+    if a.http.is_some() && cfg.rules.is_none() {
+        // The console shows the table (empty), and a write token can fill it.
         cfg.rules = Some(calliper_rules::Rules::new());
     }
     let rules = cfg.rules.clone();
