@@ -129,8 +129,9 @@ pub fn summary(c: &Counts) -> serde_json::Value {
     }
     if n(&c.partial) > 0 {
         eprintln!(
-            "calliper: warning: {} recorded packets completed a SIP message or datagram carried in several packets \
-             (TCP, SCTP, WebSocket, IP fragments): the recordings hold only those last packets of them",
+            "calliper: warning: {} recorded packets belong to SIP messages or datagrams carried in several packets \
+             (TCP, SCTP, WebSocket, IP fragments) of which some packets were given up (the engine's \
+             record_frames_dropped): those recordings hold the messages in part",
             n(&c.partial)
         );
     }

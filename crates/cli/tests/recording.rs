@@ -1,15 +1,15 @@
 //! Per-call recordings (`--record`): every call of every capture we hold,
 //! recorded while analysed, and each call's file analysed again alone must
-//! give the same record as the call had in the whole capture — except where
-//! the run says (`partial`) that a message came in several packets, of
-//! which the file holds only the last. Files are private, named from
-//! nothing but safe characters, and the directory keeps to its budget by
-//! deleting the oldest.
+//! give the same record as the call had in the whole capture, messages in
+//! several packets (TCP, SCTP, WebSocket, IP fragments) included. Files are
+//! private, named from nothing but safe characters, and the directory keeps
+//! to its budget by deleting the oldest.
 
 mod common;
 
 use common::calliper_jsonl;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -84,19 +84,109 @@ fn calls(lines: &[Value]) -> Vec<&Value> {
     lines.iter().filter(|l| l["type"] == "call").collect()
 }
 
+/// tshark's SIP messages (start line and CSeq) by Call-ID, with their
+/// times (ns): the oracle for what a call's file holds. Not over
+/// WebSocket: a call's file starts after the connection's upgrade, without
+/// which tshark does not read WebSocket (our re-analysis below does).
+fn tshark_messages(file: &Path) -> BTreeMap<String, Vec<(i64, String)>> {
+    let out = common::tshark(
+        file,
+        &[
+            "-d",
+            "tcp.port==6060,sip",
+            "-Y",
+            "sip && !websocket",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=\x1f",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "sip.Call-ID",
+            "-e",
+            "sip.Request-Line",
+            "-e",
+            "sip.Status-Line",
+            "-e",
+            "sip.CSeq",
+        ],
+    );
+    let mut by_call: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for line in out.lines() {
+        let f: Vec<Vec<&str>> = line
+            .split('\t')
+            .map(|c| c.split('\x1f').collect())
+            .collect();
+        let t = (f[0][0].parse::<f64>().unwrap() * 1e9).round() as i64;
+        let (ids, cseqs) = (&f[1], &f[4]);
+        // A frame may carry several messages: requests' lines, then responses'.
+        let lines: Vec<&str> = f[2]
+            .iter()
+            .chain(&f[3])
+            .copied()
+            .filter(|l| !l.is_empty())
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            let what = format!(
+                "{} / {}",
+                lines.get(i).unwrap_or(&"?"),
+                cseqs.get(i).unwrap_or(&"?")
+            );
+            by_call.entry(id.to_string()).or_default().push((t, what));
+        }
+    }
+    by_call
+}
+
+/// The distinct messages of `id` in `m`, those within [from, to] (ns).
+fn distinct(
+    m: &BTreeMap<String, Vec<(i64, String)>>,
+    id: &str,
+    from: i64,
+    to: i64,
+) -> BTreeSet<String> {
+    m.get(id)
+        .into_iter()
+        .flatten()
+        .filter(|(t, _)| (from - 1000..=to + 1000).contains(t))
+        .map(|(_, w)| w.clone())
+        .collect()
+}
+
 #[test]
 fn each_calls_file_alone_gives_the_calls_record() {
-    let (mut compared, mut partial_captures) = (0, 0);
+    let (mut compared, mut reassembled, mut gapped, mut files_checked) = (0, 0, 0, 0);
     for pcap in common::captures() {
         let dir = temp("all");
-        let lines = calliper_jsonl(
-            &pcap,
-            &["--record", "all", "--record-dir", dir.to_str().unwrap()],
-        );
+        // This capture's clock jumps by years between packets: tshark
+        // ignores time, our idle timeout would end the call (as in calls.rs).
+        let timeouts: &[&str] = if pcap.ends_with("heplify__sip_ipv6_udp.pcap") {
+            &["--call-timeout", "3e8", "--unanswered-timeout", "3e8"]
+        } else {
+            &[]
+        };
+        let mut args = vec!["--record", "all", "--record-dir", dir.to_str().unwrap()];
+        args.extend_from_slice(timeouts);
+        let lines = calliper_jsonl(&pcap, &args);
         let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
         let rec = &summary["recording"];
-        let want: Vec<String> = calls(&lines).iter().map(|c| key(c)).collect();
-        let mut got = Vec::new();
+        assert_eq!(rec["dropped"], 0, "{}: {rec}", pcap.display());
+        assert_eq!(rec["partial"], 0, "{}: {rec}", pcap.display());
+        let whole: BTreeMap<(String, String), &Value> = calls(&lines)
+            .into_iter()
+            .map(|c| ((c["call_id"].to_string(), c["invite_ns"].to_string()), c))
+            .collect();
+        assert_eq!(rec["files"].as_u64().unwrap() as usize, files(&dir).len());
+        assert_eq!(
+            files(&dir).len(),
+            whole.len(),
+            "a file per call: {}",
+            pcap.display()
+        );
+        let messages = tshark_messages(&pcap);
         for f in files(&dir) {
             let meta = std::fs::metadata(&f).unwrap();
             assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{}", f.display());
@@ -105,27 +195,80 @@ fn each_calls_file_alone_gives_the_calls_record() {
                 std::fs::metadata(day).unwrap().permissions().mode() & 0o777,
                 0o700
             );
-            got.extend(calls(&calliper_jsonl(&f, &[])).iter().map(|c| key(c)));
+            let alone = calliper_jsonl(&f, timeouts);
+            // The call this file is for (a shared TCP segment may show others).
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            let mine = calls(&alone)
+                .into_iter()
+                .find(|c| {
+                    let id = c["call_id"].as_str().unwrap();
+                    let safe: String = id
+                        .chars()
+                        .map(|ch| {
+                            if ch.is_ascii_alphanumeric() || ".-_".contains(ch) {
+                                ch
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    name.contains(&safe[..safe.len().min(64)])
+                        && whole
+                            .contains_key(&(c["call_id"].to_string(), c["invite_ns"].to_string()))
+                })
+                .unwrap_or_else(|| panic!("{}: no call of its own", f.display()));
+            let id = mine["call_id"].as_str().unwrap();
+            let want = whole[&(mine["call_id"].to_string(), mine["invite_ns"].to_string())];
+            // Every message of the call's window is in its file, and nothing
+            // else of its Call-ID, as tshark reads both.
+            let (from, to) = (
+                want["invite_ns"].as_i64().unwrap(),
+                want["end_ns"].as_i64().unwrap(),
+            );
+            let in_file = distinct(&tshark_messages(&f), id, i64::MIN + 2000, i64::MAX - 2000);
+            let window = distinct(&messages, id, from, to);
+            let all = distinct(&messages, id, i64::MIN + 2000, i64::MAX - 2000);
+            assert!(!window.is_empty(), "{}", f.display());
+            assert!(
+                window.is_subset(&in_file),
+                "{}: {window:?} not all in {in_file:?}",
+                f.display()
+            );
+            assert!(in_file.is_subset(&all), "{}", f.display());
+            files_checked += 1;
+            let again = alone.iter().find(|l| l["type"] == "summary").unwrap();
+            let tcp = &again["tcp_reassembly"];
+            if tcp["out_of_order"] != 0 || tcp["gaps"] != 0 {
+                // A TCP connection shared by several calls: the file lacks the
+                // other calls' segments, and the reassembler waits on those
+                // holes as on loss (docs/recording.md). tshark's check above
+                // holds; the record is not compared.
+                gapped += 1;
+                continue;
+            }
+            assert_eq!(key(mine), key(want), "{}", f.display());
+            compared += 1;
         }
-        assert_eq!(rec["dropped"], 0, "{}: {rec}", pcap.display());
-        assert_eq!(rec["files"].as_u64().unwrap() as usize, files(&dir).len());
-        let (mut want, mut got) = (want, got);
-        want.sort();
-        got.sort();
-        if rec["partial"] == 0 {
-            assert_eq!(got, want, "{}", pcap.display());
-            compared += want.len();
-        } else {
-            // Said, not silent: and the calls are there, with their packets.
-            partial_captures += 1;
-            assert!(rec["packets"].as_u64().unwrap() > 0, "{}", pcap.display());
+        if summary["tcp_reassembly"]["segments"] != 0
+            || summary["sctp"]["data_chunks"] != 0
+            || summary["ip_fragments"] != 0
+        {
+            reassembled += 1;
         }
     }
     assert!(
-        compared >= common::at_least(40, 3),
+        compared >= common::at_least(55, 3),
         "{compared} calls compared"
     );
-    eprintln!("{compared} calls equal alone; {partial_captures} captures with messages in several packets");
+    // The captures with TCP, SCTP, WebSocket and fragmented SIP are among them.
+    assert!(
+        reassembled >= common::at_least(8, 1),
+        "{reassembled} captures with reassembly"
+    );
+    eprintln!(
+        "{files_checked} files hold their calls' messages; {compared} calls equal alone, \
+         {gapped} on shared TCP connections not compared; {reassembled} captures reassembled"
+    );
 }
 
 #[test]

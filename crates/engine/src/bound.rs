@@ -65,7 +65,7 @@ impl Config {
             + MAX_STREAMS_PER_CALL * size_of::<Idx>()
             + 3 * ALLOC;
         let stream_heap = size_of::<DtmfTracker>() + 2 * MAX_EVENTS * size_of::<DtmfEvent>();
-        let parts = vec![
+        let mut parts = vec![
             (
                 "calls",
                 slab::<Call>(calls) + table::<(Box<str>, Idx)>(calls) + calls * call_heap,
@@ -109,6 +109,10 @@ impl Config {
                     + 2 * crate::websocket::MAX_FRAME as usize,
             ),
         ];
+        if self.record_sink.is_some() {
+            // Frames of messages not yet whole, held for the recorder.
+            parts.push(("recording hold", crate::recording::memory_bound()));
+        }
         MemoryBound { parts }
     }
 

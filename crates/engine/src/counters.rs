@@ -127,6 +127,10 @@ counters! {
         /// Calls an `ignore` SIP rule matched: followed (so their media is
         /// not taken for unknown streams) but not reported.
         pub rule_ignored_calls: u64,
+        /// Frames held for recording until their message was whole, given
+        /// up to keep within the hold's caps or age: those messages are
+        /// recorded in part (the recorder's `partial`).
+        pub record_frames_dropped: u64,
         /// Anomalies: malformed or impossible input, by kind.
         pub anomalies: BTreeMap<&'static str, u64>,
     }

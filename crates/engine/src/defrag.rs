@@ -142,6 +142,11 @@ impl Defragmenter {
         self.pending.is_empty()
     }
 
+    /// Whether a datagram of (source, destination, id, protocol) is pending.
+    pub fn holds(&self, key: &Key) -> bool {
+        self.index.contains_key(key)
+    }
+
     /// Bytes held by pending datagrams.
     pub fn bytes(&self) -> usize {
         self.bytes

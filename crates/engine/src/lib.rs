@@ -427,14 +427,8 @@ pub struct Engine {
     /// Duplicates of media this shard owns, removed (counted as `owned`:
     /// only the owner filters them).
     owned_duplicates: u64,
-    /// Where recorded calls' packets go ([`recording`]).
-    recorder: Option<Box<dyn PacketSink>>,
-    /// The call the packet being handled belonged to, for the recorder.
-    attributed: Option<(Idx, bool)>,
-    /// Whether that packet was all of what it carried ([`PacketSink::packet`]).
-    attributed_whole: bool,
-    /// The packet being handled is an IP fragment (its datagram reassembled).
-    in_fragment: bool,
+    /// Where recorded calls' packets go, and what waits for them ([`recording`]).
+    recorder: Option<Box<recording::Hook>>,
 }
 
 impl Engine {
@@ -476,10 +470,10 @@ impl Engine {
             traffic: traffic::Traffic::default(),
             traffic_rows: std::collections::VecDeque::new(),
             owned_duplicates: 0,
-            recorder: cfg.record_sink.as_ref().map(|f| (f.0)()),
-            attributed: None,
-            attributed_whole: true,
-            in_fragment: false,
+            recorder: cfg
+                .record_sink
+                .as_ref()
+                .map(|f| recording::Hook::new((f.0)())),
             cfg,
         }
     }
@@ -509,6 +503,8 @@ impl Engine {
         self.counters.defrag = self.defrag.counters.clone();
         self.counters.tcp_reassembly = self.tcp.counters.clone();
         self.counters.sctp = self.sctp.counters.clone();
+        self.counters.record_frames_dropped =
+            self.recorder.as_ref().map_or(0, |r| r.held_dropped());
         let removed = self.dedup.as_ref().map_or(0, |d| d.removed);
         self.counters.duplicates_removed = removed - self.owned_duplicates;
         self.owned.duplicates_removed = self.owned_duplicates;

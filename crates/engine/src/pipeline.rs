@@ -139,7 +139,7 @@ impl Engine {
                         }
                     }
                     self.frame(p.ts_ns, &frame);
-                    if self.attributed.is_some() {
+                    if self.recorder.is_some() {
                         self.record_packet(p);
                     }
                 }
@@ -213,13 +213,11 @@ impl Engine {
     /// the decoder's depth limit and never grows the stack.
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
         let Transport::Fragment { frag, payload } = f.transport else {
-            self.in_fragment = false;
             if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
                 return;
             }
             return self.transport(now, f);
         };
-        self.in_fragment = true;
         let mut next = self.fragment(now, f, frag, payload);
         while let Some((d, outer)) = next.take() {
             match calliper_wire::transport_of(&outer, d.protocol, &d.payload) {
@@ -247,7 +245,11 @@ impl Engine {
         payload: &[u8],
     ) -> Option<(defrag::Datagram, Frame<'static>)> {
         self.counters.ip_fragments += 1;
-        let d = self.defrag.add(now, f.src, f.dst, frag, payload)?;
+        let d = self.defrag.add(now, f.src, f.dst, frag, payload);
+        if self.recorder.is_some() {
+            self.fragment_seen((f.src, f.dst, frag.id, frag.protocol), d.is_some());
+        }
+        let d = d?;
         let outer = Frame {
             transport: Transport::Other {
                 protocol: d.protocol,
@@ -338,18 +340,24 @@ impl Engine {
                 let key = (f.src, sport, f.dst, dport);
                 // Track a direction from its SYN to a SIP port or from its
                 // first segment that starts a SIP message.
-                let mut ws = false;
+                // WebSocket from its upgrade, or from a frame starting a
+                // SIP message (a connection picked up after its upgrade).
+                let mut ws = 0;
                 let start = if payload.is_empty() {
                     flags & 0x12 == 0x02 && self.sip.port(sport, dport)
                 } else if self.tcp.tracks(&key) {
                     false
                 } else {
-                    ws = websocket::is_sip_upgrade(payload);
-                    ws || self.sip.is_sip(sport, dport, payload)
+                    if websocket::is_sip_upgrade(payload) {
+                        ws = websocket::TAG_HANDSHAKE;
+                    } else if websocket::starts_sip_frame(payload) {
+                        ws = websocket::TAG_FRAMES;
+                    }
+                    ws != 0 || self.sip.is_sip(sport, dport, payload)
                 };
                 if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
-                    if ws {
-                        self.tcp.set_tag(o.flow, websocket::TAG_HANDSHAKE);
+                    if ws != 0 {
+                        self.tcp.set_tag(o.flow, ws);
                     }
                     if self.tcp.tag(o.flow) == 0 {
                         self.sip_stream(now, key, o.flow);
@@ -358,6 +366,10 @@ impl Engine {
                     }
                     if o.closing {
                         self.tcp.close(o.flow);
+                    }
+                    if self.recorder.is_some() && !payload.is_empty() {
+                        let pending = self.tcp.pending(o.flow);
+                        self.reassembling(key, true, pending);
                     }
                 }
             }
@@ -372,11 +384,15 @@ impl Engine {
                 // the call table; an empty map, so nothing is allocated.
                 let mut sctp = std::mem::take(&mut self.sctp);
                 self.sip_transport = SipTransport::Sctp;
-                sctp.packet(now, f.src, f.dst, payload, |p, m| {
+                let ports = sctp.packet(now, f.src, f.dst, payload, |p, m| {
                     if self.sip.is_sip(p.sport, p.dport, m) {
                         self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
                     }
                 });
+                if let (Some(p), true) = (ports, self.recorder.is_some()) {
+                    let key = (f.src, p.sport, f.dst, p.dport);
+                    self.reassembling(key, false, sctp.holds(&key));
+                }
                 self.sctp = sctp;
             }
             Transport::Other { .. } => self.counters.other_ip += 1,

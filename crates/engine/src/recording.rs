@@ -3,9 +3,25 @@
 //! `calliper-recorder`), each tagged with its call. Handling a packet marks
 //! the call it belonged to (its SIP message's, its stream's, its RTCP's);
 //! the packet loop then hands the frame over. Signalling every shard
-//! handles is recorded by the first shard only; media by its owner.
+//! handles is recorded by the first shard only; media by its owner. A
+//! message carried in several packets is recorded with all of them: the
+//! earlier ones wait in the [`hold`] until it is whole.
+
+mod hold;
 
 use super::*;
+use hold::{Held, Hold, HoldKey};
+
+/// Distinct calls one frame is recorded for (a TCP segment or an SCTP
+/// packet may end messages of several calls).
+const MAX_CALLS_PER_FRAME: usize = 8;
+
+/// Worst-case heap of the recording hook (docs/hostile-input.md).
+pub(crate) fn memory_bound() -> usize {
+    hold::memory_bound()
+        + 2 * MAX_CALLS_PER_FRAME * std::mem::size_of::<(Idx, bool)>()
+        + 2 * hold::MAX_CONTEXT_BYTES / 64 * std::mem::size_of::<Held>()
+}
 
 /// Which calls' packets are recorded (a `record` rule adds its calls).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,10 +48,10 @@ pub struct CallTag<'a> {
 
 /// Where recorded packets go. One per engine (shard): it must not block.
 pub trait PacketSink: Send {
-    /// A captured frame of `call`. `whole`: false when the frame completed
-    /// something carried in several packets (a SIP message over TCP, SCTP
-    /// or WebSocket, an IP fragment's datagram), whose earlier packets
-    /// are not handed over.
+    /// A captured frame of `call`. A message carried in several packets
+    /// (SIP over TCP, SCTP or WebSocket; an IP datagram in fragments) comes
+    /// as all its packets, in order. `whole`: false when some of those
+    /// were given up (the hold's caps), so the message is not all there.
     fn packet(&mut self, call: CallTag<'_>, ts_ns: i64, link_type: u16, frame: &[u8], whole: bool);
     /// The call's record was written (its file may be closed; a later
     /// packet of it, from another shard, reopens it).
@@ -54,42 +70,166 @@ impl std::fmt::Debug for SinkFactory {
     }
 }
 
+/// The engine's side of recording: the sink, the calls the packet being
+/// handled belongs to, and the frames held for messages not yet whole.
+pub(crate) struct Hook {
+    sink: Box<dyn PacketSink>,
+    /// Calls of the packet being handled, and whether by signalling.
+    calls: Vec<(Idx, bool)>,
+    /// The reassembly context the packet went into, if any.
+    source: Option<HoldKey>,
+    /// That context still holds part of a message after the packet.
+    pending: bool,
+    /// Earlier fragments of a datagram the packet completed.
+    carried: Vec<Held>,
+    /// Some of those were given up.
+    carried_lost: bool,
+    hold: Hold,
+    /// One packet's frames while they are recorded (reused).
+    group: Vec<Held>,
+}
+
+impl Hook {
+    pub(crate) fn new(sink: Box<dyn PacketSink>) -> Box<Self> {
+        Box::new(Hook {
+            sink,
+            calls: Vec::with_capacity(MAX_CALLS_PER_FRAME),
+            source: None,
+            pending: false,
+            carried: Vec::new(),
+            carried_lost: false,
+            hold: Hold::default(),
+            group: Vec::new(),
+        })
+    }
+
+    /// The call's record was written.
+    pub(crate) fn call_ended(&mut self, serial: u64) {
+        self.sink.call_ended(serial);
+    }
+
+    /// The batch ended.
+    pub(crate) fn flush(&mut self) {
+        self.sink.flush();
+    }
+
+    /// Frames held and given up (caps, age).
+    pub(crate) fn held_dropped(&self) -> u64 {
+        self.hold.dropped
+    }
+}
+
 impl Engine {
     /// Marks the packet being handled as `call`'s (`signalling`: a SIP
     /// message, which every shard handles).
     #[inline]
     pub(crate) fn attribute(&mut self, call: Idx, signalling: bool) {
-        if self.recorder.is_some() {
-            self.attributed = Some((call, signalling));
-            self.attributed_whole = !self.in_fragment
-                && (!signalling || matches!(self.sip_transport, SipTransport::Udp));
+        if let Some(h) = self.recorder.as_deref_mut() {
+            if h.calls.len() < MAX_CALLS_PER_FRAME && !h.calls.iter().any(|c| c.0 == call) {
+                h.calls.push((call, signalling));
+            }
         }
     }
 
-    /// Hands the packet just handled to the sink if its call is recorded.
-    pub(crate) fn record_packet(&mut self, p: &RawPacket<'_>) {
-        let Some((idx, signalling)) = self.attributed.take() else {
-            return;
-        };
-        if signalling && self.shard.is_some_and(|(i, _)| i != 0) {
+    /// The packet went into a TCP flow or SCTP association (`tcp`) whose
+    /// buffer still holds part of a message afterwards (`pending`).
+    /// Signalling is recorded by the first shard, so only it holds.
+    pub(crate) fn reassembling(
+        &mut self,
+        key: (IpAddr, u16, IpAddr, u16),
+        tcp: bool,
+        pending: bool,
+    ) {
+        if self.shard.is_some_and(|(i, _)| i != 0) {
             return;
         }
-        let (Some(c), Some(sink)) = (self.calls.get(idx), self.recorder.as_mut()) else {
+        if let Some(h) = self.recorder.as_deref_mut() {
+            let (a, b, c, d) = key;
+            h.source = Some(if tcp {
+                HoldKey::Tcp(a, b, c, d)
+            } else {
+                HoldKey::Sctp(a, b, c, d)
+            });
+            h.pending = pending;
+        }
+    }
+
+    /// The packet was an IP fragment of `(src, dst, id, protocol)`;
+    /// `completed`: it completed the datagram, whose earlier fragments
+    /// then travel with it.
+    pub(crate) fn fragment_seen(&mut self, key: (IpAddr, IpAddr, u32, u8), completed: bool) {
+        let pending = !completed && self.defrag.holds(&key);
+        if let Some(h) = self.recorder.as_deref_mut() {
+            let key = HoldKey::Fragments(key.0, key.1, key.2, key.3);
+            if completed {
+                h.carried_lost |= h.hold.take(&key, &mut h.carried);
+                h.source = None;
+                h.pending = false;
+            } else {
+                h.source = Some(key);
+                h.pending = pending;
+            }
+        }
+    }
+
+    /// Hands the packet just handled (with the frames held for its
+    /// message) to the sink for each recorded call it belongs to, and holds
+    /// it while its reassembly context waits for more.
+    pub(crate) fn record_packet(&mut self, p: &RawPacket<'_>) {
+        let Some(h) = self.recorder.as_deref_mut() else {
             return;
         };
-        let wanted = c.record_payload
-            || match self.cfg.record {
-                RecordMode::All => true,
-                RecordMode::Sip => signalling,
-                RecordMode::None => false,
+        if h.calls.is_empty() && h.source.is_none() && h.carried.is_empty() {
+            return;
+        }
+        let source = h.source.take();
+        let pending = std::mem::take(&mut h.pending) && source.is_some();
+        let mut group = std::mem::take(&mut h.group);
+        let mut lost = std::mem::take(&mut h.carried_lost);
+        if let Some(k) = &source {
+            lost |= h.hold.take(k, &mut group);
+        }
+        group.append(&mut h.carried);
+        let mut current = pending.then(|| h.hold.copy(p.ts_ns, p.link_type, p.data));
+        let first_shard = self.shard.is_none_or(|(i, _)| i == 0);
+        for (idx, signalling) in h.calls.drain(..) {
+            let Some(c) = self.calls.get(idx) else {
+                continue;
             };
-        if wanted && !c.ignored {
+            let wanted = c.record_payload
+                || match self.cfg.record {
+                    RecordMode::All => true,
+                    RecordMode::Sip => signalling,
+                    RecordMode::None => false,
+                };
+            if !wanted || c.ignored || (signalling && !first_shard) {
+                continue;
+            }
             let tag = CallTag {
                 serial: c.serial,
                 call_id: &c.call_id,
                 start_ns: c.invite_ns,
             };
-            sink.packet(tag, p.ts_ns, p.link_type, p.data, self.attributed_whole);
+            for f in group.iter_mut().filter(|f| f.wanted_by(tag.serial)) {
+                h.sink.packet(tag, f.ts_ns, f.link_type, &f.data, !lost);
+                f.recorded(tag.serial);
+            }
+            h.sink.packet(tag, p.ts_ns, p.link_type, p.data, !lost);
+            if let Some(f) = current.as_mut() {
+                f.recorded(tag.serial);
+            }
         }
+        match (source, current) {
+            (Some(key), Some(f)) => {
+                group.push(f);
+                h.hold.put(p.ts_ns, key, &mut group, lost);
+            }
+            _ => {
+                for f in group.drain(..) {
+                    h.hold.recycle(f);
+                }
+            }
+        }
+        h.group = group;
     }
 }

@@ -247,6 +247,11 @@ impl Sctp {
         Some(p)
     }
 
+    /// Whether the association direction has a message in pieces.
+    pub fn holds(&self, key: &Key) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// Bytes held in partial messages.
     pub fn held(&self) -> usize {
         self.held

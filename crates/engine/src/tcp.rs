@@ -269,6 +269,14 @@ impl TcpReassembler {
         self.flows.get(flow).is_some_and(|f| f.buf.len() >= f.wait)
     }
 
+    /// Whether the flow holds bytes not yet framed (part of a message, or
+    /// segments beyond a gap).
+    pub fn pending(&self, flow: Idx) -> bool {
+        self.flows
+            .get(flow)
+            .is_some_and(|f| !f.buf.is_empty() || !f.ooo.is_empty())
+    }
+
     /// Tells the flow not to be framed again until its buffer holds `bytes`.
     pub fn set_wait(&mut self, flow: Idx, bytes: usize) {
         if let Some(f) = self.flows.get_mut(flow) {

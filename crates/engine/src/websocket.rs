@@ -15,6 +15,39 @@ pub fn is_sip_upgrade(p: &[u8]) -> bool {
     starts && contains_ci(head, b"sec-websocket-protocol: sip")
 }
 
+/// True when `p` starts with an unfragmented text or binary frame whose
+/// payload starts a SIP message: a connection picked up after its upgrade
+/// (a probe started later, a call's own recording).
+pub fn starts_sip_frame(p: &[u8]) -> bool {
+    // FIN, no reserved bits, text or binary.
+    if p.len() < 2 || p[0] & 0xF0 != 0x80 || !matches!(p[0] & 0x0F, 1 | 2) {
+        return false;
+    }
+    let mut header = match p[1] & 0x7F {
+        126 => 4,
+        127 => 10,
+        _ => 2,
+    };
+    let mut key = [0u8; 4];
+    if p[1] & 0x80 != 0 {
+        let Some(k) = p.get(header..header + 4) else {
+            return false;
+        };
+        key.copy_from_slice(k);
+        header += 4;
+    }
+    let Some(body) = p.get(header..) else {
+        return false;
+    };
+    // A start line is shorter than this (framing's MAX_START_LINE).
+    let mut head = [0u8; 1024];
+    let n = body.len().min(head.len());
+    for (i, (h, b)) in head.iter_mut().zip(body).enumerate() {
+        *h = b ^ key[i % 4];
+    }
+    calliper_sip::looks_like_sip(&head[..n])
+}
+
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len())
         .any(|w| w.eq_ignore_ascii_case(needle))
@@ -115,6 +148,24 @@ mod tests {
         }
         let huge = [0x82, 127, 0xFF, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(frame(&huge), Err(FrameTooLarge));
+    }
+
+    #[test]
+    fn a_sip_frame_is_recognised_without_its_upgrade() {
+        let sip = b"INVITE sip:b@example.com SIP/2.0\r\nVia: x\r\n\r\n";
+        let key = [7u8, 1, 200, 33];
+        let mut masked = vec![0x81, 0x80 | sip.len() as u8];
+        masked.extend_from_slice(&key);
+        masked.extend(sip.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+        assert!(starts_sip_frame(&masked));
+        let mut plain = vec![0x81, sip.len() as u8];
+        plain.extend_from_slice(sip);
+        assert!(starts_sip_frame(&plain));
+        plain[0] = 0x01; // not FIN: a fragmented message
+        assert!(!starts_sip_frame(&plain));
+        assert!(!starts_sip_frame(&masked[..5]), "cut in the mask");
+        assert!(!starts_sip_frame(b"\x81\x05hello"));
+        assert!(!starts_sip_frame(sip), "plain SIP is not a frame");
     }
 
     #[test]

@@ -54,9 +54,10 @@ pub struct Counts {
     /// Packets of another link type than their call's first (a pcap file
     /// has one).
     pub other_link_type: AtomicU64,
-    /// Packets that completed a SIP message or datagram carried in several
-    /// packets (TCP, SCTP, WebSocket, IP fragments): only this last one is
-    /// in the file, so the file alone does not hold the whole message.
+    /// Packets of a SIP message or datagram carried in several packets
+    /// (TCP, SCTP, WebSocket, IP fragments) of which the engine gave some up
+    /// while holding them (its caps on held frames): the file alone does
+    /// not hold the whole message.
     pub partial: AtomicU64,
     /// Packets of a call whose file was deleted (budget or age) while it
     /// was still being recorded: not written.
