@@ -12,8 +12,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$1 speech=$2 silence=$3 mode=$4
 rm -rf "$out"
 mkdir -p "$out/home-a/.local/share/linphone" "$out/home-b/.local/share/linphone"
-cp "$here/linphonerc" "$out/rc-a"
-cp "$here/linphonerc" "$out/rc-b"
+# CODEC (PCMU by default, G722, opus): the one codec both ends offer.
+codec=${CODEC:-PCMU}
+for rc in rc-a rc-b; do
+    awk -v codec="$codec" '
+        /^\[/ { in_codec = /^\[audio_codec_/ }
+        in_codec && /^mime=/ { mine = (substr($0, 6) == codec) }
+        in_codec && /^enabled=/ { print "enabled=" (mine ? 1 : 0); next }
+        { print }' "$here/linphonerc" >"$out/$rc"
+done
+grep -q "^mime=$codec\$" "$out/rc-a" || { echo "call.sh: no codec '$codec' in linphonerc" >&2; exit 2; }
 call_s=$(soxi -D "$speech" | awk '{printf "%.2f", $1 + 0.3}')
 # Not through a function for what runs in the background: kill must reach
 # the program, not a subshell.

@@ -4,6 +4,7 @@
 //!
 //! - [`g711`]: µ-law and A-law (ITU-T G.711), 8 kHz.
 //! - [`g722`]: G.722 at 64 kbit/s (ITU-T G.722 sub-band ADPCM), 16 kHz.
+//! - [`opus`]: Opus through libopus, 48 kHz.
 //! - [`timeline`]: one direction of a call as the listener heard it
 //!   (jitter buffer, concealment, comfort noise, DTMF marks).
 //! - [`wav`]: 16-bit stereo PCM WAV files.
@@ -13,5 +14,6 @@
 
 pub mod g711;
 pub mod g722;
+pub mod opus;
 pub mod timeline;
 pub mod wav;

@@ -16,14 +16,14 @@
 //! [`Timeline::limit_seconds`]): a timestamp jump beyond it is counted and
 //! the packet left out, never a huge allocation.
 
-use crate::{g711, g722};
+use crate::{g711, g722, opus};
 use calliper_rtp::playout::Playout;
 
 /// Longest timeline kept, seconds (four hours).
 pub const MAX_SECONDS: u64 = 4 * 3600;
-/// How far (8 kHz ticks: one second) a packet's timestamp may place it
-/// from its arrival before the timeline follows the arrival instead.
-pub const RESYNC_TICKS: i64 = 8000;
+/// How far (seconds) a packet's timestamp may place it from its arrival
+/// before the timeline follows the arrival instead.
+pub const RESYNC_SECONDS: i64 = 1;
 
 /// What a stream carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,33 +34,47 @@ pub enum Codec {
     Pcma,
     /// G.722 at 64 kbit/s.
     G722,
+    /// Opus (any bandwidth, mono output).
+    Opus,
 }
 
 impl Codec {
-    /// The codec of a static RTP payload type, if it is one decoded here.
-    pub fn from_payload_type(pt: u8) -> Option<Codec> {
-        match pt {
-            0 => Some(Codec::Pcmu),
-            8 => Some(Codec::Pcma),
-            9 => Some(Codec::G722),
-            _ => None,
-        }
+    /// The codec of a stream's payload type, given its codec's name as
+    /// resolved from SDP or the static table (`PCMU`, `opus`...), if it is
+    /// one decoded here.
+    pub fn from_name(name: &str) -> Option<Codec> {
+        [
+            ("PCMU", Codec::Pcmu),
+            ("PCMA", Codec::Pcma),
+            ("G722", Codec::G722),
+            ("opus", Codec::Opus),
+        ]
+        .into_iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, c)| c)
     }
 
     /// Output samples per second.
     pub fn rate(self) -> u32 {
         match self {
             Codec::G722 => 16_000,
+            Codec::Opus => opus::RATE,
             _ => 8_000,
         }
     }
 
-    /// Output samples per RTP timestamp tick (G.722's RTP clock is 8 kHz).
-    fn samples_per_tick(self) -> usize {
+    /// RTP timestamp ticks per second (G.722's is 8 kHz, RFC 3551;
+    /// Opus's 48 kHz, RFC 7587).
+    pub fn clock(self) -> u32 {
         match self {
-            Codec::G722 => 2,
-            _ => 1,
+            Codec::Opus => opus::RATE,
+            _ => 8_000,
         }
+    }
+
+    /// Output samples per RTP timestamp tick.
+    fn samples_per_tick(self) -> usize {
+        (self.rate() / self.clock()) as usize
     }
 }
 
@@ -85,6 +99,8 @@ pub struct TimelineStats {
     /// Packets of another payload type (not this codec, comfort noise or
     /// an event).
     pub other_payload: u64,
+    /// Packets the decoder refused (not valid for its codec).
+    pub undecodable: u64,
 }
 
 /// A DTMF event: where it started in the timeline and which.
@@ -99,8 +115,10 @@ pub struct DtmfMark {
 /// The timeline of one stream being built.
 pub struct Timeline {
     codec: Codec,
+    voice_payload_type: u8,
     events_payload_type: Option<u8>,
     g722: g722::Decoder,
+    opus: opus::Decoder,
     playout: Playout,
     /// The latest timestamp seen, and its place in ticks from the first
     /// packet (extended past wraps, moved by resynchronisations).
@@ -116,19 +134,22 @@ pub struct Timeline {
     /// DTMF events, in order.
     pub dtmf: Vec<DtmfMark>,
     last_event_ts: Option<u32>,
-    /// Longest timeline, RTP timestamp ticks (8 kHz).
+    /// Longest timeline, RTP timestamp ticks.
     limit_ticks: i64,
     /// Counters.
     pub stats: TimelineStats,
 }
 
 impl Timeline {
-    /// A timeline for `codec`; RFC 4733 events come as `events_payload_type`.
-    pub fn new(codec: Codec, events_payload_type: Option<u8>) -> Timeline {
+    /// A timeline for `codec` sent as `voice_payload_type`; RFC 4733
+    /// events come as `events_payload_type`.
+    pub fn new(codec: Codec, voice_payload_type: u8, events_payload_type: Option<u8>) -> Timeline {
         Timeline {
             codec,
+            voice_payload_type,
             events_payload_type,
             g722: g722::Decoder::new(),
+            opus: opus::Decoder::default(),
             playout: Playout::default(),
             latest: None,
             origin_ns: 0,
@@ -139,7 +160,7 @@ impl Timeline {
             scratch: Vec::new(),
             dtmf: Vec::new(),
             last_event_ts: None,
-            limit_ticks: MAX_SECONDS as i64 * 8000,
+            limit_ticks: MAX_SECONDS as i64 * i64::from(codec.clock()),
             stats: TimelineStats::default(),
         }
     }
@@ -147,7 +168,7 @@ impl Timeline {
     /// Bounds the timeline to `seconds` (at most [`MAX_SECONDS`]): a
     /// stream known to last a minute needs no room for hours.
     pub fn limit_seconds(mut self, seconds: u64) -> Timeline {
-        self.limit_ticks = seconds.min(MAX_SECONDS) as i64 * 8000;
+        self.limit_ticks = seconds.min(MAX_SECONDS) as i64 * i64::from(self.codec.clock());
         self
     }
 
@@ -183,12 +204,13 @@ impl Timeline {
             self.stats.comfort_noise += 1;
             return;
         }
-        if Codec::from_payload_type(pt) != Some(self.codec) {
+        if pt != self.voice_payload_type {
             self.stats.other_payload += 1;
             return;
         }
         let late_before = self.playout.adaptive_late();
-        self.playout.update(arrival_ns, seq, ts, marker, 8000);
+        self.playout
+            .update(arrival_ns, seq, ts, marker, self.codec.clock());
         if self.playout.adaptive_late() != late_before {
             self.stats.late += 1;
             return;
@@ -198,6 +220,12 @@ impl Timeline {
             Codec::Pcmu => g711::decode(g711::Law::Mu, payload, &mut self.scratch),
             Codec::Pcma => g711::decode(g711::Law::A, payload, &mut self.scratch),
             Codec::G722 => self.g722.decode(payload, &mut self.scratch),
+            Codec::Opus => {
+                if !self.opus.decode(payload, &mut self.scratch) {
+                    self.stats.undecodable += 1;
+                    return;
+                }
+            }
         }
         let end = at + self.scratch.len();
         let limit = self.limit_ticks as usize * self.codec.samples_per_tick();
@@ -234,9 +262,12 @@ impl Timeline {
             self.origin_ns = arrival_ns;
             (ts, 0)
         });
-        let by_arrival = (arrival_ns.saturating_sub(self.origin_ns) / 125_000).max(-1);
+        let clock = i64::from(self.codec.clock());
+        let since = arrival_ns.saturating_sub(self.origin_ns);
+        let by_arrival =
+            (since / 1_000_000_000 * clock + since % 1_000_000_000 * clock / 1_000_000_000).max(-1);
         let mut place = latest + i64::from(ts.wrapping_sub(latest_ts) as i32);
-        let resync = (place - by_arrival).abs() > RESYNC_TICKS;
+        let resync = (place - by_arrival).abs() > RESYNC_SECONDS * clock;
         if resync {
             place = by_arrival;
         }
@@ -295,7 +326,7 @@ mod tests {
 
     #[test]
     fn packets_land_by_timestamp_and_a_loss_is_concealed_then_silent() {
-        let mut t = Timeline::new(Codec::Pcmu, Some(101));
+        let mut t = Timeline::new(Codec::Pcmu, 0, Some(101));
         for k in 0..10u16 {
             if k == 4 || k == 5 {
                 continue; // lost
@@ -321,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_packet_the_jitter_buffer_plays_late_is_left_out() {
-        let mut t = Timeline::new(Codec::Pcma, None);
+        let mut t = Timeline::new(Codec::Pcma, 8, None);
         for k in 0..100u16 {
             // Packet 50 arrives 400 ms late: past the adaptive buffer's delay.
             let arrival = k as i64 * 20 * MS + if k == 50 { 400 * MS } else { 0 };
@@ -335,7 +366,7 @@ mod tests {
 
     #[test]
     fn g722_takes_two_samples_per_tick() {
-        let mut t = Timeline::new(Codec::G722, None);
+        let mut t = Timeline::new(Codec::G722, 9, None);
         for k in 0..5u16 {
             t.push(
                 k as i64 * 20 * MS,
@@ -351,8 +382,36 @@ mod tests {
     }
 
     #[test]
+    fn opus_runs_on_a_48_khz_clock_with_a_dynamic_payload_type() {
+        let mut enc =
+            ::opus::Encoder::new(48_000, ::opus::Channels::Mono, ::opus::Application::Voip)
+                .unwrap();
+        let mut t = Timeline::new(Codec::Opus, 111, Some(101));
+        let mut packet = [0u8; 400];
+        let n = enc.encode(&[1000i16; 960], &mut packet).unwrap();
+        // Packets 0, 1 and 3 of 20 ms (960 ticks); 2 is lost.
+        for k in [0u16, 1, 3] {
+            t.push(
+                k as i64 * 20 * MS,
+                k,
+                7 + k as u32 * 960,
+                false,
+                111,
+                &packet[..n],
+            );
+        }
+        t.push(80 * MS, 4, 7 + 4 * 960, false, 0, &[0xFF; 160]);
+        t.push(100 * MS, 5, 7 + 5 * 960, false, 111, &[0xFF, 0xFF, 0xFF]);
+        let (samples, rate, stats) = t.finish();
+        assert_eq!((samples.len(), rate), (4 * 960, 48_000));
+        assert_eq!(stats.played, 3);
+        assert_eq!(stats.concealed_samples, 960, "the lost packet");
+        assert_eq!((stats.other_payload, stats.undecodable), (1, 1));
+    }
+
+    #[test]
     fn comfort_noise_fills_the_silence_at_its_level_and_dtmf_is_marked() {
-        let mut t = Timeline::new(Codec::Pcmu, Some(101));
+        let mut t = Timeline::new(Codec::Pcmu, 0, Some(101));
         t.push(0, 0, 0, true, 0, &pcmu(0xFF));
         // Comfort noise at -30 dBov, then voice again after 1 s.
         t.push(20 * MS, 1, 160, false, 13, &[30]);
@@ -376,7 +435,7 @@ mod tests {
         // A timestamp jumping by 2^31 arrives 20 ms after the first: placed
         // where it arrived, not hours away, and the next follows it. A
         // packet arriving past the bound is counted, not allocated.
-        let mut t = Timeline::new(Codec::Pcmu, None).limit_seconds(60);
+        let mut t = Timeline::new(Codec::Pcmu, 0, None).limit_seconds(60);
         t.push(0, 0, 0, true, 0, &pcmu(0xFF));
         t.push(20 * MS, 1, 0x7FFF_FFFF, false, 0, &pcmu(0xFF));
         t.push(40 * MS, 2, 0x8000_009F, false, 0, &pcmu(0xFF));
@@ -389,7 +448,7 @@ mod tests {
     #[test]
     fn a_restart_after_a_hold_starts_where_it_arrived() {
         // 1 s of speech, a 3 s hold, then timestamps from 0 again.
-        let mut t = Timeline::new(Codec::Pcma, None);
+        let mut t = Timeline::new(Codec::Pcma, 8, None);
         for k in 0..50u16 {
             t.push(
                 k as i64 * 20 * MS,

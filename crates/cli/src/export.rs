@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub enum ExportCommand {
     /// A call's audio as a stereo WAV (caller left, callee right), decoded as the
     /// listener heard it: packets the jitter buffer would have played late left out, losses
-    /// concealed, comfort noise played. G.711 (PCMU, PCMA) and G.722; other codecs are
+    /// concealed, comfort noise played. G.711 (PCMU, PCMA), G.722 and Opus; other codecs are
     /// named and left silent.
     ///
     /// Example: calliper analyze --db calls.db day.pcap &&
@@ -279,24 +279,25 @@ fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
             s.src, s.src_port, s.dst, s.dst_port, s.ssrc
         ))
         .into_owned();
-        let usable = match (
-            s.payload_type.and_then(Codec::from_payload_type),
-            key(s),
-            side(&s.direction),
-        ) {
+        let codec = s.codec.as_deref().and_then(Codec::from_name);
+        let usable = match (codec.zip(s.payload_type), key(s), side(&s.direction)) {
             _ if out.len() >= MAX_DECODED => Err("more streams than are decoded for one call (32)"),
             (Some(codec), Some(k), Some(caller)) if !index.contains_key(&k) => {
                 Ok((codec, k, caller))
             }
-            (None, ..) if s.payload_type == Some(101) => {
+            (None, ..)
+                if s.codec
+                    .as_deref()
+                    .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event")) =>
+            {
                 Err("DTMF events on their own SSRC are not marked yet")
             }
-            (None, ..) => Err("a payload type not decoded here (G.711, G.722): silent"),
+            (None, ..) => Err("a codec not decoded here (G.711, G.722, Opus are): silent"),
             (_, None, _) => Err("addresses that do not parse"),
             (_, _, None) => Err("no side of the call (direction unknown)"),
             _ => Err("a second record of the same flow"),
         };
-        let (codec, k, caller) = match usable {
+        let ((codec, pt), k, caller) = match usable {
             Ok(stream) => stream,
             Err(why) => {
                 eprintln!("stream {name}: left out: {why}");
@@ -307,7 +308,7 @@ fn timelines(call: &StoredCall) -> (Vec<Decoding>, HashMap<Key, usize>) {
         out.push(Decoding {
             caller,
             // Room for the stream's span as stored, and some slack.
-            timeline: Timeline::new(codec, Some(101))
+            timeline: Timeline::new(codec, pt, Some(101))
                 .limit_seconds(((s.last_ns - s.first_ns).max(0) / 1_000_000_000) as u64 + 10),
             name,
             first_ns: None,

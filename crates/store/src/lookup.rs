@@ -37,6 +37,8 @@ pub struct StoredStream {
     pub direction: String,
     /// The payload type the stream carried most (None if unknown).
     pub payload_type: Option<u8>,
+    /// Its codec's name (`PCMU`, `opus`...), as resolved from SDP.
+    pub codec: Option<String>,
     /// First packet, ns since the epoch.
     pub first_ns: i64,
     /// Last packet, ns since the epoch.
@@ -73,7 +75,7 @@ pub fn find_calls(conn: &Connection, call: &str) -> Result<Vec<StoredCall>, Stor
         calls = read_calls(conn, by_call_id, call)?;
     }
     let mut q = conn.prepare(
-        "SELECT src, src_port, dst, dst_port, ssrc, direction, payload_type, first_ns, last_ns
+        "SELECT src, src_port, dst, dst_port, ssrc, direction, payload_type, first_ns, last_ns, codec
          FROM streams WHERE call = ?1 ORDER BY first_ns LIMIT ?2",
     )?;
     for c in &mut calls {
@@ -91,6 +93,8 @@ pub fn find_calls(conn: &Connection, call: &str) -> Result<Vec<StoredCall>, Stor
                         .and_then(|p| u8::try_from(p).ok()),
                     first_ns: r.get(7)?,
                     last_ns: r.get(8)?,
+                    // Text only: a hostile database's other types read as unknown.
+                    codec: r.get::<_, Option<String>>(9).ok().flatten(),
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
