@@ -52,15 +52,17 @@ fn g722_one_second(bencher: Bencher) {
 #[divan::bench]
 fn opus_one_second(bencher: Bencher) {
     // A voiced sound (harmonics of 150 Hz) with noise, encoded as VoIP.
-    let mut enc = ::opus::Encoder::new(48_000, ::opus::Channels::Mono, ::opus::Application::Voip)
-        .unwrap();
+    let mut enc =
+        ::opus::Encoder::new(48_000, ::opus::Channels::Mono, ::opus::Application::Voip).unwrap();
     enc.set_bitrate(::opus::Bitrate::Bits(32_000)).unwrap();
     let noise = second();
     let pcm: Vec<i16> = (0..48_000)
         .map(|i| {
             let t = f64::from(i) / 48_000.0;
             let voiced: f64 = (1..20)
-                .map(|h| (2.0 * std::f64::consts::PI * 150.0 * f64::from(h) * t).sin() / f64::from(h))
+                .map(|h| {
+                    (2.0 * std::f64::consts::PI * 150.0 * f64::from(h) * t).sin() / f64::from(h)
+                })
                 .sum();
             (4000.0 * voiced + f64::from(noise[i as usize % 8000]) * 4.0) as i16
         })
