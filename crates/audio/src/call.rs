@@ -1,0 +1,259 @@
+//! A call's voice as two channels, caller and callee: the stored call says
+//! which streams it had (addresses, ports, SSRC, direction, codec); the
+//! packets of a capture are matched to them, each stream decoded into its
+//! timeline, and each direction's timelines mixed into its channel at their
+//! first packets' arrival. Shared by `calliper export audio` and the
+//! console's player; what each stream gave, or why it was left out, comes
+//! back as notes to show.
+
+use crate::timeline::{Codec, Timeline, MAX_SECONDS};
+use calliper_store::{StoredCall, StoredStream};
+use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
+use calliper_wire::Transport;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// Most streams of one call decoded at once: each timeline may hold up to
+/// its stored span of audio, and a database can claim any number.
+pub const MAX_DECODED: usize = 32;
+
+/// The flow of a stream: addresses, ports, SSRC.
+type Key = (IpAddr, u16, IpAddr, u16, u32);
+
+/// One stream being decoded: its direction (true: caller to callee), its
+/// timeline and a name for the notes.
+struct Decoding {
+    caller: bool,
+    timeline: Timeline,
+    name: String,
+    /// When its first packet arrived.
+    first_ns: Option<i64>,
+}
+
+/// A call's streams being decoded from a capture's packets.
+pub struct CallAudio {
+    decodings: Vec<Decoding>,
+    index: HashMap<Key, usize>,
+    /// The stored streams' span (ns): bounds the channels.
+    span_ns: i64,
+    /// Packets matched to a stream.
+    pub matched: u64,
+    /// What was left out and why, then what each stream gave.
+    pub notes: Vec<String>,
+}
+
+/// Two channels at one rate, and what went into them.
+pub struct Mixed {
+    /// Samples per second.
+    pub rate: u32,
+    /// The caller's side.
+    pub left: Vec<i16>,
+    /// The callee's side.
+    pub right: Vec<i16>,
+    /// What each stream gave, and any cut.
+    pub notes: Vec<String>,
+}
+
+impl CallAudio {
+    /// A timeline for each stream with a decodable codec, a side and
+    /// valid addresses; every stream left out is named, with why.
+    pub fn new(call: &StoredCall, name: impl Fn(&str) -> String) -> CallAudio {
+        let mut a = CallAudio {
+            decodings: Vec::new(),
+            index: HashMap::new(),
+            span_ns: call
+                .streams
+                .iter()
+                .map(|s| s.last_ns)
+                .max()
+                .unwrap_or(0)
+                .saturating_sub(call.streams.iter().map(|s| s.first_ns).min().unwrap_or(0)),
+            matched: 0,
+            notes: Vec::new(),
+        };
+        for s in &call.streams {
+            let name = name(&format!(
+                "{}:{} -> {}:{} ssrc {:#010x}",
+                s.src, s.src_port, s.dst, s.dst_port, s.ssrc
+            ));
+            let codec = s.codec.as_deref().and_then(Codec::from_name);
+            let usable = match (codec.zip(s.payload_type), key(s), side(&s.direction)) {
+                _ if a.decodings.len() >= MAX_DECODED => {
+                    Err("more streams than are decoded for one call (32)")
+                }
+                (Some(codec), Some(k), Some(caller)) if !a.index.contains_key(&k) => {
+                    Ok((codec, k, caller))
+                }
+                (None, ..)
+                    if s.codec
+                        .as_deref()
+                        .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event")) =>
+                {
+                    Err("DTMF events on their own SSRC are not marked yet")
+                }
+                (None, ..) => Err("a codec not decoded here (G.711, G.722, Opus are): silent"),
+                (_, None, _) => Err("addresses that do not parse"),
+                (_, _, None) => Err("no side of the call (direction unknown)"),
+                _ => Err("a second record of the same flow"),
+            };
+            let ((codec, pt), k, caller) = match usable {
+                Ok(stream) => stream,
+                Err(why) => {
+                    a.notes.push(format!("stream {name}: left out: {why}"));
+                    continue;
+                }
+            };
+            a.index.insert(k, a.decodings.len());
+            a.decodings.push(Decoding {
+                caller,
+                // Room for the stream's span as stored, and some slack.
+                timeline: Timeline::new(codec, pt, Some(101))
+                    .limit_seconds(((s.last_ns - s.first_ns).max(0) / 1_000_000_000) as u64 + 10),
+                name,
+                first_ns: None,
+            });
+        }
+        a
+    }
+
+    /// Whether any stream is to be decoded.
+    pub fn is_empty(&self) -> bool {
+        self.decodings.is_empty()
+    }
+
+    /// Takes one captured frame: an RTP packet of one of the streams goes
+    /// into its timeline; anything else is passed over.
+    pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
+        let Ok(frame) = calliper_wire::decode(link_type, data) else {
+            return;
+        };
+        let Transport::Udp {
+            sport,
+            dport,
+            payload,
+        } = frame.transport
+        else {
+            return;
+        };
+        let Ok(rtp) = RtpHeader::parse(payload) else {
+            return;
+        };
+        if looks_like_rtcp(payload) {
+            return;
+        }
+        let Some(&i) = self
+            .index
+            .get(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
+        else {
+            return;
+        };
+        self.matched += 1;
+        let d = &mut self.decodings[i];
+        d.first_ns.get_or_insert(ts_ns);
+        let start = rtp.header_len as usize;
+        let voice = &payload[start..start + rtp.payload_len as usize];
+        d.timeline.push(
+            ts_ns,
+            rtp.seq,
+            rtp.timestamp,
+            rtp.marker,
+            rtp.payload_type,
+            voice,
+        );
+    }
+
+    /// Mixes each direction's timelines into its channel, placed by their
+    /// first packet's arrival after the earliest, at the highest rate of
+    /// them (the others repeated up to it). The channels hold the call's
+    /// streams' stored span and 10 s, at most [`MAX_SECONDS`]; what lies
+    /// beyond is cut and noted.
+    pub fn mix(self) -> Mixed {
+        let mut notes = self.notes;
+        let start = self
+            .decodings
+            .iter()
+            .filter_map(|d| d.first_ns)
+            .min()
+            .unwrap_or(0);
+        let rate = self
+            .decodings
+            .iter()
+            .map(|t| t.timeline.rate())
+            .max()
+            .unwrap_or(8000);
+        let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
+        let limit = seconds * rate as usize;
+        let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
+        for Decoding {
+            caller,
+            timeline,
+            name,
+            first_ns,
+        } in self.decodings
+        {
+            let Some(first) = first_ns else {
+                notes.push(format!("stream {name}: no packets in the capture"));
+                continue;
+            };
+            let dtmf = timeline.dtmf.len();
+            let (samples, own_rate, s) = timeline.finish();
+            notes.push(format!(
+                "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable",
+                s.played,
+                s.late,
+                s.concealed_samples * 1000 / u64::from(own_rate),
+                s.silent_samples * 1000 / u64::from(own_rate),
+                s.comfort_noise,
+                dtmf,
+                s.resyncs,
+                s.out_of_range,
+                s.other_payload,
+                s.undecodable
+            ));
+            let up = (rate / own_rate) as usize;
+            let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000)
+                .min(limit as u128) as usize;
+            let channel = if caller { &mut left } else { &mut right };
+            let end = (offset + samples.len() * up).min(limit);
+            if offset + samples.len() * up > limit {
+                notes.push(format!(
+                    "stream {name}: cut at {seconds} s, the call's stored span and 10 s (it starts {:.1} s in)",
+                    offset as f64 / f64::from(rate)
+                ));
+            }
+            if channel.len() < end {
+                channel.resize(end, 0);
+            }
+            for (at, x) in channel[offset..end]
+                .iter_mut()
+                .zip(samples.iter().flat_map(|&x| std::iter::repeat_n(x, up)))
+            {
+                *at = at.saturating_add(x);
+            }
+        }
+        Mixed {
+            rate,
+            left,
+            right,
+            notes,
+        }
+    }
+}
+
+fn key(s: &StoredStream) -> Option<Key> {
+    Some((
+        s.src.parse().ok()?,
+        s.src_port,
+        s.dst.parse().ok()?,
+        s.dst_port,
+        s.ssrc,
+    ))
+}
+
+fn side(direction: &str) -> Option<bool> {
+    match direction {
+        "caller_to_callee" => Some(true),
+        "callee_to_caller" => Some(false),
+        _ => None,
+    }
+}
