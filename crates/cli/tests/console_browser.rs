@@ -562,3 +562,100 @@ fn the_loss_by_leg_table_shows_what_the_api_gives() {
     browser.js("document.querySelector('#legs').scrollIntoView();");
     browser.screenshot("legs.png");
 }
+
+/// A WAV's per-slice peaks as the page computes them (`wavePeaks` in
+/// app.js), rounded to three decimals: the oracle for the waveform.
+fn wav_peaks(wav: &[u8], slices: usize) -> Vec<Vec<f64>> {
+    assert_eq!(&wav[..4], b"RIFF");
+    let data = &wav[44..];
+    let frames = data.len() / 4;
+    let mut peaks = vec![vec![0f64; slices]; 2];
+    for i in 0..frames {
+        let slice = i * slices / frames;
+        for (ch, side) in peaks.iter_mut().enumerate() {
+            let at = 4 * i + 2 * ch;
+            let s = f64::from(i16::from_le_bytes([data[at], data[at + 1]])).abs() / 32768.0;
+            side[slice] = side[slice].max(s);
+        }
+    }
+    peaks
+        .iter()
+        .map(|side| side.iter().map(|p| (p * 1000.0).round() / 1000.0).collect())
+        .collect()
+}
+
+#[test]
+fn the_call_page_plays_the_recording_and_draws_its_waveform() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (db, rec) = (temp("player.db"), temp("player-rec"));
+    let _ = std::fs::remove_dir_all(&rec);
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    common::analyze_into_db(
+        &pcap,
+        &db,
+        &["--record", "all", "--record-dir", rec.to_str().unwrap()],
+    );
+    let s = Server::start(
+        &db,
+        "127.0.0.1:0",
+        &["--record-dir", rec.to_str().unwrap()],
+        &[],
+    );
+    let calls = s.get("/api/calls", &[]).json()["calls"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut checked = 0;
+    for c in &calls {
+        let id = &c["id"];
+        let wav = s.get(&format!("/api/calls/{id}/audio"), &[]);
+        if wav.status != 200 {
+            continue;
+        }
+        browser.go(&format!("http://127.0.0.1:{}/#/call/{id}", s.addr.port()));
+        let status = browser.wait(
+            "the player's status",
+            "const s = document.getElementById('audio-status');              return s && !s.textContent.startsWith('Decoding') ? s.textContent : null;",
+        );
+        let frames = (wav.body.len() - 44) / 4;
+        let rate = u32::from_le_bytes(wav.body[24..28].try_into().unwrap());
+        assert_eq!(
+            status,
+            format!(
+                "{:.1} s at {rate} Hz: the caller above, the callee below.",
+                frames as f64 / f64::from(rate)
+            ),
+        );
+        let peaks: Vec<Vec<f64>> = serde_json::from_str(
+            browser
+                .js("return document.getElementById('waveform').dataset.peaks;")
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        let want = wav_peaks(&wav.body, 600);
+        let differ = (0..2)
+            .flat_map(|ch| (0..600).map(move |x| (ch, x)))
+            .find(|&(ch, x)| peaks[ch][x] != want[ch][x]);
+        assert_eq!(
+            differ, None,
+            "call {id}: the waveform is not the WAV's (channel, slice)"
+        );
+        assert!(want[0].iter().any(|&p| p > 0.05), "speech in it");
+        // The browser plays the same WAV: its duration is the WAV's.
+        let duration = browser.wait(
+            "the audio's duration",
+            "const a = document.getElementById('audio'); return a.src.startsWith('blob:') && isFinite(a.duration) ? a.duration : null;",
+        );
+        assert!(
+            (duration.as_f64().unwrap() - frames as f64 / f64::from(rate)).abs() < 0.01,
+            "{duration}"
+        );
+        browser.js("document.getElementById('player').scrollIntoView();");
+        browser.screenshot("player.png");
+        checked += 1;
+    }
+    assert!(checked >= 1, "no recorded call with audio");
+}

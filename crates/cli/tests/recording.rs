@@ -463,7 +463,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
 mod server;
 
 #[test]
-fn the_console_sends_a_recorded_calls_pcap() {
+fn the_console_sends_a_recorded_calls_pcap_and_audio() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let (dir, db) = (temp("console"), temp("console.db"));
     calliper_jsonl(
@@ -488,6 +488,7 @@ fn the_console_sends_a_recorded_calls_pcap() {
         .unwrap()
         .clone();
     assert_eq!(calls.len(), 3);
+    let mut audio = 0;
     for c in &calls {
         let id = c["id"].as_i64().unwrap();
         let detail = s.get(&format!("/api/calls/{id}"), &[]).json();
@@ -509,7 +510,35 @@ fn the_console_sends_a_recorded_calls_pcap() {
             r.body == std::fs::read(&file[0]).unwrap(),
             "call {id}: not the file's bytes"
         );
+        // Its audio: what `calliper export audio` makes of the same recording.
+        assert_eq!(detail["recording_audio"], format!("/api/calls/{id}/audio"));
+        let wav = temp(&format!("console-{id}.wav"));
+        let export = calliper(&[
+            "export",
+            "audio",
+            "--db",
+            db.to_str().unwrap(),
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "-o",
+            wav.to_str().unwrap(),
+            &id.to_string(),
+        ]);
+        let r = s.get(&format!("/api/calls/{id}/audio"), &[]);
+        if export.status.success() {
+            assert_eq!(r.status, 200, "call {id}: {}", r.text());
+            assert_eq!(r.header("content-type"), Some("audio/wav"));
+            assert!(
+                r.body == std::fs::read(&wav).unwrap(),
+                "call {id}: not export's WAV"
+            );
+            audio += 1;
+        } else {
+            assert_eq!(r.status, 404, "call {id}: {}", r.text());
+        }
     }
+    assert!(audio >= 1, "no call's audio compared");
+    assert_eq!(s.get("/api/calls/99/audio", &[]).status, 404);
     assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
     assert_eq!(s.get("/api/calls/x/pcap", &[]).status, 400);
     // Without a recordings directory: no link, and a 404 that says why.

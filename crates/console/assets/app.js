@@ -159,6 +159,7 @@ async function callPage(id) {
     el("p", {}, el("a", { href: "#/calls" }, "← calls")),
     el("h1", {}, "Call " + c.id), dl,
     c.recording_pcap ? el("p", { id: "recording" }, el("a", { href: c.recording_pcap, download: `call-${c.id}.pcap` }, "Download the call's packets (pcap)")) : null,
+    player(c),
     noDetail,
     (c.truncated || []).length ? el("p", { class: "note", id: "truncated" },
       "Only the first of this call's " + c.truncated.join(", ") + " are shown: the database holds more than the console sends at once.") : null,
@@ -170,6 +171,80 @@ async function callPage(id) {
     c.alerts.length ? el("h2", {}, "Alerts") : null,
     c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${num(a.value, 2)} (threshold ${num(a.threshold, 2)})`))) : null,
   );
+}
+
+// The call's voice from its recording: a player, and each side's waveform
+// drawn from the WAV's own samples (the caller above, the callee below);
+// a click on the waveform plays from there.
+const WAVE_SLICES = 600;
+function player(c) {
+  if (!c.recording_audio) return null;
+  const canvas = el("canvas", { id: "waveform", width: WAVE_SLICES, height: 120 });
+  const status = el("p", { class: "hint", id: "audio-status" }, "Decoding the recording…");
+  const audio = el("audio", { id: "audio", controls: "", preload: "metadata" });
+  canvas.addEventListener("click", (e) => {
+    if (!isFinite(audio.duration)) return;
+    audio.currentTime = audio.duration * e.offsetX / canvas.clientWidth;
+    audio.play();
+  });
+  (async () => {
+    try {
+      const r = await fetch(location.origin + c.recording_audio, { credentials: "same-origin" });
+      if (!r.ok) {
+        const body = await r.json().catch(() => ({ error: r.statusText }));
+        throw new Error(body.error || r.statusText);
+      }
+      const bytes = await r.arrayBuffer();
+      const wave = wavePeaks(bytes);
+      drawWave(canvas, wave.peaks);
+      canvas.dataset.peaks = JSON.stringify(wave.peaks.map((side) => side.map((p) => Math.round(p * 1000) / 1000)));
+      audio.src = URL.createObjectURL(new Blob([bytes], { type: "audio/wav" }));
+      status.textContent = `${wave.seconds.toFixed(1)} s at ${wave.rate} Hz: the caller above, the callee below.`;
+    } catch (e) {
+      status.textContent = "No audio: " + e.message;
+      status.className = "error";
+    }
+  })();
+  return el("div", { id: "player" }, el("h2", {}, "Audio"), audio, el("div", {}, canvas), status);
+}
+
+// Each channel's largest |sample| (0 to 1) in each of WAVE_SLICES slices
+// of a 16-bit stereo WAV (the console's own), its rate and length.
+function wavePeaks(buf) {
+  const v = new DataView(buf);
+  let at = 12, rate = 0, data = null;
+  while (at + 8 <= v.byteLength) {
+    const id = String.fromCharCode(v.getUint8(at), v.getUint8(at + 1), v.getUint8(at + 2), v.getUint8(at + 3));
+    const size = v.getUint32(at + 4, true);
+    if (id === "fmt ") rate = v.getUint32(at + 12, true);
+    if (id === "data") { data = { start: at + 8, length: Math.min(size, v.byteLength - at - 8) }; break; }
+    at += 8 + size + (size % 2);
+  }
+  if (!data || !rate) throw new Error("not a WAV");
+  const frames = Math.floor(data.length / 4);
+  const peaks = [new Array(WAVE_SLICES).fill(0), new Array(WAVE_SLICES).fill(0)];
+  for (let i = 0; i < frames; i++) {
+    const slice = Math.floor(i * WAVE_SLICES / frames);
+    for (let ch = 0; ch < 2; ch++) {
+      const s = Math.abs(v.getInt16(data.start + 4 * i + 2 * ch, true)) / 32768;
+      if (s > peaks[ch][slice]) peaks[ch][slice] = s;
+    }
+  }
+  return { peaks, rate, seconds: frames / rate };
+}
+
+function drawWave(canvas, peaks) {
+  const g = canvas.getContext("2d"), half = canvas.height / 2;
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, canvas.width, canvas.height);
+  peaks.forEach((side, ch) => {
+    g.fillStyle = ch === 0 ? "#1f6feb" : "#1a7f37";
+    const middle = half * ch + half / 2;
+    side.forEach((p, x) => {
+      const a = p * half / 2;
+      g.fillRect(x, middle - a, 1, Math.max(1, 2 * a));
+    });
+  });
 }
 
 function label(m) {

@@ -83,6 +83,8 @@ pub(crate) async fn call(
     if let serde_json::Value::Object(o) = &mut detail {
         let link = recorded.then(|| format!("/api/calls/{id}/pcap"));
         o.insert("recording_pcap".into(), link.into());
+        let audio = recorded.then(|| format!("/api/calls/{id}/audio"));
+        o.insert("recording_audio".into(), audio.into());
     }
     let body = serde_json::to_vec(&detail)
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;

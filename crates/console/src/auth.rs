@@ -147,7 +147,8 @@ fn with_headers(mut r: Response) -> Response {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+            // media-src blob:: the player plays the WAV the page fetched once.
+            "default-src 'self'; img-src 'self' data:; media-src 'self' blob:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     h.entry(header::CACHE_CONTROL)

@@ -144,6 +144,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/calls.csv", get(csv::calls))
         .route("/api/calls/{id}", get(api::call))
         .route("/api/calls/{id}/pcap", get(recording_api::pcap))
+        .route("/api/calls/{id}/audio", get(recording_api::audio))
         .route("/api/alerts", get(lists_api::alerts))
         .route("/api/registrations", get(lists_api::registrations))
         .route("/api/kpi", get(lists_api::kpi))

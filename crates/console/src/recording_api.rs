@@ -1,6 +1,7 @@
 //! A call's recording (`--record`): `GET /api/calls/{id}/pcap` sends the
 //! call's capture file from the recordings directory, found by the stored
-//! call's Call-ID and INVITE time (never by a path from the request).
+//! call's Call-ID and INVITE time (never by a path from the request), and
+//! `GET /api/calls/{id}/audio` its voice decoded from that file as a WAV.
 
 use crate::api::ApiError;
 use crate::State;
@@ -12,8 +13,11 @@ use std::sync::Arc;
 /// Largest recording sent whole; a longer call is exported with
 /// `calliper export pcap`.
 pub const MAX_RECORDING_BYTES: u64 = 64 << 20;
-/// Recordings being sent at once (each is held whole while it is sent).
+/// Recordings being sent or decoded at once (each is held whole meanwhile).
 pub const MAX_DOWNLOADS: usize = 2;
+/// Largest WAV sent (about 35 minutes of an 8 kHz call, 6 of a 48 kHz
+/// one); a longer call is exported with `calliper export audio`.
+pub const MAX_AUDIO_BYTES: usize = 64 << 20;
 
 /// The recordings of call `id` (its Call-ID and INVITE time from the database).
 pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::PathBuf>, ApiError> {
@@ -43,13 +47,10 @@ pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::P
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// `GET /api/calls/{id}/pcap`.
-pub(crate) async fn pcap(
-    axum::extract::State(state): axum::extract::State<Arc<State>>,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Result<Response, ApiError> {
-    let id = crate::api::call_id_param(path)?;
-    let found = find(&state, id).await?;
+/// The bytes of call `id`'s one recording, at most [`MAX_RECORDING_BYTES`],
+/// read while one of [`MAX_DOWNLOADS`] permits is held.
+async fn recorded(state: &Arc<State>, id: i64) -> Result<Vec<u8>, ApiError> {
+    let found = find(state, id).await?;
     let file = match found.as_slice() {
         [] => {
             return Err(ApiError(
@@ -100,23 +101,106 @@ pub(crate) async fn pcap(
             format!("the recording cannot be read: {e}"),
         )
     })?;
-    let Some(bytes) = bytes else {
-        return Err(ApiError(
+    bytes.ok_or_else(|| {
+        ApiError(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "call {id}'s recording is over {} MiB: export it with `calliper export pcap`",
                 MAX_RECORDING_BYTES >> 20
             ),
+        )
+    })
+}
+
+/// `GET /api/calls/{id}/pcap`.
+pub(crate) async fn pcap(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = crate::api::call_id_param(path)?;
+    let bytes = recorded(&state, id).await?;
+    Ok(attachment(
+        bytes,
+        "application/vnd.tcpdump.pcap",
+        &format!("call-{id}.pcap"),
+    ))
+}
+
+/// `GET /api/calls/{id}/audio`: the call's voice decoded from its
+/// recording (`calliper_audio::call`), a stereo WAV, caller left.
+pub(crate) async fn audio(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = crate::api::call_id_param(path)?;
+    let bytes = recorded(&state, id).await?;
+    let call = crate::db::run(&state.db, &state.queries, move |c| {
+        calliper_store::find_calls(c, &id.to_string())
+    })
+    .await?
+    .into_iter()
+    .find(|c| c.id == id)
+    .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no call {id}")))?;
+    let _permit = state.downloads.clone().try_acquire_owned().map_err(|_| {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("busy: {MAX_DOWNLOADS} recordings are being sent; try again"),
+        )
+    })?;
+    let wav = tokio::task::spawn_blocking(move || decode(&call, bytes))
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(attachment(wav, "audio/wav", &format!("call-{id}.wav")))
+}
+
+/// The WAV of `call` from its recording's bytes, at most [`MAX_AUDIO_BYTES`].
+fn decode(call: &calliper_store::StoredCall, recording: Vec<u8>) -> Result<Vec<u8>, ApiError> {
+    let mut audio = calliper_audio::call::CallAudio::new(call, str::to_string);
+    if audio.is_empty() {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no stream of call {} can be decoded here: {}",
+                call.id,
+                audio.notes.join("; ")
+            ),
         ));
+    }
+    let unreadable = |e: calliper_capture::CaptureError| {
+        ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the recording cannot be read: {e}"),
+        )
     };
+    let mut input = calliper_capture::CaptureReader::new(std::io::Cursor::new(recording))
+        .map_err(unreadable)?;
+    while let Some(p) = input.next_packet().map_err(unreadable)? {
+        audio.packet(p.ts_ns, p.link_type, p.data);
+    }
+    let mixed = audio.mix();
+    let frames = mixed.left.len().max(mixed.right.len());
+    if frames.saturating_mul(4) > MAX_AUDIO_BYTES {
+        return Err(ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "call {}'s audio is over {} MiB: export it with `calliper export audio`",
+                call.id,
+                MAX_AUDIO_BYTES >> 20
+            ),
+        ));
+    }
+    let mut wav = Vec::with_capacity(44 + frames * 4);
+    calliper_audio::wav::write_stereo(&mut wav, mixed.rate, &mixed.left, &mixed.right)
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(wav)
+}
+
+fn attachment(bytes: Vec<u8>, content_type: &'static str, name: &str) -> Response {
     let mut r = bytes.into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/vnd.tcpdump.pcap"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"call-{id}.pcap\"")) {
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
-    Ok(r)
+    r
 }
