@@ -44,7 +44,7 @@ pub struct PcapArgs {
     /// The recordings' directory (`--record-dir` of the run).
     #[arg(long, value_name = "DIR")]
     pub record_dir: PathBuf,
-    /// Capture file to write (created 0600).
+    /// Capture file to write (created 0600), or - for standard output.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
 }
@@ -68,7 +68,7 @@ pub struct AudioArgs {
     /// Or the recordings' directory (`--record-dir` of the run): the call's own recording.
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
-    /// WAV file to write (created 0600).
+    /// WAV file to write (created 0600), or - for standard output (to a player).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
 }
@@ -109,6 +109,16 @@ fn one_call(db: &Path, call: &str) -> Result<StoredCall> {
     }
 }
 
+/// Where an export goes: standard output for `-`, else a new private file.
+fn output(path: &Path) -> Result<Box<dyn Write>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufWriter::new(std::io::stdout().lock())));
+    }
+    let file = calliper_store::create_private(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(Box::new(BufWriter::new(file)))
+}
+
 /// The call's recording under `dir`.
 fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
     let found = calliper_store::recordings::find(dir, call.invite_ns, &call.call_id);
@@ -145,7 +155,11 @@ fn pcap(a: &PcapArgs) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if let (Ok(out), Ok(rec)) = (parent.canonicalize(), a.record_dir.canonicalize()) {
+    if let (Ok(out), Ok(rec), false) = (
+        parent.canonicalize(),
+        a.record_dir.canonicalize(),
+        a.output == Path::new("-"),
+    ) {
         if out.starts_with(&rec) {
             bail!(
                 "{} is inside the recordings' directory {}: write elsewhere",
@@ -156,9 +170,9 @@ fn pcap(a: &PcapArgs) -> Result<()> {
     }
     let mut input =
         std::fs::File::open(&from).with_context(|| format!("cannot open {}", from.display()))?;
-    let mut out = calliper_store::create_private(&a.output)
-        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut out = output(&a.output)?;
     let n = std::io::copy(&mut input, &mut out)
+        .and_then(|n| out.flush().map(|_| n))
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     eprintln!(
         "call {}: {n} bytes from {} to {}",
@@ -211,9 +225,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
     // emptied file in place of one that was there.
     let frames = mixed.left.len().max(mixed.right.len());
     wav::stereo_size(frames).with_context(|| format!("cannot write {}", a.output.display()))?;
-    let file = calliper_store::create_private(&a.output)
-        .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut out = BufWriter::new(file);
+    let mut out = output(&a.output)?;
     wav::write_stereo(&mut out, mixed.rate, &mixed.left, &mixed.right)
         .and_then(|_| out.flush())
         .with_context(|| format!("writing {}", a.output.display()))?;

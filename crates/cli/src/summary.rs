@@ -242,8 +242,13 @@ impl<W: Write> TextReport<W> {
         self.w.flush()
     }
 
-    /// Writes the counters and the rules' hits, and flushes.
-    pub fn finish(&mut self, c: &Counters, rules: &[RuleInfo]) -> io::Result<()> {
+    /// Writes the counters, the recording's and the rules' hits, and flushes.
+    pub fn finish(
+        &mut self,
+        c: &Counters,
+        rules: &[RuleInfo],
+        summary: &serde_json::Value,
+    ) -> io::Result<()> {
         writeln!(self.w, "---")?;
         writeln!(
             self.w,
@@ -251,9 +256,32 @@ impl<W: Write> TextReport<W> {
             self.calls, self.streams
         )?;
         print_counters(&mut self.w, c)?;
+        print_recording(&mut self.w, summary)?;
         print_rules(&mut self.w, rules)?;
         self.w.flush()
     }
+}
+
+/// The run's recording (`--record-dir`): its counts that are not zero, from
+/// the JSON summary's `recording`, on one line; nothing without recording.
+pub fn print_recording(w: &mut impl Write, summary: &serde_json::Value) -> io::Result<()> {
+    let Some(r) = summary.get("recording").and_then(|r| r.as_object()) else {
+        return Ok(());
+    };
+    let parts: Vec<String> = r
+        .iter()
+        .filter(|(_, v)| v.as_u64() != Some(0))
+        .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
+        .collect();
+    writeln!(
+        w,
+        "recording    {}",
+        if parts.is_empty() {
+            "nothing recorded".into()
+        } else {
+            parts.join(", ")
+        }
+    )
 }
 
 /// One line per rule: what it matches, what it does, how often it decided.

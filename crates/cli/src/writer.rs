@@ -118,10 +118,12 @@ impl Sinks {
         if let Some(t) = self.text.as_mut() {
             t.users(&f.users)?;
             t.kpis(&f.kpis)?;
-            t.finish(&f.counters, &f.rules)?;
+            t.finish(&f.counters, &f.rules, &f.summary)?;
         } else {
-            summary::print_counters(&mut io::stderr().lock(), &f.counters)?;
-            summary::print_rules(&mut io::stderr().lock(), &f.rules)?;
+            let mut err = io::stderr().lock();
+            summary::print_counters(&mut err, &f.counters)?;
+            summary::print_recording(&mut err, &f.summary)?;
+            summary::print_rules(&mut err, &f.rules)?;
         }
         Ok(())
     }

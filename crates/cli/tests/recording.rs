@@ -442,6 +442,30 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
     assert!(a.len() > 100_000);
     assert!(a == b, "the WAVs differ");
+    // `-o -` writes to standard output (a player, a pipe), not a file named "-".
+    for (what, want) in [("audio", &a), ("pcap", &std::fs::read(&out).unwrap())] {
+        let piped = calliper(&[
+            "export",
+            what,
+            call,
+            "--db",
+            db_s,
+            "--record-dir",
+            dir_s,
+            "-o",
+            "-",
+        ]);
+        assert!(
+            piped.status.success(),
+            "{}",
+            String::from_utf8_lossy(&piped.stderr)
+        );
+        assert!(
+            &piped.stdout == want,
+            "export {what} -o - is not the file's bytes"
+        );
+    }
+    assert!(!Path::new("-").exists(), "a file named -");
     // A call never recorded says so.
     let x = temp("x.pcap");
     let none = calliper(&[
