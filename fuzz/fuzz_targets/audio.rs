@@ -1,4 +1,4 @@
-//! Hostile RTP into the audio timeline of each codec: packets of any
+//! Hostile RTP into the audio timeline of each codec (Opus: libopus): packets of any
 //! timing, timestamp, payload type and size never panic, and the timeline
 //! stays within its bound (a minute here). Each record: arrival step (2 bytes), sequence
 //! (2), timestamp (4), marker and payload type (1), length (1), payload.
@@ -7,8 +7,8 @@ use calliper_audio::timeline::{Codec, Timeline};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for codec in [Codec::Pcmu, Codec::Pcma, Codec::G722] {
-        let mut t = Timeline::new(codec, Some(101)).limit_seconds(60);
+    for (codec, pt) in [(Codec::Pcmu, 0), (Codec::Pcma, 8), (Codec::G722, 9), (Codec::Opus, 111)] {
+        let mut t = Timeline::new(codec, pt, Some(101)).limit_seconds(60);
         let (mut rest, mut now) = (data, 0i64);
         while rest.len() >= 10 {
             let step = u16::from_be_bytes([rest[0], rest[1]]) as i64;

@@ -1,9 +1,23 @@
 //! The whole engine on a run of raw IP packets: each record is a 2-byte
 //! length, a 1-byte time step, then the packet. Run one packet at a time
-//! and in batches (the prefetch pipeline), the records must be the same.
+//! and in batches (the prefetch pipeline), the records must be the same;
+//! recording every call's packets must change nothing in them, and hand
+//! over only frames that were input.
 #![no_main]
-use calliper_engine::{Config, Engine, RawPacket, Record};
+use calliper_engine::{CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordMode, SinkFactory};
 use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, Mutex};
+
+/// Keeps what the engine hands over for recording.
+struct Kept(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl PacketSink for Kept {
+    fn packet(&mut self, _: CallTag<'_>, _: i64, _: u16, frame: &[u8], _: bool) {
+        self.0.lock().unwrap().push(frame.to_vec());
+    }
+    fn call_ended(&mut self, _: u64) {}
+    fn flush(&mut self) {}
+}
 
 fn config() -> Config {
     Config {
@@ -49,4 +63,24 @@ fuzz_target!(|data: &[u8]| {
     batched.finish();
     got.extend(batched.drain());
     assert_eq!(format!("{got:?}"), format!("{want:?}"), "batched records differ");
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let sink = kept.clone();
+    let mut recording = Engine::new(Config {
+        record: RecordMode::All,
+        record_sink: Some(SinkFactory(Arc::new(move || Box::new(Kept(sink.clone()))))),
+        ..config()
+    });
+    let mut got: Vec<Record> = Vec::new();
+    for group in packets.chunks(5) {
+        recording.packets(group);
+        got.extend(recording.drain());
+    }
+    recording.finish();
+    got.extend(recording.drain());
+    assert_eq!(format!("{got:?}"), format!("{want:?}"), "recording changed the records");
+    drop(recording);
+    let input: std::collections::HashSet<&[u8]> = packets.iter().map(|p| p.data).collect();
+    for frame in kept.lock().unwrap().iter() {
+        assert!(input.contains(frame.as_slice()), "a recorded frame that was never input");
+    }
 });

@@ -121,6 +121,26 @@ impl CallAudio {
         self.decodings.is_empty()
     }
 
+    /// The most memory decoding can take (bytes): every timeline full, and
+    /// both channels at the highest rate for the stored span and 10 s.
+    /// The stored call is input too: a caller with less memory to give
+    /// refuses a call whose bound is over it before decoding.
+    pub fn memory_bound(&self) -> usize {
+        let timelines: usize = self
+            .decodings
+            .iter()
+            .map(|d| d.timeline.max_samples())
+            .sum();
+        let rate = self
+            .decodings
+            .iter()
+            .map(|d| d.timeline.rate())
+            .max()
+            .unwrap_or(8000) as usize;
+        let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
+        2 * timelines + 2 * 2 * seconds * rate
+    }
+
     /// Takes one captured frame: an RTP packet of one of the streams goes
     /// into its timeline; anything else is passed over.
     pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {

@@ -250,6 +250,11 @@ impl Timeline {
         self.codec.rate()
     }
 
+    /// The most samples it can hold (its bound).
+    pub fn max_samples(&self) -> usize {
+        self.limit_ticks as usize * self.codec.samples_per_tick()
+    }
+
     /// The samples, their rate and what went into them.
     pub fn finish(self) -> (Vec<i16>, u32, TimelineStats) {
         (self.samples, self.codec.rate(), self.stats)

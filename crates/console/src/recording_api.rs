@@ -8,6 +8,7 @@ use crate::State;
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use calliper_audio::call::CallAudio;
 use std::sync::Arc;
 
 /// Largest recording sent whole; a longer call is exported with
@@ -18,6 +19,9 @@ pub const MAX_DOWNLOADS: usize = 2;
 /// Largest WAV sent (about 35 minutes of an 8 kHz call, 6 of a 48 kHz
 /// one); a longer call is exported with `calliper export audio`.
 pub const MAX_AUDIO_BYTES: usize = 64 << 20;
+/// Most memory one call's decoding may take ([`CallAudio::memory_bound`]:
+/// its streams' timelines and channels, from the stored spans).
+pub const MAX_DECODING_BYTES: usize = 256 << 20;
 
 /// The recordings of call `id` (its Call-ID and INVITE time from the database).
 pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::PathBuf>, ApiError> {
@@ -155,7 +159,7 @@ pub(crate) async fn audio(
 
 /// The WAV of `call` from its recording's bytes, at most [`MAX_AUDIO_BYTES`].
 fn decode(call: &calliper_store::StoredCall, recording: Vec<u8>) -> Result<Vec<u8>, ApiError> {
-    let mut audio = calliper_audio::call::CallAudio::new(call, str::to_string);
+    let mut audio = CallAudio::new(call, str::to_string);
     if audio.is_empty() {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
@@ -163,6 +167,16 @@ fn decode(call: &calliper_store::StoredCall, recording: Vec<u8>) -> Result<Vec<u
                 "no stream of call {} can be decoded here: {}",
                 call.id,
                 audio.notes.join("; ")
+            ),
+        ));
+    }
+    if audio.memory_bound() > MAX_DECODING_BYTES {
+        return Err(ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "call {}'s streams are too long to decode here (over {} MiB): export it with `calliper export audio`",
+                call.id,
+                MAX_DECODING_BYTES >> 20
             ),
         ));
     }

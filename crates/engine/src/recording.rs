@@ -179,7 +179,21 @@ impl Engine {
         let Some(h) = self.recorder.as_deref_mut() else {
             return;
         };
-        if h.calls.is_empty() && h.source.is_none() && h.carried.is_empty() {
+        if h.calls.is_empty() && h.carried.is_empty() {
+            // Part of a message still to come: held in place. A message
+            // completed for no recorded call: what it held goes.
+            let pending = std::mem::take(&mut h.pending);
+            if let Some(key) = h.source.take() {
+                if pending {
+                    let frame = h.hold.copy(p.ts_ns, p.link_type, p.data);
+                    h.hold.push(p.ts_ns, key, frame);
+                } else {
+                    h.hold.take(&key, &mut h.group);
+                    for f in h.group.drain(..) {
+                        h.hold.recycle(f);
+                    }
+                }
+            }
             return;
         }
         let source = h.source.take();

@@ -23,6 +23,10 @@ pub(crate) const MAX_BYTES: usize = 32 << 20;
 /// Frame bytes held for one context: a whole SIP message with its body
 /// over many small segments, or a 64 KiB datagram's fragments.
 pub(crate) const MAX_CONTEXT_BYTES: usize = 1 << 20;
+/// Frames held for one context: a 64 KiB message in full-size segments
+/// takes 45. Each packet that completes a message handles its context's
+/// frames, so this also bounds the work per packet.
+pub(crate) const MAX_CONTEXT_FRAMES: usize = 64;
 /// A context with no new frame for this long is given up (ns): longer
 /// than the reassemblers' own gap and partial-message timeouts.
 pub(crate) const MAX_AGE_NS: i64 = 60_000_000_000;
@@ -163,14 +167,18 @@ impl Hold {
     pub fn put(&mut self, now: i64, key: HoldKey, frames: &mut Vec<Held>, mut lost: bool) {
         self.expire(now);
         let mut bytes: usize = frames.iter().map(|f| f.data.len()).sum();
-        // Over the context's cap, the oldest frames go first.
+        // Over the context's caps, the oldest frames go first. One already
+        // recorded for a call was part of a message that was whole; one
+        // never recorded may start the message still to come.
         let mut cut = 0;
-        while bytes > MAX_CONTEXT_BYTES && cut < frames.len() {
+        while (bytes > MAX_CONTEXT_BYTES || frames.len() - cut > MAX_CONTEXT_FRAMES)
+            && cut < frames.len()
+        {
             bytes -= frames[cut].data.len();
+            lost |= frames[cut].recorded == 0;
             cut += 1;
         }
         if cut > 0 {
-            lost = true;
             self.dropped += cut as u64;
             for f in frames.drain(..cut) {
                 self.recycle(f);
@@ -202,6 +210,35 @@ impl Hold {
                 }
             }
         }
+    }
+
+    /// Adds one frame to the context (or starts it) at `now`, in place:
+    /// the packet completed nothing, so nothing held moves.
+    pub fn push(&mut self, now: i64, key: HoldKey, frame: Held) {
+        self.expire(now);
+        let len = frame.data.len();
+        if let Some(&idx) = self.index.get(&key) {
+            if let Some(c) = self.contexts.get_mut(idx) {
+                if c.frames.len() < MAX_CONTEXT_FRAMES && c.bytes + len <= MAX_CONTEXT_BYTES {
+                    c.frames.push(frame);
+                    c.bytes += len;
+                    self.bytes += len;
+                    self.contexts.touch(idx, LIST, now);
+                    while self.bytes > MAX_BYTES {
+                        match self.contexts.oldest(LIST) {
+                            Some((oldest, _)) if oldest != idx => self.give_up(oldest),
+                            _ => break,
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        // A new context, or one at a cap: the general path trims.
+        let mut frames = Vec::new();
+        let lost = self.take(&key, &mut frames);
+        frames.push(frame);
+        self.put(now, key, &mut frames, lost);
     }
 
     /// Gives up contexts with no frame for [`MAX_AGE_NS`].
@@ -273,6 +310,33 @@ mod tests {
         h.put(10 + MAX_AGE_NS + 100, key(1), &mut g, false);
         assert_eq!(h.contexts.len(), 1);
         assert_eq!(h.bytes, 4);
+    }
+
+    #[test]
+    fn frames_are_capped_per_context_and_pushed_in_place() {
+        let mut h = Hold::default();
+        for t in 0..(MAX_CONTEXT_FRAMES as i64 + 10) {
+            let f = h.copy(t, 1, &[t as u8; 100]);
+            h.push(t, key(1), f);
+        }
+        let mut out = Vec::new();
+        assert!(
+            h.take(&key(1), &mut out),
+            "frames never recorded were given up"
+        );
+        assert_eq!(out.len(), MAX_CONTEXT_FRAMES);
+        assert_eq!(out[0].ts_ns, 10, "the oldest went first");
+        assert_eq!((h.dropped, h.bytes), (10, 0));
+        // Frames already recorded for a call may go without loss.
+        let mut g: Vec<Held> = (0..MAX_CONTEXT_FRAMES as i64 + 1)
+            .map(|t| {
+                let mut f = h.copy(t, 1, b"x");
+                f.recorded(9);
+                f
+            })
+            .collect();
+        h.put(100, key(2), &mut g, false);
+        assert!(!h.take(&key(2), &mut out));
     }
 
     #[test]
