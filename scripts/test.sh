@@ -12,8 +12,9 @@ for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kam
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 # spandsp (the PESQ rig's PLC, and the audio decoders' oracle), what
-# netfilterqueue builds on, and a font for the browser's screenshots.
-for package in libspandsp2 libnetfilter-queue-dev fonts-dejavu-core; do
+# netfilterqueue builds on, a font for the browser's screenshots, bcg729
+# (the G.729 feature) and cmake (which builds libopus).
+for package in libspandsp2 libnetfilter-queue-dev fonts-dejavu-core libbcg729-dev cmake; do
     dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -52,6 +53,10 @@ fi
 # Every test binary runs even after one fails, and the closing line always prints.
 status=0
 cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log || status=$?
+# G.729 (libbcg729, GPL) is a cargo feature: its decoder and its PESQ call
+# run in a second build of the audio crate and the command-line tool.
+cargo test --release -p calliper-audio --features g729 2>&1 | tee -a target/test.log || status=$?
+cargo test --release -p calliper --features g729 --test pesq g729 2>&1 | tee -a target/test.log || status=$?
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
 if [ "$status" != 0 ]; then

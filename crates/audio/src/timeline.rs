@@ -36,6 +36,8 @@ pub enum Codec {
     G722,
     /// Opus (any bandwidth, mono output).
     Opus,
+    /// G.729 (Annex A, B), decoded only with the `g729` feature.
+    G729,
 }
 
 impl Codec {
@@ -48,10 +50,12 @@ impl Codec {
             ("PCMA", Codec::Pcma),
             ("G722", Codec::G722),
             ("opus", Codec::Opus),
+            ("G729", Codec::G729),
         ]
         .into_iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, c)| c)
+        .filter(|&c| c != Codec::G729 || cfg!(feature = "g729"))
     }
 
     /// Output samples per second.
@@ -119,6 +123,8 @@ pub struct Timeline {
     events_payload_type: Option<u8>,
     g722: g722::Decoder,
     opus: opus::Decoder,
+    #[cfg(feature = "g729")]
+    g729: crate::g729::Decoder,
     playout: Playout,
     /// The latest timestamp seen, and its place in ticks from the first
     /// packet (extended past wraps, moved by resynchronisations).
@@ -150,6 +156,8 @@ impl Timeline {
             events_payload_type,
             g722: g722::Decoder::new(),
             opus: opus::Decoder::default(),
+            #[cfg(feature = "g729")]
+            g729: crate::g729::Decoder::default(),
             playout: Playout::default(),
             latest: None,
             origin_ns: 0,
@@ -225,6 +233,19 @@ impl Timeline {
                     self.stats.undecodable += 1;
                     return;
                 }
+            }
+            #[cfg(feature = "g729")]
+            Codec::G729 => {
+                if !self.g729.decode(payload, &mut self.scratch) {
+                    self.stats.undecodable += 1;
+                    return;
+                }
+            }
+            #[cfg(not(feature = "g729"))]
+            Codec::G729 => {
+                // `from_name` gives no G.729 without the feature.
+                self.stats.undecodable += 1;
+                return;
             }
         }
         let end = at + self.scratch.len();

@@ -203,6 +203,33 @@ fn calliper_mos_follows_pesq() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// One lossless call in `codec` through the rig: (export's PESQ,
+/// linphone's own playout's PESQ), or None when the rig was skipped.
+fn codec_call(codec: &str) -> Option<(f64, f64)> {
+    let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("calliper-pesq-{codec}-{}", std::process::id()));
+    let mut rig = Command::new(root.join("tests/pesq/run.sh"));
+    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
+        .env("CODEC", codec)
+        .arg(&dir)
+        .args(["1", "none"]);
+    let log = common::namespace_rig(&mut rig, "tests/pesq/run.sh")?;
+    let rows = rows(&dir.join("results.tsv"));
+    let [call] = &rows[..] else {
+        panic!("{codec}: one call expected\n{log}");
+    };
+    assert_eq!(call.lost, 0.0, "{codec}\n{log}");
+    assert!(
+        (call.export - call.linphone).abs() <= 0.1,
+        "{codec}: export PESQ {:.3}, linphone's own playout {:.3}\n{log}",
+        call.export,
+        call.linphone
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    Some((call.export, call.linphone))
+}
+
 /// One lossless call in each wideband codec, exported and scored.
 #[test]
 fn exported_g722_and_opus_sound_as_the_endpoint_played_them() {
@@ -210,36 +237,23 @@ fn exported_g722_and_opus_sound_as_the_endpoint_played_them() {
         common::skip_requested("pesq", &why);
         return;
     }
-    let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     for codec in ["G722", "opus"] {
-        let dir =
-            std::env::temp_dir().join(format!("calliper-pesq-{codec}-{}", std::process::id()));
-        let mut rig = Command::new(root.join("tests/pesq/run.sh"));
-        rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
-            .env("CODEC", codec)
-            .arg(&dir)
-            .args(["1", "none"]);
-        let Some(log) = common::namespace_rig(&mut rig, "tests/pesq/run.sh") else {
+        let Some((export, _)) = codec_call(codec) else {
             return;
         };
-        let rows = rows(&dir.join("results.tsv"));
-        let [call] = &rows[..] else {
-            panic!("{codec}: one call expected\n{log}");
-        };
-        assert_eq!(call.lost, 0.0, "{codec}\n{log}");
-        assert!(
-            (call.export - call.linphone).abs() <= 0.1,
-            "{codec}: export PESQ {:.3}, linphone's own playout {:.3}\n{log}",
-            call.export,
-            call.linphone
-        );
         // G.722 alone (spandsp, no network) scores 3.95 on this speech.
-        assert!(
-            call.export >= 3.8,
-            "{codec}: export PESQ {:.3}\n{log}",
-            call.export
-        );
-        std::fs::remove_dir_all(&dir).ok();
+        assert!(export >= 3.8, "{codec}: export PESQ {export:.3}");
     }
+}
+
+/// G.729 through libbcg729 (the `g729` feature; scripts/test.sh runs this
+/// build): the export sounds as linphone, with bcg729 too, played it.
+#[cfg(feature = "g729")]
+#[test]
+fn exported_g729_sounds_as_the_endpoint_played_it() {
+    if let Err(why) = prerequisites() {
+        common::skip_requested("pesq", &why);
+        return;
+    }
+    codec_call("G729");
 }
