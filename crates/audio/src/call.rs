@@ -19,6 +19,28 @@ pub const MAX_DECODED: usize = 32;
 
 /// The flow of a stream: addresses, ports, SSRC.
 type Key = (IpAddr, u16, IpAddr, u16, u32);
+/// Most DTMF events of streams of their own kept for the notes.
+pub const MAX_DTMF: usize = 1000;
+
+/// What a stream's packets go to.
+enum Target {
+    /// The voice stream decoded at this index.
+    Voice(usize),
+    /// RFC 4733 events on an SSRC of their own, from this side (true:
+    /// the caller), and the last event's timestamp (one mark per event).
+    Events(bool, Option<u32>),
+}
+
+/// A DTMF event: when it arrived, from which side, which (RFC 4733 code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dtmf {
+    /// Arrival, ns since the epoch.
+    pub arrival_ns: i64,
+    /// From the caller.
+    pub caller: bool,
+    /// 0-9, 10 = *, 11 = #, 12-15 = A-D.
+    pub event: u8,
+}
 
 /// One stream being decoded: its direction (true: caller to callee), its
 /// timeline and a name for the notes.
@@ -33,7 +55,9 @@ struct Decoding {
 /// A call's streams being decoded from a capture's packets.
 pub struct CallAudio {
     decodings: Vec<Decoding>,
-    index: HashMap<Key, usize>,
+    index: HashMap<Key, Target>,
+    /// Events of streams of their own, in arrival order.
+    dtmf: Vec<Dtmf>,
     /// The stored streams' span (ns): bounds the channels.
     span_ns: i64,
     /// Packets matched to a stream.
@@ -50,7 +74,9 @@ pub struct Mixed {
     pub left: Vec<i16>,
     /// The callee's side.
     pub right: Vec<i16>,
-    /// What each stream gave, and any cut.
+    /// DTMF events: seconds into the channels, from the caller, RFC 4733 code.
+    pub dtmf: Vec<(f64, bool, u8)>,
+    /// What each stream gave, and any cut, and the DTMF events.
     pub notes: Vec<String>,
 }
 
@@ -61,6 +87,7 @@ impl CallAudio {
         let mut a = CallAudio {
             decodings: Vec::new(),
             index: HashMap::new(),
+            dtmf: Vec::new(),
             span_ns: call
                 .streams
                 .iter()
@@ -84,12 +111,14 @@ impl CallAudio {
                 (Some(codec), Some(k), Some(caller)) if !a.index.contains_key(&k) => {
                     Ok((codec, k, caller))
                 }
-                (None, ..)
+                (None, Some(k), Some(caller))
                     if s.codec
                         .as_deref()
-                        .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event")) =>
+                        .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event"))
+                        && !a.index.contains_key(&k) =>
                 {
-                    Err("DTMF events on their own SSRC are not marked yet")
+                    a.index.insert(k, Target::Events(caller, None));
+                    continue;
                 }
                 (None, ..) => Err("a codec not decoded here (G.711, G.722, Opus are): silent"),
                 (_, None, _) => Err("addresses that do not parse"),
@@ -103,7 +132,7 @@ impl CallAudio {
                     continue;
                 }
             };
-            a.index.insert(k, a.decodings.len());
+            a.index.insert(k, Target::Voice(a.decodings.len()));
             a.decodings.push(Decoding {
                 caller,
                 // Room for the stream's span as stored, and some slack.
@@ -161,17 +190,31 @@ impl CallAudio {
         if looks_like_rtcp(payload) {
             return;
         }
-        let Some(&i) = self
+        let start = rtp.header_len as usize;
+        let voice = &payload[start..start + rtp.payload_len as usize];
+        let i = match self
             .index
-            .get(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
-        else {
-            return;
+            .get_mut(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
+        {
+            None => return,
+            Some(Target::Voice(i)) => *i,
+            Some(Target::Events(caller, last)) => {
+                self.matched += 1;
+                // RFC 4733: an event's packets share its timestamp.
+                if *last != Some(rtp.timestamp) && !voice.is_empty() && self.dtmf.len() < MAX_DTMF {
+                    *last = Some(rtp.timestamp);
+                    self.dtmf.push(Dtmf {
+                        arrival_ns: ts_ns,
+                        caller: *caller,
+                        event: voice[0],
+                    });
+                }
+                return;
+            }
         };
         self.matched += 1;
         let d = &mut self.decodings[i];
         d.first_ns.get_or_insert(ts_ns);
-        let start = rtp.header_len as usize;
-        let voice = &payload[start..start + rtp.payload_len as usize];
         d.timeline.push(
             ts_ns,
             rtp.seq,
@@ -204,6 +247,9 @@ impl CallAudio {
         let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
         let limit = seconds * rate as usize;
         let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
+        // DTMF marks (seconds into the WAV, side, event): the voice
+        // streams' own, placed by their samples, then those of event streams.
+        let mut marks: Vec<(f64, bool, u8)> = Vec::new();
         for Decoding {
             caller,
             timeline,
@@ -216,6 +262,14 @@ impl CallAudio {
                 continue;
             };
             let dtmf = timeline.dtmf.len();
+            let begins = (first - start).max(0) as f64 / 1e9;
+            marks.extend(timeline.dtmf.iter().map(|m| {
+                (
+                    begins + m.at as f64 / f64::from(timeline.rate()),
+                    caller,
+                    m.event,
+                )
+            }));
             let (samples, own_rate, s) = timeline.finish();
             notes.push(format!(
                 "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable",
@@ -251,12 +305,47 @@ impl CallAudio {
                 *at = at.saturating_add(x);
             }
         }
+        let start = if start == 0 {
+            self.dtmf.first().map_or(0, |d| d.arrival_ns)
+        } else {
+            start
+        };
+        marks.extend(self.dtmf.iter().map(|d| {
+            (
+                (d.arrival_ns - start).max(0) as f64 / 1e9,
+                d.caller,
+                d.event,
+            )
+        }));
+        marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (caller, side) in [(true, "caller"), (false, "callee")] {
+            let listed: Vec<String> = marks
+                .iter()
+                .filter(|m| m.1 == caller)
+                .map(|&(at, _, event)| format!("{} at {at:.2} s", dtmf_name(event)))
+                .collect();
+            if !listed.is_empty() {
+                notes.push(format!("DTMF from the {side}: {}", listed.join(", ")));
+            }
+        }
         Mixed {
             rate,
             left,
             right,
+            dtmf: marks,
             notes,
         }
+    }
+}
+
+/// An RFC 4733 event's key: 0-9, *, #, A-D (others by number).
+fn dtmf_name(event: u8) -> String {
+    match event {
+        0..=9 => event.to_string(),
+        10 => "*".into(),
+        11 => "#".into(),
+        12..=15 => char::from(b'A' + event - 12).to_string(),
+        _ => format!("event {event}"),
     }
 }
 

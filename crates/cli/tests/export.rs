@@ -163,6 +163,42 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
         );
     }
 
+    // The DTMF events, sent on an SSRC of their own, are listed with their
+    // arrival in the WAV: tshark's events (one per timestamp) from the caller.
+    let said = String::from_utf8_lossy(&out.stderr);
+    let line = said
+        .lines()
+        .find_map(|l| l.strip_prefix("DTMF from the caller: "))
+        .unwrap_or_else(|| panic!("no DTMF listed: {said}"));
+    let got: Vec<(String, f64)> = line
+        .split(", ")
+        .map(|m| {
+            let (key, at) = m.split_once(" at ").unwrap();
+            (key.to_string(), at.trim_end_matches(" s").parse().unwrap())
+        })
+        .collect();
+    let mut want: Vec<(String, f64)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (t, ts, payload) in packets(&capture, "rtpevent && ip.src == 127.0.1.1") {
+        if seen.insert(ts) {
+            let key = match payload[0] {
+                10 => "*".to_string(),
+                11 => "#".to_string(),
+                d => d.to_string(),
+            };
+            want.push((key, (t - start) as f64 / 1e9));
+        }
+    }
+    assert_eq!(want.len(), 4, "tshark's events");
+    assert_eq!(got.len(), want.len(), "{line}");
+    for ((k, at), (wk, wat)) in got.iter().zip(&want) {
+        assert_eq!(k, wk, "{line}");
+        assert!(
+            (at - wat).abs() <= 0.006,
+            "{k}: at {at} s, tshark {wat:.3} s"
+        );
+    }
+
     let out = calliper(&[
         "export",
         "audio",
