@@ -7,171 +7,17 @@
 //! `target/console-screenshots/`. `CALLIPER_SKIP=browser` skips it on
 //! purpose where Chromium cannot be installed.
 
+#[path = "console/browser.rs"]
+mod browser;
 mod common;
 #[path = "console/server.rs"]
 mod server;
 
+use browser::Browser;
 use serde_json::{json, Value};
 use server::{enc, temp, Server};
-use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A chromedriver child and one browser session; both ended when dropped.
-struct Browser {
-    driver: Child,
-    addr: SocketAddr,
-    session: String,
-}
-
-impl Browser {
-    fn start() -> Option<Browser> {
-        let (driver_bin, chromium) = ("/usr/bin/chromedriver", "/usr/bin/chromium");
-        if !Path::new(driver_bin).exists() || !Path::new(chromium).exists() {
-            common::skip_requested(
-                "browser",
-                "chromium and chromium-driver (Debian packages) are needed: scripts/test.sh installs them",
-            );
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = Command::new(driver_bin)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let start = Instant::now();
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "chromedriver did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1100"]
-            }
-        }}});
-        let mut b = Browser {
-            driver,
-            addr,
-            session: String::new(),
-        };
-        let r = b.call("POST", "/session", Some(caps));
-        b.session = r["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no browser session: {r}"))
-            .to_string();
-        Some(b)
-    }
-
-    /// A WebDriver command; its `value`.
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let r = server::request_with_body(self.addr, method, path, &[], body.as_bytes());
-        let v = r.json();
-        assert!(
-            r.status == 200,
-            "WebDriver {method} {path}: {} {v}",
-            r.status
-        );
-        v.get("value").cloned().unwrap_or(v)
-    }
-
-    fn go(&self, url: &str) {
-        self.call(
-            "POST",
-            &format!("/session/{}/url", self.session),
-            Some(json!({ "url": url })),
-        );
-    }
-
-    /// Runs `script` in the page; its result.
-    fn js(&self, script: &str) -> Value {
-        self.call(
-            "POST",
-            &format!("/session/{}/execute/sync", self.session),
-            Some(json!({ "script": script, "args": [] })),
-        )
-    }
-
-    /// Waits until `script` returns something other than null or false.
-    fn wait(&self, what: &str, script: &str) -> Value {
-        let start = Instant::now();
-        loop {
-            let v = self.js(script);
-            if !v.is_null() && v != false {
-                return v;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the page never showed {what}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn screenshot(&self, name: &str) {
-        let v = self.call(
-            "GET",
-            &format!("/session/{}/screenshot", self.session),
-            None,
-        );
-        let png = base64_decode(v.as_str().unwrap());
-        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(name), png).unwrap();
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        if !self.session.is_empty() {
-            let path = format!("/session/{}", self.session);
-            let _ = std::panic::catch_unwind(|| {
-                server::request(self.addr, "DELETE", &path, &[]);
-            });
-        }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-fn base64_decode(s: &str) -> Vec<u8> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let bytes: Vec<u8> = s
-        .bytes()
-        .filter(|c| *c != b'=' && !c.is_ascii_whitespace())
-        .collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | u32::from(val(*c)) << (18 - 6 * i));
-        for i in 0..chunk.len() - 1 {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
-}
+use std::time::Duration;
 
 #[test]
 fn the_console_shows_what_the_api_gives() {

@@ -6,20 +6,15 @@
 //! to its budget by deleting the oldest.
 
 mod common;
+#[path = "console/server.rs"]
+mod server;
 
 use common::calliper_jsonl;
+use common::recorded::{calliper, calls, files, temp};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("calliper-recording-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let p = d.join(name);
-    let _ = std::fs::remove_dir_all(&p);
-    p
-}
 
 /// A call as the comparison sees it: its signalling facts and each
 /// stream's counts.
@@ -59,29 +54,6 @@ fn key(c: &Value) -> String {
         c["worst_mos"],
         streams
     )
-}
-
-/// `calliper ARGS`, run to its end.
-fn calliper(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
-        .map(|f| f.unwrap().path())
-        .collect();
-    v.sort();
-    v
-}
-
-fn calls(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|l| l["type"] == "call").collect()
 }
 
 /// tshark's SIP messages (start line and CSeq) by Call-ID, with their
@@ -371,210 +343,6 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir"));
-}
-
-#[test]
-fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let (dir, db) = (temp("export"), temp("export.db"));
-    calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ],
-    );
-    let run = |args: &[&str]| {
-        let out = calliper(&[&["export"], args].concat());
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let call = "2-836@127.0.1.1";
-    let (db_s, dir_s) = (db.to_str().unwrap(), dir.to_str().unwrap());
-    let out = temp("call.pcap");
-    run(&[
-        "pcap",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        dir_s,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
-    let alone = calliper_jsonl(&out, &[]);
-    let alone = calls(&alone);
-    assert_eq!(alone.len(), 1);
-    assert_eq!(alone[0]["call_id"], call);
-    // The audio from the recording is the audio from the whole capture.
-    let (a, b) = (temp("from-capture.wav"), temp("from-recording.wav"));
-    run(&[
-        "audio",
-        call,
-        "--db",
-        db_s,
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "-o",
-        a.to_str().unwrap(),
-    ]);
-    run(&[
-        "audio",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        dir_s,
-        "-o",
-        b.to_str().unwrap(),
-    ]);
-    let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
-    assert!(a.len() > 100_000);
-    assert!(a == b, "the WAVs differ");
-    // `-o -` writes to standard output (a player, a pipe), not a file named "-".
-    for (what, want) in [("audio", &a), ("pcap", &std::fs::read(&out).unwrap())] {
-        let piped = calliper(&[
-            "export",
-            what,
-            call,
-            "--db",
-            db_s,
-            "--record-dir",
-            dir_s,
-            "-o",
-            "-",
-        ]);
-        assert!(
-            piped.status.success(),
-            "{}",
-            String::from_utf8_lossy(&piped.stderr)
-        );
-        assert!(
-            &piped.stdout == want,
-            "export {what} -o - is not the file's bytes"
-        );
-    }
-    assert!(!Path::new("-").exists(), "a file named -");
-    // A call never recorded says so.
-    let x = temp("x.pcap");
-    let none = calliper(&[
-        "export",
-        "pcap",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        "/nonexistent",
-        "-o",
-        x.to_str().unwrap(),
-    ]);
-    assert!(!none.status.success());
-    assert!(String::from_utf8_lossy(&none.stderr).contains("no recording of call"));
-}
-
-#[path = "console/server.rs"]
-mod server;
-
-#[test]
-fn the_console_sends_a_recorded_calls_pcap_and_audio() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let (dir, db) = (temp("console"), temp("console.db"));
-    calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ],
-    );
-    let s = server::Server::start(
-        &db,
-        "127.0.0.1:0",
-        &["--record-dir", dir.to_str().unwrap()],
-        &[],
-    );
-    let calls = s.get("/api/calls", &[]).json()["calls"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(calls.len(), 3);
-    let mut audio = 0;
-    for c in &calls {
-        let id = c["id"].as_i64().unwrap();
-        let detail = s.get(&format!("/api/calls/{id}"), &[]).json();
-        let link = detail["recording_pcap"].as_str().unwrap().to_string();
-        assert_eq!(link, format!("/api/calls/{id}/pcap"));
-        let r = s.get(&link, &[]);
-        assert_eq!(r.status, 200);
-        assert_eq!(
-            r.header("content-type"),
-            Some("application/vnd.tcpdump.pcap")
-        );
-        let file = calliper_store::recordings::find(
-            &dir,
-            c["invite_ns"].as_i64().unwrap(),
-            c["call_id"].as_str().unwrap(),
-        );
-        assert_eq!(file.len(), 1);
-        assert!(
-            r.body == std::fs::read(&file[0]).unwrap(),
-            "call {id}: not the file's bytes"
-        );
-        // Its audio: what `calliper export audio` makes of the same recording.
-        assert_eq!(detail["recording_audio"], format!("/api/calls/{id}/audio"));
-        let wav = temp(&format!("console-{id}.wav"));
-        let export = calliper(&[
-            "export",
-            "audio",
-            "--db",
-            db.to_str().unwrap(),
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "-o",
-            wav.to_str().unwrap(),
-            &id.to_string(),
-        ]);
-        let r = s.get(&format!("/api/calls/{id}/audio"), &[]);
-        if export.status.success() {
-            assert_eq!(r.status, 200, "call {id}: {}", r.text());
-            assert_eq!(r.header("content-type"), Some("audio/wav"));
-            assert!(
-                r.body == std::fs::read(&wav).unwrap(),
-                "call {id}: not export's WAV"
-            );
-            audio += 1;
-        } else {
-            assert_eq!(r.status, 404, "call {id}: {}", r.text());
-        }
-    }
-    assert!(audio >= 1, "no call's audio compared");
-    assert_eq!(s.get("/api/calls/99/audio", &[]).status, 404);
-    assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
-    assert_eq!(s.get("/api/calls/x/pcap", &[]).status, 400);
-    // Without a recordings directory: no link, and a 404 that says why.
-    let s = server::Server::start(&db, "127.0.0.1:0", &[], &[]);
-    let id = calls[0]["id"].as_i64().unwrap();
-    assert_eq!(
-        s.get(&format!("/api/calls/{id}"), &[]).json()["recording_pcap"],
-        Value::Null
-    );
-    let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
-    assert_eq!(r.status, 404);
-    assert!(r.text().contains("--record-dir"));
 }
 
 #[test]

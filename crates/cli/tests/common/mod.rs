@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod hostile;
+pub mod recorded;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
