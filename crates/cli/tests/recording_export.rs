@@ -198,6 +198,25 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
         }
     }
     assert!(audio >= 1, "no call's audio compared");
+    // Another site's page cannot make the browser fetch it (an <audio>
+    // pointed at a loopback console without a token); a navigation can come.
+    let id = calls[0]["id"].as_i64().unwrap();
+    let foreign = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "no-cors"),
+    ];
+    let r = s.get(&format!("/api/calls/{id}/audio"), &foreign);
+    assert_eq!(r.status, 403, "{}", r.text());
+    let own = [
+        ("Sec-Fetch-Site", "same-origin"),
+        ("Sec-Fetch-Mode", "cors"),
+    ];
+    assert_eq!(s.get(&format!("/api/calls/{id}/pcap"), &own).status, 200);
+    let link = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "navigate"),
+    ];
+    assert_eq!(s.get("/", &link).status, 200);
     assert_eq!(s.get("/api/calls/99/audio", &[]).status, 404);
     assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
     assert_eq!(s.get("/api/calls/x/pcap", &[]).status, 400);

@@ -83,6 +83,12 @@ fn refuse(status: StatusCode, why: &str) -> Response {
     r
 }
 
+/// A fetch another site's page made (not a navigation to the console).
+fn cross_site(headers: &HeaderMap) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    header("sec-fetch-site") == Some("cross-site") && header("sec-fetch-mode") != Some("navigate")
+}
+
 /// The middleware: refuses what may not ask, answers the rest with the
 /// safety headers.
 pub(crate) async fn check(
@@ -105,6 +111,15 @@ pub(crate) async fn check(
         return with_headers(refuse(
             StatusCode::FORBIDDEN,
             "Host is not a loopback name: a console without a token answers only localhost, 127.0.0.0/8 and [::1]",
+        ));
+    }
+    // Another site's page may not make the browser fetch from here (an
+    // <audio> or <img> pointed at a loopback console without a token):
+    // only a navigation to the console may come from elsewhere.
+    if cross_site(req.headers()) {
+        return with_headers(refuse(
+            StatusCode::FORBIDDEN,
+            "a request made by another site's page (Sec-Fetch-Site: cross-site) is refused",
         ));
     }
     use axum::http::Method;

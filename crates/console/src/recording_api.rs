@@ -51,69 +51,80 @@ pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::P
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// The bytes of call `id`'s one recording, at most [`MAX_RECORDING_BYTES`],
-/// read while one of [`MAX_DOWNLOADS`] permits is held.
-async fn recorded(state: &Arc<State>, id: i64) -> Result<Vec<u8>, ApiError> {
+/// Call `id`'s one recording.
+async fn recorded_file(state: &Arc<State>, id: i64) -> Result<std::path::PathBuf, ApiError> {
     let found = find(state, id).await?;
-    let file = match found.as_slice() {
-        [] => {
-            return Err(ApiError(
-                StatusCode::NOT_FOUND,
-                format!("call {id} has no recording (not recorded, or deleted to keep the budget)"),
-            ))
-        }
-        [one] => one.clone(),
-        many => {
-            return Err(ApiError(
-                StatusCode::CONFLICT,
-                format!(
-                    "{} recordings share call {id}'s Call-ID and INVITE time (two runs recorded it): take one from the directory",
-                    many.len()
-                ),
-            ))
-        }
-    };
-    let Ok(_permit) = state.downloads.clone().try_acquire_owned() else {
-        return Err(ApiError(
+    match found.as_slice() {
+        [] => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("call {id} has no recording (not recorded, or deleted to keep the budget)"),
+        )),
+        [one] => Ok(one.clone()),
+        many => Err(ApiError(
+            StatusCode::CONFLICT,
+            format!(
+                "{} recordings share call {id}'s Call-ID and INVITE time (two runs recorded it): take one from the directory",
+                many.len()
+            ),
+        )),
+    }
+}
+
+/// One of [`MAX_DOWNLOADS`] turns to read (and decode) a recording. It
+/// goes into the blocking work, so a client that hangs up does not free
+/// it while the work goes on.
+fn turn(state: &Arc<State>) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    state.downloads.clone().try_acquire_owned().map_err(|_| {
+        ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("busy: {MAX_DOWNLOADS} recordings are being sent; try again"),
-        ));
-    };
-    let bytes = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
-        use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
-        // Never through a link put in a recording's place.
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&file)?;
-        if !f.metadata()?.is_file() {
-            return Err(std::io::Error::other("not a regular file"));
-        }
-        if f.metadata()?.len() > MAX_RECORDING_BYTES {
-            return Ok(None);
-        }
-        let mut v = Vec::new();
-        f.take(MAX_RECORDING_BYTES + 1).read_to_end(&mut v)?;
-        Ok(Some(v))
+            format!("busy: {MAX_DOWNLOADS} recordings are being sent or decoded; try again"),
+        )
     })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    .map_err(|e| {
+}
+
+/// The bytes of a recording, at most [`MAX_RECORDING_BYTES`] (blocking).
+fn read_recording(file: &std::path::Path, id: i64) -> Result<Vec<u8>, ApiError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: std::io::Error| {
         ApiError(
             StatusCode::NOT_FOUND,
             format!("the recording cannot be read: {e}"),
         )
-    })?;
-    bytes.ok_or_else(|| {
-        ApiError(
+    };
+    // Never through a link put in a recording's place.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file)
+        .map_err(unreadable)?;
+    let meta = f.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(unreadable(std::io::Error::other("not a regular file")));
+    }
+    if meta.len() > MAX_RECORDING_BYTES {
+        return Err(ApiError(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "call {id}'s recording is over {} MiB: export it with `calliper export pcap`",
                 MAX_RECORDING_BYTES >> 20
             ),
-        )
-    })
+        ));
+    }
+    let mut v = Vec::new();
+    f.take(MAX_RECORDING_BYTES)
+        .read_to_end(&mut v)
+        .map_err(unreadable)?;
+    Ok(v)
+}
+
+/// Runs `work` on a blocking thread (with its turn moved in).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
 /// `GET /api/calls/{id}/pcap`.
@@ -122,7 +133,13 @@ pub(crate) async fn pcap(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = crate::api::call_id_param(path)?;
-    let bytes = recorded(&state, id).await?;
+    let file = recorded_file(&state, id).await?;
+    let permit = turn(&state)?;
+    let bytes = blocking(move || {
+        let _turn = permit;
+        read_recording(&file, id)
+    })
+    .await?;
     Ok(attachment(
         bytes,
         "application/vnd.tcpdump.pcap",
@@ -137,7 +154,7 @@ pub(crate) async fn audio(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = crate::api::call_id_param(path)?;
-    let bytes = recorded(&state, id).await?;
+    let file = recorded_file(&state, id).await?;
     let call = crate::db::run(&state.db, &state.queries, move |c| {
         calliper_store::find_calls(c, &id.to_string())
     })
@@ -145,15 +162,12 @@ pub(crate) async fn audio(
     .into_iter()
     .find(|c| c.id == id)
     .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no call {id}")))?;
-    let _permit = state.downloads.clone().try_acquire_owned().map_err(|_| {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("busy: {MAX_DOWNLOADS} recordings are being sent; try again"),
-        )
-    })?;
-    let wav = tokio::task::spawn_blocking(move || decode(&call, bytes))
-        .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let permit = turn(&state)?;
+    let wav = blocking(move || {
+        let _turn = permit;
+        decode(&call, read_recording(&file, id)?)
+    })
+    .await?;
     Ok(attachment(wav, "audio/wav", &format!("call-{id}.wav")))
 }
 
