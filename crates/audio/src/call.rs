@@ -272,7 +272,7 @@ impl CallAudio {
             }));
             let (samples, own_rate, s) = timeline.finish();
             notes.push(format!(
-                "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable",
+                "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable, {} over the decoding budget",
                 s.played,
                 s.late,
                 s.concealed_samples * 1000 / u64::from(own_rate),
@@ -282,7 +282,8 @@ impl CallAudio {
                 s.resyncs,
                 s.out_of_range,
                 s.other_payload,
-                s.undecodable
+                s.undecodable,
+                s.over_budget
             ));
             let up = (rate / own_rate) as usize;
             let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000)

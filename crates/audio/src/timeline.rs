@@ -105,6 +105,9 @@ pub struct TimelineStats {
     pub other_payload: u64,
     /// Packets the decoder refused (not valid for its codec).
     pub undecodable: u64,
+    /// Packets not decoded because the stream had already decoded twice
+    /// what its timeline holds.
+    pub over_budget: u64,
 }
 
 /// A DTMF event: where it started in the timeline and which.
@@ -142,6 +145,8 @@ pub struct Timeline {
     last_event_ts: Option<u32>,
     /// Longest timeline, RTP timestamp ticks.
     limit_ticks: i64,
+    /// Samples decoded so far (bounded: [`TimelineStats::over_budget`]).
+    decoded: usize,
     /// Counters.
     pub stats: TimelineStats,
 }
@@ -169,6 +174,7 @@ impl Timeline {
             dtmf: Vec::new(),
             last_event_ts: None,
             limit_ticks: MAX_SECONDS as i64 * i64::from(codec.clock()),
+            decoded: 0,
             stats: TimelineStats::default(),
         }
     }
@@ -223,6 +229,14 @@ impl Timeline {
             self.stats.late += 1;
             return;
         }
+        // Decoding is the cost: a stream decodes at most twice the samples
+        // its timeline can hold (packets laid over one another, a hostile
+        // recording's thousands of packets on one timestamp, are not all
+        // decoded).
+        if self.decoded >= 2 * self.max_samples() {
+            self.stats.over_budget += 1;
+            return;
+        }
         self.scratch.clear();
         match self.codec {
             Codec::Pcmu => g711::decode(g711::Law::Mu, payload, &mut self.scratch),
@@ -248,6 +262,7 @@ impl Timeline {
                 return;
             }
         }
+        self.decoded += self.scratch.len();
         let end = at + self.scratch.len();
         let limit = self.limit_ticks as usize * self.codec.samples_per_tick();
         if end > limit {
@@ -469,6 +484,24 @@ mod tests {
         let (samples, _, stats) = t.finish();
         assert_eq!(samples.len(), 3 * 160);
         assert_eq!((stats.resyncs, stats.out_of_range), (1, 1));
+    }
+
+    #[test]
+    fn packets_piled_on_one_place_are_decoded_only_up_to_a_budget() {
+        // A hostile stream: every packet on timestamp 0, 20 ms apart. A
+        // one-second timeline decodes at most two seconds of them.
+        let mut t = Timeline::new(Codec::Pcmu, 0, None).limit_seconds(1);
+        for k in 0..1000u16 {
+            t.push(i64::from(k) * MS, k, 0, false, 0, &pcmu(0xFF));
+        }
+        let (samples, _, stats) = t.finish();
+        assert_eq!(stats.played, 100, "2 × 8 000 samples of 160");
+        assert!(stats.over_budget > 0);
+        assert_eq!(
+            stats.played + stats.over_budget + stats.late + stats.out_of_range,
+            1000
+        );
+        assert!(samples.len() <= 8000);
     }
 
     #[test]
