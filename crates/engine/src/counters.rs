@@ -131,6 +131,9 @@ counters! {
         /// up to keep within the hold's caps or age: those messages are
         /// recorded in part (the recorder's `partial`).
         pub record_frames_dropped: u64,
+        /// Calls whose message came in a frame that carried messages of more
+        /// than 32 calls: that frame is not in their recordings.
+        pub record_calls_missed: u64,
         /// Anomalies: malformed or impossible input, by kind.
         pub anomalies: BTreeMap<&'static str, u64>,
     }

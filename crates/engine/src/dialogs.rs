@@ -14,6 +14,7 @@ impl Engine {
         m: &SipMessage<'_>,
     ) {
         self.counters.sip_messages += 1;
+        self.message_completed();
         // Keys come from a fixed set (methods by name, others as one key;
         // status codes are 100..=699), so the map stays small whatever the
         // input, and nothing is allocated once a kind has been seen.

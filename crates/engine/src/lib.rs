@@ -505,6 +505,7 @@ impl Engine {
         self.counters.sctp = self.sctp.counters.clone();
         self.counters.record_frames_dropped =
             self.recorder.as_ref().map_or(0, |r| r.held_dropped());
+        self.counters.record_calls_missed = self.recorder.as_ref().map_or(0, |r| r.calls_missed());
         let removed = self.dedup.as_ref().map_or(0, |d| d.removed);
         self.counters.duplicates_removed = removed - self.owned_duplicates;
         self.owned.duplicates_removed = self.owned_duplicates;

@@ -245,6 +245,15 @@ impl Engine {
         payload: &[u8],
     ) -> Option<(defrag::Datagram, Frame<'static>)> {
         self.counters.ip_fragments += 1;
+        if self.recorder.is_some() && {
+            // (One timed out by now is not held.)
+            self.defrag.expire(now);
+            !self.defrag.holds(&(f.src, f.dst, frag.id, frag.protocol))
+        } {
+            // A new datagram on this id: what an old one left is not its.
+            let key = recording::HoldKey::Fragments(f.src, f.dst, frag.id, frag.protocol);
+            self.reassembly_restarted(key);
+        }
         let d = self.defrag.add(now, f.src, f.dst, frag, payload);
         if self.recorder.is_some() {
             self.fragment_seen((f.src, f.dst, frag.id, frag.protocol), d.is_some());
@@ -355,7 +364,16 @@ impl Engine {
                     }
                     ws != 0 || self.sip.is_sip(sport, dport, payload)
                 };
+                // For the recorder: a flow started anew (a new connection on
+                // these addresses), and gaps given up on.
+                let fresh =
+                    self.recorder.is_some() && (flags & 0x02 != 0 || !self.tcp.tracks(&key));
+                let gaps = self.tcp.counters.gaps;
                 if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
+                    if fresh {
+                        let (a, b, c, d) = key;
+                        self.reassembly_restarted(recording::HoldKey::Tcp(a, b, c, d));
+                    }
                     if ws != 0 {
                         self.tcp.set_tag(o.flow, ws);
                     }
@@ -367,7 +385,11 @@ impl Engine {
                     if o.closing {
                         self.tcp.close(o.flow);
                     }
-                    if self.recorder.is_some() && !payload.is_empty() {
+                    if self.recorder.is_some() && (!payload.is_empty() || o.closing) {
+                        if self.tcp.counters.gaps != gaps {
+                            // What was held before the gap is no message's now.
+                            self.message_completed();
+                        }
                         let pending = self.tcp.pending(o.flow);
                         self.reassembling(key, true, pending);
                     }

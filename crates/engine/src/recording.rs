@@ -10,11 +10,12 @@
 mod hold;
 
 use super::*;
-use hold::{Held, Hold, HoldKey};
+pub(crate) use hold::HoldKey;
+use hold::{Held, Hold};
 
 /// Distinct calls one frame is recorded for (a TCP segment or an SCTP
-/// packet may end messages of several calls).
-const MAX_CALLS_PER_FRAME: usize = 8;
+/// packet may end messages of several calls; beyond, counted).
+const MAX_CALLS_PER_FRAME: usize = 32;
 
 /// Worst-case heap of the recording hook (docs/hostile-input.md).
 pub(crate) fn memory_bound() -> usize {
@@ -87,6 +88,10 @@ pub(crate) struct Hook {
     hold: Hold,
     /// One packet's frames while they are recorded (reused).
     group: Vec<Held>,
+    /// A SIP message was handled for the packet being handled.
+    completed: bool,
+    /// Calls of a frame beyond [`MAX_CALLS_PER_FRAME`]: not recorded.
+    calls_missed: u64,
 }
 
 impl Hook {
@@ -100,6 +105,8 @@ impl Hook {
             carried_lost: false,
             hold: Hold::default(),
             group: Vec::new(),
+            completed: false,
+            calls_missed: 0,
         })
     }
 
@@ -117,6 +124,11 @@ impl Hook {
     pub(crate) fn held_dropped(&self) -> u64 {
         self.hold.dropped
     }
+
+    /// Calls a frame was not recorded for (more than a frame's cap).
+    pub(crate) fn calls_missed(&self) -> u64 {
+        self.calls_missed
+    }
 }
 
 impl Engine {
@@ -125,8 +137,12 @@ impl Engine {
     #[inline]
     pub(crate) fn attribute(&mut self, call: Idx, signalling: bool) {
         if let Some(h) = self.recorder.as_deref_mut() {
-            if h.calls.len() < MAX_CALLS_PER_FRAME && !h.calls.iter().any(|c| c.0 == call) {
-                h.calls.push((call, signalling));
+            if !h.calls.iter().any(|c| c.0 == call) {
+                if h.calls.len() < MAX_CALLS_PER_FRAME {
+                    h.calls.push((call, signalling));
+                } else {
+                    h.calls_missed += 1;
+                }
             }
         }
     }
@@ -172,6 +188,24 @@ impl Engine {
         }
     }
 
+    /// A SIP message was handled for the packet: its context's older
+    /// frames belonged to messages now whole.
+    #[inline]
+    pub(crate) fn message_completed(&mut self) {
+        if let Some(h) = self.recorder.as_deref_mut() {
+            h.completed = true;
+        }
+    }
+
+    /// The reassembler started the context anew (a new connection on the
+    /// flow's addresses, a new datagram on a fragment id): what was held
+    /// for it goes.
+    pub(crate) fn reassembly_restarted(&mut self, key: HoldKey) {
+        if let Some(h) = self.recorder.as_deref_mut() {
+            h.hold.reset(&key);
+        }
+    }
+
     /// Hands the packet just handled (with the frames held for its
     /// message) to the sink for each recorded call it belongs to, and holds
     /// it while its reassembly context waits for more.
@@ -179,30 +213,32 @@ impl Engine {
         let Some(h) = self.recorder.as_deref_mut() else {
             return;
         };
+        let source = h.source.take();
+        let pending = std::mem::take(&mut h.pending) && source.is_some();
+        let completed = std::mem::take(&mut h.completed);
         if h.calls.is_empty() && h.carried.is_empty() {
-            // Part of a message still to come: held in place. A message
-            // completed for no recorded call: what it held goes.
-            let pending = std::mem::take(&mut h.pending);
-            if let Some(key) = h.source.take() {
+            // Part of a message still to come: held in place (after what
+            // messages now whole held). A message completed and nothing
+            // pending: what it held goes.
+            if let Some(key) = source {
+                if completed || !pending {
+                    h.hold.reset(&key);
+                }
                 if pending {
                     let frame = h.hold.copy(p.ts_ns, p.link_type, p.data);
                     h.hold.push(p.ts_ns, key, frame);
-                } else {
-                    h.hold.take(&key, &mut h.group);
-                    for f in h.group.drain(..) {
-                        h.hold.recycle(f);
-                    }
                 }
             }
             return;
         }
-        let source = h.source.take();
-        let pending = std::mem::take(&mut h.pending) && source.is_some();
         let mut group = std::mem::take(&mut h.group);
-        let mut lost = std::mem::take(&mut h.carried_lost);
+        let carried_lost = std::mem::take(&mut h.carried_lost);
+        let mut lost = carried_lost;
         if let Some(k) = &source {
             lost |= h.hold.take(k, &mut group);
         }
+        // This packet's own frames: the fragments it completed, and itself.
+        let own = group.len();
         group.append(&mut h.carried);
         let mut current = pending.then(|| h.hold.copy(p.ts_ns, p.link_type, p.data));
         let first_shard = self.shard.is_none_or(|(i, _)| i == 0);
@@ -235,6 +271,14 @@ impl Engine {
         }
         match (source, current) {
             (Some(key), Some(f)) => {
+                // The message still to come starts in this packet: the
+                // older frames held messages now whole.
+                if completed {
+                    for f in group.drain(..own) {
+                        h.hold.recycle(f);
+                    }
+                    lost = carried_lost;
+                }
                 group.push(f);
                 h.hold.put(p.ts_ns, key, &mut group, lost);
             }

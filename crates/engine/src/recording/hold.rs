@@ -30,8 +30,9 @@ pub(crate) const MAX_CONTEXT_FRAMES: usize = 64;
 /// A context with no new frame for this long is given up (ns): longer
 /// than the reassemblers' own gap and partial-message timeouts.
 pub(crate) const MAX_AGE_NS: i64 = 60_000_000_000;
-/// Calls one held frame remembers having been recorded for.
-const RECORDED_FOR: usize = 4;
+/// Calls one held frame remembers having been recorded for: those of its
+/// own packet ([`super::MAX_CALLS_PER_FRAME`]) and a few more.
+const RECORDED_FOR: usize = 40;
 /// Buffers kept for reuse, and the largest kept.
 const POOL: usize = 256;
 const POOL_BUFFER_MAX: usize = 16 << 10;
@@ -59,10 +60,10 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// Whether it is still to be recorded for the call `serial` (a frame
-    /// recorded for more calls than it remembers counts as recorded).
+    /// Whether it is still to be recorded for the call `serial` (past what
+    /// it remembers, it is recorded again: a copy rather than a hole).
     pub fn wanted_by(&self, serial: u64) -> bool {
-        self.recorded < RECORDED_FOR && !self.recorded_for[..self.recorded].contains(&serial)
+        !self.recorded_for[..self.recorded].contains(&serial)
     }
 
     /// Notes it was recorded for `serial`.
@@ -241,6 +242,17 @@ impl Hold {
         self.put(now, key, &mut frames, lost);
     }
 
+    /// Forgets the context: the reassembler started it anew (a new
+    /// connection on its addresses, a new datagram on its id), so what it
+    /// held belongs to no message still to come.
+    pub fn reset(&mut self, key: &HoldKey) {
+        let mut frames = Vec::new();
+        self.take(key, &mut frames);
+        for f in frames {
+            self.recycle(f);
+        }
+    }
+
     /// Gives up contexts with no frame for [`MAX_AGE_NS`].
     fn expire(&mut self, now: i64) {
         while let Some((idx, seen)) = self.contexts.oldest(LIST) {
@@ -346,12 +358,12 @@ mod tests {
         assert!(f.wanted_by(7));
         f.recorded(7);
         assert!(!f.wanted_by(7) && f.wanted_by(8));
-        for s in 1..10 {
+        for s in 1..100 {
             f.recorded(s);
         }
         assert!(
-            !f.wanted_by(99),
-            "beyond what it remembers: taken as recorded"
+            !f.wanted_by(39) && f.wanted_by(99),
+            "beyond what it remembers: recorded again"
         );
     }
 }
