@@ -27,8 +27,9 @@ enum Target {
     /// The voice stream decoded at this index.
     Voice(usize),
     /// RFC 4733 events on an SSRC of their own, from this side (true:
-    /// the caller), and the last event's timestamp (one mark per event).
-    Events(bool, Option<u32>),
+    /// the caller), the last event's timestamp (one mark per event), and
+    /// the stream's index in [`CallAudio::event_streams`].
+    Events(bool, Option<u32>, usize),
 }
 
 /// A DTMF event: when it arrived, from which side, which (RFC 4733 code).
@@ -58,6 +59,10 @@ pub struct CallAudio {
     index: HashMap<Key, Target>,
     /// Events of streams of their own, in arrival order.
     dtmf: Vec<Dtmf>,
+    /// Streams of events of their own: name and events seen.
+    event_streams: Vec<(String, u64)>,
+    /// The voice streams decoded: side and SSRC.
+    legs: Vec<(bool, u32)>,
     /// The stored streams' span (ns): bounds the channels.
     span_ns: i64,
     /// Packets matched to a stream.
@@ -88,6 +93,8 @@ impl CallAudio {
             decodings: Vec::new(),
             index: HashMap::new(),
             dtmf: Vec::new(),
+            event_streams: Vec::new(),
+            legs: Vec::new(),
             span_ns: call
                 .streams
                 .iter()
@@ -98,7 +105,11 @@ impl CallAudio {
             matched: 0,
             notes: Vec::new(),
         };
-        for s in &call.streams {
+        // Last seen first: of a relayed voice's legs, the one nearest its
+        // listener (the relay's way out) is what was heard.
+        let mut streams: Vec<&StoredStream> = call.streams.iter().collect();
+        streams.sort_by_key(|s| std::cmp::Reverse(s.first_ns));
+        for s in streams {
             let name = name(&format!(
                 "{}:{} -> {}:{} ssrc {:#010x}",
                 s.src, s.src_port, s.dst, s.dst_port, s.ssrc
@@ -107,6 +118,11 @@ impl CallAudio {
             let usable = match (codec.zip(s.payload_type), key(s), side(&s.direction)) {
                 _ if a.decodings.len() >= MAX_DECODED => {
                     Err("more streams than are decoded for one call (32)")
+                }
+                // A relay (rtpengine) passes media on with its SSRC: the
+                // same voice on another leg would be heard twice.
+                (Some(_), Some(_), Some(caller)) if a.legs.contains(&(caller, s.ssrc)) => {
+                    Err("the same media on another leg (relayed with its SSRC): the leg nearest its listener is played")
                 }
                 (Some(codec), Some(k), Some(caller)) if !a.index.contains_key(&k) => {
                     Ok((codec, k, caller))
@@ -117,7 +133,8 @@ impl CallAudio {
                         .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event"))
                         && !a.index.contains_key(&k) =>
                 {
-                    a.index.insert(k, Target::Events(caller, None));
+                    a.index.insert(k, Target::Events(caller, None, a.event_streams.len()));
+                    a.event_streams.push((name, 0));
                     continue;
                 }
                 (None, ..) => Err("a codec not decoded here (G.711, G.722, Opus are): silent"),
@@ -133,6 +150,7 @@ impl CallAudio {
                 }
             };
             a.index.insert(k, Target::Voice(a.decodings.len()));
+            a.legs.push((caller, s.ssrc));
             a.decodings.push(Decoding {
                 caller,
                 // Room for the stream's span as stored, and some slack.
@@ -198,11 +216,12 @@ impl CallAudio {
         {
             None => return,
             Some(Target::Voice(i)) => *i,
-            Some(Target::Events(caller, last)) => {
+            Some(Target::Events(caller, last, stream)) => {
                 self.matched += 1;
                 // RFC 4733: an event's packets share its timestamp.
                 if *last != Some(rtp.timestamp) && !voice.is_empty() && self.dtmf.len() < MAX_DTMF {
                     *last = Some(rtp.timestamp);
+                    self.event_streams[*stream].1 += 1;
                     self.dtmf.push(Dtmf {
                         arrival_ns: ts_ns,
                         caller: *caller,
@@ -319,11 +338,24 @@ impl CallAudio {
             )
         }));
         marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (name, events) in &self.event_streams {
+            notes.push(format!(
+                "stream {name}: {events} DTMF events on an SSRC of their own"
+            ));
+        }
+        let seconds = left.len().max(right.len()) as f64 / f64::from(rate);
         for (caller, side) in [(true, "caller"), (false, "callee")] {
             let listed: Vec<String> = marks
                 .iter()
                 .filter(|m| m.1 == caller)
-                .map(|&(at, _, event)| format!("{} at {at:.2} s", dtmf_name(event)))
+                .map(|&(at, _, event)| {
+                    let after = if at > seconds {
+                        " (after the voice ended)"
+                    } else {
+                        ""
+                    };
+                    format!("{} at {at:.2} s{after}", dtmf_name(event))
+                })
                 .collect();
             if !listed.is_empty() {
                 notes.push(format!("DTMF from the {side}: {}", listed.join(", ")));

@@ -22,14 +22,17 @@ pub enum ExportCommand {
     /// concealed, comfort noise played. G.711 (PCMU, PCMA), G.722 and Opus; other codecs are
     /// named and left silent.
     ///
-    /// Example: calliper analyze --db calls.db day.pcap &&
-    ///          calliper export audio 1-836@127.0.1.1 --db calls.db --pcap day.pcap -o call.wav
-    ///          calliper export audio 1-836@127.0.1.1 --db calls.db --record-dir rec -o call.wav
+    /// Examples, after `calliper analyze --db calls.db day.pcap`:
+    ///
+    /// calliper export audio 1-836@127.0.1.1 --db calls.db --pcap day.pcap -o call.wav
+    ///
+    /// calliper export audio 1-836@127.0.1.1 --db calls.db --record-dir rec -o - | aplay
     Audio(AudioArgs),
     /// A call's recorded packets (written by `--record`) as a pcap of its own.
     ///
-    /// Example: calliper analyze --db calls.db --record all --record-dir rec day.pcap &&
-    ///          calliper export pcap 1-836@127.0.1.1 --db calls.db --record-dir rec -o call.pcap
+    /// Example, after `calliper analyze --db calls.db --record all --record-dir rec day.pcap`:
+    ///
+    /// calliper export pcap 1-836@127.0.1.1 --db calls.db --record-dir rec -o call.pcap
     Pcap(PcapArgs),
 }
 
@@ -51,19 +54,15 @@ pub struct PcapArgs {
 
 /// `export audio` arguments.
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "record_dir"])))]
 pub struct AudioArgs {
     /// The call: its SIP Call-ID or its record id in the database.
     pub call: String,
-    /// Database written by `calliper analyze --db`.
+    /// Database written by `calliper analyze --db` or `calliper probe --db`.
     #[arg(long, value_name = "FILE")]
     pub db: PathBuf,
     /// Capture holding the call's packets (the one the database was written from).
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "record_dir",
-        conflicts_with = "record_dir"
-    )]
+    #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
     /// Or the recordings' directory (`--record-dir` of the run): the call's own recording.
     #[arg(long, value_name = "DIR")]
@@ -109,6 +108,15 @@ fn one_call(db: &Path, call: &str) -> Result<StoredCall> {
     }
 }
 
+/// An output as said on stderr.
+fn shown(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard output".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 /// Where an export goes: standard output for `-`, else a new private file.
 fn output(path: &Path) -> Result<Box<dyn Write>> {
     if path == Path::new("-") {
@@ -121,6 +129,12 @@ fn output(path: &Path) -> Result<Box<dyn Write>> {
 
 /// The call's recording under `dir`.
 fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
+    if !dir.is_dir() {
+        bail!(
+            "the recordings' directory {} does not exist (give the run's --record-dir)",
+            dir.display()
+        );
+    }
     let found = calliper_store::recordings::find(dir, call.invite_ns, &call.call_id);
     match found.as_slice() {
         [] => bail!(
@@ -130,7 +144,8 @@ fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
         ),
         [one] => Ok(one.clone()),
         many => bail!(
-            "{} recordings of call {} under {}: {}",
+            "{} recordings of call {} under {} (two runs recorded it): {}; copy the one you want, \
+             or give it to `export audio --pcap FILE`",
             many.len(),
             printable(&call.call_id),
             dir.display(),
@@ -139,35 +154,44 @@ fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
     }
 }
 
+/// Refuses an output that would write over what the export reads (the
+/// capture or recording, the database and its journal files) or into the
+/// recordings' directory (it could replace another call's recording).
+fn safe_output(output: &Path, db: &Path, source: &Path, record_dir: Option<&Path>) -> Result<()> {
+    if output == Path::new("-") {
+        return Ok(());
+    }
+    let refuse = |what: &Path| -> Result<()> {
+        distinct(what, output)
+            .with_context(|| format!("refusing to write over {}: give another -o", what.display()))
+    };
+    refuse(source)?;
+    for db_file in ["", "-wal", "-shm", "-journal"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(db_file);
+        refuse(Path::new(&p))?;
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let (Ok(out), Some(Ok(rec))) = (parent.canonicalize(), record_dir.map(Path::canonicalize)) {
+        if out.starts_with(&rec) {
+            bail!(
+                "{} is inside the recordings' directory {}: write elsewhere (it could replace a recording)",
+                output.display(),
+                rec.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `export pcap`: the call's recording, copied to a private file.
 fn pcap(a: &PcapArgs) -> Result<()> {
     let call = one_call(&a.db, &a.call)?;
     let from = recording(&a.record_dir, &call)?;
-    distinct(&from, &a.output)?;
-    for db_file in ["", "-wal", "-shm", "-journal"] {
-        let mut p = a.db.clone().into_os_string();
-        p.push(db_file);
-        distinct(Path::new(&p), &a.output)?;
-    }
-    // Never into the recordings (it could replace another call's).
-    let parent = a
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if let (Ok(out), Ok(rec), false) = (
-        parent.canonicalize(),
-        a.record_dir.canonicalize(),
-        a.output == Path::new("-"),
-    ) {
-        if out.starts_with(&rec) {
-            bail!(
-                "{} is inside the recordings' directory {}: write elsewhere",
-                a.output.display(),
-                a.record_dir.display()
-            );
-        }
-    }
+    safe_output(&a.output, &a.db, &from, Some(&a.record_dir))?;
     let mut input =
         std::fs::File::open(&from).with_context(|| format!("cannot open {}", from.display()))?;
     let mut out = output(&a.output)?;
@@ -178,7 +202,7 @@ fn pcap(a: &PcapArgs) -> Result<()> {
         "call {}: {n} bytes from {} to {}",
         printable(&call.call_id),
         from.display(),
-        a.output.display()
+        shown(&a.output)
     );
     Ok(())
 }
@@ -190,8 +214,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
         (None, Some(dir)) => recording(dir, call)?,
         (None, None) => bail!("give --pcap FILE or --record-dir DIR"),
     };
-    distinct(&source, &a.output)?;
-    distinct(&a.db, &a.output)?;
+    safe_output(&a.output, &a.db, &source, a.record_dir.as_deref())?;
     let mut decoding = CallAudio::new(call, |name| printable(name).into_owned());
     if decoding.is_empty() {
         for note in &decoding.notes {
@@ -211,8 +234,13 @@ fn audio(a: &AudioArgs) -> Result<()> {
         decoding.packet(p.ts_ns, p.link_type, p.data);
     }
     if decoding.matched == 0 {
+        let advice = if a.record_dir.is_some() {
+            "it was recorded without its media (--record sip?): give --pcap with the capture"
+        } else {
+            "give the capture the database was written from"
+        };
         bail!(
-            "{} holds none of call {}'s RTP packets: give the capture the database was written from",
+            "{} holds none of call {}'s RTP packets: {advice}",
             source.display(),
             printable(&call.call_id)
         );
@@ -231,7 +259,7 @@ fn audio(a: &AudioArgs) -> Result<()> {
         .with_context(|| format!("writing {}", a.output.display()))?;
     eprintln!(
         "wrote {}: call {} (record {}), {:.1} s at {} Hz, caller left, callee right",
-        a.output.display(),
+        shown(&a.output),
         printable(&call.call_id),
         call.id,
         frames as f64 / f64::from(mixed.rate),

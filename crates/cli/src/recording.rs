@@ -32,14 +32,20 @@ pub struct RecordArgs {
     /// created 0700, files 0600.
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
-    /// Most space the recordings take (bytes, or with K, M, G, T): the
-    /// oldest are deleted first to stay under it.
-    #[arg(long, default_value = "10G", value_name = "SIZE", value_parser = size)]
+    /// Most space the recordings take on disk (bytes, or whole numbers with
+    /// K, M, G, T: powers of 1024; each file counted in whole 4 KiB blocks,
+    /// as `du` does): past it, the oldest are deleted until 90 % is used.
+    /// Default 10G.
+    #[arg(long, default_value_t = DEFAULT_MAX_SIZE, hide_default_value = true, value_name = "SIZE", value_parser = size)]
     pub record_max_size: u64,
-    /// Delete the recordings of days older than this many days.
+    /// Delete the recordings of days older than this many days before the
+    /// newest packet (never this run's files).
     #[arg(long, value_name = "DAYS")]
     pub record_max_days: Option<u32>,
 }
+
+/// The default of `--record-max-size`: 10 GiB.
+const DEFAULT_MAX_SIZE: u64 = 10 << 30;
 
 /// `10G`, `500M`, `64K` or bytes.
 fn size(s: &str) -> Result<u64, String> {
@@ -54,7 +60,11 @@ fn size(s: &str) -> Result<u64, String> {
         "M" | "MB" | "MIB" => 20,
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
-        _ => return Err(format!("`{s}`: the unit is K, M, G or T")),
+        _ => {
+            return Err(format!(
+                "`{s}`: a whole number, then K, M, G or T (e.g. 1536M, not 1.5G)"
+            ))
+        }
     };
     n.checked_shl(shift)
         .filter(|v| v >> shift == n && *v > 0)
@@ -67,6 +77,9 @@ impl RecordArgs {
     /// live capture, which drops (and counts) rather than wait for the disk.
     pub fn start(&self, cfg: &mut Config, lossy: bool) -> Result<Option<Recorder>> {
         let Some(dir) = &self.record_dir else {
+            if self.record_max_days.is_some() || self.record_max_size != DEFAULT_MAX_SIZE {
+                bail!("--record-max-size and --record-max-days hold --record-dir: give it too");
+            }
             if self.record != RecordArg::None {
                 let what = if self.record == RecordArg::All {
                     "all"
@@ -84,7 +97,7 @@ impl RecordArgs {
         if self.record == RecordArg::None && !rule_selects {
             eprintln!(
                 "calliper: warning: --record none and no `record` rule: nothing is recorded \
-                 unless a rule added later selects a call (use --record all or sip)"
+                 (use --record all or sip; a probe's console can add rules later)"
             );
         }
         let recorder = Recorder::start(RecordConfig {
@@ -122,7 +135,7 @@ pub fn summary(c: &Counts) -> serde_json::Value {
     }
     if n(&c.deleted_files) > 0 {
         eprintln!(
-            "calliper: recording: {} recordings ({} bytes) deleted to keep to --record-max-size or --record-max-days",
+            "calliper: recording: {} recording(s) ({} bytes) deleted to keep to --record-max-size or --record-max-days",
             n(&c.deleted_files),
             n(&c.deleted_bytes)
         );

@@ -37,7 +37,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// The recordings' directory (`--record-dir` of the run that wrote the
-    /// database): each recorded call's pcap can then be downloaded.
+    /// database): each recorded call's pcap can then be downloaded, and its
+    /// audio played on its page.
     #[arg(long, value_name = "DIR")]
     record_dir: Option<PathBuf>,
 }
@@ -96,6 +97,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
             "{}: no such database (write one with `calliper analyze CAPTURE --db {}`)",
             a.db.display(),
             a.db.display()
+        );
+    }
+    if let Some(dir) = a.record_dir.as_ref().filter(|d| !d.is_dir()) {
+        bail!(
+            "{}: no such directory (--record-dir names the directory the run recorded into)",
+            dir.display()
         );
     }
     let cfg = calliper_console::Config {

@@ -174,7 +174,11 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
         .split(", ")
         .map(|m| {
             let (key, at) = m.split_once(" at ").unwrap();
-            (key.to_string(), at.trim_end_matches(" s").parse().unwrap())
+            // "18.02 s", perhaps with " (after the voice ended)".
+            (
+                key.to_string(),
+                at.split(" s").next().unwrap().parse().unwrap(),
+            )
         })
         .collect();
     let mut want: Vec<(String, f64)> = Vec::new();

@@ -105,21 +105,47 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
         );
     }
     assert!(!Path::new("-").exists(), "a file named -");
-    // A call never recorded says so.
-    let x = temp("x.pcap");
-    let none = calliper(&[
+    // A call never recorded says so; so does a directory that is not there.
+    let (x, empty) = (temp("x.pcap"), temp("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    for (dir, says) in [
+        (empty.to_str().unwrap(), "no recording of call"),
+        ("/nonexistent", "does not exist"),
+    ] {
+        let none = calliper(&[
+            "export",
+            "pcap",
+            call,
+            "--db",
+            db_s,
+            "--record-dir",
+            dir,
+            "-o",
+            x.to_str().unwrap(),
+        ]);
+        assert!(!none.status.success());
+        assert!(
+            String::from_utf8_lossy(&none.stderr).contains(says),
+            "{dir}"
+        );
+    }
+    // Never into the recordings: another call's file is not replaced.
+    let other = &common::recorded::files(&dir)[0];
+    let before = std::fs::read(other).unwrap();
+    let into = calliper(&[
         "export",
-        "pcap",
+        "audio",
         call,
         "--db",
         db_s,
         "--record-dir",
-        "/nonexistent",
+        dir_s,
         "-o",
-        x.to_str().unwrap(),
+        other.to_str().unwrap(),
     ]);
-    assert!(!none.status.success());
-    assert!(String::from_utf8_lossy(&none.stderr).contains("no recording of call"));
+    assert!(!into.status.success());
+    assert!(String::from_utf8_lossy(&into.stderr).contains("inside the recordings"));
+    assert_eq!(std::fs::read(other).unwrap(), before);
 }
 
 #[test]

@@ -109,7 +109,7 @@ pub(crate) fn call_id_param(
 pub(crate) async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such page: the console is at /, the API at /api/calls and /api/calls/ID, metrics at /metrics".into(),
+        "no such page: the console is at /, the API at /api/calls, /api/calls/ID (and its /pcap and /audio), metrics at /metrics".into(),
     )
 }
 

@@ -205,6 +205,15 @@ fn decode(call: &calliper_store::StoredCall, recording: Vec<u8>) -> Result<Vec<u
     while let Some(p) = input.next_packet().map_err(unreadable)? {
         audio.packet(p.ts_ns, p.link_type, p.data);
     }
+    if audio.matched == 0 {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "call {}'s recording holds none of its RTP packets (recorded with --record sip?): its pcap has its signalling",
+                call.id
+            ),
+        ));
+    }
     let mixed = audio.mix();
     let frames = mixed.left.len().max(mixed.right.len());
     if frames.saturating_mul(4) > MAX_AUDIO_BYTES {

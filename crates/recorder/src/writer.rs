@@ -50,8 +50,18 @@ struct Call {
     /// Packet records waiting to be written, and the first one's time.
     waiting: Vec<u8>,
     since_ns: i64,
-    /// A write failed: the call's later packets are counted, not written.
-    broken: bool,
+    /// Why the call is no longer recorded: its later packets are counted
+    /// (as `lost` or `deleted_unwritten`), not written.
+    stopped: Option<Stopped>,
+}
+
+/// Why a call's recording stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// Its file could not be written.
+    WriteError,
+    /// Its file was deleted for the budget or age.
+    Deleted,
 }
 
 /// The directory's recordings, oldest first, with their sizes.
@@ -200,10 +210,14 @@ impl Writer {
             link_type: None,
             waiting: Vec::new(),
             since_ns: 0,
-            broken: false,
+            stopped: None,
         });
-        if call.broken {
-            self.counts.lost.fetch_add(1, Relaxed);
+        if let Some(why) = call.stopped {
+            let counter = match why {
+                Stopped::WriteError => &self.counts.lost,
+                Stopped::Deleted => &self.counts.deleted_unwritten,
+            };
+            counter.fetch_add(1, Relaxed);
             return;
         }
         if call.link_type.is_some_and(|l| l != item.link_type) {
@@ -305,7 +319,7 @@ impl Writer {
             Err(e) => {
                 // The file (if made) was cut back to what the stock counts.
                 let path = call.path.clone().unwrap_or_else(|| self.cfg.dir.clone());
-                call.broken = true;
+                call.stopped = Some(Stopped::WriteError);
                 let n = count_records(&waiting);
                 self.counts.packets.fetch_sub(n, Relaxed);
                 self.counts.lost.fetch_add(n, Relaxed);
@@ -365,7 +379,7 @@ impl Writer {
         // A call still being written stops being recorded: its file is gone.
         if let Some(serial) = self.owners.remove(path) {
             if let Some(c) = self.calls.get_mut(&serial) {
-                c.broken = true;
+                c.stopped = Some(Stopped::Deleted);
                 self.buffered -= c.waiting.len();
                 let n = count_records(&c.waiting);
                 self.counts.packets.fetch_sub(n, Relaxed);
