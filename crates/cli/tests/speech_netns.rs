@@ -2,7 +2,9 @@
 //! SIPp sends a known speech file, encoded by sox's G.711 A-law, through
 //! Kamailio; Calliper records the callee's capture (`--record all`) and
 //! exports the call's audio from that recording. The caller's channel must
-//! equal, sample for sample, the speech encoded and decoded by sox's G.711.
+//! equal, sample for sample, the speech encoded and decoded by sox's G.711
+//! (but for any packet the export says came too late for the receiver's
+//! jitter buffer: a listener did not hear it either).
 
 mod common;
 
@@ -108,12 +110,31 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
         "the caller's stream starts {start} samples in"
     );
     let got = &caller[start..start + sent.len()];
-    let differ = got.iter().zip(sent).filter(|(a, b)| a != b).count();
+    // The export is what the listener heard: a packet SIPp sent late for
+    // the receiver's jitter buffer (a busy machine) is concealed, and the
+    // export says how many. Every other 20 ms is the speech, sample for
+    // sample.
+    let late: usize = said
+        .lines()
+        .find(|l| l.contains("10.90.1.2:30000 -> 10.90.2.2:20000"))
+        .and_then(|l| l.split(" late for the jitter buffer").next())
+        .and_then(|l| l.rsplit(", ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of late packets: {said}"));
+    let differ = got
+        .chunks(160)
+        .zip(sent.chunks(160))
+        .filter(|(a, b)| a != b)
+        .count();
     assert_eq!(
         differ,
-        0,
-        "{differ} of {} samples differ: {said}",
-        sent.len()
+        late,
+        "{differ} of {} packets differ, {late} said late: {said}",
+        sent.len() / 160
+    );
+    assert!(
+        late <= 3,
+        "{late} packets late: the rig's timing, not the export"
     );
     assert!(
         caller[..start].iter().all(|&s| s == 0),
