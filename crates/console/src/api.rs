@@ -76,8 +76,10 @@ pub(crate) async fn call(
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}")));
     };
     // Where its recording is, when this console has recordings.
+    let call_id = detail["call_id"].as_str().unwrap_or_default().to_string();
+    let invite_ns = detail["invite_ns"].as_i64().unwrap_or_default();
     let recorded = state.recordings.is_some()
-        && crate::recording_api::find(&state, id)
+        && crate::recording_api::find(&state, call_id, invite_ns)
             .await
             .is_ok_and(|f| !f.is_empty());
     if let serde_json::Value::Object(o) = &mut detail {

@@ -23,43 +23,43 @@ pub const MAX_AUDIO_BYTES: usize = 64 << 20;
 /// its streams' timelines and channels, from the stored spans).
 pub const MAX_DECODING_BYTES: usize = 256 << 20;
 
-/// The recordings of call `id` (its Call-ID and INVITE time from the database).
-pub(crate) async fn find(state: &Arc<State>, id: i64) -> Result<Vec<std::path::PathBuf>, ApiError> {
+/// The recordings of the call of `call_id` and INVITE time `invite_ns`
+/// (from the database, never from the request).
+pub(crate) async fn find(
+    state: &Arc<State>,
+    call_id: String,
+    invite_ns: i64,
+) -> Result<Vec<std::path::PathBuf>, ApiError> {
     let Some(dir) = state.recordings.clone() else {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
             "this console has no recordings: give it the run's --record-dir DIR".into(),
         ));
     };
-    let call = crate::db::run(&state.db, &state.queries, move |c| {
-        let mut q = c.prepare("SELECT call_id, invite_ns FROM calls WHERE id = ?")?;
-        let mut rows = q.query([id])?;
-        Ok(match rows.next()? {
-            Some(r) => {
-                let call_id = r.get_ref(0)?.as_str().unwrap_or("").to_string();
-                Some((call_id, r.get_ref(1)?.as_i64().unwrap_or(0)))
-            }
-            None => None,
-        })
-    })
-    .await?;
-    let Some((call_id, invite_ns)) = call else {
-        return Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}")));
-    };
     tokio::task::spawn_blocking(move || calliper_store::recordings::find(&dir, invite_ns, &call_id))
         .await
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// Call `id`'s one recording.
-async fn recorded_file(state: &Arc<State>, id: i64) -> Result<std::path::PathBuf, ApiError> {
-    let found = find(state, id).await?;
+/// Call `id` as stored, and its one recording.
+async fn recorded(
+    state: &Arc<State>,
+    id: i64,
+) -> Result<(calliper_store::StoredCall, std::path::PathBuf), ApiError> {
+    let call = crate::db::run(&state.db, &state.queries, move |c| {
+        calliper_store::find_calls(c, &id.to_string())
+    })
+    .await?
+    .into_iter()
+    .find(|c| c.id == id)
+    .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no call {id}")))?;
+    let found = find(state, call.call_id.clone(), call.invite_ns).await?;
     match found.as_slice() {
         [] => Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("call {id} has no recording (not recorded, or deleted to keep the budget)"),
         )),
-        [one] => Ok(one.clone()),
+        [one] => Ok((call, one.clone())),
         many => Err(ApiError(
             StatusCode::CONFLICT,
             format!(
@@ -133,7 +133,7 @@ pub(crate) async fn pcap(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = crate::api::call_id_param(path)?;
-    let file = recorded_file(&state, id).await?;
+    let (_, file) = recorded(&state, id).await?;
     let permit = turn(&state)?;
     let bytes = blocking(move || {
         let _turn = permit;
@@ -154,14 +154,7 @@ pub(crate) async fn audio(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = crate::api::call_id_param(path)?;
-    let file = recorded_file(&state, id).await?;
-    let call = crate::db::run(&state.db, &state.queries, move |c| {
-        calliper_store::find_calls(c, &id.to_string())
-    })
-    .await?
-    .into_iter()
-    .find(|c| c.id == id)
-    .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no call {id}")))?;
+    let (call, file) = recorded(&state, id).await?;
     let permit = turn(&state)?;
     let wav = blocking(move || {
         let _turn = permit;

@@ -245,18 +245,16 @@ impl Engine {
         payload: &[u8],
     ) -> Option<(defrag::Datagram, Frame<'static>)> {
         self.counters.ip_fragments += 1;
-        if self.recorder.is_some() && {
-            // (One timed out by now is not held.)
+        let key = (f.src, f.dst, frag.id, frag.protocol);
+        // For the recorder: whether the datagram was under way (one timed
+        // out by now is not).
+        let known = self.recorder.is_some() && {
             self.defrag.expire(now);
-            !self.defrag.holds(&(f.src, f.dst, frag.id, frag.protocol))
-        } {
-            // A new datagram on this id: what an old one left is not its.
-            let key = recording::HoldKey::Fragments(f.src, f.dst, frag.id, frag.protocol);
-            self.reassembly_restarted(key);
-        }
+            self.defrag.holds(&key)
+        };
         let d = self.defrag.add(now, f.src, f.dst, frag, payload);
         if self.recorder.is_some() {
-            self.fragment_seen((f.src, f.dst, frag.id, frag.protocol), d.is_some());
+            self.fragment_seen(key, known, d.is_some());
         }
         let d = d?;
         let outer = Frame {
@@ -352,9 +350,11 @@ impl Engine {
                 // WebSocket from its upgrade, or from a frame starting a
                 // SIP message (a connection picked up after its upgrade).
                 let mut ws = 0;
+                let tracked =
+                    (!payload.is_empty() || self.recorder.is_some()) && self.tcp.tracks(&key);
                 let start = if payload.is_empty() {
                     flags & 0x12 == 0x02 && self.sip.port(sport, dport)
-                } else if self.tcp.tracks(&key) {
+                } else if tracked {
                     false
                 } else {
                     if websocket::is_sip_upgrade(payload) {
@@ -364,16 +364,8 @@ impl Engine {
                     }
                     ws != 0 || self.sip.is_sip(sport, dport, payload)
                 };
-                // For the recorder: a flow started anew (a new connection on
-                // these addresses), and gaps given up on.
-                let fresh =
-                    self.recorder.is_some() && (flags & 0x02 != 0 || !self.tcp.tracks(&key));
                 let gaps = self.tcp.counters.gaps;
                 if let Some(o) = self.tcp.segment(now, key, seq, flags, payload, start) {
-                    if fresh {
-                        let (a, b, c, d) = key;
-                        self.reassembly_restarted(recording::HoldKey::Tcp(a, b, c, d));
-                    }
                     if ws != 0 {
                         self.tcp.set_tag(o.flow, ws);
                     }
@@ -385,13 +377,16 @@ impl Engine {
                     if o.closing {
                         self.tcp.close(o.flow);
                     }
-                    if self.recorder.is_some() && (!payload.is_empty() || o.closing) {
+                    // For the recorder: a flow started anew (a SYN, a new
+                    // connection on these addresses), and gaps given up on.
+                    let restarted = flags & 0x02 != 0 || !tracked;
+                    if self.recorder.is_some() && (!payload.is_empty() || o.closing || restarted) {
                         if self.tcp.counters.gaps != gaps {
                             // What was held before the gap is no message's now.
                             self.message_completed();
                         }
                         let pending = self.tcp.pending(o.flow);
-                        self.reassembling(key, true, pending);
+                        self.reassembling(key, true, restarted, pending);
                     }
                 }
             }
@@ -413,7 +408,7 @@ impl Engine {
                 });
                 if let (Some(p), true) = (ports, self.recorder.is_some()) {
                     let key = (f.src, p.sport, f.dst, p.dport);
-                    self.reassembling(key, false, sctp.holds(&key));
+                    self.reassembling(key, false, false, sctp.holds(&key));
                 }
                 self.sctp = sctp;
             }

@@ -10,8 +10,7 @@
 mod hold;
 
 use super::*;
-pub(crate) use hold::HoldKey;
-use hold::{Held, Hold};
+use hold::{Held, Hold, HoldKey};
 
 /// Distinct calls one frame is recorded for (a TCP segment or an SCTP
 /// packet may end messages of several calls; beyond, counted).
@@ -148,12 +147,15 @@ impl Engine {
     }
 
     /// The packet went into a TCP flow or SCTP association (`tcp`) whose
-    /// buffer still holds part of a message afterwards (`pending`).
-    /// Signalling is recorded by the first shard, so only it holds.
+    /// buffer still holds part of a message afterwards (`pending`);
+    /// `restarted`: the reassembler started it anew (a new connection on
+    /// the flow's addresses), so what was held for it goes. Signalling is
+    /// recorded by the first shard, so only it holds.
     pub(crate) fn reassembling(
         &mut self,
         key: (IpAddr, u16, IpAddr, u16),
         tcp: bool,
+        restarted: bool,
         pending: bool,
     ) {
         if self.shard.is_some_and(|(i, _)| i != 0) {
@@ -161,22 +163,35 @@ impl Engine {
         }
         if let Some(h) = self.recorder.as_deref_mut() {
             let (a, b, c, d) = key;
-            h.source = Some(if tcp {
+            let key = if tcp {
                 HoldKey::Tcp(a, b, c, d)
             } else {
                 HoldKey::Sctp(a, b, c, d)
-            });
+            };
+            if restarted {
+                h.hold.reset(&key);
+            }
+            h.source = Some(key);
             h.pending = pending;
         }
     }
 
     /// The packet was an IP fragment of `(src, dst, id, protocol)`;
-    /// `completed`: it completed the datagram, whose earlier fragments
-    /// then travel with it.
-    pub(crate) fn fragment_seen(&mut self, key: (IpAddr, IpAddr, u32, u8), completed: bool) {
+    /// `known`: its datagram was under way before it (else what an old one
+    /// on this id left goes); `completed`: it completed the datagram, whose
+    /// earlier fragments then travel with it.
+    pub(crate) fn fragment_seen(
+        &mut self,
+        key: (IpAddr, IpAddr, u32, u8),
+        known: bool,
+        completed: bool,
+    ) {
         let pending = !completed && self.defrag.holds(&key);
         if let Some(h) = self.recorder.as_deref_mut() {
             let key = HoldKey::Fragments(key.0, key.1, key.2, key.3);
+            if !known {
+                h.hold.reset(&key);
+            }
             if completed {
                 h.carried_lost |= h.hold.take(&key, &mut h.carried);
                 h.source = None;
@@ -194,15 +209,6 @@ impl Engine {
     pub(crate) fn message_completed(&mut self) {
         if let Some(h) = self.recorder.as_deref_mut() {
             h.completed = true;
-        }
-    }
-
-    /// The reassembler started the context anew (a new connection on the
-    /// flow's addresses, a new datagram on a fragment id): what was held
-    /// for it goes.
-    pub(crate) fn reassembly_restarted(&mut self, key: HoldKey) {
-        if let Some(h) = self.recorder.as_deref_mut() {
-            h.hold.reset(&key);
         }
     }
 
