@@ -7,7 +7,12 @@ use calliper_audio::timeline::{Codec, Timeline};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for (codec, pt) in [(Codec::Pcmu, 0), (Codec::Pcma, 8), (Codec::G722, 9), (Codec::Opus, 111)] {
+    for (codec, pt) in [
+        (Codec::Pcmu, 0),
+        (Codec::Pcma, 8),
+        (Codec::G722, 9),
+        (Codec::Opus, 111),
+    ] {
         let mut t = Timeline::new(codec, pt, Some(101)).limit_seconds(60);
         let (mut rest, mut now) = (data, 0i64);
         while rest.len() >= 10 {

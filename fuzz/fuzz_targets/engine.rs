@@ -4,7 +4,9 @@
 //! recording every call's packets must change nothing in them, and hand
 //! over only frames that were input.
 #![no_main]
-use calliper_engine::{CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordMode, SinkFactory};
+use calliper_engine::{
+    CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordMode, SinkFactory,
+};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, Mutex};
 
@@ -54,33 +56,43 @@ fuzz_target!(|data: &[u8]| {
     }
     one.finish();
     want.extend(one.drain());
-    let mut batched = Engine::new(config());
-    let mut got: Vec<Record> = Vec::new();
-    for group in packets.chunks(5) {
-        batched.packets(group);
-        got.extend(batched.drain());
-    }
-    batched.finish();
-    got.extend(batched.drain());
-    assert_eq!(format!("{got:?}"), format!("{want:?}"), "batched records differ");
+    let got = batched(Engine::new(config()), &packets);
+    assert_eq!(
+        format!("{got:?}"),
+        format!("{want:?}"),
+        "batched records differ"
+    );
     let kept = Arc::new(Mutex::new(Vec::new()));
     let sink = kept.clone();
-    let mut recording = Engine::new(Config {
+    let recording = Engine::new(Config {
         record: RecordMode::All,
         record_sink: Some(SinkFactory(Arc::new(move || Box::new(Kept(sink.clone()))))),
         ..config()
     });
-    let mut got: Vec<Record> = Vec::new();
-    for group in packets.chunks(5) {
-        recording.packets(group);
-        got.extend(recording.drain());
-    }
-    recording.finish();
-    got.extend(recording.drain());
-    assert_eq!(format!("{got:?}"), format!("{want:?}"), "recording changed the records");
-    drop(recording);
+    let got = batched(recording, &packets);
+    assert_eq!(
+        format!("{got:?}"),
+        format!("{want:?}"),
+        "recording changed the records"
+    );
     let input: std::collections::HashSet<&[u8]> = packets.iter().map(|p| p.data).collect();
     for frame in kept.lock().unwrap().iter() {
-        assert!(input.contains(frame.as_slice()), "a recorded frame that was never input");
+        assert!(
+            input.contains(frame.as_slice()),
+            "a recorded frame that was never input"
+        );
     }
 });
+
+/// The records of `engine` given `packets` in batches of 5 (the engine is
+/// dropped at the end, so its recording sink has been handed everything).
+fn batched(mut engine: Engine, packets: &[RawPacket<'_>]) -> Vec<Record> {
+    let mut got = Vec::new();
+    for group in packets.chunks(5) {
+        engine.packets(group);
+        got.extend(engine.drain());
+    }
+    engine.finish();
+    got.extend(engine.drain());
+    got
+}

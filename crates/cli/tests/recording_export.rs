@@ -10,23 +10,24 @@ use common::calliper_jsonl;
 use common::recorded::{calliper, calls, temp};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The sample capture analysed into a database with every call recorded:
+/// (capture, recordings' directory, database), named after `name`.
+fn recorded_sample(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (dir, db) = (temp(name), temp(&format!("{name}.db")));
+    let (dir_s, db_s) = (dir.to_str().unwrap(), db.to_str().unwrap());
+    calliper_jsonl(
+        &pcap,
+        &["--record", "all", "--record-dir", dir_s, "--db", db_s],
+    );
+    (pcap, dir, db)
+}
 
 #[test]
 fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let (dir, db) = (temp("export"), temp("export.db"));
-    calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ],
-    );
+    let (pcap, dir, db) = recorded_sample("export");
     let run = |args: &[&str]| {
         let out = calliper(&[&["export"], args].concat());
         assert!(
@@ -150,19 +151,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
 
 #[test]
 fn the_console_sends_a_recorded_calls_pcap_and_audio() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let (dir, db) = (temp("console"), temp("console.db"));
-    calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ],
-    );
+    let (_, dir, db) = recorded_sample("console");
     let s = server::Server::start(
         &db,
         "127.0.0.1:0",
