@@ -34,13 +34,13 @@ enum Target {
 
 /// A DTMF event: when it arrived, from which side, which (RFC 4733 code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dtmf {
+struct Dtmf {
     /// Arrival, ns since the epoch.
-    pub arrival_ns: i64,
+    arrival_ns: i64,
     /// From the caller.
-    pub caller: bool,
+    caller: bool,
     /// 0-9, 10 = *, 11 = #, 12-15 = A-D.
-    pub event: u8,
+    event: u8,
 }
 
 /// One stream being decoded: its direction (true: caller to callee), its
@@ -79,8 +79,6 @@ pub struct Mixed {
     pub left: Vec<i16>,
     /// The callee's side.
     pub right: Vec<i16>,
-    /// DTMF events: seconds into the channels, from the caller, RFC 4733 code.
-    pub dtmf: Vec<(f64, bool, u8)>,
     /// What each stream gave, and any cut, and the DTMF events.
     pub notes: Vec<String>,
 }
@@ -365,7 +363,6 @@ impl CallAudio {
             rate,
             left,
             right,
-            dtmf: marks,
             notes,
         }
     }
