@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::hostile::{ipv4, sip, tcp, udp, Pcap, CALLEE, CALLER};
+use common::hostile::{ipv4, sctp, sip, tcp, udp, Pcap, CALLEE, CALLER};
 use common::recorded::{files, temp};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -153,4 +153,33 @@ fn a_segment_ending_many_calls_messages_is_recorded_for_each_or_counted() {
     assert_eq!(files.len(), 33);
     assert_eq!(files["call40"], [1000, 1010]);
     assert!((0..32).all(|k| files[&format!("call{k}")] == [1000]));
+}
+
+#[test]
+fn an_sctp_message_given_up_leaves_nothing_to_the_next() {
+    // X's INVITE begins; Y's begins before X's ends (X is abandoned), then ends.
+    let (x, y) = (invite("callX"), invite("callY"));
+    let half = y.len() / 2;
+    let mut p = Pcap::default();
+    for (t, flags, tsn, piece) in [
+        (1000, 0x02, 1, &x[..x.len() / 2]),
+        (1010, 0x02, 2, &y[..half]),
+        (1020, 0x01, 3, &y[half..]),
+    ] {
+        p.ipv4(
+            t * MS,
+            &ipv4(
+                CALLER.0,
+                CALLEE.0,
+                132,
+                0,
+                0,
+                &sctp(CALLER.1, flags, tsn, piece),
+            ),
+        );
+    }
+    let (files, summary) = record(&p, "sctp");
+    assert_ne!(summary["sctp"]["dropped_pieces"], 0, "{summary}");
+    assert_eq!(files.keys().collect::<Vec<_>>(), ["callY"]);
+    assert_eq!(files["callY"], [1010, 1020]);
 }

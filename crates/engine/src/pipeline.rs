@@ -401,6 +401,7 @@ impl Engine {
                 // the call table; an empty map, so nothing is allocated.
                 let mut sctp = std::mem::take(&mut self.sctp);
                 self.sip_transport = SipTransport::Sctp;
+                let given_up = sctp.counters.dropped_pieces + sctp.counters.partial_expired;
                 let ports = sctp.packet(now, f.src, f.dst, payload, |p, m| {
                     if self.sip.is_sip(p.sport, p.dport, m) {
                         self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
@@ -408,7 +409,10 @@ impl Engine {
                 });
                 if let (Some(p), true) = (ports, self.recorder.is_some()) {
                     let key = (f.src, p.sport, f.dst, p.dport);
-                    self.reassembling(key, false, false, sctp.holds(&key));
+                    // A partial message abandoned: what was held is no message's.
+                    let abandoned =
+                        sctp.counters.dropped_pieces + sctp.counters.partial_expired != given_up;
+                    self.reassembling(key, false, abandoned, sctp.holds(&key));
                 }
                 self.sctp = sctp;
             }

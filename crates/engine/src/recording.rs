@@ -149,7 +149,8 @@ impl Engine {
     /// The packet went into a TCP flow or SCTP association (`tcp`) whose
     /// buffer still holds part of a message afterwards (`pending`);
     /// `restarted`: the reassembler started it anew (a new connection on
-    /// the flow's addresses), so what was held for it goes. Signalling is
+    /// the flow's addresses, an SCTP message in pieces given up on), so
+    /// what was held for it goes. Signalling is
     /// recorded by the first shard, so only it holds.
     pub(crate) fn reassembling(
         &mut self,
