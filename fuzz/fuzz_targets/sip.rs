@@ -1,4 +1,5 @@
-//! SIP parsing, datagram and stream framing, and header values.
+//! SIP parsing, datagram and stream framing, and header values (name-addr
+//! against the grammar's reference reading).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -8,9 +9,19 @@ fuzz_target!(|data: &[u8]| {
             assert!(m.len <= data.len());
             assert!(m.body.len() <= data.len());
             for v in [m.from, m.to, m.contact].into_iter().flatten() {
-                let _ = calliper_sip::NameAddr::parse(v);
+                same_as_reference(v);
             }
         }
     }
     let _ = calliper_sip::looks_like_sip(data);
+    if let Ok(v) = std::str::from_utf8(data) {
+        same_as_reference(v);
+    }
 });
+
+/// The display name and URI agree with the grammar's reference reading.
+fn same_as_reference(v: &str) {
+    let na = calliper_sip::NameAddr::parse(v);
+    let (display, uri) = calliper_sip::reference::display_and_uri(v);
+    assert_eq!((na.display, na.uri), (display.as_deref(), uri.as_str()), "{v:?}");
+}

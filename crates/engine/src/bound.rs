@@ -153,7 +153,8 @@ mod tests {
     /// or the budget raised with a BENCHMARKS.md row that says why (512 B:
     /// the jitter-buffer simulation and the RTCP round trip, 128 B; calls
     /// 528 B: RFC 6076's disconnect delay, 8 B; streams 528 B: a pointer to
-    /// RTCP XR VoIP metrics, allocated only for streams that get them).
+    /// RTCP XR VoIP metrics, allocated only for streams that get them;
+    /// calls 560 B: the transactions responses are matched to, 30 B).
     #[test]
     fn call_and_stream_state_stay_within_budget() {
         assert!(
@@ -162,7 +163,7 @@ mod tests {
             size_of::<crate::Stream>()
         );
         assert!(
-            size_of::<crate::Call>() <= 528,
+            size_of::<crate::Call>() <= 560,
             "{}",
             size_of::<crate::Call>()
         );

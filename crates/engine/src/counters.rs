@@ -101,6 +101,11 @@ counters! {
         pub rtcp: u64,
         /// UDP datagrams that were neither SIP nor RTP/RTCP we track.
         pub udp_untracked: u64,
+        /// RTP packets sent to (or from) a call's SDP address by a source
+        /// the SDP does not name, refused while another source held that
+        /// address (`docs/hostile-input.md`, foreign media); also in
+        /// `udp_untracked`.
+        pub rtp_foreign: u64,
         /// Calls started.
         pub calls: u64,
         /// Calls evicted because the call table was full.

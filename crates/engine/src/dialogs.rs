@@ -2,6 +2,7 @@
 //! state (answer, hang-up, failure, cancel) and activity lists.
 
 use super::*;
+use crate::transactions::Answer;
 
 impl Engine {
     pub(crate) fn sip_message(
@@ -72,7 +73,7 @@ impl Engine {
             self.call_event(idx, now, CallPhase::Started, None, None);
         }
         let before = self.calls.get(idx).map(events::progress);
-        let sdp_side = self.update_call(idx, now, m);
+        let sdp_side = self.update_call(idx, now, m, src, dst);
         if let (Some(b), Some(a)) = (before, self.calls.get(idx).map(events::progress)) {
             if let Some(phase) = events::phase_change(b, a, m) {
                 self.call_event(idx, now, phase, m.status(), None);
@@ -261,6 +262,7 @@ impl Engine {
             ignored: false,
             held: false,
             refer_cseq: 0,
+            transactions: Default::default(),
             capture_dropped_at_start: self.capture_dropped,
         };
         let idx = self.calls.insert(call).ok()?;
@@ -305,9 +307,32 @@ impl Engine {
 
     /// Updates a call from one of its messages; returns the side that sent
     /// the message (whose SDP, if any, describes where that side receives).
-    pub(crate) fn update_call(&mut self, idx: Idx, now: i64, m: &SipMessage<'_>) -> Option<Side> {
+    /// A response changes the call only if it answers one of the call's
+    /// requests (`transactions`); one that does not is counted
+    /// (`sip_response_unmatched`) and shown, nothing more.
+    pub(crate) fn update_call(
+        &mut self,
+        idx: Idx,
+        now: i64,
+        m: &SipMessage<'_>,
+        src: IpAddr,
+        dst: IpAddr,
+    ) -> Option<Side> {
+        let seed = self.key_seed;
         let call = self.calls.get_mut(idx)?;
         call.sip_messages += 1;
+        match m.start? {
+            StartLine::Request { .. } => call.transactions.request(seed, m, src, dst),
+            StartLine::Response { .. } => match call.transactions.response(seed, m, src, dst) {
+                Answer::Matched => {}
+                Answer::Untracked => return None,
+                Answer::Unmatched => {
+                    call.anomalies += 1;
+                    self.counters.anomaly("sip_response_unmatched");
+                    return None;
+                }
+            },
+        }
         let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
         let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
             (Some(ct), Some(ft)) => **ct == *cut(ft),

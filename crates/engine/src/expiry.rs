@@ -136,6 +136,7 @@ impl Engine {
                 .wrapping_sub(call.capture_dropped_at_start) as u64,
             // A call in its grace after BYE, CANCEL or failure has ended.
             ongoing: ending == Ending::Open && call.closing.is_none(),
+            held_until_ns: self.now.max(end_ns),
             streams,
         });
         record.summarise_quality();

@@ -43,6 +43,7 @@ mod report;
 mod rtcp;
 mod streams;
 mod traffic;
+mod transactions;
 
 // What the modules use of each other (each module does `use super::*`).
 use expiry::Ending;
@@ -283,6 +284,8 @@ struct Call {
     /// CSeq of the last REFER answered 2xx, plus one (0: none); its
     /// retransmissions are not another transfer.
     refer_cseq: u32,
+    /// The requests whose responses the call believes (see `transactions`).
+    transactions: transactions::Transactions,
     /// The engine's capture-drop total when the call began (wrapping: a
     /// call does not outlive 2^32 dropped packets).
     capture_dropped_at_start: u32,

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// How long a peer holds a media address against another peer the SDP
+/// does not name: a NAT that rebinds the port mid-call is followed after
+/// this much silence.
+pub(crate) const NAT_HOLD_NS: i64 = 2_000_000_000;
+
 impl Engine {
     /// Applies a session description `side` sent; returns whether it puts
     /// the call on hold (audio offered send-only, inactive or to 0.0.0.0),
@@ -117,6 +122,62 @@ impl Engine {
             .get(&(k.dst, k.dport))
             .map(|e| (r(e), true))
             .or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
+    }
+
+    /// Whether a new stream may join the call whose SDP names one of its
+    /// ends (the anchor: its destination when `by_dst`, else its source).
+    /// The other end (the peer) must be where the other side's SDP or
+    /// signalling says that side is (any port: senders often send from
+    /// another port than they listen on). Otherwise, by the NAT rule, a
+    /// peer the SDP does not name (a caller behind NAT, seen at its public
+    /// address) is taken only while no other peer holds the anchor: a
+    /// stream of the call on the anchor, from another peer, with a packet
+    /// in the last [`NAT_HOLD_NS`]. So a foreign host can never join a
+    /// media address the SDP's own source is using, and the SDP's own
+    /// source is never refused.
+    pub(crate) fn admits(&self, k: &StreamKey, e: MediaRef, by_dst: bool, now: i64) -> bool {
+        let Some(call) = self.calls.get(e.call) else {
+            return false;
+        };
+        let Some(owner) = call.media.get(e.desc as usize).map(|d| d.owner) else {
+            return true;
+        };
+        let ends = |k: &StreamKey, by_dst: bool| {
+            let (dst, src) = ((k.dst, k.dport), (k.src, k.sport));
+            if by_dst {
+                (dst, src)
+            } else {
+                (src, dst)
+            }
+        };
+        let (anchor, peer) = ends(k, by_dst);
+        let signalling = match owner {
+            Side::Caller => call.callee.0,
+            Side::Callee => call.caller.0,
+        };
+        let named_by_peer_sdp = call.media_keys.iter().any(|key| {
+            key.0 == peer.0
+                && self
+                    .media
+                    .get(key)
+                    .and_then(|m| call.media.get(m.desc as usize))
+                    .is_some_and(|d| d.owner != owner)
+        });
+        if peer.0 == signalling || named_by_peer_sdp {
+            return true;
+        }
+        !call
+            .streams
+            .iter()
+            .filter_map(|&si| self.streams.get(si))
+            .any(|s| {
+                let (a, p) = if (s.key.dst, s.key.dport) == anchor {
+                    ends(&s.key, true)
+                } else {
+                    ends(&s.key, false)
+                };
+                a == anchor && p != peer && now - s.stats.last_ns < NAT_HOLD_NS
+            })
     }
 
     /// Registers a stream with the media entries of its two addresses.

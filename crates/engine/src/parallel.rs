@@ -277,6 +277,7 @@ impl Parallel {
             Some((count, mut m)) => {
                 m.streams.extend(c.streams);
                 m.end_ns = m.end_ns.max(c.end_ns);
+                m.held_until_ns = m.held_until_ns.max(c.held_until_ns);
                 m.duration_ms = m.duration_ms.max(c.duration_ms);
                 // Every shard reads every RTCP packet: the versions agree.
                 m.rtcp_packets = m.rtcp_packets.max(c.rtcp_packets);

@@ -53,6 +53,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         duplicates: st.seq.duplicates as u64,
         out_of_order: st.seq.out_of_order as u64,
         seq_resets: st.seq.resets as u64,
+        seq_outages: st.seq.outages as u64,
         event_packets: st.event_packets,
         event_end_repeats: s.dtmf.as_ref().map_or(0, |d| d.end_repeats as u64),
         mean_jitter_ms: st.ws.mean_jitter,

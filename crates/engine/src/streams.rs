@@ -54,6 +54,11 @@ impl Engine {
         }
         let entry = self.media_entry(&key);
         if let Some((e, by_dst)) = entry {
+            if e.rtp && !self.admits(&key, e, by_dst, now) {
+                self.owned.rtp_foreign += 1;
+                self.owned.udp_untracked += 1;
+                return;
+            }
             self.attribute(e.call, false);
             if e.rtp {
                 self.new_call_stream(key, e, by_dst, &pkt, now);
@@ -183,7 +188,8 @@ impl Engine {
         if confirmed {
             let entry = self.media_entry(&key);
             self.owned.rtp_orphan += 1;
-            if let Some((e, by_dst)) = entry {
+            let now = self.now;
+            if let Some((e, by_dst)) = entry.filter(|&(e, d)| self.admits(&key, e, d, now)) {
                 if self.adopt(si, e, by_dst) {
                     return None;
                 }

@@ -100,8 +100,13 @@ pub struct StreamRecord {
     pub duplicates: u64,
     /// Packets that arrived after a later one.
     pub out_of_order: u64,
-    /// Sequence restarts by the source.
+    /// Sequence restarts by the source: big jumps in the numbering whose
+    /// timestamps or arrival disagreed with a loss (RFC 3550 A.1 then
+    /// decides); the packets skipped are not lost.
     pub seq_resets: u64,
+    /// Big jumps counted as loss (outages): the timestamps and the arrival
+    /// gap agreed with the packets missing; those packets are in `lost`.
+    pub seq_outages: u64,
     /// RFC 4733 telephone-event packets.
     pub event_packets: u64,
     /// Repeats of a telephone event's end packet under one sequence number
@@ -364,6 +369,12 @@ pub struct CallRecord {
     /// the input ended or the probe stopped: the record is the call as it stood.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ongoing: bool,
+    /// Until when the probe held the call open: when it expired idle, was
+    /// evicted, or the input ended (at least `end_ns`). A call answered and
+    /// never hung up lived this long, not just to its last message, so the
+    /// alerts judge its media over this (`no_rtp`). Not stored.
+    #[serde(skip)]
+    pub held_until_ns: i64,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
 }

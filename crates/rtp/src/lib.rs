@@ -61,11 +61,23 @@ pub struct SeqTracker {
     /// Gaps in the numbering (runs of lost packets): with `lost` they give
     /// the burstiness of the loss ([`SeqTracker::burst_ratio`]).
     pub gaps: u32,
+    /// Big jumps taken as loss, not as a restart: the packet's timestamp
+    /// and arrival agreed with the packets missing ([`StreamStats::update`]).
+    pub outages: u32,
 }
 
 impl SeqTracker {
-    /// Accounts one packet's sequence number.
+    /// Accounts one packet's sequence number; a big jump is judged by RFC
+    /// 3550 A.1 alone (a restart once the next packet follows it).
     pub fn update(&mut self, seq: u16) {
+        self.update_judged(seq, || false);
+    }
+
+    /// Accounts one packet's sequence number. On a jump of at least
+    /// [`MAX_DROPOUT`], `loss_explains` is asked whether the packet's time
+    /// says the packets between were lost (an outage): then they count as
+    /// lost at once; otherwise A.1's restart rule decides.
+    pub fn update_judged(&mut self, seq: u16, loss_explains: impl FnOnce() -> bool) {
         if !self.started {
             self.started = true;
             self.start_segment(seq);
@@ -75,25 +87,14 @@ impl SeqTracker {
         if udelta == 0 {
             self.duplicates = self.duplicates.saturating_add(1);
         } else if udelta < MAX_DROPOUT {
-            // In order, possibly with a gap.
-            if seq < self.max_seq {
-                self.wraps = self.wraps.saturating_add(1);
-            }
-            self.window = if udelta >= 128 {
-                0
-            } else {
-                self.window << udelta
-            };
-            self.window |= 1;
-            self.max_seq = seq;
-            self.segment_received += 1;
-            if udelta > 1 {
-                self.gaps = self.gaps.saturating_add(1);
-            }
-            self.bad_seq = None;
+            self.advance(seq, udelta);
         } else if udelta <= u16::MAX - MAX_MISORDER + 1 {
-            // A big jump: a restart if the next packet follows it.
-            if self.bad_seq == Some(seq) {
+            // A big jump: a restart once the next packet follows it, unless
+            // time says the packets between were lost.
+            if self.bad_seq != Some(seq) && loss_explains() {
+                self.outages = self.outages.saturating_add(1);
+                self.advance(seq, udelta);
+            } else if self.bad_seq == Some(seq) {
                 self.close_segment();
                 self.resets = self.resets.saturating_add(1);
                 self.strays = self.strays.saturating_sub(1); // the packet that announced the restart belongs to the new segment
@@ -117,6 +118,25 @@ impl SeqTracker {
                 }
             }
         }
+    }
+
+    /// In order, possibly with a gap of `udelta - 1` lost packets.
+    fn advance(&mut self, seq: u16, udelta: u16) {
+        if seq < self.max_seq {
+            self.wraps = self.wraps.saturating_add(1);
+        }
+        self.window = if udelta >= 128 {
+            0
+        } else {
+            self.window << udelta
+        };
+        self.window |= 1;
+        self.max_seq = seq;
+        self.segment_received += 1;
+        if udelta > 1 {
+            self.gaps = self.gaps.saturating_add(1);
+        }
+        self.bad_seq = None;
     }
 
     fn start_segment(&mut self, seq: u16) {
@@ -371,6 +391,24 @@ impl WiresharkView {
     }
 }
 
+/// Whether a big sequence jump to `p` is an outage: the timestamp and the
+/// arrival gap since the last voice packet both agree (within a factor of
+/// two) with the packets the numbers say are missing, at the stream's
+/// packet time. A restarting source renumbers without its clock or the
+/// wall clock following, so a restart disagrees. Unknown packet time or
+/// clock: no judgement (RFC 3550 A.1 decides).
+fn outage_explains(playout: &playout::Playout, last_ns: i64, p: &Packet, clock: ClockRate) -> bool {
+    let (ClockRate::Hz(hz @ 1..), step @ 1..) = (clock, playout.step()) else {
+        return false;
+    };
+    let (last_seq, last_ts) = playout.last();
+    let by_seq = f64::from(p.seq.wrapping_sub(last_seq)) * f64::from(step);
+    let by_timestamp = f64::from(p.timestamp.wrapping_sub(last_ts));
+    let by_arrival = (p.arrival_ns - last_ns) as f64 * f64::from(hz) / 1e9;
+    let agrees = |x: f64| (by_seq * 0.5..=by_seq * 2.0).contains(&x);
+    agrees(by_timestamp) && agrees(by_arrival)
+}
+
 /// What the analyser needs from one RTP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {
@@ -463,7 +501,9 @@ impl StreamStats {
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
         let duplicates = self.seq.duplicates;
-        self.seq.update(p.seq);
+        let (playout, last_ns) = (&self.playout, self.last_ns);
+        self.seq
+            .update_judged(p.seq, || outage_explains(playout, last_ns, p, clock));
         self.play(p, clock, self.seq.duplicates != duplicates);
         self.account(p, clock);
     }

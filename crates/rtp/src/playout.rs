@@ -263,6 +263,11 @@ impl Playout {
         u32::from(self.step)
     }
 
+    /// Sequence number and timestamp of the last packet played.
+    pub fn last(&self) -> (u16, u32) {
+        (self.last_seq, self.last_ts)
+    }
+
     /// Packets the adaptive buffer found late so far (the interval
     /// reports take differences of it).
     pub fn adaptive_late(&self) -> u32 {

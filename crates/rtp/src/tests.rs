@@ -375,3 +375,40 @@ fn burst_ratio_follows_the_gilbert_model() {
     let random = run(0.02, 0.02);
     assert!((random - 1.0).abs() < 0.05, "random {random}");
 }
+
+/// 60 s without packets, numbers and timestamps advancing together, is
+/// loss (3 000 packets), not a restart; a source that renumbers and
+/// reclocks after a short pause is a restart.
+#[test]
+fn outage_is_loss_and_restart_is_not() {
+    let clock = ClockRate::Hz(8000);
+    let stream = |resumed: (u16, u32), resumed_ms: f64| {
+        let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
+        for i in 1..50u16 {
+            s.update(
+                &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
+                clock,
+            );
+        }
+        for i in 0..50u16 {
+            let (seq, ts) = resumed;
+            let p = pkt(
+                resumed_ms + f64::from(i) * 20.0,
+                seq.wrapping_add(i),
+                ts + u32::from(i) * 160,
+            );
+            s.update(&p, clock);
+        }
+        s
+    };
+    // The 50th packet would be seq 150 at 1 s; 3 000 are missing.
+    let outage = stream((3150, 16_000 + 3100 * 160), 980.0 + 3001.0 * 20.0);
+    assert_eq!((outage.seq.outages, outage.seq.resets), (1, 0));
+    assert_eq!((outage.seq.expected(), outage.seq.lost()), (3100, 3000));
+    let restart = stream((40_000, 7_777_777), 1000.0);
+    assert_eq!((restart.seq.outages, restart.seq.resets), (0, 1));
+    assert_eq!(restart.seq.lost(), 0);
+    // Numbers jump as for an outage but the clock did not move: a restart.
+    let renumbered = stream((3150, 16_000 + 50 * 160), 1000.0);
+    assert_eq!((renumbered.seq.outages, renumbered.seq.resets), (0, 1));
+}

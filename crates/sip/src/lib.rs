@@ -8,6 +8,8 @@
 //! says more bytes are needed and `SipMessage::len` says how many bytes the
 //! message used, so the caller can frame by Content-Length.
 
+#[doc(hidden)]
+pub mod reference;
 pub mod sdp;
 
 /// Most headers we read in one message; more is an anomaly, not a crash.
@@ -399,22 +401,21 @@ pub struct NameAddr<'a> {
 }
 
 impl<'a> NameAddr<'a> {
-    /// Parses `"Display" <sip:user@host;p>;tag=x` and the bare `sip:user@host;tag=x` form.
+    /// Parses a From/To/Contact value by RFC 3261 §25.1:
+    /// `name-addr = [display-name] "<" addr-spec ">"` with a display name
+    /// that is a quoted string (with `\` escapes, where `<`, `>` and `"`
+    /// are text) or tokens, and the bare `addr-spec` form, whose `;`
+    /// parameters belong to the header. A display name never supplies the
+    /// URI: `"<sip:boss@x>" <sip:eve@y>` is eve. One pass, no recursion.
     pub fn parse(v: &'a str) -> NameAddr<'a> {
         let v = v.trim();
-        let (display, uri, params) = if let Some(lt) = v.find('<') {
-            let display = v[..lt].trim().trim_matches('"').trim();
-            let after = &v[lt + 1..];
-            let gt = after.find('>').unwrap_or(after.len());
-            (
-                Some(display).filter(|d| !d.is_empty()),
-                &after[..gt],
-                after.get(gt + 1..).unwrap_or(""),
-            )
-        } else {
-            // Without angle brackets, parameters after ';' belong to the header.
-            let semi = v.find(';').unwrap_or(v.len());
-            (None, &v[..semi], &v[semi..])
+        let (display, uri, params) = match split_name_addr(v) {
+            Some(parts) => parts,
+            None => {
+                // addr-spec: parameters after ';' belong to the header.
+                let semi = v.find(';').unwrap_or(v.len());
+                (None, &v[..semi], &v[semi..])
+            }
         };
         let tag = params
             .split(';')
@@ -435,6 +436,61 @@ impl<'a> NameAddr<'a> {
             tag,
         }
     }
+}
+
+/// The `name-addr` form's parts (display name, URI, what follows `>`), or
+/// None for a bare `addr-spec`. The URI starts at the first `<` outside
+/// quotes; a backslash escapes the next character, inside quotes as the
+/// grammar says and outside them too (real phones write `\"name\" <...>`).
+/// A value with no such `<` whose quote comes before any `;` is malformed:
+/// no URI, since nothing quoted may stand in for one.
+fn split_name_addr(v: &str) -> Option<(Option<&str>, &str, &str)> {
+    let b = v.as_bytes();
+    let (mut i, mut quoted) = (0, false);
+    let (mut params_seen, mut quote_before_params) = (false, false);
+    let lt = loop {
+        match b.get(i) {
+            None if quote_before_params => return Some((None, "", "")),
+            None => return None,
+            Some(b'\\') => i += 1,
+            Some(b';') if !quoted => params_seen = true,
+            Some(b'"') => {
+                quoted = !quoted;
+                quote_before_params |= !params_seen;
+            }
+            Some(b'<') if !quoted => break i,
+            Some(_) => {}
+        }
+        i += 1;
+    };
+    let after = &v[lt + 1..];
+    let gt = after.find('>').unwrap_or(after.len());
+    Some((
+        display_text(&v[..lt]),
+        &after[..gt],
+        after.get(gt + 1..).unwrap_or(""),
+    ))
+}
+
+/// A display name as shown: trimmed, one pair of enclosing quotes removed.
+pub(crate) fn display_text(raw: &str) -> Option<&str> {
+    let d = raw.trim();
+    let d = match d.strip_prefix('"').and_then(|d| d.strip_suffix('"')) {
+        Some(inner) => inner,
+        None => d,
+    };
+    Some(d).filter(|d| !d.is_empty())
+}
+
+/// The `branch` parameter of a Via value (RFC 3261 §8.1.1.7), the key of
+/// its transaction at that hop.
+pub fn via_branch(via: &str) -> Option<&str> {
+    via.split(';')
+        .skip(1)
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("branch"))
+        .map(|(_, b)| b.split(',').next().unwrap_or(b).trim())
+        .filter(|b| !b.is_empty())
 }
 
 #[cfg(test)]

@@ -194,3 +194,99 @@ fn header_end_is_found_in_one_bounded_pass() {
     big.extend_from_slice(b"Call-ID: x\r\nCSeq: 1 OPTIONS\r\n\r\n");
     assert_eq!(parse(&big, true), Err(SipError::NotSip));
 }
+
+/// A display name cannot stand in for the URI (RFC 3261 §25.1): quoted
+/// text is text, whatever it looks like; the reading agrees with the
+/// grammar's reference reading.
+#[test]
+fn display_names() {
+    let cases: &[(&str, Option<&str>, &str, Option<&str>)] = &[
+        (
+            "\"<sip:boss@corp.example>\" <sip:attacker@evil.example>;tag=1",
+            Some("<sip:boss@corp.example>"),
+            "sip:attacker@evil.example",
+            Some("attacker"),
+        ),
+        (
+            "\"a \\\"<sip:boss@x>\\\" b\" <sip:eve@y>",
+            Some("a \\\"<sip:boss@x>\\\" b"),
+            "sip:eve@y",
+            Some("eve"),
+        ),
+        (
+            "Bob Smith <sip:bob@h>",
+            Some("Bob Smith"),
+            "sip:bob@h",
+            Some("bob"),
+        ),
+        ("sip:carol@h;tag=3", None, "sip:carol@h", Some("carol")),
+        ("\"never closed <sip:boss@x>", None, "", None),
+        ("\"quoted\" sip:boss@x", None, "", None),
+        ("<sip:dave@h>", None, "sip:dave@h", Some("dave")),
+        // As a real phone wrote it (suricata's sip-compact-form capture).
+        (
+            "\\\"arik\\\" <sip:816666@voip.brurjula.net>;tag=1",
+            Some("\\\"arik\\\""),
+            "sip:816666@voip.brurjula.net",
+            Some("816666"),
+        ),
+        (
+            "x\"<sip:boss@corp>\" <sip:eve@y>",
+            Some("x\"<sip:boss@corp>\""),
+            "sip:eve@y",
+            Some("eve"),
+        ),
+        ("x\"<sip:boss@corp>\"", None, "", None),
+        (
+            "sip:a@h;+sip.instance=\"<urn:x>\"",
+            None,
+            "sip:a@h",
+            Some("a"),
+        ),
+    ];
+    for &(v, display, uri, user) in cases {
+        let na = NameAddr::parse(v);
+        assert_eq!((na.display, na.uri, na.user), (display, uri, user), "{v}");
+        let (rd, ru) = reference::display_and_uri(v);
+        assert_eq!(
+            (rd.as_deref(), ru.as_str()),
+            (display, uri),
+            "reference: {v}"
+        );
+    }
+    assert_eq!(NameAddr::parse(cases[0].0).tag, Some("1"));
+}
+
+#[test]
+fn via_branches() {
+    assert_eq!(
+        via_branch("SIP/2.0/UDP 10.0.0.1:5060;rport;branch=z9hG4bK-1;received=1.2.3.4"),
+        Some("z9hG4bK-1")
+    );
+    assert_eq!(via_branch("SIP/2.0/UDP h;BRANCH= z9 "), Some("z9"));
+    assert_eq!(via_branch("SIP/2.0/UDP h"), None);
+    assert_eq!(via_branch("SIP/2.0/UDP h;branch="), None);
+}
+
+/// Every string of up to 7 characters from the grammar's special
+/// characters reads the same as the reference reading.
+#[test]
+fn name_addr_agrees_with_reference_exhaustively() {
+    const ALPHABET: [char; 8] = ['"', '\\', '<', '>', ';', 'a', ' ', 'é'];
+    for len in 0..=7u32 {
+        for n in 0..ALPHABET.len().pow(len) {
+            let (mut n, mut v) = (n, String::new());
+            for _ in 0..len {
+                v.push(ALPHABET[n % ALPHABET.len()]);
+                n /= ALPHABET.len();
+            }
+            let na = NameAddr::parse(&v);
+            let (display, uri) = reference::display_and_uri(&v);
+            assert_eq!(
+                (na.display, na.uri),
+                (display.as_deref(), uri.as_str()),
+                "{v:?}"
+            );
+        }
+    }
+}

@@ -320,11 +320,11 @@ impl Sqlite {
         let dir = serde_json::to_value(s.direction)?;
         conn.prepare_cached(
             "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
-             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, event_packets, event_end_repeats,
+             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, seq_outages, event_packets, event_end_repeats,
              mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
              rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms,
              worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted, rtcp_xr)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -346,6 +346,7 @@ impl Sqlite {
             s.duplicates as i64,
             s.out_of_order as i64,
             s.seq_resets as i64,
+            s.seq_outages as i64,
             s.event_packets as i64,
             s.event_end_repeats as i64,
             s.mean_jitter_ms,

@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS streams (
     direction TEXT, payload_type INTEGER, codec TEXT,
     first_ns INTEGER, last_ns INTEGER,
     packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
-    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
+    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, seq_outages INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
     mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
     wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
     mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
@@ -61,8 +61,9 @@ CREATE TABLE IF NOT EXISTS runs (
 /// the calls' worst MOS; 6 the calls' failed-SRD flag and disconnect delay
 /// (RFC 6076), the streams' RTCP XR VoIP metrics (JSON), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`);
 /// 7 the call detail tables (`sip_messages`, `stream_intervals`) and the
-/// caller and callee indexes with time (a search by user and time range).
-const SCHEMA_VERSION: i64 = 7;
+/// caller and callee indexes with time (a search by user and time range);
+/// 8 the streams' outages (big jumps counted as loss).
+const SCHEMA_VERSION: i64 = 8;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -129,6 +130,14 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     if version < 7 {
         conn.execute_batch(
             "DROP INDEX IF EXISTS calls_by_caller; DROP INDEX IF EXISTS calls_by_callee;",
+        )?;
+    }
+    if version < 8 {
+        add_columns(
+            conn,
+            "streams",
+            "seq_outages",
+            "ALTER TABLE streams ADD COLUMN seq_outages INTEGER;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

@@ -199,8 +199,14 @@ impl Alerts {
                 raise(&mut s, about("high_loss", None, loss, t));
             }
         }
-        if let Some(after) = cfg.media_after_ns {
-            if c.answer_ns.is_some() && c.duration_ms * 1e6 >= after as f64 {
+        if let (Some(after), Some(answer)) = (cfg.media_after_ns, c.answer_ns) {
+            // A call never hung up lived until the probe let it go.
+            let life_ns = if c.hangup_by.is_none() {
+                (c.held_until_ns - answer).max(0) as f64
+            } else {
+                c.duration_ms * 1e6
+            };
+            if life_ns >= after as f64 {
                 let voice = |d: StreamDirection| {
                     c.streams
                         .iter()
@@ -210,7 +216,7 @@ impl Alerts {
                 };
                 let up = voice(StreamDirection::CallerToCallee);
                 let down = voice(StreamDirection::CalleeToCaller);
-                let secs = c.duration_ms / 1000.0;
+                let secs = life_ns / 1e9;
                 // A fax call's T.38 is its media.
                 let (up, down) = (up + c.t38_packets, down + c.t38_packets);
                 let missing = match (up, down) {
