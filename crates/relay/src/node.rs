@@ -57,6 +57,19 @@ pub struct Config {
     pub lsu_change: f64,
     /// Resend an unacknowledged link-state update after this long.
     pub lsu_retransmit_ns: i64,
+    /// Re-originate this node's link state this often even without a
+    /// change, so copies elsewhere stay younger than `lsu_max_age_ns`.
+    pub lsu_refresh_ns: i64,
+    /// Drop another origin's link state not refreshed for this long: a
+    /// vanished node, or a copy that captured its origin (see
+    /// [`LSU_SEQ_WINDOW`]), is forgotten.
+    pub lsu_max_age_ns: i64,
+    /// Origins (this node included) held in the link-state database; LSUs
+    /// from further origins are refused and counted.
+    pub max_origins: usize,
+    /// Routes are computed at most once per this interval (and once per
+    /// call), however many link-state updates arrive.
+    pub route_holddown_ns: i64,
 }
 
 impl Config {
@@ -74,6 +87,10 @@ impl Config {
             expected_latency: ExpectedLatency::default(),
             lsu_change: 0.1,
             lsu_retransmit_ns: 200 * MS,
+            lsu_refresh_ns: 10_000 * MS,
+            lsu_max_age_ns: 40_000 * MS,
+            max_origins: 1024,
+            route_holddown_ns: MS,
         }
     }
 }
@@ -93,72 +110,24 @@ pub struct Delivery {
     pub payload: Vec<u8>,
 }
 
-/// What a node did and refused. Every drop has a counter.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Counters {
-    /// Data originated here.
-    pub originated: u64,
-    /// Data forwarded for others.
-    pub forwarded: u64,
-    /// Data delivered here.
-    pub delivered: u64,
-    /// Copies dropped (link or end-to-end duplicates).
-    pub duplicates: u64,
-    /// Gaps noticed (link sequence numbers missing).
-    pub gaps: u64,
-    /// Gaps filled by a retransmission or a late original.
-    pub recovered: u64,
-    /// Gaps given up (budget passed, or too many at once).
-    pub given_up: u64,
-    /// NACK datagrams sent.
-    pub nacks_sent: u64,
-    /// Packets retransmitted.
-    pub retransmitted: u64,
-    /// Retransmissions refused by the token bucket.
-    pub retransmit_no_tokens: u64,
-    /// NACKed packets no longer (or never) in the history.
-    pub retransmit_not_held: u64,
-    /// Data with no route to its destination.
-    pub no_route: u64,
-    /// Data whose hop limit ran out (a loop while routes converge).
-    pub ttl_expired: u64,
-    /// Datagrams from addresses that are not neighbours.
-    pub not_neighbour: u64,
-    /// Datagrams that do not decode.
-    pub malformed: u64,
-    /// Link-state updates originated.
-    pub lsu_originated: u64,
-    /// Route table recomputations.
-    pub route_changes: u64,
-    /// Datagrams or deliveries dropped because the caller did not drain them.
-    pub queue_overflow: u64,
-    /// Compressed data lost to cRTP context damage (a gap given up that
-    /// the decompressor could not bridge, until the context is refreshed).
-    pub crtp_damaged: u64,
-    /// Compressed data held behind a gap for in-order decompression.
-    pub crtp_held: u64,
-    /// Compressed data dropped because too many were held.
-    pub crtp_held_dropped: u64,
-}
-
-#[derive(Debug)]
-struct PendingLsu {
-    link: usize,
-    origin: NodeId,
-    seq: u32,
-    next_at: i64,
-}
-
 /// One overlay node.
 #[derive(Debug)]
 pub struct Node {
     cfg: Config,
     links: Vec<Link>,
     by_peer: HashMap<NodeId, usize>,
-    lsdb: HashMap<NodeId, Lsu>,
+    lsdb: HashMap<NodeId, Stored>,
     my_lsu_seq: u32,
-    pending_lsu: Vec<PendingLsu>,
+    pending_lsu: Pending,
     routes: HashMap<NodeId, NodeId>,
+    /// Link state changed: compute routes at this time.
+    routes_due: Option<i64>,
+    /// When routes were last computed.
+    routes_at: i64,
+    /// When this node's link state is next refreshed.
+    next_refresh: i64,
+    /// When stale origins are next looked for.
+    next_aging: i64,
     msg_seq: u32,
     seen: HashMap<NodeId, Seen>,
     transmits: VecDeque<(NodeId, Vec<u8>)>,
@@ -175,6 +144,7 @@ fn us(ns: i64) -> u64 {
 impl Node {
     /// A node with these neighbours, starting at `now`.
     pub fn new(cfg: Config, neighbours: &[NodeId], now: i64) -> Node {
+        let refresh = cfg.lsu_refresh_ns;
         let links: Vec<Link> = neighbours.iter().map(|&p| Link::new(p, now)).collect();
         let by_peer = neighbours
             .iter()
@@ -187,8 +157,12 @@ impl Node {
             by_peer,
             lsdb: HashMap::new(),
             my_lsu_seq: 0,
-            pending_lsu: Vec::new(),
+            pending_lsu: Pending::default(),
             routes: HashMap::new(),
+            routes_due: None,
+            routes_at: i64::MIN,
+            next_refresh: now.saturating_add(refresh),
+            next_aging: now,
             msg_seq: 0,
             seen: HashMap::new(),
             transmits: VecDeque::new(),
@@ -203,7 +177,8 @@ impl Node {
         self.cfg.id
     }
 
-    /// Next hop towards `dest`, if any.
+    /// Next hop towards `dest`, if any, as of the last route computation
+    /// (at most `route_holddown_ns` behind the link state).
     pub fn next_hop(&self, dest: NodeId) -> Option<NodeId> {
         self.routes.get(&dest).copied()
     }
@@ -258,6 +233,7 @@ impl Node {
             link.alive = true;
             link.next_hello = now;
             self.advertise(now, true);
+            self.send_database(now, li);
         }
         self.measure(li, d.link_seq);
         match d.msg {
@@ -298,30 +274,8 @@ impl Node {
                 }
                 self.advertise(now, false);
             }
-            Message::Lsu(l) => {
-                self.emit(
-                    li,
-                    0,
-                    Message::LsAck {
-                        origin: l.origin,
-                        seq: l.seq,
-                    },
-                );
-                let newer = l.origin != self.cfg.id
-                    && self
-                        .lsdb
-                        .get(&l.origin)
-                        .is_none_or(|old| (l.seq.wrapping_sub(old.seq) as i32) > 0);
-                if newer {
-                    self.flood(now, &l, Some(li));
-                    self.lsdb.insert(l.origin, l);
-                    self.recompute_routes();
-                }
-            }
-            Message::LsAck { origin, seq } => {
-                self.pending_lsu
-                    .retain(|p| !(p.link == li && p.origin == origin && p.seq == seq));
-            }
+            Message::Lsu(l) => self.receive_lsu(now, li, l),
+            Message::LsAck { origin, seq } => self.receive_lsack(now, li, origin, seq),
         }
     }
 
@@ -388,23 +342,7 @@ impl Node {
             self.nack_due(now, li);
             self.crtp_release(now, li);
         }
-        let due: Vec<usize> = (0..self.pending_lsu.len())
-            .filter(|&i| self.pending_lsu[i].next_at <= now)
-            .collect();
-        for i in due {
-            let (li, origin) = (self.pending_lsu[i].link, self.pending_lsu[i].origin);
-            self.pending_lsu[i].next_at = now + self.cfg.lsu_retransmit_ns;
-            if !self.links[li].alive {
-                continue;
-            }
-            if let Some(l) = self.lsdb.get(&origin).cloned() {
-                self.emit(li, 0, Message::Lsu(l));
-            }
-        }
-        // Updates for links that died are dropped: the new LSU replaces them.
-        let links = &self.links;
-        self.pending_lsu.retain(|p| links[p.link].alive);
-        self.advertise(now, changed);
+        self.link_state_timers(now, changed);
     }
 
     /// When [`Node::handle_timeout`] should next run.
@@ -419,10 +357,7 @@ impl Node {
                 t = t.min(m.next_at);
             }
         }
-        for p in &self.pending_lsu {
-            t = t.min(p.next_at);
-        }
-        t
+        t.min(self.link_state_timeout())
     }
 
     /// Next datagram to send: (neighbour, bytes).
@@ -454,6 +389,7 @@ impl Node {
     }
 
     fn route_data(&mut self, now: i64, d: &Data<'_>) {
+        self.update_routes(now);
         let Some(&li) = self
             .routes
             .get(&d.dest)
@@ -538,28 +474,18 @@ impl Node {
 }
 
 mod compression;
+mod counters;
 mod link;
 mod link_state;
 mod recovery;
 mod seen;
 
 use compression::LinkCrtp;
+pub use counters::Counters;
 use link::{Link, Missing};
+pub use link_state::LSU_SEQ_WINDOW;
+use link_state::{Pending, Stored};
 use seen::Seen;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn datagrams_from_strangers_and_junk_are_counted_and_dropped() {
-        let mut n = Node::new(Config::new(1), &[2], 0);
-        n.handle(0, 9, b"\xCA\x11\x01\x00\x00\x00\x00\x00");
-        n.handle(0, 2, b"junk");
-        assert_eq!(n.counters.not_neighbour, 1);
-        assert_eq!(n.counters.malformed, 1);
-        assert!(n.poll_delivery().is_none());
-        // Nothing was sent in answer: never a reflector.
-        assert!(n.poll_transmit().is_none());
-    }
-}
+mod tests;

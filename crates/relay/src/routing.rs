@@ -59,10 +59,12 @@ pub fn cost(metric: Metric, rtt_us: f64, p: f64, el: ExpectedLatency) -> u32 {
     c.clamp(1.0, u32::MAX as f64) as u32
 }
 
-/// Next hop from `me` to every reachable node, over links `(from, to, cost)`.
-pub fn next_hops(
+/// Next hop from `me` to every reachable node; `links(n)` is what node `n`
+/// advertises, `(neighbour, cost)`. Only the part of the graph reachable
+/// from `me` is visited, read in place.
+pub fn next_hops<'a>(
     me: NodeId,
-    graph: &HashMap<NodeId, Vec<(NodeId, u32)>>,
+    links: impl Fn(NodeId) -> &'a [(NodeId, u32)],
 ) -> HashMap<NodeId, NodeId> {
     let mut dist: HashMap<NodeId, (u64, NodeId)> = HashMap::new();
     let mut heap = BinaryHeap::new();
@@ -72,11 +74,9 @@ pub fn next_hops(
         if dist.get(&node).is_some_and(|&(best, _)| d > best) {
             continue;
         }
-        for &(next, c) in graph.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+        for &(next, c) in links(node) {
             // Only links both ends report are used (a dead link may linger on one side).
-            let back = graph
-                .get(&next)
-                .is_some_and(|l| l.iter().any(|&(n, _)| n == node));
+            let back = links(next).iter().any(|&(n, _)| n == node);
             if !back {
                 continue;
             }
@@ -133,11 +133,14 @@ mod tests {
             g.entry(a).or_default().push((b, c));
             g.entry(b).or_default().push((a, c));
         }
-        let hops = next_hops(1, &g);
+        let view = |g: &HashMap<NodeId, Vec<(NodeId, u32)>>| {
+            next_hops(1, |n| g.get(&n).map_or(&[], Vec::as_slice))
+        };
+        let hops = view(&g);
         assert_eq!(hops[&4], 2);
         assert_eq!(hops[&3], 3);
         // A link only one side reports is not used.
         g.get_mut(&4).unwrap().retain(|&(n, _)| n != 2);
-        assert_eq!(next_hops(1, &g)[&4], 3);
+        assert_eq!(view(&g)[&4], 3);
     }
 }

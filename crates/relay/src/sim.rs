@@ -454,28 +454,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     }
     report.delays_ns.sort_unstable();
     for n in &nodes {
-        let c = &n.counters;
-        let r = &mut report.counters;
-        r.originated += c.originated;
-        r.forwarded += c.forwarded;
-        r.delivered += c.delivered;
-        r.duplicates += c.duplicates;
-        r.gaps += c.gaps;
-        r.recovered += c.recovered;
-        r.given_up += c.given_up;
-        r.nacks_sent += c.nacks_sent;
-        r.retransmitted += c.retransmitted;
-        r.retransmit_no_tokens += c.retransmit_no_tokens;
-        r.retransmit_not_held += c.retransmit_not_held;
-        r.no_route += c.no_route;
-        r.ttl_expired += c.ttl_expired;
-        r.lsu_originated += c.lsu_originated;
-        r.route_changes += c.route_changes;
-        r.queue_overflow += c.queue_overflow;
-        r.crtp_damaged += c.crtp_damaged;
-        r.crtp_held += c.crtp_held;
-        r.crtp_held_dropped += c.crtp_held_dropped;
-        r.malformed += c.malformed;
+        report.counters.add(&n.counters);
     }
     report.link_drops = emus.values().map(|e| e.lost).sum();
     report.queue_drops = emus.values().map(|e| e.queue_drops).sum();
