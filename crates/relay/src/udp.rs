@@ -10,7 +10,14 @@
 //! Client datagrams (to the node):
 //!   `1, vport u16`                       bind: deliver `vport` to me
 //!   `2, vport u16, dest u16, payload`    send `payload` to `vport` on `dest`
+//!   `3, vport u16`                       release `vport`
 //! Deliveries (to the client): `origin u16, vport u16, payload`.
+//!
+//! A virtual port belongs to the address (IP and port) that bound it. A
+//! bind or release of it from any other address is refused and counted
+//! (`vport_refused`) while the owner lives: until it releases the port, or
+//! for `client_lease_ms` after its last bind ([`Client`] repeats its bind
+//! every second). Port 0 is never bound (a send-only client).
 
 use crate::batch_io::{self, RecvBatch, SendBatch};
 use crate::emu::LinkEmulator;
@@ -48,8 +55,16 @@ pub struct NodeConfig {
     /// cannot yet read waits here rather than being dropped.
     #[serde(default = "default_socket_buffer")]
     pub socket_buffer: usize,
+    /// How long a client's binding of a virtual port outlives its last
+    /// bind request (ms); meanwhile no other client may take the port.
+    #[serde(default = "default_client_lease")]
+    pub client_lease_ms: u64,
     /// Neighbours.
     pub neighbours: Vec<Neighbour>,
+}
+
+fn default_client_lease() -> u64 {
+    30_000
 }
 
 fn default_socket_buffer() -> usize {
@@ -105,8 +120,11 @@ pub struct SocketCounters {
     pub sent: u64,
     /// Datagrams from addresses that are neither neighbours nor local clients.
     pub strangers: u64,
-    /// Malformed client requests.
+    /// Malformed client requests (a bind of virtual port 0 included).
     pub bad_client: u64,
+    /// Bind or release requests for a virtual port another live client
+    /// holds, refused.
+    pub vport_refused: u64,
     /// Deliveries for a virtual port no client bound.
     pub unbound: u64,
     /// Packets the emulator dropped.
@@ -125,6 +143,13 @@ pub struct SocketCounters {
     pub coalesced_receives: u64,
 }
 
+/// Who holds a virtual port, and when they last said so.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    owner: SocketAddr,
+    refreshed: i64,
+}
+
 /// A running relay node.
 pub struct UdpNode {
     node: Node,
@@ -137,7 +162,8 @@ pub struct UdpNode {
     delayed: BinaryHeap<Reverse<(i64, u64)>>,
     delayed_data: HashMap<u64, (SocketAddr, Vec<u8>)>,
     order: u64,
-    clients: HashMap<u16, SocketAddr>,
+    clients: HashMap<u16, Binding>,
+    client_lease_ns: i64,
     start: Instant,
     busy_poll: bool,
     tx: SendBatch,
@@ -208,6 +234,7 @@ impl UdpNode {
             delayed_data: HashMap::new(),
             order: 0,
             clients: HashMap::new(),
+            client_lease_ns: (cfg.client_lease_ms as i64).saturating_mul(1_000_000),
             start: Instant::now(),
             busy_poll: cfg.busy_poll,
             tx: SendBatch::default(),
@@ -305,9 +332,9 @@ impl UdpNode {
             return;
         }
         match b {
-            [1, v0, v1] => {
-                self.clients.insert(u16::from_be_bytes([*v0, *v1]), from);
-            }
+            [1, 0, 0] | [3, 0, 0] => self.counters.bad_client += 1,
+            [1, v0, v1] => self.bind_vport(now, from, u16::from_be_bytes([*v0, *v1])),
+            [3, v0, v1] => self.release_vport(now, from, u16::from_be_bytes([*v0, *v1])),
             [2, v0, v1, d0, d1, payload @ ..] => {
                 let vport = u16::from_be_bytes([*v0, *v1]);
                 let dest = u16::from_be_bytes([*d0, *d1]);
@@ -315,6 +342,36 @@ impl UdpNode {
             }
             _ => self.counters.bad_client += 1,
         }
+    }
+
+    /// Whether `vport` is held by a live client other than `from`.
+    fn held_by_other(&self, now: i64, from: SocketAddr, vport: u16) -> bool {
+        self.clients.get(&vport).is_some_and(|b| {
+            b.owner != from && now.saturating_sub(b.refreshed) < self.client_lease_ns
+        })
+    }
+
+    /// Binds `vport` to `from`, or renews its binding; refused (and
+    /// counted) while another live client holds it.
+    fn bind_vport(&mut self, now: i64, from: SocketAddr, vport: u16) {
+        if self.held_by_other(now, from, vport) {
+            self.counters.vport_refused += 1;
+            return;
+        }
+        let b = Binding {
+            owner: from,
+            refreshed: now,
+        };
+        self.clients.insert(vport, b);
+    }
+
+    /// Releases `vport` if `from` holds it (or its holder's lease ran out).
+    fn release_vport(&mut self, now: i64, from: SocketAddr, vport: u16) {
+        if self.held_by_other(now, from, vport) {
+            self.counters.vport_refused += 1;
+            return;
+        }
+        self.clients.remove(&vport);
     }
 
     fn flush(&mut self, now: i64) {
@@ -350,7 +407,8 @@ impl UdpNode {
             }
         }
         while let Some(d) = self.node.poll_delivery() {
-            let Some(&client) = self.clients.get(&d.vport) else {
+            // A lapsed binding still receives until another client binds.
+            let Some(client) = self.clients.get(&d.vport).map(|b| b.owner) else {
                 self.counters.unbound += 1;
                 continue;
             };
@@ -367,72 +425,8 @@ impl UdpNode {
     }
 }
 
-/// An application's handle on its local node.
-pub struct Client {
-    socket: UdpSocket,
-    node: SocketAddr,
-}
-
-impl Client {
-    /// Connects to the node at `node` from an ephemeral local port and binds `vport`.
-    pub fn bind(node: SocketAddr, vport: u16) -> io::Result<Client> {
-        let local: SocketAddr = if node.is_ipv4() {
-            "0.0.0.0:0"
-        } else {
-            "[::]:0"
-        }
-        .parse()
-        .map_err(io::Error::other)?;
-        let socket = UdpSocket::bind(local)?;
-        let mut req = vec![1];
-        req.extend_from_slice(&vport.to_be_bytes());
-        socket.send_to(&req, node)?;
-        Ok(Client { socket, node })
-    }
-
-    /// Sends `payload` to `vport` on node `dest` (like `sendto`).
-    pub fn send_to(&self, dest: NodeId, vport: u16, payload: &[u8]) -> io::Result<()> {
-        let mut req = Vec::with_capacity(5 + payload.len());
-        req.push(2);
-        req.extend_from_slice(&vport.to_be_bytes());
-        req.extend_from_slice(&dest.to_be_bytes());
-        req.extend_from_slice(payload);
-        self.socket.send_to(&req, self.node)?;
-        Ok(())
-    }
-
-    /// Receives one delivery (like `recvfrom`): (origin, vport, bytes read).
-    /// Returns None on timeout.
-    pub fn recv(
-        &self,
-        buf: &mut [u8],
-        timeout: Duration,
-    ) -> io::Result<Option<(NodeId, u16, usize)>> {
-        self.socket.set_read_timeout(Some(timeout))?;
-        let mut raw = [0u8; 65_536];
-        match self.socket.recv_from(&mut raw) {
-            Ok((n, _)) if n >= 4 => {
-                let len = (n - 4).min(buf.len());
-                buf[..len].copy_from_slice(&raw[4..4 + len]);
-                Ok(Some((
-                    u16::from_be_bytes([raw[0], raw[1]]),
-                    u16::from_be_bytes([raw[2], raw[3]]),
-                    len,
-                )))
-            }
-            Ok(_) => Ok(None),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-}
+mod client;
+pub use client::Client;
 
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,7 @@ impl Running {
                 budget_ms: 100.0,
                 busy_poll: false,
                 socket_buffer: 1 << 20,
+                client_lease_ms: 30_000,
                 neighbours: vec![Neighbour {
                     id: 2 - i as NodeId,
                     addr: addrs[1 - i],
@@ -155,4 +156,107 @@ fn a_compressed_link_gives_back_every_datagram() {
         header_out * 5 < header_in,
         "{header_out} of {header_in} header bytes"
     );
+}
+
+/// A node with no neighbours on a loopback port, for its clients.
+fn lone_node(lease_ms: u64) -> UdpNode {
+    let cfg = NodeConfig {
+        id: 1,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        metric: Metric::ExpectedLatency,
+        nack_rounds: 0,
+        budget_ms: 100.0,
+        busy_poll: false,
+        socket_buffer: 1 << 20,
+        client_lease_ms: lease_ms,
+        neighbours: vec![],
+    };
+    UdpNode::bind(&cfg, 1).unwrap()
+}
+
+/// Another local process cannot bind or release a virtual port a live
+/// client holds (it used to take it by binding it); it may once the owner
+/// has released it or gone silent for the lease. Each refusal is counted.
+#[test]
+fn port_theft_is_refused_while_the_owner_lives() {
+    let mut n = lone_node(3_000);
+    let (owner, thief) = (
+        SocketAddr::from(([127, 0, 0, 1], 40_001)),
+        SocketAddr::from(([127, 0, 0, 1], 40_002)),
+    );
+    let s = 1_000_000_000;
+    let holder = |n: &UdpNode| n.clients.get(&9).map(|b| b.owner);
+    n.datagram(0, owner, &[1, 0, 9]);
+    n.datagram(s, thief, &[1, 0, 9]);
+    n.datagram(s, thief, &[3, 0, 9]);
+    assert_eq!(holder(&n), Some(owner));
+    assert_eq!(n.counters().vport_refused, 2);
+    // Renewed at 2 s, so still the owner's at 4.9 s.
+    n.datagram(2 * s, owner, &[1, 0, 9]);
+    n.datagram(49 * s / 10, thief, &[1, 0, 9]);
+    assert_eq!(holder(&n), Some(owner));
+    assert_eq!(n.counters().vport_refused, 3);
+    // Silent past the lease: the port is free to take.
+    n.datagram(51 * s / 10, thief, &[1, 0, 9]);
+    assert_eq!(holder(&n), Some(thief));
+    // Released by its holder: free at once.
+    n.datagram(6 * s, thief, &[3, 0, 9]);
+    n.datagram(6 * s, owner, &[1, 0, 9]);
+    assert_eq!(holder(&n), Some(owner));
+    // Port 0 is never bound.
+    n.datagram(6 * s, owner, &[1, 0, 0]);
+    assert!(!n.clients.contains_key(&0));
+    assert_eq!(n.counters().bad_client, 1);
+    assert_eq!(n.counters().vport_refused, 3);
+}
+
+/// On real sockets: a second local client binding the same virtual port
+/// gets nothing; every delivery reaches the first, and datagrams another
+/// process writes straight to a client are not taken for deliveries.
+#[test]
+fn a_stolen_port_gets_no_deliveries() {
+    let mut node = lone_node(30_000);
+    let addr = node.socket.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            node.run(|_| stop.load(Ordering::Relaxed)).unwrap();
+            node
+        })
+    };
+    let owner = Client::bind(addr, 9).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let thief = Client::bind(addr, 9).unwrap();
+    let sender = Client::bind(addr, 0).unwrap();
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger
+        .send_to(b"\x00\x01\x00\x09fake", owner.local_addr().unwrap())
+        .unwrap();
+    for i in 0..20u32 {
+        sender.send_to(1, 9, &i.to_be_bytes()).unwrap();
+    }
+    let mut buf = [0u8; 16];
+    let mut got = 0;
+    while let Some((origin, vport, len)) = owner.recv(&mut buf, Duration::from_millis(300)).unwrap()
+    {
+        assert_eq!(
+            (origin, vport, &buf[..len]),
+            (1, 9, &(got as u32).to_be_bytes()[..])
+        );
+        got += 1;
+    }
+    assert_eq!(got, 20);
+    assert_eq!(owner.foreign(), 1);
+    assert_eq!(
+        thief.recv(&mut buf, Duration::from_millis(100)).unwrap(),
+        None
+    );
+    drop(thief); // its release is refused too
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    let mut node = running.join().unwrap();
+    assert_eq!(node.counters().vport_refused, 2);
+    assert_eq!(node.counters().unbound, 0);
+    assert_eq!(node.protocol_counters().delivered, 20);
 }
