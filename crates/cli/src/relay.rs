@@ -153,6 +153,8 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             let mut cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
                 .with_context(|| format!("{}: not a node configuration", config.display()))?;
             cfg.busy_poll |= busy_poll;
+            cfg.validate()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             let mut cuts = Vec::new();
             for c in &cut {
                 let (id, at) = c.split_once(':').context("--cut takes ID:SECONDS")?;
@@ -190,6 +192,10 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             size,
         } => {
             anyhow::ensure!(size >= 12, "--size must be at least 12 bytes");
+            anyhow::ensure!(
+                (0.1..=60_000.0).contains(&interval_ms),
+                "--interval-ms {interval_ms} is out of range: allowed 0.1 to 60000 ms"
+            );
             let client = calliper_relay::udp::Client::bind(node, 0)?;
             let mut payload = vec![0u8; size];
             let start = std::time::Instant::now();
@@ -211,6 +217,11 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             idle,
             budget_ms,
         } => {
+            anyhow::ensure!(vport != 0, "--vport 0 cannot be bound (send only)");
+            anyhow::ensure!(
+                (0.001..=86_400.0).contains(&idle),
+                "--idle {idle} is out of range: allowed 0.001 to 86400 s"
+            );
             let client = calliper_relay::udp::Client::bind(node, vport)?;
             let mut seen = std::collections::HashSet::new();
             let mut delays = Vec::new();
@@ -288,6 +299,8 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             if let Some(scheme) = crtp {
                 topo.settings.crtp_repeats = if scheme == CrtpScheme::Rfc3545 { 2 } else { 0 };
             }
+            topo.validate()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let r = sim::run(&topo)?;
             let lost = r.sent - r.delivered;
             let mut out = String::new();

@@ -130,7 +130,7 @@ impl LinkEmulator {
                 return None;
             }
             let bits = ((len + OUTER_HEADER) * 8) as i64;
-            sent = start + bits * 1_000_000_000 / self.rate_bps as i64;
+            sent = start.saturating_add(bits * 1_000_000_000 / self.rate_bps as i64);
             self.busy_until = sent;
         }
         self.bytes += (len + OUTER_HEADER) as u64;
@@ -143,7 +143,7 @@ impl LinkEmulator {
         } else {
             0
         };
-        Some(sent + self.delay_ns + jitter)
+        Some(sent.saturating_add(self.delay_ns).saturating_add(jitter))
     }
 }
 

@@ -7,11 +7,13 @@
 //! - [`node`]: the protocol as a sans-I/O state machine.
 //! - [`routing`]: link costs and shortest paths.
 //! - [`emu`]: seeded loss (Gilbert–Elliott), delay and jitter.
+//! - [`limits`]: the range of every number read from a file.
 //! - [`sim`]: a deterministic simulator running real nodes over emulated links.
 //! - [`udp`]: the node on a UDP socket, and the client API.
 
 pub mod batch_io;
 pub mod emu;
+pub mod limits;
 pub mod node;
 pub mod packet;
 pub mod routing;

@@ -30,6 +30,13 @@ pub struct Topology {
     pub cuts: Vec<Cut>,
 }
 
+impl Topology {
+    /// Checks every number against its range ([`crate::limits`]).
+    pub fn validate(&self) -> Result<(), TopologyError> {
+        crate::limits::topology(self).map_err(TopologyError)
+    }
+}
+
 /// Protocol and run settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -243,15 +250,8 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     let ids: Vec<NodeId> = ids.into_iter().collect();
     let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let mut emus: HashMap<(NodeId, NodeId), LinkEmulator> = HashMap::new();
+    t.validate()?;
     for (i, l) in t.links.iter().enumerate() {
-        if l.a == l.b
-            || !(0.0..100.0).contains(&l.loss_pct)
-            || l.delay_ms < 0.0
-            || l.jitter_ms < 0.0
-            || !(l.rate_kbps == 0.0 || (1.0..=10_000_000.0).contains(&l.rate_kbps))
-        {
-            return Err(TopologyError(format!("link {} - {}: bad values", l.a, l.b)));
-        }
         for (dir, (x, y)) in [(l.a, l.b), (l.b, l.a)].into_iter().enumerate() {
             let seed = s
                 .seed

@@ -63,6 +63,14 @@ pub struct NodeConfig {
     pub neighbours: Vec<Neighbour>,
 }
 
+impl NodeConfig {
+    /// Checks every number against its range ([`crate::limits`]), and that
+    /// neighbours are distinct.
+    pub fn validate(&self) -> Result<(), String> {
+        crate::limits::node_config(self)
+    }
+}
+
 fn default_client_lease() -> u64 {
     30_000
 }
@@ -173,6 +181,8 @@ pub struct UdpNode {
 impl UdpNode {
     /// Binds the socket and builds the node.
     pub fn bind(cfg: &NodeConfig, seed: u64) -> io::Result<UdpNode> {
+        cfg.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let socket = UdpSocket::bind(cfg.listen)?;
         let receive_buffer = batch_io::set_buffers(&socket, cfg.socket_buffer) as u64;
         let mut c = Config::new(cfg.id);
@@ -196,19 +206,6 @@ impl UdpNode {
                 (n.id, e)
             })
             .collect();
-        if let Some(n) = cfg
-            .neighbours
-            .iter()
-            .find(|n| !(n.rate_kbps == 0.0 || (1.0..=10_000_000.0).contains(&n.rate_kbps)))
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "neighbour {}: rate_kbps must be 0 (none) or 1-10000000",
-                    n.id
-                ),
-            ));
-        }
         let mut node = Node::new(c, &ids, 0);
         for n in cfg.neighbours.iter().filter(|n| n.crtp) {
             let crtp = calliper_crtp::Config {

@@ -77,7 +77,7 @@ impl Node {
             }
             if ask.len() < packet::MAX_NACKS {
                 ask.push(seq);
-                m.rounds += 1;
+                m.rounds = m.rounds.saturating_add(1);
                 m.next_at = now + wait;
             }
             true
