@@ -263,6 +263,7 @@ impl Engine {
             held: false,
             refer_cseq: 0,
             transactions: Default::default(),
+            hops: Default::default(),
             capture_dropped_at_start: self.capture_dropped,
         };
         let idx = self.calls.insert(call).ok()?;
@@ -323,8 +324,14 @@ impl Engine {
         call.sip_messages += 1;
         match m.start? {
             StartLine::Request { .. } => call.transactions.request(seed, m, src, dst),
-            StartLine::Response { .. } => match call.transactions.response(seed, m, src, dst) {
-                Answer::Matched => {}
+            StartLine::Response { code, .. } => match call.transactions.response(seed, m, src, dst)
+            {
+                Answer::Matched => {
+                    if m.cseq_method == Some("INVITE") && code < 300 {
+                        call.hops.insert(src, seed);
+                        call.hops.insert(dst, seed);
+                    }
+                }
                 Answer::Untracked => return None,
                 Answer::Unmatched => {
                     call.anomalies += 1;

@@ -150,6 +150,23 @@ impl Engine {
     /// Ends everything still open (end of input). Calls come out in order of
     /// their first INVITE, then orphan streams in order of their first packet.
     pub fn finish(&mut self) {
+        self.finish_open();
+        self.finish_rows();
+    }
+
+    /// Ends the rows of the time series (end of input): a shard calls it
+    /// once every shard has finished what was open ([`Engine::finish_open`]),
+    /// so each row holds the same stream reports as in one thread.
+    pub fn finish_rows(&mut self) {
+        self.traffic_finish();
+        if let Some(r) = self.recorder.as_mut() {
+            r.flush();
+        }
+    }
+
+    /// Ends every call and stream still open (end of input), without the
+    /// rows of the time series ([`Engine::finish_rows`]).
+    pub fn finish_open(&mut self) {
         // Other shards may still be analysing: the streams ended here must
         // not free room in the shared stream cap for them.
         self.shared = None;
@@ -193,10 +210,6 @@ impl Engine {
         }
         if self.events.media() {
             self.anomaly_events();
-        }
-        self.traffic_finish();
-        if let Some(r) = self.recorder.as_mut() {
-            r.flush();
         }
     }
 }

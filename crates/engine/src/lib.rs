@@ -286,6 +286,9 @@ struct Call {
     refer_cseq: u32,
     /// The requests whose responses the call believes (see `transactions`).
     transactions: transactions::Transactions,
+    /// Addresses that took part in the call's INVITE transactions (media
+    /// from them is admitted by the NAT rule, `Engine::admits`).
+    hops: transactions::Hops,
     /// The engine's capture-drop total when the call began (wrapping: a
     /// call does not outlive 2^32 dropped packets).
     capture_dropped_at_start: u32,
@@ -536,6 +539,15 @@ impl Engine {
         self.pending_touches.extend_from_slice(other_shards);
         self.apply_touches();
         self.expire();
+        if !self.external_batches {
+            self.traffic_release(false);
+        }
+    }
+
+    /// A shard's rows of the time series due at this batch end, released
+    /// once every shard has ended the batch ([`Engine::end_batch`]): the
+    /// streams' reports its expiry made are in, as in one thread.
+    pub fn release_rows(&mut self) {
         self.traffic_release(false);
     }
 

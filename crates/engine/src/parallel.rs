@@ -454,6 +454,9 @@ fn shard(
                 exchange.gate.wait()?;
                 e.advance_to(now);
                 e.end_batch(&others);
+                // Rows go once every shard's expiry has reported its streams.
+                exchange.gate.wait()?;
+                e.release_rows();
                 send(&mut e);
                 if now.saturating_sub(reported_ns) >= PROGRESS_NS {
                     reported_ns = now;
@@ -469,8 +472,12 @@ fn shard(
             }
         }
     }
-    e.finish();
+    e.finish_open();
+    // The last rows go once every shard has reported its streams' ends.
+    let all_finished = exchange.gate.wait();
+    e.finish_rows();
     send(&mut e);
+    all_finished?;
     let (shared, owned) = e.shard_counters();
     Ok((shared.clone(), owned.clone()))
 }

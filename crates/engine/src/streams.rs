@@ -54,7 +54,7 @@ impl Engine {
         }
         let entry = self.media_entry(&key);
         if let Some((e, by_dst)) = entry {
-            if e.rtp && !self.admits(&key, e, by_dst, now) {
+            if e.rtp && !self.admits(&key, e, by_dst) {
                 self.owned.rtp_foreign += 1;
                 self.owned.udp_untracked += 1;
                 return;
@@ -188,8 +188,7 @@ impl Engine {
         if confirmed {
             let entry = self.media_entry(&key);
             self.owned.rtp_orphan += 1;
-            let now = self.now;
-            if let Some((e, by_dst)) = entry.filter(|&(e, d)| self.admits(&key, e, d, now)) {
+            if let Some((e, by_dst)) = entry.filter(|&(e, d)| self.admits(&key, e, d)) {
                 if self.adopt(si, e, by_dst) {
                     return None;
                 }

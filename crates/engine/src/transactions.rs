@@ -85,6 +85,29 @@ impl Transactions {
     }
 }
 
+/// Up to four addresses (as seeded 32-bit words; 0 is empty) that took
+/// part in a call's INVITE transactions answered 1xx or 2xx: its hops.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Hops([u32; 4]);
+
+impl Hops {
+    fn word(ip: IpAddr, seed: u64) -> u32 {
+        (fasthash::ip_word(ip, seed) as u32).max(1)
+    }
+
+    /// Adds an address (beyond four, the first four are kept).
+    pub(crate) fn insert(&mut self, ip: IpAddr, seed: u64) {
+        let w = Self::word(ip, seed);
+        if let Some(slot) = self.0.iter_mut().find(|s| **s == 0 || **s == w) {
+            *slot = w;
+        }
+    }
+
+    pub(crate) fn contains(&self, ip: IpAddr, seed: u64) -> bool {
+        self.0.contains(&Self::word(ip, seed))
+    }
+}
+
 /// A request's key, from the request (`from` its source) or from a
 /// response (`from` its destination); never 0.
 fn key(seed: u64, m: &SipMessage<'_>, method: &str, from: IpAddr, to: IpAddr) -> u32 {

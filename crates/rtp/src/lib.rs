@@ -56,14 +56,16 @@ pub struct SeqTracker {
     /// Times the source restarted its numbering (confirmed big jumps).
     pub resets: u32,
     /// Packets with an unexplained big jump that were never confirmed by a
-    /// following packet (counted in packets, not in the loss arithmetic).
-    pub strays: u32,
+    /// following packet (counted in packets, not in the loss arithmetic;
+    /// 16 bits, saturating, keep the tracker in 80 bytes).
+    pub strays: u16,
     /// Gaps in the numbering (runs of lost packets): with `lost` they give
     /// the burstiness of the loss ([`SeqTracker::burst_ratio`]).
     pub gaps: u32,
     /// Big jumps taken as loss, not as a restart: the packet's timestamp
     /// and arrival agreed with the packets missing ([`StreamStats::update`]).
-    pub outages: u32,
+    /// 16 bits, saturating, like `strays`.
+    pub outages: u16,
 }
 
 impl SeqTracker {

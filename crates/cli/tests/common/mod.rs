@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod forged;
 pub mod hostile;
 pub mod recorded;
+pub mod runs;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;

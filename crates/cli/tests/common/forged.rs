@@ -1,0 +1,133 @@
+//! Captures that try to make the numbers lie (hostile input, round three):
+//! forged answers, foreign media, outages, silent calls and display names,
+//! each built from protocol headers by [`super::hostile`].
+
+use super::hostile::{
+    call_setup, rtp, Endpoint, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
+};
+use std::net::Ipv4Addr;
+
+/// A scanner and the server it probes.
+pub const SCANNER: Endpoint = (Ipv4Addr::new(192, 0, 2, 66), 5060);
+pub const VICTIM: Endpoint = (Ipv4Addr::new(192, 0, 2, 1), 5060);
+/// A host that appears in no SDP.
+pub const FOREIGN_RTP: Endpoint = (Ipv4Addr::new(10, 0, 9, 9), 7777);
+
+/// A request or response between the scanner and the server, with the
+/// scanner's Via (a response copies it).
+fn scan_message(start: &str, n: u32, to_tag: bool) -> Vec<u8> {
+    format!(
+        "{start}\r\nVia: SIP/2.0/UDP 192.0.2.66:5060;branch=z9hG4bKscan{n}\r\n\
+         From: <sip:100@192.0.2.66>;tag=s{n}\r\nTo: <sip:{n}@192.0.2.1>{tag}\r\n\
+         Call-ID: scan-{n}\r\nCSeq: 1 INVITE\r\nUser-Agent: handmade/1\r\nContent-Length: 0\r\n\r\n",
+        tag = if to_tag { ";tag=v" } else { "" },
+    )
+    .into_bytes()
+}
+
+/// `attempts` INVITEs from a scanner, each followed by the scanner's own
+/// 200 OK (sent the INVITE's way) and then the server's real 404.
+pub fn fake_answers(attempts: u32) -> Pcap {
+    let mut p = Pcap::default();
+    for n in 0..attempts {
+        let t = T0 + i64::from(n) * SEC / 5;
+        p.udp(
+            t,
+            SCANNER,
+            VICTIM,
+            &scan_message(&format!("INVITE sip:{n}@192.0.2.1 SIP/2.0"), n, false),
+        );
+        p.udp(
+            t + SEC / 100,
+            SCANNER,
+            VICTIM,
+            &scan_message("SIP/2.0 200 OK", n, true),
+        );
+        p.udp(
+            t + SEC / 50,
+            VICTIM,
+            SCANNER,
+            &scan_message("SIP/2.0 404 Not Found", n, true),
+        );
+    }
+    p
+}
+
+/// 20 ms G.711 packets from `from` to `to` for `seconds`, starting at
+/// `start`; `lost(i)` drops packet i (its number and time still advance).
+pub fn voice(
+    p: &mut Pcap,
+    from: Endpoint,
+    to: Endpoint,
+    ssrc: u32,
+    start: i64,
+    seconds: u16,
+    lost: impl Fn(u16) -> bool,
+) {
+    for i in 0..seconds * 50 {
+        if !lost(i) {
+            let t = start + i64::from(i) * SEC / 50;
+            p.udp(
+                t,
+                from,
+                to,
+                &rtp(0, 1000 + i, 8000 + u32::from(i) * 160, ssrc, &[0xD5; 160]),
+            );
+        }
+    }
+}
+
+/// A clean call (both ways, 10 s) and, during it, a host named by no SDP
+/// sending lossy RTP (every third packet lost) to the callee's media port.
+pub fn foreign_media() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "foreign-media", "");
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
+    voice(&mut p, FOREIGN_RTP, CALLEE_RTP, 3, T0 + 2 * SEC, 8, |i| {
+        i % 3 == 0
+    });
+    p
+}
+
+/// A call whose caller's media stops for 60 s (3 000 packets), numbers
+/// and timestamps advancing as a sender's do through an outage.
+pub fn outage() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "outage", "");
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 64, |i| {
+        (100..3100).contains(&i)
+    });
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 64, |_| false);
+    p
+}
+
+/// A call answered (INVITE, 200, ACK) with no RTP and no BYE, then other
+/// signalling for `later_s` seconds (an OPTIONS ping every 10 s).
+pub fn silent_call(later_s: i64) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "silent", "");
+    let ack = super::hostile::sip("ACK sip:bob@10.0.0.2 SIP/2.0", "silent", "1 ACK", true, "");
+    p.udp(T0 + SEC / 5, CALLER, CALLEE, &ack);
+    for s in (10..=later_s).step_by(10) {
+        let ping = super::hostile::sip(
+            "OPTIONS sip:10.0.0.2 SIP/2.0",
+            &format!("ping-{s}"),
+            "1 OPTIONS",
+            false,
+            "",
+        );
+        p.udp(T0 + s * SEC, CALLER, CALLEE, &ping);
+    }
+    p
+}
+
+/// An INVITE whose From display name is a quoted URI.
+pub fn display_name_uri() -> Pcap {
+    let mut p = Pcap::default();
+    let invite = "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bKd\r\n\
+         From: \"<sip:boss@corp.example>\" <sip:attacker@evil.example>;tag=a\r\nTo: <sip:bob@10.0.0.2>\r\n\
+         Call-ID: display\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+    p.udp(T0, CALLER, CALLEE, invite.as_bytes());
+    p
+}

@@ -1,0 +1,115 @@
+//! Hostile input, round three: numbers that cannot be faked. One test per
+//! case of the attacker review (docs/hostile-input.md), each on a capture
+//! built by `common::forged`, with one thread and with two.
+
+mod common;
+
+use common::forged;
+use common::runs::{both_ways, Run, SMALL_RSS_KIB};
+use serde_json::Value;
+
+fn alerts<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
+    run.lines
+        .iter()
+        .filter(|l| l["type"] == "alert" && l["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn fake_answers_from_a_scanner_are_not_answers() {
+    let run = both_ways(
+        "fake-answers",
+        &forged::fake_answers(25),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let calls = run.calls();
+    assert_eq!(calls.len(), 25);
+    for c in &calls {
+        assert_eq!(c["final_status"], 404, "{c}");
+        assert_eq!(c["state"], "failed", "{c}");
+        assert!(c["answer_ns"].is_null(), "{c}");
+    }
+    let summary = run.summary();
+    assert_eq!(summary["anomalies"]["sip_response_unmatched"], 25);
+    let scanning = alerts(&run, "scanning");
+    assert_eq!(scanning.len(), 1, "{:?}", run.lines);
+    assert_eq!(scanning[0]["source"], "192.0.2.66");
+}
+
+#[test]
+fn foreign_media_does_not_join_the_call() {
+    let run = both_ways(
+        "foreign-media",
+        &forged::foreign_media(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let calls = run.calls();
+    assert_eq!(calls.len(), 1);
+    let streams = calls[0]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    for s in streams {
+        assert_ne!(s["src"], "10.0.9.9", "{s}");
+        assert_eq!(s["lost"], 0);
+    }
+    assert!(
+        calls[0]["worst_mos"].as_f64().unwrap() > 4.0,
+        "{}",
+        calls[0]
+    );
+    assert!(alerts(&run, "low_mos").is_empty() && alerts(&run, "high_loss").is_empty());
+    // 400 packets sent, every third lost: 266 refused, counted.
+    assert_eq!(run.summary()["rtp_foreign"], 266);
+}
+
+#[test]
+fn outage_counts_as_loss_not_as_a_restart() {
+    let run = both_ways("outage", &forged::outage(), &[], SMALL_RSS_KIB);
+    let calls = run.calls();
+    let streams = calls[0]["streams"].as_array().unwrap();
+    let caller = streams
+        .iter()
+        .find(|s| s["direction"] == "caller_to_callee")
+        .unwrap();
+    assert_eq!(
+        (
+            &caller["lost"],
+            &caller["seq_resets"],
+            &caller["seq_outages"]
+        ),
+        (&Value::from(3000), &Value::from(0), &Value::from(1)),
+        "{caller}"
+    );
+    assert!(
+        calls[0]["worst_mos"].as_f64().unwrap() < 3.0,
+        "{}",
+        calls[0]
+    );
+}
+
+#[test]
+fn silent_call_without_bye_raises_no_rtp() {
+    // Cut off by the end of input 60 s on, and expired idle (300 s) 400 s on.
+    for later_s in [60, 400] {
+        let name = format!("silent-{later_s}");
+        let run = both_ways(&name, &forged::silent_call(later_s), &[], SMALL_RSS_KIB);
+        let no_rtp = alerts(&run, "no_rtp");
+        assert_eq!(no_rtp.len(), 1, "{name}: {:?}", run.lines);
+        assert_eq!(no_rtp[0]["call_id"], "silent");
+    }
+}
+
+#[test]
+fn display_name_cannot_stand_in_for_the_uri() {
+    let run = both_ways(
+        "display-name",
+        &forged::display_name_uri(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let from = &run.calls()[0]["from"];
+    assert_eq!(from["user"], "attacker");
+    assert_eq!(from["uri"], "sip:attacker@evil.example");
+    assert_eq!(from["display_name"], "<sip:boss@corp.example>");
+}
