@@ -384,12 +384,13 @@ pub fn candidates_one_pair(n: u32) -> Pcap {
 }
 
 /// One answered call whose caller's SDP address receives from `senders`
-/// different source addresses (so from every shard).
+/// different ports of the callee's address (so from every shard; a source
+/// the call does not name would be refused as foreign media).
 pub fn streams_per_call(senders: u32) -> Pcap {
     let mut p = Pcap::default();
     call_setup(&mut p, "many-senders", "");
     for s in 0..senders {
-        let src = (Ipv4Addr::new(10, 9, (s >> 8) as u8, s as u8), 7000);
+        let src = (CALLEE_RTP.0, 7000 + s as u16);
         for i in 0..5u16 {
             let t = T0 + SEC + (s as i64 * 5 + i as i64) * 100_000;
             p.udp(t, src, CALLER_RTP, &rtp(0, i, i as u32 * 160, s, &[0; 20]));
@@ -402,7 +403,9 @@ pub fn streams_per_call(senders: u32) -> Pcap {
 /// (the first pushed out by `--max-calls 1`), each with its own media.
 pub fn call_id_reuse() -> Pcap {
     let mut p = Pcap::default();
-    let sender = |n: u8| (Ipv4Addr::new(10, 0, 9, n), 30_000);
+    // Senders at the address the call's own SDP names (a source the call
+    // does not name would be refused as foreign media).
+    let sender = |host: u8| (Ipv4Addr::new(10, 0, 0, host), 30_000);
     let invite = |id: &str, user: &str, host: u8, port: u16| {
         let ip = Ipv4Addr::new(10, 0, 0, host);
         let sdp = format!(
@@ -414,23 +417,23 @@ pub fn call_id_reuse() -> Pcap {
         )
         .into_bytes()
     };
-    // Ten RTP packets from sender `n` to the call's media at 10.0.0.`host`:`port`.
-    let media = |p: &mut Pcap, n: u8, host: u8, port: u16, ssrc: u32| {
+    // Ten RTP packets to the call's media at 10.0.0.`host`:`port`.
+    let media = |p: &mut Pcap, host: u8, port: u16, ssrc: u32| {
         for i in 0..10u16 {
             let to = (Ipv4Addr::new(10, 0, 0, host), port);
             p.udp(
                 T0,
-                sender(n),
+                sender(host),
                 to,
                 &rtp(0, i, i as u32 * 160, ssrc, &[0; 20]),
             );
         }
     };
     p.udp(T0, CALLER, CALLEE, &invite("X", "alice", 1, 20_000));
-    media(&mut p, 1, 1, 20_000, 0xA11CE);
+    media(&mut p, 1, 20_000, 0xA11CE);
     p.udp(T0, CALLER, CALLEE, &invite("Y", "carol", 3, 22_000));
     p.udp(T0, CALLER, CALLEE, &invite("X", "mallory", 5, 24_000));
-    media(&mut p, 2, 5, 24_000, 0xBADD);
+    media(&mut p, 5, 24_000, 0xBADD);
     p.udp(T0, CALLER, CALLEE, &invite("Z", "zed", 7, 26_000));
     p
 }
