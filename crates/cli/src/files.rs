@@ -8,15 +8,12 @@ use std::path::Path;
 /// Refuses to write over the input (the same file by any name): the
 /// reader has only its start in memory.
 pub fn distinct(input: &Path, output: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output)) {
-        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
-            bail!(
-                "{} and {} are the same file",
-                input.display(),
-                output.display()
-            );
-        }
+    if calliper_store::files::same_file(input, output) {
+        bail!(
+            "{} and {} are the same file",
+            input.display(),
+            output.display()
+        );
     }
     Ok(())
 }

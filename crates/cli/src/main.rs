@@ -365,13 +365,7 @@ pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> R
     Ok(())
 }
 
-/// True when both paths name one existing file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
+use calliper_store::files::same_file;
 
 /// The inputs' names, as one string for messages and the `runs` table.
 pub(crate) fn input_names(files: &[PathBuf]) -> String {

@@ -148,7 +148,7 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             seed,
             busy_poll,
         } => {
-            let text = std::fs::read_to_string(&config)
+            let text = calliper_store::files::read_small(&config, 1 << 20)
                 .with_context(|| format!("cannot read {}", config.display()))?;
             let mut cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
                 .with_context(|| format!("{}: not a node configuration", config.display()))?;
@@ -278,7 +278,7 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
             crtp,
             json,
         } => {
-            let text = std::fs::read_to_string(&file)
+            let text = calliper_store::files::read_small(&file, 1 << 20)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             let mut topo: sim::Topology = toml::from_str(&text)
                 .with_context(|| format!("{}: not a topology", file.display()))?;

@@ -79,7 +79,7 @@ pub(crate) fn token_from(file: Option<&PathBuf>, env: &str) -> Result<Option<Str
             f.display()
         );
     }
-    let t = std::fs::read_to_string(f)
+    let t = calliper_store::files::read_small(f, 4096)
         .with_context(|| format!("cannot read the token file {}", f.display()))?;
     Ok(Some(t.trim().to_string()))
 }

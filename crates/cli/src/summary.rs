@@ -8,23 +8,11 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 
 /// Text from the capture made safe for a terminal: control characters
-/// (escape sequences, a bare CR that would overwrite a line) are shown
-/// escaped instead of acted on.
+/// (escape sequences, a bare CR that would overwrite a line) and
+/// bidirectional or zero-width formatting are shown escaped instead of
+/// acted on (`calliper_record::text`).
 pub fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return Cow::Borrowed(s);
-    }
-    Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
+    calliper_engine::text::visible(s)
 }
 
 /// Counters as a JSON object (for the JSON summary line and the database):

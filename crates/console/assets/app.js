@@ -5,16 +5,30 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 
+// Characters that act instead of showing (controls) or that reorder or
+// hide their neighbours (bidirectional and zero-width formatting): the
+// set of calliper_record::text::invisible, less tab and line ends, which a
+// page shows harmlessly (a raw SIP message keeps its lines).
+const INVISIBLE = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/gu;
+
+// Text from the wire as it is: invisible characters as \u{...} escapes,
+// so "alice\u202emoc.knab" cannot read as a bank's name.
+function visible(s) {
+  return s.replace(INVISIBLE, (c) => "\\u{" + c.codePointAt(0).toString(16) + "}");
+}
+
 // An element with attributes and children (strings become text nodes).
+// Every string, attribute or child, is made visible: nothing from the
+// wire reaches the page otherwise.
 function el(tag, attrs, ...children) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === "onclick" || k === "onchange" || k === "onsubmit") e.addEventListener(k.slice(2), v);
-    else if (v !== null && v !== undefined) e.setAttribute(k, v);
+    else if (v !== null && v !== undefined) e.setAttribute(k, typeof v === "string" ? visible(v) : v);
   }
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
-    e.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+    e.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(visible(String(c))) : c);
   }
   return e;
 }
@@ -90,7 +104,7 @@ async function searchPage(params) {
   try {
     body = await api("/api/calls?" + params.toString());
   } catch (e) {
-    status.textContent = "Error: " + e.message;
+    status.textContent = "Error: " + visible(e.message);
     status.className = "error";
     return;
   }
@@ -134,7 +148,7 @@ async function callPage(id) {
   try {
     c = await api("/api/calls/" + encodeURIComponent(id));
   } catch (e) {
-    show(el("p", { class: "error" }, "Error: " + e.message));
+    show(el("p", { class: "error" }, "Error: " + visible(e.message)));
     return;
   }
   const facts = [
@@ -201,7 +215,7 @@ function player(c) {
       audio.src = URL.createObjectURL(new Blob([bytes], { type: "audio/wav" }));
       status.textContent = `${wave.seconds.toFixed(1)} s at ${wave.rate} Hz: the caller above, the callee below.`;
     } catch (e) {
-      status.textContent = "No audio: " + e.message;
+      status.textContent = "No audio: " + visible(e.message);
       status.className = "error";
     }
   })();
@@ -427,7 +441,7 @@ async function listPage(title, route, api_path, fields, head, cells, params) {
   try {
     body = await api(api_path + "?" + params.toString());
   } catch (e) {
-    status.textContent = "Error: " + e.message;
+    status.textContent = "Error: " + visible(e.message);
     status.className = "error";
     return;
   }
@@ -473,7 +487,7 @@ async function kpiPage(params) {
   try {
     body = await api("/api/kpi?" + params.toString());
   } catch (e) {
-    status.textContent = "Error: " + e.message;
+    status.textContent = "Error: " + visible(e.message);
     status.className = "error";
     return;
   }

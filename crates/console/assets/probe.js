@@ -40,7 +40,7 @@ function livePage() {
     const r = await fetch(location.origin + "/api/live").catch(() => null);
     if (r && r.status === 404) {
       liveSource.close();
-      status.textContent = (await r.json()).error;
+      status.textContent = visible(String((await r.json()).error));
       status.className = "error";
     } else {
       status.textContent = "Reconnecting…";
@@ -78,7 +78,7 @@ function healthPage() {
     try {
       h = await api("/api/health");
     } catch (e) {
-      status.textContent = "Error: " + e.message;
+      status.textContent = "Error: " + visible(e.message);
       status.className = "error";
       leaveProbePages();
       return;
@@ -149,7 +149,7 @@ async function rulesPage(params) {
     try {
       body = await api("/api/rules?offset=" + offset + "&limit=100");
     } catch (e) {
-      status.textContent = "Error: " + e.message;
+      status.textContent = "Error: " + visible(e.message);
       status.className = "error";
       leaveProbePages();
       return;
@@ -162,7 +162,7 @@ async function rulesPage(params) {
       el("tbody", {}, body.rules.map((r) => el("tr", { "data-rule": r.id }, el("td", { class: "n" }, r.id), el("td", {}, r.name), el("td", { class: "n" }, r.priority),
         el("td", {}, r.kind), el("td", {}, r.filter), el("td", {}, r.action), el("td", {}, r.label ?? ""), el("td", { class: "n" }, r.hits),
         el("td", {}, writable ? el("button", { type: "button", class: "remove", onclick: async () => {
-          try { await apiWrite("DELETE", "/api/rules/" + r.id); refresh(); } catch (e) { status.textContent = "Error: " + e.message; status.className = "error"; }
+          try { await apiWrite("DELETE", "/api/rules/" + r.id); refresh(); } catch (e) { status.textContent = "Error: " + visible(e.message); status.className = "error"; }
         } }, "Remove") : ""))))),
     el("p", { class: "pages" },
       offset > 0 ? el("a", { href: "#/rules?offset=" + Math.max(0, offset - 100) }, "← previous page") : null, " ",
@@ -200,7 +200,7 @@ async function rulesPage(params) {
       form.querySelector("[name=filter]").value = "";
       await refresh();
     } catch (e) {
-      status.textContent = "Error: " + e.message;
+      status.textContent = "Error: " + visible(e.message);
       status.className = "error";
     }
   });

@@ -72,8 +72,12 @@ fn loopback_host(headers: &HeaderMap) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// A refusal; the connection is closed after it (`Connection: close`), so
+/// a client that is refused cannot keep the connection to hold a place.
 fn refuse(status: StatusCode, why: &str) -> Response {
     let mut r = (status, axum::Json(serde_json::json!({ "error": why }))).into_response();
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -83,10 +87,24 @@ fn refuse(status: StatusCode, why: &str) -> Response {
     r
 }
 
-/// A fetch another site's page made (not a navigation to the console).
-fn cross_site(headers: &HeaderMap) -> bool {
+/// A request a page made that the console must not answer: one for a
+/// frame (the console is never framed: `X-Frame-Options` and
+/// `frame-ancestors` tell the browser, and this refuses the work before it
+/// is done), or a fetch another site's page made that is not a top-level
+/// navigation to the console.
+fn foreign_or_framed(headers: &HeaderMap) -> Option<&'static str> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    header("sec-fetch-site") == Some("cross-site") && header("sec-fetch-mode") != Some("navigate")
+    let dest = header("sec-fetch-dest");
+    if matches!(
+        dest,
+        Some("iframe" | "frame" | "fencedframe" | "embed" | "object")
+    ) {
+        return Some("the console is not shown in frames (Sec-Fetch-Dest names a frame)");
+    }
+    let navigation =
+        header("sec-fetch-mode") == Some("navigate") && dest.is_none_or(|d| d == "document");
+    (header("sec-fetch-site") == Some("cross-site") && !navigation)
+        .then_some("a request made by another site's page (Sec-Fetch-Site: cross-site) is refused")
 }
 
 /// The middleware: refuses what may not ask, answers the rest with the
@@ -114,13 +132,10 @@ pub(crate) async fn check(
         ));
     }
     // Another site's page may not make the browser fetch from here (an
-    // <audio> or <img> pointed at a loopback console without a token):
-    // only a navigation to the console may come from elsewhere.
-    if cross_site(req.headers()) {
-        return with_headers(refuse(
-            StatusCode::FORBIDDEN,
-            "a request made by another site's page (Sec-Fetch-Site: cross-site) is refused",
-        ));
+    // <audio> or <img> pointed at a loopback console without a token), nor
+    // frame it: only a top-level navigation may come from elsewhere.
+    if let Some(why) = foreign_or_framed(req.headers()) {
+        return with_headers(refuse(StatusCode::FORBIDDEN, why));
     }
     use axum::http::Method;
     let method = req.method();

@@ -1,5 +1,7 @@
 //! Accepting connections with bounds: at most [`MAX_CONNECTIONS`] at once
-//! (a new one beyond is closed at once and counted), request headers that
+//! and [`MAX_PER_CLIENT`] from one address (a new one beyond is closed at
+//! once and counted), so one client cannot lock the others out; request
+//! headers that
 //! must arrive within [`HEADER_TIMEOUT`] and fit in [`MAX_HEADER_BYTES`],
 //! and no connection kept longer than [`MAX_CONNECTION_TIME`] — so idle or
 //! trickling clients cannot hold the server's memory or file descriptors.
@@ -7,13 +9,17 @@
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Most connections open at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Most connections open at once from one address (a browser opens six).
+pub const MAX_PER_CLIENT: usize = 32;
 /// Longest wait for a request's headers (also on an idle kept-alive
 /// connection).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,6 +30,54 @@ pub const MAX_HEADER_BYTES: usize = 64 << 10;
 
 /// Connections closed because [`MAX_CONNECTIONS`] were open.
 pub(crate) static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Connections closed because their address had [`MAX_PER_CLIENT`] open.
+pub(crate) static REFUSED_PER_CLIENT: AtomicU64 = AtomicU64::new(0);
+
+/// Connections open per client address (at most [`MAX_CONNECTIONS`]
+/// entries: an entry lives while its address has a connection).
+#[derive(Clone, Default)]
+struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// A client's place, given back when its connection ends.
+struct ClientSlot(PerClient, IpAddr);
+
+impl PerClient {
+    fn take(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_default();
+        if *n >= MAX_PER_CLIENT {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot(self.clone(), ip))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
+/// The connections refused, as Prometheus counters.
+pub(crate) fn render_metrics(out: &mut String) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        out,
+        "# HELP calliper_console_connections_refused_total Connections closed at once: too many open in all, or from one address.\n\
+         # TYPE calliper_console_connections_refused_total counter\n\
+         calliper_console_connections_refused_total{{why=\"total\"}} {}\n\
+         calliper_console_connections_refused_total{{why=\"per_client\"}} {}",
+        REFUSED.load(Ordering::Relaxed),
+        REFUSED_PER_CLIENT.load(Ordering::Relaxed)
+    );
+}
 
 /// Serves `app` on `listener` until `stop` resolves.
 pub(crate) async fn serve(
@@ -32,11 +86,12 @@ pub(crate) async fn serve(
     stop: impl std::future::Future<Output = ()>,
 ) {
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let clients = PerClient::default();
     tokio::pin!(stop);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 // Out of descriptors and the like: wait, then go on.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -44,6 +99,11 @@ pub(crate) async fn serve(
                 }
             },
             _ = &mut stop => return,
+        };
+        let Some(slot) = clients.take(peer.ip()) else {
+            REFUSED_PER_CLIENT.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            continue;
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
             REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -58,7 +118,7 @@ pub(crate) async fn serve(
                 .max_buf_size(MAX_HEADER_BYTES);
             let conn = http.serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(MAX_CONNECTION_TIME, conn).await;
-            drop(permit);
+            drop((permit, slot));
         });
     }
 }

@@ -8,7 +8,8 @@
 //! cannot keep new calls off the page. An ended call stays
 //! [`ENDED_KEPT_NS`] of capture time so a viewer sees how it ended. Text
 //! is cut to 128 bytes with control and bidirectional-override characters
-//! replaced (a caller name must not be able to reorder what is shown).
+//! shown as escapes (`calliper_record::text`: a caller name must not be
+//! able to reorder what is shown).
 
 use calliper_record::event::{CallPhase, SipSeen};
 use calliper_record::{Event, Tracker};
@@ -31,16 +32,7 @@ fn cut(s: &str) -> String {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end]
-        .chars()
-        .map(|c| match c {
-            c if c.is_control() => '\u{fffd}',
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                '\u{fffd}'
-            }
-            c => c,
-        })
-        .collect()
+    calliper_record::text::visible(&s[..end]).into_owned()
 }
 
 /// One stream's latest interval.
@@ -443,7 +435,7 @@ mod tests {
 
     #[test]
     fn text_cannot_reorder_or_control_the_page() {
-        assert_eq!(cut("ali\u{202e}ce\u{1b}[2J"), "ali\u{fffd}ce\u{fffd}[2J");
+        assert_eq!(cut("ali\u{202e}ce\u{1b}[2J"), "ali\\u{202e}ce\\u{1b}[2J");
         assert_eq!(cut(&"é".repeat(100)).len(), 128);
     }
 }

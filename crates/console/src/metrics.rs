@@ -413,6 +413,7 @@ pub(crate) async fn serve(
     if let Some(h) = &state.health {
         crate::health::render_metrics(h, &mut text);
     }
+    crate::listen::render_metrics(&mut text);
     let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

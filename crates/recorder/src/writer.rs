@@ -71,8 +71,10 @@ struct Stock {
 }
 
 impl Stock {
-    /// Every `.pcap` under `DIR/YYYY-MM-DD/` (day directories only: nothing
-    /// else is counted or ever deleted).
+    /// Every recording under `DIR/YYYY-MM-DD/`: day directories only, and
+    /// in them only files named as Calliper names recordings
+    /// (`recordings::is_recording_name`): nothing else is counted or ever
+    /// deleted, an operator's own `.pcap` there included.
     fn scan(dir: &std::path::Path) -> Stock {
         let mut s = Stock {
             files: Default::default(),
@@ -91,7 +93,8 @@ impl Stock {
                 .flatten()
                 .flatten()
             {
-                let is_pcap = f.file_name().to_string_lossy().ends_with(".pcap");
+                let is_pcap =
+                    calliper_store::recordings::is_recording_name(&f.file_name().to_string_lossy());
                 // Neither followed nor counted: a link is none of ours.
                 let plain = f.file_type().is_ok_and(|t| t.is_file());
                 if let (true, true, Ok(m)) = (is_pcap, plain, f.metadata()) {

@@ -22,7 +22,10 @@ fn list(v: Vec<Map<String, Value>>) -> Value {
     Value::Array(v.into_iter().map(Value::Object).collect())
 }
 
-/// Reads at most `cap` rows (asks for one more to tell whether more exist).
+/// Reads at most `cap` rows (asks for one more to tell whether more
+/// exist), and no more than the answer's byte budget holds: true with them
+/// when rows were left out, for either reason (a call padded with large
+/// messages gets its first ones and a notice, not an error).
 fn capped(
     budget: &mut Budget,
     conn: &Connection,
@@ -33,8 +36,8 @@ fn capped(
     let mut all: Vec<&dyn rusqlite::ToSql> = params.to_vec();
     let ask = (cap + 1) as i64;
     all.push(&ask);
-    let mut rows = budget.rows(conn, &format!("{sql} LIMIT ?"), all.as_slice())?;
-    let more = rows.len() > cap;
+    let (mut rows, cut) = budget.rows_within(conn, &format!("{sql} LIMIT ?"), all.as_slice())?;
+    let more = cut || rows.len() > cap;
     rows.truncate(cap);
     Ok((rows, more))
 }

@@ -17,6 +17,8 @@ pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;
 pub use lookup::{find_calls, totals, StoredCall, StoredStream};
 mod detail;
+pub mod files;
+pub use files::{append_private, create_private};
 pub mod legs;
 mod lists;
 pub use lists::{list_rows, List, ListQuery};
@@ -113,45 +115,6 @@ pub trait Sink {
     fn flush(&mut self) -> Result<(), StoreError>;
     /// Flushes and records the run's summary (counters as JSON).
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
-}
-
-/// Creates (or truncates) a file readable and writable by its owner only
-/// (0600): call records name people and numbers.
-pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    // A file that was already there keeps its mode through open: made
-    // private too. Not a device such as /dev/null.
-    let meta = file.metadata()?;
-    if meta.is_file() && meta.permissions().mode() & 0o777 != 0o600 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(file)
-}
-
-/// Opens a file for appending, creating it readable and writable by its
-/// owner only (0600): a restarted probe adds to its output.
-/// A last line cut short (a full disk, a crash) is ended first, so the
-/// next record starts on a line of its own.
-pub fn append_private(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?;
-    let len = f.metadata()?.len();
-    let mut last = [0u8];
-    if len > 0 && f.read_at(&mut last, len - 1)? == 1 && last[0] != b'\n' {
-        f.write_all(b"\n")?;
-    }
-    Ok(f)
 }
 
 #[derive(Serialize)]
@@ -287,6 +250,14 @@ pub struct Sqlite {
 impl Sqlite {
     /// Opens (or creates) the database and its schema.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        // SQLite would follow a link or wait on a FIFO: a database is a
+        // regular file of its own.
+        if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+            return Err(StoreError::Invalid(format!(
+                "{} is not a regular file (a symbolic link, FIFO, device or directory): not a database to write",
+                path.display()
+            )));
+        }
         if !path.exists() {
             // Created 0600 here; SQLite gives its -wal and -shm files the
             // database file's permissions.

@@ -129,27 +129,49 @@ impl Budget {
         Ok(())
     }
 
-    /// Rows of `sql` with `params`, as JSON objects.
+    /// Rows of `sql` with `params`, as JSON objects; an error once the
+    /// budget is spent.
     pub(crate) fn rows(
         &mut self,
         conn: &Connection,
         sql: &str,
         params: impl rusqlite::Params,
     ) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let (out, cut) = self.rows_within(conn, sql, params)?;
+        if cut {
+            self.spend(usize::MAX)?;
+        }
+        Ok(out)
+    }
+
+    /// Rows of `sql` with `params`, as JSON objects, as many as the budget
+    /// holds: true with them when it ran out (the rows after were left out).
+    pub(crate) fn rows_within(
+        &mut self,
+        conn: &Connection,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
         let mut q = conn.prepare(sql)?;
         let names = column_names(&q)?;
         let mut out = Vec::new();
         let mut rows = q.query(params)?;
         while let Some(r) = rows.next()? {
             let mut m = Map::with_capacity(names.len());
+            let mut cost = 0;
             for (i, name) in names.iter().enumerate() {
                 let v = value(r.get_ref(i)?, JSON_COLUMNS.contains(&name.as_str()));
-                self.spend(name.len() + size(&v))?;
+                cost += name.len() + size(&v);
                 m.insert(name.clone(), v);
             }
+            if cost > self.left {
+                self.left = 0;
+                return Ok((out, true));
+            }
+            self.left -= cost;
             out.push(m);
         }
-        Ok(out)
+        Ok((out, false))
     }
 }
 

@@ -64,6 +64,32 @@ pub fn relative_path(start_ns: i64, serial: u64, call_id: &str, variant: u32) ->
     ))
 }
 
+/// True for a file name [`relative_path`] makes
+/// (`HHMMSS.mmm_N[-K]_HASH_CALLID.pcap`): the recordings' budget and age
+/// limit delete only these, never another `.pcap` an operator keeps there.
+pub fn is_recording_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".pcap") else {
+        return false;
+    };
+    let mut parts = stem.splitn(4, '_');
+    let (Some(clock), Some(number), Some(hash), Some(id)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let clock_ok = clock.len() == 10
+        && clock.as_bytes()[6] == b'.'
+        && digits(&clock[..6])
+        && digits(&clock[7..]);
+    let number_ok = match number.split_once('-') {
+        Some((n, k)) => digits(n) && digits(k),
+        None => digits(number),
+    };
+    let hash_ok = hash.len() == 8 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    clock_ok && number_ok && hash_ok && id == safe_call_id(id) && id.len() <= NAME_CALL_ID
+}
+
 /// The recordings of the call with this Call-ID and INVITE time under
 /// `dir` (normally one; two runs may have recorded the same call), regular
 /// files only.
@@ -122,6 +148,31 @@ mod tests {
         );
         assert!(p.to_string_lossy().ends_with("__x.pcap"), "{p:?}");
         assert_eq!(p.components().count(), 2);
+    }
+
+    #[test]
+    fn only_names_calliper_makes_are_recordings() {
+        for (variant, id) in [
+            (0, "1-836@127.0.1.1"),
+            (2, "../x"),
+            (0, ""),
+            (1, &"é".repeat(80)),
+        ] {
+            let p = relative_path(1_795_310_759_440_067_000, 7, id, variant);
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert!(is_recording_name(name), "{name}");
+        }
+        for other in [
+            "capture.pcap",
+            "012559.440_7_0a1b2c3d_x.pcapng",
+            "012559.440_7_0A1B2C3D_x.pcap",
+            "012559.440_x_0a1b2c3d_x.pcap",
+            "012559-440_7_0a1b2c3d_x.pcap",
+            "012559.440_7_0a1b2c3d_a b.pcap",
+            "012559.440_7_0a1b2c3d_.hidden.pcap",
+        ] {
+            assert!(!is_recording_name(other), "{other}");
+        }
     }
 
     #[test]

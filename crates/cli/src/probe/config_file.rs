@@ -46,19 +46,9 @@ fn config_path(args: &[OsString]) -> Option<OsString> {
 
 /// The file's settings as flags, leaving out those `given` sets.
 fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .context("cannot open it")?
-        .take(MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .context("cannot read it as UTF-8 text")?;
-    if text.len() as u64 > MAX_BYTES {
-        bail!(
-            "larger than {} KiB: not a configuration file",
-            MAX_BYTES >> 10
-        );
-    }
+    let text = calliper_store::files::read_small(path, MAX_BYTES).context(
+        "cannot read it as a configuration file (a regular file of UTF-8 text, at most 1 MiB)",
+    )?;
     let table: toml::Table = text.parse().context("not valid TOML")?;
     let cmd = crate::Cli::command();
     let probe = cmd

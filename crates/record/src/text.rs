@@ -1,0 +1,53 @@
+//! Text from the wire as people see it: characters that act instead of
+//! showing (controls, which move a terminal's cursor or clear its screen)
+//! or that reorder or hide what surrounds them (bidirectional formatting,
+//! zero-width characters) are written as `\u{...}` escapes, so
+//! `alice\u{202e}moc.knab` cannot read as a bank's name. The console's
+//! pages apply the same set (`assets/app.js`, `visible`).
+
+use std::borrow::Cow;
+
+/// True for a character shown as an escape: Unicode controls and the
+/// bidirectional and zero-width formatting characters.
+pub fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// `s` with every [`invisible`] character written as its `\u{...}` escape
+/// (borrowed when there is none).
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(invisible) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if invisible(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_and_direction_overrides_are_shown() {
+        assert_eq!(visible("alice"), "alice");
+        assert_eq!(visible("ali\u{202e}ce"), "ali\\u{202e}ce");
+        assert_eq!(visible("\u{1b}[2J\r"), "\\u{1b}[2J\\u{d}");
+        assert_eq!(visible("a\u{200b}b\u{2066}"), "a\\u{200b}b\\u{2066}");
+        assert_eq!(visible("é—"), "é—");
+    }
+}
