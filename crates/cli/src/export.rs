@@ -70,6 +70,11 @@ pub struct AudioArgs {
     /// WAV file to write (created 0600), or - for standard output (to a player).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Most memory the decoding may take, MiB: a call whose streams' stored
+    /// spans need more (the timelines and both channels, worked out before
+    /// decoding) is refused; raise it for a long call.
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_memory_mib: u64,
 }
 
 /// Runs an `export` subcommand.
@@ -224,6 +229,16 @@ fn audio(a: &AudioArgs) -> Result<()> {
             "call {} has {} streams, none of them to decode here (G.711, G.722 or Opus with a side and valid addresses)",
             printable(&call.call_id),
             call.streams.len()
+        );
+    }
+    let bound = decoding.memory_bound() as u64;
+    if bound > a.max_memory_mib << 20 {
+        bail!(
+            "decoding call {} would take up to {} MiB (its streams' stored spans), over --max-memory-mib {}: \
+             give a larger --max-memory-mib if the machine has it",
+            printable(&call.call_id),
+            bound >> 20,
+            a.max_memory_mib
         );
     }
     let mut input = reader(&source)?;

@@ -141,6 +141,10 @@ counters! {
         pub record_calls_missed: u64,
         /// Anomalies: malformed or impossible input, by kind.
         pub anomalies: BTreeMap<&'static str, u64>,
+        /// Anomalies of every kind together: one compare per packet tells
+        /// whether one was counted (its event is dated by that packet).
+        #[serde(skip)]
+        pub anomaly_total: u64,
     }
 }
 
@@ -159,6 +163,7 @@ impl Counters {
     /// map's size is bounded by the code, not the input).
     pub(crate) fn anomaly(&mut self, kind: &'static str) {
         *self.anomalies.entry(kind).or_default() += 1;
+        self.anomaly_total += 1;
     }
 }
 

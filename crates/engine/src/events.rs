@@ -50,6 +50,8 @@ pub(crate) struct Events {
     /// Anomalies already delivered: (total, by kind) of the signalling
     /// counters and of this shard's own ([`Engine::anomaly_events`]).
     pub(crate) anomalies_seen: [(u64, BTreeMap<&'static str, u64>); 2],
+    /// Both counters' `anomaly_total` when their events were last delivered.
+    pub(crate) anomaly_total_seen: u64,
 }
 
 /// Expiry of a REGISTER or Contact: the Contact's `expires` header

@@ -209,7 +209,7 @@ impl Engine {
             }
         }
         if self.events.media() {
-            self.anomaly_events();
+            self.anomaly_events(self.now);
         }
     }
 }

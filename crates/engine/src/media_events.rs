@@ -134,9 +134,20 @@ impl Engine {
         record
     }
 
-    /// Anomalies counted since the last look, by kind (after each group of
-    /// packets; only with trackers attached).
-    pub(crate) fn anomaly_events(&mut self) {
+    /// After a packet (`ts_ns`): the events of the anomalies it caused,
+    /// dated by it, in one thread as in several (one compare when none).
+    pub(crate) fn packet_anomaly_events(&mut self, ts_ns: i64) {
+        let total = self.counters.anomaly_total + self.owned.anomaly_total;
+        if total != self.events.anomaly_total_seen {
+            self.events.anomaly_total_seen = total;
+            self.anomaly_events(ts_ns);
+        }
+    }
+
+    /// Anomalies counted since the last look, by kind, dated `ts_ns` (the
+    /// packet that caused them, or the batch end or input end that did;
+    /// only with trackers attached).
+    pub(crate) fn anomaly_events(&mut self, ts_ns: i64) {
         let signalling = self.signalling_events();
         let seen = &mut self.events.anomalies_seen;
         let mut fresh: Vec<(&'static str, u64)> = Vec::new();
@@ -159,11 +170,8 @@ impl Engine {
             seen[which] = (total, map.clone());
         }
         for (kind, count) in fresh {
-            self.events.deliver(&Event::Anomaly(&Anomaly {
-                ts_ns: self.now,
-                kind,
-                count,
-            }));
+            self.events
+                .deliver(&Event::Anomaly(&Anomaly { ts_ns, kind, count }));
         }
     }
 }

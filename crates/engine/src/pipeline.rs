@@ -96,7 +96,15 @@ impl Engine {
         for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
             load_stream(self, sh);
         }
+        // Each packet's anomalies are dated by it: looked for before the
+        // next (a duplicate's `continue` skips the loop's end).
+        let anomaly_events = self.events.media();
+        let mut previous_ts = None;
         for (i, p) in group.iter().enumerate() {
+            if let (true, Some(t)) = (anomaly_events, previous_ts) {
+                self.packet_anomaly_events(t);
+            }
+            previous_ts = Some(p.ts_ns);
             if i + INDEX_AHEAD < n {
                 decode(
                     self,
@@ -148,8 +156,8 @@ impl Engine {
                 None => {}
             }
         }
-        if self.events.media() {
-            self.anomaly_events();
+        if let (true, Some(t)) = (anomaly_events, previous_ts) {
+            self.packet_anomaly_events(t);
         }
     }
 
@@ -297,7 +305,14 @@ impl Engine {
         self.packet_rule = None;
         match self.rules.lookup(&flow) {
             Some(RuleAction::Ignore) => {
-                self.counters.rule_ignored_packets += 1;
+                // Media is counted by the shard that owns it alone (a
+                // reassembled datagram reaches every shard), so shards add
+                // up to one engine's count.
+                match self.media_owner(f) {
+                    Some(true) => self.owned.rule_ignored_packets += 1,
+                    Some(false) => {}
+                    None => self.counters.rule_ignored_packets += 1,
+                }
                 true
             }
             Some(RuleAction::Track) | None => false,

@@ -8,11 +8,12 @@ use super::*;
 use calliper_record::event::{Talker, TrafficClass, TrafficInterval};
 use calliper_wire::DecodeError;
 
-/// Most empty intervals reported for one gap in the traffic: a day's worth,
-/// and never more than 8 640 rows (a day of 10 s intervals) — a capture
-/// whose clock jumps by years is not worth a row (or a day file) each.
-const MAX_EMPTY: i64 = 8640;
-const DAY_NS: i64 = 86_400 * SEC;
+/// Quiet intervals (no packets, no call ended, no drops) reported one by
+/// one in a run of them (a live probe's heartbeat); the rest of the run is
+/// one row spanning it, delivered when traffic resumes or the input ends.
+/// So a capture yields at most this many rows, plus two, per packet,
+/// whatever its clock does, and any thread count yields the same rows.
+pub(crate) const MAX_QUIET_ROWS: u32 = 30;
 /// Sources followed per interval (an open-addressed table, 4 probes).
 const TALKER_SLOTS: usize = 256;
 /// Sources reported per interval.
@@ -43,6 +44,16 @@ pub(crate) struct Traffic {
     talkers: Option<Box<[(u128, u64, u64); TALKER_SLOTS]>>,
     /// Packets of sources without a slot.
     talkers_untracked: u64,
+    /// The run of quiet intervals this one may continue (kept across intervals).
+    quiet: QuietRun,
+}
+
+/// Quiet intervals in a row: how many were reported one by one, and where
+/// the merged rest began.
+#[derive(Default, Clone, Copy)]
+struct QuietRun {
+    rows: u32,
+    merged_from: Option<i64>,
 }
 
 impl Traffic {
@@ -184,16 +195,17 @@ impl Engine {
         match self.traffic.start_ns {
             None => self.traffic_restart(start),
             Some(s) if start > s => {
-                self.traffic_deliver(s, s.saturating_add(every));
-                // Quiet intervals are reported empty (a live probe's
-                // heartbeat), at most MAX_EMPTY of them for one gap.
+                self.traffic_close(s, every);
+                // The quiet intervals between, one by one while the run
+                // is short, then merged (`MAX_QUIET_ROWS`).
                 let mut next = s.saturating_add(every);
-                for _ in 0..MAX_EMPTY.min(DAY_NS / every) {
-                    if next >= start {
+                while next < start {
+                    if self.traffic.quiet.rows >= MAX_QUIET_ROWS {
+                        self.traffic.quiet.merged_from.get_or_insert(next);
                         break;
                     }
                     self.traffic_restart(next);
-                    self.traffic_deliver(next, next.saturating_add(every));
+                    self.traffic_close(next, every);
                     next = next.saturating_add(every);
                 }
                 self.traffic_restart(start);
@@ -202,24 +214,71 @@ impl Engine {
         }
     }
 
+    /// Ends the interval starting at `s`: its row, unless it is quiet and
+    /// its run is merged; a busy interval first ends the merged run.
+    fn traffic_close(&mut self, s: i64, every: i64) {
+        let tr = &mut self.traffic;
+        let quiet =
+            tr.packets == 0 && tr.calls_ended == 0 && self.capture_dropped == tr.dropped_before;
+        if quiet {
+            if tr.quiet.merged_from.is_some() {
+                return;
+            }
+            if tr.quiet.rows >= MAX_QUIET_ROWS {
+                tr.quiet.merged_from = Some(s);
+                return;
+            }
+            tr.quiet.rows += 1;
+        } else {
+            tr.quiet.rows = 0;
+            if let Some(from) = tr.quiet.merged_from.take() {
+                self.traffic_deliver_quiet(from, s);
+            }
+        }
+        self.traffic_deliver(s, s.saturating_add(every));
+    }
+
     /// Delivers every row, the interval being counted too (end of input).
     pub(crate) fn traffic_finish(&mut self) {
         if let (true, Some(s)) = (self.signalling_events(), self.traffic.start_ns) {
-            self.traffic_deliver(s, s.saturating_add(self.cfg.interval_ns.max(1)));
+            let every = self.cfg.interval_ns.max(1);
+            self.traffic_close(s, every);
+            if let Some(from) = self.traffic.quiet.merged_from.take() {
+                self.traffic_deliver_quiet(from, s.saturating_add(every));
+            }
             self.traffic.start_ns = None;
         }
         self.traffic_release(true);
     }
 
+    /// One row for the merged quiet intervals from `from` to `to`.
+    fn traffic_deliver_quiet(&mut self, from: i64, to: i64) {
+        self.traffic_rows.push_back(Row {
+            start_ns: from,
+            end_ns: to,
+            packets: 0,
+            bytes: 0,
+            calls_open: self.calls.len() as u64,
+            calls_started: 0,
+            calls_ended: 0,
+            capture_dropped: 0,
+            protocols: Vec::new(),
+            top_talkers: Vec::new(),
+            talkers_untracked_packets: 0,
+        });
+    }
+
     fn traffic_restart(&mut self, start: i64) {
         let counts = [[[(0, 0); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()];
-        // The talker table is kept, emptied.
+        // The talker table is kept, emptied, and the quiet run goes on.
+        let quiet = self.traffic.quiet;
         let mut talkers = self.traffic.talkers.take();
         if let Some(t) = talkers.as_mut() {
             t.fill((0, 0, 0));
         }
         self.traffic = Traffic {
             talkers,
+            quiet,
             start_ns: Some(start),
             end_ns: start.saturating_add(self.cfg.interval_ns.max(1)),
             counts,

@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         let fifo = dir.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils) is needed");
+        assert!(
+            made.is_ok_and(|s| s.success()),
+            "mkfifo (coreutils) is needed"
+        );
         assert!(
             create_private(&fifo).is_err(),
             "no reader: refused, not blocked"
