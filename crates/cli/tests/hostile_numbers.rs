@@ -113,3 +113,66 @@ fn display_name_cannot_stand_in_for_the_uri() {
     assert_eq!(from["uri"], "sip:attacker@evil.example");
     assert_eq!(from["display_name"], "<sip:boss@corp.example>");
 }
+
+#[test]
+fn time_series_gaps_of_days_stay_small_and_alike() {
+    // 20 packets 1.5 days apart: was 100 008 rows (164 180 with two
+    // threads) and 274 MB.
+    let run = both_ways(
+        "quiet-gaps",
+        &forged::quiet_gaps(20, 129_600),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let rows: Vec<&Value> = run
+        .lines
+        .iter()
+        .filter(|l| l["type"] == "traffic")
+        .collect();
+    // Each gap: 30 quiet rows one by one, then one spanning the rest.
+    assert_eq!(rows.len(), 20 + 19 * 31, "{}", rows.len());
+    let spans: i64 = rows
+        .iter()
+        .map(|r| r["end_ns"].as_i64().unwrap() - r["start_ns"].as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        spans,
+        19 * 129_600 * 1_000_000_000 + 10_000_000_000,
+        "rows cover the capture"
+    );
+}
+
+#[test]
+fn rule_ignored_media_is_counted_alike_with_threads() {
+    let rules =
+        std::env::temp_dir().join(format!("calliper-ignore-media-{}.toml", std::process::id()));
+    let rule = "[[rule]]\nprotocol = \"udp\"\na = \"10.0.0.1:40000\"\nb = \"10.0.0.2:30000\"\naction = \"ignore\"\n";
+    std::fs::write(&rules, rule).unwrap();
+    let run = both_ways(
+        "rule-ignored-media",
+        &forged::call_with_media(),
+        &["--rules", rules.to_str().unwrap()],
+        SMALL_RSS_KIB,
+    );
+    // The flow's packets both ways: 250 each.
+    assert_eq!(run.summary()["rule_ignored_packets"], 500);
+    std::fs::remove_file(&rules).ok();
+}
+
+#[test]
+fn anomaly_events_are_dated_by_their_packet() {
+    let run = both_ways(
+        "anomaly-time",
+        &forged::anomaly_mid_group(),
+        &["--events", "anomalies"],
+        SMALL_RSS_KIB,
+    );
+    let events: Vec<&Value> = run
+        .lines
+        .iter()
+        .filter(|l| l["type"] == "anomaly")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["kind"], "sip_missing_call_id");
+    assert_eq!(events[0]["ts_ns"], forged::ANOMALY_AT);
+}

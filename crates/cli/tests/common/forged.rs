@@ -131,3 +131,57 @@ pub fn display_name_uri() -> Pcap {
     p.udp(T0, CALLER, CALLEE, invite.as_bytes());
     p
 }
+
+/// `n` OPTIONS pings `gap_s` seconds apart (a capture whose clock jumps).
+pub fn quiet_gaps(n: i64, gap_s: i64) -> Pcap {
+    let mut p = Pcap::default();
+    for i in 0..n {
+        let ping = super::hostile::sip(
+            "OPTIONS sip:10.0.0.2 SIP/2.0",
+            &format!("ping-{i}"),
+            "1 OPTIONS",
+            false,
+            "",
+        );
+        p.udp(T0 + i * gap_s * SEC, CALLER, CALLEE, &ping);
+    }
+    p
+}
+
+/// A call with 5 s of media each way, for a rule that ignores one direction's flow.
+pub fn call_with_media() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "ruled", "");
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 5, |_| false);
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 5, |_| false);
+    p
+}
+
+/// Time of the anomalous packet of [`anomaly_mid_group`].
+pub const ANOMALY_AT: i64 = T0 + 1_234_567_000;
+
+/// Packets 1 ms apart with, among them, a SIP message without a Call-ID
+/// (anomaly `sip_missing_call_id`) at [`ANOMALY_AT`].
+pub fn anomaly_mid_group() -> Pcap {
+    let mut p = Pcap::default();
+    for i in 0..20 {
+        let ping = super::hostile::sip(
+            "OPTIONS sip:10.0.0.2 SIP/2.0",
+            &format!("ping-{i}"),
+            "1 OPTIONS",
+            false,
+            "",
+        );
+        p.udp(
+            ANOMALY_AT - 10 * SEC / 1000 + i * SEC / 1000,
+            CALLER,
+            CALLEE,
+            &ping,
+        );
+        if i == 9 {
+            let bad = b"OPTIONS sip:10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bKx\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
+            p.udp(ANOMALY_AT, CALLER, CALLEE, bad);
+        }
+    }
+    p
+}
