@@ -1,0 +1,184 @@
+//! The console against the attacker review of round three
+//! (docs/hostile-input.md): a client holding connections, a refused
+//! client keeping its connection, framing, and a call padded to outgrow
+//! the answer's budget.
+
+mod common;
+#[path = "console/server.rs"]
+mod server;
+
+use common::hostile::{self, call_setup, Pcap, CALLEE, CALLER, SEC, T0};
+use server::{analyze, sample_db, temp, Server};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::FromRawFd;
+use std::time::Duration;
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    // SAFETY: a socket of our own, bound and connected by address structs
+    // built here; its descriptor is handed to TcpStream, which owns it.
+    #[allow(unsafe_code)]
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let addr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let src = addr(from, 0);
+        assert_eq!(
+            libc::bind(fd, &src as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        let dst = addr([127, 0, 0, 1], to.port());
+        assert_eq!(
+            libc::connect(fd, &dst as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+/// Whether the server closed `s` (a read ends) within two seconds.
+fn closed(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn one_client_holding_connections_does_not_lock_out_others() {
+    let db = sample_db("hold.db");
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    // 300 idle connections from one address: past 32 they are closed at once.
+    let mut held: Vec<TcpStream> = (0..300)
+        .map(|_| connect_from([127, 0, 0, 2], s.addr))
+        .collect();
+    assert!(
+        closed(held.last_mut().unwrap()),
+        "the 300th connection was kept"
+    );
+    // Another client is served meanwhile.
+    let r = server::try_request(s.addr, "GET", "/api/calls", &[], b"").expect("locked out");
+    assert_eq!(r.status, 200);
+    let metrics = s.get("/metrics", &[]).text();
+    let refused = server::metric(
+        &metrics,
+        "calliper_console_connections_refused_total{why=\"per_client\"}",
+    );
+    assert!(refused >= 268.0, "{metrics}");
+    drop(held);
+}
+
+#[test]
+fn a_refused_client_loses_its_connection() {
+    let db = sample_db("refused.db");
+    let token = "a-token-long-enough-for-the-console";
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[("CALLIPER_TOKEN", token)]);
+    let mut c = connect_from([127, 0, 0, 3], s.addr);
+    // Keep-alive asked; no token given.
+    c.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = c.read(&mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 401"));
+    assert!(closed(&mut c), "the connection stayed open after the 401");
+    let ok = s.get(
+        "/api/calls",
+        &[("Authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(ok.status, 200);
+}
+
+#[test]
+fn frames_and_other_sites_fetches_are_refused() {
+    let db = sample_db("frames.db");
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let frame = |site: &str, dest: &str| {
+        s.get(
+            "/api/calls/1/audio",
+            &[
+                ("Sec-Fetch-Site", site),
+                ("Sec-Fetch-Mode", "navigate"),
+                ("Sec-Fetch-Dest", dest),
+            ],
+        )
+        .status
+    };
+    assert_eq!(frame("cross-site", "iframe"), 403);
+    assert_eq!(frame("same-origin", "iframe"), 403);
+    assert_eq!(frame("cross-site", "embed"), 403);
+    // A top-level navigation from elsewhere (a link) is the console's own page.
+    let page = s.get(
+        "/",
+        &[
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+            ("Sec-Fetch-Dest", "document"),
+        ],
+    );
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert!(page
+        .header("content-security-policy")
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+}
+
+/// An answered call followed by `infos` INFOs of `body` bytes each.
+fn padded_call(infos: u32, body: usize) -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "padded", "");
+    let text = "x".repeat(body);
+    for n in 0..infos {
+        let cseq = format!("{} INFO", n + 2);
+        let extra = format!("Content-Type: text/plain\r\nX-Pad: {text}\r\n");
+        let m = hostile::sip(
+            "INFO sip:bob@10.0.0.2 SIP/2.0",
+            "padded",
+            &cseq,
+            true,
+            &extra,
+        );
+        p.udp(T0 + SEC + i64::from(n) * SEC / 100, CALLER, CALLEE, &m);
+    }
+    p
+}
+
+#[test]
+fn a_call_padded_past_the_answer_budget_is_truncated_not_an_error() {
+    // 4 900 INFOs (within the 5 000 messages a detail holds) of 16 KiB
+    // each as stored: about 78 MiB, over the 64 MiB an answer may take.
+    let pcap = padded_call(4900, 15_000).save("padded-call");
+    let db = temp("padded.db");
+    let _ = std::fs::remove_file(&db);
+    analyze(&pcap, &db);
+    std::fs::remove_file(&pcap).ok();
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let r = s.get("/api/calls/1", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let call = r.json();
+    assert!(
+        call["truncated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "messages"),
+        "{}",
+        call["truncated"]
+    );
+    let shown = call["messages"].as_array().unwrap().len();
+    assert!((1000..4902).contains(&shown), "{shown} messages");
+}
