@@ -3,8 +3,9 @@
 //! VXLAN), UDP/TCP/SCTP, SIP with SDP, RTP and RTCP — every text field able
 //! to hold non-ASCII and control bytes — so the fuzzer spends its time deep
 //! in the engine instead of on checksums of random bytes. Each capture is
-//! analysed by one engine and by two shards; the records and counters must
-//! be equal (and nothing may panic, hang or exceed a cap).
+//! analysed by one engine and by two shards; the records, every counter,
+//! every event (anomalies too, dated by their packet) and every row of the
+//! time series must be equal (and nothing may panic, hang or exceed a cap).
 //!
 //! Caps the sharded run divides or shares by design (candidate and stream
 //! tables, see docs/hostile-input.md) are left large here; the `engine`
@@ -13,7 +14,7 @@
 use arbitrary::{Arbitrary, Result, Unstructured};
 use calliper_engine::parallel::Parallel;
 use calliper_engine::{Config, Engine, Record, TrackerHub};
-use calliper_trackers::{EventKind, EventLog};
+use calliper_trackers::{EventKind, EventLog, TimeSeries};
 use std::sync::{Arc, Mutex};
 use libfuzzer_sys::{arbitrary, fuzz_target};
 
@@ -406,24 +407,30 @@ fn sorted(records: Vec<Record>) -> Vec<String> {
     v
 }
 
-/// An event log of every kind, attached to an engine or a sharded run.
-fn event_log() -> (EventLog, TrackerHub) {
+/// An event log of every kind and the time series, attached to an engine
+/// or a sharded run.
+fn event_log() -> (EventLog, TimeSeries, TrackerHub) {
     let log = EventLog::new(&EventKind::ALL);
-    let hub: TrackerHub = Arc::new(Mutex::new(vec![Box::new(log.clone())]));
-    (log, hub)
+    let series = TimeSeries::new();
+    let hub: TrackerHub = Arc::new(Mutex::new(vec![Box::new(log.clone()), Box::new(series.clone())]));
+    (log, series, hub)
 }
 
-/// Event lines in order, without anomalies (their totals are the counters,
-/// compared below; the packet group that reports them differs by shard).
+/// Event lines in order (anomalies too: each is dated by its packet).
 fn event_lines(log: &EventLog) -> Vec<String> {
     let mut v: Vec<String> = String::from_utf8(log.take())
         .expect("event lines are UTF-8")
         .lines()
-        .filter(|l| !l.starts_with("{\"type\":\"anomaly\""))
         .map(str::to_string)
         .collect();
     v.sort();
     v
+}
+
+/// The time series' rows in order, and the stream reports that came late.
+fn rows(series: &TimeSeries) -> (Vec<String>, u64, u64) {
+    let rows = series.take().iter().map(|r| r.to_string()).collect();
+    (rows, series.late(), series.dropped())
 }
 
 fuzz_target!(|packets: Vec<Packet>| {
@@ -435,7 +442,7 @@ fuzz_target!(|packets: Vec<Packet>| {
             frames_in.push((now, f));
         }
     }
-    let (log_one, hub_one) = event_log();
+    let (log_one, series_one, hub_one) = event_log();
     let mut one = Engine::new(config());
     one.set_trackers(hub_one, true, true);
     let mut want = Vec::new();
@@ -445,7 +452,7 @@ fuzz_target!(|packets: Vec<Packet>| {
     }
     one.finish();
     want.extend(one.drain());
-    let (log_two, hub_two) = event_log();
+    let (log_two, series_two, hub_two) = event_log();
     let mut two = Parallel::new(config(), 2, Some(hub_two));
     let mut got = Vec::new();
     for (t, f) in &frames_in {
@@ -457,5 +464,6 @@ fuzz_target!(|packets: Vec<Packet>| {
     assert_eq!(two.counters(), one.counters(), "counters differ with 2 shards");
     assert_eq!(sorted(got), sorted(want), "records differ with 2 shards");
     assert_eq!(event_lines(&log_two), event_lines(&log_one), "events differ with 2 shards");
+    assert_eq!(rows(&series_two), rows(&series_one), "time series differ with 2 shards");
     assert_eq!(log_one.dropped(), 0);
 });

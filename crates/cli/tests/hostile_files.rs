@@ -172,7 +172,11 @@ fn refused_at_once(args: &[&str], why: &str) {
 #[test]
 fn a_fifo_as_configuration_or_token_file_is_refused_at_once() {
     let fifo = temp("fifo");
-    let made = Command::new("mkfifo").args(["-m", "600"]).arg(&fifo).status().unwrap();
+    let made = Command::new("mkfifo")
+        .args(["-m", "600"])
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(made.success(), "mkfifo (coreutils) is needed");
     let f = fifo.to_str().unwrap();
     let pcap = hostile::non_ascii_rtpmap().save("fifo-input");

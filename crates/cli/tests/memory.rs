@@ -51,6 +51,8 @@ fn state_per_concurrent_call_stays_within_budget() {
     // jitter-buffer simulation and RTCP round trip in every stream (128 B
     // each, two streams per call).
     // 3 627 with RFC 6076's disconnect delay in calls (8 B) and the RTCP XR
-    // pointer in streams (16 B with padding).
-    assert!(per_call < 3_650.0, "{per_call:.0} bytes per call");
+    // pointer in streams (16 B with padding). 3 731 with the transactions
+    // responses are matched to and the call's hops (64 B: hostile input,
+    // round three; BENCHMARKS.md).
+    assert!(per_call < 3_750.0, "{per_call:.0} bytes per call");
 }

@@ -67,8 +67,10 @@ fn big_sdp(ip: Ipv4Addr, base: u16) -> String {
 fn sip(start: &str, call: u32, cseq: u32, sdp: &str) -> Vec<u8> {
     let long = "x".repeat(1000);
     format!(
-        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK{cseq}\r\nFrom: \"{long}\" <sip:{long}@a>;tag=t{long}\r\nTo: \"{long}\" <sip:{long}@b>;tag=u\r\nCall-ID: {call:0>500}\r\nCSeq: {cseq} INVITE\r\nUser-Agent: {long}\r\nServer: {long}\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
-        sdp.len()
+        "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK{cseq}\r\nFrom: \"{long}\" <sip:{long}@a>;tag=t{long}\r\nTo: \"{long}\" <sip:{long}@b>{to_tag}\r\nCall-ID: {call:0>500}\r\nCSeq: {cseq} INVITE\r\nUser-Agent: {long}\r\nServer: {long}\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len(),
+        // The initial INVITE has no To tag; its answer and re-INVITEs do.
+        to_tag = if start.starts_with("INVITE") && cseq == 1 { "" } else { ";tag=u" },
     )
     .into_bytes()
 }
@@ -113,7 +115,9 @@ fn hostile_everything() -> Pcap {
             for ev in 0..70u16 {
                 let payload = [1, 0x80 | 10, 0, 160];
                 let body = rtp(127, ev, ev as u32 * 800, ssrc, &payload);
-                p.udp(tick(), (host(i, 9), 7000), (host(i, 1), 20_000), &body);
+                // From the callee's address: a source the call does not
+                // name would be refused as foreign media.
+                p.udp(tick(), (host(i, 2), 7000), (host(i, 1), 20_000), &body);
             }
         }
     }

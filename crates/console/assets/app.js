@@ -9,7 +9,7 @@ const SVG = "http://www.w3.org/2000/svg";
 // hide their neighbours (bidirectional and zero-width formatting): the
 // set of calliper_record::text::invisible, less tab and line ends, which a
 // page shows harmlessly (a raw SIP message keeps its lines).
-const INVISIBLE = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/gu;
+const INVISIBLE = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
 
 // Text from the wire as it is: invisible characters as \u{...} escapes,
 // so "alice\u202emoc.knab" cannot read as a bank's name.

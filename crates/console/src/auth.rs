@@ -93,17 +93,22 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 /// is done), or a fetch another site's page made that is not a top-level
 /// navigation to the console.
 fn foreign_or_framed(headers: &HeaderMap) -> Option<&'static str> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let dest = header("sec-fetch-dest");
-    if matches!(
-        dest,
-        Some("iframe" | "frame" | "fencedframe" | "embed" | "object")
-    ) {
+    let is = |v: Option<&str>, want: &str| v.is_some_and(|v| v.trim().eq_ignore_ascii_case(want));
+    // Every Sec-Fetch-Dest given is looked at, in any case.
+    let framed = headers.get_all("sec-fetch-dest").iter().any(|v| {
+        let v = v.to_str().ok();
+        ["iframe", "frame", "fencedframe", "embed", "object"]
+            .iter()
+            .any(|f| is(v, f))
+    });
+    if framed {
         return Some("the console is not shown in frames (Sec-Fetch-Dest names a frame)");
     }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let dest = header("sec-fetch-dest");
     let navigation =
-        header("sec-fetch-mode") == Some("navigate") && dest.is_none_or(|d| d == "document");
-    (header("sec-fetch-site") == Some("cross-site") && !navigation)
+        is(header("sec-fetch-mode"), "navigate") && (dest.is_none() || is(dest, "document"));
+    (is(header("sec-fetch-site"), "cross-site") && !navigation)
         .then_some("a request made by another site's page (Sec-Fetch-Site: cross-site) is refused")
 }
 

@@ -154,8 +154,8 @@ mod tests {
     /// the jitter-buffer simulation and the RTCP round trip, 128 B; calls
     /// 528 B: RFC 6076's disconnect delay, 8 B; streams 528 B: a pointer to
     /// RTCP XR VoIP metrics, allocated only for streams that get them;
-    /// calls 576 B: the transactions responses are matched to, 30 B, and
-    /// the call's hops for the media NAT rule, 16 B).
+    /// calls 592 B: the transactions responses are matched to, 30 B, and
+    /// the call's hops, 32 B).
     #[test]
     fn call_and_stream_state_stay_within_budget() {
         assert!(
@@ -164,7 +164,7 @@ mod tests {
             size_of::<crate::Stream>()
         );
         assert!(
-            size_of::<crate::Call>() <= 576,
+            size_of::<crate::Call>() <= 592,
             "{}",
             size_of::<crate::Call>()
         );

@@ -266,6 +266,8 @@ impl Engine {
             hops: Default::default(),
             capture_dropped_at_start: self.capture_dropped,
         };
+        let mut call = call;
+        call.hops.insert(src, self.key_seed);
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);
         self.counters.calls += 1;
@@ -309,8 +311,11 @@ impl Engine {
     /// Updates a call from one of its messages; returns the side that sent
     /// the message (whose SDP, if any, describes where that side receives).
     /// A response changes the call only if it answers one of the call's
-    /// requests (`transactions`); one that does not is counted
-    /// (`sip_response_unmatched`) and shown, nothing more.
+    /// requests, and sets it up (answer, ringing, failure) only if that
+    /// request was an establishing INVITE (`transactions`); one that does
+    /// not is counted (`sip_response_unmatched`) and shown, nothing more.
+    /// A request from an address that is none of the call's hops may not
+    /// end it or describe its media (`sip_request_from_outsider`).
     pub(crate) fn update_call(
         &mut self,
         idx: Idx,
@@ -322,16 +327,26 @@ impl Engine {
         let seed = self.key_seed;
         let call = self.calls.get_mut(idx)?;
         call.sip_messages += 1;
-        match m.start? {
-            StartLine::Request { .. } => call.transactions.request(seed, m, src, dst),
-            StartLine::Response { code, .. } => match call.transactions.response(seed, m, src, dst)
-            {
-                Answer::Matched => {
-                    if m.cseq_method == Some("INVITE") && code < 300 {
-                        call.hops.insert(src, seed);
-                        call.hops.insert(dst, seed);
-                    }
+        let establishing = match m.start? {
+            StartLine::Request { method, .. } => {
+                let establishing = method == "INVITE" && establishes(call, m, src, dst);
+                if establishing {
+                    call.hops.insert(src, seed);
+                    call.hops.insert(dst, seed);
                 }
+                if !call.hops.contains(src, seed) {
+                    call.invites += u32::from(method == "INVITE");
+                    if matches!(method, "BYE" | "CANCEL" | "INVITE" | "UPDATE") {
+                        call.anomalies += 1;
+                        self.counters.anomaly("sip_request_from_outsider");
+                    }
+                    return None;
+                }
+                call.transactions.request(seed, m, src, dst, establishing);
+                establishing
+            }
+            StartLine::Response { .. } => match call.transactions.response(seed, m, src, dst) {
+                Answer::Matched { establishing } => establishing,
                 Answer::Untracked => return None,
                 Answer::Unmatched => {
                     call.anomalies += 1;
@@ -339,7 +354,7 @@ impl Engine {
                     return None;
                 }
             },
-        }
+        };
         let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
         let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
             (Some(ct), Some(ft)) => **ct == *cut(ft),
@@ -357,7 +372,11 @@ impl Engine {
                         call.invites += 1;
                         // A retry after a challenge or failure reopens an unanswered
                         // call; after a challenge, SRD is measured from the retry.
-                        if call.answer_ns.is_none() && call.closing.is_some() && !call.cancelled {
+                        if establishing
+                            && call.answer_ns.is_none()
+                            && call.closing.is_some()
+                            && !call.cancelled
+                        {
                             if call.challenged() {
                                 call.srd_from_ns = now;
                                 call.srd_to_ns = None;
@@ -402,7 +421,8 @@ impl Engine {
                     }
                     return Some(sender);
                 }
-                if m.cseq_method != Some("INVITE") {
+                // Only an establishing INVITE's answer sets the call up.
+                if m.cseq_method != Some("INVITE") || !establishing {
                     return Some(sender);
                 }
                 call.responded = true;
@@ -455,4 +475,18 @@ pub(crate) fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
         }
     }
     std::str::from_utf8(&buf[at..]).unwrap_or("?")
+}
+
+/// Whether an INVITE sets the call up (`transactions`): an initial INVITE
+/// of one of the call's legs (no To tag: the caller's, a proxy's copy, a
+/// B2BUA's second leg, seen at another capture point): to the first
+/// INVITE's destination, or after a redirect, or else a leg that neither
+/// starts from nor goes to the caller's address — so a scanner cannot
+/// answer a copy it sends itself or elsewhere. Its addresses become the
+/// call's hops.
+fn establishes(call: &Call, m: &SipMessage<'_>, src: IpAddr, dst: IpAddr) -> bool {
+    let to_tag = m.to.and_then(|t| NameAddr::parse(t).tag).is_some();
+    let redirected = call.final_status.is_some_and(|s| (300..400).contains(&s));
+    let elsewhere = src != call.caller.0 && dst != call.caller.0;
+    !to_tag && (dst == call.callee.0 || redirected || elsewhere)
 }

@@ -257,8 +257,9 @@ fn prack_and_update_move_the_media() {
 #[test]
 fn media_from_behind_nat_is_tied_by_the_other_end() {
     // The caller's SDP gives its private address; its RTP arrives from the
-    // NAT's public address and the callee answers to that address.
-    let public = ([203, 0, 113, 5], 61000);
+    // NAT's public address, the one its signalling came from (paired
+    // pooling), and the callee answers to that address.
+    let public = (CALLER, 61000);
     let mut r = Run::new();
     r.up(sip(
         "INVITE sip:bob@b.example SIP/2.0",

@@ -121,49 +121,21 @@ impl Engine {
 
     /// Whether a new stream may join the call whose SDP names one of its
     /// ends (its destination when `by_dst`, else its source). Its other
-    /// end, the peer, must be
-    /// 1. at an address the call's SDPs name (any port: senders often send
-    ///    from another port than they listen on), or
-    /// 2. at an address that took part in one of the call's INVITE
-    ///    transactions (a phone behind NAT sends its media from the public
-    ///    address its signalling came from: RFC 4787's paired pooling), or
-    /// 3. on the side of a party behind NAT: one whose SDP offered a
-    ///    private address (RFC 1918, RFC 6598, unique or link local) that
-    ///    is not where its signalling came from, so its media's source
-    ///    cannot be known from signalling.
-    ///
-    /// Anything else is refused and counted (`rtp_foreign`), so a host the
-    /// call does not name cannot join a call whose parties are not behind
-    /// NAT, and never displaces the SDP's own source. The rule reads only
-    /// signalling, which every shard sees alike: any thread count decides
-    /// the same.
+    /// end, the peer, must be at an address one of the call's SDPs names
+    /// (any port: senders often send from another port than they listen
+    /// on; SDP is taken only from the call's hops), or, by the NAT rule,
+    /// at one of the call's hops (a phone behind NAT sends its media from
+    /// the public address its signalling came from: RFC 4787's paired
+    /// pooling). Anything else is refused and counted (`rtp_foreign`), so
+    /// a host the call does not name can never join, displace or dilute
+    /// its media. The rule reads only signalling, which every shard sees
+    /// alike: any thread count decides the same.
     pub(crate) fn admits(&self, k: &StreamKey, e: MediaRef, by_dst: bool) -> bool {
         let Some(call) = self.calls.get(e.call) else {
             return false;
         };
         let peer = if by_dst { k.src } else { k.dst };
-        if call.media_keys.iter().any(|key| key.0 == peer)
-            || call.hops.contains(peer, self.key_seed)
-        {
-            return true;
-        }
-        let Some(owner) = call.media.get(e.desc as usize).map(|d| d.owner) else {
-            return true;
-        };
-        let signalling = match owner {
-            Side::Caller => call.callee.0,
-            Side::Callee => call.caller.0,
-        };
-        call.media_keys.iter().any(|key| {
-            private(key.0)
-                && key.0 != signalling
-                && !call.hops.contains(key.0, self.key_seed)
-                && self
-                    .media
-                    .get(key)
-                    .and_then(|m| call.media.get(m.desc as usize))
-                    .is_some_and(|d| d.owner != owner)
-        })
+        call.media_keys.iter().any(|key| key.0 == peer) || call.hops.contains(peer, self.key_seed)
     }
 
     /// Registers a stream with the media entries of its two addresses.
@@ -174,23 +146,6 @@ impl Engine {
                     push_exact(&mut e.streams, si);
                 }
             }
-        }
-    }
-}
-
-/// An address that is not reachable as such across the Internet (RFC 1918,
-/// RFC 6598 shared, unique local, link local): a party offering one in its
-/// SDP is behind NAT unless its signalling came from it.
-fn private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v) => {
-            v.is_private()
-                || v.is_link_local()
-                || v.octets()[0] == 100 && v.octets()[1] & 0xC0 == 64
-        }
-        IpAddr::V6(v) => {
-            let first = v.segments()[0];
-            first & 0xFE00 == 0xFC00 || first & 0xFFC0 == 0xFE80
         }
     }
 }

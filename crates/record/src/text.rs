@@ -7,17 +7,30 @@
 
 use std::borrow::Cow;
 
-/// True for a character shown as an escape: Unicode controls and the
-/// bidirectional and zero-width formatting characters.
+/// True for a character shown as an escape: Unicode controls, the
+/// bidirectional and zero-width formatting characters, and the characters
+/// that show as nothing (soft hyphen, fillers, variation selectors, line
+/// and paragraph separators, interlinear annotation marks, tags).
 pub fn invisible(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061c}'
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'..='\u{1160}'
+                | '\u{17b4}'..='\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
                 | '\u{200b}'..='\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{2069}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
                 | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e0fff}'
         )
 }
 
@@ -49,5 +62,9 @@ mod tests {
         assert_eq!(visible("\u{1b}[2J\r"), "\\u{1b}[2J\\u{d}");
         assert_eq!(visible("a\u{200b}b\u{2066}"), "a\\u{200b}b\\u{2066}");
         assert_eq!(visible("é—"), "é—");
+        assert_eq!(
+            visible("a\u{ad}\u{e0041}b\u{3164}"),
+            "a\\u{ad}\\u{e0041}b\\u{3164}"
+        );
     }
 }

@@ -70,16 +70,10 @@ pub struct SeqTracker {
 
 impl SeqTracker {
     /// Accounts one packet's sequence number; a big jump is judged by RFC
-    /// 3550 A.1 alone (a restart once the next packet follows it).
+    /// 3550 A.1 (a restart once the next packet follows it) unless the
+    /// caller, who knows the packet's time, said otherwise ([`Self::outage`],
+    /// [`Self::restart`]).
     pub fn update(&mut self, seq: u16) {
-        self.update_judged(seq, || false);
-    }
-
-    /// Accounts one packet's sequence number. On a jump of at least
-    /// [`MAX_DROPOUT`], `loss_explains` is asked whether the packet's time
-    /// says the packets between were lost (an outage): then they count as
-    /// lost at once; otherwise A.1's restart rule decides.
-    pub fn update_judged(&mut self, seq: u16, loss_explains: impl FnOnce() -> bool) {
         if !self.started {
             self.started = true;
             self.start_segment(seq);
@@ -91,12 +85,8 @@ impl SeqTracker {
         } else if udelta < MAX_DROPOUT {
             self.advance(seq, udelta);
         } else if udelta <= u16::MAX - MAX_MISORDER + 1 {
-            // A big jump: a restart once the next packet follows it, unless
-            // time says the packets between were lost.
-            if self.bad_seq != Some(seq) && loss_explains() {
-                self.outages = self.outages.saturating_add(1);
-                self.advance(seq, udelta);
-            } else if self.bad_seq == Some(seq) {
+            // A big jump: a restart if the next packet follows it.
+            if self.bad_seq == Some(seq) {
                 self.close_segment();
                 self.resets = self.resets.saturating_add(1);
                 self.strays = self.strays.saturating_sub(1); // the packet that announced the restart belongs to the new segment
@@ -120,6 +110,29 @@ impl SeqTracker {
                 }
             }
         }
+    }
+
+    /// `seq` comes `packets` numbers after the highest so far (an outage
+    /// the packet's time vouches for, wraps of the numbering included):
+    /// the packets between are lost.
+    pub fn outage(&mut self, seq: u16, packets: u64) {
+        let extended = self.extended_max() + packets;
+        debug_assert_eq!(extended as u16, seq);
+        self.wraps = u32::try_from(extended >> 16).unwrap_or(u32::MAX);
+        self.window = 1;
+        self.max_seq = seq;
+        self.segment_received += 1;
+        self.gaps = self.gaps.saturating_add(1);
+        self.outages = self.outages.saturating_add(1);
+        self.bad_seq = None;
+    }
+
+    /// The source restarted its numbering at `seq` (the packet's time says
+    /// so): the current segment closes and a new one starts.
+    pub fn restart(&mut self, seq: u16) {
+        self.close_segment();
+        self.resets = self.resets.saturating_add(1);
+        self.start_segment(seq);
     }
 
     /// In order, possibly with a gap of `udelta - 1` lost packets.
@@ -393,22 +406,68 @@ impl WiresharkView {
     }
 }
 
-/// Whether a big sequence jump to `p` is an outage: the timestamp and the
-/// arrival gap since the last voice packet both agree (within a factor of
-/// two) with the packets the numbers say are missing, at the stream's
-/// packet time. A restarting source renumbers without its clock or the
-/// wall clock following, so a restart disagrees. Unknown packet time or
-/// clock: no judgement (RFC 3550 A.1 decides).
-fn outage_explains(playout: &playout::Playout, last_ns: i64, p: &Packet, clock: ClockRate) -> bool {
+/// What a packet's time says of its sequence number.
+enum ByTime {
+    /// Nothing the numbers do not say (RFC 3550 A.1 decides).
+    Numbers,
+    /// An outage of this many numbers (the packets between lost).
+    Outage(u64),
+    /// The source restarted its numbering.
+    Restart,
+}
+
+/// Judges a packet's sequence number by its time, against the stream's last
+/// voice packet (`playout`) and arrival (`last_ns`), at the stream's packet
+/// time; one compare for a packet that follows the last.
+///
+/// - An outage: the numbers say 3 000 packets or more are missing (taken
+///   modulo 2^16 as the timestamp says: a 22-minute outage wraps them), the
+///   timestamp agrees (from 0.9 to twice as many: a sender silent for part
+///   of the time advances its clock only) and so does the arrival gap
+///   (within a factor of two). The packets count as lost, however long the
+///   outage.
+/// - A restart: a jump forward of more than 100 numbers that the arrival
+///   gap cannot explain (more than twice the packets it could hold, and
+///   10), or a number behind the highest with a timestamp ahead of it. A
+///   source renumbering does not make packets lost.
+///
+/// Unknown packet time or clock: no judgement.
+fn judge_by_time(
+    seq: &SeqTracker,
+    playout: &playout::Playout,
+    last_ns: i64,
+    p: &Packet,
+    clock: ClockRate,
+) -> ByTime {
+    let jump = p.seq.wrapping_sub(seq.max_seq());
+    if jump == 1 || !seq.started {
+        return ByTime::Numbers;
+    }
     let (ClockRate::Hz(hz @ 1..), step @ 1..) = (clock, playout.step()) else {
-        return false;
+        return ByTime::Numbers;
     };
     let (last_seq, last_ts) = playout.last();
-    let by_seq = f64::from(p.seq.wrapping_sub(last_seq)) * f64::from(step);
-    let by_timestamp = f64::from(p.timestamp.wrapping_sub(last_ts));
-    let by_arrival = (p.arrival_ns - last_ns) as f64 * f64::from(hz) / 1e9;
-    let agrees = |x: f64| (by_seq * 0.5..=by_seq * 2.0).contains(&x);
-    agrees(by_timestamp) && agrees(by_arrival)
+    let step = f64::from(step);
+    let by_timestamp = f64::from(p.timestamp.wrapping_sub(last_ts) as i32) / step;
+    let by_arrival = (p.arrival_ns - last_ns).max(0) as f64 * f64::from(hz) / 1e9 / step;
+    // The count the numbers allow (modulo 2^16) nearest the timestamp's.
+    let wraps = ((by_timestamp - f64::from(jump)) / 65536.0)
+        .round()
+        .max(0.0);
+    let packets = f64::from(jump) + wraps * 65536.0;
+    if last_seq == seq.max_seq()
+        && packets >= f64::from(MAX_DROPOUT)
+        && (packets * 0.9..=packets * 2.0).contains(&by_timestamp)
+        && (packets * 0.5..=packets * 2.0).contains(&by_arrival)
+    {
+        return ByTime::Outage(packets as u64);
+    }
+    let forward = jump > MAX_MISORDER && jump < MAX_DROPOUT;
+    let behind_but_newer = jump > u16::MAX - MAX_MISORDER && by_timestamp >= 2.0;
+    if forward && f64::from(jump) > 2.0 * by_arrival + 10.0 || behind_but_newer {
+        return ByTime::Restart;
+    }
+    ByTime::Numbers
 }
 
 /// What the analyser needs from one RTP packet.
@@ -503,9 +562,11 @@ impl StreamStats {
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
         let duplicates = self.seq.duplicates;
-        let (playout, last_ns) = (&self.playout, self.last_ns);
-        self.seq
-            .update_judged(p.seq, || outage_explains(playout, last_ns, p, clock));
+        match judge_by_time(&self.seq, &self.playout, self.last_ns, p, clock) {
+            ByTime::Numbers => self.seq.update(p.seq),
+            ByTime::Outage(packets) => self.seq.outage(p.seq, packets),
+            ByTime::Restart => self.seq.restart(p.seq),
+        }
         self.play(p, clock, self.seq.duplicates != duplicates);
         self.account(p, clock);
     }

@@ -412,3 +412,51 @@ fn outage_is_loss_and_restart_is_not() {
     let renumbered = stream((3150, 16_000 + 50 * 160), 1000.0);
     assert_eq!((renumbered.seq.outages, renumbered.seq.resets), (0, 1));
 }
+
+/// Outages that wrap the numbering (65 536 and 98 304 packets: 22 and 33
+/// minutes) are loss too; a restart 20 ms on, 2 000 numbers ahead or 100
+/// behind with another clock, is not loss (nor duplicates).
+#[test]
+fn long_outages_and_near_restarts() {
+    let clock = ClockRate::Hz(8000);
+    let resumed = |missing: u32, seq_step: u16, ts: Option<u32>, after_ms: f64| {
+        let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
+        for i in 1..50u16 {
+            s.update(
+                &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
+                clock,
+            );
+        }
+        let seq = 149u16.wrapping_add(seq_step);
+        let ts = ts.unwrap_or(23_840u32.wrapping_add((missing + 1).wrapping_mul(160)));
+        for i in 0..20u16 {
+            let p = pkt(
+                980.0 + after_ms + f64::from(i) * 20.0,
+                seq.wrapping_add(i),
+                ts.wrapping_add(u32::from(i) * 160),
+            );
+            s.update(&p, clock);
+        }
+        s
+    };
+    for missing in [65_535u32, 98_303] {
+        let s = resumed(
+            missing,
+            (missing + 1) as u16,
+            None,
+            f64::from(missing + 1) * 20.0,
+        );
+        assert_eq!(
+            (s.seq.outages, s.seq.resets, s.seq.lost()),
+            (1, 0, u64::from(missing)),
+            "{missing}"
+        );
+    }
+    let ahead = resumed(0, 2000, Some(7_777_777), 20.0);
+    assert_eq!((ahead.seq.resets, ahead.seq.lost()), (1, 0));
+    let behind = resumed(0, 65_436, Some(900_000), 20.0);
+    assert_eq!(
+        (behind.seq.resets, behind.seq.duplicates, behind.seq.lost()),
+        (1, 0, 0)
+    );
+}

@@ -211,7 +211,15 @@ fn trim(b: &[u8]) -> &[u8] {
 }
 
 fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
-    let line = to_str(line).ok_or(SipError::NotSip)?;
+    let line = match std::str::from_utf8(line) {
+        Ok(s) => s,
+        // A reason phrase in Latin-1 (`486 Occup\xe9`) keeps its status:
+        // the phrase is cut where it stops being UTF-8.
+        Err(e) if line.starts_with(b"SIP/2.0 ") => {
+            std::str::from_utf8(&line[..e.valid_up_to()]).map_err(|_| SipError::NotSip)?
+        }
+        Err(_) => return Err(SipError::NotSip),
+    };
     if let Some(rest) = line.strip_prefix("SIP/2.0 ") {
         let (code, reason) = rest.split_once(' ').unwrap_or((rest, ""));
         let code: u16 = code.parse().map_err(|_| SipError::NotSip)?;
@@ -301,7 +309,14 @@ fn parse_headers(
     let mut last: Option<(&[u8], &[u8])> = None;
     for line in lines {
         if matches!(line.first(), Some(b' ' | b'\t')) {
-            // Folded continuation: we keep the first line's value only.
+            // Folded continuation (RFC 3261 §7.3.1): a From, To or Contact
+            // takes it into its value (the URI may be on it); other
+            // headers keep their first line's value.
+            if let Some((name, value)) = last.as_mut() {
+                if is_name_addr(name) {
+                    *value = joined(b, value, line);
+                }
+            }
             continue;
         }
         if let Some((name, value)) = last.take() {
@@ -343,7 +358,38 @@ fn parse_headers(
     Ok(m)
 }
 
+/// From, To and Contact, long and compact.
+fn is_name_addr(name: &[u8]) -> bool {
+    ["from", "f", "to", "t", "contact", "m"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+}
+
+/// The span of `msg` from `value` to the end of `line` (both within it),
+/// trimmed: a header value with its folded continuation.
+fn joined<'a>(msg: &'a [u8], value: &[u8], line: &[u8]) -> &'a [u8] {
+    let at = |s: &[u8]| (s.as_ptr() as usize).wrapping_sub(msg.as_ptr() as usize);
+    let (start, end) = (at(value), at(line).saturating_add(line.len()));
+    match msg.get(start..end) {
+        Some(v) => trim(v),
+        None => value_in(msg, value),
+    }
+}
+
+/// `value` as a slice of `msg` (it is one).
+fn value_in<'a>(msg: &'a [u8], value: &[u8]) -> &'a [u8] {
+    let start = (value.as_ptr() as usize).wrapping_sub(msg.as_ptr() as usize);
+    msg.get(start..start.saturating_add(value.len()))
+        .unwrap_or(&[])
+}
+
 fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
+    // A display name in Latin-1 does not cost the URI: a name-addr that
+    // is not UTF-8 is read from its `<`.
+    let value = match (to_str(value), is_name_addr(name)) {
+        (None, true) => memchr::memchr(b'<', value).map_or(value, |lt| &value[lt..]),
+        _ => value,
+    };
     let Some(v) = to_str(value) else { return };
     let is = |long: &str, short: Option<&str>| {
         name.eq_ignore_ascii_case(long.as_bytes())

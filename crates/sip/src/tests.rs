@@ -290,3 +290,38 @@ fn name_addr_agrees_with_reference_exhaustively() {
         }
     }
 }
+
+/// A From folded over two lines, or with a Latin-1 display name, still
+/// names its URI; a Latin-1 reason phrase keeps its status.
+#[test]
+fn folded_and_latin1_name_addrs_keep_their_uri() {
+    let msg = |from: &[u8]| {
+        let mut m = b"INVITE sip:b@h SIP/2.0\r\nFrom:".to_vec();
+        m.extend_from_slice(from);
+        m.extend_from_slice(
+            b"\r\nTo: <sip:b@h>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n",
+        );
+        m
+    };
+    for (from, user) in [
+        (&b"\r\n <sip:attacker@evil.example>;tag=1"[..], "attacker"),
+        (
+            b" \"<sip:boss@corp.example>\" \r\n\t<sip:attacker@evil.example>;tag=1",
+            "attacker",
+        ),
+        (b" \"Jos\xe9\" <sip:jose@a.example>;tag=1", "jose"),
+    ] {
+        let m = msg(from);
+        let parsed = parse(&m, false).unwrap();
+        let na = NameAddr::parse(parsed.from.unwrap());
+        assert_eq!(
+            (na.user, na.tag),
+            (Some(user), Some("1")),
+            "{:?}",
+            String::from_utf8_lossy(from)
+        );
+    }
+    let busy =
+        b"SIP/2.0 486 Occup\xe9\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(parse(busy, false).unwrap().status(), Some(486));
+}

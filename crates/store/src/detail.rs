@@ -111,17 +111,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         invite.saturating_sub(DETAIL_MARGIN_NS),
         end.saturating_add(DETAIL_MARGIN_NS),
     );
-    let (messages, more) = capped(
-        &mut budget,
-        conn,
-        "SELECT id, ts_ns, src, src_port, dst, dst_port, transport, method, status, cseq_method, message, truncated
-         FROM sip_messages WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns, id",
-        &[&call_id, &from, &to],
-        MAX_DETAIL_MESSAGES,
-    )?;
-    if more {
-        truncated.push("messages");
-    }
+    // Alerts before messages: a call padded with messages keeps its alerts.
     let (alerts, more) = capped(
         &mut budget,
         conn,
@@ -132,6 +122,17 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     )?;
     if more {
         truncated.push("alerts");
+    }
+    let (messages, more) = capped(
+        &mut budget,
+        conn,
+        "SELECT id, ts_ns, src, src_port, dst, dst_port, transport, method, status, cseq_method, message, truncated
+         FROM sip_messages WHERE call_id = ? AND ts_ns BETWEEN ? AND ? ORDER BY ts_ns, id",
+        &[&call_id, &from, &to],
+        MAX_DETAIL_MESSAGES,
+    )?;
+    if more {
+        truncated.push("messages");
     }
     let legs = crate::legs::loss_by_leg(&streams);
     call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);

@@ -2,7 +2,9 @@
 //! everywhere (docs/hostile-input.md, files):
 //!
 //! - an output is never opened through a symbolic link, never a FIFO,
-//!   socket, device or directory (`/dev/null` aside), is created 0600 (an
+//!   socket, device or directory (`/dev/null` aside), never a file with
+//!   other names (a hard link: writing would change the file under its
+//!   other names, perhaps an input or another tool's), is created 0600 (an
 //!   existing one made 0600), and is cut to nothing only once it has passed
 //!   these checks, so a refused path is left as it was;
 //! - a file read whole (a configuration, a token) must be a regular file,
@@ -47,6 +49,12 @@ fn open_output(path: &Path, append: bool) -> io::Result<File> {
         return Err(refused(
             path,
             "is not a regular file (a FIFO, device or directory): not a file to write",
+        ));
+    }
+    if meta.nlink() > 1 {
+        return Err(refused(
+            path,
+            "has other names (hard links): refusing to write over a file that is also elsewhere",
         ));
     }
     if meta.permissions().mode() & 0o777 != 0o600 {
@@ -139,6 +147,12 @@ mod tests {
         assert!(create_private(Path::new("/dev/null")).is_ok());
         std::fs::hard_link(&target, dir.join("hard")).unwrap();
         assert!(same_file(&target, &dir.join("hard")));
+        assert!(
+            create_private(&dir.join("hard")).is_err(),
+            "a hard link is refused"
+        );
+        assert!(append_private(&dir.join("hard")).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         assert!(!same_file(&target, &dir.join("fifo")));
         let f = create_private(&dir.join("new")).unwrap();
         assert_eq!(f.metadata().unwrap().permissions().mode() & 0o777, 0o600);

@@ -210,9 +210,22 @@ pub(crate) fn value(v: ValueRef<'_>, json: bool) -> Value {
 }
 
 /// Roughly what a value takes in memory and in JSON.
+/// What a value costs: its size as JSON text (a control character is
+/// sent as a six-byte escape) and its bookkeeping, so the budget bounds
+/// both the answer and the memory that builds it.
 fn size(v: &Value) -> usize {
     match v {
-        Value::String(s) => s.len() + 24,
+        Value::String(s) => {
+            let escapes: usize = s
+                .bytes()
+                .map(|b| match b {
+                    b'"' | b'\\' => 1,
+                    0..=0x1f => 5,
+                    _ => 0,
+                })
+                .sum();
+            s.len() + escapes + 24
+        }
         Value::Array(a) => a.iter().map(size).sum::<usize>() + 24,
         Value::Object(o) => o.iter().map(|(k, v)| k.len() + size(v)).sum::<usize>() + 24,
         _ => 16,
