@@ -44,6 +44,37 @@ fn an_output_hard_linked_to_the_input_is_refused() {
 }
 
 #[test]
+fn an_output_with_other_names_is_refused() {
+    let dir = temp("other-names");
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("important.txt");
+    std::fs::write(&other, b"important\n").unwrap();
+    let link = dir.join("out");
+    std::fs::hard_link(&other, &link).unwrap();
+    for args in [
+        vec![
+            "analyze",
+            "--format",
+            "jsonl",
+            "-o",
+            link.to_str().unwrap(),
+            sample().to_str().unwrap(),
+        ],
+        vec!["generate", "--calls", "1", "-o", link.to_str().unwrap()],
+    ] {
+        let out = calliper(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains("other names"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(&other).unwrap(),
+            b"important\n",
+            "{args:?} wrote over it"
+        );
+    }
+}
+
+#[test]
 fn outputs_are_never_written_through_symbolic_links() {
     let dir = temp("symlinks");
     let db = temp("symlinks.db");

@@ -176,3 +176,51 @@ fn anomaly_events_are_dated_by_their_packet() {
     assert_eq!(events[0]["kind"], "sip_missing_call_id");
     assert_eq!(events[0]["ts_ns"], forged::ANOMALY_AT);
 }
+
+#[test]
+fn a_scanner_answering_copies_of_its_own_is_not_answered() {
+    let run = both_ways(
+        "self-answered",
+        &forged::self_answered_copies(25),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let calls = run.calls();
+    assert_eq!(calls.len(), 25);
+    for c in &calls {
+        assert_eq!(
+            (&c["state"], &c["final_status"]),
+            (&Value::from("failed"), &Value::from(404)),
+            "{c}"
+        );
+    }
+    assert_eq!(alerts(&run, "scanning").len(), 1, "{:?}", run.lines);
+}
+
+#[test]
+fn a_bye_from_outside_the_call_does_not_end_it() {
+    let run = both_ways("outsider-bye", &forged::outsider_bye(), &[], SMALL_RSS_KIB);
+    let c = &run.calls()[0];
+    assert_eq!(c["state"], "answered", "{c}");
+    assert!(c["hangup_by"].is_null(), "{c}");
+    assert!(c["duration_ms"].as_f64().unwrap() > 9_000.0, "{c}");
+    assert_eq!(run.summary()["anomalies"]["sip_request_from_outsider"], 1);
+}
+
+#[test]
+fn behind_nat_only_the_signalling_address_sends_the_callers_media() {
+    let run = both_ways(
+        "nat-stranger",
+        &forged::natted_caller_and_a_stranger(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let streams = run.calls()[0]["streams"].as_array().unwrap().clone();
+    let sources: Vec<&str> = streams.iter().map(|s| s["src"].as_str().unwrap()).collect();
+    assert_eq!(sources.len(), 2, "{sources:?}");
+    assert!(
+        sources.contains(&"203.0.113.5") && !sources.contains(&"203.0.113.77"),
+        "{sources:?}"
+    );
+    assert_eq!(run.summary()["rtp_foreign"], 125);
+}

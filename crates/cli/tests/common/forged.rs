@@ -185,3 +185,100 @@ pub fn anomaly_mid_group() -> Pcap {
     }
     p
 }
+
+/// A third host, in no SDP and no transaction of the call.
+pub const THIRD: Endpoint = (Ipv4Addr::new(10, 7, 7, 7), 5060);
+
+/// A scan whose scanner answers copies of its own (the attacker review's
+/// bypass): per attempt, its INVITE to the server; a re-INVITE in the same
+/// Call-ID from its second port to its first, tags swapped, answered 200;
+/// a copy of its INVITE to a third host, answered 200 by that host; then
+/// the server's real 404.
+pub fn self_answered_copies(attempts: u32) -> Pcap {
+    let mut p = Pcap::default();
+    let second = (SCANNER.0, 5071);
+    for n in 0..attempts {
+        let t = T0 + i64::from(n) * SEC / 5;
+        let invite = format!("INVITE sip:{n}@192.0.2.1 SIP/2.0");
+        p.udp(t, SCANNER, VICTIM, &scan_message(&invite, n, false));
+        let swapped = format!(
+            "INVITE sip:100@192.0.2.66 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.66:5071;branch=z9hG4bKre{n}\r\n\
+             From: <sip:{n}@192.0.2.1>;tag=v\r\nTo: <sip:100@192.0.2.66>;tag=s{n}\r\n\
+             Call-ID: scan-{n}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        );
+        p.udp(t + SEC / 200, second, SCANNER, swapped.as_bytes());
+        let ok = swapped.replacen(
+            &format!("INVITE sip:100@192.0.2.66 SIP/2.0"),
+            "SIP/2.0 200 OK",
+            1,
+        );
+        p.udp(t + SEC / 150, SCANNER, second, ok.as_bytes());
+        p.udp(
+            t + SEC / 120,
+            SCANNER,
+            THIRD,
+            &scan_message(&invite, n, false),
+        );
+        p.udp(
+            t + SEC / 110,
+            THIRD,
+            SCANNER,
+            &scan_message("SIP/2.0 200 OK", n, true),
+        );
+        p.udp(
+            t + SEC / 50,
+            VICTIM,
+            SCANNER,
+            &scan_message("SIP/2.0 404 Not Found", n, true),
+        );
+    }
+    p
+}
+
+/// A call with 10 s of media both ways and, 4 s in, a BYE with the
+/// dialog's tags from a host that took no part in it.
+pub fn outsider_bye() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "outsider-bye", "");
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
+    let bye = super::hostile::sip(
+        "BYE sip:bob@10.0.0.2 SIP/2.0",
+        "outsider-bye",
+        "2 BYE",
+        true,
+        "",
+    );
+    p.udp(T0 + 4 * SEC, THIRD, CALLEE, &bye);
+    p
+}
+
+/// A caller behind NAT (SIP from a public address, SDP with its private
+/// one) whose media comes from that public address, and a host at another
+/// public address sending to the callee's media port.
+pub fn natted_caller_and_a_stranger() -> Pcap {
+    let public = Ipv4Addr::new(203, 0, 113, 5);
+    let mut p = Pcap::default();
+    let invite = String::from_utf8(super::hostile::invite_or_ok("nat", false, ""))
+        .unwrap()
+        .replace("c=IN IP4 10.0.0.1", "c=IN IP4 192.168.1.10");
+    p.udp(T0, (public, 5060), CALLEE, invite.as_bytes());
+    let ok = super::hostile::invite_or_ok("nat", true, "");
+    p.udp(T0 + SEC / 10, CALLEE, (public, 5060), &ok);
+    voice(&mut p, (public, 61_000), CALLEE_RTP, 1, T0 + SEC, 5, |_| {
+        false
+    });
+    voice(&mut p, CALLEE_RTP, (public, 61_000), 2, T0 + SEC, 5, |_| {
+        false
+    });
+    voice(
+        &mut p,
+        (Ipv4Addr::new(203, 0, 113, 77), 7000),
+        CALLEE_RTP,
+        3,
+        T0 + SEC,
+        5,
+        |i| i % 2 == 0,
+    );
+    p
+}
