@@ -208,7 +208,7 @@ pub fn self_answered_copies(attempts: u32) -> Pcap {
         );
         p.udp(t + SEC / 200, second, SCANNER, swapped.as_bytes());
         let ok = swapped.replacen(
-            &format!("INVITE sip:100@192.0.2.66 SIP/2.0"),
+            "INVITE sip:100@192.0.2.66 SIP/2.0",
             "SIP/2.0 200 OK",
             1,
         );
