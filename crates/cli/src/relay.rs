@@ -177,7 +177,8 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
                 "socket": node.counters(),
             });
             match stats {
-                Some(p) => std::fs::write(&p, v.to_string())
+                Some(p) => calliper_store::create_private(&p)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, v.to_string().as_bytes()))
                     .with_context(|| format!("cannot write {}", p.display()))?,
                 None => eprintln!("{v}"),
             }

@@ -224,3 +224,60 @@ fn behind_nat_only_the_signalling_address_sends_the_callers_media() {
     );
     assert_eq!(run.summary()["rtp_foreign"], 125);
 }
+
+#[test]
+fn an_outsiders_own_leg_neither_answers_nor_ends_the_call() {
+    let run = both_ways(
+        "outsider-legs",
+        &forged::outsider_legs(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let c = &run.calls()[0];
+    assert_eq!(
+        (&c["state"], &c["final_status"]),
+        (&Value::from("completed"), &Value::from(200)),
+        "{c}"
+    );
+    // Ended by the callee's BYE (a hop), not the outsider's.
+    assert_eq!(c["hangup_by"], "callee", "{c}");
+    assert!(c["duration_ms"].as_f64().unwrap() > 10_000.0, "{c}");
+    let streams = c["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    let summary = run.summary();
+    assert_eq!(summary["rtp_foreign"], 125);
+    assert!(
+        summary["anomalies"]["sip_request_from_outsider"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{summary}"
+    );
+}
+
+#[test]
+fn another_calls_sdp_cannot_take_this_calls_media() {
+    let run = both_ways(
+        "sdp-thief",
+        &forged::sdp_of_another_call(),
+        &[],
+        SMALL_RSS_KIB,
+    );
+    let victim = run
+        .calls()
+        .into_iter()
+        .find(|c| c["call_id"] == "victim")
+        .unwrap()
+        .clone();
+    assert_eq!(victim["t38_packets"], 0, "{victim}");
+    let caller = victim["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["direction"] == "caller_to_callee")
+        .unwrap()
+        .clone();
+    // Every third lost, the first included (not counted: nothing came before it).
+    assert_eq!(caller["lost"], 166, "{caller}");
+    assert_eq!(run.summary()["anomalies"]["sdp_media_of_another_call"], 1);
+}

@@ -33,16 +33,32 @@ pub(crate) static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Connections closed because their address had [`MAX_PER_CLIENT`] open.
 pub(crate) static REFUSED_PER_CLIENT: AtomicU64 = AtomicU64::new(0);
 
-/// Connections open per client address (at most [`MAX_CONNECTIONS`]
-/// entries: an entry lives while its address has a connection).
+/// Connections open per client (at most [`MAX_CONNECTIONS`] entries: an
+/// entry lives while its client has a connection). A client is an IPv4
+/// address or an IPv6 /64 (what one host is given). On loopback every
+/// address is its own client: a local process that binds many of them can
+/// still take every place of a console without a token, whose users it
+/// shares a machine and a trust with (docs/console.md).
 #[derive(Clone, Default)]
 struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// The client an address belongs to.
+fn client(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v) if !v.is_loopback() => match v.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v) & (!0u128 << 64)).into()),
+        },
+        other => other,
+    }
+}
 
 /// A client's place, given back when its connection ends.
 struct ClientSlot(PerClient, IpAddr);
 
 impl PerClient {
     fn take(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let ip = client(ip);
         let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(ip).or_default();
         if *n >= MAX_PER_CLIENT {

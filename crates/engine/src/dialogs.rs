@@ -81,7 +81,7 @@ impl Engine {
         }
         if let Some(side) = sdp_side {
             if m.has_sdp() {
-                let hold = self.apply_sdp(idx, side, m.body);
+                let hold = self.apply_sdp(idx, side, m.body, src);
                 // Offers decide (an answer to a hold says recvonly).
                 let offer = matches!(
                     m.start,
@@ -266,8 +266,10 @@ impl Engine {
             hops: Default::default(),
             capture_dropped_at_start: self.capture_dropped,
         };
+        // The first INVITE's two ends take part whatever comes of it.
         let mut call = call;
         call.hops.insert(src, self.key_seed);
+        call.hops.insert(dst, self.key_seed);
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);
         self.counters.calls += 1;
@@ -331,22 +333,36 @@ impl Engine {
             StartLine::Request { method, .. } => {
                 let establishing = method == "INVITE" && establishes(call, m, src, dst);
                 if establishing {
-                    call.hops.insert(src, seed);
-                    call.hops.insert(dst, seed);
+                    call.transactions.request(seed, m, src, dst, true);
                 }
                 if !call.hops.contains(src, seed) {
+                    // A leg's INVITE waits for its answer to make its
+                    // addresses hops; anything else from here is refused.
                     call.invites += u32::from(method == "INVITE");
-                    if matches!(method, "BYE" | "CANCEL" | "INVITE" | "UPDATE") {
+                    if !establishing && matches!(method, "BYE" | "CANCEL" | "INVITE" | "UPDATE") {
                         call.anomalies += 1;
                         self.counters.anomaly("sip_request_from_outsider");
                     }
                     return None;
                 }
-                call.transactions.request(seed, m, src, dst, establishing);
+                if !establishing {
+                    call.transactions.request(seed, m, src, dst, false);
+                }
                 establishing
             }
-            StartLine::Response { .. } => match call.transactions.response(seed, m, src, dst) {
-                Answer::Matched { establishing } => establishing,
+            StartLine::Response { code, .. } => match call.transactions.response(seed, m, src, dst)
+            {
+                // An establishing INVITE answered 1xx or 2xx: its two ends
+                // are the call's hops (a leg that no one answers adds none).
+                Answer::Matched { establishing: true } => {
+                    if code < 300 {
+                        call.hops.insert(src, seed);
+                        call.hops.insert(dst, seed);
+                    }
+                    true
+                }
+                Answer::Matched { .. } if !call.hops.contains(src, seed) => return None,
+                Answer::Matched { .. } => false,
                 Answer::Untracked => return None,
                 Answer::Unmatched => {
                     call.anomalies += 1;
@@ -480,13 +496,13 @@ pub(crate) fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
 /// Whether an INVITE sets the call up (`transactions`): an initial INVITE
 /// of one of the call's legs (no To tag: the caller's, a proxy's copy, a
 /// B2BUA's second leg, seen at another capture point): to the first
-/// INVITE's destination, or after a redirect, or else a leg that neither
-/// starts from nor goes to the caller's address — so a scanner cannot
-/// answer a copy it sends itself or elsewhere. Its addresses become the
-/// call's hops.
+/// INVITE's destination, or after a redirect, or else a leg between two
+/// other addresses than the caller's — so a scanner cannot answer a copy
+/// it sends itself or elsewhere. Its addresses become the call's hops
+/// once its destination answers it 1xx or 2xx.
 fn establishes(call: &Call, m: &SipMessage<'_>, src: IpAddr, dst: IpAddr) -> bool {
     let to_tag = m.to.and_then(|t| NameAddr::parse(t).tag).is_some();
     let redirected = call.final_status.is_some_and(|s| (300..400).contains(&s));
-    let elsewhere = src != call.caller.0 && dst != call.caller.0;
+    let elsewhere = src != call.caller.0 && dst != call.caller.0 && src != dst;
     !to_tag && (dst == call.callee.0 || redirected || elsewhere)
 }

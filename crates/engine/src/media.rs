@@ -4,10 +4,20 @@
 use super::*;
 
 impl Engine {
-    /// Applies a session description `side` sent; returns whether it puts
-    /// the call on hold (audio offered send-only, inactive or to 0.0.0.0),
-    /// None when it has no audio.
-    pub(crate) fn apply_sdp(&mut self, idx: Idx, side: Side, body: &[u8]) -> Option<bool> {
+    /// Applies a session description `side` sent (from `sender`); returns
+    /// whether it puts the call on hold (audio offered send-only, inactive
+    /// or to 0.0.0.0), None when it has no audio. An address another live
+    /// call holds is taken over only by the party at that address, or one
+    /// of that call's hops (a phone reusing its port, a proxy's next
+    /// call): a stranger's SDP cannot move or close another call's media
+    /// (`sdp_media_of_another_call`).
+    pub(crate) fn apply_sdp(
+        &mut self,
+        idx: Idx,
+        side: Side,
+        body: &[u8],
+        sender: IpAddr,
+    ) -> Option<bool> {
         let parsed = sdp::parse(body);
         let hold = parsed
             .media
@@ -30,6 +40,18 @@ impl Engine {
                 continue;
             };
             if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
+                continue;
+            }
+            let holder = self
+                .media
+                .get(&(addr, port))
+                .map(|e| e.call)
+                .filter(|&c| c != idx);
+            let stranger = holder
+                .and_then(|c| self.calls.get(c))
+                .is_some_and(|other| addr != sender && !other.hops.contains(sender, self.key_seed));
+            if stranger {
+                self.counters.anomaly("sdp_media_of_another_call");
                 continue;
             }
             let Some(call) = self.calls.get_mut(idx) else {
@@ -93,8 +115,10 @@ impl Engine {
             if let Some(e) = self.media.get(&(addr, port)) {
                 for &si in &e.streams {
                     if let Some(st) = self.streams.get_mut(si) {
-                        if (st.key.dst, st.key.dport) == (addr, port)
-                            || (st.key.src, st.key.sport) == (addr, port)
+                        let own = st.call.is_none_or(|c| c == idx);
+                        if own
+                            && ((st.key.dst, st.key.dport) == (addr, port)
+                                || (st.key.src, st.key.sport) == (addr, port))
                         {
                             st.closed = !rtp;
                         }

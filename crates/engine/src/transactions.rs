@@ -80,8 +80,13 @@ impl Transactions {
         if self.keys.contains(&key) {
             return;
         }
+        // The call's first INVITE keeps slot 0: no other leg pushes it out.
+        if establishing && self.keys[0] == 0 {
+            self.keys[0] = key;
+            return;
+        }
         let (ring, base, len) = if establishing {
-            (0, 0, INVITES)
+            (0, 1, INVITES - 1)
         } else {
             (1, INVITES, OTHERS)
         };
@@ -111,8 +116,9 @@ impl Transactions {
     }
 }
 
-/// Up to eight addresses (as seeded 32-bit words; 0 is empty) of the
-/// call's establishing INVITEs, sources and destinations: its hops.
+/// Up to eight addresses (as seeded 32-bit words; 0 is empty): the call's
+/// first INVITE's two ends, and those of each establishing INVITE its
+/// destination answered 1xx or 2xx: its hops.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Hops([u32; 8]);
 

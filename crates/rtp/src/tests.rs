@@ -460,3 +460,39 @@ fn long_outages_and_near_restarts() {
         (1, 0, 0)
     );
 }
+
+/// Loss the timestamp vouches for stays loss when the last packet before
+/// it came late (a queue flushed after a stall), and an outage after a
+/// comfort-noise packet is still an outage.
+#[test]
+fn loss_behind_a_late_packet_and_after_comfort_noise() {
+    let clock = ClockRate::Hz(8000);
+    let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
+    for i in 1..50u16 {
+        s.update(
+            &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
+            clock,
+        );
+    }
+    // Packet 149 arrived 2.9 s late; 150 packets are lost after it; the
+    // rest arrive at once.
+    s.update(&pkt(3_880.0, 150, 16_000 + 50 * 160), clock);
+    s.update(&pkt(3_900.0, 301, 16_000 + 201 * 160), clock);
+    assert_eq!((s.seq.resets, s.seq.lost()), (0, 150));
+    let mut cn = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
+    for i in 1..50u16 {
+        cn.update(
+            &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
+            clock,
+        );
+    }
+    let mut noise = pkt(1_000.0, 150, 16_000 + 50 * 160);
+    noise.payload_type = 13;
+    cn.update(&noise, clock);
+    // 70 s (3 500 packets) later, voice again.
+    cn.update(&pkt(71_000.0, 3_651, 16_000 + 3_551 * 160), clock);
+    assert_eq!(
+        (cn.seq.outages, cn.seq.resets, cn.seq.lost()),
+        (1, 0, 3_500)
+    );
+}

@@ -385,9 +385,12 @@ fn value_in<'a>(msg: &'a [u8], value: &[u8]) -> &'a [u8] {
 
 fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
     // A display name in Latin-1 does not cost the URI: a name-addr that
-    // is not UTF-8 is read from its `<`.
+    // is not UTF-8 is read from the `<` the grammar finds (outside quotes).
     let value = match (to_str(value), is_name_addr(name)) {
-        (None, true) => memchr::memchr(b'<', value).map_or(value, |lt| &value[lt..]),
+        (None, true) => match uri_start(value) {
+            UriStart::At(lt) => &value[lt..],
+            _ => return,
+        },
         _ => value,
     };
     let Some(v) = to_str(value) else { return };
@@ -491,23 +494,10 @@ impl<'a> NameAddr<'a> {
 /// A value with no such `<` whose quote comes before any `;` is malformed:
 /// no URI, since nothing quoted may stand in for one.
 fn split_name_addr(v: &str) -> Option<(Option<&str>, &str, &str)> {
-    let b = v.as_bytes();
-    let (mut i, mut quoted) = (0, false);
-    let (mut params_seen, mut quote_before_params) = (false, false);
-    let lt = loop {
-        match b.get(i) {
-            None if quote_before_params => return Some((None, "", "")),
-            None => return None,
-            Some(b'\\') => i += 1,
-            Some(b';') if !quoted => params_seen = true,
-            Some(b'"') => {
-                quoted = !quoted;
-                quote_before_params |= !params_seen;
-            }
-            Some(b'<') if !quoted => break i,
-            Some(_) => {}
-        }
-        i += 1;
+    let lt = match uri_start(v.as_bytes()) {
+        UriStart::At(lt) => lt,
+        UriStart::Malformed => return Some((None, "", "")),
+        UriStart::AddrSpec => return None,
     };
     let after = &v[lt + 1..];
     let gt = after.find('>').unwrap_or(after.len());
@@ -516,6 +506,37 @@ fn split_name_addr(v: &str) -> Option<(Option<&str>, &str, &str)> {
         &after[..gt],
         after.get(gt + 1..).unwrap_or(""),
     ))
+}
+
+/// Where a name-addr's URI starts, read on bytes (any text encoding).
+enum UriStart {
+    /// At the `<` at this index.
+    At(usize),
+    /// No `<` outside quotes, and a quote before any `;`: no URI.
+    Malformed,
+    /// A bare addr-spec.
+    AddrSpec,
+}
+
+/// The first `<` outside quotes (a backslash escapes the next byte).
+fn uri_start(b: &[u8]) -> UriStart {
+    let (mut i, mut quoted) = (0, false);
+    let (mut params_seen, mut quote_before_params) = (false, false);
+    loop {
+        match b.get(i) {
+            None if quote_before_params => return UriStart::Malformed,
+            None => return UriStart::AddrSpec,
+            Some(b'\\') => i += 1,
+            Some(b';') if !quoted => params_seen = true,
+            Some(b'"') => {
+                quoted = !quoted;
+                quote_before_params |= !params_seen;
+            }
+            Some(b'<') if !quoted => return UriStart::At(i),
+            Some(_) => {}
+        }
+        i += 1;
+    }
 }
 
 /// A display name as shown: trimmed, one pair of enclosing quotes removed.

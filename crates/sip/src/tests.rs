@@ -325,3 +325,24 @@ fn folded_and_latin1_name_addrs_keep_their_uri() {
         b"SIP/2.0 486 Occup\xe9\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
     assert_eq!(parse(busy, false).unwrap().status(), Some(486));
 }
+
+/// A Latin-1 display name holding a URI in quotes does not become the URI.
+#[test]
+fn latin1_display_names_cannot_stand_in_for_the_uri() {
+    for from in [
+        &b"\"\xe9<sip:boss@corp.example>\" <sip:attacker@evil.example>;tag=1"[..],
+        b"Ren\xe9 \\<sip:boss@corp.example> <sip:attacker@evil.example>;tag=1",
+    ] {
+        let mut m = b"INVITE sip:b@h SIP/2.0\r\nFrom: ".to_vec();
+        m.extend_from_slice(from);
+        m.extend_from_slice(b"\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
+        let parsed = parse(&m, false).unwrap();
+        let na = NameAddr::parse(parsed.from.unwrap());
+        assert_eq!(
+            na.user,
+            Some("attacker"),
+            "{:?}",
+            String::from_utf8_lossy(from)
+        );
+    }
+}

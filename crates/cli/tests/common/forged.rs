@@ -207,11 +207,7 @@ pub fn self_answered_copies(attempts: u32) -> Pcap {
              Call-ID: scan-{n}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
         );
         p.udp(t + SEC / 200, second, SCANNER, swapped.as_bytes());
-        let ok = swapped.replacen(
-            "INVITE sip:100@192.0.2.66 SIP/2.0",
-            "SIP/2.0 200 OK",
-            1,
-        );
+        let ok = swapped.replacen("INVITE sip:100@192.0.2.66 SIP/2.0", "SIP/2.0 200 OK", 1);
         p.udp(t + SEC / 150, SCANNER, second, ok.as_bytes());
         p.udp(
             t + SEC / 120,
@@ -280,5 +276,86 @@ pub fn natted_caller_and_a_stranger() -> Pcap {
         5,
         |i| i % 2 == 0,
     );
+    p
+}
+
+/// An outsider on the caller's network.
+pub const OUTSIDER: Endpoint = (Ipv4Addr::new(10, 0, 0, 66), 5060);
+
+/// A call A→B (10 s of media, the callee hangs up) into which an outsider
+/// sends legs of its own: INVITEs to itself (answered 200 and 486 by
+/// itself), INVITEs to six other addresses, a BYE to the caller and lossy
+/// RTP to the caller's media port.
+pub fn outsider_legs() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "legs", "");
+    let leg = |n: u32, to: Endpoint| {
+        format!(
+            "INVITE sip:x@{ip} SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.66;branch=z9hG4bKleg{n}\r\n\
+             From: <sip:alice@10.0.0.1>;tag=a\r\nTo: <sip:bob@10.0.0.2>\r\nCall-ID: legs\r\n\
+             CSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n",
+            ip = to.0
+        )
+    };
+    for n in 0..4 {
+        let m = leg(n, OUTSIDER);
+        let t = T0 + SEC / 20 + i64::from(n) * SEC / 1000;
+        p.udp(t, OUTSIDER, OUTSIDER, m.as_bytes());
+        let status = if n % 2 == 0 {
+            "SIP/2.0 200 OK"
+        } else {
+            "SIP/2.0 486 Busy Here"
+        };
+        let answer = m.replacen(&format!("INVITE sip:x@{} SIP/2.0", OUTSIDER.0), status, 1);
+        p.udp(t + SEC / 2000, OUTSIDER, OUTSIDER, answer.as_bytes());
+    }
+    for n in 1..=6u8 {
+        let to = (Ipv4Addr::new(10, 9, 9, n), 5060);
+        p.udp(
+            T0 + SEC / 20 + i64::from(n) * SEC / 100,
+            OUTSIDER,
+            to,
+            leg(10 + u32::from(n), to).as_bytes(),
+        );
+    }
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
+    voice(
+        &mut p,
+        (OUTSIDER.0, 7000),
+        CALLER_RTP,
+        3,
+        T0 + 2 * SEC,
+        5,
+        |i| i % 2 == 0,
+    );
+    let bye = super::hostile::sip("BYE sip:alice@10.0.0.1 SIP/2.0", "legs", "2 BYE", true, "");
+    p.udp(T0 + 3 * SEC, OUTSIDER, CALLER, &bye);
+    let hangup =
+        "BYE sip:alice@10.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.2;branch=z9hG4bKbye\r\n\
+         From: <sip:bob@10.0.0.2>;tag=b\r\nTo: <sip:alice@10.0.0.1>;tag=a\r\nCall-ID: legs\r\n\
+         CSeq: 1 BYE\r\nContent-Length: 0\r\n\r\n";
+    p.udp(T0 + 11 * SEC, CALLEE, CALLER, hangup.as_bytes());
+    p
+}
+
+/// A call with lossy media (every third packet of the caller's lost) and,
+/// 2.9 s in, an outsider's call of its own whose SDP offers T.38 at the
+/// caller's media address.
+pub fn sdp_of_another_call() -> Pcap {
+    let mut p = Pcap::default();
+    call_setup(&mut p, "victim", "");
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |i| {
+        i % 3 == 0
+    });
+    voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
+    let sdp = "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 10.0.0.1\r\nt=0 0\r\nm=image 40000 udptl t38\r\n";
+    let invite = format!(
+        "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.66;branch=z9hG4bKx\r\n\
+         From: <sip:x@10.0.0.66>;tag=x\r\nTo: <sip:bob@10.0.0.2>\r\nCall-ID: thief\r\nCSeq: 1 INVITE\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    p.udp(T0 + 2_900_000_000, OUTSIDER, CALLEE, invite.as_bytes());
     p
 }

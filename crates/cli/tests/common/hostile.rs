@@ -448,9 +448,11 @@ pub fn rtcp_on_odd_ports() -> Pcap {
         let sdp = |ip: Ipv4Addr, port: u16| {
             format!("v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n")
         };
+        // The INVITE without a To tag, as an initial INVITE is.
         let msg = |start: &str, body: String| {
+            let to_tag = if start.starts_with("SIP/") { ";tag=b" } else { "" };
             format!(
-                "{start}\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>;tag=b\r\nCall-ID: rtcp-{c}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
+                "{start}\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>{to_tag}\r\nCall-ID: rtcp-{c}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
             )
             .into_bytes()
