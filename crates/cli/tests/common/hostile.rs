@@ -450,7 +450,11 @@ pub fn rtcp_on_odd_ports() -> Pcap {
         };
         // The INVITE without a To tag, as an initial INVITE is.
         let msg = |start: &str, body: String| {
-            let to_tag = if start.starts_with("SIP/") { ";tag=b" } else { "" };
+            let to_tag = if start.starts_with("SIP/") {
+                ";tag=b"
+            } else {
+                ""
+            };
             format!(
                 "{start}\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>{to_tag}\r\nCall-ID: rtcp-{c}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
