@@ -506,3 +506,17 @@ fn establishes(call: &Call, m: &SipMessage<'_>, src: IpAddr, dst: IpAddr) -> boo
     let elsewhere = src != call.caller.0 && dst != call.caller.0 && src != dst;
     !to_tag && (dst == call.callee.0 || redirected || elsewhere)
 }
+
+impl Call {
+    /// A BYE ended it: hung up, and not by a CANCEL (a 2xx that crossed a
+    /// CANCEL makes the call answered, and its BYE the end).
+    pub(crate) fn ended_by_bye(&self) -> bool {
+        self.hangup_by.is_some() && (!self.cancelled || self.answer_ns.is_some())
+    }
+
+    /// Failed by a 401/407 challenge, so waiting for the retry with
+    /// credentials (a retry, CANCEL or BYE changes `closing`).
+    pub(crate) fn challenged(&self) -> bool {
+        self.closing == Some(CallState::Failed) && matches!(self.final_status, Some(401 | 407))
+    }
+}

@@ -294,20 +294,6 @@ struct Call {
     capture_dropped_at_start: u32,
 }
 
-impl Call {
-    /// A BYE ended it: hung up, and not by a CANCEL (a 2xx that crossed a
-    /// CANCEL makes the call answered, and its BYE the end).
-    fn ended_by_bye(&self) -> bool {
-        self.hangup_by.is_some() && (!self.cancelled || self.answer_ns.is_some())
-    }
-
-    /// Failed by a 401/407 challenge, so waiting for the retry with
-    /// credentials (a retry, CANCEL or BYE changes `closing`).
-    fn challenged(&self) -> bool {
-        self.closing == Some(CallState::Failed) && matches!(self.final_status, Some(401 | 407))
-    }
-}
-
 impl Linked for Call {
     fn links(&mut self) -> &mut Links {
         &mut self.links

@@ -367,20 +367,10 @@ fn is_name_addr(name: &[u8]) -> bool {
 
 /// The span of `msg` from `value` to the end of `line` (both within it),
 /// trimmed: a header value with its folded continuation.
-fn joined<'a>(msg: &'a [u8], value: &[u8], line: &[u8]) -> &'a [u8] {
+fn joined<'a>(msg: &'a [u8], value: &'a [u8], line: &[u8]) -> &'a [u8] {
     let at = |s: &[u8]| (s.as_ptr() as usize).wrapping_sub(msg.as_ptr() as usize);
     let (start, end) = (at(value), at(line).saturating_add(line.len()));
-    match msg.get(start..end) {
-        Some(v) => trim(v),
-        None => value_in(msg, value),
-    }
-}
-
-/// `value` as a slice of `msg` (it is one).
-fn value_in<'a>(msg: &'a [u8], value: &[u8]) -> &'a [u8] {
-    let start = (value.as_ptr() as usize).wrapping_sub(msg.as_ptr() as usize);
-    msg.get(start..start.saturating_add(value.len()))
-        .unwrap_or(&[])
+    msg.get(start..end).map_or(value, trim)
 }
 
 fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {

@@ -25,6 +25,12 @@ fn scan_message(start: &str, n: u32, to_tag: bool) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The server's real answer to attempt `n` (sent at `t`): 404.
+fn server_refuses(p: &mut Pcap, t: i64, n: u32) {
+    let refusal = scan_message("SIP/2.0 404 Not Found", n, true);
+    p.udp(t + SEC / 50, VICTIM, SCANNER, &refusal);
+}
+
 /// `attempts` INVITEs from a scanner, each followed by the scanner's own
 /// 200 OK (sent the INVITE's way) and then the server's real 404.
 pub fn fake_answers(attempts: u32) -> Pcap {
@@ -43,12 +49,7 @@ pub fn fake_answers(attempts: u32) -> Pcap {
             VICTIM,
             &scan_message("SIP/2.0 200 OK", n, true),
         );
-        p.udp(
-            t + SEC / 50,
-            VICTIM,
-            SCANNER,
-            &scan_message("SIP/2.0 404 Not Found", n, true),
-        );
+        server_refuses(&mut p, t, n);
     }
     p
 }
@@ -221,12 +222,7 @@ pub fn self_answered_copies(attempts: u32) -> Pcap {
             SCANNER,
             &scan_message("SIP/2.0 200 OK", n, true),
         );
-        p.udp(
-            t + SEC / 50,
-            VICTIM,
-            SCANNER,
-            &scan_message("SIP/2.0 404 Not Found", n, true),
-        );
+        server_refuses(&mut p, t, n);
     }
     p
 }
