@@ -3,12 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The oracle (tshark, mergecap), the real peers of the namespace tests, and
-# the browser (Chromium and its WebDriver) of the console test.
+# the browser (Chromium and its WebDriver) of the console test, and valgrind
+# (callgrind counts the packet path's instructions: benches/budget.sh).
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
     baresip:baresip rtpengine:rtpengine-daemon nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
     linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables \
-    chromium:chromium /usr/bin/chromedriver:chromium-driver; do
+    chromium:chromium /usr/bin/chromedriver:chromium-driver valgrind:valgrind; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 # spandsp (the PESQ rig's PLC, and the audio decoders' oracle), what
@@ -62,6 +63,11 @@ awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p,
 if [ "$status" != 0 ]; then
     echo "tests failed (see target/test.log)" >&2
     exit "$status"
+fi
+# The packet path's instruction budget (callgrind; CALLIPER_SKIP=budget skips it).
+if ! benches/budget.sh; then
+    echo "the packet path is over its instruction budget (benches/budget.sh)" >&2
+    exit 1
 fi
 # Every fuzz target under libFuzzer for a bounded time (FUZZ_SECONDS each).
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
