@@ -50,22 +50,12 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
     }
 }
 
-/// Two little-endian words from 16 bytes.
+/// Two little-endian words from 16 bytes (two loads).
 #[inline(always)]
 fn words16(c: &[u8]) -> (u64, u64) {
-    let word = |i: usize| {
-        u64::from_le_bytes([
-            c[i],
-            c[i + 1],
-            c[i + 2],
-            c[i + 3],
-            c[i + 4],
-            c[i + 5],
-            c[i + 6],
-            c[i + 7],
-        ])
-    };
-    (word(0), word(8))
+    let (lo, hi) = c.split_at(8);
+    let word = |w: &[u8]| u64::from_le_bytes(w[..8].try_into().expect("eight bytes"));
+    (word(lo), word(hi))
 }
 
 /// Hash of four words and `bytes` (callers pass a short slice on the packet

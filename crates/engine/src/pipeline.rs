@@ -333,7 +333,12 @@ impl Engine {
             } => {
                 // Signalling is counted by every shard alike (`counters`),
                 // media only by the shard that owns its address pair (`owned`).
-                if self.sip.is_sip(sport, dport, payload) {
+                // A key hint says `rtp_key` already found this datagram to
+                // be owned media, by the same tests as below.
+                if self.key_hint.is_some() {
+                    self.owned.udp += 1;
+                    self.media_datagram(now, f.src, sport, f.dst, dport, payload);
+                } else if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += 1;
                     self.sip_transport = SipTransport::Udp;
                     self.sip_datagram(now, f.src, sport, f.dst, dport, payload);

@@ -120,6 +120,9 @@ fn classify(
     let app_of_ports = |s: u16, d: u16| {
         if sip.port(s, d) {
             Some(0)
+        } else if s.min(d) > 8443 {
+            // Above every port named below (most media): one compare.
+            None
         } else if s == 53 || d == 53 {
             Some(3)
         } else if [80, 443, 8080, 8443].iter().any(|&p| p == s || p == d) {
