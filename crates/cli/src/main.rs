@@ -1,11 +1,11 @@
 //! `calliper`: the command-line front end.
 
 use anyhow::{bail, Context, Result};
-use calliper_capture::CaptureReader;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::RawPacket;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use inputs::{Inputs, READ_BATCH};
 use options::{EngineArgs, Format, OutputArgs};
 use run::{Analyzer, Outputs};
 use std::fs::File;
@@ -17,6 +17,7 @@ mod crtp;
 mod export;
 mod files;
 mod generate;
+mod inputs;
 mod options;
 mod probe;
 mod recording;
@@ -117,10 +118,6 @@ struct AnalyzeArgs {
     #[arg(long)]
     memory_bound: bool,
 }
-
-/// Packets read from a capture at once (several prefetch groups of
-/// [`calliper_engine::LOOKAHEAD`]).
-const READ_BATCH: usize = 64;
 
 fn main() -> ExitCode {
     let argv = match probe::config_file::expand(std::env::args_os().collect()) {
@@ -244,75 +241,34 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     };
 
     let mut engine = Analyzer::new(cfg, threads, outputs.hub());
-    let mut clean = true;
     // A failure of the analysis itself (a panic): the input it was reading and why.
     let mut failure: Option<(String, WorkerFailed)> = None;
-    let mut done_bytes = 0u64;
-    // The latest capture time of the files read so far.
-    let mut files_end = i64::MIN;
-    for (path, file) in inputs {
-        let name = path.display().to_string();
-        let mut reader = match CaptureReader::new(file) {
-            Ok(r) => r,
-            Err(e) => {
-                bar.suspend(|| eprintln!("calliper: {name}: {e}"));
-                clean = false;
-                continue;
-            }
-        };
-        let mut n = 0u64;
-        let mut file_end = i64::MIN;
-        loop {
-            match reader.next_batch(READ_BATCH) {
-                Ok(b) if b.is_empty() => break,
-                Ok(b) => {
-                    let mut raw = [RawPacket::default(); READ_BATCH];
-                    for (r, p) in raw.iter_mut().zip(b.iter()) {
-                        *r = p.into();
-                    }
-                    let first = raw[0].ts_ns;
-                    if n == 0 && first < files_end {
-                        bar.suspend(|| {
-                            eprintln!(
-                                "calliper: warning: {name} starts {:.3} s before the previous file ended: \
-                                 files are read as one capture in the order given, so give them in time order",
-                                (files_end - first) as f64 / 1e9
-                            )
-                        });
-                    }
-                    file_end = raw[..b.len()].iter().fold(file_end, |m, p| m.max(p.ts_ns));
-                    if let Err(f) = engine.packets(&raw[..b.len()]) {
-                        failure = Some((name.clone(), f));
-                        break;
-                    }
-                    let before = n;
-                    n += b.len() as u64;
-                    if n / 65536 != before / 65536 {
-                        bar.set_position(done_bytes + reader.position());
-                        if let Some(open) = engine.active_calls() {
-                            bar.set_message(format!("{open} calls open"));
-                        }
-                    }
-                    if n / 4096 != before / 4096 {
-                        outputs.emit(&mut engine, false)?;
-                    }
-                }
-                Err(e) => {
-                    bar.suspend(|| {
-                        eprintln!("calliper: {name}: {e}; results up to this point are kept")
-                    });
-                    clean = false;
-                    break;
-                }
-            }
+    let mut inputs = Inputs::new(inputs);
+    let mut n = 0u64;
+    let mut say = |m: &str| bar.suspend(|| eprintln!("{m}"));
+    while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
+        let mut raw = [RawPacket::default(); READ_BATCH];
+        for (r, p) in raw.iter_mut().zip(b.iter()) {
+            *r = p.into();
         }
-        done_bytes += reader.position();
-        files_end = files_end.max(file_end);
-        outputs.emit(&mut engine, false)?;
-        if failure.is_some() {
+        let read = b.len();
+        if let Err(f) = engine.packets(&raw[..read]) {
+            failure = Some((inputs.name().to_string(), f));
             break;
         }
+        let before = n;
+        n += read as u64;
+        if n / 65536 != before / 65536 {
+            bar.set_position(inputs.position());
+            if let Some(open) = engine.active_calls() {
+                bar.set_message(format!("{open} calls open"));
+            }
+        }
+        if n / 4096 != before / 4096 {
+            outputs.emit(&mut engine, false)?;
+        }
     }
+    let clean = inputs.clean();
     if failure.is_none() {
         if let Err(f) = engine.finish() {
             failure = Some((input_names(&a.files), f));

@@ -7,12 +7,13 @@ pub mod config_file;
 mod console;
 mod signals;
 
+use crate::inputs::{Inputs, READ_BATCH};
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
 use crate::run::{Analyzer, Outputs};
 use anyhow::{bail, Context, Result};
 use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
-use calliper_capture::{CaptureReader, Packet};
+use calliper_capture::Packet;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::RawPacket;
 use std::fs::File;
@@ -133,14 +134,8 @@ impl ProbeArgs {
 #[allow(clippy::large_enum_variant)] // one per run: size does not matter
 enum Source {
     Live(Box<LiveCapture>),
-    /// Files still to read, the one being read, the filter, and the pace
-    /// (`--realtime`).
-    Files(
-        std::vec::IntoIter<(PathBuf, File)>,
-        Option<(String, CaptureReader<File>)>,
-        Option<Filter>,
-        Option<Pace>,
-    ),
+    /// The files, the filter, and the pace (`--realtime`).
+    Files(Inputs, Option<Filter>, Option<Pace>),
 }
 
 /// A replay at the capture's own pace: the first packet's time and when it
@@ -183,49 +178,29 @@ impl Source {
                 ring.next_block(100, f).context("capture failed")?;
                 Ok(Step::Packets)
             }
-            Source::Files(rest, current, filter, pace) => loop {
-                if current.is_none() {
-                    let Some((path, file)) = rest.next() else {
-                        return Ok(Step::End);
-                    };
-                    let name = path.display().to_string();
-                    match CaptureReader::new(file) {
-                        Ok(r) => *current = Some((name, r)),
-                        Err(e) => {
-                            eprintln!("calliper: {name}: {e}");
-                            *clean = false;
-                            continue;
-                        }
-                    }
-                }
-                let Some((name, reader)) = current.as_mut() else {
-                    continue;
-                };
+            Source::Files(inputs, filter, pace) => {
                 // At its own pace, one packet at a time.
-                match reader.next_batch(if pace.is_some() { 1 } else { 64 }) {
-                    Ok(b) if b.is_empty() => *current = None,
-                    Ok(b) => {
-                        if let (Some(pace), Some(p)) = (pace.as_mut(), b.iter().next()) {
-                            pace.wait(p.ts_ns);
-                        }
-                        let mut packets = [EMPTY; 64];
-                        let mut n = 0;
-                        for p in b.iter().take(64) {
-                            if keeps(filter.as_mut(), &p, clean) {
-                                packets[n] = p;
-                                n += 1;
-                            }
-                        }
-                        f(&packets[..n]);
-                        return Ok(Step::Packets);
-                    }
-                    Err(e) => {
-                        eprintln!("calliper: {name}: {e}; results up to this point are kept");
-                        *clean = false;
-                        *current = None;
+                let max = if pace.is_some() { 1 } else { READ_BATCH };
+                let mut say = |m: &str| eprintln!("{m}");
+                let Some(b) = inputs.next_batch(max, &mut say) else {
+                    *clean &= inputs.clean();
+                    return Ok(Step::End);
+                };
+                if let (Some(pace), Some(p)) = (pace.as_mut(), b.iter().next()) {
+                    pace.wait(p.ts_ns);
+                }
+                let mut packets = [EMPTY; READ_BATCH];
+                let mut n = 0;
+                for p in b.iter().take(READ_BATCH) {
+                    if keeps(filter.as_mut(), &p, clean) {
+                        packets[n] = p;
+                        n += 1;
                     }
                 }
-            },
+                f(&packets[..n]);
+                *clean &= inputs.clean();
+                Ok(Step::Packets)
+            }
         }
     }
 
@@ -239,7 +214,7 @@ impl Source {
     /// Packets the filter left out (files; live, the kernel does not say).
     fn filtered_out(&self) -> Option<u64> {
         match self {
-            Source::Files(_, _, Some(f), _) => Some(f.rejected),
+            Source::Files(_, Some(f), _) => Some(f.rejected),
             _ => None,
         }
     }
@@ -314,12 +289,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         Source::Live(Box::new(LiveCapture::open(&live)?))
     } else {
         let filter = a.filter.as_deref().map(Filter::new).transpose()?;
-        Source::Files(
-            inputs.into_iter(),
-            None,
-            filter,
-            a.realtime.then(Pace::default),
-        )
+        Source::Files(Inputs::new(inputs), filter, a.realtime.then(Pace::default))
     };
     let input = if a.read.is_empty() {
         a.interfaces.join(",")

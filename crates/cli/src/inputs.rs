@@ -1,0 +1,109 @@
+//! Capture files read one after another as one capture: the one reading
+//! loop of `analyze` and `probe --read`.
+
+use calliper_capture::{Batch, CaptureReader};
+use std::fs::File;
+use std::path::PathBuf;
+
+/// Packets read and handed on at a time (several prefetch groups of
+/// [`calliper_engine::LOOKAHEAD`]).
+pub const READ_BATCH: usize = 64;
+
+/// Files read in the order given, as one capture. A file that cannot be
+/// read is reported and skipped, a damaged one is read up to the damage,
+/// and a file that starts before the previous one ended is reported (its
+/// packets are still read in file order).
+pub struct Inputs {
+    rest: std::vec::IntoIter<(PathBuf, File)>,
+    /// The file being read, by name.
+    current: Option<(String, CaptureReader<File>)>,
+    /// Whether the current file has given a batch yet.
+    started: bool,
+    /// Bytes read from the files already finished.
+    done_bytes: u64,
+    /// The latest capture time of the finished files, and of the current one.
+    files_end: i64,
+    file_end: i64,
+    /// False once a file could not be opened or was damaged.
+    clean: bool,
+}
+
+impl Inputs {
+    /// The files, in the order to read them.
+    pub fn new(files: Vec<(PathBuf, File)>) -> Inputs {
+        Inputs {
+            rest: files.into_iter(),
+            current: None,
+            started: false,
+            done_bytes: 0,
+            files_end: i64::MIN,
+            file_end: i64::MIN,
+            clean: true,
+        }
+    }
+
+    /// The next batch of at most `max` packets, or None after the last
+    /// file. Problems are told to `say`, one line each.
+    pub fn next_batch(&mut self, max: usize, say: &mut dyn FnMut(&str)) -> Option<Batch<'_>> {
+        loop {
+            if self.current.is_none() {
+                let (path, file) = self.rest.next()?;
+                let name = path.display().to_string();
+                match CaptureReader::new(file) {
+                    Ok(r) => self.current = Some((name, r)),
+                    Err(e) => {
+                        say(&format!("calliper: {name}: {e}"));
+                        self.clean = false;
+                    }
+                }
+                self.started = false;
+                continue;
+            }
+            let (name, reader) = self.current.as_mut()?;
+            let read = match reader.next_batch(max) {
+                Ok(b) => b.len(),
+                Err(e) => {
+                    say(&format!(
+                        "calliper: {name}: {e}; results up to this point are kept"
+                    ));
+                    self.clean = false;
+                    0
+                }
+            };
+            if read == 0 {
+                self.done_bytes += reader.position();
+                self.files_end = self.files_end.max(self.file_end);
+                self.current = None;
+                continue;
+            }
+            let (name, reader) = self.current.as_ref()?;
+            let batch = reader.last_batch();
+            let first = batch.times().next().unwrap_or(i64::MAX);
+            if !self.started && first < self.files_end {
+                say(&format!(
+                    "calliper: warning: {name} starts {:.3} s before the previous file ended: \
+                     files are read as one capture in the order given, so give them in time order",
+                    (self.files_end - first) as f64 / 1e9
+                ));
+            }
+            self.started = true;
+            self.file_end = batch.times().fold(self.file_end, i64::max);
+            return Some(batch);
+        }
+    }
+
+    /// Bytes read so far, over all files (for progress).
+    pub fn position(&self) -> u64 {
+        self.done_bytes + self.current.as_ref().map_or(0, |(_, r)| r.position())
+    }
+
+    /// The name of the file being read (empty between files).
+    pub fn name(&self) -> &str {
+        self.current.as_ref().map_or("", |(n, _)| n)
+    }
+
+    /// False once a file could not be opened or was damaged.
+    pub fn clean(&self) -> bool {
+        self.clean
+    }
+}
