@@ -17,7 +17,7 @@ fn samples(bytes: &[u8]) -> Vec<i16> {
 
 #[test]
 fn g711_and_g722_decode_as_spandsp_does() {
-    if std::env::var("CALLIPER_SKIP").is_ok_and(|s| s.split(',').any(|x| x == "spandsp")) {
+    if calliper_testkit::skip_asked("spandsp") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("calliper-audio-{}", std::process::id()));

@@ -49,11 +49,7 @@ fn loopback_datagrams_arrive_once_in_order() {
         ..LiveConfig::default()
     };
     let mut ring = match LiveCapture::open(&cfg) {
-        Err(LiveError::NotPermitted)
-            if std::env::var("CALLIPER_SKIP").is_ok_and(|s| s.split(',').any(|p| p == "live")) =>
-        {
-            return
-        }
+        Err(LiveError::NotPermitted) if calliper_testkit::skip_asked("live") => return,
         r => r.expect("open a ring on lo (needs CAP_NET_RAW; CALLIPER_SKIP=live skips)"),
     };
     let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -137,18 +137,7 @@ pub const IMPAIRED: &[&str] = &[
     "9",
 ];
 
-/// Whether a test whose prerequisite is missing may skip: only when the
-/// skip was asked for by naming `what` in `CALLIPER_SKIP` (comma-separated;
-/// README). Otherwise the test fails with `why`, so a test that cannot run
-/// is never reported as passed.
-pub fn skip_requested(what: &str, why: &str) -> bool {
-    let asked = std::env::var("CALLIPER_SKIP").unwrap_or_default();
-    if asked.split(',').any(|w| w.trim() == what) {
-        eprintln!("skipped ({what} in CALLIPER_SKIP): {why}");
-        return true;
-    }
-    panic!("{why}\n(set CALLIPER_SKIP={what} to skip this on purpose)");
-}
+pub use calliper_testkit::skip_requested;
 
 /// The capture directories compared against: ../shared/pcaps (public and
 /// generated), or only the repository's testdata/ when `shared-pcaps` is
