@@ -205,7 +205,7 @@ impl KpiArgs {
 #[derive(clap::Args, Debug)]
 pub struct EngineArgs {
     /// Ports always treated as SIP (repeat or comma-separate). SIP on other ports is found by its start line.
-    #[arg(long = "sip-port", value_delimiter = ',', default_values_t = [5060u16, 5080])]
+    #[arg(long = "sip-port", value_delimiter = ',', default_values_t = Config::default().sip_ports)]
     pub sip_ports: Vec<u16>,
     /// Only treat the --sip-port ports as SIP.
     #[arg(long)]
@@ -214,17 +214,17 @@ pub struct EngineArgs {
     #[arg(long)]
     pub no_rtp_heuristic: bool,
     /// End a call after this many seconds without SIP or media.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.call_idle_timeout_ns), value_name = "SECONDS", value_parser = positive_seconds)]
     pub call_timeout: f64,
     /// Keep a call this many seconds after BYE/CANCEL/failure, for late media and retries.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.call_grace_ns), value_name = "SECONDS", value_parser = nonnegative_seconds)]
     pub call_grace: f64,
     /// Wait this many seconds for the retry of an INVITE challenged with
     /// 401/407 (a user typing a password): the retry joins the same call.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = nonnegative_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.challenge_wait_ns), value_name = "SECONDS", value_parser = nonnegative_seconds)]
     pub challenge_wait: f64,
     /// End a stream without signalling after this many seconds of silence.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.stream_idle_timeout_ns), value_name = "SECONDS", value_parser = positive_seconds)]
     pub stream_timeout: f64,
     /// Most calls held at once (the least recently active is evicted beyond it).
     #[arg(long, default_value_t = Config::default().max_calls)]
@@ -240,11 +240,11 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = Config::default().max_unanswered)]
     pub max_unanswered: usize,
     /// End a call whose INVITE had no response at all after this many seconds (Timer B).
-    #[arg(long, default_value_t = 32.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.unanswered_timeout_ns), value_name = "SECONDS", value_parser = positive_seconds)]
     pub unanswered_timeout: f64,
     /// Drop a packet equal to one seen this many milliseconds before (a capture
     /// on Linux `any` or a SPAN of both directions shows each packet twice); 0 keeps all.
-    #[arg(long, default_value_t = 5.0, value_name = "MS")]
+    #[arg(long, default_value_t = default_seconds(|c| c.dedup_window_ns) * 1e3, value_name = "MS")]
     pub dedup_window: f64,
     /// Analysis threads. Above 1, every shard decodes every packet and analyses
     /// the media of its share of addresses; the results are identical to one
@@ -260,8 +260,14 @@ pub struct EngineArgs {
     pub rules: Option<PathBuf>,
     /// Length of a stream's reporting interval, at least 1 s (intervals
     /// align to multiples of it, so all streams' intervals line up).
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = positive_seconds)]
+    #[arg(long, default_value_t = default_seconds(|c| c.interval_ns), value_name = "SECONDS", value_parser = positive_seconds)]
     pub interval: f64,
+}
+
+/// A default of the engine's configuration, in seconds (the one
+/// definition of each default is `Config::default`).
+fn default_seconds(field: fn(&Config) -> i64) -> f64 {
+    field(&Config::default()) as f64 / 1e9
 }
 
 fn seconds(s: f64) -> i64 {
