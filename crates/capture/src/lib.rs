@@ -551,6 +551,7 @@ impl<R: Read> CaptureReader<R> {
 pub mod filter;
 #[cfg(target_os = "linux")]
 pub mod live;
+pub mod pcap_out;
 mod pcapng;
 
 #[cfg(test)]

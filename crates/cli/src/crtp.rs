@@ -6,6 +6,7 @@
 use crate::files::{distinct, reader};
 use anyhow::{bail, Context as _, Result};
 use calliper_capture::linktype;
+use calliper_capture::pcap_out::{self, Resolution};
 use calliper_crtp::{protocol, Compressor, Config, Decompressor, Kind};
 use clap::{Args, Subcommand};
 use std::io::{BufWriter, Write};
@@ -302,14 +303,7 @@ impl PcapWriter {
         let file = calliper_store::create_private(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut header = Vec::with_capacity(24);
-        header.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes());
-        header.extend_from_slice(&2u16.to_le_bytes());
-        header.extend_from_slice(&4u16.to_le_bytes());
-        for field in [0u32, 0, 65535, link_type] {
-            header.extend_from_slice(&field.to_le_bytes());
-        }
-        out.write_all(&header)?;
+        out.write_all(&pcap_out::file_header(link_type, 65535, Resolution::Nanos))?;
         Ok(PcapWriter {
             out,
             path: path.to_path_buf(),
@@ -317,13 +311,8 @@ impl PcapWriter {
     }
 
     fn write(&mut self, ts_ns: i64, frame: &[u8]) -> Result<()> {
-        let ts = ts_ns.max(0) as u64;
         let len = frame.len() as u32;
-        let mut record = [0u8; 16];
-        record[..4].copy_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-        record[4..8].copy_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-        record[8..12].copy_from_slice(&len.to_le_bytes());
-        record[12..].copy_from_slice(&len.to_le_bytes());
+        let record = pcap_out::record_header(ts_ns, len, len, Resolution::Nanos);
         self.out.write_all(&record)?;
         self.out
             .write_all(frame)

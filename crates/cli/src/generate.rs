@@ -13,6 +13,7 @@ mod rng;
 
 use anyhow::{bail, Context, Result};
 use attacks::{challenge, flood_invite, hostile_message, HOSTILE, VICTIM};
+use calliper_capture::pcap_out::{self, Resolution};
 use rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -227,13 +228,13 @@ impl<W: Write> Writer<W> {
         f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(payload);
-        let (sec, usec) = (
-            ts_ns.div_euclid(1_000_000_000) as u32,
-            (ts_ns.rem_euclid(1_000_000_000) / 1000) as u32,
-        );
-        for x in [sec, usec, f.len() as u32, f.len() as u32] {
-            self.w.write_all(&x.to_le_bytes())?;
-        }
+        let len = f.len() as u32;
+        self.w.write_all(&pcap_out::record_header(
+            ts_ns,
+            len,
+            len,
+            Resolution::Micros,
+        ))?;
         self.w.write_all(f)?;
         self.packets += 1;
         Ok(())
@@ -318,12 +319,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         frame: Vec::with_capacity(256),
         packets: 0,
     };
-    w.w.write_all(&0xA1B2C3D4u32.to_le_bytes())?;
-    w.w.write_all(&2u16.to_le_bytes())?;
-    w.w.write_all(&4u16.to_le_bytes())?;
-    for x in [0u32, 0, 65535, 1] {
-        w.w.write_all(&x.to_le_bytes())?;
-    }
+    w.w.write_all(&pcap_out::file_header(1, 65535, Resolution::Micros))?;
     let mut truth = match &a.truth {
         Some(p) => Some(BufWriter::new(
             calliper_store::create_private(p)

@@ -2,6 +2,7 @@
 //! pcap header, then packet records; where it goes is
 //! [`calliper_store::recordings`].
 
+use calliper_capture::pcap_out::{self, Resolution};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
@@ -38,7 +39,11 @@ pub fn create(path: &Path, link_type: u16) -> std::io::Result<std::fs::File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
-    f.write_all(&header(link_type))?;
+    f.write_all(&pcap_out::file_header(
+        u32::from(link_type),
+        SNAPLEN,
+        Resolution::Nanos,
+    ))?;
     Ok(f)
 }
 
@@ -58,25 +63,15 @@ pub fn append(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(f)
 }
 
-/// A pcap file header: nanosecond resolution, little-endian.
-fn header(link_type: u16) -> [u8; 24] {
-    let mut h = [0u8; 24];
-    h[0..4].copy_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-    h[4..6].copy_from_slice(&2u16.to_le_bytes());
-    h[6..8].copy_from_slice(&4u16.to_le_bytes());
-    h[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
-    h[20..24].copy_from_slice(&u32::from(link_type).to_le_bytes());
-    h
-}
-
 /// A packet record: its header and the captured bytes (cut at [`SNAPLEN`]).
 pub fn record(out: &mut Vec<u8>, ts_ns: i64, frame: &[u8], orig_len: u32) {
-    let ts = ts_ns.max(0);
     let caplen = frame.len().min(SNAPLEN as usize);
-    out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-    out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-    out.extend_from_slice(&(caplen as u32).to_le_bytes());
-    out.extend_from_slice(&orig_len.max(caplen as u32).to_le_bytes());
+    out.extend_from_slice(&pcap_out::record_header(
+        ts_ns,
+        caplen as u32,
+        orig_len,
+        Resolution::Nanos,
+    ));
     out.extend_from_slice(&frame[..caplen]);
 }
 
