@@ -3,6 +3,7 @@
 //! docs/hostile-input.md), so the regression tests feed the real thing
 //! rather than hand-edited bytes.
 
+use calliper_capture::pcap_out::{file_header, record_header, Resolution};
 use std::net::Ipv4Addr;
 
 /// A pcap (Ethernet, ns timestamps) being written in memory.
@@ -13,14 +14,7 @@ pub struct Pcap {
 
 impl Default for Pcap {
     fn default() -> Self {
-        let mut bytes = Vec::new();
-        // Magic for nanosecond timestamps, version 2.4, snaplen 256 KiB, Ethernet.
-        bytes.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes());
-        bytes.extend_from_slice(&2u16.to_le_bytes());
-        bytes.extend_from_slice(&4u16.to_le_bytes());
-        for x in [0u32, 0, 262_144, 1] {
-            bytes.extend_from_slice(&x.to_le_bytes());
-        }
+        let bytes = file_header(1, 262_144, Resolution::Nanos).to_vec();
         Pcap { bytes, packets: 0 }
     }
 }
@@ -28,12 +22,17 @@ impl Default for Pcap {
 impl Pcap {
     /// Appends an Ethernet frame carrying an IPv4 packet.
     pub fn ipv4(&mut self, ts_ns: i64, ip: &[u8]) {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        self.ethernet(ts_ns, 0x0800, ip);
+    }
+
+    /// Appends an Ethernet frame of `ethertype` carrying `ip`.
+    fn ethernet(&mut self, ts_ns: i64, ethertype: u16, ip: &[u8]) {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&ethertype.to_be_bytes());
         f.extend_from_slice(ip);
-        let (sec, ns) = (ts_ns / 1_000_000_000, ts_ns % 1_000_000_000);
-        for x in [sec as u32, ns as u32, f.len() as u32, f.len() as u32] {
-            self.bytes.extend_from_slice(&x.to_le_bytes());
-        }
+        let len = f.len() as u32;
+        self.bytes
+            .extend_from_slice(&record_header(ts_ns, len, len, Resolution::Nanos));
         self.bytes.extend_from_slice(&f);
         self.packets += 1;
     }
@@ -302,14 +301,7 @@ pub fn ipv6(src: [u8; 16], dst: [u8; 16], proto: u8, payload: &[u8]) -> Vec<u8> 
 impl Pcap {
     /// Appends an Ethernet frame carrying an IPv6 packet.
     pub fn ipv6(&mut self, ts_ns: i64, ip: &[u8]) {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xDD];
-        f.extend_from_slice(ip);
-        let (sec, ns) = (ts_ns / SEC, ts_ns % SEC);
-        for x in [sec as u32, ns as u32, f.len() as u32, f.len() as u32] {
-            self.bytes.extend_from_slice(&x.to_le_bytes());
-        }
-        self.bytes.extend_from_slice(&f);
-        self.packets += 1;
+        self.ethernet(ts_ns, 0x86DD, ip);
     }
 }
 

@@ -300,21 +300,11 @@ pub const KNOWN_DIFFERENCES: &[(&str, u32, &str)] = &[
 
 /// Writes a nanosecond pcap of `link_type` holding (timestamp ns, frame).
 pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
-    let mut out = vec![];
-    out.extend_from_slice(&0xA1B2_3C4Du32.to_le_bytes()); // nanosecond pcap
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    for x in [0u32, 0, 262_144, link_type] {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
+    use calliper_capture::pcap_out::{file_header, record_header, Resolution};
+    let mut out = file_header(link_type, 262_144, Resolution::Nanos).to_vec();
     for (ts, f) in packets {
-        let (s, ns) = (
-            ts.div_euclid(1_000_000_000) as u32,
-            ts.rem_euclid(1_000_000_000) as u32,
-        );
-        for x in [s, ns, f.len() as u32, f.len() as u32] {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
+        let len = f.len() as u32;
+        out.extend_from_slice(&record_header(*ts, len, len, Resolution::Nanos));
         out.extend_from_slice(f);
     }
     std::fs::write(path, out).unwrap();
