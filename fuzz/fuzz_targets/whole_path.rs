@@ -15,8 +15,9 @@ use arbitrary::{Arbitrary, Result, Unstructured};
 use calliper_engine::parallel::Parallel;
 use calliper_engine::{Config, Engine, Record, TrackerHub};
 use calliper_trackers::{EventKind, EventLog, TimeSeries};
-use std::sync::{Arc, Mutex};
+use calliper_wire::emit;
 use libfuzzer_sys::{arbitrary, fuzz_target};
+use std::sync::{Arc, Mutex};
 
 /// Text for SIP and SDP fields: a token from the dictionary (some of them
 /// hostile), or raw bytes of any value.
@@ -24,12 +25,58 @@ use libfuzzer_sys::{arbitrary, fuzz_target};
 struct Text(Vec<u8>);
 
 const TOKENS: &[&str] = &[
-    "INVITE", "ACK", "BYE", "CANCEL", "REGISTER", "UPDATE", "PRACK", "OPTIONS", "NOTIFY", "INFO",
-    "sip:alice@10.0.0.1", "sip:bob@10.0.0.2:5060", "<sip:a@b>;tag=1", "\"Al\u{e9}\" <sip:a@b>;tag=2",
-    "abé", "telephone-event", "PCMU", "PCMA", "G729", "opus", "AMR-WB", "G726-32", "RTP/AVP",
-    "udptl", "RTP/SAVPF", "0", "101", "8000", "16000", "48000", "\u{0}", "\r\n", "\r", "\n", " ",
-    ";", ":", "/", "<", ">", "\u{feff}", "\u{1f4de}", "é/8000", "99999999999999999999", "-1",
-    "sendonly", "recvonly", "inactive", "sendrecv", "IN IP4 10.0.0.3", "IN IP6 ::1", "IN IP4 0.0.0.0",
+    "INVITE",
+    "ACK",
+    "BYE",
+    "CANCEL",
+    "REGISTER",
+    "UPDATE",
+    "PRACK",
+    "OPTIONS",
+    "NOTIFY",
+    "INFO",
+    "sip:alice@10.0.0.1",
+    "sip:bob@10.0.0.2:5060",
+    "<sip:a@b>;tag=1",
+    "\"Al\u{e9}\" <sip:a@b>;tag=2",
+    "abé",
+    "telephone-event",
+    "PCMU",
+    "PCMA",
+    "G729",
+    "opus",
+    "AMR-WB",
+    "G726-32",
+    "RTP/AVP",
+    "udptl",
+    "RTP/SAVPF",
+    "0",
+    "101",
+    "8000",
+    "16000",
+    "48000",
+    "\u{0}",
+    "\r\n",
+    "\r",
+    "\n",
+    " ",
+    ";",
+    ":",
+    "/",
+    "<",
+    ">",
+    "\u{feff}",
+    "\u{1f4de}",
+    "é/8000",
+    "99999999999999999999",
+    "-1",
+    "sendonly",
+    "recvonly",
+    "inactive",
+    "sendrecv",
+    "IN IP4 10.0.0.3",
+    "IN IP6 ::1",
+    "IN IP4 0.0.0.0",
 ];
 
 impl<'a> Arbitrary<'a> for Text {
@@ -296,45 +343,26 @@ fn l4(l: &L4) -> (u8, Vec<u8>) {
 }
 
 fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut u = Vec::new();
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&((8 + payload.len()).min(0xFFFF) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    u
+    emit::udp(sport, dport, payload)
 }
 
 fn ipv4(src: u8, dst: u8, proto: u8, id: u16, frag: u16, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![0x45, 0];
-    h.extend_from_slice(&((20 + payload.len()).min(0xFFFF) as u16).to_be_bytes());
-    h.extend_from_slice(&id.to_be_bytes());
-    h.extend_from_slice(&frag.to_be_bytes());
-    h.extend_from_slice(&[64, proto, 0, 0]);
-    h.extend_from_slice(&ip4(src));
-    h.extend_from_slice(&ip4(dst));
-    h.extend_from_slice(payload);
-    h
+    emit::Ipv4 {
+        id,
+        frag,
+        ..emit::Ipv4::new(ip4(src).into(), ip4(dst).into(), proto)
+    }
+    .emit(payload)
 }
 
 fn ipv6(src: u8, dst: u8, proto: u8, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![0x60, 0, 0, 0];
-    h.extend_from_slice(&(payload.len().min(0xFFFF) as u16).to_be_bytes());
-    h.extend_from_slice(&[proto, 64]);
-    h.extend_from_slice(&ip6(src));
-    h.extend_from_slice(&ip6(dst));
-    h.extend_from_slice(payload);
-    h
+    emit::ipv6(ip6(src).into(), ip6(dst).into(), proto, payload)
 }
 
+/// `vlans % 3` VLAN tags (10, 11).
 fn ethernet(vlans: u8, ethertype: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-    for v in 0..vlans % 3 {
-        f.extend_from_slice(&[0x81, 0x00, 0, 10 + v]);
-    }
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
+    let tags: Vec<u16> = (0..vlans % 3).map(|v| 10 + u16::from(v)).collect();
+    emit::ethernet(&tags, ethertype, payload)
 }
 
 /// The Ethernet frames of one packet (several when fragmented).
@@ -365,7 +393,11 @@ fn frames(p: &Packet) -> Vec<Vec<u8>> {
         };
     }
     if p.v6 {
-        return vec![ethernet(p.vlans, 0x86DD, &ipv6(p.src, p.dst, proto, &inner))];
+        return vec![ethernet(
+            p.vlans,
+            0x86DD,
+            &ipv6(p.src, p.dst, proto, &inner),
+        )];
     }
     let pieces = (p.fragments % 5).max(1) as usize;
     let step = (inner.len() / pieces).next_multiple_of(8).max(8);
@@ -375,11 +407,19 @@ fn frames(p: &Packet) -> Vec<Vec<u8>> {
         .map(|(i, c)| {
             let more = (i + 1) * step < inner.len();
             let field = ((i * step / 8) as u16 & 0x1FFF) | if more { 0x2000 } else { 0 };
-            ethernet(p.vlans, 0x0800, &ipv4(p.src, p.dst, proto, p.ip_id, field, c))
+            ethernet(
+                p.vlans,
+                0x0800,
+                &ipv4(p.src, p.dst, proto, p.ip_id, field, c),
+            )
         })
         .collect();
     if out.is_empty() {
-        out.push(ethernet(p.vlans, 0x0800, &ipv4(p.src, p.dst, proto, p.ip_id, 0, &[])));
+        out.push(ethernet(
+            p.vlans,
+            0x0800,
+            &ipv4(p.src, p.dst, proto, p.ip_id, 0, &[]),
+        ));
     }
     if p.reverse {
         out.reverse();
@@ -412,7 +452,10 @@ fn sorted(records: Vec<Record>) -> Vec<String> {
 fn event_log() -> (EventLog, TimeSeries, TrackerHub) {
     let log = EventLog::new(&EventKind::ALL);
     let series = TimeSeries::new();
-    let hub: TrackerHub = Arc::new(Mutex::new(vec![Box::new(log.clone()), Box::new(series.clone())]));
+    let hub: TrackerHub = Arc::new(Mutex::new(vec![
+        Box::new(log.clone()),
+        Box::new(series.clone()),
+    ]));
     (log, series, hub)
 }
 
@@ -461,9 +504,21 @@ fuzz_target!(|packets: Vec<Packet>| {
     }
     two.finish().expect("a shard failed");
     got.extend(two.drain());
-    assert_eq!(two.counters(), one.counters(), "counters differ with 2 shards");
+    assert_eq!(
+        two.counters(),
+        one.counters(),
+        "counters differ with 2 shards"
+    );
     assert_eq!(sorted(got), sorted(want), "records differ with 2 shards");
-    assert_eq!(event_lines(&log_two), event_lines(&log_one), "events differ with 2 shards");
-    assert_eq!(rows(&series_two), rows(&series_one), "time series differ with 2 shards");
+    assert_eq!(
+        event_lines(&log_two),
+        event_lines(&log_one),
+        "events differ with 2 shards"
+    );
+    assert_eq!(
+        rows(&series_two),
+        rows(&series_one),
+        "time series differ with 2 shards"
+    );
     assert_eq!(log_one.dropped(), 0);
 });

@@ -14,6 +14,7 @@ mod rng;
 use anyhow::{bail, Context, Result};
 use attacks::{challenge, flood_invite, hostile_message, HOSTILE, VICTIM};
 use calliper_capture::pcap_out::{self, Resolution};
+use calliper_wire::emit;
 use rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -194,7 +195,6 @@ fn rtp_port(i: u32) -> u16 {
 
 struct Writer<W: Write> {
     w: W,
-    frame: Vec<u8>,
     packets: u64,
 }
 
@@ -208,26 +208,15 @@ impl<W: Write> Writer<W> {
         dport: u16,
         payload: &[u8],
     ) -> Result<()> {
-        let f = &mut self.frame;
-        f.clear();
-        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
-        let total = (20 + 8 + payload.len()) as u16;
-        let mut ip = [
-            0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        ];
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
         // A fresh IP ID per packet, as a sender's stack gives: a deliberate
-        // duplicate is then not mistaken for a capture's copy.
-        ip[4..6].copy_from_slice(&(self.packets as u16).to_be_bytes());
-        ip[12..16].copy_from_slice(&src.octets());
-        ip[16..20].copy_from_slice(&dst.octets());
-        calliper_crtp::set_ip_checksum(&mut ip, 20);
-        f.extend_from_slice(&ip);
-        f.extend_from_slice(&sport.to_be_bytes());
-        f.extend_from_slice(&dport.to_be_bytes());
-        f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(payload);
+        // duplicate is then not mistaken for a capture's copy. DF set.
+        let ip = emit::Ipv4 {
+            id: self.packets as u16,
+            frag: 0x4000,
+            ..emit::Ipv4::new(src, dst, calliper_wire::ipproto::UDP)
+        }
+        .emit(&emit::udp(sport, dport, payload));
+        let f = emit::ethernet(&[], emit::ethertype::IPV4, &ip);
         let len = f.len() as u32;
         self.w.write_all(&pcap_out::record_header(
             ts_ns,
@@ -235,7 +224,7 @@ impl<W: Write> Writer<W> {
             len,
             Resolution::Micros,
         ))?;
-        self.w.write_all(f)?;
+        self.w.write_all(&f)?;
         self.packets += 1;
         Ok(())
     }
@@ -316,7 +305,6 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut w = Writer {
         w: BufWriter::with_capacity(1 << 20, file),
-        frame: Vec::with_capacity(256),
         packets: 0,
     };
     w.w.write_all(&pcap_out::file_header(1, 65535, Resolution::Micros))?;

@@ -9,6 +9,7 @@
 mod common;
 
 use calliper_capture::CaptureReader;
+use calliper_wire::emit::ethertype_of;
 use common::calliper_jsonl;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -70,18 +71,7 @@ fn outer_ipv6(next: u8, inner: &[u8]) -> Vec<u8> {
 }
 
 fn ethernet(ethertype: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
-fn ethertype_of(ip: &[u8]) -> u16 {
-    if ip[0] >> 4 == 6 {
-        0x86DD
-    } else {
-        0x0800
-    }
+    calliper_wire::emit::ethernet(&[], ethertype, payload)
 }
 
 /// Wraps one IP packet; returns an Ethernet frame.

@@ -5,6 +5,7 @@
 
 use calliper_engine::{Config, Engine, RawPacket};
 use calliper_rtp::{ClockRate, Packet, StreamStats};
+use calliper_wire::emit;
 use divan::{black_box, Bencher};
 use std::net::Ipv4Addr;
 
@@ -14,22 +15,16 @@ fn main() {
 
 /// Raw IPv4/UDP packet (LINKTYPE_RAW).
 fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-    p[2..4].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(payload);
-    p
+    emit::Ipv4 {
+        id: 1,
+        frag: 0x4000,
+        ..emit::Ipv4::new(src, dst, calliper_wire::ipproto::UDP)
+    }
+    .emit(&emit::udp(sport, dport, payload))
 }
 
 fn ethernet(ip: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-    f.extend_from_slice(ip);
-    f
+    emit::ethernet(&[], emit::ethertype::IPV4, ip)
 }
 
 /// G.729 RTP: 12-byte header, 20 bytes of payload.

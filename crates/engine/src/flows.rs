@@ -11,16 +11,13 @@ const PROXY: [u8; 4] = [10, 0, 0, 2];
 
 /// A raw IPv4/UDP packet (LINKTYPE_RAW).
 fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-    p[2..4].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&src);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(payload);
-    p
+    use calliper_wire::{emit, ipproto};
+    emit::Ipv4 {
+        id: 1,
+        frag: 0x4000,
+        ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP)
+    }
+    .emit(&emit::udp(sport, dport, payload))
 }
 
 fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {

@@ -9,6 +9,7 @@
 //! The innermost IP header wins: a tunnelled packet is reported with the inner
 //! addresses, which is what SIP and RTP correlation need.
 
+pub mod emit;
 mod outer;
 pub mod rtcp;
 pub mod rtp;

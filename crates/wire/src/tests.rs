@@ -1,7 +1,7 @@
 //! Decoder tests.
 use super::*;
 
-/// Builds an IPv4/UDP packet with the given payload.
+/// Builds an IPv4/UDP packet with the given payload (ID 1).
 pub(crate) fn ipv4_udp(
     src: [u8; 4],
     dst: [u8; 4],
@@ -9,36 +9,15 @@ pub(crate) fn ipv4_udp(
     dport: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    let total = 20 + 8 + payload.len();
-    let mut v = vec![
-        0x45,
-        0,
-        (total >> 8) as u8,
-        total as u8,
-        0,
-        1,
-        0,
-        0,
-        64,
-        17,
-        0,
-        0,
-    ];
-    v.extend(src);
-    v.extend(dst);
-    v.extend(sport.to_be_bytes());
-    v.extend(dport.to_be_bytes());
-    v.extend(((8 + payload.len()) as u16).to_be_bytes());
-    v.extend([0, 0]);
-    v.extend_from_slice(payload);
-    v
+    emit::Ipv4 {
+        id: 1,
+        ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP)
+    }
+    .emit(&emit::udp(sport, dport, payload))
 }
 
 fn eth(ethertype: u16, inner: &[u8]) -> Vec<u8> {
-    let mut v = vec![0u8; 12];
-    v.extend(ethertype.to_be_bytes());
-    v.extend_from_slice(inner);
-    v
+    emit::ethernet(&[], ethertype, inner)
 }
 
 #[test]

@@ -9,14 +9,13 @@ fn ins(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
 
 /// An Ethernet/IPv4/UDP packet from port `sport` to `dport`.
 fn udp(sport: u16, dport: u16) -> Vec<u8> {
-    let mut p = vec![0u8; 12];
-    p.extend_from_slice(&[0x08, 0x00]);
-    p.extend_from_slice(&[0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0]);
-    p.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&[0, 8, 0, 0]);
-    p
+    use calliper_wire::{emit, ipproto};
+    let ip = emit::Ipv4 {
+        id: 1,
+        ..emit::Ipv4::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), ipproto::UDP)
+    }
+    .emit(&emit::udp(sport, dport, &[]));
+    emit::ethernet(&[], emit::ethertype::IPV4, &ip)
 }
 
 #[test]

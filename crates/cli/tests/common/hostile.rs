@@ -4,6 +4,7 @@
 //! rather than hand-edited bytes.
 
 use calliper_capture::pcap_out::{file_header, record_header, Resolution};
+use calliper_wire::emit;
 use std::net::Ipv4Addr;
 
 /// A pcap (Ethernet, ns timestamps) being written in memory.
@@ -22,14 +23,12 @@ impl Default for Pcap {
 impl Pcap {
     /// Appends an Ethernet frame carrying an IPv4 packet.
     pub fn ipv4(&mut self, ts_ns: i64, ip: &[u8]) {
-        self.ethernet(ts_ns, 0x0800, ip);
+        self.ethernet(ts_ns, emit::ethertype::IPV4, ip);
     }
 
     /// Appends an Ethernet frame of `ethertype` carrying `ip`.
     fn ethernet(&mut self, ts_ns: i64, ethertype: u16, ip: &[u8]) {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-        f.extend_from_slice(&ethertype.to_be_bytes());
-        f.extend_from_slice(ip);
+        let f = emit::ethernet(&[], ethertype, ip);
         let len = f.len() as u32;
         self.bytes
             .extend_from_slice(&record_header(ts_ns, len, len, Resolution::Nanos));
@@ -58,13 +57,7 @@ pub type Endpoint = (Ipv4Addr, u16);
 
 /// A UDP header and payload.
 pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut u = Vec::with_capacity(8 + payload.len());
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    u
+    emit::udp(sport, dport, payload)
 }
 
 /// An IPv4 header (`frag`: flags and offset field) and payload.
@@ -76,26 +69,17 @@ pub fn ipv4(
     frag: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut h = vec![0x45, 0];
-    h.extend_from_slice(&(20 + payload.len() as u16).to_be_bytes());
-    h.extend_from_slice(&id.to_be_bytes());
-    h.extend_from_slice(&frag.to_be_bytes());
-    h.extend_from_slice(&[64, proto, 0, 0]);
-    h.extend_from_slice(&src.octets());
-    h.extend_from_slice(&dst.octets());
-    h.extend_from_slice(payload);
-    h
+    emit::Ipv4 {
+        id,
+        frag,
+        ..emit::Ipv4::new(src, dst, proto)
+    }
+    .emit(payload)
 }
 
 /// A TCP header (data offset 5, window 65535) and payload.
 pub fn tcp(sport: u16, dport: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20 + payload.len());
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&seq.to_be_bytes());
-    t.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]);
-    t.extend_from_slice(payload);
-    t
+    emit::tcp(sport, dport, seq, flags, payload)
 }
 
 /// An RTP packet.
@@ -289,19 +273,13 @@ pub fn orphan_streams(n: u16, packets: u16) -> Pcap {
 
 /// An IPv6 header and payload.
 pub fn ipv6(src: [u8; 16], dst: [u8; 16], proto: u8, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![0x60, 0, 0, 0];
-    h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    h.extend_from_slice(&[proto, 64]);
-    h.extend_from_slice(&src);
-    h.extend_from_slice(&dst);
-    h.extend_from_slice(payload);
-    h
+    emit::ipv6(src.into(), dst.into(), proto, payload)
 }
 
 impl Pcap {
     /// Appends an Ethernet frame carrying an IPv6 packet.
     pub fn ipv6(&mut self, ts_ns: i64, ip: &[u8]) {
-        self.ethernet(ts_ns, 0x86DD, ip);
+        self.ethernet(ts_ns, emit::ethertype::IPV6, ip);
     }
 }
 
