@@ -14,25 +14,7 @@
 use std::fmt;
 use std::io::{self, Read};
 
-/// Link-layer header types (the pcap LINKTYPE_ values we decode).
-pub mod linktype {
-    /// BSD loopback: 4-byte address family in host byte order.
-    pub const NULL: u16 = 0;
-    /// Ethernet II.
-    pub const ETHERNET: u16 = 1;
-    /// Raw IP (v4 or v6, told apart by the version nibble).
-    pub const RAW: u16 = 101;
-    /// OpenBSD loopback: 4-byte address family in network byte order.
-    pub const LOOP: u16 = 108;
-    /// Linux cooked capture v1.
-    pub const LINUX_SLL: u16 = 113;
-    /// Raw IPv4.
-    pub const IPV4: u16 = 228;
-    /// Raw IPv6.
-    pub const IPV6: u16 = 229;
-    /// Linux cooked capture v2.
-    pub const LINUX_SLL2: u16 = 276;
-}
+pub use calliper_wire::linktype;
 
 /// One captured frame, borrowed from the reader's buffer.
 #[derive(Debug, Clone, Copy)]
