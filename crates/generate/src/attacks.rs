@@ -1,16 +1,16 @@
 //! The hostile traffic `--flood` and `--hostile` mix into a capture.
 
-use super::rng::Rng;
+use crate::rng::Rng;
 use std::net::Ipv4Addr;
 
 /// The server the attacks target, and the source of the hostile messages
 /// (the addresses the messages themselves name).
-pub(super) const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-pub(super) const HOSTILE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 66);
+pub(crate) const VICTIM: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+pub(crate) const HOSTILE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 66);
 
 /// The 407 a proxy that authenticates answers a flood INVITE with: a scan
 /// against such a proxy leaves a challenged call per INVITE.
-pub(super) fn challenge(invite: &str) -> String {
+pub(crate) fn challenge(invite: &str) -> String {
     let header = |name: &str| {
         invite
             .lines()
@@ -28,7 +28,7 @@ pub(super) fn challenge(invite: &str) -> String {
 }
 
 /// One forged INVITE of a flood: random Call-ID, random source, with SDP.
-pub(super) fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
+pub(crate) fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
     let r = rng.next();
     let src = Ipv4Addr::from(0x6440_0000 | (r as u32 & 0x003F_FFFF)); // 100.64.0.0/10
     let id = format!("{:016x}{:016x}", rng.next(), rng.next());
@@ -44,7 +44,7 @@ pub(super) fn flood_invite(rng: &mut Rng) -> (Ipv4Addr, String) {
 }
 
 /// One hostile message of kind `k % 5`.
-pub(super) fn hostile_message(rng: &mut Rng, k: u64) -> Vec<u8> {
+pub(crate) fn hostile_message(rng: &mut Rng, k: u64) -> Vec<u8> {
     let id = format!("hostile-{:016x}", rng.next());
     let head = |extra: &str, cl: &str| {
         format!(
