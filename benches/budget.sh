@@ -18,7 +18,8 @@
 #                                     target/release/calliper)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case ",${CALLIPER_SKIP// /}," in *,budget,*) echo "budget: skipped (CALLIPER_SKIP=budget)"; exit 0 ;; esac
+skip=${CALLIPER_SKIP:-}
+case ",${skip// /}," in *,budget,*) echo "budget: skipped (CALLIPER_SKIP=budget)"; exit 0 ;; esac
 command -v valgrind >/dev/null || {
     echo "budget: valgrind is needed (apt-get install valgrind; scripts/test.sh installs it)," \
         "or set CALLIPER_SKIP=budget to skip this on purpose" >&2

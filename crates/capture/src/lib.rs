@@ -418,6 +418,12 @@ impl<R: Read> CaptureReader<R> {
         self.batch.clear();
         self.hold = false;
         while self.batch.len() < max {
+            // The common case first: a whole, well-formed pcap record.
+            if let Some(r) = self.buffered_pcap() {
+                self.batch.push(r);
+                self.hold = true;
+                continue;
+            }
             match self.next_record() {
                 Ok(Step::Packet(r)) => self.batch.push(r),
                 Ok(Step::End | Step::Held) => break,
@@ -478,7 +484,10 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
-    fn next_pcap(&mut self) -> Result<Step, CaptureError> {
+    /// The pcap record at `pos` when it is wholly buffered and within
+    /// [`MAX_RECORD`], read straight from the buffer; else None.
+    #[inline]
+    fn buffered_pcap(&mut self) -> Option<Rec> {
         let Format::Pcap {
             endian,
             nanos,
@@ -486,10 +495,43 @@ impl<R: Read> CaptureReader<R> {
             record_header,
         } = self.format
         else {
+            return None;
+        };
+        let avail = &self.buf[self.pos..self.end];
+        let h = avail.get(..record_header)?;
+        let incl = endian.u32(&h[8..12]) as usize;
+        if incl > MAX_RECORD || avail.len() < record_header + incl {
+            return None;
+        }
+        let sec = endian.u32(&h[0..4]) as i64;
+        let frac = endian.u32(&h[4..8]) as i64;
+        let orig = endian.u32(&h[12..16]);
+        let offset = self.position();
+        let start = self.pos + record_header;
+        self.pos = start + incl;
+        Some(Rec {
+            ts_ns: sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 },
+            link_type,
+            start,
+            len: incl,
+            orig_len: orig,
+            file_offset: offset,
+        })
+    }
+
+    fn next_pcap(&mut self) -> Result<Step, CaptureError> {
+        let Format::Pcap {
+            endian,
+            record_header,
+            ..
+        } = self.format
+        else {
             unreachable!("pcap reader state")
         };
-        // A record not yet wholly buffered (or damaged) is read in, or
-        // refused; a whole one is parsed straight from the buffer.
+        if let Some(r) = self.buffered_pcap() {
+            return Ok(Step::Packet(r));
+        }
+        // A record not yet wholly buffered (or damaged) is read in, or refused.
         if !self.record_buffered() {
             if self.hold {
                 return Ok(Step::Held);
@@ -504,29 +546,14 @@ impl<R: Read> CaptureReader<R> {
                 self.need(record_header + incl, 0)?;
             }
         }
-        let offset = self.position();
-        let h = &self.buf[self.pos..self.pos + record_header];
-        let sec = endian.u32(&h[0..4]) as i64;
-        let frac = endian.u32(&h[4..8]) as i64;
-        let incl = endian.u32(&h[8..12]) as usize;
-        let orig = endian.u32(&h[12..16]);
-        if incl > MAX_RECORD {
-            return Err(CaptureError::Corrupt {
-                offset,
-                reason: format!("record length {incl} exceeds the {MAX_RECORD}-byte limit"),
-            });
+        if let Some(r) = self.buffered_pcap() {
+            return Ok(Step::Packet(r));
         }
-        let start = self.pos + record_header;
-        self.pos = start + incl;
-        let ts_ns = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
-        Ok(Step::Packet(Rec {
-            ts_ns,
-            link_type,
-            start,
-            len: incl,
-            orig_len: orig,
-            file_offset: offset,
-        }))
+        let incl = endian.u32(&self.buf[self.pos + 8..self.pos + 12]);
+        Err(CaptureError::Corrupt {
+            offset: self.position(),
+            reason: format!("record length {incl} exceeds the {MAX_RECORD}-byte limit"),
+        })
     }
 }
 
