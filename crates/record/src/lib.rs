@@ -4,6 +4,7 @@
 
 pub mod event;
 pub mod kpi;
+pub mod stored;
 pub mod text;
 
 pub use calliper_rtp::emodel::{Scale as MosScale, Unscored};

@@ -15,7 +15,8 @@ pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum}
 mod load;
 pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;
-pub use lookup::{find_calls, totals, StoredCall, StoredStream};
+pub use calliper_record::stored::{StoredCall, StoredStream};
+pub use lookup::{find_calls, totals};
 mod detail;
 pub mod files;
 pub use files::{append_private, create_private};
