@@ -31,8 +31,6 @@ mod config;
 mod dialogs;
 mod events;
 mod expiry;
-#[cfg(test)]
-mod flows;
 mod framing;
 mod media;
 mod media_events;

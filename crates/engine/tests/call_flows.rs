@@ -2,7 +2,7 @@
 //! forking with early media, CANCEL, authentication challenges, PRACK and
 //! UPDATE, REFER, NAT.
 
-use crate::*;
+use calliper_engine::{CallRecord, CallState, Config, Engine, Record, Side, StreamDirection};
 use std::net::Ipv4Addr;
 
 const MS: i64 = 1_000_000;
