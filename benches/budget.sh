@@ -33,27 +33,40 @@ fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/calliper-budget.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-# count SECONDS: prints "instructions packets" for a capture of that length.
+# count SECONDS: writes "instructions packets" for a capture of that length
+# (run in this shell, so a failure stops the script with its message).
 count() {
     local file=$out/g729-$1s.pcap
     "$CALLIPER" generate --calls 200000 --concurrent 5000 --warm-start --duration "$1" \
-        --codecs g729:1 --loss 0.5 --seed 5 -o "$file" 2>/dev/null
+        --codecs g729:1 --loss 0.5 --seed 5 -o "$file" 2>"$out/gen.$1" || {
+        echo "budget: generating the ${1} s capture failed:" >&2
+        cat "$out/gen.$1" >&2
+        exit 1
+    }
     valgrind --tool=callgrind --callgrind-out-file="$out/cg.$1" \
         "$CALLIPER" analyze --progress never --format jsonl -o /dev/null "$file" \
-        2>"$out/log.$1" || { cat "$out/log.$1" >&2; exit 1; }
-    local ir packets
-    ir=$(awk '/^summary:/ {print $2}' "$out/cg.$1")
-    packets=$(sed -n 's/^counters .* packets \([0-9]*\),.*/\1/p' "$out/log.$1")
-    [ -n "$ir" ] && [ -n "$packets" ] || {
-        echo "budget: no instruction count or packet count for the ${1} s capture:" >&2
+        2>"$out/log.$1" || {
+        echo "budget: analysing the ${1} s capture under callgrind failed:" >&2
         cat "$out/log.$1" >&2
         exit 1
     }
+    local ir packets
+    ir=$(awk '/^summary:/ {print $2}' "$out/cg.$1")
+    # The summary's counters: "counters  bytes N, calls N, packets N, ...";
+    # the field named exactly "packets" (not "rule ignored packets").
+    packets=$(sed -n 's/^counters *//p' "$out/log.$1" | tr ',' '\n' | awk '$1 == "packets" && NF == 2 {print $2}')
+    if [ -z "$ir" ] || [ -z "$packets" ]; then
+        echo "budget: no instruction count or packet count for the ${1} s capture:" >&2
+        cat "$out/log.$1" >&2
+        exit 1
+    fi
     rm -f "$file"
-    echo "$ir $packets"
+    echo "$ir $packets" >"$out/count.$1"
 }
-read -r ir2 p2 < <(count 2)
-read -r ir4 p4 < <(count 4)
+count 2
+count 4
+read -r ir2 p2 <"$out/count.2"
+read -r ir4 p4 <"$out/count.4"
 figure=$(awk -v a="$ir2" -v b="$ir4" -v p="$p2" -v q="$p4" 'BEGIN { printf "%.0f", (b - a) / (q - p) }')
 echo "budget: 2 s capture $p2 packets, $ir2 instructions; 4 s capture $p4 packets, $ir4 instructions"
 echo "budget: $figure instructions per RTP packet in steady state"

@@ -66,7 +66,7 @@ if [ "$status" != 0 ]; then
 fi
 # The packet path's instruction budget (callgrind; CALLIPER_SKIP=budget skips it).
 if ! benches/budget.sh; then
-    echo "the packet path is over its instruction budget (benches/budget.sh)" >&2
+    echo "the instruction budget check failed (benches/budget.sh; its output above says why)" >&2
     exit 1
 fi
 # Every fuzz target under libFuzzer for a bounded time (FUZZ_SECONDS each).
