@@ -2,7 +2,7 @@
 //! known truth, for benchmarks and tests (the `calliper-generate` crate makes
 //! it; this writes it to files).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use calliper_generate::{write_pcap, Spec};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -12,7 +12,8 @@ pub struct GenerateArgs {
     /// Output pcap file.
     #[arg(long, short)]
     output: PathBuf,
-    /// Per-stream truth (JSON lines): sent and dropped packets.
+    /// Per-stream truth (JSON lines): sent and dropped packets, a line per
+    /// stream of each call that ended (calls cut off by --duration have none).
     #[arg(long)]
     truth: Option<PathBuf>,
     /// Calls to generate.
@@ -96,9 +97,10 @@ impl GenerateArgs {
 pub fn run(a: GenerateArgs) -> Result<()> {
     let spec = a.spec();
     spec.check().map_err(anyhow::Error::msg)?;
-    let file = calliper_store::create_private(&a.output)
-        .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    if a.truth.as_ref().is_some_and(|t| same_path(t, &a.output)) {
+        bail!("--truth and --output name the same file");
+    }
+    // The truth first: a truth file that cannot be made leaves the output untouched.
     let mut truth = match &a.truth {
         Some(p) => Some(BufWriter::new(
             calliper_store::create_private(p)
@@ -106,15 +108,28 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         )),
         None => None,
     };
-    let packets = write_pcap(&spec, &mut out, truth.as_mut().map(|t| t as &mut dyn Write))?;
+    let file = calliper_store::create_private(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let made = write_pcap(&spec, &mut out, truth.as_mut().map(|t| t as &mut dyn Write))?;
     out.flush()?;
     if let Some(t) = truth.as_mut() {
         t.flush()?;
     }
     eprintln!(
-        "calliper: wrote {packets} packets of {} calls to {}",
-        a.calls,
+        "calliper: wrote {} packets of {} calls to {}",
+        made.packets,
+        made.calls,
         a.output.display()
     );
     Ok(())
+}
+
+/// Whether two paths name one file: the same text, or the same file on disk.
+fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b
+        || std::fs::canonicalize(a)
+            .ok()
+            .zip(std::fs::canonicalize(b).ok())
+            .is_some_and(|(x, y)| x == y)
 }

@@ -36,7 +36,7 @@ mod writer;
     long_about = "Calliper reads packet captures, follows each SIP call (by Call-ID) to its RTP media \
 (by the addresses in SDP) and measures every stream: loss, duplicates, reordering, jitter and \
 inter-arrival delta as Wireshark computes them, and an E-model MOS estimate.",
-    after_help = "Examples:\n  calliper analyze call.pcap\n  calliper analyze --db calls.db day1.pcapng day2.pcapng\n  calliper analyze --format jsonl capture.pcap | jq 'select(.type==\"call\") | .final_status'\n  calliper generate --calls 1000 --concurrent 100 --loss 2 -o synth.pcap --truth truth.jsonl\n  calliper relay simulate relay/examples/one-link-5pct.toml --nack-rounds 1"
+    after_help = "Examples:\n  calliper analyze call.pcap\n  calliper analyze --db calls.db day1.pcapng day2.pcapng\n  calliper analyze --format jsonl capture.pcap | jq 'select(.type==\"call\") | .final_status'\n  calliper generate --calls 100 --concurrent 20 --duration 30 -o synth.pcap --truth truth.jsonl\n  calliper relay simulate relay/examples/one-link-5pct.toml --nack-rounds 1"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

@@ -57,13 +57,22 @@ impl From<io::Error> for Error {
     }
 }
 
+/// What a generation made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Made {
+    /// Frames written.
+    pub packets: u64,
+    /// Calls started (fewer than asked when `duration` cut the capture).
+    pub calls: u64,
+}
+
 /// Writes the capture as a pcap (Ethernet, microsecond times) to `out`, and
-/// the truth to `truth`; returns the packets written.
+/// the truth to `truth`.
 pub fn write_pcap(
     spec: &Spec,
     out: &mut dyn Write,
     truth: Option<&mut dyn Write>,
-) -> Result<u64, Error> {
+) -> Result<Made, Error> {
     out.write_all(&pcap_out::file_header(1, 65535, Resolution::Micros))?;
     let mut record = |ts_ns: i64, frame: &[u8]| {
         let len = frame.len() as u32;
@@ -79,13 +88,13 @@ pub fn write_pcap(
 }
 
 /// Hands each Ethernet frame of the capture, in capture order, to `frame`
-/// (capture time in ns, bytes), and the truth to `truth`; returns the
-/// frames made.
+/// (capture time in ns, bytes), and the truth to `truth`: a line per stream
+/// of each call that ended (a call cut off by `duration` has none).
 pub fn generate(
     spec: &Spec,
     frame: &mut dyn FnMut(i64, &[u8]) -> io::Result<()>,
     truth: Option<&mut dyn Write>,
-) -> Result<u64, Error> {
+) -> Result<Made, Error> {
     let mix = spec.checked_mix().map_err(Error::Spec)?;
     let attacks = spec.flood + spec.hostile;
     let mut run = Run {
@@ -106,7 +115,10 @@ pub fn generate(
         },
     };
     run.run()?;
-    Ok(run.out.packets)
+    Ok(Made {
+        packets: run.out.packets,
+        calls: run.calls.len() as u64,
+    })
 }
 
 /// What happens next to a call (or the attack traffic).

@@ -110,28 +110,38 @@ impl Spec {
         if !(0.0..100.0).contains(&self.loss) || !(0.0..1.0).contains(&self.burst) {
             return Err("--loss must be in [0, 100) and --burst in [0, 1)".into());
         }
-        if self.flood + self.hostile > u32::MAX as u64 || self.flood_rate <= 0.0 {
+        // Written so that NaN fails every check (a comparison with NaN is false).
+        let positive = |x: f64| x > 0.0 && x.is_finite();
+        if self.flood + self.hostile > u32::MAX as u64 || !positive(self.flood_rate) {
             return Err(
                 "--flood plus --hostile must fit in 32 bits and --flood-rate be positive".into(),
             );
         }
         if self.calls == 0
             || self.calls > u32::MAX as u64
-            || self.concurrent <= 0.0
-            || self.hold_mean <= 0.0
-            || self.hold_shape <= 0.0
+            || !positive(self.concurrent)
+            || !positive(self.hold_mean)
+            || !positive(self.hold_shape)
         {
             return Err(
                 "--calls, --concurrent, --hold-mean and --hold-shape must be positive".into(),
             );
+        }
+        if self.duration.is_some_and(|d| !positive(d)) {
+            return Err("--duration must be a positive number of seconds".into());
         }
         let mut mix = Vec::new();
         for part in self.codecs.split(',') {
             let (name, w) = part.split_once(':').unwrap_or((part, "1"));
             let w: f64 = w
                 .parse()
-                .map_err(|e| format!("bad weight in {part:?}: {e}"))?;
-            mix.push((codec(name.trim())?, w));
+                .ok()
+                .filter(|w: &f64| *w >= 0.0 && w.is_finite())
+                .ok_or_else(|| format!("--codecs: bad weight in {part:?} (a number, 0 or more)"))?;
+            mix.push((codec(name.trim()).map_err(|e| format!("--codecs: {e}"))?, w));
+        }
+        if !positive(mix.iter().map(|(_, w)| w).sum()) {
+            return Err("--codecs: the weights must not all be 0".into());
         }
         Ok(mix)
     }

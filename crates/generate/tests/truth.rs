@@ -20,7 +20,8 @@ fn every_stream_holds_what_the_truth_says_was_delivered() {
         ..Spec::default()
     };
     let (mut pcap, mut truth) = (Vec::new(), Vec::new());
-    let written = write_pcap(&spec, &mut pcap, Some(&mut truth)).unwrap();
+    let made = write_pcap(&spec, &mut pcap, Some(&mut truth)).unwrap();
+    assert_eq!(made.calls, 40);
     let mut reader = CaptureReader::new(&pcap[..]).unwrap();
     let (mut read, mut by_ssrc) = (0u64, HashMap::<u32, u64>::new());
     loop {
@@ -41,7 +42,7 @@ fn every_stream_holds_what_the_truth_says_was_delivered() {
             }
         }
     }
-    assert_eq!(read, written);
+    assert_eq!(read, made.packets);
     let lines: Vec<&str> = std::str::from_utf8(&truth).unwrap().lines().collect();
     assert_eq!(lines.len(), 80, "two streams per call");
     let field = |line: &str, name: &str| -> u64 {
@@ -64,10 +65,58 @@ fn every_stream_holds_what_the_truth_says_was_delivered() {
 
 #[test]
 fn a_parameter_out_of_range_is_refused_by_name() {
-    let spec = Spec {
-        loss: 100.0,
-        ..Spec::default()
-    };
-    let e = spec.check().unwrap_err();
-    assert!(e.contains("--loss"), "{e}");
+    for (spec, option) in [
+        (
+            Spec {
+                loss: 100.0,
+                ..Spec::default()
+            },
+            "--loss",
+        ),
+        (
+            Spec {
+                concurrent: f64::NAN,
+                ..Spec::default()
+            },
+            "--concurrent",
+        ),
+        (
+            Spec {
+                duration: Some(f64::INFINITY),
+                ..Spec::default()
+            },
+            "--duration",
+        ),
+        (
+            Spec {
+                duration: Some(0.0),
+                ..Spec::default()
+            },
+            "--duration",
+        ),
+        (
+            Spec {
+                codecs: "pcmu:-5".into(),
+                ..Spec::default()
+            },
+            "--codecs",
+        ),
+        (
+            Spec {
+                codecs: "pcmu:0".into(),
+                ..Spec::default()
+            },
+            "--codecs",
+        ),
+        (
+            Spec {
+                codecs: "foo".into(),
+                ..Spec::default()
+            },
+            "--codecs",
+        ),
+    ] {
+        let e = spec.check().unwrap_err();
+        assert!(e.contains(option), "{option}: {e}");
+    }
 }
