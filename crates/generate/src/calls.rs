@@ -70,6 +70,15 @@ pub(crate) fn rtp_port(i: u32) -> u16 {
     10000 + 2 * ((i >> 16) % 20000) as u16
 }
 
+/// Call `i`'s (source, destination): from the caller, or from the callee.
+pub(crate) fn ends(i: u32, from_callee: bool) -> (Ipv4Addr, Ipv4Addr) {
+    if from_callee {
+        (callee_ip(i), caller_ip(i))
+    } else {
+        (caller_ip(i), callee_ip(i))
+    }
+}
+
 impl Call {
     /// Builds the next RTP packet of direction `d` in `rtp` and counts it sent.
     pub(crate) fn next_rtp(&mut self, d: usize, rtp: &mut Vec<u8>) {
@@ -111,11 +120,7 @@ impl Call {
     /// The truth of call `i`: a JSON line per stream.
     pub(crate) fn write_truth(&self, i: u32, out: &mut dyn Write) -> io::Result<()> {
         for d in 0..2 {
-            let (src, dst) = if d == 0 {
-                (caller_ip(i), callee_ip(i))
-            } else {
-                (callee_ip(i), caller_ip(i))
-            };
+            let (src, dst) = ends(i, d == 1);
             writeln!(
                 out,
                 "{{\"call_id\":\"gen-{i}@calliper\",\"src\":\"{src}\",\"dst\":\"{dst}\",\"ssrc\":{},\"codec\":\"{}\",\"sent\":{},\"dropped\":{},\"duplicated\":{},\"reordered\":{}}}",

@@ -18,7 +18,7 @@ mod spec;
 use attacks::{challenge, flood_invite, hostile_message, HOSTILE, VICTIM};
 use calliper_capture::pcap_out::{self, Resolution};
 use calliper_wire::emit;
-use calls::{callee_ip, caller_ip, rtp_port, sip_message, Call, Loss};
+use calls::{ends, rtp_port, sip_message, Call, Loss};
 use rng::Rng;
 use spec::Codec;
 pub use spec::Spec;
@@ -407,14 +407,5 @@ impl Run<'_, '_, '_> {
         }
         self.agenda.push(t + 20 * MS, Ev::Rtp(i, arg));
         Ok(())
-    }
-}
-
-/// Call `i`'s (source, destination): from the caller, or from the callee.
-fn ends(i: u32, from_callee: bool) -> (Ipv4Addr, Ipv4Addr) {
-    if from_callee {
-        (callee_ip(i), caller_ip(i))
-    } else {
-        (caller_ip(i), callee_ip(i))
     }
 }
