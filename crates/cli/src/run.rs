@@ -335,6 +335,8 @@ impl Outputs {
         input: &str,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<()> {
+        // What still waits is judged before the drops are counted.
+        let alerts = self.alerts.take_all();
         let mut summary = summary::counters_json(counters);
         let rule_list = rules.map(|r| r.list()).unwrap_or_default();
         let mut fields = extra;
@@ -369,7 +371,7 @@ impl Outputs {
         for v in self.kpis.take_all() {
             last.tracked.push(("kpi", v));
         }
-        for a in self.alerts.take() {
+        for a in alerts {
             last.tracked.push(("alert", serde_json::to_value(&a)?));
         }
         if let Some(d) = &self.detail {

@@ -113,10 +113,11 @@ impl Engine {
         self.events.hub.is_some() && self.events.signalling
     }
 
-    /// Delivers the records about to be drained.
+    /// Delivers the records about to be drained: later ones are held
+    /// until the clock or after.
     pub(crate) fn record_events(&self) {
         if let (Some(hub), true) = (&self.events.hub, self.events.records) {
-            deliver_records(hub, &self.out);
+            deliver_records(hub, &self.out, self.now);
         }
     }
 
@@ -314,8 +315,9 @@ impl Engine {
 }
 
 /// Delivers finished records (one engine's, or a sharded run's merged
-/// ones): a call's end (as its merged record says) and then its record.
-pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {
+/// ones): a call's end (as its merged record says) and then its record;
+/// then that every record held until before `before` has come.
+pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record], before: i64) {
     for r in records {
         match r {
             Record::Call(c) => {
@@ -325,6 +327,7 @@ pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record]) {
             Record::Stream(s) => deliver_to(hub, &Event::OrphanStream(s)),
         }
     }
+    deliver_to(hub, &Event::RecordsBefore(before));
 }
 
 /// A call's end, as its record says.

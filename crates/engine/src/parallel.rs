@@ -82,6 +82,10 @@ struct Exchange {
     progress: Mutex<Vec<(Counters, Counters)>>,
 }
 
+/// What a shard sends the reader: its index, the records it finished, and
+/// its clock then.
+type Results = (usize, Vec<Record>, i64);
+
 /// Capture time between two reports of a shard's counters.
 const PROGRESS_NS: i64 = 1_000_000_000;
 
@@ -93,7 +97,10 @@ pub struct Parallel {
     chunk: Chunk,
     /// Chunks sent, oldest first, reused once every shard has let go.
     sent: std::collections::VecDeque<Arc<Chunk>>,
-    results: Receiver<Vec<Record>>,
+    results: Receiver<Results>,
+    /// Each shard's clock as of the last records it sent: none of its
+    /// later records is held until before it.
+    passed: Vec<i64>,
     handles: Vec<JoinHandle<Result<(Counters, Counters), WorkerFailed>>>,
     gate: Arc<Gate>,
     exchange: Arc<Exchange>,
@@ -126,7 +133,7 @@ impl Parallel {
         });
         // Unbounded: a shard must never wait on the reader while the reader
         // waits on it; the reader drains results at every batch end.
-        let (result_tx, results) = channel::<Vec<Record>>();
+        let (result_tx, results) = channel::<Results>();
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for i in 0..n {
@@ -150,6 +157,7 @@ impl Parallel {
             chunk: Chunk::default(),
             sent: std::collections::VecDeque::new(),
             results,
+            passed: vec![i64::MIN; n],
             handles,
             gate,
             exchange,
@@ -259,7 +267,10 @@ impl Parallel {
             } else {
                 self.results.try_recv().ok()
             };
-            let Some(records) = got else { return };
+            let Some((shard, records, now)) = got else {
+                return;
+            };
+            self.passed[shard] = self.passed[shard].max(now);
             for r in records {
                 self.merge(r);
             }
@@ -308,7 +319,9 @@ impl Parallel {
     pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
         self.collect(false);
         if let Some(hub) = &self.trackers {
-            crate::events::deliver_records(hub, &self.out);
+            // A call not merged yet is held until after the slowest clock.
+            let before = self.passed.iter().copied().min().unwrap_or(i64::MIN);
+            crate::events::deliver_records(hub, &self.out, before);
         }
         self.out.drain(..)
     }
@@ -404,7 +417,7 @@ fn shard(
     caps: Arc<SharedCaps>,
     rx: Receiver<Msg>,
     exchange: &Exchange,
-    results: Sender<Vec<Record>>,
+    results: Sender<Results>,
 ) -> Result<(Counters, Counters), WorkerFailed> {
     let mut e = Engine::new(cfg);
     e.set_shard(i as u64, n as u64, caps);
@@ -413,11 +426,10 @@ fn shard(
     }
     let mut others: Vec<(i64, Idx)> = Vec::new();
     let mut reported_ns = i64::MIN;
+    // Sent even when empty: the clock tells the reader how far it is.
     let send = |e: &mut Engine| {
         let records: Vec<Record> = e.drain().collect();
-        if !records.is_empty() {
-            let _ = results.send(records);
-        }
+        let _ = results.send((i, records, e.now));
     };
     while let Ok(msg) = rx.recv() {
         match msg {

@@ -295,6 +295,10 @@ pub enum Event<'a> {
     OrphanStream(&'a StreamRecord),
     /// The traffic of one reporting interval (the time series).
     Traffic(&'a TrafficInterval<'a>),
+    /// Every call record held until before this engine time (its
+    /// `held_until_ns`) has been delivered: a tracker ordering live events
+    /// among records may judge those older than it.
+    RecordsBefore(i64),
 }
 
 /// Packets and bytes of one kind of traffic in an interval: network

@@ -6,7 +6,7 @@ use crate::kpi::{trunk_key, Trunk};
 use calliper_record::event::{CallChange, CallPhase, Registration, RegistrationOutcome};
 use calliper_record::{CallRecord, CallState, Event, StreamDirection, Tracker};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +34,10 @@ pub const SCANNER_AGENTS: &[&str] = &[
     "pplsip",
     "smap",
 ];
+
+/// Most answers and registrations waiting for their place among the
+/// records ([`Alerts`]); beyond it the oldest is judged at once.
+const MAX_WAITING: usize = 100_000;
 
 /// Longest ASR window, minutes (each trunk keeps a bucket per minute).
 pub const MAX_ASR_MINUTES: usize = 60;
@@ -120,8 +124,27 @@ struct TrunkWindow {
     quiet_until: i64,
 }
 
+/// A judgement taken from a live event, waiting for the records of calls
+/// that ended before it.
+enum Waiting {
+    /// An answer, for its trunk's ASR: (time, trunk, Call-ID).
+    Answer(i64, String, String),
+    /// A REGISTER's outcome, for its source: (time, source, refused, agent).
+    Register(i64, IpAddr, bool, Option<String>),
+}
+
+impl Waiting {
+    fn ts(&self) -> i64 {
+        match self {
+            Waiting::Answer(ts, ..) | Waiting::Register(ts, ..) => *ts,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
+    /// Live judgements in the order they came; see [`Alerts`].
+    waiting: VecDeque<Waiting>,
     ready: Vec<Alert>,
     dropped: u64,
     untracked: u64,
@@ -134,6 +157,15 @@ struct State {
 }
 
 /// The alert tracker: a handle shared by the engine's hub and the output.
+///
+/// Answers and registrations come live from the signalling engine; records
+/// come later, when a call ends (merged from every shard in a sharded run).
+/// The order in which the two meet would decide which sources and trunks
+/// the caps let in, and so differ between runs and thread counts. So the
+/// live judgements wait, in their order, and a record first applies those
+/// older than the engine time it was written at (`held_until_ns`): every
+/// engine has delivered all of them by then, whatever the threads. When no
+/// call ends, [`Event::RecordsBefore`] lets them go in the same order.
 #[derive(Clone)]
 pub struct Alerts {
     cfg: Arc<AlertConfig>,
@@ -161,6 +193,13 @@ impl Alerts {
         std::mem::take(&mut self.lock().ready)
     }
 
+    /// The input ended: judges what still waits, then takes every alert.
+    pub fn take_all(&self) -> Vec<Alert> {
+        let mut s = self.lock();
+        settle(&self.cfg, &mut s, i64::MAX);
+        std::mem::take(&mut s.ready)
+    }
+
     /// Alerts not kept (more than [`MAX_ALERTS`] between two writes).
     pub fn dropped(&self) -> u64 {
         self.lock().dropped
@@ -174,6 +213,14 @@ impl Alerts {
     fn call(&mut self, c: &CallRecord) {
         let mut s = crate::lock(&self.state);
         let cfg = &self.cfg;
+        settle(cfg, &mut s, c.held_until_ns);
+        // An attempt's failure, at its end (its answer was counted live).
+        let failed = c.state != CallState::Evicted
+            && !c.final_status.is_some_and(|st| (200..300).contains(&st));
+        if failed {
+            let key = trunk_key(&cfg.trunks, c.caller_ip, c.callee_ip, &mut self.scratch);
+            count_attempt(cfg, &mut s, key, c.end_ns, false, &c.call_id);
+        }
         let about = |kind, key: Option<String>, value, threshold| Alert {
             ts_ns: c.end_ns,
             kind,
@@ -236,25 +283,21 @@ impl Alerts {
         judge_source(cfg, &mut s, c.caller_ip, c.end_ns, refused, agent);
     }
 
-    /// An attempt's outcome for its trunk's ASR: answered at the 2xx; at
-    /// the end of a call that was not (discarded and evicted calls aside).
+    /// An answer, for its trunk's ASR, counted when it comes (not at the
+    /// record, which comes only at the hang-up: a window would see its
+    /// failures first); a failure is counted at its call's record.
     fn phase(&mut self, ch: &CallChange<'_>) {
-        let answered = match (ch.phase, ch.state) {
-            (CallPhase::Answered, _) => true,
-            (CallPhase::Ended, Some(CallState::Evicted)) | (CallPhase::Ended, None) => return,
-            (CallPhase::Ended, Some(_)) if !ch.status.is_some_and(|s| (200..300).contains(&s)) => {
-                false
-            }
-            _ => return,
-        };
-        let mut s = crate::lock(&self.state);
+        if ch.phase != CallPhase::Answered || self.cfg.asr_below.is_none() {
+            return;
+        }
         let key = trunk_key(
             &self.cfg.trunks,
             ch.parties.0,
             ch.parties.1,
             &mut self.scratch,
         );
-        count_attempt(&self.cfg, &mut s, key, ch.ts_ns, answered, ch.call_id);
+        let w = Waiting::Answer(ch.ts_ns, key.to_string(), ch.call_id.to_string());
+        wait(&self.cfg, &mut self.lock(), w);
     }
 
     fn registration(&self, r: &Registration<'_>) {
@@ -264,15 +307,38 @@ impl Alerts {
                 | RegistrationOutcome::Failed
                 | RegistrationOutcome::Challenged
         );
-        let mut s = self.lock();
-        judge_source(
-            &self.cfg,
-            &mut s,
-            r.client.0,
-            r.ts_ns,
-            refused,
-            r.user_agent,
-        );
+        let agent = r.user_agent.map(str::to_string);
+        let w = Waiting::Register(r.ts_ns, r.client.0, refused, agent);
+        wait(&self.cfg, &mut self.lock(), w);
+    }
+}
+
+/// Queues a live judgement; past [`MAX_WAITING`] the oldest is made now.
+fn wait(cfg: &AlertConfig, s: &mut State, w: Waiting) {
+    if s.waiting.len() >= MAX_WAITING {
+        if let Some(old) = s.waiting.pop_front() {
+            judge(cfg, s, old);
+        }
+    }
+    s.waiting.push_back(w);
+}
+
+/// Makes the waiting judgements older than `before`, in their order,
+/// stopping at the first that is not.
+fn settle(cfg: &AlertConfig, s: &mut State, before: i64) {
+    while s.waiting.front().is_some_and(|w| w.ts() < before) {
+        if let Some(w) = s.waiting.pop_front() {
+            judge(cfg, s, w);
+        }
+    }
+}
+
+fn judge(cfg: &AlertConfig, s: &mut State, w: Waiting) {
+    match w {
+        Waiting::Answer(ts, key, call_id) => count_attempt(cfg, s, &key, ts, true, &call_id),
+        Waiting::Register(ts, ip, refused, agent) => {
+            judge_source(cfg, s, ip, ts, refused, agent.as_deref())
+        }
     }
 }
 
@@ -425,6 +491,7 @@ impl Tracker for Alerts {
             Event::CallRecord(c) => self.call(c),
             Event::Call(ch) => self.phase(ch),
             Event::Registration(r) => self.registration(r),
+            Event::RecordsBefore(t) => settle(&self.cfg, &mut self.lock(), *t),
             _ => {}
         }
     }
@@ -447,6 +514,35 @@ mod tests {
         judge_source(&cfg, &mut s, ip(u32::MAX), SCAN_WINDOW_NS, true, None);
         assert_eq!(s.sources.len(), 1);
         assert!(s.ready.is_empty(), "one refusal per source is no scan");
+    }
+
+    /// An answer that reaches the tracker before the record of a call that
+    /// failed earlier (a sharded run's reader lags its first shard) is
+    /// judged after it, as when it comes after: the alerts are the same.
+    #[test]
+    fn an_answer_waits_for_the_records_of_calls_that_ended_before_it() {
+        let cfg = AlertConfig {
+            asr_below: Some(60.0),
+            asr_min_attempts: 2,
+            ..AlertConfig::default()
+        };
+        let answer = || Waiting::Answer(30, "a>b".into(), "answered".into());
+        let failed_record = |s: &mut State| {
+            settle(&cfg, s, 20);
+            count_attempt(&cfg, s, "a>b", 10, false, "failed");
+        };
+        let mut early = State::default();
+        wait(&cfg, &mut early, answer());
+        failed_record(&mut early);
+        settle(&cfg, &mut early, i64::MAX);
+        let mut late = State::default();
+        failed_record(&mut late);
+        wait(&cfg, &mut late, answer());
+        settle(&cfg, &mut late, i64::MAX);
+        assert_eq!(early.ready, late.ready);
+        // The second attempt (the answer, at 50 %) crossed the threshold.
+        assert_eq!(early.ready.len(), 1);
+        assert_eq!(early.ready[0].call_id.as_deref(), Some("answered"));
     }
 
     #[test]
