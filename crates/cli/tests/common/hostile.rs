@@ -46,7 +46,7 @@ impl Pcap {
 
     /// Writes the capture to a file in the system's temporary directory.
     pub fn save(&self, name: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("calliper-{name}-{}.pcap", std::process::id()));
+        let p = super::scratch(&format!("{name}.pcap"));
         std::fs::write(&p, &self.bytes).unwrap();
         p
     }

@@ -233,10 +233,19 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
     assert!(st.success());
 }
 
+/// A path under the system's temporary directory that no other test of
+/// this run uses: the tests of one binary share its process id, so a
+/// counter tells them apart.
+pub fn scratch(name: &str) -> PathBuf {
+    static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = TAKEN.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("calliper-{}-{n}-{name}", std::process::id()))
+}
+
 /// Runs `calliper generate ARGS` into a temporary directory and returns the
 /// capture's bytes (the directory is removed).
 pub fn generated_capture(name: &str, args: &[&str]) -> Vec<u8> {
-    let dir = std::env::temp_dir().join(format!("calliper-{name}-{}", std::process::id()));
+    let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("capture.pcap");
     generate(args, &pcap, &dir.join("truth.jsonl"));

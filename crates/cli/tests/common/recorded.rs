@@ -3,11 +3,9 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// A fresh path `name` under this test binary's temporary directory.
+/// A fresh path ending in `name` under the temporary directory.
 pub fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("calliper-recording-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let p = d.join(name);
+    let p = super::scratch(name);
     let _ = std::fs::remove_dir_all(&p);
     p
 }

@@ -4,7 +4,7 @@
 //! stream's record; hold offers, DTMF digits and RTCP report blocks are
 //! the ones tshark decodes; a sharded run delivers the same events.
 
-mod common;
+use crate::common;
 use common::{calliper_jsonl, captures, tshark};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 //! An INVITE flood with hostile messages mixed into real calls: memory stays
 //! under its cap, the flood is counted, and the real calls come out right.
 
-mod common;
+use crate::common;
 
 use common::{check_truth, generate, run_measured};
 use serde_json::Value;

@@ -2,9 +2,8 @@
 //! and `export audio` the same WAV from it as from the whole capture (also
 //! on standard output); the console sends the same pcap and WAV.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use common::calliper_jsonl;
 use common::recorded::{calliper, calls, temp};

@@ -4,7 +4,7 @@
 //! the application split adds up; calls started and ended add up to the
 //! calls; SQLite holds exactly the JSON lines' rows.
 
-mod common;
+use crate::common;
 
 use common::{calliper_jsonl, tshark};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! final response matched by Call-ID and CSeq) on every capture that has
 //! one, compared in both directions; per-user counts agree with them.
 
-mod common;
+use crate::common;
 
 use common::{calliper_jsonl, captures};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! Calliper named, and a FIFO in place of a file read at start-up is
 //! refused, not waited on.
 
-mod common;
+use crate::common;
 
 use common::hostile;
 use common::recorded::{calliper, files, temp};

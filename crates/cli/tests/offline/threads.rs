@@ -2,7 +2,7 @@
 //! and every counter, on every capture and on a generated one with loss,
 //! duplicates and reordering.
 
-mod common;
+use crate::common;
 
 use common::{calliper_jsonl, captures, generate};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! every IP packet (addresses, IDs, lengths, checksums, RTP fields,
 //! payload) equals its decoding of the original capture, packet for packet.
 
-mod common;
+use crate::common;
 
 use common::tshark;
 use std::path::Path;

@@ -2,9 +2,7 @@
 //! review): a database may come from anywhere, and a client may leave
 //! mid-request. Each case is one the review showed hurting the server.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::server;
 
 use rusqlite::Connection;
 use server::{sample_db, temp, Server};

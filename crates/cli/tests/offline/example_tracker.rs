@@ -2,9 +2,9 @@
 //! sees every call exactly once: its table equals one computed from the
 //! records `analyze` writes.
 
-mod common;
+use crate::common;
 
-#[path = "../examples/mos_by_user_agent.rs"]
+#[path = "../../examples/mos_by_user_agent.rs"]
 mod example;
 
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ fn the_example_tracker_sees_every_call_once() {
         "only {compared} calls"
     );
     assert!(
-        include_str!("../examples/mos_by_user_agent.rs")
+        include_str!("../../examples/mos_by_user_agent.rs")
             .lines()
             .count()
             < 150

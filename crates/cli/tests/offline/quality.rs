@@ -1,7 +1,7 @@
 //! Quality inputs against an oracle: the RTCP round trip against
 //! Wireshark's, on every capture with sender reports and reports on them.
 
-mod common;
+use crate::common;
 use common::*;
 use std::collections::HashMap;
 

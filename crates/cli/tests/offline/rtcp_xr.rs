@@ -4,7 +4,7 @@
 //! must show, with the same values, on the stream it is about, and every
 //! stream's XR figures must be the last block tshark decodes for it.
 
-mod common;
+use crate::common;
 
 use common::hostile::{invite_or_ok, rtp, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0};
 use serde_json::Value;

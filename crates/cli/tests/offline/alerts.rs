@@ -4,7 +4,7 @@
 //! User-Agent, and a trunk whose ASR collapses. Each must raise exactly
 //! its alert (and name its call or source), and nothing else may be raised.
 
-mod common;
+use crate::common;
 
 use common::hostile::{
     invite_or_ok, rtp, sip, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,

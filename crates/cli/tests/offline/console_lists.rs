@@ -4,9 +4,8 @@
 //! parameters are checked; `/metrics` counts the stored calls and follows
 //! a database that grows.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::Value;
 use server::{analyze, metric_sum, sample_db, temp, Server};

@@ -6,7 +6,7 @@
 //! the unwrapped capture, and tshark must find the same SIP INVITEs in the
 //! wrapped file (so the wrapping is real, not something only we accept).
 
-mod common;
+use crate::common;
 
 use calliper_capture::CaptureReader;
 use calliper_wire::emit::ethertype_of;

@@ -2,8 +2,6 @@
 //! days (editcap), read by `calliper probe --read`, lands in one database
 //! per day, and retention by age and by disk budget deletes the oldest days.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

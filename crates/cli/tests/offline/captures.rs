@@ -2,7 +2,7 @@
 //! it holds; and a capture whose packets all appear twice gives the same
 //! records as the original.
 
-mod common;
+use crate::common;
 
 use common::calliper_jsonl;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! case of the attacker review (docs/hostile-input.md), each on a capture
 //! built by `common::forged`, with one thread and with two.
 
-mod common;
+use crate::common;
 
 use common::forged;
 use common::runs::{both_ways, Run, SMALL_RSS_KIB};

@@ -4,9 +4,7 @@
 //! only, bearer only) with the records and the summary's hit counts as the
 //! oracle of what a change did.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::Value;
 use server::{request, request_with_body, temp, Probe, Response, Server};

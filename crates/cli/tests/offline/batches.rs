@@ -3,7 +3,7 @@
 //! at a time: every record and every counter, on every capture and on a
 //! generated one with duplicates, reordering and bursty loss.
 
-mod common;
+use crate::common;
 
 use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine, RawPacket, Record};

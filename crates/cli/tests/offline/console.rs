@@ -8,9 +8,8 @@
 //! - off loopback a token is required; on loopback a foreign Host is refused;
 //! - `/metrics` counts the stored calls and follows a database that grows.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::Value;
 use server::{analyze, enc, metric_sum, sample_db, temp, Server};

@@ -4,9 +4,8 @@
 //! with the parties and phases the capture holds (tshark), both as JSON
 //! and as pushed events; and the stored calls are searchable meanwhile.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::Value;
 use server::Probe;

@@ -4,7 +4,7 @@
 //! selects exactly the calls tshark sees on that flow for recording; two
 //! threads agree with one.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -5,9 +5,8 @@
 //! private, named from nothing but safe characters, and the directory keeps
 //! to its budget by deleting the oldest.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use common::calliper_jsonl;
 use common::recorded::{calliper, calls, files, temp};

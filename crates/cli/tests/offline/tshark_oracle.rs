@@ -6,7 +6,7 @@
 //! installed (the README's test command installs it) and exit cleanly — a
 //! missing or failing tshark fails the test, it does not skip.
 
-mod common;
+use crate::common;
 
 use common::{calliper_jsonl, capture_dirs, captures, tshark};
 use serde_json::Value;

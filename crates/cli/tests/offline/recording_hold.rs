@@ -3,7 +3,7 @@
 //! own messages, no more and no fewer; what cannot be recorded is counted.
 //! Frames are told apart by their capture times.
 
-mod common;
+use crate::common;
 
 use common::hostile::{ipv4, sctp, sip, tcp, udp, Pcap, CALLEE, CALLER};
 use common::recorded::{files, temp};

@@ -4,7 +4,7 @@
 //! Every run must end (no hang), by exit (no abort), with status 0 and
 //! equal counters for both thread counts, and memory under its bound.
 
-mod common;
+use crate::common;
 
 use common::hostile;
 use common::run_measured;

@@ -3,7 +3,7 @@
 //! known by hand; `analyze --db` stores the rows and `report kpi` must print
 //! exactly those figures. (KPIs against SIPp's own statistics: kpi_sipp.rs.)
 
-mod common;
+use crate::common;
 
 use common::hostile::{sip, Endpoint, Pcap, CALLEE, CALLER, SEC, T0};
 use common::{analyze_into_db, report_kpi};

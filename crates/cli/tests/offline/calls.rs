@@ -1,7 +1,7 @@
 //! Call records against tshark's SIP view and SIPp's ground truth; bad input;
 //! the SQLite store; the generator's known loss.
 
-mod common;
+use crate::common;
 
 use common::{calliper_jsonl, captures, check_truth, generate};
 use serde_json::Value;

@@ -3,9 +3,8 @@
 //! client keeping its connection, framing, and a call padded to outgrow
 //! the answer's budget.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
+use crate::common;
+use crate::server;
 
 use common::hostile::{self, call_setup, Pcap, CALLEE, CALLER, SEC, T0};
 use server::{analyze, sample_db, temp, Server};

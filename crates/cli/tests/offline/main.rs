@@ -1,0 +1,42 @@
+//! The command line's tests that read captures and write files only: no
+//! live capture, network namespace, browser, real-time peer or counting
+//! allocator (those keep binaries of their own). One binary, so the suite
+//! links it once: .
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../console/server.rs"]
+mod server;
+
+mod alerts;
+mod batches;
+mod calls;
+mod captures;
+mod console;
+mod console_hostile;
+mod console_lists;
+mod console_live;
+mod console_probe;
+mod console_round3;
+mod crtp;
+mod daily;
+mod encapsulations;
+mod events;
+mod example_tracker;
+mod export;
+mod flood;
+mod hostile;
+mod hostile_files;
+mod hostile_numbers;
+mod kpi;
+mod probe_config;
+mod quality;
+mod recording;
+mod recording_export;
+mod recording_hold;
+mod registrations;
+mod rtcp_xr;
+mod rules;
+mod threads;
+mod traffic;
+mod tshark_oracle;
