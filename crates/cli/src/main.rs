@@ -2,12 +2,13 @@
 
 use anyhow::{bail, Context, Result};
 use calliper_engine::workers::WorkerFailed;
+use calliper_engine::Analyzer;
 use calliper_engine::RawPacket;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use inputs::{Inputs, READ_BATCH};
 use options::{EngineArgs, Format, OutputArgs};
-use run::{Analyzer, Outputs};
+use run::Outputs;
 use std::fs::File;
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;

@@ -1,111 +1,16 @@
-//! What `analyze` and `probe` share once packets arrive: the analyser (one
-//! engine or shards) and the outputs (text or JSON lines, SQLite, the
-//! trackers' results and the event log).
+//! What `analyze` and `probe` share once packets arrive: the outputs (text
+//! or JSON lines, SQLite, the trackers' results and the event log).
 
 use crate::options::{Format, OutputArgs};
 use crate::summary;
 use crate::writer::{Batch, Finish, Sinks, Writer};
 use anyhow::{Context, Result};
-use calliper_engine::workers::{guard, WorkerFailed};
-use calliper_engine::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
+use calliper_engine::{Analyzer, Counters, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
 use calliper_trackers::{
     Alerts, CallDetail, EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker,
 };
 use std::io::{self, BufWriter, Write};
-
-/// One engine, or shards on several threads: the same records either way.
-pub enum Analyzer {
-    /// One engine on the caller's thread.
-    Single(Box<Engine>),
-    /// Shards on their own threads.
-    Sharded(Box<calliper_engine::parallel::Parallel>),
-}
-
-impl Analyzer {
-    /// An analyser with `threads` threads whose events go to `hub`.
-    pub fn new(cfg: Config, threads: usize, hub: TrackerHub) -> Analyzer {
-        if threads > 1 {
-            Analyzer::Sharded(Box::new(calliper_engine::parallel::Parallel::new(
-                cfg,
-                threads,
-                Some(hub),
-            )))
-        } else {
-            let mut e = Engine::new(cfg);
-            e.set_trackers(hub, true, true);
-            Analyzer::Single(Box::new(e))
-        }
-    }
-
-    /// Analyses packets; an error means the analysis itself failed (a bug)
-    /// and cannot go on, though what it finished can still be drained.
-    pub fn packets(&mut self, batch: &[RawPacket<'_>]) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => guard(0, None, || e.packets(batch)),
-            Analyzer::Sharded(s) => batch
-                .iter()
-                .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data)),
-        }
-    }
-
-    /// Lets capture time pass without packets, so idle calls expire.
-    pub fn tick(&mut self, now_ns: i64) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => guard(0, None, || e.tick(now_ns)),
-            Analyzer::Sharded(p) => p.tick(now_ns),
-        }
-    }
-
-    /// The capture's total of dropped packets so far.
-    pub fn set_capture_dropped(&mut self, total: u64) {
-        match self {
-            Analyzer::Single(e) => e.set_capture_dropped(total),
-            Analyzer::Sharded(p) => p.set_capture_dropped(total),
-        }
-    }
-
-    /// Takes the records finished so far.
-    pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
-        match self {
-            Analyzer::Single(e) => e.drain(),
-            Analyzer::Sharded(p) => p.drain(),
-        }
-    }
-
-    /// Ends the input: open calls are written as they stand.
-    pub fn finish(&mut self) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => guard(0, None, || e.finish()),
-            Analyzer::Sharded(p) => p.finish(),
-        }
-    }
-
-    /// Counters (complete after [`Analyzer::finish`]).
-    pub fn counters(&mut self) -> &Counters {
-        match self {
-            Analyzer::Single(e) => e.counters(),
-            Analyzer::Sharded(p) => p.counters(),
-        }
-    }
-
-    /// Counters while the run goes on (shards': up to a second of capture
-    /// time old).
-    pub fn counters_so_far(&mut self) -> Counters {
-        match self {
-            Analyzer::Single(e) => e.counters().clone(),
-            Analyzer::Sharded(p) => p.counters_so_far(),
-        }
-    }
-
-    /// Calls open now (one engine only; shards do not say).
-    pub fn active_calls(&self) -> Option<usize> {
-        match self {
-            Analyzer::Single(e) => Some(e.active_calls()),
-            Analyzer::Sharded(_) => None,
-        }
-    }
-}
 
 /// Something the outputs or a tracker dropped, counted.
 pub struct Dropped {

@@ -14,6 +14,7 @@
 
 #[macro_use]
 mod counters;
+mod analyzer;
 mod bound;
 pub mod dedup;
 pub mod defrag;
@@ -49,6 +50,7 @@ pub(crate) use report::dtmf_digits;
 use report::{canonical_codec, resolve};
 use rtcp::RtcpView;
 
+pub use analyzer::Analyzer;
 use calliper_record::event::{CallPhase, SipTransport};
 /// The record types live in their own crate, so consumers need not depend
 /// on the engine; re-exported here for the engine's callers.

@@ -9,12 +9,13 @@ mod signals;
 
 use crate::inputs::{Inputs, READ_BATCH};
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
-use crate::run::{Analyzer, Outputs};
+use crate::run::Outputs;
 use anyhow::{bail, Context, Result};
 use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
 use calliper_capture::Packet;
 use calliper_engine::workers::WorkerFailed;
+use calliper_engine::Analyzer;
 use calliper_engine::RawPacket;
 use std::fs::File;
 use std::path::PathBuf;
