@@ -19,7 +19,7 @@
 
 use crate::packet::{self, Data, Datagram, Lsu, Message, NodeId, FLAG_CRTP, FLAG_RETRANSMIT};
 use crate::routing::{self, ExpectedLatency, Metric};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 const MS: i64 = 1_000_000;
 /// Gaps remembered per link; a longer outage is not worth NACKing.
@@ -116,7 +116,9 @@ pub struct Node {
     cfg: Config,
     links: Vec<Link>,
     by_peer: HashMap<NodeId, usize>,
-    lsdb: HashMap<NodeId, Stored>,
+    /// Ordered: a new neighbour is sent the origins in one order, so a
+    /// seeded run repeats.
+    lsdb: BTreeMap<NodeId, Stored>,
     my_lsu_seq: u32,
     pending_lsu: Pending,
     routes: HashMap<NodeId, NodeId>,
@@ -155,7 +157,7 @@ impl Node {
             cfg,
             links,
             by_peer,
-            lsdb: HashMap::new(),
+            lsdb: BTreeMap::new(),
             my_lsu_seq: 0,
             pending_lsu: Pending::default(),
             routes: HashMap::new(),

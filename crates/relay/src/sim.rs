@@ -8,7 +8,7 @@ use crate::packet::NodeId;
 use crate::routing::Metric;
 use serde::Deserialize;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 pub(crate) mod voice;
 
@@ -249,7 +249,10 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     let ids: BTreeSet<NodeId> = t.links.iter().flat_map(|l| [l.a, l.b]).collect();
     let ids: Vec<NodeId> = ids.into_iter().collect();
     let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut emus: HashMap<(NodeId, NodeId), LinkEmulator> = HashMap::new();
+    // Ordered: the neighbours of each node are listed from it, and the
+    // figures must not depend on a hash order (the same file and seed give
+    // the same figures).
+    let mut emus: BTreeMap<(NodeId, NodeId), LinkEmulator> = BTreeMap::new();
     t.validate()?;
     for (i, l) in t.links.iter().enumerate() {
         for (dir, (x, y)) in [(l.a, l.b), (l.b, l.a)].into_iter().enumerate() {
