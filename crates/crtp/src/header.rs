@@ -72,22 +72,7 @@ pub fn key(p: &[u8], v: View) -> Key {
     }
 }
 
-/// The Internet checksum of `data` folded onto `sum` (0 when a header with
-/// its checksum field included is correct).
-pub fn checksum(data: &[u8], sum: u32) -> u16 {
-    let mut sum = sum;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u32) << 8;
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+pub use calliper_wire::emit::checksum;
 
 /// Writes `value` big-endian at `at`.
 pub fn put16(p: &mut [u8], at: usize, value: u16) {

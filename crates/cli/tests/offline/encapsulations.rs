@@ -39,14 +39,7 @@ fn ip_packets(path: &Path) -> Vec<(i64, Vec<u8>)> {
 fn checksum(h: &mut [u8]) {
     h[10] = 0;
     h[11] = 0;
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    let c = calliper_wire::emit::ipv4_checksum(h);
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
