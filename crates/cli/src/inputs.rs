@@ -1,6 +1,7 @@
 //! Capture files read one after another as one capture: the one reading
 //! loop of `analyze` and `probe --read`.
 
+use anyhow::{bail, Context, Result};
 use calliper_capture::{Batch, CaptureReader};
 use std::fs::File;
 use std::path::PathBuf;
@@ -26,12 +27,37 @@ pub struct Inputs {
     file_end: i64,
     /// False once a file could not be opened or was damaged.
     clean: bool,
+    /// The files' sizes, summed when they were opened.
+    total_bytes: u64,
 }
 
 impl Inputs {
+    /// Opens every file before any is read, so that a typo fails before
+    /// any work; a directory is refused.
+    pub fn open(paths: &[PathBuf]) -> Result<Inputs> {
+        let mut files = Vec::new();
+        let mut total_bytes = 0;
+        for path in paths {
+            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let meta = f
+                .metadata()
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if meta.is_dir() {
+                bail!("{} is a directory, not a capture file", path.display());
+            }
+            total_bytes += meta.len();
+            files.push((path.clone(), f));
+        }
+        Ok(Inputs {
+            total_bytes,
+            ..Inputs::new(files)
+        })
+    }
+
     /// The files, in the order to read them.
-    pub fn new(files: Vec<(PathBuf, File)>) -> Inputs {
+    fn new(files: Vec<(PathBuf, File)>) -> Inputs {
         Inputs {
+            total_bytes: 0,
             rest: files.into_iter(),
             current: None,
             started: false,
@@ -95,6 +121,11 @@ impl Inputs {
     /// Bytes read so far, over all files (for progress).
     pub fn position(&self) -> u64 {
         self.done_bytes + self.current.as_ref().map_or(0, |(_, r)| r.position())
+    }
+
+    /// The files' sizes together.
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
     }
 
     /// The name of the file being read (empty between files).

@@ -1,6 +1,6 @@
 //! `calliper`: the command-line front end.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
 use calliper_engine::RawPacket;
@@ -9,7 +9,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use inputs::{Inputs, READ_BATCH};
 use options::{EngineArgs, Format, OutputArgs};
 use run::Outputs;
-use std::fs::File;
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -197,78 +196,17 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let rules = cfg.rules.clone();
     let threads = a.engine.threads as usize;
     if a.memory_bound {
-        let bound = cfg.memory_bound_threads(threads);
-        let mib = |b: usize| b as f64 / (1 << 20) as f64;
-        for (what, bytes) in &bound.parts {
-            println!("{what:<30} {:>12.1} MiB", mib(*bytes));
-        }
-        println!("{:<30} {:>12.1} MiB", "total", mib(bound.total()));
+        print_memory_bound(&cfg, threads);
         return Ok(true);
     }
-    // Open every input first so a typo fails before any work.
-    let mut inputs = Vec::new();
-    let mut total_bytes = 0;
-    for path in &a.files {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let meta = f
-            .metadata()
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if meta.is_dir() {
-            bail!("{} is a directory, not a capture file", path.display());
-        }
-        total_bytes += meta.len();
-        inputs.push((path.clone(), f));
-    }
+    let mut inputs = Inputs::open(&a.files)?;
     refuse_overwriting_inputs(&a.files, &a.out)?;
     let recorder = a.record.start(&mut cfg, false)?;
     let mut outputs = Outputs::open(&a.out, false, false)?;
-
-    let show = match a.progress {
-        Progress::Always => true,
-        Progress::Never => false,
-        Progress::Auto => io::stderr().is_terminal(),
-    };
-    let bar = if show {
-        let b = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
-
+    let bar = progress_bar(a.progress, inputs.total_bytes());
     let mut engine = Analyzer::new(cfg, threads, outputs.hub());
     // A failure of the analysis itself (a panic): the input it was reading and why.
-    let mut failure: Option<(String, WorkerFailed)> = None;
-    let mut inputs = Inputs::new(inputs);
-    let mut n = 0u64;
-    let mut say = |m: &str| bar.suspend(|| eprintln!("{m}"));
-    while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
-        let mut raw = [RawPacket::default(); READ_BATCH];
-        for (r, p) in raw.iter_mut().zip(b.iter()) {
-            *r = p.into();
-        }
-        let read = b.len();
-        if let Err(f) = engine.packets(&raw[..read]) {
-            failure = Some((inputs.name().to_string(), f));
-            break;
-        }
-        let before = n;
-        n += read as u64;
-        if n / 65536 != before / 65536 {
-            bar.set_position(inputs.position());
-            if let Some(open) = engine.active_calls() {
-                bar.set_message(format!("{open} calls open"));
-            }
-        }
-        if n / 4096 != before / 4096 {
-            outputs.emit(&mut engine, false)?;
-        }
-    }
+    let mut failure = read_all(&mut inputs, &mut engine, &mut outputs, &bar)?;
     let clean = inputs.clean();
     if failure.is_none() {
         if let Err(f) = engine.finish() {
@@ -288,17 +226,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let calls_written = outputs.calls_written;
     outputs.finish(&counters, rules.as_ref(), &input_names(&a.files), extra)?;
     if let Some(db) = &a.out.db {
-        let held = calliper_store::open_read_only(db)
-            .and_then(|c| calliper_store::totals(&c))
-            .ok()
-            .filter(|(_, runs)| *runs > 1);
-        match held {
-            Some((calls, runs)) => eprintln!(
-                "calliper: stored {calls_written} calls in {}, added to what it held: it now has {calls} calls from {runs} runs (a new file keeps runs apart)",
-                db.display()
-            ),
-            None => eprintln!("calliper: stored {calls_written} calls in {}", db.display()),
-        }
+        say_stored(db, calls_written);
     }
     if let Some((input, f)) = failure {
         return Err(anyhow::Error::new(f).context(format!(
@@ -306,6 +234,87 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         )));
     }
     Ok(clean)
+}
+
+/// `--memory-bound`: the most memory the analysis can take, by part.
+fn print_memory_bound(cfg: &calliper_engine::Config, threads: usize) {
+    let bound = cfg.memory_bound_threads(threads);
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    for (what, bytes) in &bound.parts {
+        println!("{what:<30} {:>12.1} MiB", mib(*bytes));
+    }
+    println!("{:<30} {:>12.1} MiB", "total", mib(bound.total()));
+}
+
+/// A bar over the inputs' bytes, on a terminal (or when asked).
+fn progress_bar(progress: Progress, total_bytes: u64) -> ProgressBar {
+    let show = match progress {
+        Progress::Always => true,
+        Progress::Never => false,
+        Progress::Auto => io::stderr().is_terminal(),
+    };
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
+}
+
+/// Reads every input through the analyser, writing what it finishes as it
+/// goes; a failure of the analysis itself stops it, with the input it
+/// was reading.
+fn read_all(
+    inputs: &mut Inputs,
+    engine: &mut Analyzer,
+    outputs: &mut Outputs,
+    bar: &ProgressBar,
+) -> Result<Option<(String, WorkerFailed)>> {
+    let mut n = 0u64;
+    let mut say = |m: &str| bar.suspend(|| eprintln!("{m}"));
+    while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
+        let mut raw = [RawPacket::default(); READ_BATCH];
+        for (r, p) in raw.iter_mut().zip(b.iter()) {
+            *r = p.into();
+        }
+        let read = b.len();
+        if let Err(f) = engine.packets(&raw[..read]) {
+            return Ok(Some((inputs.name().to_string(), f)));
+        }
+        let before = n;
+        n += read as u64;
+        if n / 65536 != before / 65536 {
+            bar.set_position(inputs.position());
+            if let Some(open) = engine.active_calls() {
+                bar.set_message(format!("{open} calls open"));
+            }
+        }
+        if n / 4096 != before / 4096 {
+            outputs.emit(engine, false)?;
+        }
+    }
+    Ok(None)
+}
+
+/// Tells how many calls went into the database, and what it now holds
+/// when earlier runs are in it too.
+fn say_stored(db: &std::path::Path, calls_written: u64) {
+    let held = calliper_store::open_read_only(db)
+        .and_then(|c| calliper_store::totals(&c))
+        .ok()
+        .filter(|(_, runs)| *runs > 1);
+    match held {
+        Some((calls, runs)) => eprintln!(
+            "calliper: stored {calls_written} calls in {}, added to what it held: it now has {calls} calls from {runs} runs (a new file keeps runs apart)",
+            db.display()
+        ),
+        None => eprintln!("calliper: stored {calls_written} calls in {}", db.display()),
+    }
 }
 
 /// Refuses outputs that name an input: writing the report over a capture

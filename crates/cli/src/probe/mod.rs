@@ -275,14 +275,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     if a.check_config {
         return check(&a, &live).map(|_| true);
     }
-    let mut inputs = Vec::new();
-    for path in &a.read {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        if f.metadata().is_ok_and(|m| m.is_dir()) {
-            bail!("{} is a directory, not a capture file", path.display());
-        }
-        inputs.push((path.clone(), f));
-    }
+    let inputs = Inputs::open(&a.read)?;
     crate::refuse_overwriting_inputs(&a.read, &a.out)?;
     // Live capture drops (and counts) what the disk cannot take at once.
     let recorder = a.record.start(&mut cfg, a.read.is_empty())?;
@@ -290,7 +283,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         Source::Live(Box::new(LiveCapture::open(&live)?))
     } else {
         let filter = a.filter.as_deref().map(Filter::new).transpose()?;
-        Source::Files(Inputs::new(inputs), filter, a.realtime.then(Pace::default))
+        Source::Files(inputs, filter, a.realtime.then(Pace::default))
     };
     let input = if a.read.is_empty() {
         a.interfaces.join(",")
