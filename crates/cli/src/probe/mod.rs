@@ -5,6 +5,7 @@
 
 pub mod config_file;
 mod console;
+mod running;
 mod signals;
 
 use crate::inputs::{Inputs, READ_BATCH};
@@ -14,10 +15,8 @@ use anyhow::{bail, Context, Result};
 use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
 use calliper_capture::Packet;
-use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
-use calliper_engine::RawPacket;
-use std::fs::File;
+use running::Running;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -292,42 +291,17 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     };
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
-    let mut health = None;
-    if let Some(listen) = a.http {
-        let live = calliper_console::LiveCalls::new();
-        outputs.add_tracker(Box::new(live.clone()));
-        let h = calliper_console::ProbeHealth::new();
-        let writable = write_token.is_some();
-        let addr = console::start(calliper_console::Config {
-            listen,
-            db: a.out.db.clone(),
-            live: Some(live),
-            health: Some(h.clone()),
-            token: crate::serve::token(a.token_file.as_ref())?,
-            rules: rules.clone(),
-            write_token,
-            recordings: a.record.record_dir.clone(),
-        })?;
-        health = Some(h);
-        log(&format!(
-            "event=console address=http://{addr}/ rules_writable={writable}"
-        ));
-    }
-    let started_ns = realtime_ns();
-    let mut engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
+    let health = start_console(&a, &mut outputs, rules.as_ref(), write_token)?;
+    let engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
+    let mut r = Running::new(engine, outputs, health, input);
     log(&format!(
-        "event=start input={input:?} threads={}",
-        a.engine.threads
+        "event=start input={:?} threads={}",
+        r.input, a.engine.threads
     ));
-
     let mut clean = true;
-    let mut failure: Option<WorkerFailed> = None;
-    let mut packets = 0u64;
-    let mut since_emit = 0u64;
     // Due at once: the console's health page has a first report at start.
     let mut last_flush = Instant::now() - Duration::from_secs(1);
     let mut last_status = Instant::now();
-    let mut stats: Option<LiveStats> = None;
     // A block may hold packets up to its timeout old: idle time passes only
     // up to there, so no call expires before its last packets are read.
     let lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
@@ -335,122 +309,96 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         if signals::take_reload() {
             reload(&a, rules.as_ref());
         }
-        let mut on_packets = |b: &[Packet<'_>]| {
-            if failure.is_some() {
-                return;
-            }
-            let mut raw = [RawPacket::default(); 64];
-            for (r, p) in raw.iter_mut().zip(b) {
-                *r = (*p).into();
-            }
-            packets += b.len() as u64;
-            since_emit += b.len() as u64;
-            if let Err(f) = engine.packets(&raw[..b.len().min(64)]) {
-                failure = Some(f);
-            }
-        };
-        let step = source.next(&mut on_packets, &mut clean);
-        let step = match step {
+        let step = match source.next(&mut |b| r.packets(b), &mut clean) {
             Ok(s) => s,
             Err(e) => {
                 // The interface went away: write everything, then report.
-                finish(
-                    engine,
-                    outputs,
-                    recorder,
-                    rules.as_ref(),
-                    &input,
-                    stats,
-                    None,
-                )?;
+                finish(r, recorder, rules.as_ref(), None)?;
                 return Err(e);
             }
         };
-        if failure.is_some() || matches!(step, Step::End) {
+        if r.failure.is_some() || matches!(step, Step::End) {
             break;
         }
-        if since_emit >= 4096 {
-            since_emit = 0;
-            outputs.emit(&mut engine, false)?;
-        }
+        r.emit_when_due()?;
         if last_flush.elapsed() >= Duration::from_secs(1) {
             last_flush = Instant::now();
-            if let Some(s) = source.stats()? {
-                stats = Some(s);
-                engine.set_capture_dropped(s.dropped);
-                if let Err(f) = engine.tick(realtime_ns() - lag_ns) {
-                    failure = Some(f);
-                    break;
-                }
-            }
-            outputs.emit(&mut engine, true)?;
-            if let Some(h) = &health {
-                h.publish(calliper_console::HealthReport {
-                    started_ns,
-                    updated_ns: realtime_ns(),
-                    input: input.clone(),
-                    interfaces: a.interfaces.clone(),
-                    threads: a.engine.threads.into(),
-                    packets,
-                    capture: stats.map(|s| calliper_console::RingCounts {
-                        received: s.received,
-                        dropped: s.dropped,
-                        ring_full: s.ring_full,
-                    }),
-                    calls_open: engine.active_calls().map(|n| n as u64),
-                    calls_written: outputs.calls_written,
-                    dropped: outputs.drops().iter().map(|d| (d.key, d.count)).collect(),
-                    engine: crate::summary::counters_json(&engine.counters_so_far()),
-                });
+            r.each_second(&mut source, &a, lag_ns)?;
+            if r.failure.is_some() {
+                break;
             }
         }
         if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
             last_status = Instant::now();
-            log(&format!(
-                "event=status packets={packets} calls_open={} calls_written={}{}",
-                engine.active_calls().map_or("-".into(), |n| n.to_string()),
-                outputs.calls_written,
-                drops(stats)
-            ));
+            r.log_status();
         }
     }
     if signals::stop_requested() {
         log("event=stopping reason=signal");
     }
     if let Some(s) = source.stats()? {
-        stats = Some(s);
-        engine.set_capture_dropped(s.dropped);
+        r.stats = Some(s);
+        r.engine.set_capture_dropped(s.dropped);
     }
-    if let Some(f) = failure {
+    if let Some(f) = r.failure.take() {
         // What was finished before the failure is written; open calls are not.
-        outputs.emit(&mut engine, true)?;
-        outputs.close()?;
+        r.outputs.emit(&mut r.engine, true)?;
+        r.outputs.close()?;
         return Err(anyhow::Error::new(f).context(format!(
-            "{input}: analysis stopped; the records finished before the failure are written"
+            "{}: analysis stopped; the records finished before the failure are written",
+            r.input
         )));
     }
-    finish(
-        engine,
-        outputs,
-        recorder,
-        rules.as_ref(),
-        &input,
-        stats,
-        source.filtered_out(),
-    )?;
+    let filtered_out = source.filtered_out();
+    finish(r, recorder, rules.as_ref(), filtered_out)?;
     Ok(clean)
+}
+
+/// `--http`: starts the console on the probe's live calls, health and
+/// rules; the health page to publish to.
+fn start_console(
+    a: &ProbeArgs,
+    outputs: &mut Outputs,
+    rules: Option<&calliper_rules::Rules>,
+    write_token: Option<String>,
+) -> Result<Option<calliper_console::ProbeHealth>> {
+    let Some(listen) = a.http else {
+        return Ok(None);
+    };
+    let live = calliper_console::LiveCalls::new();
+    outputs.add_tracker(Box::new(live.clone()));
+    let h = calliper_console::ProbeHealth::new();
+    let writable = write_token.is_some();
+    let addr = console::start(calliper_console::Config {
+        listen,
+        db: a.out.db.clone(),
+        live: Some(live),
+        health: Some(h.clone()),
+        token: crate::serve::token(a.token_file.as_ref())?,
+        rules: rules.cloned(),
+        write_token,
+        recordings: a.record.record_dir.clone(),
+    })?;
+    log(&format!(
+        "event=console address=http://{addr}/ rules_writable={writable}"
+    ));
+    Ok(Some(h))
 }
 
 /// Ends the analysis (open calls written as ongoing) and the outputs.
 fn finish(
-    mut engine: Analyzer,
-    mut outputs: Outputs,
+    r: Running,
     recorder: Option<calliper_recorder::Recorder>,
     rules: Option<&calliper_rules::Rules>,
-    input: &str,
-    stats: Option<LiveStats>,
     filtered_out: Option<u64>,
 ) -> Result<()> {
+    let Running {
+        mut engine,
+        mut outputs,
+        input,
+        stats,
+        ..
+    } = r;
     let failed = engine.finish().err();
     outputs.emit(&mut engine, false)?;
     let counters = engine.counters().clone();
@@ -474,7 +422,7 @@ fn finish(
         extra.insert("filtered_out".into(), n.into());
     }
     let written = outputs.calls_written;
-    outputs.finish(&counters, rules, input, extra)?;
+    outputs.finish(&counters, rules, &input, extra)?;
     let filtered = filtered_out.map_or(String::new(), |n| format!(" filtered_out={n}"));
     log(&format!(
         "event=stopped calls_written={written}{filtered}{}",
@@ -517,9 +465,7 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
     if let Some(path) = &a.engine.rules {
         load_rules(path)?;
     }
-    for f in &a.read {
-        File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
-    }
+    Inputs::open(&a.read)?;
     if let Some(expr) = &a.filter {
         Filter::new(expr)?;
     }

@@ -1,0 +1,135 @@
+//! The probe once started: what it hands the analyser, and what it tells
+//! the outputs, the console's health page and the log as it goes.
+
+use super::{drops, log, realtime_ns, ProbeArgs, Source};
+use crate::inputs::READ_BATCH;
+use crate::run::Outputs;
+use anyhow::Result;
+use calliper_capture::live::LiveStats;
+use calliper_capture::Packet;
+use calliper_console::ProbeHealth;
+use calliper_engine::workers::WorkerFailed;
+use calliper_engine::{Analyzer, RawPacket};
+
+/// Packets analysed between two writes of what the analysis finished.
+const EMIT_EVERY: u64 = 4096;
+
+/// The analyser, its outputs and the counts the probe reports.
+pub(super) struct Running {
+    pub engine: Analyzer,
+    pub outputs: Outputs,
+    /// The console's health page, when the console runs.
+    pub health: Option<ProbeHealth>,
+    /// The interfaces or files read, for the log and the summary.
+    pub input: String,
+    pub started_ns: i64,
+    pub packets: u64,
+    since_emit: u64,
+    /// The analysis itself failed (a bug): nothing more is analysed.
+    pub failure: Option<WorkerFailed>,
+    /// The capture's latest counts (live).
+    pub stats: Option<LiveStats>,
+}
+
+impl Running {
+    pub fn new(
+        engine: Analyzer,
+        outputs: Outputs,
+        health: Option<ProbeHealth>,
+        input: String,
+    ) -> Self {
+        Running {
+            engine,
+            outputs,
+            health,
+            input,
+            started_ns: realtime_ns(),
+            packets: 0,
+            since_emit: 0,
+            failure: None,
+            stats: None,
+        }
+    }
+
+    /// Analyses what the source read, however many packets it gives at once.
+    pub fn packets(&mut self, b: &[Packet<'_>]) {
+        for chunk in b.chunks(READ_BATCH) {
+            if self.failure.is_some() {
+                return;
+            }
+            let mut raw = [RawPacket::default(); READ_BATCH];
+            for (r, p) in raw.iter_mut().zip(chunk) {
+                *r = (*p).into();
+            }
+            self.packets += chunk.len() as u64;
+            self.since_emit += chunk.len() as u64;
+            if let Err(f) = self.engine.packets(&raw[..chunk.len()]) {
+                self.failure = Some(f);
+            }
+        }
+    }
+
+    /// Writes what the analysis finished, every [`EMIT_EVERY`] packets.
+    pub fn emit_when_due(&mut self) -> Result<()> {
+        if self.since_emit >= EMIT_EVERY {
+            self.since_emit = 0;
+            self.outputs.emit(&mut self.engine, false)?;
+        }
+        Ok(())
+    }
+
+    /// Once a second: the capture's counts, idle time passing (live, up to
+    /// `lag_ns` behind the clock), durable outputs and the health page.
+    pub fn each_second(&mut self, source: &mut Source, a: &ProbeArgs, lag_ns: i64) -> Result<()> {
+        if let Some(s) = source.stats()? {
+            self.stats = Some(s);
+            self.engine.set_capture_dropped(s.dropped);
+            if let Err(f) = self.engine.tick(realtime_ns() - lag_ns) {
+                self.failure = Some(f);
+                return Ok(());
+            }
+        }
+        self.outputs.emit(&mut self.engine, true)?;
+        self.publish_health(a);
+        Ok(())
+    }
+
+    fn publish_health(&mut self, a: &ProbeArgs) {
+        let Some(h) = &self.health else { return };
+        h.publish(calliper_console::HealthReport {
+            started_ns: self.started_ns,
+            updated_ns: realtime_ns(),
+            input: self.input.clone(),
+            interfaces: a.interfaces.clone(),
+            threads: a.engine.threads.into(),
+            packets: self.packets,
+            capture: self.stats.map(|s| calliper_console::RingCounts {
+                received: s.received,
+                dropped: s.dropped,
+                ring_full: s.ring_full,
+            }),
+            calls_open: self.engine.active_calls().map(|n| n as u64),
+            calls_written: self.outputs.calls_written,
+            dropped: self
+                .outputs
+                .drops()
+                .iter()
+                .map(|d| (d.key, d.count))
+                .collect(),
+            engine: crate::summary::counters_json(&self.engine.counters_so_far()),
+        });
+    }
+
+    /// The `--status-every` log line.
+    pub fn log_status(&self) {
+        log(&format!(
+            "event=status packets={} calls_open={} calls_written={}{}",
+            self.packets,
+            self.engine
+                .active_calls()
+                .map_or("-".into(), |n| n.to_string()),
+            self.outputs.calls_written,
+            drops(self.stats)
+        ));
+    }
+}
