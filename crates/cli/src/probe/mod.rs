@@ -274,21 +274,11 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     if a.check_config {
         return check(&a, &live).map(|_| true);
     }
-    let inputs = Inputs::open(&a.read)?;
     crate::refuse_overwriting_inputs(&a.read, &a.out)?;
+    // Every input opens before anything is written.
+    let (mut source, input) = open_source(&a, &live)?;
     // Live capture drops (and counts) what the disk cannot take at once.
     let recorder = a.record.start(&mut cfg, a.read.is_empty())?;
-    let mut source = if a.read.is_empty() {
-        Source::Live(Box::new(LiveCapture::open(&live)?))
-    } else {
-        let filter = a.filter.as_deref().map(Filter::new).transpose()?;
-        Source::Files(inputs, filter, a.realtime.then(Pace::default))
-    };
-    let input = if a.read.is_empty() {
-        a.interfaces.join(",")
-    } else {
-        crate::input_names(&a.read)
-    };
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
     let health = start_console(&a, &mut outputs, rules.as_ref(), write_token)?;
@@ -352,6 +342,20 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     let filtered_out = source.filtered_out();
     finish(r, recorder, rules.as_ref(), filtered_out)?;
     Ok(clean)
+}
+
+/// What the probe reads (the files of `--read`, else the interfaces), and
+/// its name for the log and the summary.
+fn open_source(a: &ProbeArgs, live: &LiveConfig) -> Result<(Source, String)> {
+    if a.read.is_empty() {
+        let ring = LiveCapture::open(live)?;
+        return Ok((Source::Live(Box::new(ring)), a.interfaces.join(",")));
+    }
+    let inputs = Inputs::open(&a.read)?;
+    let filter = a.filter.as_deref().map(Filter::new).transpose()?;
+    let pace = a.realtime.then(Pace::default);
+    let source = Source::Files(inputs, filter, pace);
+    Ok((source, crate::input_names(&a.read)))
 }
 
 /// `--http`: starts the console on the probe's live calls, health and
