@@ -65,38 +65,6 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
             (!NOT_IN_FILE.contains(&long.as_str())).then_some((long, a.get_short(), flag))
         })
         .collect();
-    let on_command_line = |long: &str, short: Option<char>| {
-        given.iter().any(|a| {
-            let a = a.to_string_lossy();
-            a == format!("--{long}")
-                || a.starts_with(&format!("--{long}="))
-                || short.is_some_and(|s| a.starts_with(&format!("-{s}")) && !a.starts_with("--"))
-        })
-    };
-    // A setting the command line overrides, directly or by giving a flag
-    // that conflicts with it (`--read` against the file's `interface`).
-    let overridden = |long: &str| -> bool {
-        let Some(arg) = probe.get_arguments().find(|a| a.get_long() == Some(long)) else {
-            return false;
-        };
-        let given_arg = |a: &clap::Arg| {
-            a.get_long()
-                .is_some_and(|l| on_command_line(l, a.get_short()))
-        };
-        // Conflicts are declared on one side: look both ways.
-        given_arg(arg)
-            || probe
-                .get_arg_conflicts_with(arg)
-                .iter()
-                .any(|c| given_arg(c))
-            || probe.get_arguments().any(|b| {
-                given_arg(b)
-                    && probe
-                        .get_arg_conflicts_with(b)
-                        .iter()
-                        .any(|c| c.get_id() == arg.get_id())
-            })
-    };
     let mut out = Vec::new();
     for (key, value) in &table {
         let name = key.replace('_', "-");
@@ -105,7 +73,7 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
             names.sort_unstable();
             bail!("unknown key `{key}` (the keys are: {})", names.join(", "));
         };
-        if overridden(long) {
+        if overridden(probe, given, long) {
             continue;
         }
         let scalar = |v: &toml::Value| -> Result<String> {
@@ -129,6 +97,40 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
         }
     }
     Ok(out)
+}
+
+/// Whether the command line (`given`) overrides the setting `long`:
+/// directly, or by giving a flag that conflicts with it (`--read` against
+/// the file's `interface`).
+fn overridden(probe: &clap::Command, given: &[OsString], long: &str) -> bool {
+    let on_command_line = |long: &str, short: Option<char>| {
+        given.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == format!("--{long}")
+                || a.starts_with(&format!("--{long}="))
+                || short.is_some_and(|s| a.starts_with(&format!("-{s}")) && !a.starts_with("--"))
+        })
+    };
+    let Some(arg) = probe.get_arguments().find(|a| a.get_long() == Some(long)) else {
+        return false;
+    };
+    let given_arg = |a: &clap::Arg| {
+        a.get_long()
+            .is_some_and(|l| on_command_line(l, a.get_short()))
+    };
+    // Conflicts are declared on one side: look both ways.
+    given_arg(arg)
+        || probe
+            .get_arg_conflicts_with(arg)
+            .iter()
+            .any(|c| given_arg(c))
+        || probe.get_arguments().any(|b| {
+            given_arg(b)
+                && probe
+                    .get_arg_conflicts_with(b)
+                    .iter()
+                    .any(|c| c.get_id() == arg.get_id())
+        })
 }
 
 /// The probe's effective settings, defaults included, as a configuration
