@@ -29,12 +29,7 @@ fn ethernet(ip: &[u8]) -> Vec<u8> {
 
 /// G.729 RTP: 12-byte header, 20 bytes of payload.
 fn rtp(seq: u16, ts: u32, ssrc: u32) -> Vec<u8> {
-    let mut p = vec![0x80, 18];
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&ts.to_be_bytes());
-    p.extend_from_slice(&ssrc.to_be_bytes());
-    p.extend_from_slice(&[0x55; 20]);
-    p
+    emit::rtp(18, seq, ts, ssrc, &[0x55; 20])
 }
 
 fn caller(i: u32) -> Ipv4Addr {

@@ -21,12 +21,7 @@ fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, payload: &[u8]) -> Ve
 }
 
 fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {
-    let mut p = vec![0x80, 8];
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&(seq as u32 * 160).to_be_bytes());
-    p.extend_from_slice(&ssrc.to_be_bytes());
-    p.extend_from_slice(&[0xD5; 160]);
-    p
+    calliper_wire::emit::rtp(8, seq, seq as u32 * 160, ssrc, &[0xD5; 160])
 }
 
 fn sdp(ip: [u8; 4], port: u16) -> String {

@@ -91,6 +91,18 @@ impl Ipv4 {
     }
 }
 
+/// An RTP packet (RFC 3550 §5.1): version 2, no padding, extension or
+/// CSRC; `pt` carries the marker bit in its top bit, as on the wire.
+pub fn rtp(pt: u8, seq: u16, ts: u32, ssrc: u32, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(12 + payload.len());
+    p.extend_from_slice(&[0x80, pt]);
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
 /// The Internet checksum (RFC 1071) of `data` folded onto `sum`: 0 when
 /// a header with its checksum field included is correct. `sum` carries a
 /// pseudo-header's part, or another piece's complemented result. The one
@@ -154,6 +166,17 @@ pub fn ethertype_of(ip: &[u8]) -> u16 {
 mod tests {
     use super::*;
     use crate::{decode, ipproto, Transport};
+
+    #[test]
+    fn an_rtp_packet_built_parses_back() {
+        let p = rtp(0x80 | 18, 7, 160, 0xDEAD_BEEF, &[0x55; 20]);
+        let h = crate::rtp::RtpHeader::parse(&p).unwrap();
+        assert_eq!(
+            (h.marker, h.payload_type, h.seq, h.timestamp, h.ssrc),
+            (true, 18, 7, 160, 0xDEAD_BEEF)
+        );
+        assert_eq!((h.header_len, h.payload_len, h.padding), (12, 20, 0));
+    }
 
     /// RFC 1071 §3's worked example, at an even and an odd length.
     #[test]

@@ -84,12 +84,7 @@ pub fn tcp(sport: u16, dport: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u
 
 /// An RTP packet.
 pub fn rtp(pt: u8, seq: u16, ts: u32, ssrc: u32, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0x80, pt];
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&ts.to_be_bytes());
-    p.extend_from_slice(&ssrc.to_be_bytes());
-    p.extend_from_slice(payload);
-    p
+    emit::rtp(pt, seq, ts, ssrc, payload)
 }
 
 pub const CALLER: Endpoint = (Ipv4Addr::new(10, 0, 0, 1), 5060);
