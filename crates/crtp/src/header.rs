@@ -33,19 +33,8 @@ pub struct Key {
 
 /// The datagram's headers, if the compressor can take it.
 pub fn view(p: &[u8]) -> Option<View> {
-    if p.len() < 20 || p[0] >> 4 != 4 {
-        return None;
-    }
-    let ihl = ((p[0] & 0x0F) as usize) * 4;
-    let fragment = u16::from_be_bytes([p[6], p[7]]) & 0x3FFF;
-    if ihl < 20
-        || u16::from_be_bytes([p[2], p[3]]) as usize != p.len()
-        || fragment != 0
-        || p[9] != 17
-        || p.len() < ihl + 8 + 12
-        || ip_checksum(&p[..ihl]) != get16(p, 10)
-        || u16::from_be_bytes([p[ihl + 4], p[ihl + 5]]) as usize != p.len() - ihl
-    {
+    let ihl = whole_ipv4_udp(p)?;
+    if p.len() < ihl + 8 + 12 {
         return None;
     }
     // A wrong UDP checksum (a capture on a host that offloads them, say)
@@ -60,6 +49,22 @@ pub fn view(p: &[u8]) -> Option<View> {
     }
     let len = ihl + 8 + 12 + 4 * (rtp[0] & 0x0F) as usize;
     (len <= p.len() && len <= MAX_HEADER).then_some(View { ihl, len })
+}
+
+/// The IPv4 header's length, if `p` is one whole, unfragmented IPv4/UDP
+/// datagram whose lengths and IPv4 checksum would come back byte for byte
+/// (read through `wire`'s checked view).
+fn whole_ipv4_udp(p: &[u8]) -> Option<usize> {
+    let h = calliper_wire::ipv4::Header::new_checked(p).ok()?;
+    let ihl = h.header_len();
+    let whole = usize::from(h.total_len()) == p.len() && p.len() >= ihl + 8;
+    if !whole || h.is_fragment() || h.protocol() != 17 {
+        return None;
+    }
+    if h.expected_checksum() != h.checksum() || get16(p, ihl + 4) as usize != p.len() - ihl {
+        return None;
+    }
+    Some(ihl)
 }
 
 /// The flow key of a datagram `view` accepted.
@@ -90,13 +95,8 @@ pub fn get32(p: &[u8], at: usize) -> u32 {
 }
 
 /// The checksum an IPv4 header should carry, as the decompressor computes
-/// it. A header whose field holds the other one's-complement zero (0xFFFF
-/// for 0x0000) is valid too, but would not come back byte for byte: the
-/// compressor leaves it uncompressed.
-pub fn ip_checksum(header: &[u8]) -> u16 {
-    let sum = checksum(&header[..10], 0);
-    checksum(&header[12..], !sum as u32)
-}
+/// it (`wire`'s, checksum field left out).
+pub use calliper_wire::ipv4::expected_checksum as ip_checksum;
 
 /// Sets the IPv4 header checksum of `p` (header length `ihl`).
 pub fn set_ip_checksum(p: &mut [u8], ihl: usize) {
@@ -127,18 +127,7 @@ fn pseudo_header(p: &[u8], ihl: usize) -> u32 {
 /// and UDP headers' length.
 pub fn non_tcp_view(p: &[u8]) -> Option<View> {
     let ihl = match p.first()? >> 4 {
-        4 => {
-            let ihl = ((p[0] & 0x0F) as usize) * 4;
-            let whole = p.len() >= 20 && get16(p, 2) as usize == p.len();
-            let fragment = p.len() >= 8 && get16(p, 6) & 0x3FFF != 0;
-            if !whole || fragment || p[9] != 17 || ihl < 20 || p.len() < ihl + 8 {
-                return None;
-            }
-            if ip_checksum(&p[..ihl]) != get16(p, 10) {
-                return None;
-            }
-            ihl
-        }
+        4 => whole_ipv4_udp(p)?,
         6 => {
             if p.len() < 48 || p[6] != 17 || get16(p, 4) as usize != p.len() - 40 {
                 return None;

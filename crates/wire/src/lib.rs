@@ -10,6 +10,7 @@
 //! addresses, which is what SIP and RTP correlation need.
 
 pub mod emit;
+pub mod ipv4;
 mod outer;
 pub mod rtcp;
 pub mod rtp;
@@ -18,7 +19,7 @@ mod tunnel;
 pub use outer::outer_ip;
 use tunnel::{gre, ppp, pppoe_session};
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 /// Link-layer header types (the pcap LINKTYPE_ values we decode).
 pub mod linktype {
@@ -350,17 +351,11 @@ fn ip_by_version<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
 
 #[inline(always)]
 fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
-    if data.len() < 20 {
-        return Err(DecodeError::Truncated("ipv4"));
-    }
-    let ihl = (data[0] & 0x0F) as usize * 4;
-    if data[0] >> 4 != 4 || ihl < 20 {
-        return Err(DecodeError::BadIpHeader);
-    }
-    if data.len() < ihl {
-        return Err(DecodeError::Truncated("ipv4"));
-    }
-    let total = be16(data, 2) as usize;
+    let h = ipv4::Header::new_checked(data).map_err(|e| match e {
+        ipv4::Ipv4Error::Truncated => DecodeError::Truncated("ipv4"),
+        ipv4::Ipv4Error::Malformed => DecodeError::BadIpHeader,
+    })?;
+    let (ihl, total) = (h.header_len(), usize::from(h.total_len()));
     // total == 0 happens with TSO offload captures: take what was captured.
     let end = if total == 0 {
         data.len()
@@ -369,19 +364,14 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     } else {
         total.min(data.len())
     };
-    let src = IpAddr::V4(Ipv4Addr::new(data[12], data[13], data[14], data[15]));
-    let dst = IpAddr::V4(Ipv4Addr::new(data[16], data[17], data[18], data[19]));
-    let proto = data[9];
-    ctx.ip_id = Some(be16(data, 4));
-    let frag_field = be16(data, 6);
-    let more = frag_field & 0x2000 != 0;
-    let offset = (frag_field & 0x1FFF) as u32 * 8;
+    let (src, dst, proto) = (IpAddr::V4(h.src()), IpAddr::V4(h.dst()), h.protocol());
+    ctx.ip_id = Some(h.ident());
     let payload = &data[ihl..end];
-    if more || offset != 0 {
+    if h.is_fragment() {
         let frag = Fragment {
-            id: be16(data, 4) as u32,
-            offset,
-            more,
+            id: u32::from(h.ident()),
+            offset: h.fragment_offset(),
+            more: h.more_fragments(),
             protocol: proto,
         };
         return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
