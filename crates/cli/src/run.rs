@@ -226,8 +226,14 @@ impl Outputs {
     }
 
     /// Waits for what was handed over to be written, without a summary
-    /// (the analysis failed).
-    pub fn close(self) -> Result<()> {
+    /// (the analysis failed); the alerts still waiting for their place
+    /// among the records are judged and written first.
+    pub fn close(mut self) -> Result<()> {
+        let mut last = Batch::default();
+        for a in self.alerts.take_all() {
+            last.tracked.push(("alert", serde_json::to_value(&a)?));
+        }
+        self.writer.send(last)?;
         self.writer.close()
     }
 

@@ -349,6 +349,7 @@ mod tests {
         let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let c = CallChange {
             ts_ns,
+            clock_ns: ts_ns,
             call: serial,
             call_id: "c1",
             phase,

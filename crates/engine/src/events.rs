@@ -228,6 +228,7 @@ impl Engine {
         }
         ev.deliver(&Event::Registration(&Registration {
             ts_ns: now,
+            clock_ns: self.now,
             request_ns: p.ts_ns,
             aor: &p.aor,
             contact: m.contact.or(p.contact.as_deref()),
@@ -283,6 +284,7 @@ impl Engine {
         }
         self.events.deliver(&Event::Call(&CallChange {
             ts_ns: now,
+            clock_ns: self.now,
             call: c.serial,
             call_id: &c.call_id,
             phase,
@@ -301,6 +303,7 @@ impl Engine {
         if self.signalling_events() {
             self.events.deliver(&Event::Call(&CallChange {
                 ts_ns: self.now,
+                clock_ns: self.now,
                 call: c.serial,
                 call_id: &c.call_id,
                 phase: CallPhase::Ended,
@@ -334,6 +337,7 @@ pub(crate) fn deliver_records(hub: &TrackerHub, records: &[Record], before: i64)
 fn ended(r: &CallRecord) -> CallChange<'_> {
     CallChange {
         ts_ns: r.end_ns,
+        clock_ns: r.held_until_ns,
         call: r.serial,
         call_id: &r.call_id,
         phase: CallPhase::Ended,

@@ -76,6 +76,11 @@ pub enum CallPhase {
 pub struct CallChange<'a> {
     /// When, ns since the epoch.
     pub ts_ns: i64,
+    /// The engine's clock when it was sent (at or after `ts_ns`, which an
+    /// out-of-order packet can put earlier): what places it among the
+    /// records ([`Event::RecordsBefore`]).
+    #[serde(skip)]
+    pub clock_ns: i64,
     /// The call ([`CallRecord::serial`]).
     pub call: u64,
     /// Its Call-ID.
@@ -119,6 +124,8 @@ pub enum RegistrationOutcome {
 pub struct Registration<'a> {
     /// The response's time, ns since the epoch.
     pub ts_ns: i64,
+    /// The engine's clock when it was sent (as [`CallChange::clock_ns`]).
+    pub clock_ns: i64,
     /// The request's time.
     pub request_ns: i64,
     /// Address of record: the To URI.

@@ -125,18 +125,20 @@ struct TrunkWindow {
 }
 
 /// A judgement taken from a live event, waiting for the records of calls
-/// that ended before it.
+/// that ended before it; the first field is the engine's clock when the
+/// event was sent, which places it among the records.
 enum Waiting {
-    /// An answer, for its trunk's ASR: (time, trunk, Call-ID).
-    Answer(i64, String, String),
-    /// A REGISTER's outcome, for its source: (time, source, refused, agent).
-    Register(i64, IpAddr, bool, Option<String>),
+    /// An answer, for its trunk's ASR: (clock, time, trunk, Call-ID).
+    Answer(i64, i64, String, String),
+    /// A REGISTER's outcome, for its source: (clock, time, source, refused,
+    /// agent).
+    Register(i64, i64, IpAddr, bool, Option<String>),
 }
 
 impl Waiting {
-    fn ts(&self) -> i64 {
+    fn clock(&self) -> i64 {
         match self {
-            Waiting::Answer(ts, ..) | Waiting::Register(ts, ..) => *ts,
+            Waiting::Answer(clock, ..) | Waiting::Register(clock, ..) => *clock,
         }
     }
 }
@@ -296,11 +298,19 @@ impl Alerts {
             ch.parties.1,
             &mut self.scratch,
         );
-        let w = Waiting::Answer(ch.ts_ns, key.to_string(), ch.call_id.to_string());
+        let w = Waiting::Answer(
+            ch.clock_ns,
+            ch.ts_ns,
+            key.to_string(),
+            ch.call_id.to_string(),
+        );
         wait(&self.cfg, &mut self.lock(), w);
     }
 
     fn registration(&self, r: &Registration<'_>) {
+        if self.cfg.scan_failures.is_none() && self.cfg.scanner_agents.is_empty() {
+            return;
+        }
         let refused = matches!(
             r.outcome,
             RegistrationOutcome::AuthFailed
@@ -308,7 +318,7 @@ impl Alerts {
                 | RegistrationOutcome::Challenged
         );
         let agent = r.user_agent.map(str::to_string);
-        let w = Waiting::Register(r.ts_ns, r.client.0, refused, agent);
+        let w = Waiting::Register(r.clock_ns, r.ts_ns, r.client.0, refused, agent);
         wait(&self.cfg, &mut self.lock(), w);
     }
 }
@@ -323,10 +333,10 @@ fn wait(cfg: &AlertConfig, s: &mut State, w: Waiting) {
     s.waiting.push_back(w);
 }
 
-/// Makes the waiting judgements older than `before`, in their order,
-/// stopping at the first that is not.
+/// Makes the waiting judgements sent before the clock read `before`, in
+/// their order, stopping at the first that was not.
 fn settle(cfg: &AlertConfig, s: &mut State, before: i64) {
-    while s.waiting.front().is_some_and(|w| w.ts() < before) {
+    while s.waiting.front().is_some_and(|w| w.clock() < before) {
         if let Some(w) = s.waiting.pop_front() {
             judge(cfg, s, w);
         }
@@ -335,8 +345,8 @@ fn settle(cfg: &AlertConfig, s: &mut State, before: i64) {
 
 fn judge(cfg: &AlertConfig, s: &mut State, w: Waiting) {
     match w {
-        Waiting::Answer(ts, key, call_id) => count_attempt(cfg, s, &key, ts, true, &call_id),
-        Waiting::Register(ts, ip, refused, agent) => {
+        Waiting::Answer(_, ts, key, call_id) => count_attempt(cfg, s, &key, ts, true, &call_id),
+        Waiting::Register(_, ts, ip, refused, agent) => {
             judge_source(cfg, s, ip, ts, refused, agent.as_deref())
         }
     }
@@ -526,7 +536,7 @@ mod tests {
             asr_min_attempts: 2,
             ..AlertConfig::default()
         };
-        let answer = || Waiting::Answer(30, "a>b".into(), "answered".into());
+        let answer = || Waiting::Answer(30, 30, "a>b".into(), "answered".into());
         let failed_record = |s: &mut State| {
             settle(&cfg, s, 20);
             count_attempt(&cfg, s, "a>b", 10, false, "failed");
