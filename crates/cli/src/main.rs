@@ -294,7 +294,7 @@ fn read_all(
                 bar.set_message(format!("{open} calls open"));
             }
         }
-        if n / 4096 != before / 4096 {
+        if n / run::EMIT_EVERY != before / run::EMIT_EVERY {
             outputs.emit(engine, false)?;
         }
     }

@@ -12,6 +12,10 @@ use calliper_trackers::{
 };
 use std::io::{self, BufWriter, Write};
 
+/// Packets analysed between two writes of what the analysis finished
+/// (`analyze` and `probe` alike).
+pub const EMIT_EVERY: u64 = 4096;
+
 /// Something the outputs or a tracker dropped, counted.
 pub struct Dropped {
     /// What it is, for a warning.

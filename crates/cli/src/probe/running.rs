@@ -3,16 +3,13 @@
 
 use super::{drops, log, realtime_ns, ProbeArgs, Source};
 use crate::inputs::READ_BATCH;
-use crate::run::Outputs;
+use crate::run::{Outputs, EMIT_EVERY};
 use anyhow::Result;
 use calliper_capture::live::LiveStats;
 use calliper_capture::Packet;
 use calliper_console::ProbeHealth;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::{Analyzer, RawPacket};
-
-/// Packets analysed between two writes of what the analysis finished.
-const EMIT_EVERY: u64 = 4096;
 
 /// The analyser, its outputs and the counts the probe reports.
 pub(super) struct Running {
