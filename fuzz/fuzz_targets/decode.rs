@@ -1,4 +1,5 @@
-//! Link, IP, tunnel, UDP and TCP decoding: the first byte picks the link type.
+//! Link, IP, tunnel, UDP and TCP decoding, and the short path for plain
+//! UDP over IPv4: the first byte picks the link type.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -9,6 +10,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let link = LINKS[pick as usize % LINKS.len()];
+    // The short path returns what the decoder does, or nothing.
+    if let Some(plain) = calliper_wire::decode_plain(link, frame) {
+        assert_eq!(calliper_wire::decode(link, frame), Ok(plain));
+    }
     if let Ok(f) = calliper_wire::decode(link, frame) {
         // Payloads must lie inside the frame.
         let within = |p: &[u8]| {

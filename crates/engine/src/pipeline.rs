@@ -59,7 +59,10 @@ impl Engine {
                       sh: &mut [Option<(StreamKey, u64)>],
                       media: &mut [Option<bool>]| {
             let p = &group[i];
-            let r = calliper_wire::decode(p.link_type, p.data);
+            let r = match calliper_wire::decode_plain(p.link_type, p.data) {
+                Some(f) => Ok(f),
+                None => calliper_wire::decode(p.link_type, p.data),
+            };
             if let Ok(f) = &r {
                 media[i] = e.media_owner(f);
             }

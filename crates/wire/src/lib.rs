@@ -12,11 +12,13 @@
 pub mod emit;
 pub mod ipv4;
 mod outer;
+mod plain;
 pub mod rtcp;
 pub mod rtp;
 mod tunnel;
 
 pub use outer::outer_ip;
+pub use plain::decode_plain;
 use tunnel::{gre, ppp, pppoe_session};
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -506,15 +508,7 @@ fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
 fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Step<'a> {
     match proto {
         ipproto::UDP => {
-            if p.len() < 8 {
-                return Err(DecodeError::Truncated("udp"));
-            }
-            let sport = be16(p, 0);
-            let dport = be16(p, 2);
-            let ulen = be16(p, 4) as usize;
-            // A UDP length below 8 is bogus (or 0 for jumbograms): use the IP payload.
-            let end = if ulen < 8 { p.len() } else { ulen.min(p.len()) };
-            let payload = &p[8..end];
+            let (sport, dport, payload) = udp_parts(p).ok_or(DecodeError::Truncated("udp"))?;
             if dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0 {
                 enter_tunnel(ctx)?;
                 return Ok(Next::Layer(Layer::Ethernet(&payload[8..])));
@@ -573,6 +567,18 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
             },
         )),
     }
+}
+
+/// A UDP datagram's ports and payload, or None when its header is cut.
+#[inline(always)]
+fn udp_parts(p: &[u8]) -> Option<(u16, u16, &[u8])> {
+    if p.len() < 8 {
+        return None;
+    }
+    let ulen = be16(p, 4) as usize;
+    // A UDP length below 8 is bogus (or 0 for jumbograms): use the IP payload.
+    let end = if ulen < 8 { p.len() } else { ulen.min(p.len()) };
+    Some((be16(p, 0), be16(p, 2), &p[8..end]))
 }
 
 #[cfg(test)]
