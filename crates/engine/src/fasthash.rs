@@ -50,14 +50,6 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
     }
 }
 
-/// Two little-endian words from 16 bytes (two loads).
-#[inline(always)]
-fn words16(c: &[u8]) -> (u64, u64) {
-    let (lo, hi) = c.split_at(8);
-    let word = |w: &[u8]| u64::from_le_bytes(w[..8].try_into().expect("eight bytes"));
-    (word(lo), word(hi))
-}
-
 /// Hash of four words and `bytes` (callers pass a short slice on the packet
 /// path: each 16 bytes cost a multiply).
 #[inline(always)]
@@ -65,21 +57,40 @@ pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     let s2 = other(seed);
     let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
         ^ mum(words[2] ^ s2 ^ K2, words[3] ^ seed ^ K3);
-    let mut chunks = bytes.chunks_exact(16);
+    let mut rest = bytes;
     let mut lane = 0u64;
-    for c in &mut chunks {
-        let (lo, hi) = words16(c);
+    while let Some((chunk, after)) = rest.split_first_chunk::<16>() {
+        let w = u128::from_le_bytes(*chunk);
         lane = lane.wrapping_add(1);
-        h ^= mum(lo ^ s2 ^ K1.wrapping_mul(lane), hi ^ K2 ^ seed);
+        h ^= mum(
+            w as u64 ^ s2 ^ K1.wrapping_mul(lane),
+            (w >> 64) as u64 ^ K2 ^ seed,
+        );
+        rest = after;
     }
-    let rest = chunks.remainder();
     if !rest.is_empty() {
-        let mut t = [0u8; 16];
-        t[..rest.len()].copy_from_slice(rest);
-        let (lo, hi) = words16(&t);
+        let (lo, hi) = tail(rest);
         h ^= mum(lo ^ s2 ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
     }
     mum(h ^ s2 ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
+}
+
+/// Two words from 1 to 15 bytes, every byte in one of them, read with
+/// overlapping loads (after wyhash) rather than copied into a buffer; the
+/// caller mixes in the length, so overlaps of different lengths differ.
+#[inline(always)]
+fn tail(b: &[u8]) -> (u64, u64) {
+    let n = b.len();
+    let word = |at: usize| b[at..at + 8].try_into().map_or(0, u64::from_le_bytes);
+    let half = |at: usize| b[at..at + 4].try_into().map_or(0, u32::from_le_bytes) as u64;
+    match n {
+        8.. => (word(0), word(n - 8)),
+        4.. => (half(0), half(n - 4)),
+        _ => (
+            (b[0] as u64) << 16 | (b[n / 2] as u64) << 8 | b[n - 1] as u64,
+            0,
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -95,10 +106,14 @@ mod tests {
             w[i] ^= 1 << 40;
             assert_ne!(hash(s, w, &[7; 40]), base, "word {i}");
         }
-        for i in 0..40 {
-            let mut b = [7u8; 40];
-            b[i] ^= 1;
-            assert_ne!(hash(s, [1, 2, 3, 4], &b), base, "byte {i}");
+        // Every byte of every length, whole chunks and tails of 1 to 15.
+        for len in 1..=48 {
+            let base = hash(s, [1, 2, 3, 4], &[7; 48][..len]);
+            for i in 0..len {
+                let mut b = [7u8; 48];
+                b[i] ^= 1;
+                assert_ne!(hash(s, [1, 2, 3, 4], &b[..len]), base, "byte {i} of {len}");
+            }
         }
         // Equal chunks in different places differ; a zero tail is not the same as no tail.
         assert_ne!(hash(s, [0; 4], &[0; 32]), hash(s, [0; 4], &[0; 16]));
