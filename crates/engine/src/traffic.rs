@@ -24,13 +24,13 @@ const TRANSPORTS: [&str; 5] = ["udp", "tcp", "sctp", "icmp", "other"];
 const APPLICATIONS: [&str; 6] = ["sip", "rtp", "rtcp", "dns", "http", "other"];
 
 /// One interval's counts.
-#[derive(Default)]
 pub(crate) struct Traffic {
     /// Start of the interval being counted (None before the first packet).
     start_ns: Option<i64>,
     /// Its end: a packet before it needs no boundary arithmetic.
     end_ns: i64,
-    counts: [[[(u64, u64); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()],
+    /// Packets and bytes by class ([`class_index`]).
+    counts: [(u64, u64); CLASSES],
     packets: u64,
     bytes: u64,
     /// `counters.calls` when the interval began.
@@ -46,6 +46,24 @@ pub(crate) struct Traffic {
     talkers_untracked: u64,
     /// The run of quiet intervals this one may continue (kept across intervals).
     quiet: QuietRun,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            start_ns: None,
+            end_ns: 0,
+            counts: [(0, 0); CLASSES],
+            packets: 0,
+            bytes: 0,
+            calls_before: 0,
+            calls_ended: 0,
+            dropped_before: 0,
+            talkers: None,
+            talkers_untracked: 0,
+            quiet: QuietRun::default(),
+        }
+    }
 }
 
 /// Quiet intervals in a row: how many were reported one by one, and where
@@ -68,7 +86,7 @@ impl Traffic {
         };
         let h = ((key as u64) ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
         for k in 0..4 {
-            let s = &mut slots[(h as usize + k) % TALKER_SLOTS];
+            let s = &mut slots[(h as usize + k) & (TALKER_SLOTS - 1)];
             if s.1 == 0 {
                 *s = (key, 1, len);
                 return;
@@ -108,14 +126,18 @@ impl Traffic {
     }
 }
 
+/// Classes counted: every network, transport and application.
+const CLASSES: usize = NETWORKS.len() * TRANSPORTS.len() * APPLICATIONS.len();
+
+/// Where a class is counted.
+#[inline(always)]
+fn class_index(network: usize, transport: usize, application: usize) -> usize {
+    (network * TRANSPORTS.len() + transport) * APPLICATIONS.len() + application
+}
+
 /// Network, transport and application indexes of a decoded packet.
-fn classify(
-    decoded: &Result<Frame<'_>, DecodeError>,
-    sip: &SipClassifier,
-) -> (usize, usize, usize) {
-    let Ok(f) = decoded else {
-        return (2, 4, 5);
-    };
+#[inline(always)]
+fn classify(f: &Frame<'_>, sip: &SipClassifier) -> (usize, usize, usize) {
     let net = if f.src.is_ipv4() { 0 } else { 1 };
     let app_of_ports = |s: u16, d: u16| {
         if sip.port(s, d) {
@@ -176,12 +198,16 @@ impl Engine {
         if ts_ns >= self.traffic.end_ns || self.traffic.start_ns.is_none() {
             self.traffic_boundary(ts_ns);
         }
-        let (n, t, a) = classify(decoded, &self.sip);
         let tr = &mut self.traffic;
-        if let Ok(f) = decoded {
-            tr.talker(f.src, len as u64);
-        }
-        let c = &mut tr.counts[n][t][a];
+        let class = match decoded {
+            Ok(f) => {
+                tr.talker(f.src, len as u64);
+                let (n, t, a) = classify(f, &self.sip);
+                class_index(n, t, a)
+            }
+            Err(_) => class_index(2, 4, 5),
+        };
+        let c = &mut tr.counts[class];
         c.0 += 1;
         c.1 += len as u64;
         tr.packets += 1;
@@ -272,7 +298,7 @@ impl Engine {
     }
 
     fn traffic_restart(&mut self, start: i64) {
-        let counts = [[[(0, 0); APPLICATIONS.len()]; TRANSPORTS.len()]; NETWORKS.len()];
+        let counts = [(0, 0); CLASSES];
         // The talker table is kept, emptied, and the quiet run goes on.
         let quiet = self.traffic.quiet;
         let mut talkers = self.traffic.talkers.take();
@@ -299,16 +325,17 @@ impl Engine {
             application: "",
             packets: 0,
             bytes: 0,
-        }; NETWORKS.len() * TRANSPORTS.len() * APPLICATIONS.len()];
+        }; CLASSES];
         let mut n = 0;
-        for (i, net) in tr.counts.iter().enumerate() {
-            for (j, tp) in net.iter().enumerate() {
-                for (k, &(packets, bytes)) in tp.iter().enumerate() {
+        for (i, network) in NETWORKS.iter().enumerate() {
+            for (j, transport) in TRANSPORTS.iter().enumerate() {
+                for (k, application) in APPLICATIONS.iter().enumerate() {
+                    let (packets, bytes) = tr.counts[class_index(i, j, k)];
                     if packets > 0 {
                         protocols[n] = TrafficClass {
-                            network: NETWORKS[i],
-                            transport: TRANSPORTS[j],
-                            application: APPLICATIONS[k],
+                            network,
+                            transport,
+                            application,
                             packets,
                             bytes,
                         };
