@@ -187,6 +187,9 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Calls still open at the end of the input written per batch.
+const FINISH_GROUP: usize = 1024;
+
 /// Runs an analysis. Ok(false) means some input was damaged but results were written.
 fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if a.out.events.is_some() && a.out.format != Format::Jsonl {
@@ -209,7 +212,15 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let mut failure = read_all(&mut inputs, &mut engine, &mut outputs, &bar)?;
     let clean = inputs.clean();
     if failure.is_none() {
-        if let Err(f) = engine.finish() {
+        // The calls still open are written a group at a time, not held all at once.
+        let mut written = Ok(());
+        let finished = engine.finish_in_groups(FINISH_GROUP, |records| {
+            if written.is_ok() {
+                written = outputs.emit_records(records.collect(), false);
+            }
+        });
+        written?;
+        if let Err(f) = finished {
             failure = Some((input_names(&a.files), f));
         }
     }

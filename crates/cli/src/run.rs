@@ -128,8 +128,13 @@ impl Outputs {
     /// Hands the writer what the analyser and the trackers finished since
     /// last time; `flush` also makes everything written durable.
     pub fn emit(&mut self, engine: &mut Analyzer, flush: bool) -> Result<()> {
+        self.emit_records(engine.drain().collect(), flush)
+    }
+
+    /// As [`Outputs::emit`], with records already drained.
+    pub fn emit_records(&mut self, records: Vec<Record>, flush: bool) -> Result<()> {
         let mut b = Batch {
-            records: engine.drain().collect(),
+            records,
             flush,
             ..Batch::default()
         };

@@ -61,8 +61,23 @@ impl Analyzer {
 
     /// Ends the input: open calls are written as they stand.
     pub fn finish(&mut self) -> Result<(), WorkerFailed> {
+        self.finish_in_groups(usize::MAX, |_| {})
+    }
+
+    /// As [`Analyzer::finish`], handing `written` the records of each
+    /// `group` open calls as they are finished, so they need not all be
+    /// held at once (one engine; shards finish theirs together). What is
+    /// left comes from [`Analyzer::drain`].
+    pub fn finish_in_groups(
+        &mut self,
+        group: usize,
+        mut written: impl FnMut(std::vec::Drain<'_, Record>),
+    ) -> Result<(), WorkerFailed> {
         match self {
-            Analyzer::Single(e) => guard(0, None, || e.finish()),
+            Analyzer::Single(e) => guard(0, None, || {
+                e.finish_open_in_groups(group, |e| written(e.drain()));
+                e.finish_rows();
+            }),
             Analyzer::Sharded(p) => p.finish(),
         }
     }

@@ -65,3 +65,38 @@ fn two_and_three_shards_match_one_thread() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(checked > 400, "only {checked} records compared");
 }
+
+/// One engine writes the calls still open at the end of the input a group
+/// of 1 024 at a time (so it never holds all their records), shards all at
+/// once: the records, alerts, KPIs and counters are the same.
+#[test]
+fn calls_open_at_the_end_come_out_the_same_in_groups() {
+    let dir = common::scratch("open-at-end");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
+    let args = "--calls 3000 --concurrent 2600 --warm-start --duration 4 \
+                --codecs g729:1 --loss 0.5 --seed 5";
+    let args: Vec<&str> = args.split_whitespace().collect();
+    generate(&args, &pcap, &truth);
+    let one = run(&pcap, "1", &[]);
+    let ongoing = one
+        .0
+        .iter()
+        .filter(|r| r.contains("\"ongoing\":true"))
+        .count();
+    assert!(
+        ongoing > 2 * 1024,
+        "only {ongoing} calls open at the end: one group"
+    );
+    assert!(
+        one.0.iter().any(|r| r.contains("\"type\":\"alert\"")),
+        "no alert to compare"
+    );
+    let two = run(&pcap, "2", &[]);
+    assert_eq!(two.0, one.0, "records differ between one engine and shards");
+    assert_eq!(
+        two.1, one.1,
+        "counters differ between one engine and shards"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
