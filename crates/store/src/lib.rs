@@ -150,12 +150,28 @@ struct SummaryLine<'a> {
 /// One JSON object per line: calls, streams without a call, and a final summary.
 pub struct JsonLines<W: Write> {
     w: W,
+    /// The line being written: serde writes a record in hundreds of small
+    /// pieces, each a call through `W` (often a `dyn Write`) when written
+    /// to it directly.
+    line: Vec<u8>,
 }
 
 impl<W: Write> JsonLines<W> {
     /// Writes to `w` (buffer it yourself if it is a file).
     pub fn new(w: W) -> Self {
-        JsonLines { w }
+        JsonLines {
+            w,
+            line: Vec::new(),
+        }
+    }
+
+    /// Writes one value as a line.
+    fn line(&mut self, value: &impl Serialize) -> Result<(), StoreError> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, value)?;
+        self.line.push(b'\n');
+        self.w.write_all(&self.line)?;
+        Ok(())
     }
 }
 
@@ -185,46 +201,32 @@ impl<W: Write> Sink for JsonLines<W> {
             #[serde(flatten)]
             value: &'a serde_json::Value,
         }
-        serde_json::to_writer(&mut self.w, &Line { kind, value })?;
-        self.w.write_all(b"\n")?;
-        Ok(())
+        self.line(&Line { kind, value })
     }
 
     fn write(&mut self, r: &Record) -> Result<(), StoreError> {
         match r {
-            Record::Call(c) => serde_json::to_writer(
-                &mut self.w,
-                &CallLine {
-                    kind: "call",
-                    start: rfc3339(c.invite_ns),
-                    end: rfc3339(c.end_ns),
-                    call: c,
-                },
-            )?,
-            Record::Stream(s) => serde_json::to_writer(
-                &mut self.w,
-                &StreamLine {
-                    kind: "stream",
-                    start: rfc3339(s.first_ns),
-                    end: rfc3339(s.last_ns),
-                    stream: s,
-                },
-            )?,
+            Record::Call(c) => self.line(&CallLine {
+                kind: "call",
+                start: rfc3339(c.invite_ns),
+                end: rfc3339(c.end_ns),
+                call: c,
+            }),
+            Record::Stream(s) => self.line(&StreamLine {
+                kind: "stream",
+                start: rfc3339(s.first_ns),
+                end: rfc3339(s.last_ns),
+                stream: s,
+            }),
         }
-        self.w.write_all(b"\n")?;
-        Ok(())
     }
 
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
-        serde_json::to_writer(
-            &mut self.w,
-            &SummaryLine {
-                kind: "summary",
-                input,
-                summary,
-            },
-        )?;
-        self.w.write_all(b"\n")?;
+        self.line(&SummaryLine {
+            kind: "summary",
+            input,
+            summary,
+        })?;
         self.w.flush()?;
         Ok(())
     }
