@@ -373,54 +373,97 @@ fn joined<'a>(msg: &'a [u8], value: &'a [u8], line: &[u8]) -> &'a [u8] {
     msg.get(start..end).map_or(value, trim)
 }
 
+/// The headers a message's fields come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Header {
+    CallId,
+    From,
+    To,
+    CSeq,
+    Via,
+    Contact,
+    UserAgent,
+    Server,
+    ContentType,
+    ContentLength,
+    Reason,
+    Expires,
+    Authorization,
+}
+
+/// Each header's long name and compact form (RFC 3261 §7.3.3).
+const HEADERS: [(&str, &str, Header); 14] = [
+    ("Call-ID", "i", Header::CallId),
+    ("From", "f", Header::From),
+    ("To", "t", Header::To),
+    ("CSeq", "", Header::CSeq),
+    ("Via", "v", Header::Via),
+    ("Contact", "m", Header::Contact),
+    ("User-Agent", "", Header::UserAgent),
+    ("Server", "", Header::Server),
+    ("Content-Type", "c", Header::ContentType),
+    ("Content-Length", "l", Header::ContentLength),
+    ("Reason", "", Header::Reason),
+    ("Expires", "", Header::Expires),
+    ("Authorization", "", Header::Authorization),
+    ("Proxy-Authorization", "", Header::Authorization),
+];
+
+/// Which header a name is (any case), if it is one a field comes from.
+fn header_of(name: &[u8]) -> Option<Header> {
+    HEADERS
+        .iter()
+        .find(|(long, short, _)| {
+            name.eq_ignore_ascii_case(long.as_bytes())
+                || (!short.is_empty() && name.eq_ignore_ascii_case(short.as_bytes()))
+        })
+        .map(|&(_, _, h)| h)
+}
+
+/// Fills the message's field from one header line. The name is matched
+/// first, so a header no field comes from costs no UTF-8 check.
 fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
-    // A display name in Latin-1 does not cost the URI: a name-addr that
-    // is not UTF-8 is read from the `<` the grammar finds (outside quotes).
-    let value = match (to_str(value), is_name_addr(name)) {
-        (None, true) => match uri_start(value) {
-            UriStart::At(lt) => &value[lt..],
-            _ => return,
-        },
-        _ => value,
+    let Some(header) = header_of(name) else {
+        return;
     };
-    let Some(v) = to_str(value) else { return };
-    let is = |long: &str, short: Option<&str>| {
-        name.eq_ignore_ascii_case(long.as_bytes())
-            || short.is_some_and(|s| name.eq_ignore_ascii_case(s.as_bytes()))
+    let v = match to_str(value) {
+        Some(v) => v,
+        // A display name in Latin-1 does not cost the URI: a name-addr that
+        // is not UTF-8 is read from the `<` the grammar finds (outside quotes).
+        None if matches!(header, Header::From | Header::To | Header::Contact) => {
+            match uri_start(value) {
+                UriStart::At(lt) => match to_str(&value[lt..]) {
+                    Some(v) => v,
+                    None => return,
+                },
+                _ => return,
+            }
+        }
+        None => return,
     };
-    if is("Call-ID", Some("i")) {
-        m.call_id.get_or_insert(v);
-    } else if is("From", Some("f")) {
-        m.from.get_or_insert(v);
-    } else if is("To", Some("t")) {
-        m.to.get_or_insert(v);
-    } else if is("CSeq", None) {
-        let (num, method) = v
-            .split_once(|c: char| c.is_ascii_whitespace())
-            .unwrap_or((v, ""));
-        m.cseq = num.trim().parse().ok();
-        m.cseq_method = Some(method.trim());
-    } else if is("Via", Some("v")) {
-        m.via.get_or_insert(v);
-    } else if is("Contact", Some("m")) {
-        m.contact.get_or_insert(v);
-    } else if is("User-Agent", None) {
-        m.user_agent.get_or_insert(v);
-    } else if is("Server", None) {
-        m.server.get_or_insert(v);
-    } else if is("Content-Type", Some("c")) {
-        m.content_type.get_or_insert(v);
-    } else if is("Content-Length", Some("l")) {
-        match v.parse::<usize>() {
+    match header {
+        Header::CallId => _ = m.call_id.get_or_insert(v),
+        Header::From => _ = m.from.get_or_insert(v),
+        Header::To => _ = m.to.get_or_insert(v),
+        Header::CSeq => {
+            let (num, method) = v
+                .split_once(|c: char| c.is_ascii_whitespace())
+                .unwrap_or((v, ""));
+            m.cseq = num.trim().parse().ok();
+            m.cseq_method = Some(method.trim());
+        }
+        Header::Via => _ = m.via.get_or_insert(v),
+        Header::Contact => _ = m.contact.get_or_insert(v),
+        Header::UserAgent => _ = m.user_agent.get_or_insert(v),
+        Header::Server => _ = m.server.get_or_insert(v),
+        Header::ContentType => _ = m.content_type.get_or_insert(v),
+        Header::ContentLength => match v.parse::<usize>() {
             Ok(n) if n <= MAX_BODY => m.content_length = Some(n),
             _ => m.bad_content_length = true,
-        }
-    } else if is("Reason", None) {
-        m.reason_header.get_or_insert(v);
-    } else if is("Expires", None) {
-        m.expires.get_or_insert(v);
-    } else if is("Authorization", None) || is("Proxy-Authorization", None) {
-        m.authorization = true;
+        },
+        Header::Reason => _ = m.reason_header.get_or_insert(v),
+        Header::Expires => _ = m.expires.get_or_insert(v),
+        Header::Authorization => m.authorization = true,
     }
 }
 
