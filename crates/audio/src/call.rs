@@ -9,7 +9,6 @@
 use crate::timeline::{Codec, Timeline, MAX_SECONDS};
 use calliper_record::stored::{StoredCall, StoredStream};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
-use calliper_wire::Transport;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -192,12 +191,7 @@ impl CallAudio {
         let Ok(frame) = calliper_wire::decode(link_type, data) else {
             return;
         };
-        let Transport::Udp {
-            sport,
-            dport,
-            payload,
-        } = frame.transport
-        else {
+        let Some((sport, dport, payload)) = frame.udp() else {
             return;
         };
         let Ok(rtp) = RtpHeader::parse(payload) else {

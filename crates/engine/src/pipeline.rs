@@ -173,14 +173,7 @@ impl Engine {
     #[inline]
     pub(crate) fn media_owner(&self, f: &Frame<'_>) -> Option<bool> {
         let (i, n) = self.shard?;
-        let Transport::Udp {
-            sport,
-            dport,
-            payload,
-        } = f.transport
-        else {
-            return None;
-        };
+        let (sport, dport, payload) = f.udp()?;
         if self.sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) {
             return None;
         }
@@ -190,14 +183,7 @@ impl Engine {
     /// The stream key of a frame this engine would analyse as RTP, read
     /// cheaply (for prefetching; the packet's handling decides for itself).
     pub(crate) fn rtp_key(&self, f: &Frame<'_>) -> Option<StreamKey> {
-        let Transport::Udp {
-            sport,
-            dport,
-            payload,
-        } = f.transport
-        else {
-            return None;
-        };
+        let (sport, dport, payload) = f.udp()?;
         if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
             return None;
         }

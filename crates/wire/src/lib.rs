@@ -187,6 +187,21 @@ pub struct Frame<'a> {
     pub transport: Transport<'a>,
 }
 
+impl<'a> Frame<'a> {
+    /// The ports and payload of a UDP frame.
+    #[inline]
+    pub fn udp(&self) -> Option<(u16, u16, &'a [u8])> {
+        match self.transport {
+            Transport::Udp {
+                sport,
+                dport,
+                payload,
+            } => Some((sport, dport, payload)),
+            _ => None,
+        }
+    }
+}
+
 #[inline]
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])

@@ -445,12 +445,7 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
         let Ok(f) = calliper_wire::decode(p.link_type, p.data) else {
             continue;
         };
-        let calliper_wire::Transport::Udp {
-            sport,
-            dport,
-            payload,
-        } = f.transport
-        else {
+        let Some((sport, dport, payload)) = f.udp() else {
             continue;
         };
         if sport == 5060 || dport == 5060 {
