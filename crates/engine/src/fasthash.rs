@@ -52,25 +52,36 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
 
 /// Hash of four words and `bytes` (callers pass a short slice on the packet
 /// path: each 16 bytes cost a multiply).
+///
+/// The terms are XORed, so two equal terms cancel: each operand of each
+/// term carries its own rotation (or, for chunks, odd multiple) of the
+/// seed, so that no two terms can be made equal, in either order of their
+/// operands, without knowing the seed. With public per-position constants
+/// a crafted chunk cancelled another and left a third chunk unhashed.
 #[inline(always)]
 pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     let s2 = other(seed);
     let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
-        ^ mum(words[2] ^ s2 ^ K2, words[3] ^ seed ^ K3);
+        ^ mum(
+            words[2] ^ seed.rotate_left(17) ^ K2,
+            words[3] ^ s2.rotate_left(23) ^ K3,
+        );
+    let (step, chunk_hi) = (s2.wrapping_shl(1), seed.rotate_left(41) ^ K2);
+    // The key of chunk n (from 1) is the odd multiple (2n + 1) of `s2`.
+    let mut key = s2;
     let mut rest = bytes;
-    let mut lane = 0u64;
     while let Some((chunk, after)) = rest.split_first_chunk::<16>() {
         let w = u128::from_le_bytes(*chunk);
-        lane = lane.wrapping_add(1);
-        h ^= mum(
-            w as u64 ^ s2 ^ K1.wrapping_mul(lane),
-            (w >> 64) as u64 ^ K2 ^ seed,
-        );
+        key = key.wrapping_add(step);
+        h ^= mum(w as u64 ^ key ^ K1, (w >> 64) as u64 ^ chunk_hi);
         rest = after;
     }
     if !rest.is_empty() {
         let (lo, hi) = tail(rest);
-        h ^= mum(lo ^ s2 ^ K3 ^ rest.len() as u64, hi ^ K0 ^ seed);
+        h ^= mum(
+            lo ^ seed.rotate_left(7) ^ K3 ^ rest.len() as u64,
+            hi ^ s2.rotate_left(53) ^ K0,
+        );
     }
     mum(h ^ s2 ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
 }
@@ -149,6 +160,39 @@ mod tests {
         let words: std::collections::HashSet<u64> =
             (0..1000u64).map(|i| hash(s, [i, K1, K2, i], &[])).collect();
         assert_eq!(words.len(), 1000);
+    }
+
+    /// Two terms that public constants alone made equal cancelled: two
+    /// chunks whose low words differed by the position constants (leaving
+    /// any third chunk unhashed), or the tail against the first two words
+    /// (leaving ports and lengths unhashed). Each pair, varied in step,
+    /// must now change the hash.
+    #[test]
+    fn no_two_terms_cancel_without_the_seed() {
+        let s = seed();
+        let chunk = |lo: u64, hi: u64| [lo.to_le_bytes(), hi.to_le_bytes()].concat();
+        let cancelling_chunks = |lo: u64, hi: u64| {
+            let partner = lo ^ K1.wrapping_mul(1) ^ K1.wrapping_mul(3);
+            [chunk(lo, hi), vec![0; 16], chunk(partner, hi)].concat()
+        };
+        let hashes: std::collections::HashSet<u64> = (0..64u64)
+            .map(|i| hash(s, [1, 2, 3, 4], &cancelling_chunks(i * 0x9E37, i ^ 0xABCD)))
+            .collect();
+        assert_eq!(hashes.len(), 64, "chunks cancel");
+        // The tail against the words: an 8-byte tail is read as lo = hi = t;
+        // with t = w0 = w1 ^ K1 ^ K3 ^ 8 its term was the words' swapped.
+        let tail_cancelling = |w1: u64| {
+            let w0 = w1 ^ K1 ^ K3 ^ 8;
+            hash(s, [w0, w1, 3, 4], &w0.to_le_bytes())
+        };
+        let hashes: std::collections::HashSet<u64> =
+            (0..64u64).map(|i| tail_cancelling(7 * i)).collect();
+        assert_eq!(hashes.len(), 64, "the tail cancels the words");
+        // The words against each other: w3 = w0 ^ K0 ^ K3, w2 = w1 ^ K1 ^ K2.
+        let hashes: std::collections::HashSet<u64> = (0..64u64)
+            .map(|i| hash(s, [i, 5 * i, 5 * i ^ K1 ^ K2, i ^ K0 ^ K3], &[]))
+            .collect();
+        assert_eq!(hashes.len(), 64, "the words cancel each other");
     }
 
     #[test]
