@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(hashes.len(), 64, "the tail cancels the words");
         // The words against each other: w3 = w0 ^ K0 ^ K3, w2 = w1 ^ K1 ^ K2.
         let hashes: std::collections::HashSet<u64> = (0..64u64)
-            .map(|i| hash(s, [i, 5 * i, 5 * i ^ K1 ^ K2, i ^ K0 ^ K3], &[]))
+            .map(|i| hash(s, [i, 5 * i, (5 * i) ^ K1 ^ K2, i ^ K0 ^ K3], &[]))
             .collect();
         assert_eq!(hashes.len(), 64, "the words cancel each other");
     }
