@@ -1,6 +1,7 @@
 //! The choice between one engine and shards: the same records either way.
 
 use crate::parallel::Parallel;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use crate::workers::{guard, WorkerFailed};
 use crate::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 
@@ -74,10 +75,24 @@ impl Analyzer {
         mut written: impl FnMut(std::vec::Drain<'_, Record>),
     ) -> Result<(), WorkerFailed> {
         match self {
-            Analyzer::Single(e) => guard(0, None, || {
-                e.finish_open_in_groups(group, |e| written(e.drain()));
-                e.finish_rows();
-            }),
+            Analyzer::Single(e) => {
+                // A panic of the caller's writing (a tracker, a sink) is
+                // not the engine's failure: it goes on as the caller's.
+                let mut writer_panic = None;
+                let finished = guard(0, None, || {
+                    e.finish_open_in_groups(group, |e| {
+                        if writer_panic.is_none() {
+                            let write = AssertUnwindSafe(|| written(e.drain()));
+                            writer_panic = catch_unwind(write).err();
+                        }
+                    });
+                    e.finish_rows();
+                });
+                if let Some(p) = writer_panic {
+                    resume_unwind(p);
+                }
+                finished
+            }
             Analyzer::Sharded(p) => p.finish(),
         }
     }
