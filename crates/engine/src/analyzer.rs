@@ -1,9 +1,9 @@
 //! The choice between one engine and shards: the same records either way.
 
 use crate::parallel::Parallel;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use crate::workers::{guard, WorkerFailed};
 use crate::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// One engine, or shards on several threads: the same records either way.
 pub enum Analyzer {
