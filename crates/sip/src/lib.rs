@@ -360,9 +360,10 @@ fn parse_headers(
 
 /// From, To and Contact, long and compact.
 fn is_name_addr(name: &[u8]) -> bool {
-    ["from", "f", "to", "t", "contact", "m"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    matches!(
+        header_of(name),
+        Some(Header::From | Header::To | Header::Contact)
+    )
 }
 
 /// The span of `msg` from `value` to the end of `line` (both within it),
@@ -430,15 +431,13 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
         Some(v) => v,
         // A display name in Latin-1 does not cost the URI: a name-addr that
         // is not UTF-8 is read from the `<` the grammar finds (outside quotes).
-        None if matches!(header, Header::From | Header::To | Header::Contact) => {
-            match uri_start(value) {
-                UriStart::At(lt) => match to_str(&value[lt..]) {
-                    Some(v) => v,
-                    None => return,
-                },
-                _ => return,
-            }
-        }
+        None if is_name_addr(name) => match uri_start(value) {
+            UriStart::At(lt) => match to_str(&value[lt..]) {
+                Some(v) => v,
+                None => return,
+            },
+            _ => return,
+        },
         None => return,
     };
     match header {

@@ -80,6 +80,19 @@ impl<'a> Header<'a> {
         self.be16(6) & 0x3FFF != 0
     }
 
+    /// Where the payload ends in a packet of `captured` bytes that starts
+    /// with this header: at the total length, cut to what was captured; a
+    /// total length of 0 (TSO offload captures) takes what was captured.
+    /// None when the total length is shorter than the header.
+    #[inline(always)]
+    pub fn payload_end(&self, captured: usize) -> Option<usize> {
+        match usize::from(self.total_len()) {
+            0 => Some(captured),
+            total if total < self.header_len() => None,
+            total => Some(total.min(captured)),
+        }
+    }
+
     /// The protocol carried (`crate::ipproto`).
     #[inline(always)]
     pub fn protocol(&self) -> u8 {

@@ -372,18 +372,10 @@ fn ipv4<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
         ipv4::Ipv4Error::Truncated => DecodeError::Truncated("ipv4"),
         ipv4::Ipv4Error::Malformed => DecodeError::BadIpHeader,
     })?;
-    let (ihl, total) = (h.header_len(), usize::from(h.total_len()));
-    // total == 0 happens with TSO offload captures: take what was captured.
-    let end = if total == 0 {
-        data.len()
-    } else if total < ihl {
-        return Err(DecodeError::BadIpHeader);
-    } else {
-        total.min(data.len())
-    };
+    let end = h.payload_end(data.len()).ok_or(DecodeError::BadIpHeader)?;
     let (src, dst, proto) = (IpAddr::V4(h.src()), IpAddr::V4(h.dst()), h.protocol());
     ctx.ip_id = Some(h.ident());
-    let payload = &data[ihl..end];
+    let payload = &data[h.header_len()..end];
     if h.is_fragment() {
         let frag = Fragment {
             id: u32::from(h.ident()),
@@ -524,9 +516,9 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
     match proto {
         ipproto::UDP => {
             let (sport, dport, payload) = udp_parts(p).ok_or(DecodeError::Truncated("udp"))?;
-            if dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0 {
+            if let Some(inner) = vxlan_inner(dport, payload) {
                 enter_tunnel(ctx)?;
-                return Ok(Next::Layer(Layer::Ethernet(&payload[8..])));
+                return Ok(Next::Layer(Layer::Ethernet(inner)));
             }
             Ok(frame(
                 ctx,
@@ -582,6 +574,13 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
             },
         )),
     }
+}
+
+/// The Ethernet frame a UDP payload carries when it is VXLAN (to its port,
+/// with the I flag set).
+#[inline(always)]
+fn vxlan_inner(dport: u16, payload: &[u8]) -> Option<&[u8]> {
+    (dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0).then(|| &payload[8..])
 }
 
 /// A UDP datagram's ports and payload, or None when its header is cut.

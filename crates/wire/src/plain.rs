@@ -7,7 +7,7 @@
 //! would, or `None`, and then the general decoder says what the frame is.
 //! `tests.rs` and the `decode` fuzz target check that promise.
 
-use crate::{be16, ipv4, linktype, Frame, Transport, ETH_IPV4, ETH_VLAN, VXLAN_PORT};
+use crate::{be16, ipv4, linktype, Frame, Transport, ETH_IPV4, ETH_VLAN};
 use std::net::IpAddr;
 
 /// The frame [`crate::decode`] would return, when it is plain UDP over
@@ -36,15 +36,9 @@ pub fn decode_plain(link_type: u16, data: &[u8]) -> Option<Frame<'_>> {
     if h.is_fragment() || h.protocol() != crate::ipproto::UDP {
         return None;
     }
-    let (ihl, total) = (h.header_len(), usize::from(h.total_len()));
-    // As the decoder: 0 (TSO offload) takes what was captured.
-    let end = match total {
-        0 => ip.len(),
-        t if t < ihl => return None,
-        t => t.min(ip.len()),
-    };
-    let (sport, dport, payload) = crate::udp_parts(&ip[ihl..end])?;
-    if dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0 {
+    let end = h.payload_end(ip.len())?;
+    let (sport, dport, payload) = crate::udp_parts(&ip[h.header_len()..end])?;
+    if crate::vxlan_inner(dport, payload).is_some() {
         return None;
     }
     Some(Frame {
@@ -65,7 +59,7 @@ pub fn decode_plain(link_type: u16, data: &[u8]) -> Option<Frame<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode, emit, ipproto};
+    use crate::{decode, emit, ipproto, VXLAN_PORT};
 
     /// Frames of many kinds: the plain ones first (`PLAIN` of them).
     fn frames() -> Vec<(u16, Vec<u8>)> {
