@@ -5,10 +5,11 @@
 //! report every stream as 100 % duplicated and every call's SIP twice. The
 //! filter remembers a hash of each packet's addresses, ports and first 64
 //! payload bytes (with the length) for
-//! a short window in a fixed table of 4-way sets, one cache line each (no
+//! a short window in a fixed table of 7-way sets, two cache lines each (no
 //! allocation, O(1)); a packet equal to one seen within the window is
-//! dropped and counted. A new packet takes the oldest entry of its set; only
-//! when all four are still within the window does the filter forget a packet
+//! dropped and counted. A new packet takes its set's entry written longest
+//! ago (the oldest, as packets come in time order); only
+//! when all seven are still within the window does the filter forget a packet
 //! it should remember, and that is counted (`dedup_overflow`): without
 //! overflow the result does not depend on which packets share a set, so it
 //! is the same in every run and in every shard. (A direct-mapped table forgot
@@ -23,15 +24,24 @@
 use crate::fasthash::{self, ip_word};
 use calliper_wire::{Frame, Transport};
 
-/// 262 144 entries: at 4.6 M packets/s a 5 ms window fills a quarter of
-/// them, and 0.05 % of packets overflow their set (16 384 sets: 5 %).
-const SETS: usize = 1 << 16;
-const WAYS: usize = 4;
+/// 229 376 entries: at 4.6 M packets/s a 5 ms window fills a tenth of
+/// them, and 0.0009 % of packets overflow their set (Poisson). Four ways
+/// in 65 536 sets overflowed 0.05 %: often enough that two runs of a
+/// 660 000-packet capture, with different seeds, counted different
+/// overflows (CI saw it).
+const SETS: usize = 1 << 15;
+const WAYS: usize = 7;
 
-/// (hash, time) of four packets: one cache line.
+/// Hashes and times of seven packets and the way to write next: two cache
+/// lines.
 #[derive(Debug, Clone, Copy)]
-#[repr(align(64))]
-struct Set([(u64, i64); WAYS]);
+#[repr(align(128))]
+struct Set {
+    hashes: [u64; WAYS],
+    times: [i64; WAYS],
+    /// The way to write next.
+    next: u64,
+}
 
 /// The duplicate filter.
 #[derive(Debug)]
@@ -55,7 +65,15 @@ impl Dedup {
     /// A filter treating equal packets within `window_ns` as copies.
     pub fn new(window_ns: i64) -> Self {
         Dedup {
-            sets: vec![Set([(0, i64::MIN); WAYS]); SETS].into_boxed_slice(),
+            sets: vec![
+                Set {
+                    hashes: [0; WAYS],
+                    times: [i64::MIN; WAYS],
+                    next: 0,
+                };
+                SETS
+            ]
+            .into_boxed_slice(),
             window_ns,
             // A per-process seed, so nobody can aim packets at one set.
             seed: fasthash::seed(),
@@ -74,7 +92,7 @@ impl Dedup {
     /// Starts loading the set of a frame's hash (from [`Dedup::hash`]).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        crate::prefetch::prefetch(&self.sets[hash as usize & (SETS - 1)]);
+        crate::prefetch::prefetch_all(&self.sets[hash as usize & (SETS - 1)]);
     }
 
     /// The frame's hash, or None for frames never treated as copies.
@@ -141,19 +159,18 @@ impl Dedup {
             now.checked_sub(t)
                 .is_some_and(|d| (0..=window).contains(&d))
         };
-        let set = &mut self.sets[hash as usize & (SETS - 1)].0;
-        if set.iter().any(|&(h, t)| h == hash && within(t)) {
+        let set = &mut self.sets[hash as usize & (SETS - 1)];
+        if (set.hashes.iter().zip(&set.times)).any(|(&h, &t)| h == hash && within(t)) {
             self.removed += 1;
             return true;
         }
-        let mut oldest = 0;
-        for i in 1..WAYS {
-            if set[i].1 < set[oldest].1 {
-                oldest = i;
-            }
-        }
-        self.overflow += within(set[oldest].1) as u64;
-        set[oldest] = (hash, now);
+        // Packets come in time order (nearly): the way written longest ago
+        // holds the oldest.
+        let oldest = set.next as usize % WAYS;
+        set.next = (oldest as u64 + 1) % WAYS as u64;
+        self.overflow += within(set.times[oldest]) as u64;
+        set.hashes[oldest] = hash;
+        set.times[oldest] = now;
         false
     }
 }
@@ -191,27 +208,27 @@ mod tests {
     }
 
     #[test]
-    fn a_set_remembers_four_and_counts_what_it_forgets() {
+    fn a_set_remembers_seven_and_counts_what_it_forgets() {
         let mut d = Dedup::new(1000);
-        // Five hashes of one set (same low bits).
+        // WAYS + 1 hashes of one set (same low bits).
         let h = |k: u64| (k << 20) | 5;
-        for k in 0..4 {
+        for k in 0..WAYS as u64 {
             assert!(!d.check(10 + k as i64, h(k)));
         }
         assert_eq!(d.overflow, 0);
-        // All four are still remembered: a direct-mapped slot kept only the last.
-        for k in 0..4 {
+        // All are still remembered: a direct-mapped slot kept only the last.
+        for k in 0..WAYS as u64 {
             assert!(d.check(20, h(k)));
         }
-        // A fifth within the window evicts the oldest, counted.
-        assert!(!d.check(30, h(4)));
+        // One more within the window evicts the oldest, counted.
+        assert!(!d.check(30, h(WAYS as u64)));
         assert_eq!(d.overflow, 1);
         assert!(!d.check(31, h(0)), "the oldest was forgotten");
         // Entries past the window are replaced without counting.
-        assert!(!d.check(5000, h(9)));
+        assert!(!d.check(5000, h(99)));
         assert_eq!(
             d.overflow, 2,
-            "re-adding h(0) forgot h(1) (counted), h(9) replaced an expired entry"
+            "re-adding h(0) forgot h(1) (counted), h(99) replaced an expired entry"
         );
     }
 
