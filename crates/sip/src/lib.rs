@@ -11,6 +11,9 @@
 #[doc(hidden)]
 pub mod reference;
 pub mod sdp;
+mod text;
+
+use text::{find_byte, lines, split_on, split_once_on};
 
 /// Most headers we read in one message; more is an anomaly, not a crash.
 pub const MAX_HEADERS: usize = 256;
@@ -298,9 +301,7 @@ fn parse_headers(
     stream: bool,
 ) -> Result<SipMessage<'_>, SipError> {
     let head = &b[..head_len];
-    let mut lines = head
-        .split(|&c| c == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut lines = lines(head);
     let start = parse_start_line(lines.next().ok_or(SipError::NotSip)?)?;
     let mut m = SipMessage {
         start: Some(start),
@@ -326,7 +327,7 @@ fn parse_headers(
         if m.header_count > MAX_HEADERS {
             return Err(SipError::TooManyHeaders);
         }
-        if let Some(colon) = memchr::memchr(b':', line) {
+        if let Some(colon) = find_byte(b':', line) {
             last = Some((trim(&line[..colon]), trim(&line[colon + 1..])));
         }
     }
@@ -392,33 +393,33 @@ enum Header {
     Authorization,
 }
 
-/// Each header's long name and compact form (RFC 3261 §7.3.3).
-const HEADERS: [(&str, &str, Header); 14] = [
-    ("Call-ID", "i", Header::CallId),
-    ("From", "f", Header::From),
-    ("To", "t", Header::To),
-    ("CSeq", "", Header::CSeq),
-    ("Via", "v", Header::Via),
-    ("Contact", "m", Header::Contact),
-    ("User-Agent", "", Header::UserAgent),
-    ("Server", "", Header::Server),
-    ("Content-Type", "c", Header::ContentType),
-    ("Content-Length", "l", Header::ContentLength),
-    ("Reason", "", Header::Reason),
-    ("Expires", "", Header::Expires),
-    ("Authorization", "", Header::Authorization),
-    ("Proxy-Authorization", "", Header::Authorization),
-];
-
-/// Which header a name is (any case), if it is one a field comes from.
+/// Which header a name is (any case), if it is one a field comes from:
+/// the long names and compact forms of RFC 3261 §7.3.3. Matched on the
+/// name lowered into a small buffer (a scan of a table of names cost 200
+/// instructions a header).
 fn header_of(name: &[u8]) -> Option<Header> {
-    HEADERS
-        .iter()
-        .find(|(long, short, _)| {
-            name.eq_ignore_ascii_case(long.as_bytes())
-                || (!short.is_empty() && name.eq_ignore_ascii_case(short.as_bytes()))
-        })
-        .map(|&(_, _, h)| h)
+    const LONGEST: usize = "Proxy-Authorization".len();
+    let mut lower = [0u8; LONGEST];
+    let lower = lower.get_mut(..name.len())?;
+    for (l, c) in lower.iter_mut().zip(name) {
+        *l = c.to_ascii_lowercase();
+    }
+    Some(match &*lower {
+        b"call-id" | b"i" => Header::CallId,
+        b"from" | b"f" => Header::From,
+        b"to" | b"t" => Header::To,
+        b"cseq" => Header::CSeq,
+        b"via" | b"v" => Header::Via,
+        b"contact" | b"m" => Header::Contact,
+        b"user-agent" => Header::UserAgent,
+        b"server" => Header::Server,
+        b"content-type" | b"c" => Header::ContentType,
+        b"content-length" | b"l" => Header::ContentLength,
+        b"reason" => Header::Reason,
+        b"expires" => Header::Expires,
+        b"authorization" | b"proxy-authorization" => Header::Authorization,
+        _ => return None,
+    })
 }
 
 /// Fills the message's field from one header line. The name is matched
@@ -494,19 +495,22 @@ impl<'a> NameAddr<'a> {
             Some(parts) => parts,
             None => {
                 // addr-spec: parameters after ';' belong to the header.
-                let semi = v.find(';').unwrap_or(v.len());
+                let semi = find_byte(b';', v.as_bytes()).unwrap_or(v.len());
                 (None, &v[..semi], &v[semi..])
             }
         };
-        let tag = params
-            .split(';')
-            .filter_map(|p| p.trim().split_once('='))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("tag"))
-            .map(|(_, t)| t.trim());
-        let without_scheme = uri.split_once(':').map_or(uri, |(_, r)| r);
-        let without_params = without_scheme.split([';', '?']).next().unwrap_or("");
-        let (user, host) = match without_params.rsplit_once('@') {
-            Some((u, h)) => (Some(u.split(':').next().unwrap_or(u)), h),
+        let tag = param(params, "tag");
+        let without_scheme = split_once_on(uri, b':').map_or(uri, |(_, r)| r);
+        let params_at = memchr::memchr2(b';', b'?', without_scheme.as_bytes());
+        let without_params = &without_scheme[..params_at.unwrap_or(without_scheme.len())];
+        let (user, host) = match memchr::memrchr(b'@', without_params.as_bytes()) {
+            Some(at) => {
+                let u = &without_params[..at];
+                (
+                    Some(split_once_on(u, b':').map_or(u, |(u, _)| u)),
+                    &without_params[at + 1..],
+                )
+            }
             None => (None, without_params),
         };
         NameAddr {
@@ -532,7 +536,7 @@ fn split_name_addr(v: &str) -> Option<(Option<&str>, &str, &str)> {
         UriStart::AddrSpec => return None,
     };
     let after = &v[lt + 1..];
-    let gt = after.find('>').unwrap_or(after.len());
+    let gt = find_byte(b'>', after.as_bytes()).unwrap_or(after.len());
     Some((
         display_text(&v[..lt]),
         &after[..gt],
@@ -584,12 +588,19 @@ pub(crate) fn display_text(raw: &str) -> Option<&str> {
 /// The `branch` parameter of a Via value (RFC 3261 §8.1.1.7), the key of
 /// its transaction at that hop.
 pub fn via_branch(via: &str) -> Option<&str> {
-    via.split(';')
-        .skip(1)
-        .filter_map(|p| p.split_once('='))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("branch"))
-        .map(|(_, b)| b.split(',').next().unwrap_or(b).trim())
+    let (_, params) = split_once_on(via, b';')?;
+    param(params, "branch")
+        .map(|b| split_once_on(b, b',').map_or(b, |(b, _)| b).trim())
         .filter(|b| !b.is_empty())
+}
+
+/// The trimmed value of the first `name=value` parameter named `name` (any
+/// case) in `params`, a `;`-separated list.
+fn param<'a>(params: &'a str, name: &str) -> Option<&'a str> {
+    split_on(params, b';')
+        .filter_map(|p| split_once_on(p.trim(), b'='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
 }
 
 #[cfg(test)]

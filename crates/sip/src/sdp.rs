@@ -1,6 +1,7 @@
 //! The parts of SDP (RFC 4566, RFC 3264) a probe needs: where each medium is
 //! received, which payload types it carries and in which direction.
 
+use crate::text::{split_on, split_once_on};
 use std::net::IpAddr;
 
 /// Most media sections we keep from one SDP body.
@@ -100,7 +101,10 @@ fn parse_connection(v: &str) -> Option<IpAddr> {
     // c=IN IP4 192.0.2.1[/ttl[/n]]
     let mut it = v.split_ascii_whitespace();
     let (_net, _atype, addr) = (it.next()?, it.next()?, it.next()?);
-    addr.split('/').next()?.parse().ok()
+    split_once_on(addr, b'/')
+        .map_or(addr, |(a, _)| a)
+        .parse()
+        .ok()
 }
 
 fn parse_direction(a: &str) -> Option<Direction> {
@@ -124,9 +128,10 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
     let mut session_dir: Option<Direction> = None;
     let mut media_dir: Option<Direction> = None;
     let mut skip_media = false;
-    for line in text.lines() {
+    // `trim_end` also takes the CR of a CRLF line end.
+    for line in split_on(text, b'\n') {
         let line = line.trim_end();
-        let Some((k, v)) = line.split_once('=') else {
+        let Some((k, v)) = split_once_on(line, b'=') else {
             if !line.is_empty() {
                 sdp.bad_lines += 1;
             }
@@ -163,7 +168,8 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                     skip_media = true;
                     continue;
                 };
-                let Ok(port) = port.split('/').next().unwrap_or("").parse::<u16>() else {
+                let port = split_once_on(port, b'/').map_or(port, |(p, _)| p);
+                let Ok(port) = port.parse::<u16>() else {
                     sdp.bad_lines += 1;
                     skip_media = true;
                     continue;
@@ -188,7 +194,7 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                 });
             }
             "a" => {
-                let (name, value) = v.split_once(':').unwrap_or((v, ""));
+                let (name, value) = split_once_on(v, b':').unwrap_or((v, ""));
                 if skip_media {
                     continue;
                 }
@@ -205,8 +211,7 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                 };
                 match name {
                     "rtpmap" => {
-                        let mut it = value.splitn(2, ' ');
-                        let (Some(pt), Some(enc)) = (it.next(), it.next()) else {
+                        let Some((pt, enc)) = split_once_on(value, b' ') else {
                             sdp.bad_lines += 1;
                             continue;
                         };
@@ -214,9 +219,10 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                             sdp.bad_lines += 1;
                             continue;
                         };
-                        let mut e = enc.trim().split('/');
-                        let encoding = e.next().unwrap_or("");
-                        let clock_rate = e.next().and_then(|r| r.parse().ok()).unwrap_or(0);
+                        let enc = enc.trim();
+                        let (encoding, rate) = split_once_on(enc, b'/').unwrap_or((enc, ""));
+                        let rate = split_once_on(rate, b'/').map_or(rate, |(r, _)| r);
+                        let clock_rate = rate.parse().unwrap_or(0);
                         if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
                             m.rtpmaps.push(RtpMap {
                                 payload_type: pt,
