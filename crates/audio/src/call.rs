@@ -7,7 +7,7 @@
 //! back as notes to show.
 
 use crate::timeline::{Codec, Timeline, MAX_SECONDS};
-use calliper_record::stored::{StoredCall, StoredStream};
+use calliper_model::stored::{StoredCall, StoredStream};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 /// Text from the capture made safe for a terminal: control characters
 /// (escape sequences, a bare CR that would overwrite a line) and
 /// bidirectional or zero-width formatting are shown escaped instead of
-/// acted on (`calliper_record::text`).
+/// acted on (`calliper_model::text`).
 pub fn printable(s: &str) -> Cow<'_, str> {
     calliper_engine::text::visible(s)
 }

@@ -9,7 +9,7 @@ use crate::State;
 use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::Response;
-use calliper_record::kpi::{Dimension, COUNTER_NAMES};
+use calliper_model::kpi::{Dimension, COUNTER_NAMES};
 use calliper_store::{List, ListQuery};
 use serde_json::json;
 use std::sync::Arc;

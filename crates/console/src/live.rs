@@ -8,11 +8,11 @@
 //! cannot keep new calls off the page. An ended call stays
 //! [`ENDED_KEPT_NS`] of capture time so a viewer sees how it ended. Text
 //! is cut to 128 bytes with control and bidirectional-override characters
-//! shown as escapes (`calliper_record::text`: a caller name must not be
+//! shown as escapes (`calliper_model::text`: a caller name must not be
 //! able to reorder what is shown).
 
-use calliper_record::event::{CallPhase, SipSeen};
-use calliper_record::{Event, Tracker};
+use calliper_model::event::{CallPhase, SipSeen};
+use calliper_model::{Event, Tracker};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +32,7 @@ fn cut(s: &str) -> String {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    calliper_record::text::visible(&s[..end]).into_owned()
+    calliper_model::text::visible(&s[..end]).into_owned()
 }
 
 /// One stream's latest interval.
@@ -72,7 +72,7 @@ pub struct LiveCall {
     /// The final status, once there is one.
     pub status: Option<u16>,
     /// How it ended, once it has.
-    pub state: Option<calliper_record::CallState>,
+    pub state: Option<calliper_model::CallState>,
     /// INVITE time, ns.
     pub invite_ns: i64,
     /// Answer time, ns.
@@ -323,7 +323,7 @@ impl Tracker for LiveCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use calliper_record::event::{CallChange, SipTransport};
+    use calliper_model::event::{CallChange, SipTransport};
     use std::net::{IpAddr, Ipv4Addr};
 
     const INVITE: &[u8] = b"INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP a\r\nFrom: \"Alice\" <sip:alice@example.com>;tag=1\r\nTo: <sip:bob@example.com>\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\nUser-Agent: phone/1\r\nContent-Length: 0\r\n\r\n";
@@ -354,7 +354,7 @@ mod tests {
             call_id: "c1",
             phase,
             status: Some(200),
-            state: (phase == CallPhase::Ended).then_some(calliper_record::CallState::Completed),
+            state: (phase == CallPhase::Ended).then_some(calliper_model::CallState::Completed),
             by: None,
             reason: None,
             parties: (ip, ip),

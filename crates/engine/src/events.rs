@@ -1,10 +1,10 @@
-//! Events for trackers ([`calliper_record::event`]): SIP messages, call
+//! Events for trackers ([`calliper_model::event`]): SIP messages, call
 //! phases, registration transactions (REGISTER matched to its final
 //! response by Call-ID and CSeq, always followed so the counters do not
 //! depend on trackers) and finished records. Nothing runs per RTP packet.
 
 use super::*;
-use calliper_record::event::{CallChange, CallPhase, Registration, RegistrationOutcome, SipSeen};
+use calliper_model::event::{CallChange, CallPhase, Registration, RegistrationOutcome, SipSeen};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 

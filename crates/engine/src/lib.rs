@@ -51,10 +51,10 @@ use report::{canonical_codec, resolve};
 use rtcp::RtcpView;
 
 pub use analyzer::Analyzer;
-use calliper_record::event::{CallPhase, SipTransport};
+use calliper_model::event::{CallPhase, SipTransport};
 /// The record types live in their own crate, so consumers need not depend
 /// on the engine; re-exported here for the engine's callers.
-pub use calliper_record::*;
+pub use calliper_model::*;
 use calliper_rtp::dtmf::DtmfTracker;
 use calliper_rtp::{ClockRate, Codec, StreamStats};
 use calliper_rules::{Action as RuleAction, RuleTable};

@@ -5,7 +5,7 @@
 //! cut at boundaries, never per packet.
 
 use super::*;
-use calliper_record::event::{
+use calliper_model::event::{
     Anomaly, DtmfDigit, RtcpBlock, StreamEnded, StreamId, StreamInterval, StreamStarted,
 };
 use calliper_rtp::dtmf::DtmfEvent;

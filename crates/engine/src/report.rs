@@ -88,10 +88,10 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
 
 /// XR VoIP metrics in the record's units: /256 fractions as percentages,
 /// MOS ×10 as MOS, 127 (unavailable) as none.
-fn xr_voip(m: &calliper_wire::rtcp::VoipMetrics, reports: u32) -> calliper_record::XrVoip {
+fn xr_voip(m: &calliper_wire::rtcp::VoipMetrics, reports: u32) -> calliper_model::XrVoip {
     let pct = |v: u8| f64::from(v) * 100.0 / 256.0;
     let mos = |v: u8| (v != 127).then(|| f64::from(v) / 10.0);
-    calliper_record::XrVoip {
+    calliper_model::XrVoip {
         reports,
         loss_percent: pct(m.loss_rate),
         discard_percent: pct(m.discard_rate),

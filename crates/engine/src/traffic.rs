@@ -5,7 +5,7 @@
 //! delivered as [`Event::Traffic`] by the engine that delivers signalling.
 
 use super::*;
-use calliper_record::event::{Talker, TrafficClass, TrafficInterval};
+use calliper_model::event::{Talker, TrafficClass, TrafficInterval};
 use calliper_wire::DecodeError;
 
 /// Quiet intervals (no packets, no call ended, no drops) reported one by

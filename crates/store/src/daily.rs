@@ -9,7 +9,7 @@
 //! already deleted is dropped and counted, never written to a new file.
 
 use crate::{Sink, Sqlite, StoreError};
-use calliper_record::Record;
+use calliper_model::Record;
 use std::path::{Path, PathBuf};
 
 const DAY_NS: i64 = 86_400_000_000_000;

@@ -1,9 +1,9 @@
 //! Reading the KPI rows back: the sums per (longer) interval and key that
-//! `calliper report kpi` prints. Rows add up ([`calliper_record::kpi`]), so
+//! `calliper report kpi` prints. Rows add up ([`calliper_model::kpi`]), so
 //! any interval that is a multiple of the stored one is a plain sum.
 
 use crate::StoreError;
-use calliper_record::kpi::{KpiCounts, COUNTERS, COUNTER_NAMES};
+use calliper_model::kpi::{KpiCounts, COUNTERS, COUNTER_NAMES};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! Both implement [`Sink`]; the CLI writes every record to each sink it was
 //! given. Sinks never print and never exit; they return [`StoreError`].
 
-use calliper_record::{CallRecord, Record, StreamRecord};
+use calliper_model::{CallRecord, Record, StreamRecord};
 use rusqlite::{params, Connection};
 use serde::Serialize;
 use std::fmt;
@@ -15,7 +15,7 @@ pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum}
 mod load;
 pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;
-pub use calliper_record::stored::{StoredCall, StoredStream};
+pub use calliper_model::stored::{StoredCall, StoredStream};
 pub use lookup::{find_calls, totals};
 mod detail;
 pub mod files;

@@ -3,7 +3,7 @@
 //! packets out of a capture.
 
 use crate::StoreError;
-use calliper_record::stored::{StoredCall, StoredStream};
+use calliper_model::stored::{StoredCall, StoredStream};
 use rusqlite::Connection;
 
 /// Most records one look-up returns, and most streams read per call: a

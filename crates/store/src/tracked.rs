@@ -186,7 +186,7 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "kpi",
         table: "kpi",
         columns: &["start_ns", "interval_s", "dimension", "key"],
-        more_columns: calliper_record::kpi::COUNTER_NAMES,
+        more_columns: calliper_model::kpi::COUNTER_NAMES,
         items: &[],
     },
 ];

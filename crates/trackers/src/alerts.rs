@@ -3,8 +3,8 @@
 //! registration transactions, off the packet path; docs/alerts.md.
 
 use crate::kpi::{trunk_key, Trunk};
-use calliper_record::event::{CallChange, CallPhase, Registration, RegistrationOutcome};
-use calliper_record::{CallRecord, CallState, Event, StreamDirection, Tracker};
+use calliper_model::event::{CallChange, CallPhase, Registration, RegistrationOutcome};
+use calliper_model::{CallRecord, CallState, Event, StreamDirection, Tracker};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;

@@ -5,7 +5,7 @@
 //! bytes; what does not fit is counted, never silently lost.
 
 use crate::lock;
-use calliper_record::{Event, Tracker};
+use calliper_model::{Event, Tracker};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,7 @@
 //! it holds at most [`MAX_BACKLOG_BYTES`] and counts the events it drops
 //! (the end of a run ends every call at once, so a backlog can be large).
 
-use calliper_record::{Event, Tracker};
+use calliper_model::{Event, Tracker};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
@@ -158,7 +158,7 @@ impl Tracker for EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use calliper_record::event::Anomaly;
+    use calliper_model::event::Anomaly;
 
     fn anomaly(log: &mut EventLog) {
         log.event(&Event::Anomaly(&Anomaly {

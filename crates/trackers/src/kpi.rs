@@ -5,9 +5,9 @@
 //! interval, [`SETTLE_NS`] after its end; a call that ends later (a long
 //! call) goes out in a later row with the same interval and key: rows add up.
 
-use calliper_record::event::{Registration, RegistrationOutcome};
-use calliper_record::kpi::{uri_host, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
-use calliper_record::{CallRecord, Event, Tracker};
+use calliper_model::event::{Registration, RegistrationOutcome};
+use calliper_model::kpi::{uri_host, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
+use calliper_model::{CallRecord, Event, Tracker};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -292,7 +292,7 @@ const CANDIDATES: usize = 4;
 /// Keeps the `keep` busiest keys (attempts, then registrations), adds the
 /// rest to `other`, and sorts by key.
 fn fold_to_busiest(rows: &mut Vec<(String, KpiCounts)>, keep: usize) {
-    use calliper_record::kpi::Counter;
+    use calliper_model::kpi::Counter;
     let busy = |c: &KpiCounts| (c.get(Counter::Attempts), c.get(Counter::Registrations));
     rows.sort_by(|a, b| {
         (a.0 == OTHER)

@@ -1,4 +1,4 @@
-//! Trackers: consumers of the engine's events ([`calliper_record::event`]).
+//! Trackers: consumers of the engine's events ([`calliper_model::event`]).
 //! Each is a [`Tracker`] attached to a run without touching the engine.
 //!
 //! [`UserTracker`] keeps, per address of record, what its registrations
@@ -19,13 +19,13 @@ pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_A
 pub use call_detail::{
     CallDetail, MAX_DETAIL_BYTES, MAX_MESSAGE_BYTES, SIP_MESSAGE, STREAM_INTERVAL,
 };
-pub use calliper_record::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
+pub use calliper_model::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 
-use calliper_record::event::{Registration, RegistrationOutcome};
-use calliper_record::{Event, Tracker};
+use calliper_model::event::{Registration, RegistrationOutcome};
+use calliper_model::{Event, Tracker};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -11,7 +11,7 @@
 //! arrival keeps the rows of a sharded run equal to one thread's: another
 //! shard may deliver a report a little before or after the row.
 
-use calliper_record::{Event, MosScale, Tracker};
+use calliper_model::{Event, MosScale, Tracker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
