@@ -47,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
             }
             c.context_state(bytes);
             let kind = c.compress(bytes, now, &mut link);
-            if check.decompress(kind.protocol(&config), &link, now, &mut back).is_ok() {
+            if check
+                .decompress(kind.protocol(&config), &link, now, &mut back)
+                .is_ok()
+            {
                 assert_eq!(back, bytes);
             }
         }

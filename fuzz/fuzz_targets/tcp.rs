@@ -1,6 +1,7 @@
 //! TCP reassembly on arbitrary segment sequences: caps hold, no panic.
 #![no_main]
 use calliper_engine::tcp::{TcpConfig, TcpReassembler};
+use calliper_engine::Flow;
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -23,7 +24,12 @@ fuzz_target!(|data: &[u8]| {
         let (payload, tail) = tail.split_at(len);
         rest = tail;
         now += h[6] as i64 * 10;
-        let key = (a, h[0] as u16 % 6, a, 5060);
+        let key = Flow {
+            src: a,
+            sport: h[0] as u16 % 6,
+            dst: a,
+            dport: 5060,
+        };
         let seq = u32::from_be_bytes([h[1], h[2], h[3], h[4]]);
         if let Some(o) = r.segment(now, key, seq, h[5], payload, true) {
             let (mut buf, _) = r.take_buffer(o.flow);

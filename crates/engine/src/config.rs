@@ -97,20 +97,6 @@ impl Batcher {
     }
 }
 
-/// Which of `n` shards analyses the media between two endpoints: the pair is
-/// ordered and ports paired (even/odd), so both directions of a stream land
-/// on the same shard (RTCP is read by every shard).
-pub fn media_shard(a: IpAddr, ap: u16, b: IpAddr, bp: u16, n: u64) -> u64 {
-    let x = (ip_bits(a) as u64 ^ (ip_bits(a) >> 64) as u64, ap & !1);
-    let y = (ip_bits(b) as u64 ^ (ip_bits(b) >> 64) as u64, bp & !1);
-    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
-    let mut h = lo.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (lo.1 as u64);
-    h = (h ^ hi.0).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (hi.1 as u64) << 17;
-    h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    // Multiply-shift maps the hash onto 0..n without a division (~40 cycles).
-    (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
-}
-
 /// Tunables. The defaults suit a capture file of an ordinary PBX or trunk.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -154,8 +154,9 @@ impl Dedup {
     }
 
     /// True when a frame with this hash was seen within the window; else
-    /// remembers it.
-    #[inline]
+    /// remembers it. Always inlined: its one caller is the packet loop, and
+    /// the call alone cost 6 instructions a packet when it was not.
+    #[inline(always)]
     pub fn check(&mut self, now: i64, hash: u64) -> bool {
         let window = self.window_ns;
         // Empty entries hold i64::MIN: the subtraction overflows, never within.

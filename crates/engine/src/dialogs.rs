@@ -5,15 +5,13 @@ use super::*;
 use crate::transactions::Answer;
 
 impl Engine {
-    pub(crate) fn sip_message(
-        &mut self,
-        now: i64,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        m: &SipMessage<'_>,
-    ) {
+    pub(crate) fn sip_message(&mut self, now: i64, flow: &Flow, m: &SipMessage<'_>) {
+        let Flow {
+            src,
+            sport,
+            dst,
+            dport,
+        } = *flow;
         self.counters.sip_messages += 1;
         self.message_completed();
         // Keys come from a fixed set (methods by name, others as one key;
@@ -53,7 +51,7 @@ impl Engine {
         );
         let (idx, started) = match self.call_ids.get(call_id) {
             Some(&i) => (i, false),
-            None if is_invite => match self.new_call(now, call_id, src, sport, dst, dport, m) {
+            None if is_invite => match self.new_call(now, call_id, flow, m) {
                 Some(i) => (i, true),
                 None => return self.sip_event(now, from, to, m, None),
             },
@@ -160,10 +158,7 @@ impl Engine {
         &mut self,
         now: i64,
         call_id: &str,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
+        flow: &Flow,
         m: &SipMessage<'_>,
     ) -> Option<Idx> {
         if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
@@ -231,8 +226,8 @@ impl Engine {
             to,
             caller_ua,
             callee_ua: None,
-            caller: (src, sport),
-            callee: (dst, dport),
+            caller: (flow.src, flow.sport),
+            callee: (flow.dst, flow.dport),
             invite_ns: now,
             first_provisional_ns: None,
             srd_from_ns: now,
@@ -268,8 +263,8 @@ impl Engine {
         };
         // The first INVITE's two ends take part whatever comes of it.
         let mut call = call;
-        call.hops.insert(src, self.key_seed);
-        call.hops.insert(dst, self.key_seed);
+        call.hops.insert(flow.src, self.key_seed);
+        call.hops.insert(flow.dst, self.key_seed);
         let idx = self.calls.insert(call).ok()?;
         self.call_ids.insert(call_id.into(), idx);
         self.counters.calls += 1;

@@ -6,10 +6,9 @@ use super::*;
 impl Engine {
     /// Frames SIP over WebSocket (RFC 7118): skips the HTTP upgrade, then
     /// unmasks each message and reads it as one SIP message.
-    pub(crate) fn websocket_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+    pub(crate) fn websocket_stream(&mut self, now: i64, key: Flow, flow: lru::Idx) {
         self.sip_transport = SipTransport::WebSocket;
         let (mut buf, _) = self.tcp.take_buffer(flow);
-        let (src, sport, dst, dport) = key;
         let mut used = 0;
         if self.tcp.tag(flow) == websocket::TAG_HANDSHAKE {
             match memchr::memmem::find(&buf, b"\r\n\r\n") {
@@ -35,7 +34,7 @@ impl Engine {
                             message.clear();
                             f.unmask_into(&buf[used - f.len..used], &mut message);
                             match calliper_sip::parse(&message, false) {
-                                Ok(m) => self.sip_message(now, src, sport, dst, dport, &m),
+                                Ok(m) => self.sip_message(now, &key, &m),
                                 Err(e) => self.counters.anomaly(e.name()),
                             }
                         } else if f.opcode < 3 {
@@ -57,13 +56,12 @@ impl Engine {
     }
 
     /// Frames and handles the SIP messages buffered in a TCP flow.
-    pub(crate) fn sip_stream(&mut self, now: i64, key: FlowKey, flow: lru::Idx) {
+    pub(crate) fn sip_stream(&mut self, now: i64, key: Flow, flow: lru::Idx) {
         if !self.tcp.ready(flow) {
             return;
         }
         self.sip_transport = SipTransport::Tcp;
         let (mut buf, mut resync) = self.tcp.take_buffer(flow);
-        let (src, sport, dst, dport) = key;
         let mut used = 0;
         let mut wait = 0;
         loop {
@@ -93,7 +91,7 @@ impl Engine {
             match calliper_sip::parse(rest, true) {
                 Ok(m) => {
                     let len = m.len.clamp(1, rest.len());
-                    self.sip_message(now, src, sport, dst, dport, &m);
+                    self.sip_message(now, &key, &m);
                     used += len;
                 }
                 Err(calliper_sip::SipError::Incomplete { needed }) => {
@@ -117,15 +115,7 @@ impl Engine {
         }
     }
 
-    pub(crate) fn sip_datagram(
-        &mut self,
-        now: i64,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        payload: &[u8],
-    ) {
+    pub(crate) fn sip_datagram(&mut self, now: i64, flow: &Flow, payload: &[u8]) {
         match calliper_sip::parse(payload, false) {
             Ok(m) => {
                 if m.body_truncated {
@@ -134,7 +124,7 @@ impl Engine {
                 if m.bad_content_length {
                     self.counters.anomaly("sip_bad_content_length");
                 }
-                self.sip_message(now, src, sport, dst, dport, &m)
+                self.sip_message(now, flow, &m)
             }
             Err(e) => self.counters.anomaly(e.name()),
         }

@@ -32,6 +32,7 @@ mod config;
 mod dialogs;
 mod events;
 mod expiry;
+mod flow;
 mod framing;
 mod media;
 mod media_events;
@@ -67,6 +68,7 @@ pub use counters::{Counters, Sum};
 use dedup::Dedup;
 use defrag::{DefragConfig, Defragmenter};
 pub use events::TrackerHub;
+pub use flow::Flow;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 pub use recording::{CallTag, PacketSink, RecordMode, SinkFactory};
@@ -74,7 +76,7 @@ use sctp::Sctp;
 use std::net::IpAddr;
 use std::num::NonZeroI64;
 use std::sync::Arc;
-use tcp::{FlowKey, TcpConfig, TcpReassembler};
+use tcp::{TcpConfig, TcpReassembler};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -318,13 +320,6 @@ impl StreamKey {
             fasthash::ip_word(self.dst, seed),
         );
         fasthash::hash(seed, [ports, src, dst, 0], &[])
-    }
-}
-
-fn ip_bits(a: IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(v) => u32::from(v) as u128,
-        IpAddr::V6(v) => u128::from(v),
     }
 }
 

@@ -4,6 +4,14 @@
 use super::*;
 
 impl Engine {
+    /// The media entry of a datagram: by destination (where SDP says the
+    /// receiver listens), else by source (symmetric RTP).
+    #[inline]
+    pub(crate) fn media_of(&self, flow: &Flow) -> Option<&MediaEntry> {
+        (self.media.get(&(flow.dst, flow.dport)))
+            .or_else(|| self.media.get(&(flow.src, flow.sport)))
+    }
+
     /// Applies a session description `side` sent (from `sender`); returns
     /// whether it puts the call on hold (audio offered send-only, inactive
     /// or to 0.0.0.0), None when it has no audio. An address another live

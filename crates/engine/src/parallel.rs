@@ -4,7 +4,7 @@
 //! every chunk (shared, not copied per shard). Each shard decodes each packet
 //! and removes capture duplicates exactly as a single engine would, then
 //! analyses media (UDP that is not SIP) only if it owns the address pair
-//! ([`crate::media_shard`]: both directions together; RTCP is read by
+//! ([`crate::Flow::shard`]: both directions together; RTCP is read by
 //! every shard, each applying it to the streams it owns) and
 //! everything else — SIP, TCP, fragments — always. Every shard therefore
 //! keeps the same call and media tables and analyses only its own streams.

@@ -177,7 +177,7 @@ impl Engine {
         if self.sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) {
             return None;
         }
-        Some(media_shard(f.src, sport, f.dst, dport, n) == i)
+        Some(flow(f, sport, dport).shard(n) == i)
     }
 
     /// The stream key of a frame this engine would analyse as RTP, read
@@ -190,7 +190,7 @@ impl Engine {
         if self.sip.is_sip(sport, dport, payload)
             || self
                 .shard
-                .is_some_and(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) != i)
+                .is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i)
         {
             return None;
         }
@@ -320,29 +320,27 @@ impl Engine {
                 dport,
                 payload,
             } => {
+                let flow = flow(f, sport, dport);
                 // Signalling is counted by every shard alike (`counters`),
                 // media only by the shard that owns its address pair (`owned`).
                 // A key hint says `rtp_key` already found this datagram to
                 // be owned media, by the same tests as below.
                 if self.key_hint.is_some() {
                     self.owned.udp += 1;
-                    self.media_datagram(now, f.src, sport, f.dst, dport, payload);
+                    self.media_datagram(now, &flow, payload);
                 } else if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += 1;
                     self.sip_transport = SipTransport::Udp;
-                    self.sip_datagram(now, f.src, sport, f.dst, dport, payload);
+                    self.sip_datagram(now, &flow, payload);
                 } else if looks_like_rtcp(payload) {
                     // Every shard reads RTCP (it is light), each applying it
                     // to the streams it owns: RTCP need not be on RTP's
                     // port + 1 (RFC 3605), so it may hash to another shard.
                     self.counters.udp += 1;
-                    self.rtcp_datagram(now, f.src, sport, f.dst, dport, payload);
-                } else if self
-                    .shard
-                    .is_none_or(|(i, n)| media_shard(f.src, sport, f.dst, dport, n) == i)
-                {
+                    self.rtcp_datagram(now, &flow, payload);
+                } else if self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
                     self.owned.udp += 1;
-                    self.media_datagram(now, f.src, sport, f.dst, dport, payload);
+                    self.media_datagram(now, &flow, payload);
                 }
             }
             Transport::Tcp {
@@ -353,7 +351,7 @@ impl Engine {
                 payload,
             } => {
                 self.counters.tcp += 1;
-                let key = (f.src, sport, f.dst, dport);
+                let key = flow(f, sport, dport);
                 // Track a direction from its SYN to a SIP port or from its
                 // first segment that starts a SIP message.
                 // WebSocket from its upgrade, or from a frame starting a
@@ -413,11 +411,11 @@ impl Engine {
                 let given_up = sctp.counters.dropped_pieces + sctp.counters.partial_expired;
                 let ports = sctp.packet(now, f.src, f.dst, payload, |p, m| {
                     if self.sip.is_sip(p.sport, p.dport, m) {
-                        self.sip_datagram(now, f.src, p.sport, f.dst, p.dport, m);
+                        self.sip_datagram(now, &flow(f, p.sport, p.dport), m);
                     }
                 });
                 if let (Some(p), true) = (ports, self.recorder.is_some()) {
-                    let key = (f.src, p.sport, f.dst, p.dport);
+                    let key = flow(f, p.sport, p.dport);
                     // A partial message abandoned: what was held is no message's.
                     let abandoned =
                         sctp.counters.dropped_pieces + sctp.counters.partial_expired != given_up;
@@ -427,5 +425,16 @@ impl Engine {
             }
             Transport::Other { .. } => self.counters.other_ip += 1,
         }
+    }
+}
+
+/// The flow of a frame's transport ports.
+#[inline]
+fn flow(f: &Frame<'_>, sport: u16, dport: u16) -> Flow {
+    Flow {
+        src: f.src,
+        sport,
+        dst: f.dst,
+        dport,
     }
 }

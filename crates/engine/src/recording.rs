@@ -152,22 +152,15 @@ impl Engine {
     /// the flow's addresses, an SCTP message in pieces given up on), so
     /// what was held for it goes. Signalling is
     /// recorded by the first shard, so only it holds.
-    pub(crate) fn reassembling(
-        &mut self,
-        key: (IpAddr, u16, IpAddr, u16),
-        tcp: bool,
-        restarted: bool,
-        pending: bool,
-    ) {
+    pub(crate) fn reassembling(&mut self, key: Flow, tcp: bool, restarted: bool, pending: bool) {
         if self.shard.is_some_and(|(i, _)| i != 0) {
             return;
         }
         if let Some(h) = self.recorder.as_deref_mut() {
-            let (a, b, c, d) = key;
             let key = if tcp {
-                HoldKey::Tcp(a, b, c, d)
+                HoldKey::Tcp(key)
             } else {
-                HoldKey::Sctp(a, b, c, d)
+                HoldKey::Sctp(key)
             };
             if restarted {
                 h.hold.reset(&key);

@@ -4,31 +4,15 @@ use super::*;
 
 impl Engine {
     /// An RTCP datagram: counted, and applied to its call (by either address).
-    pub(crate) fn rtcp_datagram(
-        &mut self,
-        now: i64,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        payload: &[u8],
-    ) {
+    pub(crate) fn rtcp_datagram(&mut self, now: i64, flow: &Flow, payload: &[u8]) {
         self.counters.rtcp += 1;
-        let entry = self
-            .media
-            .get(&(dst, dport))
-            .or_else(|| self.media.get(&(src, sport)))
-            .map(|e| e.call);
+        let entry = self.media_of(flow).map(|e| e.call);
         if let Some(call) = entry {
             // Every shard reads RTCP; the owner of its address pair records it.
-            if self.recorder.is_some()
-                && self
-                    .shard
-                    .is_none_or(|(i, n)| media_shard(src, sport, dst, dport, n) == i)
-            {
+            if self.recorder.is_some() && self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
                 self.attribute(call, false);
             }
-            self.rtcp_in_call(now, call, src, payload);
+            self.rtcp_in_call(now, call, flow.src, payload);
         }
     }
 

@@ -9,6 +9,7 @@
 //! oldest go first (an activity list, no scan).
 
 use crate::lru::{Idx, Linked, Links, Slab};
+use crate::Flow;
 use hashbrown::HashMap;
 use std::net::IpAddr;
 
@@ -41,12 +42,10 @@ counters! {
     }
 }
 
-type Key = (IpAddr, u16, IpAddr, u16);
-
 #[derive(Debug)]
 struct Partial {
     links: Links,
-    key: Key,
+    key: Flow,
     next_tsn: u32,
     data: Vec<u8>,
 }
@@ -62,7 +61,7 @@ impl Linked for Partial {
 /// index entry.
 pub(crate) fn memory_bound() -> usize {
     use crate::bound::{slab, table};
-    2 * MAX_HELD + slab::<Partial>(MAX_PARTIAL) + table::<(Key, Idx)>(MAX_PARTIAL)
+    2 * MAX_HELD + slab::<Partial>(MAX_PARTIAL) + table::<(Flow, Idx)>(MAX_PARTIAL)
 }
 
 /// Joins SCTP DATA chunks into user messages.
@@ -70,7 +69,7 @@ pub(crate) fn memory_bound() -> usize {
 pub struct Sctp {
     /// Partial messages on one activity list, oldest first.
     partial: Slab<Partial>,
-    by_key: HashMap<Key, Idx>,
+    by_key: HashMap<Flow, Idx>,
     /// Bytes in all partial messages.
     held: usize,
     /// Counters.
@@ -118,7 +117,12 @@ impl Sctp {
             sport: u16::from_be_bytes([p[0], p[1]]),
             dport: u16::from_be_bytes([p[2], p[3]]),
         };
-        let key = (src, ports.sport, dst, ports.dport);
+        let key = Flow {
+            src,
+            sport: ports.sport,
+            dst,
+            dport: ports.dport,
+        };
         let mut rest = &p[12..];
         while rest.len() >= 4 {
             let kind = rest[0];
@@ -140,7 +144,7 @@ impl Sctp {
     fn data(
         &mut self,
         now: i64,
-        key: Key,
+        key: Flow,
         flags: u8,
         chunk: &[u8],
         mut deliver: impl FnMut(&[u8]),
@@ -248,7 +252,7 @@ impl Sctp {
     }
 
     /// Whether the association direction has a message in pieces.
-    pub fn holds(&self, key: &Key) -> bool {
+    pub fn holds(&self, key: &Flow) -> bool {
         self.by_key.contains_key(key)
     }
 

@@ -5,21 +5,9 @@
 use super::*;
 
 impl Engine {
-    pub(crate) fn media_datagram(
-        &mut self,
-        now: i64,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        payload: &[u8],
-    ) {
+    pub(crate) fn media_datagram(&mut self, now: i64, flow: &Flow, payload: &[u8]) {
         let Ok(h) = RtpHeader::parse(payload) else {
-            let entry = self
-                .media
-                .get(&(dst, dport))
-                .or_else(|| self.media.get(&(src, sport)))
-                .map(|e| (e.call, e.rtp));
+            let entry = self.media_of(flow).map(|e| (e.call, e.rtp));
             match entry.filter(|&(_, rtp)| !rtp) {
                 Some((c, _)) if self.calls.get(c).is_some() => {
                     if let Some(call) = self.calls.get_mut(c) {
@@ -32,10 +20,10 @@ impl Engine {
             return;
         };
         let key = StreamKey {
-            src,
-            dst,
-            sport,
-            dport,
+            src: flow.src,
+            dst: flow.dst,
+            sport: flow.sport,
+            dport: flow.dport,
             ssrc: h.ssrc,
         };
         let pkt = calliper_rtp::Packet {

@@ -11,8 +11,8 @@
 //! eviction look only at its head.
 
 use crate::lru::{Idx, Linked, Links, Slab};
+use crate::Flow;
 use hashbrown::HashMap;
-use std::net::IpAddr;
 
 const LIST: u8 = 0;
 const SYN: u8 = 0x02;
@@ -77,13 +77,11 @@ counters! {
     }
 }
 
-/// Identifies one direction of a connection.
-pub type FlowKey = (IpAddr, u16, IpAddr, u16);
-
+/// One direction of a connection being reassembled.
 #[derive(Debug)]
-struct Flow {
+struct FlowState {
     links: Links,
-    key: FlowKey,
+    key: Flow,
     /// Next sequence number expected.
     next: u32,
     /// Bytes in sequence, not yet consumed.
@@ -101,7 +99,7 @@ struct Flow {
     tag: u8,
 }
 
-impl Linked for Flow {
+impl Linked for FlowState {
     fn links(&mut self) -> &mut Links {
         &mut self.links
     }
@@ -124,8 +122,8 @@ pub(crate) fn memory_bound(cfg: &TcpConfig) -> usize {
     use std::mem::size_of;
     2 * cfg.max_bytes
         + POOL * POOL_BUFFER_MAX
-        + slab::<Flow>(cfg.max_flows)
-        + table::<(FlowKey, Idx)>(cfg.max_flows)
+        + slab::<FlowState>(cfg.max_flows)
+        + table::<(Flow, Idx)>(cfg.max_flows)
         // Each out-of-order segment's entry, and its buffer's allocation
         // rounding (a 1-byte segment still takes a minimum block).
         + cfg.max_flows * 2 * MAX_OOO_SEGMENTS * (size_of::<(u32, i64, Vec<u8>)>() + 32)
@@ -135,8 +133,8 @@ pub(crate) fn memory_bound(cfg: &TcpConfig) -> usize {
 #[derive(Debug)]
 pub struct TcpReassembler {
     cfg: TcpConfig,
-    flows: Slab<Flow>,
-    index: HashMap<FlowKey, Idx>,
+    flows: Slab<FlowState>,
+    index: HashMap<Flow, Idx>,
     bytes: usize,
     pool: Vec<Vec<u8>>,
     /// Counters.
@@ -176,7 +174,7 @@ impl TcpReassembler {
     }
 
     /// True when this direction is tracked.
-    pub fn tracks(&self, key: &FlowKey) -> bool {
+    pub fn tracks(&self, key: &Flow) -> bool {
         self.index.contains_key(key)
     }
 
@@ -186,7 +184,7 @@ impl TcpReassembler {
     pub fn segment(
         &mut self,
         now: i64,
-        key: FlowKey,
+        key: Flow,
         seq: u32,
         flags: u8,
         payload: &[u8],
@@ -302,7 +300,7 @@ impl TcpReassembler {
         }
     }
 
-    fn open(&mut self, key: FlowKey, seq: u32) -> Option<Idx> {
+    fn open(&mut self, key: Flow, seq: u32) -> Option<Idx> {
         while self.flows.is_full() {
             let (oldest, _) = self.flows.oldest(LIST)?;
             self.counters.flows_evicted += 1;
@@ -311,7 +309,7 @@ impl TcpReassembler {
         let buf = self.pool.pop().unwrap_or_default();
         let idx = self
             .flows
-            .insert(Flow {
+            .insert(FlowState {
                 links: Links::default(),
                 key,
                 next: seq,

@@ -12,6 +12,7 @@
 //! is counted, and the message it belonged to is recorded as partial.
 
 use crate::lru::{Idx, Linked, Links, Slab};
+use crate::Flow;
 use hashbrown::HashMap;
 use std::net::IpAddr;
 
@@ -41,9 +42,9 @@ const POOL_BUFFER_MAX: usize = 16 << 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum HoldKey {
     /// A TCP flow (one direction), SIP or WebSocket.
-    Tcp(IpAddr, u16, IpAddr, u16),
+    Tcp(Flow),
     /// An SCTP association direction.
-    Sctp(IpAddr, u16, IpAddr, u16),
+    Sctp(Flow),
     /// An IP datagram in fragments: source, destination, id, protocol.
     Fragments(IpAddr, IpAddr, u32, u8),
 }
@@ -282,7 +283,12 @@ mod tests {
 
     fn key(n: u16) -> HoldKey {
         let a = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        HoldKey::Tcp(a, n, a, 5060)
+        HoldKey::Tcp(Flow {
+            src: a,
+            sport: n,
+            dst: a,
+            dport: 5060,
+        })
     }
 
     #[test]

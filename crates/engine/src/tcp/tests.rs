@@ -1,13 +1,13 @@
 //! TCP reassembly tests.
 use super::*;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-const KEY: FlowKey = (
-    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-    5060,
-    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-    5060,
-);
+const KEY: Flow = Flow {
+    src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+    sport: 5060,
+    dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+    dport: 5060,
+};
 
 fn text(n: usize) -> Vec<u8> {
     (0..n).map(|i| b'a' + (i % 26) as u8).collect()
@@ -95,7 +95,7 @@ fn caps_hold() {
     let (_, resync) = r.take_buffer(o.flow);
     assert!(resync);
     for port in 0..10 {
-        let k = (KEY.0, port, KEY.2, 5060);
+        let k = Flow { sport: port, ..KEY };
         r.segment(0, k, 0, 0, b"x", true);
     }
     assert_eq!(r.len(), 2);
