@@ -59,14 +59,15 @@ impl Engine {
                       sh: &mut [Option<(StreamKey, u64)>],
                       media: &mut [Option<bool>]| {
             let p = &group[i];
-            let r = match calliper_wire::decode_plain(p.link_type, p.data) {
+            // Written in place and read by reference: a frame is ten words.
+            let r = decoded[i].insert(match calliper_wire::decode_plain(p.link_type, p.data) {
                 Some(f) => Ok(f),
                 None => calliper_wire::decode(p.link_type, p.data),
-            };
-            if let Ok(f) = &r {
+            });
+            if let Ok(f) = r {
                 media[i] = e.media_owner(f);
             }
-            if let (Ok(f), false) = (&r, media[i] == Some(false)) {
+            if let (Ok(f), false) = (&*r, media[i] == Some(false)) {
                 if let Some(d) = &e.dedup {
                     dh[i] = d.hash(f);
                     if let Some(h) = dh[i] {
@@ -79,7 +80,6 @@ impl Engine {
                     sh[i] = Some((k, h));
                 }
             }
-            decoded[i] = Some(r);
         };
         let load_stream = |e: &Self, sh: Option<(StreamKey, u64)>| {
             if let Some(si) = sh.and_then(|(_, h)| e.stream_ids.peek(h)) {
@@ -134,7 +134,7 @@ impl Engine {
             if let Some(d) = &decoded[i] {
                 self.count_traffic(p.ts_ns, p.data.len(), d);
             }
-            match decoded[i] {
+            match &decoded[i] {
                 // Another shard's media: it alone goes further with it.
                 Some(Ok(_)) if media[i] == Some(false) => {}
                 Some(Ok(frame)) => {
@@ -149,12 +149,12 @@ impl Engine {
                             continue;
                         }
                     }
-                    self.frame(p.ts_ns, &frame);
+                    self.frame(p.ts_ns, frame);
                     if self.recorder.is_some() {
                         self.record_packet(p);
                     }
                 }
-                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
+                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(*kind),
                 Some(Err(e)) => self.counters.anomaly(e.name()),
                 None => {}
             }
