@@ -154,7 +154,7 @@ impl Engine {
                         self.record_packet(p);
                     }
                 }
-                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(*kind),
+                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
                 Some(Err(e)) => self.counters.anomaly(e.name()),
                 None => {}
             }
