@@ -171,8 +171,14 @@ impl Dedup {
         }
         // Packets come in time order (nearly): the way written longest ago
         // holds the oldest.
-        let oldest = set.next as usize % WAYS;
-        set.next = (oldest as u64 + 1) % WAYS as u64;
+        // `next` is always below WAYS; `min` (not `%`, a multiply-shift
+        // sequence for 7) only spares the bounds checks.
+        let oldest = (set.next as usize).min(WAYS - 1);
+        set.next = if oldest + 1 < WAYS {
+            oldest as u64 + 1
+        } else {
+            0
+        };
         self.overflow += within(set.times[oldest]) as u64;
         set.hashes[oldest] = hash;
         set.times[oldest] = now;
