@@ -3,9 +3,9 @@
 //! A capture on Linux `any`, or a SPAN port mirroring both directions,
 //! delivers each packet twice within microseconds. Counting both copies would
 //! report every stream as 100 % duplicated and every call's SIP twice. The
-//! filter remembers a hash of each packet's addresses, ports and first
-//! payload bytes (16 of RTP, whose sequence number and timestamp are in
-//! them, 64 of TCP and fragments, all of other UDP, with the length) for
+//! filter remembers a hash of each packet's addresses, ports and payload
+//! bytes (the first and last 16 of RTP, the first 64 of TCP and fragments,
+//! all of other UDP, with the length; [`Scope`]) for
 //! a short window in a fixed table of 7-way sets, two cache lines each (no
 //! allocation, O(1)); a packet equal to one seen within the window is
 //! dropped and counted. A new packet takes its set's entry written longest
@@ -44,8 +44,24 @@ struct Set {
     next: u64,
 }
 
-/// Bytes of an RTP-like payload hashed: its fixed header and 4 more.
-const RTP_HASHED: usize = 16;
+/// Bytes hashed at each end of an RTP payload.
+const RTP_END: usize = 16;
+
+/// Which bytes of a payload are hashed. RTP's first 12 (sequence number,
+/// timestamp, SSRC) tell its packets apart, and its last 16 make a forged
+/// copy (the header predicted, the payload guessed) as hard as before:
+/// 32 bytes at most, two multiplies (64 from the start cost 30
+/// instructions more a packet). TCP and fragments, whose sequence numbers
+/// are in the words, hash their first 64: all of a 1 500-byte payload
+/// would cost more than the rest. Other UDP — SIP and RTCP above all,
+/// whose different messages can share their first bytes and length, with
+/// IP ID 0 or none — is hashed whole: it is rare.
+#[derive(Clone, Copy)]
+enum Scope {
+    Ends,
+    First64,
+    Whole,
+}
 
 /// The duplicate filter.
 #[derive(Debug)]
@@ -102,24 +118,19 @@ impl Dedup {
     /// The frame's hash, or None for frames never treated as copies.
     #[inline]
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
-        // RTP's first 12 bytes (sequence number, timestamp, SSRC) tell its
-        // packets apart: 16 are hashed, one multiply (64 cost 45
-        // instructions more a packet). For TCP and fragments, whose
-        // sequence numbers are in the words, the first 64 bytes; hashing
-        // all of a 1 500-byte payload would cost more than the rest. Other
-        // UDP — SIP above all, whose different messages often share their
-        // first 64 bytes and length, with IP ID 0 or none — is hashed
-        // whole: it is rare.
-        let (kind, a, b, payload, hashed) = match f.transport {
+        let (kind, a, b, payload, scope) = match f.transport {
             Transport::Tcp { payload: [], .. } => return None,
             Transport::Udp {
                 sport,
                 dport,
                 payload,
             } => {
-                let rtp_like = payload.first().is_some_and(|b| b >> 6 == 2);
-                let hashed = if rtp_like { RTP_HASHED } else { usize::MAX };
-                (17u64, sport as u64, dport as u64, payload, hashed)
+                // RTCP (types 192..=223, RFC 5761) is not RTP here: its
+                // reports lie past any short prefix.
+                let rtp_like =
+                    matches!(payload, [b0, b1, ..] if b0 >> 6 == 2 && !(192..=223).contains(b1));
+                let scope = if rtp_like { Scope::Ends } else { Scope::Whole };
+                (17u64, sport as u64, dport as u64, payload, scope)
             }
             Transport::Tcp {
                 sport,
@@ -132,24 +143,37 @@ impl Dedup {
                 sport as u64,
                 ((dport as u64) << 32) | seq as u64,
                 payload,
-                64,
+                Scope::First64,
             ),
             Transport::Fragment { frag, payload } => (
                 44 | (frag.protocol as u64) << 8 | (frag.more as u64) << 16,
                 frag.id as u64,
                 frag.offset as u64,
                 payload,
-                64,
+                Scope::First64,
             ),
-            Transport::Other { protocol, payload } => (protocol as u64, 0, 0, payload, 64),
+            Transport::Other { protocol, payload } => {
+                (protocol as u64, 0, 0, payload, Scope::First64)
+            }
         };
+        // Without an IP ID, bit 16 of its field (bit 40): the length
+        // starts at bit 44.
         let words = [
-            kind | (f.ip_id.map_or(1 << 20, |i| i as u64) << 24) | (payload.len() as u64) << 44,
+            kind | (f.ip_id.map_or(1 << 16, |i| i as u64) << 24) | (payload.len() as u64) << 44,
             a << 32 | b,
             ip_word(f.src, self.seed),
             ip_word(f.dst, self.seed),
         ];
-        let hashed = &payload[..payload.len().min(hashed)];
+        let mut ends = [0u8; 2 * RTP_END];
+        let hashed: &[u8] = match scope {
+            Scope::Ends if payload.len() > ends.len() => {
+                ends[..RTP_END].copy_from_slice(&payload[..RTP_END]);
+                ends[RTP_END..].copy_from_slice(&payload[payload.len() - RTP_END..]);
+                &ends
+            }
+            Scope::Ends | Scope::Whole => payload,
+            Scope::First64 => &payload[..payload.len().min(64)],
+        };
         Some(fasthash::hash(self.seed, words, hashed))
     }
 
@@ -219,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn rtp_is_told_apart_by_its_header_and_other_udp_by_every_byte() {
+    fn rtp_is_told_apart_by_both_ends_and_rtcp_and_other_udp_by_every_byte() {
         let mut d = Dedup::new(1000);
         // IPv6-like: no IP ID to tell packets apart.
         let dup = |d: &mut Dedup, p: &[u8]| {
@@ -242,6 +266,22 @@ mod tests {
         assert!(!dup(&mut d, &rtp(2, 160)), "another sequence number");
         assert!(!dup(&mut d, &rtp(2, 320)), "another timestamp");
         assert!(dup(&mut d, &rtp(2, 320)), "a copy");
+        let mut forged = rtp(2, 320);
+        forged[171] = 1;
+        assert!(
+            !dup(&mut d, &forged),
+            "the same header, another payload end"
+        );
+        // RTCP: a report differing only in its jitter (bytes 28..32), which
+        // neither 16-byte end of a 52-byte payload holds.
+        let mut rr = [0u8; 52];
+        rr[..4].copy_from_slice(&[0x81, 201, 0, 12]);
+        assert!(!dup(&mut d, &rr));
+        rr[31] = 9;
+        assert!(!dup(&mut d, &rr), "RTCP: every byte counts");
+        // Without an IP ID the length still counts, odd or even.
+        assert!(!dup(&mut d, &[0x80; 100]));
+        assert!(!dup(&mut d, &[0x80; 101]));
         let mut other = [b'x'; 300];
         assert!(!dup(&mut d, &other));
         other[299] = b'y';
