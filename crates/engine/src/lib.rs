@@ -361,9 +361,13 @@ pub struct Engine {
     stream_ids: index::StreamIndex,
     /// Seed of the stream-key hash (a sender cannot aim keys at one slot run).
     key_seed: u64,
-    /// The key and hash computed while prefetching for the packet being
-    /// handled, so its lookup need not hash again.
-    key_hint: Option<(StreamKey, u64)>,
+    /// The stream-key hash computed while prefetching for the packet being
+    /// handled, so its lookup need not hash again. Set for every packet
+    /// (None unless `rtp_key` found it to be this engine's RTP), and read
+    /// only by that packet's own lookup: `transport` sends a packet with a
+    /// hint straight to `media_datagram`, whose key is built from the same
+    /// frame by the same rule, so the hash is the key's.
+    key_hint: Option<u64>,
     out: Vec<Record>,
     now: i64,
     dedup: Option<Dedup>,

@@ -47,7 +47,7 @@ impl Engine {
         let mut dedup_hash = [None::<u64>; N];
         // For a shard: Some(owned) when the packet is media (see `media_owner`).
         let mut media = [None::<bool>; N];
-        let mut stream_hash = [None::<(StreamKey, u64)>; N];
+        let mut stream_hash = [None::<u64>; N];
         let n = group.len();
         // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
         // its index slot, packet i + STREAM_AHEAD (whose slot has arrived by
@@ -56,7 +56,7 @@ impl Engine {
                       i: usize,
                       decoded: &mut [Decoded<'a>],
                       dh: &mut [Option<u64>],
-                      sh: &mut [Option<(StreamKey, u64)>],
+                      sh: &mut [Option<u64>],
                       media: &mut [Option<bool>]| {
             let p = &group[i];
             // Written in place and read by reference: a frame is ten words.
@@ -77,12 +77,12 @@ impl Engine {
                 if let Some(k) = e.rtp_key(f) {
                     let h = k.hash(e.key_seed);
                     e.stream_ids.prefetch(h);
-                    sh[i] = Some((k, h));
+                    sh[i] = Some(h);
                 }
             }
         };
-        let load_stream = |e: &Self, sh: Option<(StreamKey, u64)>| {
-            if let Some(si) = sh.and_then(|(_, h)| e.stream_ids.peek(h)) {
+        let load_stream = |e: &Self, sh: Option<u64>| {
+            if let Some(si) = sh.and_then(|h| e.stream_ids.peek(h)) {
                 e.streams.prefetch(si);
             }
         };

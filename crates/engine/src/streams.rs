@@ -141,8 +141,8 @@ impl Engine {
     /// The stream with this key.
     pub(crate) fn stream_id(&mut self, k: &StreamKey) -> Option<Idx> {
         let hash = match self.key_hint.take() {
-            Some((hinted, h)) if hinted == *k => h,
-            _ => k.hash(self.key_seed),
+            Some(h) => h,
+            None => k.hash(self.key_seed),
         };
         let streams = &self.streams;
         self.stream_ids
