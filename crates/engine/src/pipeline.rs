@@ -208,6 +208,7 @@ impl Engine {
     /// inside a fragmented packet), so reassembly loops here instead of
     /// calling back into this function: nesting in the input is bounded by
     /// the decoder's depth limit and never grows the stack.
+    #[inline]
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
         let Transport::Fragment { frag, payload } = f.transport else {
             if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
@@ -215,6 +216,20 @@ impl Engine {
             }
             return self.transport(now, f);
         };
+        self.fragment_frame(now, f, frag, payload);
+    }
+
+    /// [`Engine::frame`] for a fragment, apart so that the common frame's
+    /// path inlines into the packet loop (a call level cost 20
+    /// instructions a packet).
+    #[inline(never)]
+    fn fragment_frame(
+        &mut self,
+        now: i64,
+        f: &Frame<'_>,
+        frag: calliper_wire::Fragment,
+        payload: &[u8],
+    ) {
         let mut next = self.fragment(now, f, frag, payload);
         while let Some((d, outer)) = next.take() {
             match calliper_wire::transport_of(&outer, d.protocol, &d.payload) {
