@@ -178,3 +178,28 @@ impl Default for Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Engine::rtp_key` relies on this to skip the SIP test.
+    #[test]
+    fn rtp_is_never_sip() {
+        let cfg = Config {
+            sip_any_port: true,
+            ..Config::default()
+        };
+        let sip = SipClassifier::new(&cfg);
+        let mut payload = *b"\x80INVITE sip:a@b SIP/2.0\r\n\r\n";
+        for first in 0x80..=0xBF {
+            payload[0] = first;
+            for (s, d) in [(5060, 5060), (5060, 40000), (40000, 5061), (40000, 40002)] {
+                assert!(!sip.is_sip(s, d, &payload), "{first:#x} {s} {d}");
+            }
+        }
+        // The test can fail: a letter first is SIP on a SIP port.
+        payload[0] = b'I';
+        assert!(sip.is_sip(5060, 40000, &payload));
+    }
+}

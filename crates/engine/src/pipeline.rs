@@ -180,17 +180,18 @@ impl Engine {
         Some(flow(f, sport, dport).shard(n) == i)
     }
 
-    /// The stream key of a frame this engine would analyse as RTP, read
-    /// cheaply (for prefetching; the packet's handling decides for itself).
+    /// The stream key of a frame this engine analyses as RTP: one it would
+    /// send to `media_datagram` (`transport` then does, by the key hint).
+    /// No SIP test: SIP starts with a letter, never with RTP's version bits
+    /// (`SipClassifier::is_sip`; its test `rtp_is_never_sip` holds that).
     pub(crate) fn rtp_key(&self, f: &Frame<'_>) -> Option<StreamKey> {
         let (sport, dport, payload) = f.udp()?;
         if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
             return None;
         }
-        if self.sip.is_sip(sport, dport, payload)
-            || self
-                .shard
-                .is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i)
+        if self
+            .shard
+            .is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i)
         {
             return None;
         }
