@@ -23,6 +23,7 @@
 //! the same sender within the window are treated as copies.
 
 use crate::fasthash::{self, ip_word};
+use calliper_wire::rtp::looks_like_rtcp;
 use calliper_wire::{Frame, Transport};
 
 /// 229 376 entries: at 4.6 M packets/s a 5 ms window fills a tenth of
@@ -125,10 +126,10 @@ impl Dedup {
                 dport,
                 payload,
             } => {
-                // RTCP (types 192..=223, RFC 5761) is not RTP here: its
+                // RTCP (what the engine reads as RTCP) is not RTP here: its
                 // reports lie past any short prefix.
                 let rtp_like =
-                    matches!(payload, [b0, b1, ..] if b0 >> 6 == 2 && !(192..=223).contains(b1));
+                    payload.first().is_some_and(|b| b >> 6 == 2) && !looks_like_rtcp(payload);
                 let scope = if rtp_like { Scope::Ends } else { Scope::Whole };
                 (17u64, sport as u64, dport as u64, payload, scope)
             }
