@@ -194,6 +194,7 @@ fn engine_rtp_packets_64(b: Bencher, calls: u32) {
                     ts_ns: t,
                     link_type: 101,
                     data: &frames[(start + k) % n],
+                    ..RawPacket::default()
                 };
             }
             e.packets(black_box(&raw));

@@ -40,6 +40,7 @@ mod pipeline;
 mod prefetch;
 pub mod recording;
 mod report;
+mod route;
 mod rtcp;
 mod streams;
 mod traffic;
@@ -72,6 +73,7 @@ pub use flow::Flow;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
 pub use recording::{CallTag, PacketSink, RecordMode, SinkFactory};
+pub use route::{Routed, Router, Routing};
 use sctp::Sctp;
 use std::net::IpAddr;
 use std::num::NonZeroI64;
@@ -97,6 +99,8 @@ pub struct RawPacket<'a> {
     pub link_type: u16,
     /// The captured bytes.
     pub data: &'a [u8],
+    /// What the reader of a sharded run decided for it.
+    pub routing: Routing,
 }
 
 impl<'a> From<calliper_capture::Packet<'a>> for RawPacket<'a> {
@@ -105,6 +109,7 @@ impl<'a> From<calliper_capture::Packet<'a>> for RawPacket<'a> {
             ts_ns: p.ts_ns,
             link_type: p.link_type,
             data: p.data,
+            routing: Routing::Unknown,
         }
     }
 }
@@ -565,6 +570,14 @@ impl Engine {
         // Every shard sees every packet: one counts the rules' hits.
         self.rules.count_hits(index == 0);
         self.shared = Some(caps);
+    }
+
+    /// Counts a packet another shard analyses (the reader routed it there):
+    /// the packet counters stay those of the input, as when every shard read
+    /// every packet.
+    pub fn pass_over(&mut self, len: usize) {
+        self.counters.packets += 1;
+        self.counters.bytes += len as u64;
     }
 
     /// Advances the engine's clock without a packet (shards see only part of

@@ -11,6 +11,7 @@ impl Engine {
             ts_ns,
             link_type,
             data,
+            routing: Routing::Unknown,
         }]);
     }
 
@@ -59,13 +60,19 @@ impl Engine {
                       sh: &mut [Option<u64>],
                       media: &mut [Option<bool>]| {
             let p = &group[i];
+            if let Routing::Counted { .. } = p.routing {
+                return;
+            }
             // Written in place and read by reference: a frame is ten words.
             let r = decoded[i].insert(match calliper_wire::decode_plain(p.link_type, p.data) {
                 Some(f) => Ok(f),
                 None => calliper_wire::decode(p.link_type, p.data),
             });
             if let Ok(f) = r {
-                media[i] = e.media_owner(f);
+                media[i] = match p.routing {
+                    Routing::Owned => Some(true),
+                    _ => e.media_owner(f),
+                };
             }
             if let (Ok(f), false) = (&*r, media[i] == Some(false)) {
                 if let Some(d) = &e.dedup {
@@ -130,6 +137,10 @@ impl Engine {
             if p.ts_ns > self.now {
                 self.now = p.ts_ns;
             }
+            if let Routing::Counted { class, src } = p.routing {
+                self.count_routed(p.ts_ns, p.data.len(), class, IpAddr::V4(src));
+                continue;
+            }
             self.key_hint = stream_hash[i];
             if let Some(d) = &decoded[i] {
                 self.count_traffic(p.ts_ns, p.data.len(), d);
@@ -173,11 +184,7 @@ impl Engine {
     #[inline]
     pub(crate) fn media_owner(&self, f: &Frame<'_>) -> Option<bool> {
         let (i, n) = self.shard?;
-        let (sport, dport, payload) = f.udp()?;
-        if self.sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) {
-            return None;
-        }
-        Some(flow(f, sport, dport).shard(n) == i)
+        Some(route::media_flow(&self.sip, f)?.shard(n) == i)
     }
 
     /// The stream key of a frame this engine analyses as RTP: one it would

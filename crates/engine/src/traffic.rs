@@ -75,7 +75,7 @@ struct QuietRun {
 }
 
 impl Traffic {
-    #[inline]
+    #[inline(always)]
     fn talker(&mut self, src: IpAddr, len: u64) {
         let slots = self
             .talkers
@@ -98,6 +98,15 @@ impl Traffic {
             }
         }
         self.talkers_untracked += 1;
+    }
+
+    #[inline(always)]
+    fn add(&mut self, class: usize, len: usize) {
+        let c = &mut self.counts[class];
+        c.0 += 1;
+        c.1 += len as u64;
+        self.packets += 1;
+        self.bytes += len as u64;
     }
 
     /// The top sources by bytes.
@@ -128,11 +137,20 @@ impl Traffic {
 
 /// Classes counted: every network, transport and application.
 const CLASSES: usize = NETWORKS.len() * TRANSPORTS.len() * APPLICATIONS.len();
+// A class travels as a byte in `Routing::Counted`.
+const _: () = assert!(CLASSES <= 256);
 
 /// Where a class is counted.
 #[inline(always)]
 fn class_index(network: usize, transport: usize, application: usize) -> usize {
     (network * TRANSPORTS.len() + transport) * APPLICATIONS.len() + application
+}
+
+/// The traffic class of a decoded packet ([`class_index`]).
+#[inline(always)]
+pub(crate) fn class_of(f: &Frame<'_>, sip: &SipClassifier) -> u8 {
+    let (n, t, a) = classify(f, sip);
+    class_index(n, t, a) as u8
 }
 
 /// Network, transport and application indexes of a decoded packet.
@@ -195,23 +213,42 @@ impl Engine {
         if !self.signalling_events() {
             return;
         }
+        match decoded {
+            Ok(f) => {
+                let class = class_of(f, &self.sip);
+                self.count_class(ts_ns, len, class, f.src)
+            }
+            Err(_) => self.count_undecoded(ts_ns, len),
+        }
+    }
+
+    /// Counts a packet another shard analyses, from what the reader learnt
+    /// of it ([`crate::Routing::Counted`]): the same count as
+    /// [`Engine::count_traffic`] on its decoded frame.
+    #[inline]
+    pub(crate) fn count_routed(&mut self, ts_ns: i64, len: usize, class: u8, src: IpAddr) {
+        if self.signalling_events() {
+            self.count_class(ts_ns, len, class, src);
+        }
+    }
+
+    #[inline(always)]
+    fn count_class(&mut self, ts_ns: i64, len: usize, class: u8, src: IpAddr) {
+        self.traffic_enter(ts_ns);
+        self.traffic.talker(src, len as u64);
+        self.traffic.add(class as usize, len);
+    }
+
+    fn count_undecoded(&mut self, ts_ns: i64, len: usize) {
+        self.traffic_enter(ts_ns);
+        self.traffic.add(class_index(2, 4, 5), len);
+    }
+
+    #[inline(always)]
+    fn traffic_enter(&mut self, ts_ns: i64) {
         if ts_ns >= self.traffic.end_ns || self.traffic.start_ns.is_none() {
             self.traffic_boundary(ts_ns);
         }
-        let tr = &mut self.traffic;
-        let class = match decoded {
-            Ok(f) => {
-                tr.talker(f.src, len as u64);
-                let (n, t, a) = classify(f, &self.sip);
-                class_index(n, t, a)
-            }
-            Err(_) => class_index(2, 4, 5),
-        };
-        let c = &mut tr.counts[class];
-        c.0 += 1;
-        c.1 += len as u64;
-        tr.packets += 1;
-        tr.bytes += len as u64;
     }
 
     /// Delivers the interval before `now_ns` if `now_ns` has left it.
