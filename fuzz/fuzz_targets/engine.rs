@@ -45,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
             ts_ns: now,
             link_type: 101, // LINKTYPE_RAW
             data: pkt,
+            ..RawPacket::default()
         });
     }
     let mut one = Engine::new(config());

@@ -1,6 +1,6 @@
 //! Structure-aware and differential: builds captures from a grammar of
 //! Ethernet/VLAN, IPv4/IPv6 with fragments and tunnels (IP-in-IP, GRE,
-//! VXLAN), UDP/TCP/SCTP, SIP with SDP, RTP and RTCP — every text field able
+//! VXLAN, GTP-U), UDP/TCP/SCTP, SIP with SDP, RTP and RTCP — every text field able
 //! to hold non-ASCII and control bytes — so the fuzzer spends its time deep
 //! in the engine instead of on checksums of random bytes. Each capture is
 //! analysed by one engine and by two shards; the records, every counter,
@@ -180,6 +180,8 @@ enum Tunnel {
     IpIp,
     Gre,
     Vxlan,
+    /// GTP-U, with a sequence number and an extension header when true.
+    Gtpu(bool),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -389,6 +391,15 @@ fn frames(p: &Packet) -> Vec<Vec<u8>> {
                 let mut v = vec![0x08, 0, 0, 0, 0, 0, 1, 0];
                 v.extend_from_slice(&ethernet(0, et, &ip.1));
                 (UDP, udp(4789, 4789, &v))
+            }
+            Tunnel::Gtpu(extended) => {
+                let pdu_session = [(0x85, &[0x10, 0x09][..])];
+                let g = if *extended {
+                    emit::gtpu(7, Some(1), &pdu_session, &ip.1)
+                } else {
+                    emit::gtpu(7, None, &[], &ip.1)
+                };
+                (UDP, udp(2152, 2152, &g))
             }
         };
     }

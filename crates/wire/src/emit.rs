@@ -103,6 +103,43 @@ pub fn rtp(pt: u8, seq: u16, ts: u32, ssrc: u32, payload: &[u8]) -> Vec<u8> {
     p
 }
 
+/// A GTPv1-U G-PDU (3GPP TS 29.281 §5) carrying `user_packet`: with a
+/// sequence number when given, and extension headers as (type, contents)
+/// (contents 2, 6, 10, … bytes long: each header is a whole number of
+/// 4-byte units with its length and next-type bytes).
+pub fn gtpu(
+    teid: u32,
+    sequence: Option<u16>,
+    extensions: &[(u8, &[u8])],
+    user_packet: &[u8],
+) -> Vec<u8> {
+    let mut flags = 0x30; // version 1, protocol type GTP
+    if sequence.is_some() {
+        flags |= 0x02;
+    }
+    if !extensions.is_empty() {
+        flags |= 0x04;
+    }
+    let mut rest = Vec::new();
+    if flags & 0x07 != 0 {
+        rest.extend_from_slice(&sequence.unwrap_or(0).to_be_bytes());
+        rest.push(0); // N-PDU number
+        rest.push(extensions.first().map_or(0, |e| e.0));
+    }
+    for (i, (_, contents)) in extensions.iter().enumerate() {
+        assert!((contents.len() + 2) % 4 == 0, "extension header size");
+        rest.push(((contents.len() + 2) / 4) as u8);
+        rest.extend_from_slice(contents);
+        rest.push(extensions.get(i + 1).map_or(0, |e| e.0));
+    }
+    rest.extend_from_slice(user_packet);
+    let mut p = vec![flags, 0xFF];
+    p.extend_from_slice(&(rest.len() as u16).to_be_bytes());
+    p.extend_from_slice(&teid.to_be_bytes());
+    p.extend_from_slice(&rest);
+    p
+}
+
 /// The Internet checksum (RFC 1071) of `data` folded onto `sum`: 0 when
 /// a header with its checksum field included is correct. `sum` carries a
 /// pseudo-header's part, or another piece's complemented result. The one

@@ -1,7 +1,7 @@
 //! Zero-copy decoding of captured frames down to the transport payload.
 //!
 //! [`decode`] walks link layer → (VLAN/QinQ, MPLS) → IPv4/IPv6 (extension
-//! headers) → tunnels (IP-in-IP, GRE and ERSPAN, VXLAN) → UDP/TCP and returns a
+//! headers) → tunnels (IP-in-IP, GRE and ERSPAN, VXLAN, GTP-U) → UDP/TCP and returns a
 //! [`Frame`] whose payload borrows the input. Nothing allocates. Every length
 //! is checked before it is used, so no input can make decoding panic; bad input
 //! yields a [`DecodeError`] that names the layer, for the caller to count.
@@ -519,6 +519,12 @@ fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]
             if let Some(inner) = vxlan_inner(dport, payload) {
                 enter_tunnel(ctx)?;
                 return Ok(Next::Layer(Layer::Ethernet(inner)));
+            }
+            if dport == tunnel::GTPU_PORT {
+                if let Some(step) = tunnel::gtpu(payload) {
+                    enter_tunnel(ctx)?;
+                    return step;
+                }
             }
             Ok(frame(
                 ctx,

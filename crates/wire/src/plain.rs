@@ -38,7 +38,8 @@ pub fn decode_plain(link_type: u16, data: &[u8]) -> Option<Frame<'_>> {
     }
     let end = h.payload_end(ip.len())?;
     let (sport, dport, payload) = crate::udp_parts(&ip[h.header_len()..end])?;
-    if crate::vxlan_inner(dport, payload).is_some() {
+    // Tunnels in UDP: the general decoder opens them.
+    if crate::vxlan_inner(dport, payload).is_some() || dport == crate::tunnel::GTPU_PORT {
         return None;
     }
     Some(Frame {

@@ -140,6 +140,66 @@ fn ipip_and_gre_tunnels_report_inner_addresses() {
     );
 }
 
+/// GTP-U (3GPP TS 29.281): G-PDUs to port 2152 with and without the
+/// optional fields and extension headers open to the user's packet; the
+/// tunnel's own messages stay UDP; cut or impossible headers are errors.
+#[test]
+fn gtpu_tunnels_report_the_user_packet() {
+    let user = ipv4_udp([10, 45, 0, 7], [10, 46, 0, 9], 40000, 50000, b"\x80\x08rtp");
+    let over = |gtp: &[u8]| {
+        eth(
+            ETH_IPV4,
+            &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 2152, 2152, gtp),
+        )
+    };
+    let pdu_session = (0x85, &[0x10, 0x09][..]); // PDU session container, QFI 9
+    let longer = (0x40, &[1, 2, 3, 4, 5, 6][..]); // a 2-unit header of another type
+    for gtp in [
+        emit::gtpu(7, None, &[], &user),
+        emit::gtpu(7, Some(300), &[], &user),
+        emit::gtpu(7, Some(301), &[pdu_session], &user),
+        emit::gtpu(7, None, &[longer, pdu_session], &user),
+    ] {
+        let frame = over(&gtp);
+        let fr = decode(1, &frame).unwrap();
+        assert_eq!(fr.src, "10.45.0.7".parse::<IpAddr>().unwrap(), "{gtp:02x?}");
+        assert_eq!(fr.tunnels, 1);
+        assert_eq!(fr.udp(), Some((40000, 50000, &b"\x80\x08rtp"[..])));
+        // The short path leaves it to the general decoder.
+        assert_eq!(crate::decode_plain(1, &frame), None);
+        // Every cut of the tunnel header is an error, not a wrong frame.
+        let header = gtp.len() - user.len();
+        for n in 0..header {
+            assert!(decode(1, &over(&gtp[..n])).is_err() || n < 2, "cut at {n}");
+        }
+    }
+    // IPv6 inside.
+    let v6 = emit::ipv6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        ipproto::UDP,
+        &emit::udp(1, 2, b"x"),
+    );
+    let frame = over(&emit::gtpu(1, None, &[], &v6));
+    let fr = decode(1, &frame).unwrap();
+    assert_eq!(fr.dst, "2001:db8::2".parse::<IpAddr>().unwrap());
+    // Echo request (type 1): the tunnel's own signalling stays UDP.
+    let echo = [0x32, 0x01, 0, 4, 0, 0, 0, 0, 0, 1, 0, 0];
+    let frame = over(&echo);
+    let fr = decode(1, &frame).unwrap();
+    assert_eq!((fr.tunnels, fr.udp().map(|u| u.1)), (0, Some(2152)));
+    // An extension header of length 0 cannot end: an error, not a loop.
+    let mut zero = emit::gtpu(7, None, &[pdu_session], &user);
+    zero[12] = 0;
+    assert_eq!(decode(1, &over(&zero)), Err(DecodeError::Truncated("gtpu")));
+    // A user packet that is not IP is counted by name.
+    let odd = emit::gtpu(7, None, &[], &[0x00; 20]);
+    assert_eq!(
+        decode(1, &over(&odd)),
+        Err(DecodeError::NotIp("gtpu_non_ip"))
+    );
+}
+
 #[test]
 fn recursive_tunnels_stop() {
     // IP-in-IP nested far deeper than we follow: an error, not a stack overflow.

@@ -1,5 +1,5 @@
 //! Tunnels and point-to-point links inside a frame: GRE (with ERSPAN and
-//! PPTP's enhanced GRE), PPP and PPPoE sessions. Each returns the next
+//! PPTP's enhanced GRE), GTP-U, PPP and PPPoE sessions. Each returns the next
 //! layer for [`crate::run`]'s loop, so nesting never nests calls.
 
 use crate::{be16, DecodeError, Layer, Next, Step, ETH_PPP};
@@ -133,4 +133,54 @@ fn enhanced_gre(p: &[u8]) -> Step<'_> {
         return Err(DecodeError::NotIp("pptp_ack"));
     }
     ppp(&payload[..payload_len.min(payload.len())])
+}
+
+/// GTP-U's registered port (3GPP TS 29.281 §4.4.2), where G-PDUs are sent.
+pub(crate) const GTPU_PORT: u16 = 2152;
+/// The message type of a G-PDU: a user packet in the tunnel.
+const GTPU_G_PDU: u8 = 0xFF;
+
+/// The user packet a GTPv1-U message to [`GTPU_PORT`] carries (3GPP TS
+/// 29.281 §5), as VoLTE and 5G user planes send their media. `None` when
+/// the datagram is not a version-1 G-PDU: echo, error indication and end
+/// marker are the tunnel's own signalling, left as UDP.
+///
+/// The header: flags (version 1, protocol type 1, then E, S and PN),
+/// message type, the length of what follows the first 8 bytes, and the
+/// TEID. With any of E, S or PN set, 4 more bytes follow (sequence,
+/// N-PDU number, the first extension header's type). With E set, each
+/// extension header gives its length in 4-byte units and ends with the
+/// next one's type (0: the user packet follows). The loop advances at
+/// least 4 bytes a header, so it ends within the datagram.
+#[inline]
+pub(crate) fn gtpu(p: &[u8]) -> Option<Step<'_>> {
+    let [flags, GTPU_G_PDU, ..] = *p else {
+        return None;
+    };
+    (flags >> 5 == 1 && flags & 0x10 != 0).then(|| gtpu_pdu(flags, p))
+}
+
+fn gtpu_pdu(flags: u8, p: &[u8]) -> Step<'_> {
+    let truncated = DecodeError::Truncated("gtpu");
+    if p.len() < 8 {
+        return Err(truncated);
+    }
+    let p = &p[..(8 + be16(p, 2) as usize).min(p.len())];
+    let mut off = 8;
+    if flags & 0x07 != 0 {
+        let optional = p.get(8..12).ok_or(truncated)?;
+        off = 12;
+        let mut next = if flags & 0x04 != 0 { optional[3] } else { 0 };
+        while next != 0 {
+            let len = *p.get(off).ok_or(truncated)? as usize * 4;
+            let header = p.get(off..off + len).filter(|h| !h.is_empty());
+            next = header.ok_or(truncated)?[len - 1];
+            off += len;
+        }
+    }
+    let inner = &p[off..];
+    match inner.first().map(|b| b >> 4) {
+        Some(4 | 6) => Ok(Next::Layer(Layer::Ip(inner))),
+        _ => Err(DecodeError::NotIp("gtpu_non_ip")),
+    }
 }

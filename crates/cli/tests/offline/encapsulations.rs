@@ -2,14 +2,15 @@
 //! packets of two captures (SIPp over IPv4, and SIP over IPv6 with fragments)
 //! are wrapped in VXLAN, MPLS, GRE, ERSPAN I/II/III, IPv4-in-IPv4,
 //! IPv4-in-IPv6, IPv6-in-IPv4, PPPoE sessions and PPTP (enhanced GRE
-//! carrying PPP, with and without PPP's header compression). Calliper must report exactly the records of
+//! carrying PPP, with and without PPP's header compression) and GTP-U (with
+//! and without optional fields and extension headers). Calliper must report exactly the records of
 //! the unwrapped capture, and tshark must find the same SIP INVITEs in the
 //! wrapped file (so the wrapping is real, not something only we accept).
 
 use crate::common;
 
 use calliper_capture::CaptureReader;
-use calliper_wire::emit::ethertype_of;
+use calliper_wire::emit::{self, ethertype_of};
 use common::calliper_jsonl;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -146,6 +147,18 @@ fn wrap(kind: &str, ip: &[u8]) -> Vec<u8> {
             g.extend_from_slice(&ppp);
             ethernet(0x0800, &outer_ipv4(47, &g))
         }
+        "gtpu" | "gtpu-extensions" => {
+            // A VoLTE/5G user plane: eNodeB/gNB to gateway on port 2152,
+            // with a sequence number and a PDU session container (QFI 9)
+            // in the second kind.
+            let gtp = if kind == "gtpu" {
+                emit::gtpu(0x1234, None, &[], ip)
+            } else {
+                emit::gtpu(0x1234, Some(7), &[(0x85, &[0x10, 0x09])], ip)
+            };
+            let udp = emit::udp(2152, 2152, &gtp);
+            ethernet(0x0800, &outer_ipv4(17, &udp))
+        }
         _ => unreachable!(),
     }
 }
@@ -168,6 +181,15 @@ fn tshark_invites(path: &Path) -> usize {
         .count()
 }
 
+/// tshark's RTP stream table (one line per stream).
+fn tshark_rtp(path: &Path) -> Vec<String> {
+    common::tshark(path, &["-q", "-z", "rtp,streams"])
+        .lines()
+        .filter(|l| l.contains(" 0x"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn every_encapsulation_gives_the_records_of_the_plain_capture() {
     let dir = std::env::temp_dir().join(format!("calliper-encap-{}", std::process::id()));
@@ -179,6 +201,10 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
         assert!(!want.is_empty());
         let invites = tshark_invites(&original);
         assert!(invites > 0);
+        assert!(
+            capture.starts_with("sngrep") || !tshark_rtp(&original).is_empty(),
+            "{capture}: tshark finds no RTP stream to compare"
+        );
         let packets = ip_packets(&original);
         for kind in [
             "vxlan",
@@ -192,6 +218,8 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
             "pppoe",
             "pptp",
             "pptp-compressed-ppp",
+            "gtpu",
+            "gtpu-extensions",
         ] {
             let wrapped: Vec<(i64, Vec<u8>)> =
                 packets.iter().map(|(t, ip)| (*t, wrap(kind, ip))).collect();
@@ -200,6 +228,11 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
             let got = records(calliper_jsonl(&path, &[]));
             if got != want {
                 failures.push(format!("{capture} in {kind}: calliper's records differ"));
+            }
+            // tshark opens GTP-U itself: it must find the unwrapped
+            // capture's RTP streams, figure for figure.
+            if kind.starts_with("gtpu") && tshark_rtp(&path) != tshark_rtp(&original) {
+                failures.push(format!("{capture} in {kind}: tshark's RTP streams differ"));
             }
             let seen = tshark_invites(&path);
             if seen != invites {
@@ -213,6 +246,40 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
         std::fs::remove_dir_all(&dir).ok();
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A user plane captured on two legs of its path (eNodeB to serving
+/// gateway, then serving to packet gateway: other outer addresses, another
+/// TEID, a microsecond later) shows every packet twice: the second copy is
+/// removed as a duplicate, and the records are those of the plain capture.
+#[test]
+fn a_packet_seen_on_two_gtpu_legs_counts_once() {
+    let dir = common::scratch("gtpu-legs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = testdata("sipp_hold_dtmf.pcap");
+    let want = records(calliper_jsonl(&original, &[]));
+    let packets = ip_packets(&original);
+    let mut legs = Vec::new();
+    for (t, ip) in &packets {
+        legs.push((*t, wrap("gtpu", ip)));
+        let mut second = ethernet(
+            0x0800,
+            &outer_ipv4(
+                17,
+                &emit::udp(2152, 2152, &emit::gtpu(0x9876, None, &[], ip)),
+            ),
+        );
+        second[14 + 12..14 + 20].copy_from_slice(&[198, 51, 100, 1, 198, 51, 100, 2]);
+        checksum(&mut second[14..34]);
+        legs.push((t + 1_000, second));
+    }
+    let path = dir.join("two-legs.pcap");
+    write_pcap(&path, &legs);
+    let lines = calliper_jsonl(&path, &[]);
+    let summary = lines.last().unwrap().clone();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(summary["duplicates_removed"], packets.len(), "{summary}");
+    assert_eq!(records(lines), want);
 }
 
 /// Frames that are not IP are counted by what they carry, and PPP that is
