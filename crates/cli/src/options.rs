@@ -210,6 +210,10 @@ pub struct EngineArgs {
     /// Only treat the --sip-port ports as SIP.
     #[arg(long)]
     pub no_sip_detection: bool,
+    /// UDP port whose HEP3 datagrams (a Homer feed from Kamailio, OpenSIPS, heplify...)
+    /// are read as the SIP they carry, with the agent's addresses and times; 0: leave HEP as UDP.
+    #[arg(long, value_name = "PORT", default_value_t = Config::default().hep_port.unwrap_or(0))]
+    pub hep_port: u16,
     /// Do not report RTP streams that no SDP describes.
     #[arg(long)]
     pub no_rtp_heuristic: bool,
@@ -286,6 +290,7 @@ impl EngineArgs {
         let mut cfg = Config {
             sip_ports: self.sip_ports.clone(),
             sip_any_port: !self.no_sip_detection,
+            hep_port: (self.hep_port != 0).then_some(self.hep_port),
             rtp_heuristic: !self.no_rtp_heuristic,
             call_idle_timeout_ns: seconds(self.call_timeout),
             call_grace_ns: seconds(self.call_grace),

@@ -9,6 +9,7 @@ pub struct SipClassifier {
     /// `sip_ports` as a bitmap: two bit tests per datagram instead of list scans.
     ports: Box<[u64; 1024]>,
     any_port: bool,
+    hep_port: Option<u16>,
 }
 
 impl SipClassifier {
@@ -21,6 +22,7 @@ impl SipClassifier {
         SipClassifier {
             ports,
             any_port: cfg.sip_any_port,
+            hep_port: cfg.hep_port,
         }
     }
 
@@ -28,6 +30,12 @@ impl SipClassifier {
     pub fn port(&self, sport: u16, dport: u16) -> bool {
         let bit = |p: u16| self.ports[p as usize >> 6] & (1 << (p & 63)) != 0;
         bit(sport) || bit(dport)
+    }
+
+    /// The datagram is HEP3 sent to the configured HEP port.
+    #[inline]
+    pub fn is_hep(&self, dport: u16, payload: &[u8]) -> bool {
+        self.hep_port == Some(dport) && payload.starts_with(calliper_wire::hep::MAGIC)
     }
 
     /// The datagram is SIP.
@@ -104,6 +112,10 @@ pub struct Config {
     pub sip_ports: Vec<u16>,
     /// Also recognise SIP on any port by its start line.
     pub sip_any_port: bool,
+    /// UDP port whose HEP3 datagrams are read as what they carry (SIP),
+    /// so a capture of a HEP feed analyses like the traffic it copies
+    /// ([`calliper_wire::hep`]); none: HEP is left as UDP.
+    pub hep_port: Option<u16>,
     /// Report RTP without signalling, found by a heuristic.
     pub rtp_heuristic: bool,
     /// A call with no SIP or media for this long ends (ns).
@@ -156,6 +168,7 @@ impl Default for Config {
         Config {
             sip_ports: vec![5060, 5080],
             sip_any_port: true,
+            hep_port: Some(calliper_wire::hep::PORT),
             rtp_heuristic: true,
             call_idle_timeout_ns: 300 * SEC,
             call_grace_ns: 5 * SEC,

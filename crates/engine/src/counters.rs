@@ -91,6 +91,12 @@ counters! {
         /// SIP messages by method (those in [`calliper_sip::METHODS`], the
         /// rest as [`crate::OTHER_METHOD`]) or status code: at most 615 keys.
         pub sip_by_kind: BTreeMap<String, u64>,
+        /// HEP3 datagrams read (`Config::hep_port`); malformed ones are
+        /// anomalies (`hep_*`).
+        pub hep: u64,
+        /// HEP3 datagrams whose payload was not read: compressed, or not
+        /// SIP (RTCP and quality reports).
+        pub hep_unread: u64,
         /// SIP messages whose Call-ID matches no call and that start none.
         pub sip_outside_calls: u64,
         /// RTP packets analysed in calls.

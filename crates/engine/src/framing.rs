@@ -1,5 +1,5 @@
 //! SIP framing: datagrams, SIP over TCP (Content-Length framing with
-//! resynchronisation) and over WebSocket (RFC 7118).
+//! resynchronisation), over WebSocket (RFC 7118) and carried in HEP3.
 
 use super::*;
 
@@ -128,6 +128,45 @@ impl Engine {
             }
             Err(e) => self.counters.anomaly(e.name()),
         }
+    }
+}
+
+/// How far a HEP message's own time may be from its packet's before the
+/// packet's is used instead (`hep_clock_skew`): an agent's clock may be
+/// off by seconds, not by more, and a crafted time must not move calls.
+const HEP_MAX_SKEW_NS: i64 = 60_000_000_000;
+
+impl Engine {
+    /// A HEP3 datagram: its SIP is handled as if captured, with the
+    /// addresses, ports and time the HEP agent gives.
+    pub(crate) fn hep_datagram(&mut self, now: i64, payload: &[u8]) {
+        let h = match calliper_wire::hep::Hep::parse(payload) {
+            Ok(h) => h,
+            Err(e) => return self.counters.anomaly(e.name()),
+        };
+        self.counters.hep += 1;
+        if h.kind != calliper_wire::hep::kind::SIP || h.compressed {
+            self.counters.hep_unread += 1;
+            return;
+        }
+        let at = if h.ts_ns.abs_diff(now) <= HEP_MAX_SKEW_NS as u64 {
+            h.ts_ns
+        } else {
+            self.counters.anomaly("hep_clock_skew");
+            now
+        };
+        self.sip_transport = match h.ip_protocol {
+            6 => SipTransport::Tcp,
+            132 => SipTransport::Sctp,
+            _ => SipTransport::Udp,
+        };
+        let flow = Flow {
+            src: h.src,
+            sport: h.sport,
+            dst: h.dst,
+            dport: h.dport,
+        };
+        self.sip_datagram(at, &flow, h.payload);
     }
 }
 

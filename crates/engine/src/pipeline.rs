@@ -355,6 +355,9 @@ impl Engine {
                     self.counters.udp += 1;
                     self.sip_transport = SipTransport::Udp;
                     self.sip_datagram(now, &flow, payload);
+                } else if self.sip.is_hep(dport, payload) {
+                    self.counters.udp += 1;
+                    self.hep_datagram(now, payload);
                 } else if looks_like_rtcp(payload) {
                     // Every shard reads RTCP (it is light), each applying it
                     // to the streams it owns: RTCP need not be on RTP's

@@ -87,12 +87,12 @@ impl Router {
     }
 }
 
-/// The flow of a frame that is media: UDP that is neither SIP nor RTCP
-/// (the very tests `transport` makes).
+/// The flow of a frame that is media: UDP that is neither SIP, HEP nor
+/// RTCP (the very tests `transport` makes).
 #[inline]
 pub(crate) fn media_flow(sip: &SipClassifier, f: &Frame<'_>) -> Option<Flow> {
     let (sport, dport, payload) = f.udp()?;
-    if sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) {
+    if sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) || sip.is_hep(dport, payload) {
         return None;
     }
     Some(Flow {

@@ -10,6 +10,7 @@
 //! addresses, which is what SIP and RTP correlation need.
 
 pub mod emit;
+pub mod hep;
 pub mod ipv4;
 mod outer;
 mod plain;

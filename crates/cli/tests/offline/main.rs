@@ -25,6 +25,7 @@ mod events;
 mod example_tracker;
 mod export;
 mod flood;
+mod hep;
 mod hostile;
 mod hostile_files;
 mod hostile_numbers;

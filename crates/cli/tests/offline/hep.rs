@@ -1,0 +1,111 @@
+//! A capture of a HEP feed analyses like the traffic it copies: every SIP
+//! packet of real captures is replaced by the HEP3 datagram an agent
+//! would send for it (to the collector port 9060, with the original
+//! addresses, ports and time in its chunks, sent a little later), media
+//! left as captured. The records must equal the original capture's.
+//! Malformed HEP is counted, never read.
+
+use crate::common;
+
+use calliper_capture::CaptureReader;
+use calliper_wire::emit;
+use calliper_wire::hep::{kind, Hep};
+use calliper_wire::{decode, Transport};
+use common::calliper_jsonl;
+use serde_json::Value;
+use std::path::Path;
+
+/// The capture with each SIP datagram sent as HEP, 300 µs after it was
+/// captured; `mangle` may spoil each HEP message.
+fn as_hep_feed(path: &Path, mangle: impl Fn(&mut Vec<u8>)) -> (Vec<(i64, Vec<u8>)>, usize) {
+    let data = std::fs::read(path).unwrap();
+    let mut r = CaptureReader::new(&data[..]).unwrap();
+    let (mut out, mut sip) = (Vec::new(), 0);
+    while let Some(p) = r.next_packet().unwrap() {
+        let f = decode(p.link_type, p.data).unwrap();
+        let frame = match f.transport {
+            Transport::Udp {
+                sport,
+                dport,
+                payload,
+            } if payload.first().is_some_and(u8::is_ascii_alphabetic) => {
+                sip += 1;
+                let mut hep = Hep {
+                    src: f.src,
+                    dst: f.dst,
+                    sport,
+                    dport,
+                    ip_protocol: 17,
+                    ts_ns: p.ts_ns,
+                    kind: kind::SIP,
+                    capture_id: 2001,
+                    auth_key: None,
+                    correlation_id: None,
+                    vlan: None,
+                    mos: None,
+                    payload,
+                    compressed: false,
+                }
+                .emit()
+                .unwrap();
+                mangle(&mut hep);
+                let ip = emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
+                    .emit(&emit::udp(40000, 9060, &hep));
+                out.push((p.ts_ns + 300_000, emit::ethernet(&[], 0x0800, &ip)));
+                continue;
+            }
+            _ => p.data.to_vec(),
+        };
+        assert_eq!(p.link_type, 1, "an Ethernet capture");
+        out.push((p.ts_ns, frame));
+    }
+    out.sort_by_key(|p| p.0);
+    (out, sip)
+}
+
+fn records(lines: &[Value]) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|l| l["type"] == "call" || l["type"] == "stream")
+        .collect()
+}
+
+#[test]
+fn a_hep_feed_gives_the_records_of_the_traffic_it_copies() {
+    let dir = common::scratch("hep-feed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let want = calliper_jsonl(&original, &[]);
+    assert!(records(&want).iter().any(|r| r["type"] == "call"));
+    let (feed, sip) = as_hep_feed(&original, |_| {});
+    assert!(sip > 0);
+    let path = dir.join("feed.pcap");
+    common::write_pcap(&path, 1, &feed);
+    for threads in ["1", "2"] {
+        let got = calliper_jsonl(&path, &["--threads", threads]);
+        let summary = got.last().unwrap();
+        assert_eq!(summary["hep"], sip, "{summary}");
+        assert_eq!(records(&got), records(&want), "{threads} threads");
+    }
+    // With HEP off, the feed is just UDP: no call at all.
+    let off = calliper_jsonl(&path, &["--hep-port", "0"]);
+    assert!(!off.iter().any(|l| l["type"] == "call"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn malformed_hep_is_counted_not_read() {
+    let dir = common::scratch("hep-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    // The first chunk's length runs past the message.
+    let (feed, sip) = as_hep_feed(&original, |h| h[10..12].copy_from_slice(&[0xFF, 0xF0]));
+    let path = dir.join("bad.pcap");
+    common::write_pcap(&path, 1, &feed);
+    let got = calliper_jsonl(&path, &[]);
+    std::fs::remove_dir_all(&dir).ok();
+    let summary = got.last().unwrap();
+    assert_eq!(summary["anomalies"]["hep_bad_chunk"], sip, "{summary}");
+    assert_eq!(summary["hep"], 0);
+    assert!(!got.iter().any(|l| l["type"] == "call"));
+}
