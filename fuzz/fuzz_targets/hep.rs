@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
     hep.extend_from_slice(data);
     let ip = emit::Ipv4::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 17)
         .emit(&emit::udp(40000, 9060, &hep));
-    let mut e = Engine::new(Config::default());
+    let mut e = Engine::new(Config {
+        hep_port: Some(9060),
+        ..Config::default()
+    });
     e.packet(1_700_000_000_000_000_000, 101, &ip);
     e.finish_open();
     let _ = e.drain().count();

@@ -22,7 +22,7 @@ pub struct OutputArgs {
     /// Output format on stdout (or --output).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    /// Write the --format output to this file instead of stdout (`probe` appends to it, so a restart keeps what was written).
+    /// Write the --format output to this file instead of stdout (`-`: stdout; `probe` appends to it, so a restart keeps what was written).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Also store everything in this SQLite database (created if missing, added to if not): calls, streams, SIP messages, interval reports, registrations, users, alerts, KPIs, the time series.
@@ -210,10 +210,11 @@ pub struct EngineArgs {
     /// Only treat the --sip-port ports as SIP.
     #[arg(long)]
     pub no_sip_detection: bool,
-    /// UDP port whose HEP3 datagrams (a Homer feed from Kamailio, OpenSIPS, heplify...)
-    /// are read as the SIP they carry, with the agent's addresses and times; 0: leave HEP as UDP.
-    #[arg(long, value_name = "PORT", default_value_t = Config::default().hep_port.unwrap_or(0))]
-    pub hep_port: u16,
+    /// Read HEP3 datagrams to this UDP port (a Homer feed from Kamailio, OpenSIPS, heplify...; 9060 by
+    /// convention) as the SIP they carry, with the agents' addresses and times. Off by default: a HEP
+    /// feed crossing a monitored link would count its SIP twice.
+    #[arg(long, value_name = "PORT")]
+    pub hep_port: Option<u16>,
     /// Do not report RTP streams that no SDP describes.
     #[arg(long)]
     pub no_rtp_heuristic: bool,
@@ -290,7 +291,7 @@ impl EngineArgs {
         let mut cfg = Config {
             sip_ports: self.sip_ports.clone(),
             sip_any_port: !self.no_sip_detection,
-            hep_port: (self.hep_port != 0).then_some(self.hep_port),
+            hep_port: self.hep_port,
             rtp_heuristic: !self.no_rtp_heuristic,
             call_idle_timeout_ns: seconds(self.call_timeout),
             call_grace_ns: seconds(self.call_grace),

@@ -57,10 +57,10 @@ impl Outputs {
             calliper_store::create_private
         };
         let out: Box<dyn Write + Send> = match &o.output {
-            Some(p) => Box::new(BufWriter::new(
+            Some(p) if p.as_os_str() != "-" => Box::new(BufWriter::new(
                 open(p).with_context(|| format!("cannot create {}", p.display()))?,
             )),
-            None => Box::new(BufWriter::new(io::stdout())),
+            _ => Box::new(BufWriter::new(io::stdout())),
         };
         let mut sinks = Sinks {
             sinks: Vec::new(),

@@ -114,7 +114,9 @@ pub struct Config {
     pub sip_any_port: bool,
     /// UDP port whose HEP3 datagrams are read as what they carry (SIP),
     /// so a capture of a HEP feed analyses like the traffic it copies
-    /// ([`calliper_wire::hep`]); none: HEP is left as UDP.
+    /// ([`calliper_wire::hep`]); none (the default): HEP is left as UDP.
+    /// Off unless asked for: a HEP feed crossing a monitored link would
+    /// count its SIP twice, and anyone on the link can send HEP.
     pub hep_port: Option<u16>,
     /// Report RTP without signalling, found by a heuristic.
     pub rtp_heuristic: bool,
@@ -168,7 +170,7 @@ impl Default for Config {
         Config {
             sip_ports: vec![5060, 5080],
             sip_any_port: true,
-            hep_port: Some(calliper_wire::hep::PORT),
+            hep_port: None,
             rtp_heuristic: true,
             call_idle_timeout_ns: 300 * SEC,
             call_grace_ns: 5 * SEC,

@@ -131,10 +131,13 @@ impl Engine {
     }
 }
 
-/// How far a HEP message's own time may be from its packet's before the
-/// packet's is used instead (`hep_clock_skew`): an agent's clock may be
-/// off by seconds, not by more, and a crafted time must not move calls.
-const HEP_MAX_SKEW_NS: i64 = 60_000_000_000;
+/// How far before its packet a HEP message's own time may be (an agent
+/// sends what it captured, seconds later at most), and how far after (its
+/// clock a little ahead): outside, the packet's time is used instead
+/// (`hep_clock_skew`). A time after the packet's is taken as the packet's,
+/// so no HEP message moves a call's activity past the capture clock.
+const HEP_MAX_AGE_NS: i64 = 60_000_000_000;
+const HEP_MAX_AHEAD_NS: i64 = 1_000_000_000;
 
 impl Engine {
     /// A HEP3 datagram: its SIP is handled as if captured, with the
@@ -149,8 +152,10 @@ impl Engine {
             self.counters.hep_unread += 1;
             return;
         }
-        let at = if h.ts_ns.abs_diff(now) <= HEP_MAX_SKEW_NS as u64 {
-            h.ts_ns
+        let at = if (now.saturating_sub(HEP_MAX_AGE_NS)..=now.saturating_add(HEP_MAX_AHEAD_NS))
+            .contains(&h.ts_ns)
+        {
+            h.ts_ns.min(now)
         } else {
             self.counters.anomaly("hep_clock_skew");
             now

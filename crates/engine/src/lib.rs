@@ -572,14 +572,6 @@ impl Engine {
         self.shared = Some(caps);
     }
 
-    /// Counts a packet another shard analyses (the reader routed it there):
-    /// the packet counters stay those of the input, as when every shard read
-    /// every packet.
-    pub fn pass_over(&mut self, len: usize) {
-        self.counters.packets += 1;
-        self.counters.bytes += len as u64;
-    }
-
     /// Advances the engine's clock without a packet (shards see only part of
     /// the traffic; the batch end tells them the time).
     pub fn advance_to(&mut self, ts_ns: i64) {

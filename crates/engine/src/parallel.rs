@@ -4,9 +4,9 @@
 //! (shared, not copied per shard), and routes them ([`crate::Router`]):
 //! media (UDP that is neither SIP nor RTCP) on the short decoding path is
 //! marked with its owner ([`crate::Flow::shard`]: both directions
-//! together), so only the owner decodes it and the other shards skip it;
-//! the first shard, which keeps the traffic table, counts it from the class
-//! and source the reader noted. Everything else — SIP, RTCP, TCP,
+//! together), so only the owner decodes it and the other shards skip it
+//! (it moves their clocks, nothing else); the first shard, which keeps the
+//! traffic table, counts it from the class and source the reader noted. Everything else — SIP, RTCP, TCP,
 //! fragments, IPv6 — every shard decodes; each removes capture duplicates
 //! exactly as a single engine would and, with the same test, analyses the
 //! media it owns and all the rest. Every shard therefore keeps the same
@@ -79,9 +79,8 @@ enum Msg {
     Packets(Arc<Chunk>),
     /// A batch ends at this time; the capture's drop total so far.
     EndBatch(i64, u64),
-    /// The input ended; the capture's drop total and the latest packet
-    /// time (a shard saw only its own packets, and ends where one engine would).
-    Finish(u64, i64),
+    /// The input ended; the capture's drop total.
+    Finish(u64),
 }
 
 /// Touches published by each shard at a batch end.
@@ -130,8 +129,6 @@ pub struct Parallel {
     /// The capture's drop total, passed to the shards at batch ends.
     capture_dropped: u64,
     router: Router,
-    /// The latest packet time read.
-    latest_ns: i64,
 }
 
 impl Parallel {
@@ -187,7 +184,6 @@ impl Parallel {
             trackers,
             capture_dropped: 0,
             router: Router::new(&cfg, n),
-            latest_ns: i64::MIN,
         }
     }
 
@@ -195,7 +191,6 @@ impl Parallel {
     /// cannot go on (what was finished before is still in [`Parallel::drain`]).
     pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) -> Result<(), WorkerFailed> {
         self.packets += 1;
-        self.latest_ns = self.latest_ns.max(ts_ns);
         self.bytes += data.len() as u64;
         if self.batcher.boundary(ts_ns) {
             self.end_batch(ts_ns)?;
@@ -358,7 +353,7 @@ impl Parallel {
         let dropped = self.capture_dropped;
         let sent = self
             .flush()
-            .and_then(|_| self.send(|| Msg::Finish(dropped, self.latest_ns)));
+            .and_then(|_| self.send(|| Msg::Finish(dropped)));
         if let Err(f) = &sent {
             // Release shards waiting at the gate for the failed one.
             self.gate.break_with(f.clone());
@@ -493,10 +488,7 @@ fn shard(
                     }
                 }
             }
-            Msg::Finish(dropped, latest_ns) => {
-                if latest_ns > e.now {
-                    e.advance_to(latest_ns);
-                }
+            Msg::Finish(dropped) => {
                 e.set_capture_dropped(dropped);
                 break;
             }
@@ -512,22 +504,13 @@ fn shard(
     Ok((shared.clone(), owned.clone()))
 }
 
-/// Gives shard `i` the packets of a chunk it takes, in groups of
-/// [`LOOKAHEAD`], in capture order.
+/// Gives shard `i` every packet of a chunk, in groups of [`LOOKAHEAD`], in
+/// capture order; those routed to other shards only move its clock.
 fn shard_chunk(e: &mut Engine, i: usize, c: &Chunk) {
     let mut raw = [RawPacket::default(); LOOKAHEAD];
     let mut n = 0;
     for p in &c.index {
-        let routing = match p.media {
-            None => Routing::Unknown,
-            Some(m) => match m.for_shard(i) {
-                Some(r) => r,
-                None => {
-                    e.pass_over(p.len as usize);
-                    continue;
-                }
-            },
-        };
+        let routing = p.media.map_or(Routing::Unknown, |m| m.for_shard(i));
         raw[n] = RawPacket {
             ts_ns: p.ts_ns,
             link_type: p.link_type,

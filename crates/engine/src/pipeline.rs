@@ -60,7 +60,7 @@ impl Engine {
                       sh: &mut [Option<u64>],
                       media: &mut [Option<bool>]| {
             let p = &group[i];
-            if let Routing::Counted { .. } = p.routing {
+            if let Routing::Counted { .. } | Routing::Skipped = p.routing {
                 return;
             }
             // Written in place and read by reference: a frame is ten words.
@@ -137,9 +137,13 @@ impl Engine {
             if p.ts_ns > self.now {
                 self.now = p.ts_ns;
             }
-            if let Routing::Counted { class, src } = p.routing {
-                self.count_routed(p.ts_ns, p.data.len(), class, IpAddr::V4(src));
-                continue;
+            match p.routing {
+                Routing::Counted { class, src } => {
+                    self.count_routed(p.ts_ns, p.data.len(), class, IpAddr::V4(src));
+                    continue;
+                }
+                Routing::Skipped => continue,
+                Routing::Owned | Routing::Unknown => {}
             }
             self.key_hint = stream_hash[i];
             if let Some(d) = &decoded[i] {

@@ -5,8 +5,9 @@
 //! address pair hashes to ([`Flow::shard`]). On the short decoding path
 //! ([`calliper_wire::decode_plain`]: plain UDP over IPv4) the reader tells
 //! that from the packet's first bytes, so the other shards skip it without
-//! decoding it. The first shard, which keeps the traffic table, is given the
-//! packet's traffic class and source instead of the packet. Anything else
+//! decoding it: it only moves their clocks, in capture order, so every
+//! shard's clock is one engine's. The first shard, which keeps the traffic
+//! table, is given the packet's traffic class and source as well. Anything else
 //! (signalling, RTCP, IPv6, tunnels, fragments) reaches every shard as
 //! before, and each decides with the same test ([`media_flow`]).
 
@@ -20,7 +21,11 @@ pub enum Routing {
     Unknown,
     /// Media this shard owns.
     Owned,
-    /// Another shard's media: only counted in the traffic table.
+    /// Another shard's media: it only moves the clock, as it would in one
+    /// engine.
+    Skipped,
+    /// Another shard's media, for the shard that keeps the traffic table:
+    /// it moves the clock and is counted in the table.
     Counted {
         /// Its traffic class (`traffic::class_of`).
         class: u8,
@@ -39,18 +44,18 @@ pub struct Routed {
 }
 
 impl Routed {
-    /// How shard `index` is to take the packet, if at all.
+    /// How shard `index` is to take the packet.
     #[inline]
-    pub fn for_shard(&self, index: usize) -> Option<Routing> {
+    pub fn for_shard(&self, index: usize) -> Routing {
         if self.shard as usize == index {
-            Some(Routing::Owned)
+            Routing::Owned
         } else if index == 0 {
-            Some(Routing::Counted {
+            Routing::Counted {
                 class: self.class,
                 src: self.src,
-            })
+            }
         } else {
-            None
+            Routing::Skipped
         }
     }
 }
@@ -163,12 +168,12 @@ mod tests {
                 // Each shard but the owner is told to count it (the first) or skip it.
                 for i in 0..shards {
                     let expect = match (i as u64 == owner, i) {
-                        (true, _) => Some(Routing::Owned),
-                        (false, 0) => Some(Routing::Counted {
+                        (true, _) => Routing::Owned,
+                        (false, 0) => Routing::Counted {
                             class: r.class,
                             src: near(id).into(),
-                        }),
-                        (false, _) => None,
+                        },
+                        (false, _) => Routing::Skipped,
                     };
                     assert_eq!(r.for_shard(i), expect);
                 }

@@ -164,7 +164,12 @@ impl<'a> Fields<'a> {
             chunk::SRC_PORT => self.sport = Some(be16(size(2)?)),
             chunk::DST_PORT => self.dport = Some(be16(size(2)?)),
             chunk::TIME_S => self.seconds = Some(be32(size(4)?)),
-            chunk::TIME_US => self.micros = be32(size(4)?),
+            chunk::TIME_US => {
+                self.micros = be32(size(4)?);
+                if self.micros >= 1_000_000 {
+                    return Err(HepError::BadChunk(kind));
+                }
+            }
             chunk::KIND => self.kind = Some(size(1)?[0]),
             chunk::CAPTURE_ID => self.capture_id = be32(size(4)?),
             chunk::AUTH_KEY => self.auth_key = Some(v),
@@ -430,6 +435,15 @@ mod tests {
         let port = b.windows(4).position(|w| w == [0, 7, 0, 8]).unwrap();
         b[port + 3] = 9;
         assert!(Hep::parse(&b).is_err());
+        // Microseconds past the second.
+        let mut b = bytes.clone();
+        let us = b
+            .windows(6)
+            .position(|w| w == [0, 0, 0, 0x0A, 0, 10])
+            .unwrap()
+            + 6;
+        b[us..us + 4].copy_from_slice(&1_000_000u32.to_be_bytes());
+        assert_eq!(Hep::parse(&b), Err(HepError::BadChunk(chunk::TIME_US)));
         // A stated total below the header.
         let mut b = bytes.clone();
         b[4..6].copy_from_slice(&3u16.to_be_bytes());

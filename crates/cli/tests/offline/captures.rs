@@ -162,3 +162,32 @@ fn each_packet_seen_twice_gives_the_same_records() {
     assert!(!want.is_empty());
     assert_eq!(got, want);
 }
+
+/// `-o -` is standard output, as for most tools, not a file named `-`.
+#[test]
+fn output_dash_is_stdout() {
+    let dir = common::scratch("dash-output");
+    std::fs::create_dir_all(&dir).unwrap();
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let args = "analyze --progress never --format jsonl -o -".split(' ');
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"));
+    let out = cmd
+        .current_dir(&dir)
+        .args(args)
+        .arg(&capture)
+        .output()
+        .unwrap();
+    let created = dir.join("-").exists();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!created, "a file named - was written");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.contains("\"type\":\"call\"")),
+        "{text}"
+    );
+}

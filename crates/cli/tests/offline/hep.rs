@@ -82,13 +82,13 @@ fn a_hep_feed_gives_the_records_of_the_traffic_it_copies() {
     let path = dir.join("feed.pcap");
     common::write_pcap(&path, 1, &feed);
     for threads in ["1", "2"] {
-        let got = calliper_jsonl(&path, &["--threads", threads]);
+        let got = calliper_jsonl(&path, &["--threads", threads, "--hep-port", "9060"]);
         let summary = got.last().unwrap();
         assert_eq!(summary["hep"], sip, "{summary}");
         assert_eq!(records(&got), records(&want), "{threads} threads");
     }
-    // With HEP off, the feed is just UDP: no call at all.
-    let off = calliper_jsonl(&path, &["--hep-port", "0"]);
+    // HEP is read only when asked for: by default the feed is just UDP.
+    let off = calliper_jsonl(&path, &[]);
     assert!(!off.iter().any(|l| l["type"] == "call"));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -102,10 +102,44 @@ fn malformed_hep_is_counted_not_read() {
     let (feed, sip) = as_hep_feed(&original, |h| h[10..12].copy_from_slice(&[0xFF, 0xF0]));
     let path = dir.join("bad.pcap");
     common::write_pcap(&path, 1, &feed);
-    let got = calliper_jsonl(&path, &[]);
+    let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
     std::fs::remove_dir_all(&dir).ok();
     let summary = got.last().unwrap();
     assert_eq!(summary["anomalies"]["hep_bad_chunk"], sip, "{summary}");
     assert_eq!(summary["hep"], 0);
     assert!(!got.iter().any(|l| l["type"] == "call"));
+}
+
+/// An agent's time far from the capture's is not believed: a message
+/// dated two minutes before its packet, or two seconds after, is taken
+/// at its packet's time and counted.
+#[test]
+fn a_hep_time_far_from_the_capture_is_not_believed() {
+    let dir = common::scratch("hep-skew");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    for shift in [-120i64, 2] {
+        let (feed, sip) = as_hep_feed(&original, |h| {
+            let at = h.windows(6).position(|w| w == [0, 0, 0, 9, 0, 10]).unwrap() + 6;
+            let s = u32::from_be_bytes(h[at..at + 4].try_into().unwrap());
+            h[at..at + 4].copy_from_slice(&((s as i64 + shift) as u32).to_be_bytes());
+        });
+        let path = dir.join("skew.pcap");
+        common::write_pcap(&path, 1, &feed);
+        let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
+        let summary = got.last().unwrap();
+        assert_eq!(
+            summary["anomalies"]["hep_clock_skew"], sip,
+            "{shift}: {summary}"
+        );
+        let first = feed.first().unwrap().0;
+        for call in got.iter().filter(|l| l["type"] == "call") {
+            let invite = call["invite_ns"].as_i64().unwrap();
+            assert!(
+                invite >= first,
+                "{shift}: {invite} before the capture's first packet"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
