@@ -221,16 +221,16 @@ fn codec_call(codec: &str) -> Option<(f64, f64)> {
     };
     assert_eq!(call.lost, 0.0, "{codec}\n{log}");
     // Linphone's playout passes its adaptive jitter buffer, which may
-    // stretch or shrink speech when it adapts (CI once scored it 3.80
-    // against an export of 4.00 on the same lossless opus call); the
-    // export places each packet at its timestamp and cannot gain that way.
-    // Its adaptation can also make its playout score higher than the
-    // export (CI, session 22: opus export 3.883 against playout 3.991). So
-    // the export may not fall more than 0.15 below the playout, nor rise
-    // more than 0.3 above it.
+    // stretch or shrink speech when it adapts, and with both vCPUs busy it
+    // loses more: CI scored it 3.80 against an export of 4.00 on a lossless
+    // opus call, and session 22's suite 3.50 against 3.90 on G.722. The
+    // export places each packet at its timestamp and cannot lose that way,
+    // so it is held to an absolute floor by the caller and may not fall
+    // below the endpoint's own playout by more than 0.15 (the adaptation
+    // can also score a little above the export: opus 3.991 against 3.883).
     let gain = call.export - call.linphone;
     assert!(
-        (-0.15..=0.3).contains(&gain),
+        gain >= -0.15,
         "{codec}: export PESQ {:.3}, linphone's own playout {:.3}\n{log}",
         call.export,
         call.linphone
