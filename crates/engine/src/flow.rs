@@ -39,3 +39,14 @@ impl Flow {
         (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
     }
 }
+
+/// The flow of a frame's transport ports.
+#[inline]
+pub(crate) fn flow(f: &calliper_wire::Frame<'_>, sport: u16, dport: u16) -> Flow {
+    Flow {
+        src: f.src,
+        sport,
+        dst: f.dst,
+        dport,
+    }
+}

@@ -69,6 +69,7 @@ pub use counters::{Counters, Sum};
 use dedup::Dedup;
 use defrag::{DefragConfig, Defragmenter};
 pub use events::TrackerHub;
+use flow::flow;
 pub use flow::Flow;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};

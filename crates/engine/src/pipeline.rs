@@ -457,14 +457,3 @@ impl Engine {
         }
     }
 }
-
-/// The flow of a frame's transport ports.
-#[inline]
-fn flow(f: &Frame<'_>, sport: u16, dport: u16) -> Flow {
-    Flow {
-        src: f.src,
-        sport,
-        dst: f.dst,
-        dport,
-    }
-}

@@ -100,12 +100,7 @@ pub(crate) fn media_flow(sip: &SipClassifier, f: &Frame<'_>) -> Option<Flow> {
     if sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) || sip.is_hep(dport, payload) {
         return None;
     }
-    Some(Flow {
-        src: f.src,
-        sport,
-        dst: f.dst,
-        dport,
-    })
+    Some(flow(f, sport, dport))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! lengths do not add up; [`Hep::emit`] writes one. Every integer is big
 //! endian. The loop over chunks advances at least 6 bytes a chunk.
 
+use crate::{be16, be32};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The port HEP collectors listen on by convention (Homer, heplify-server).
@@ -115,14 +116,6 @@ pub struct Hep<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooLong;
 
-fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
 /// Chunks as they are read, before the required ones are checked.
 #[derive(Default)]
 struct Fields<'a> {
@@ -161,21 +154,21 @@ impl<'a> Fields<'a> {
             chunk::IPV4_DST => self.dst4 = Some(<[u8; 4]>::try_from(size(4)?).unwrap().into()),
             chunk::IPV6_SRC => self.src6 = Some(<[u8; 16]>::try_from(size(16)?).unwrap().into()),
             chunk::IPV6_DST => self.dst6 = Some(<[u8; 16]>::try_from(size(16)?).unwrap().into()),
-            chunk::SRC_PORT => self.sport = Some(be16(size(2)?)),
-            chunk::DST_PORT => self.dport = Some(be16(size(2)?)),
-            chunk::TIME_S => self.seconds = Some(be32(size(4)?)),
+            chunk::SRC_PORT => self.sport = Some(be16(size(2)?, 0)),
+            chunk::DST_PORT => self.dport = Some(be16(size(2)?, 0)),
+            chunk::TIME_S => self.seconds = Some(be32(size(4)?, 0)),
             chunk::TIME_US => {
-                self.micros = be32(size(4)?);
+                self.micros = be32(size(4)?, 0);
                 if self.micros >= 1_000_000 {
                     return Err(HepError::BadChunk(kind));
                 }
             }
             chunk::KIND => self.kind = Some(size(1)?[0]),
-            chunk::CAPTURE_ID => self.capture_id = be32(size(4)?),
+            chunk::CAPTURE_ID => self.capture_id = be32(size(4)?, 0),
             chunk::AUTH_KEY => self.auth_key = Some(v),
             chunk::CORRELATION_ID => self.correlation_id = Some(v),
-            chunk::VLAN => self.vlan = Some(be16(size(2)?)),
-            chunk::MOS => self.mos = Some(be16(size(2)?)),
+            chunk::VLAN => self.vlan = Some(be16(size(2)?, 0)),
+            chunk::MOS => self.mos = Some(be16(size(2)?, 0)),
             chunk::PAYLOAD => self.payload = Some((v, false)),
             chunk::PAYLOAD_GZIP => self.payload = Some((v, true)),
             // The family is told by the addresses themselves.
@@ -228,7 +221,7 @@ impl<'a> Hep<'a> {
         let mut off = 6;
         while off < msg.len() {
             let head = msg.get(off..off + 6).ok_or(HepError::Truncated)?;
-            let (vendor, kind, len) = (be16(head), be16(&head[2..]), be16(&head[4..]) as usize);
+            let (vendor, kind, len) = (be16(head, 0), be16(head, 2), be16(head, 4) as usize);
             if len < 6 || off + len > msg.len() {
                 return Err(HepError::BadChunk(kind));
             }
@@ -306,7 +299,7 @@ impl<'a> Hep<'a> {
 /// The length a message at the start of `data` states, if its header is
 /// whole and the length can hold it (for splitting a TCP stream too).
 pub fn stated_len(data: &[u8]) -> Option<usize> {
-    let n = data.get(4..6).map(|b| be16(b) as usize)?;
+    let n = data.get(4..6).map(|b| be16(b, 0) as usize)?;
     (n >= 6).then_some(n)
 }
 

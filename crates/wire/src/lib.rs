@@ -16,10 +16,12 @@ mod outer;
 mod plain;
 pub mod rtcp;
 pub mod rtp;
+mod transport_layer;
 mod tunnel;
 
 pub use outer::outer_ip;
 pub use plain::decode_plain;
+use transport_layer::{frame, transport, udp_parts, vxlan_inner};
 use tunnel::{gre, ppp, pppoe_session};
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -463,19 +465,6 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     }
 }
 
-#[inline(always)]
-fn frame<'a>(ctx: &Ctx, src: IpAddr, dst: IpAddr, transport: Transport<'a>) -> Next<'a> {
-    Next::Done(Frame {
-        src,
-        dst,
-        vlan: ctx.vlan,
-        tunnels: ctx.tunnels,
-        depth: ctx.depth,
-        ip_id: ctx.ip_id,
-        transport,
-    })
-}
-
 /// Decodes a reassembled IP datagram's payload of protocol `proto`, found
 /// inside `outer` (whose addresses it keeps). Reassembly counts as one more
 /// level of nesting, so fragments inside reassembled datagrams cannot nest
@@ -510,96 +499,6 @@ fn enter(ctx: &mut Ctx) -> Result<(), DecodeError> {
 fn enter_tunnel(ctx: &mut Ctx) -> Result<(), DecodeError> {
     ctx.tunnels = ctx.tunnels.saturating_add(1);
     enter(ctx)
-}
-
-#[inline(always)]
-fn transport<'a>(ctx: &mut Ctx, src: IpAddr, dst: IpAddr, proto: u8, p: &'a [u8]) -> Step<'a> {
-    match proto {
-        ipproto::UDP => {
-            let (sport, dport, payload) = udp_parts(p).ok_or(DecodeError::Truncated("udp"))?;
-            if let Some(inner) = vxlan_inner(dport, payload) {
-                enter_tunnel(ctx)?;
-                return Ok(Next::Layer(Layer::Ethernet(inner)));
-            }
-            if dport == tunnel::GTPU_PORT {
-                if let Some(step) = tunnel::gtpu(payload) {
-                    enter_tunnel(ctx)?;
-                    return step;
-                }
-            }
-            Ok(frame(
-                ctx,
-                src,
-                dst,
-                Transport::Udp {
-                    sport,
-                    dport,
-                    payload,
-                },
-            ))
-        }
-        ipproto::TCP => {
-            if p.len() < 20 {
-                return Err(DecodeError::Truncated("tcp"));
-            }
-            let off = (p[12] >> 4) as usize * 4;
-            if off < 20 || p.len() < off {
-                return Err(DecodeError::Truncated("tcp"));
-            }
-            Ok(frame(
-                ctx,
-                src,
-                dst,
-                Transport::Tcp {
-                    sport: be16(p, 0),
-                    dport: be16(p, 2),
-                    seq: be32(p, 4),
-                    flags: p[13],
-                    payload: &p[off..],
-                },
-            ))
-        }
-        ipproto::IPIP => {
-            enter_tunnel(ctx)?;
-            Ok(Next::Layer(Layer::Ipv4(p)))
-        }
-        ipproto::IPV6 => {
-            enter_tunnel(ctx)?;
-            Ok(Next::Layer(Layer::Ipv6(p)))
-        }
-        ipproto::GRE => {
-            enter_tunnel(ctx)?;
-            gre(p)
-        }
-        protocol => Ok(frame(
-            ctx,
-            src,
-            dst,
-            Transport::Other {
-                protocol,
-                payload: p,
-            },
-        )),
-    }
-}
-
-/// The Ethernet frame a UDP payload carries when it is VXLAN (to its port,
-/// with the I flag set).
-#[inline(always)]
-fn vxlan_inner(dport: u16, payload: &[u8]) -> Option<&[u8]> {
-    (dport == VXLAN_PORT && payload.len() >= 8 && payload[0] & 0x08 != 0).then(|| &payload[8..])
-}
-
-/// A UDP datagram's ports and payload, or None when its header is cut.
-#[inline(always)]
-fn udp_parts(p: &[u8]) -> Option<(u16, u16, &[u8])> {
-    if p.len() < 8 {
-        return None;
-    }
-    let ulen = be16(p, 4) as usize;
-    // A UDP length below 8 is bogus (or 0 for jumbograms): use the IP payload.
-    let end = if ulen < 8 { p.len() } else { ulen.min(p.len()) };
-    Some((be16(p, 0), be16(p, 2), &p[8..end]))
 }
 
 #[cfg(test)]
