@@ -20,6 +20,32 @@ pub const MAX_DECODED: usize = 32;
 type Key = (IpAddr, u16, IpAddr, u16, u32);
 /// Most DTMF events of streams of their own kept for the notes.
 pub const MAX_DTMF: usize = 1000;
+/// Slack around a stream's stored first and last packet within which a
+/// packet of its flow is taken as its own: the record was measured from
+/// the same packets, so only reordered capture times fall outside it.
+/// Another call on the same addresses, ports and SSRC (a SIPp scenario
+/// replayed, a phone reusing its ports) lies further away.
+pub const WINDOW_SLACK_NS: i64 = 1_000_000_000;
+
+/// The times (ns since the epoch) a stream's packets may arrive at.
+#[derive(Clone, Copy)]
+struct Window {
+    from_ns: i64,
+    to_ns: i64,
+}
+
+impl Window {
+    fn of(s: &StoredStream) -> Window {
+        Window {
+            from_ns: s.first_ns.saturating_sub(WINDOW_SLACK_NS),
+            to_ns: s.last_ns.saturating_add(WINDOW_SLACK_NS),
+        }
+    }
+
+    fn holds(self, ts_ns: i64) -> bool {
+        (self.from_ns..=self.to_ns).contains(&ts_ns)
+    }
+}
 
 /// What a stream's packets go to.
 enum Target {
@@ -55,7 +81,7 @@ struct Decoding {
 /// A call's streams being decoded from a capture's packets.
 pub struct CallAudio {
     decodings: Vec<Decoding>,
-    index: HashMap<Key, Target>,
+    index: HashMap<Key, (Window, Target)>,
     /// Events of streams of their own, in arrival order.
     dtmf: Vec<Dtmf>,
     /// Streams of events of their own: name and events seen.
@@ -66,6 +92,9 @@ pub struct CallAudio {
     span_ns: i64,
     /// Packets matched to a stream.
     pub matched: u64,
+    /// Packets of a stream's flow (addresses, ports, SSRC) outside its
+    /// time: another call's, left out.
+    pub outside: u64,
     /// What was left out and why, then what each stream gave.
     pub notes: Vec<String>,
 }
@@ -100,6 +129,7 @@ impl CallAudio {
                 .unwrap_or(0)
                 .saturating_sub(call.streams.iter().map(|s| s.first_ns).min().unwrap_or(0)),
             matched: 0,
+            outside: 0,
             notes: Vec::new(),
         };
         // Last seen first: of a relayed voice's legs, the one nearest its
@@ -130,7 +160,8 @@ impl CallAudio {
                         .is_some_and(|c| c.eq_ignore_ascii_case("telephone-event"))
                         && !a.index.contains_key(&k) =>
                 {
-                    a.index.insert(k, Target::Events(caller, None, a.event_streams.len()));
+                    let events = Target::Events(caller, None, a.event_streams.len());
+                    a.index.insert(k, (Window::of(s), events));
                     a.event_streams.push((name, 0));
                     continue;
                 }
@@ -146,7 +177,8 @@ impl CallAudio {
                     continue;
                 }
             };
-            a.index.insert(k, Target::Voice(a.decodings.len()));
+            a.index
+                .insert(k, (Window::of(s), Target::Voice(a.decodings.len())));
             a.legs.push((caller, s.ssrc));
             a.decodings.push(Decoding {
                 caller,
@@ -202,13 +234,19 @@ impl CallAudio {
         }
         let start = rtp.header_len as usize;
         let voice = &payload[start..start + rtp.payload_len as usize];
-        let i = match self
+        let Some((window, target)) = self
             .index
             .get_mut(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
-        {
-            None => return,
-            Some(Target::Voice(i)) => *i,
-            Some(Target::Events(caller, last, stream)) => {
+        else {
+            return;
+        };
+        if !window.holds(ts_ns) {
+            self.outside += 1;
+            return;
+        }
+        let i = match target {
+            Target::Voice(i) => *i,
+            Target::Events(caller, last, stream) => {
                 self.matched += 1;
                 // RFC 4733: an event's packets share its timestamp.
                 if *last != Some(rtp.timestamp) && !voice.is_empty() && self.dtmf.len() < MAX_DTMF {
@@ -243,6 +281,12 @@ impl CallAudio {
     /// beyond is cut and noted.
     pub fn mix(self) -> Mixed {
         let mut notes = self.notes;
+        if self.outside > 0 {
+            notes.push(format!(
+                "{} packets on the call's addresses, ports and SSRCs but outside its time: another call's, left out",
+                self.outside
+            ));
+        }
         let start = self
             .decodings
             .iter()

@@ -248,6 +248,15 @@ fn audio(a: &AudioArgs) -> Result<()> {
     {
         decoding.packet(p.ts_ns, p.link_type, p.data);
     }
+    if decoding.matched == 0 && decoding.outside > 0 {
+        bail!(
+            "{} holds none of call {}'s RTP packets: its {} packets on the call's addresses, ports and \
+             SSRCs are outside the call's time (another call's): give the capture the database was written from",
+            source.display(),
+            printable(&call.call_id),
+            decoding.outside
+        );
+    }
     if decoding.matched == 0 {
         let advice = if a.record_dir.is_some() {
             "it was recorded without its media (--record sip?): give --pcap with the capture"

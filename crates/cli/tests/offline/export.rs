@@ -236,3 +236,90 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
+fn wireshark_tool(tool: &str, args: &[&str]) {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
+    assert!(
+        out.status.success(),
+        "{tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Another call on the same addresses, ports and SSRCs (the same SIPp
+/// scenario 16 minutes earlier) is not this call's audio: a capture
+/// holding only it is refused, and one holding both gives the same WAV as
+/// the call's own capture.
+#[test]
+fn export_audio_takes_only_packets_within_the_calls_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let dir = std::env::temp_dir().join(format!("calliper-export-time-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (db, earlier, both) = (path("calls.db"), path("earlier.pcap"), path("both.pcap"));
+    wireshark_tool(
+        "editcap",
+        &["-t", "-1000", capture.to_str().unwrap(), &earlier],
+    );
+    wireshark_tool(
+        "mergecap",
+        &["-w", &both, &earlier, capture.to_str().unwrap()],
+    );
+    let out = calliper(&[
+        "analyze",
+        "--progress",
+        "never",
+        "--db",
+        &db,
+        capture.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let export = |pcap: &str, wav: &str| {
+        calliper(&[
+            "export",
+            "audio",
+            "1-836@127.0.1.1",
+            "--db",
+            &db,
+            "--pcap",
+            pcap,
+            "-o",
+            wav,
+        ])
+    };
+
+    let out = export(&earlier, &path("wrong.wav"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("outside the call's time"), "{stderr}");
+    assert!(
+        !dir.join("wrong.wav").exists(),
+        "no WAV for a refused export"
+    );
+
+    let out = export(capture.to_str().unwrap(), &path("own.wav"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = export(&both, &path("both.wav"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("another call's, left out"), "{stderr}");
+    assert_eq!(
+        std::fs::read(dir.join("both.wav")).unwrap(),
+        std::fs::read(dir.join("own.wav")).unwrap(),
+        "the earlier call's packets changed the WAV"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
