@@ -62,11 +62,19 @@ pub enum CaptureError {
 impl fmt::Display for CaptureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CaptureError::NotACapture { magic } => write!(
-                f,
-                "not a pcap or pcapng file (first bytes {:02x}{:02x}{:02x}{:02x})",
-                magic[0], magic[1], magic[2], magic[3]
-            ),
+            CaptureError::NotACapture { magic } => {
+                let shown: String = magic
+                    .iter()
+                    .map(|&b| match b {
+                        b' '..=b'~' => char::from(b).to_string(),
+                        _ => format!("\\x{b:02x}"),
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "not a capture file (pcap or pcapng): it begins with \"{shown}\""
+                )
+            }
             CaptureError::Truncated { offset: 0, available: 0, .. } => {
                 write!(f, "empty file: no capture header")
             }
@@ -180,6 +188,49 @@ pub enum FileKind {
     Pcapng,
 }
 
+/// What a file's first four bytes say it is.
+enum Sniffed {
+    /// pcap: byte order, nanosecond times, record header length.
+    Pcap(Endian, bool, usize),
+    Pcapng,
+}
+
+/// Whether `first` (a file's first four bytes, or all it has) starts a
+/// capture: lets a caller refuse a wrong file before any work.
+pub fn check_start(first: &[u8]) -> Result<FileKind, CaptureError> {
+    Ok(match sniff(first)? {
+        Sniffed::Pcap(..) => FileKind::Pcap,
+        Sniffed::Pcapng => FileKind::Pcapng,
+    })
+}
+
+fn sniff(first: &[u8]) -> Result<Sniffed, CaptureError> {
+    if first.is_empty() {
+        // Said as such: "not a capture (first bytes 00000000)" misleads.
+        return Err(CaptureError::Truncated {
+            offset: 0,
+            needed: 4,
+            available: 0,
+        });
+    }
+    let mut magic = [0u8; 4];
+    let n = first.len().min(4);
+    magic[..n].copy_from_slice(&first[..n]);
+    if n < 4 {
+        return Err(CaptureError::NotACapture { magic });
+    }
+    Ok(match u32::from_le_bytes(magic) {
+        0xA1B2C3D4 => Sniffed::Pcap(Endian::Little, false, 16),
+        0xA1B23C4D => Sniffed::Pcap(Endian::Little, true, 16),
+        0xA1B2CD34 => Sniffed::Pcap(Endian::Little, false, 24),
+        0xD4C3B2A1 => Sniffed::Pcap(Endian::Big, false, 16),
+        0x4D3CB2A1 => Sniffed::Pcap(Endian::Big, true, 16),
+        0x34CDB2A1 => Sniffed::Pcap(Endian::Big, false, 24),
+        0x0A0D0D0A => Sniffed::Pcapng,
+        _ => return Err(CaptureError::NotACapture { magic }),
+    })
+}
+
 /// Streaming reader for pcap and pcapng.
 pub struct CaptureReader<R> {
     src: R,
@@ -282,31 +333,7 @@ impl<R: Read> CaptureReader<R> {
             pending: None,
         };
         r.fill(4)?;
-        if r.end == 0 {
-            // Said as such: "not a capture (first bytes 00000000)" misleads.
-            return Err(CaptureError::Truncated {
-                offset: 0,
-                needed: 4,
-                available: 0,
-            });
-        }
-        if r.end < 4 {
-            let mut magic = [0u8; 4];
-            magic[..r.end].copy_from_slice(&r.buf[..r.end]);
-            return Err(CaptureError::NotACapture { magic });
-        }
-        let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
-        let m = u32::from_le_bytes(magic);
-        let pcap = match m {
-            0xA1B2C3D4 => Some((Endian::Little, false, 16)),
-            0xA1B23C4D => Some((Endian::Little, true, 16)),
-            0xA1B2CD34 => Some((Endian::Little, false, 24)),
-            0xD4C3B2A1 => Some((Endian::Big, false, 16)),
-            0x4D3CB2A1 => Some((Endian::Big, true, 16)),
-            0x34CDB2A1 => Some((Endian::Big, false, 24)),
-            _ => None,
-        };
-        if let Some((endian, nanos, record_header)) = pcap {
+        if let Sniffed::Pcap(endian, nanos, record_header) = sniff(&r.buf[..r.end.min(4)])? {
             r.need(24, 0)?;
             let h = &r.buf[r.pos..r.pos + 24];
             let link_type = (endian.u32(&h[20..24]) & 0xFFFF) as u16;
@@ -318,14 +345,12 @@ impl<R: Read> CaptureReader<R> {
             };
             r.pos += 24;
             Ok(r)
-        } else if m == 0x0A0D0D0A {
+        } else {
             r.format = Format::Pcapng {
                 endian: Endian::Little,
                 interfaces: Vec::new(),
             };
             Ok(r)
-        } else {
-            Err(CaptureError::NotACapture { magic })
         }
     }
 

@@ -13,7 +13,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// pcap's link type for PPP frames (address, control, protocol).
-const LINKTYPE_PPP: u32 = 9;
+const LINKTYPE_PPP: u32 = calliper_wire::linktype::PPP as u32;
 
 /// The `crtp` subcommands.
 #[derive(Subcommand)]

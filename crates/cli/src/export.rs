@@ -4,7 +4,7 @@
 //! direction, times); their packets come from a capture, decoded and timed
 //! as the listener heard them (`calliper_audio::call`).
 
-use crate::files::{distinct, reader};
+use crate::files::{creatable, distinct, reader};
 use crate::summary::printable;
 use anyhow::{bail, Context as _, Result};
 use calliper_audio::call::CallAudio;
@@ -166,6 +166,7 @@ fn safe_output(output: &Path, db: &Path, source: &Path, record_dir: Option<&Path
     if output == Path::new("-") {
         return Ok(());
     }
+    creatable(output)?;
     let refuse = |what: &Path| -> Result<()> {
         distinct(what, output)
             .with_context(|| format!("refusing to write over {}: give another -o", what.display()))

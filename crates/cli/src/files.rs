@@ -22,6 +22,32 @@ pub fn distinct(input: &Path, output: &Path) -> Result<()> {
 pub fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    CaptureReader::new(file)
-        .with_context(|| format!("{} is not a pcap or pcapng capture", path.display()))
+    CaptureReader::new(file).with_context(|| path.display().to_string())
+}
+
+/// Refuses, before any work, an output that cannot be created: a
+/// directory, or a path whose directory does not exist. For commands that
+/// create their output only once the work is done.
+pub fn creatable(output: &Path) -> Result<()> {
+    if output == Path::new("-") {
+        return Ok(());
+    }
+    if output.is_dir() {
+        bail!(
+            "cannot create {}: a directory, give a file name",
+            output.display()
+        );
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!(
+            "cannot create {}: no directory {}",
+            output.display(),
+            parent.display()
+        );
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use calliper_capture::{Batch, CaptureReader};
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 /// Packets read and handed on at a time (several prefetch groups of
@@ -32,8 +33,8 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Opens every file before any is read, so that a typo fails before
-    /// any work; a directory is refused.
+    /// Opens every file before any is read, so that a typo or a file that
+    /// is not a capture fails before any work; a directory is refused.
     pub fn open(paths: &[PathBuf]) -> Result<Inputs> {
         let mut files = Vec::new();
         let mut total_bytes = 0;
@@ -44,6 +45,15 @@ impl Inputs {
                 .with_context(|| format!("cannot read {}", path.display()))?;
             if meta.is_dir() {
                 bail!("{} is a directory, not a capture file", path.display());
+            }
+            if meta.is_file() {
+                // A pipe's start cannot be read twice: it is checked when read.
+                let mut first = [0u8; 4];
+                let n = f
+                    .read_at(&mut first, 0)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                calliper_capture::check_start(&first[..n])
+                    .with_context(|| path.display().to_string())?;
             }
             total_bytes += meta.len();
             files.push((path.clone(), f));

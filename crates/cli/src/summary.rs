@@ -57,8 +57,22 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
     }
     for (k, v) in &c.anomalies {
         writeln!(w, "anomaly      {k}: {v}")?;
+        if let Some(hint) = anomaly_hint(k) {
+            writeln!(w, "             {hint}")?;
+        }
     }
     Ok(())
+}
+
+/// What an operator can do about an anomaly, where the tool knows.
+fn anomaly_hint(kind: &str) -> Option<&'static str> {
+    match kind {
+        "ppp_header_compressed" => Some(
+            "the media's headers are compressed (cRTP): `calliper crtp decompress IN OUT`, then analyze OUT",
+        ),
+        "ppp_compressed" => Some("compressed or encrypted PPP (CCP, MPPE): its calls cannot be seen"),
+        _ => None,
+    }
 }
 
 /// Human-readable report: one block per call, then orphan streams, then counters.

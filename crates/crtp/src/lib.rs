@@ -33,27 +33,7 @@ pub use decompressor::{Decompressor, DecompressorStats, Error};
 pub use header::{set_ip_checksum, MAX_HEADER};
 
 /// PPP protocol numbers (RFC 3544 §2 and RFC 2509): what a packet is.
-pub mod protocol {
-    /// A plain IPv4 datagram.
-    pub const IPV4: u16 = 0x0021;
-    /// A plain IPv6 datagram.
-    pub const IPV6: u16 = 0x0057;
-    /// FULL_HEADER: the datagram, context id and sequence in its length fields.
-    pub const FULL_HEADER: u16 = 0x0061;
-    /// COMPRESSED_UDP with an 8-bit context id.
-    pub const COMPRESSED_UDP_8: u16 = 0x0067;
-    /// COMPRESSED_UDP with a 16-bit context id.
-    pub const COMPRESSED_UDP_16: u16 = 0x2067;
-    /// COMPRESSED_RTP with an 8-bit context id.
-    pub const COMPRESSED_RTP_8: u16 = 0x0069;
-    /// COMPRESSED_RTP with a 16-bit context id.
-    pub const COMPRESSED_RTP_16: u16 = 0x2069;
-    /// COMPRESSED_NON_TCP (RFC 2507 §6 c, d; either id width): a flow
-    /// without RTP compression, its IP and UDP headers elided.
-    pub const COMPRESSED_NON_TCP: u16 = 0x0065;
-    /// CONTEXT_STATE, from the decompressor back to the compressor.
-    pub const CONTEXT_STATE: u16 = 0x2065;
-}
+pub use calliper_wire::ppp_protocol as protocol;
 
 /// Largest N for RFC 3545's repeats. A gap is read from a 4-bit link
 /// sequence, so a packet r places late (a link that reorders) looks like

@@ -155,12 +155,13 @@ counters! {
 }
 
 impl Counters {
-    /// A frame that is not IP; compressed or encrypted PPP is also an
-    /// anomaly, since the calls it may carry cannot be seen.
+    /// A frame that is not IP; compressed or encrypted PPP, and PPP with
+    /// compressed headers (cRTP), are also anomalies, since the calls they
+    /// may carry cannot be seen.
     pub(crate) fn not_ip(&mut self, kind: &'static str) {
         self.not_ip += 1;
         *self.not_ip_by_type.entry(kind).or_default() += 1;
-        if kind == "ppp_compressed" {
+        if matches!(kind, "ppp_compressed" | "ppp_header_compressed") {
             self.anomaly(kind);
         }
     }

@@ -20,6 +20,12 @@ pub struct KpiSum {
 
 /// Opens `path` read-only (it must exist: a report never creates a database).
 pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    // SQLite says "disk I/O error" for a directory.
+    if path.is_dir() {
+        return Err(StoreError::Invalid(
+            "a directory, not a database file".into(),
+        ));
+    }
     Ok(Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

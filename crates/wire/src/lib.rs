@@ -22,6 +22,7 @@ mod tunnel;
 pub use outer::outer_ip;
 pub use plain::decode_plain;
 use transport_layer::{frame, transport, udp_parts, vxlan_inner};
+pub use tunnel::ppp_protocol;
 use tunnel::{gre, ppp, pppoe_session};
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -32,6 +33,8 @@ pub mod linktype {
     pub const NULL: u16 = 0;
     /// Ethernet II.
     pub const ETHERNET: u16 = 1;
+    /// PPP (RFC 1661): as a PPP link carries it, or `calliper crtp compress` writes.
+    pub const PPP: u16 = 9;
     /// Raw IP (v4 or v6, told apart by the version nibble).
     pub const RAW: u16 = 101;
     /// OpenBSD loopback: 4-byte address family in network byte order.
@@ -88,7 +91,8 @@ pub enum DecodeError {
     /// A layer carries something other than IP, named by what it is
     /// (`arp`, `llc`, `ppp_control`, ...): counted by that name, so a user
     /// sees what the capture holds besides IP. Not an anomaly, except
-    /// `ppp_compressed`: compressed or encrypted PPP may hide calls.
+    /// `ppp_compressed` and `ppp_header_compressed`: compressed or
+    /// encrypted PPP, and cRTP, may hide calls.
     NotIp(&'static str),
     /// An IP header is impossible (bad version, header length, total length).
     BadIpHeader,
@@ -248,6 +252,10 @@ pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
             Layer::EtherType(be16(data, 0), &data[20..])
         }
+        linktype::PPP => match ppp(data)? {
+            Next::Layer(l) => l,
+            Next::Done(f) => return Ok(f),
+        },
         other => return Err(DecodeError::UnknownLinkType(other)),
     };
     let mut ctx = Ctx {

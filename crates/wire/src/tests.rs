@@ -72,6 +72,32 @@ fn sll_sll2_null_raw() {
     assert_eq!(decode(147, &ip), Err(DecodeError::UnknownLinkType(147)));
 }
 
+/// A PPP link (LINKTYPE_PPP): IP with or without the address and control
+/// bytes, header-compressed packets (cRTP) and LCP named for what they are.
+#[test]
+fn ppp_link_frames() {
+    let ip = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"x");
+    for head in [&[0xFF, 0x03, 0x00, 0x21][..], &[0x00, 0x21], &[0x21]] {
+        let f = [head, &ip].concat();
+        let fr = decode(linktype::PPP, &f).unwrap();
+        assert!(matches!(fr.transport, Transport::Udp { payload: b"x", .. }));
+    }
+    for (protocol, kind) in [
+        (ppp_protocol::FULL_HEADER, "ppp_header_compressed"),
+        (ppp_protocol::COMPRESSED_RTP_8, "ppp_header_compressed"),
+        (ppp_protocol::COMPRESSED_RTP_16, "ppp_header_compressed"),
+        (ppp_protocol::COMPRESSED, "ppp_compressed"),
+        (0xC021, "ppp_control"),
+    ] {
+        let f = [&[0xFF, 0x03][..], &protocol.to_be_bytes(), &[0; 8]].concat();
+        assert_eq!(decode(linktype::PPP, &f), Err(DecodeError::NotIp(kind)));
+    }
+    assert_eq!(
+        decode(linktype::PPP, &[0xFF, 0x03]),
+        Err(DecodeError::Truncated("ppp"))
+    );
+}
+
 #[test]
 fn ipv6_with_extension_headers_and_fragment() {
     let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 0, 64];

@@ -8,13 +8,34 @@ const ETH_ERSPAN2: u16 = 0x88BE;
 const ETH_ERSPAN3: u16 = 0x22EB;
 const ETH_TEB: u16 = 0x6558;
 
-/// PPP protocol numbers (RFC 1661, IANA).
-const PPP_IPV4: u16 = 0x0021;
-const PPP_IPV6: u16 = 0x0057;
-/// Compressed datagrams (CCP, RFC 1962; MPPC/MPPE in PPTP) and their
-/// single-link form: what they carry cannot be read.
-const PPP_COMPRESSED: u16 = 0x00FD;
-const PPP_COMPRESSED_LINK: u16 = 0x00FB;
+/// PPP protocol numbers (RFC 1661, IANA): what a PPP frame carries. The
+/// header compression ones (RFC 2509, RFC 3544) are `calliper_crtp`'s too.
+pub mod ppp_protocol {
+    /// A plain IPv4 datagram.
+    pub const IPV4: u16 = 0x0021;
+    /// A plain IPv6 datagram.
+    pub const IPV6: u16 = 0x0057;
+    /// Compressed datagrams (CCP, RFC 1962; MPPC/MPPE in PPTP): what they
+    /// carry cannot be read.
+    pub const COMPRESSED: u16 = 0x00FD;
+    /// The same on one link of a multilink bundle.
+    pub const COMPRESSED_LINK: u16 = 0x00FB;
+    /// FULL_HEADER: the datagram, context id and sequence in its length fields.
+    pub const FULL_HEADER: u16 = 0x0061;
+    /// COMPRESSED_UDP with an 8-bit context id.
+    pub const COMPRESSED_UDP_8: u16 = 0x0067;
+    /// COMPRESSED_UDP with a 16-bit context id.
+    pub const COMPRESSED_UDP_16: u16 = 0x2067;
+    /// COMPRESSED_RTP with an 8-bit context id.
+    pub const COMPRESSED_RTP_8: u16 = 0x0069;
+    /// COMPRESSED_RTP with a 16-bit context id.
+    pub const COMPRESSED_RTP_16: u16 = 0x2069;
+    /// COMPRESSED_NON_TCP (RFC 2507 §6 c, d; either id width): a flow
+    /// without RTP compression, its IP and UDP headers elided.
+    pub const COMPRESSED_NON_TCP: u16 = 0x0065;
+    /// CONTEXT_STATE, from the decompressor back to the compressor.
+    pub const CONTEXT_STATE: u16 = 0x2065;
+}
 
 /// A PPP frame (RFC 1661) as carried by PPTP, PPPoE or a PPP link: the
 /// address and control bytes (0xFF 0x03) may be present or compressed
@@ -31,10 +52,15 @@ pub(crate) fn ppp(data: &[u8]) -> Step<'_> {
         [_] => return Err(DecodeError::Truncated("ppp")),
         [hi, lo, rest @ ..] => (u16::from_be_bytes([*hi, *lo]), rest),
     };
+    use ppp_protocol::*;
     match protocol {
-        PPP_IPV4 => Ok(Next::Layer(Layer::Ipv4(rest))),
-        PPP_IPV6 => Ok(Next::Layer(Layer::Ipv6(rest))),
-        PPP_COMPRESSED | PPP_COMPRESSED_LINK => Err(DecodeError::NotIp("ppp_compressed")),
+        IPV4 => Ok(Next::Layer(Layer::Ipv4(rest))),
+        IPV6 => Ok(Next::Layer(Layer::Ipv6(rest))),
+        COMPRESSED | COMPRESSED_LINK => Err(DecodeError::NotIp("ppp_compressed")),
+        FULL_HEADER | COMPRESSED_UDP_8 | COMPRESSED_UDP_16 | COMPRESSED_RTP_8
+        | COMPRESSED_RTP_16 | COMPRESSED_NON_TCP | CONTEXT_STATE => {
+            Err(DecodeError::NotIp("ppp_header_compressed"))
+        }
         _ => Err(DecodeError::NotIp("ppp_control")),
     }
 }

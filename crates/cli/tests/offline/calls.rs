@@ -198,8 +198,17 @@ fn truncated_capture_reports_offset_and_keeps_results() {
         .arg(&junk)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng file"));
+    // Refused before any work, as a usage error, with what it holds.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("notes.txt: not a capture file (pcap or pcapng): it begins with \"hell\""),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no report for a file that is not a capture"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

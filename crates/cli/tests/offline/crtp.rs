@@ -308,3 +308,67 @@ fn repeated_updates_bridge_losses_on_the_link() {
     assert!(figure(&summary, " lost to context damage") > 0, "{summary}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `analyze` reads the PPP link `compress` writes: the signalling tshark
+/// finds there becomes the same calls, and the compressed media is an
+/// anomaly counted packet for packet, with what to do about it.
+#[test]
+fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let dir = common::scratch("crtp-analyze");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("link.pcap");
+    crtp(&["compress"], &capture, &link);
+    let lines = common::calliper_jsonl(&link, &[]);
+    let summary = lines.last().unwrap();
+    let calls: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "call")
+        .map(|l| l["call_id"].as_str().unwrap())
+        .collect();
+    // First INVITEs only (the calls re-INVITE for hold and resume).
+    let mut seen = std::collections::HashSet::new();
+    let theirs: Vec<String> = tshark(
+        &link,
+        &[
+            "-Y",
+            "sip.Method == \"INVITE\"",
+            "-T",
+            "fields",
+            "-e",
+            "sip.Call-ID",
+        ],
+    )
+    .lines()
+    .filter(|id| seen.insert(id.to_string()))
+    .map(str::to_string)
+    .collect();
+    assert!(!theirs.is_empty(), "tshark found no INVITE on the link");
+    assert_eq!(calls, theirs, "{summary}");
+    let compressed = tshark(
+        &link,
+        &[
+            "-Y",
+            &["0x0061", "0x0065", "0x0067", "0x2067", "0x0069", "0x2069"]
+                .map(|p| format!("ppp.protocol == {p}"))
+                .join(" || "),
+        ],
+    )
+    .lines()
+    .count();
+    assert!(compressed > 0);
+    assert_eq!(
+        summary["anomalies"]["ppp_header_compressed"], compressed,
+        "{summary}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("calliper crtp decompress"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -41,3 +41,4 @@ mod rules;
 mod threads;
 mod traffic;
 mod tshark_oracle;
+mod wrong_input;
