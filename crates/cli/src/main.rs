@@ -251,10 +251,21 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
 fn print_memory_bound(cfg: &calliper_engine::Config, threads: usize) {
     let bound = cfg.memory_bound_threads(threads);
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
-    for (what, bytes) in &bound.parts {
-        println!("{what:<30} {:>12.1} MiB", mib(*bytes));
+    let each = if threads > 1 {
+        format!(", each engine row times --threads {threads}")
+    } else {
+        String::new()
+    };
+    println!(
+        "The most heap this analysis can hold, if hostile input fills every table with its \
+         largest entries{each}:"
+    );
+    println!("{:<30} {:>12}  bounded by", "part", "MiB");
+    for p in &bound.parts {
+        println!("{:<30} {:>12.1}  {}", p.what, mib(p.bytes), p.bounded_by);
     }
-    println!("{:<30} {:>12.1} MiB", "total", mib(bound.total()));
+    println!("{:<30} {:>12.1}", "total", mib(bound.total()));
+    println!("Real traffic takes far less (docs/hostile-input.md, Memory bound).");
 }
 
 /// A bar over the inputs' bytes, on a terminal (or when asked).

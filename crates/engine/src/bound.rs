@@ -34,17 +34,37 @@ pub(crate) fn table<T>(n: usize) -> usize {
     4 * n * (size_of::<T>() + 1)
 }
 
+/// One table's or buffer's share of a [`MemoryBound`].
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    /// What holds the memory.
+    pub what: &'static str,
+    /// Its most heap, bytes.
+    pub bytes: usize,
+    /// The flags that bound it, or "fixed" for caps built in: what an
+    /// operator changes to make the row smaller.
+    pub bounded_by: &'static str,
+}
+
 /// The heap bound of one engine or of a sharded run, by part.
 #[derive(Debug, Clone)]
 pub struct MemoryBound {
-    /// (what, bytes), in the order of docs/hostile-input.md.
-    pub parts: Vec<(&'static str, usize)>,
+    /// In the order of docs/hostile-input.md.
+    pub parts: Vec<Part>,
 }
 
 impl MemoryBound {
     /// The whole bound, bytes.
     pub fn total(&self) -> usize {
-        self.parts.iter().map(|p| p.1).sum()
+        self.parts.iter().map(|p| p.bytes).sum()
+    }
+}
+
+fn part(what: &'static str, bytes: usize, bounded_by: &'static str) -> Part {
+    Part {
+        what,
+        bytes,
+        bounded_by,
     }
 }
 
@@ -66,24 +86,27 @@ impl Config {
             + 3 * ALLOC;
         let stream_heap = size_of::<DtmfTracker>() + 2 * MAX_EVENTS * size_of::<DtmfEvent>();
         let mut parts = vec![
-            (
+            part(
                 "calls",
                 slab::<Call>(calls) + table::<(Box<str>, Idx)>(calls) + calls * call_heap,
+                "--max-calls",
             ),
-            (
+            part(
                 // Each stream is listed by the entries of its two addresses.
                 "media addresses",
                 table::<((IpAddr, u16), MediaEntry)>(self.max_media)
                     + self.max_media * ALLOC
                     + 2 * streams * size_of::<Idx>(),
+                "--max-media, --max-streams",
             ),
-            (
+            part(
                 // Slots, the index (grows at half full: up to four slots of
                 // 8 bytes per stream, six while it grows), DTMF events.
                 "streams",
                 slab::<Stream>(streams) + streams * (6 * 8 + stream_heap + 2 * ALLOC),
+                "--max-streams",
             ),
-            (
+            part(
                 // Records not yet taken by the caller: in the worst case every
                 // call and stream ends at one batch end.
                 "records",
@@ -96,22 +119,28 @@ impl Config {
                         * (size_of::<StreamRecord>()
                             + MAX_EVENTS * (size_of::<DtmfEvent>() + 4)
                             + 3 * ALLOC),
+                "--max-calls, --max-streams",
             ),
-            ("duplicate filter", dedup::memory_bound()),
-            ("IP reassembly", defrag::memory_bound(&self.defrag)),
-            ("TCP reassembly", tcp::memory_bound(&self.tcp)),
-            ("SCTP messages", sctp::memory_bound()),
-            (
+            part("duplicate filter", dedup::memory_bound(), "fixed"),
+            part("IP reassembly", defrag::memory_bound(&self.defrag), "fixed"),
+            part("TCP reassembly", tcp::memory_bound(&self.tcp), "fixed"),
+            part("SCTP messages", sctp::memory_bound(), "fixed"),
+            part(
                 // Media activity of a batch (sorted in place), and one
                 // WebSocket message being unmasked.
                 "batch and scratch",
                 2 * BATCH as usize * size_of::<(i64, Idx)>()
                     + 2 * crate::websocket::MAX_FRAME as usize,
+                "fixed",
             ),
         ];
         if self.record_sink.is_some() {
             // Frames of messages not yet whole, held for the recorder.
-            parts.push(("recording hold", crate::recording::memory_bound()));
+            parts.push(part(
+                "recording hold",
+                crate::recording::memory_bound(),
+                "fixed (with --record-dir)",
+            ));
         }
         MemoryBound { parts }
     }
@@ -128,25 +157,76 @@ impl Config {
         let records = one
             .parts
             .iter()
-            .find(|p| p.0 == "records")
-            .map_or(0, |p| p.1);
-        let mut parts: Vec<(&'static str, usize)> =
-            one.parts.iter().map(|&(k, v)| (k, v * threads)).collect();
-        parts.push(("records merged by the reader", records));
-        parts.push((
+            .find(|p| p.what == "records")
+            .map_or(0, |p| p.bytes);
+        // Each shard's rows: the same flags, and --threads.
+        let mut parts: Vec<Part> = one
+            .parts
+            .iter()
+            .map(|p| Part {
+                bytes: p.bytes * threads,
+                ..*p
+            })
+            .collect();
+        parts.push(part(
+            "records merged by the reader",
+            records,
+            "--max-calls, --max-streams",
+        ));
+        parts.push(part(
             "packet chunks queued",
             crate::parallel::queued_bytes(threads),
+            "--threads",
         ));
-        parts.push((
+        parts.push(part(
             "caps shared by the shards",
             crate::shared::SharedCaps::memory_bound(threads, self.max_calls),
+            "--max-calls, --threads",
         ));
         MemoryBound { parts }
     }
 }
+
 #[cfg(test)]
 mod tests {
+    use crate::Config;
     use std::mem::size_of;
+
+    /// Each row names the flags that bound it, truly: halving a flag's cap
+    /// shrinks exactly the rows that name it (`--memory-bound` tells an
+    /// operator which flag to turn).
+    #[test]
+    fn each_row_names_the_flags_that_bound_it() {
+        let base = Config::default();
+        let flags: [(&str, fn(&mut Config)); 3] = [
+            ("--max-calls", |c| c.max_calls /= 2),
+            ("--max-streams", |c| c.max_streams /= 2),
+            ("--max-media", |c| c.max_media /= 2),
+        ];
+        for threads in [1, 2] {
+            let rows = base.memory_bound_threads(threads).parts;
+            for (flag, lower) in flags {
+                let mut smaller = base.clone();
+                lower(&mut smaller);
+                let after = smaller.memory_bound_threads(threads).parts;
+                for (row, new) in rows.iter().zip(&after) {
+                    assert_eq!(
+                        new.bytes < row.bytes,
+                        row.bounded_by.contains(flag),
+                        "{threads} threads, {flag}: {row:?} -> {new:?}"
+                    );
+                }
+            }
+        }
+        // With threads, each engine's rows are repeated per shard (said
+        // above the table), the others name --threads where it counts.
+        let engine: Vec<&str> = base.memory_bound().parts.iter().map(|p| p.what).collect();
+        let (two, three) = (base.memory_bound_threads(2), base.memory_bound_threads(3));
+        for (row, new) in two.parts.iter().zip(&three.parts) {
+            let by_threads = engine.contains(&row.what) || row.bounded_by.contains("--threads");
+            assert_eq!(new.bytes > row.bytes, by_threads, "{row:?} -> {new:?}");
+        }
+    }
 
     /// Per-call state is measured (BENCHMARKS.md, memory per concurrent
     /// call); a field added to a call or stream must be paid for elsewhere,
