@@ -330,12 +330,15 @@ fn say_stored(db: &std::path::Path, calls_written: u64) {
         .and_then(|c| calliper_store::totals(&c))
         .ok()
         .filter(|(_, runs)| *runs > 1);
+    let calls = |n: u64| format!("{n} call{}", if n == 1 { "" } else { "s" });
     match held {
-        Some((calls, runs)) => eprintln!(
-            "calliper: stored {calls_written} calls in {}, added to what it held: it now has {calls} calls from {runs} runs (a new file keeps runs apart)",
-            db.display()
+        Some((held, runs)) => eprintln!(
+            "calliper: stored {} in {}, added to what it held: it now has {} from {runs} runs (a new file keeps runs apart)",
+            calls(calls_written),
+            db.display(),
+            calls(held.max(0) as u64)
         ),
-        None => eprintln!("calliper: stored {calls_written} calls in {}", db.display()),
+        None => eprintln!("calliper: stored {} in {}", calls(calls_written), db.display()),
     }
 }
 

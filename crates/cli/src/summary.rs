@@ -120,7 +120,7 @@ impl<W: Write> TextReport<W> {
             c.state,
             c.duration_ms / 1000.0,
             c.setup_delay_ms
-                .map_or("-".into(), |d| format!("{d:.0} ms")),
+                .map_or("-".into(), |d| format!("{d:.1} ms")),
         )?;
         if !c.dtmf_digits.is_empty() {
             writeln!(self.w, "    dtmf {}", printable(&c.dtmf_digits))?;
@@ -214,6 +214,9 @@ impl<W: Write> TextReport<W> {
                 show(f.rrd_ms, " ms"),
             )?;
         }
+        if k.get(Attempts) > 0 || k.get(Registrations) > 0 {
+            writeln!(self.w, "kpi legend   {}", calliper_model::kpi::LEGEND)?;
+        }
         Ok(())
     }
 
@@ -228,12 +231,14 @@ impl<W: Write> TextReport<W> {
             .as_str()
             .map(|k| format!(" {}", printable(k)))
             .unwrap_or_default();
+        let kind = a["kind"].as_str().unwrap_or("?");
+        let unit = match calliper_model::alert::unit(kind) {
+            "" => String::new(),
+            u => format!(" {u}"),
+        };
         writeln!(
             self.w,
-            "alert {} {}{}  value {:.2} threshold {}",
-            a["kind"].as_str().unwrap_or("?"),
-            about,
-            key,
+            "alert {kind} {about}{key}  value {:.2}{unit} threshold {}{unit}",
             a["value"].as_f64().unwrap_or(f64::NAN),
             a["threshold"],
         )
@@ -318,10 +323,11 @@ fn stream_line(s: &StreamRecord) -> String {
     )
 }
 
-/// `MOS 4.21 (fixed 50/200 ms 3.80/4.10, worst interval 3.90)`, `wideband`
-/// after the score on that scale, or why there is none. The first figure
-/// is the adaptive jitter buffer's.
+/// `MOS 4.21 (jitter buffer fixed at 50 ms 3.80, at 200 ms 4.10; worst
+/// interval 3.90)`, `wideband` after the score on that scale, or why there
+/// is none. The first figure is the adaptive jitter buffer's.
 fn mos_text(s: &StreamRecord) -> String {
+    use calliper_rtp::playout::Model;
     let scale = match s.mos_scale {
         Some(MosScale::Wideband) => " wideband",
         _ => "",
@@ -329,18 +335,25 @@ fn mos_text(s: &StreamRecord) -> String {
     let fixed: Vec<String> = s
         .jitter_buffers
         .iter()
-        .filter(|b| b.model != calliper_rtp::playout::Model::Adaptive)
-        .filter_map(|b| b.mos.map(|m| format!("{m:.2}")))
+        .filter_map(|b| {
+            let ms = match b.model {
+                Model::Fixed50 => 50,
+                Model::Fixed200 => 200,
+                Model::Adaptive => return None,
+            };
+            b.mos.map(|m| format!("at {ms} ms {m:.2}"))
+        })
         .collect();
-    let worst = s
-        .worst_interval_mos
-        .map(|w| format!(", worst interval {w:.2}"))
-        .unwrap_or_default();
+    let mut notes = Vec::new();
+    if !fixed.is_empty() {
+        notes.push(format!("jitter buffer fixed {}", fixed.join(", ")));
+    }
+    if let Some(w) = s.worst_interval_mos {
+        notes.push(format!("worst interval {w:.2}"));
+    }
     match (s.mos, s.unscored) {
-        (Some(m), _) => format!(
-            "MOS {m:.2}{scale} (fixed 50/200 ms {}{worst})",
-            fixed.join("/")
-        ),
+        (Some(m), _) if notes.is_empty() => format!("MOS {m:.2}{scale}"),
+        (Some(m), _) => format!("MOS {m:.2}{scale} ({})", notes.join("; ")),
         (None, Some(Unscored::NotVoice)) => "no MOS (not voice)".into(),
         (None, Some(Unscored::TooShort)) => "no MOS (too short)".into(),
         (None, _) => "no MOS (no E-model value for this codec)".into(),

@@ -183,7 +183,7 @@ async function callPage(id) {
     (c.loss_by_leg || []).length ? el("div", {}, el("h2", {}, "Loss by leg"), legTable(c.loss_by_leg)) : null,
     el("div", { id: "charts" }, c.streams.map(streamCharts)),
     c.alerts.length ? el("h2", {}, "Alerts") : null,
-    c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${num(a.value, 2)} (threshold ${num(a.threshold, 2)})`))) : null,
+    c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${withUnit(a.value, a.unit)} (threshold ${withUnit(a.threshold, a.unit)})`))) : null,
   );
 }
 
@@ -455,12 +455,17 @@ async function listPage(title, route, api_path, fields, head, cells, params) {
       body.more ? el("a", { href: page(offset + limit) }, "next page →") : null));
 }
 
+// An alert's figure with its unit (the API gives it with each alert).
+function withUnit(v, unit) {
+  return unit ? `${num(v, 2)} ${unit}` : num(v, 2);
+}
+
 function alertsPage(params) {
   return listPage("Alerts", "#/alerts", "/api/alerts",
     [["from", "From (UTC)"], ["to", "To (UTC)"], ["kind", "Kind", "low_mos, high_loss, no_rtp, one_way_audio, low_asr, scanning…"], ["call_id", "Call-ID"], ["source", "Source address"], ["key", "Key (trunk, direction…)"]],
     ["Time (UTC)", "Kind", "Key", "Value", "Threshold", "Source", "Call"],
-    (a) => [el("td", {}, time(a.ts_ns)), el("td", {}, a.kind || ""), el("td", {}, a.key || ""), el("td", { class: "n" }, num(a.value, 2)),
-      el("td", { class: "n" }, num(a.threshold, 2)), el("td", {}, a.source || ""),
+    (a) => [el("td", {}, time(a.ts_ns)), el("td", {}, a.kind || ""), el("td", {}, a.key || ""), el("td", { class: "n" }, withUnit(a.value, a.unit)),
+      el("td", { class: "n" }, withUnit(a.threshold, a.unit)), el("td", {}, a.source || ""),
       el("td", {}, a.call_id ? el("a", { href: "#/calls?call_id=" + encodeURIComponent(a.call_id) }, a.call_id) : "")],
     params);
 }

@@ -98,6 +98,14 @@ impl NerCodes {
     }
 }
 
+/// The KPI abbreviations in words, for a report a reader meets cold.
+pub const LEGEND: &str =
+    "ASR answer-seizure ratio, NER network effectiveness ratio (ITU-T E.411); \
+SER session establishment ratio, SEER session establishment effectiveness ratio, ISA ineffective \
+session attempts, SCR session completion ratio, SRD session request delay, SDD session disconnect \
+delay, SDT session duration, IRA ineffective registration attempts, RRD registration request delay \
+(RFC 6076); definitions in docs/kpi.md";
+
 /// The ratios and means of a [`KpiCounts`]: percentages, and delays in ms
 /// (SDT in s); none where the denominator is 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -2,6 +2,7 @@
 //! own so the store, the console and other consumers depend on these types
 //! and not on the engine that makes them.
 
+pub mod alert;
 pub mod event;
 pub mod kpi;
 pub mod stored;

@@ -112,7 +112,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         end.saturating_add(DETAIL_MARGIN_NS),
     );
     // Alerts before messages: a call padded with messages keeps its alerts.
-    let (alerts, more) = capped(
+    let (mut alerts, more) = capped(
         &mut budget,
         conn,
         "SELECT ts_ns, kind, key, value, threshold FROM alerts
@@ -123,6 +123,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     if more {
         truncated.push("alerts");
     }
+    alerts.iter_mut().for_each(crate::lists::with_unit);
     let (messages, more) = capped(
         &mut budget,
         conn,

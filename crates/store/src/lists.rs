@@ -89,5 +89,14 @@ pub fn list_rows(
         Budget::new(MAX_ANSWER_BYTES).rows(conn, &sql, rusqlite::params_from_iter(params))?;
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
+    if list == List::Alerts {
+        rows.iter_mut().for_each(with_unit);
+    }
     Ok((rows, more))
+}
+
+/// Adds an alert row's unit, from its kind (not stored: one table says it).
+pub(crate) fn with_unit(alert: &mut Map<String, Value>) {
+    let unit = calliper_model::alert::unit(alert.get("kind").and_then(Value::as_str).unwrap_or(""));
+    alert.insert("unit".into(), unit.into());
 }

@@ -106,6 +106,8 @@ pub struct Alert {
     pub value: f64,
     /// The threshold.
     pub threshold: f64,
+    /// What value and threshold measure (`calliper_model::alert::unit`).
+    pub unit: &'static str,
 }
 
 #[derive(Default)]
@@ -231,6 +233,7 @@ impl Alerts {
             key,
             value,
             threshold,
+            unit: calliper_model::alert::unit(kind),
         };
         if let (Some(t), Some(mos)) = (cfg.mos_below, c.worst_mos) {
             if mos < t {
@@ -417,6 +420,7 @@ fn count_attempt(
             key: Some(key.to_string()),
             value: asr,
             threshold: t,
+            unit: calliper_model::alert::unit("low_asr"),
         };
         raise(s, a);
     }
@@ -472,6 +476,7 @@ fn judge_source(
             key,
             value,
             threshold,
+            unit: calliper_model::alert::unit(kind),
         };
         raise(s, a);
     }

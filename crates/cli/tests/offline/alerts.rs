@@ -184,6 +184,28 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
     );
     assert!(text.contains("alert no_rtp call silent"), "{text}");
     assert!(text.contains("alert scanning source 10.0.0.9"), "{text}");
+    // Each figure with its unit, in the rows and the text.
+    for (kind, unit) in [
+        ("low_mos", "MOS"),
+        ("high_loss", "%"),
+        ("one_way_audio", "s"),
+        ("no_rtp", "s"),
+        ("low_asr", "%"),
+        ("scanning", "refused requests in a minute"),
+        ("scanner_agent", ""),
+    ] {
+        assert_eq!(find(kind)["unit"], unit, "{kind}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("alert {kind} ")))
+            .unwrap();
+        if !unit.is_empty() {
+            assert!(
+                line.contains(&format!(" {unit} threshold ")) && line.ends_with(unit),
+                "{line}"
+            );
+        }
+    }
 
     // Thresholds turned off raise nothing.
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))

@@ -154,6 +154,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
                 a["kind"].to_string(),
                 a["call_id"].to_string(),
                 a["key"].to_string(),
+                a["unit"].to_string(),
             )
         };
         let mut got: Vec<_> = all_rows(&s, "/api/alerts").iter().map(alert_key).collect();

@@ -219,6 +219,25 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
         text.contains("kpi register transactions 2  IRA 50.0 %  RRD 80.0 ms"),
         "{text}"
     );
+    // Every abbreviation the KPI lines use is spelt out once.
+    let legend = text
+        .lines()
+        .find(|l| l.starts_with("kpi legend"))
+        .expect(&text);
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("kpi ") && *l != legend)
+    {
+        for word in line
+            .split_whitespace()
+            .filter(|w| w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase()))
+        {
+            assert!(
+                legend.contains(&format!("{word} ")),
+                "{word} not in {legend}"
+            );
+        }
+    }
 
     // By domain: the calls' caller domain is example.com; a REGISTER's is
     // its AOR's (the To URI), example.net, which is also the callee domain.

@@ -92,3 +92,98 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The text report's figures carry their precision and words: each call's
+/// setup (INVITE to its first response) to 0.1 ms as tshark times it, the
+/// fixed jitter buffers named with their MOS, and "call" in the singular.
+#[test]
+fn the_text_report_speaks_plainly() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let fields = common::tshark(
+        &capture,
+        &[
+            "-Y",
+            "sip.CSeq.method == \"INVITE\"",
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "sip.Call-ID",
+        ],
+    );
+    // The first INVITE and the first response after it, per call.
+    let mut first: Vec<(String, f64, Option<f64>)> = Vec::new();
+    for line in fields.lines() {
+        let (t, id) = line.split_once('\t').unwrap();
+        let t: f64 = t.parse().unwrap();
+        match first.iter_mut().find(|c| c.0 == id) {
+            None => first.push((id.to_string(), t, None)),
+            Some(c) => {
+                c.2.get_or_insert(t);
+            }
+        }
+    }
+    let dir = common::scratch("plain-text");
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("calls.db");
+    let out = calliper(&[
+        "analyze",
+        "--progress",
+        "never",
+        "--db",
+        db.to_str().unwrap(),
+        capture.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(first.len(), 3);
+    for (id, invite, response) in &first {
+        let setup = (response.unwrap() - invite) * 1e3;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("call {id} ")))
+            .expect(&text);
+        assert!(
+            line.ends_with(&format!("setup {setup:.1} ms")),
+            "{line}: tshark {setup:.3} ms"
+        );
+    }
+    let voice = text.lines().find(|l| l.contains(" PCMA ")).expect(&text);
+    assert!(voice.contains("(jitter buffer fixed at 50 ms "), "{voice}");
+    assert!(voice.contains(", at 200 ms "), "{voice}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stored 3 calls in"));
+
+    // One call: singular.
+    let one = dir.join("one.pcap");
+    let filter = format!("sip.Call-ID == \"{}\"", first[0].0);
+    let status = Command::new("tshark")
+        .args([
+            "-r",
+            capture.to_str().unwrap(),
+            "-Y",
+            &filter,
+            "-w",
+            one.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let db1 = dir.join("one.db");
+    let out = calliper(&[
+        "analyze",
+        "--progress",
+        "never",
+        "--db",
+        db1.to_str().unwrap(),
+        one.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stored 1 call in"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
