@@ -198,7 +198,8 @@ mod tests {
     #[test]
     fn each_row_names_the_flags_that_bound_it() {
         let base = Config::default();
-        let flags: [(&str, fn(&mut Config)); 3] = [
+        type Lower = fn(&mut Config);
+        let flags: [(&str, Lower); 3] = [
             ("--max-calls", |c| c.max_calls /= 2),
             ("--max-streams", |c| c.max_streams /= 2),
             ("--max-media", |c| c.max_media /= 2),
