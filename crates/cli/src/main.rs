@@ -48,13 +48,27 @@ enum Command {
     /// Analyse pcap/pcapng files: calls, streams, quality.
     #[command(
         long_about = "Analyse pcap or pcapng files (any mix; µs or ns timestamps; Ethernet, VLAN/QinQ, Linux SLL/SLL2, \
-raw IP, loopback). Several files are read in the order given as one continuous capture, as a rotated ring \
+raw IP, loopback, PPP; tunnels: GRE, ERSPAN, VXLAN, GTP-U, IP-in-IP, PPPoE, MPLS). Several files are read in the order given as one continuous capture, as a rotated ring \
 buffer would be. Calls still open at the end of the input are reported as they stand.\n\n\
 A damaged file stops with an error naming the file and byte offset; everything before it is still \
 analysed and written, and the exit status is 1.\n\n\
 Exit status: 0 all input read; 1 some input damaged (results up to the damage written); 2 usage or \
 output error; 3 the analysis itself failed (a bug: the records finished before it are written; \
-please report it with the input)."
+please report it with the input).",
+        after_help = "Examples:\n  calliper analyze call.pcap                              \
+# the calls, their streams and the counters, in the terminal\n  \
+calliper analyze --db calls.db day1.pcapng day2.pcap    \
+# one capture in two files, stored in SQLite (then `calliper serve --db calls.db`)\n  \
+calliper analyze --format jsonl -o calls.jsonl cap.pcap  \
+# a JSON object per call, stream and alert, and a summary\n  \
+calliper analyze --events intervals --format jsonl cap.pcap  \
+# also each stream's quality every --interval\n  \
+calliper analyze --sip-port 5060,5080 --hep-port 9060 cap.pcap  \
+# SIP on other ports, and HEP feeds in the capture\n  \
+calliper analyze --memory-bound --max-calls 10000        \
+# the most memory these caps allow, and which flag bounds what\n  \
+calliper analyze --threads 2 big.pcap                    \
+# media split across two threads"
     )]
     Analyze(Box<AnalyzeArgs>),
     /// Watch interfaces live, around the clock: calls written as they end.

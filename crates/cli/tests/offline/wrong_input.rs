@@ -187,3 +187,47 @@ fn the_text_report_speaks_plainly() {
     assert!(err.contains("stored 1 call in"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every example `analyze --help` gives runs as written, with the sample
+/// capture for its capture files and scratch files for its outputs.
+#[test]
+fn analyze_help_examples_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let dir = common::scratch("help-examples");
+    std::fs::create_dir_all(&dir).unwrap();
+    let help = String::from_utf8(calliper(&["analyze", "--help"]).stdout).unwrap();
+    let examples: Vec<&str> = help
+        .split("Examples:")
+        .nth(1)
+        .expect("analyze --help has examples")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("calliper "))
+        .collect();
+    assert!(examples.len() >= 5, "{help}");
+    for example in examples {
+        let words: Vec<String> = example
+            .split('#')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(|w| {
+                if w.ends_with(".pcap") || w.ends_with(".pcapng") {
+                    capture.to_str().unwrap().to_string()
+                } else if w.ends_with(".db") || w.ends_with(".jsonl") {
+                    dir.join(w).to_str().unwrap().to_string()
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        let out = calliper(&[&args[..], &["--progress", "never"]].concat());
+        assert!(
+            out.status.success(),
+            "{example}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
