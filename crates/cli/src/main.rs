@@ -319,7 +319,7 @@ fn read_all(
             *r = p.into();
         }
         let read = b.len();
-        if let Err(f) = engine.packets(&raw[..read]) {
+        if let Err(f) = engine.packets(&mut raw[..read]) {
             return Ok(Some((inputs.name().to_string(), f)));
         }
         let before = n;

@@ -71,6 +71,9 @@ fn anomaly_hint(kind: &str) -> Option<&'static str> {
             "the media's headers are compressed (cRTP): `calliper crtp decompress IN OUT`, then analyze OUT",
         ),
         "ppp_compressed" => Some("compressed or encrypted PPP (CCP, MPPE): its calls cannot be seen"),
+        "time_implausible" => Some(
+            "packets stamped more than a day from their neighbours, analysed at the time before them (docs/hostile-input.md, Time)",
+        ),
         _ => None,
     }
 }
@@ -257,10 +260,12 @@ impl<W: Write> TextReport<W> {
         summary: &serde_json::Value,
     ) -> io::Result<()> {
         writeln!(self.w, "---")?;
+        let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         writeln!(
             self.w,
-            "reported     {} calls, {} streams",
-            self.calls, self.streams
+            "reported     {}, {}",
+            plural(self.calls, "call"),
+            plural(self.streams, "stream")
         )?;
         print_counters(&mut self.w, c)?;
         print_recording(&mut self.w, summary)?;

@@ -1,12 +1,19 @@
 //! The choice between one engine and shards: the same records either way.
+//! Packets' times are judged first ([`TimeGuard`]), alike for both.
 
 use crate::parallel::Parallel;
+use crate::time_guard::TimeGuard;
 use crate::workers::{guard, WorkerFailed};
 use crate::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// One engine, or shards on several threads: the same records either way.
-pub enum Analyzer {
+pub struct Analyzer {
+    run: Run,
+    time: TimeGuard,
+}
+
+enum Run {
     /// One engine on the caller's thread.
     Single(Box<Engine>),
     /// Shards on their own threads.
@@ -16,47 +23,64 @@ pub enum Analyzer {
 impl Analyzer {
     /// An analyser with `threads` threads whose events go to `hub`.
     pub fn new(cfg: Config, threads: usize, hub: TrackerHub) -> Analyzer {
-        if threads > 1 {
-            Analyzer::Sharded(Box::new(Parallel::new(cfg, threads, Some(hub))))
+        let run = if threads > 1 {
+            Run::Sharded(Box::new(Parallel::new(cfg, threads, Some(hub))))
         } else {
             let mut e = Engine::new(cfg);
             e.set_trackers(hub, true, true);
-            Analyzer::Single(Box::new(e))
+            Run::Single(Box::new(e))
+        };
+        Analyzer {
+            run,
+            time: TimeGuard::default(),
         }
     }
 
-    /// Analyses packets; an error means the analysis itself failed (a bug)
-    /// and cannot go on, though what it finished can still be drained.
-    pub fn packets(&mut self, batch: &[RawPacket<'_>]) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => guard(0, None, || e.packets(batch)),
-            Analyzer::Sharded(s) => batch
-                .iter()
-                .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data)),
+    /// Analyses packets, each at the time [`TimeGuard`] believes; an error
+    /// means the analysis itself failed (a bug) and cannot go on, though
+    /// what it finished can still be drained.
+    pub fn packets(&mut self, batch: &mut [RawPacket<'_>]) -> Result<(), WorkerFailed> {
+        let new = self.time.admit_packets(batch);
+        match &mut self.run {
+            Run::Single(e) => {
+                if new > 0 {
+                    e.counters.count_anomalies("time_implausible", new);
+                }
+                guard(0, None, || e.packets(batch))
+            }
+            Run::Sharded(s) => {
+                if new > 0 {
+                    s.time_implausible(new, batch.last().map_or(0, |p| p.ts_ns));
+                }
+                batch
+                    .iter()
+                    .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data))
+            }
         }
     }
 
     /// Lets capture time pass without packets, so idle calls expire.
     pub fn tick(&mut self, now_ns: i64) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => guard(0, None, || e.tick(now_ns)),
-            Analyzer::Sharded(p) => p.tick(now_ns),
+        self.time.tick(now_ns);
+        match &mut self.run {
+            Run::Single(e) => guard(0, None, || e.tick(now_ns)),
+            Run::Sharded(p) => p.tick(now_ns),
         }
     }
 
     /// The capture's total of dropped packets so far.
     pub fn set_capture_dropped(&mut self, total: u64) {
-        match self {
-            Analyzer::Single(e) => e.set_capture_dropped(total),
-            Analyzer::Sharded(p) => p.set_capture_dropped(total),
+        match &mut self.run {
+            Run::Single(e) => e.set_capture_dropped(total),
+            Run::Sharded(p) => p.set_capture_dropped(total),
         }
     }
 
     /// Takes the records finished so far.
     pub fn drain(&mut self) -> std::vec::Drain<'_, Record> {
-        match self {
-            Analyzer::Single(e) => e.drain(),
-            Analyzer::Sharded(p) => p.drain(),
+        match &mut self.run {
+            Run::Single(e) => e.drain(),
+            Run::Sharded(p) => p.drain(),
         }
     }
 
@@ -74,8 +98,8 @@ impl Analyzer {
         group: usize,
         mut written: impl FnMut(std::vec::Drain<'_, Record>),
     ) -> Result<(), WorkerFailed> {
-        match self {
-            Analyzer::Single(e) => {
+        match &mut self.run {
+            Run::Single(e) => {
                 // A panic of the caller's writing (a tracker, a sink) is
                 // not the engine's failure: it goes on as the caller's.
                 let mut writer_panic = None;
@@ -93,32 +117,32 @@ impl Analyzer {
                 }
                 finished
             }
-            Analyzer::Sharded(p) => p.finish(),
+            Run::Sharded(p) => p.finish(),
         }
     }
 
     /// Counters (complete after [`Analyzer::finish`]).
     pub fn counters(&mut self) -> &Counters {
-        match self {
-            Analyzer::Single(e) => e.counters(),
-            Analyzer::Sharded(p) => p.counters(),
+        match &mut self.run {
+            Run::Single(e) => e.counters(),
+            Run::Sharded(p) => p.counters(),
         }
     }
 
     /// Counters while the run goes on (shards': up to a second of capture
     /// time old).
     pub fn counters_so_far(&mut self) -> Counters {
-        match self {
-            Analyzer::Single(e) => e.counters().clone(),
-            Analyzer::Sharded(p) => p.counters_so_far(),
+        match &mut self.run {
+            Run::Single(e) => e.counters().clone(),
+            Run::Sharded(p) => p.counters_so_far(),
         }
     }
 
     /// Calls open now (one engine only; shards do not say).
     pub fn active_calls(&self) -> Option<usize> {
-        match self {
-            Analyzer::Single(e) => Some(e.active_calls()),
-            Analyzer::Sharded(_) => None,
+        match &self.run {
+            Run::Single(e) => Some(e.active_calls()),
+            Run::Sharded(_) => None,
         }
     }
 }

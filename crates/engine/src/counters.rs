@@ -169,8 +169,13 @@ impl Counters {
     /// Counts one anomaly of this kind (kinds are names in the code, so the
     /// map's size is bounded by the code, not the input).
     pub(crate) fn anomaly(&mut self, kind: &'static str) {
-        *self.anomalies.entry(kind).or_default() += 1;
-        self.anomaly_total += 1;
+        self.count_anomalies(kind, 1);
+    }
+
+    /// Counts `n` anomalies of this kind.
+    pub(crate) fn count_anomalies(&mut self, kind: &'static str, n: u64) {
+        *self.anomalies.entry(kind).or_default() += n;
+        self.anomaly_total += n;
     }
 }
 

@@ -77,7 +77,7 @@ fn boxed(s: Option<&str>) -> Option<Box<str>> {
 }
 
 /// Hands one event to every tracker of `hub`.
-fn deliver_to(hub: &TrackerHub, e: &Event<'_>) {
+pub(crate) fn deliver_to(hub: &TrackerHub, e: &Event<'_>) {
     // A tracker that panicked poisoned the lock; its data is its own.
     let mut ts = hub.lock().unwrap_or_else(|p| p.into_inner());
     for t in ts.iter_mut() {

@@ -25,6 +25,7 @@ pub mod parallel;
 pub mod sctp;
 pub mod shared;
 pub mod tcp;
+pub mod time_guard;
 pub mod websocket;
 pub mod workers;
 

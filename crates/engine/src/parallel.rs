@@ -125,6 +125,9 @@ pub struct Parallel {
     trackers: Option<TrackerHub>,
     packets: u64,
     bytes: u64,
+    /// Packets analysed at a believed time instead of their own
+    /// ([`crate::time_guard`], judged before the packets come here).
+    time_implausible: u64,
     counters: Counters,
     /// The capture's drop total, passed to the shards at batch ends.
     capture_dropped: u64,
@@ -179,6 +182,7 @@ impl Parallel {
             partial: HashMap::new(),
             out: Vec::new(),
             packets: 0,
+            time_implausible: 0,
             bytes: 0,
             counters: Counters::default(),
             trackers,
@@ -421,7 +425,26 @@ impl Parallel {
         }
         c.packets = self.packets;
         c.bytes = self.bytes;
+        if self.time_implausible > 0 {
+            c.count_anomalies("time_implausible", self.time_implausible);
+        }
         c
+    }
+
+    /// Counts `n` packets whose times were not believed, the last at
+    /// `ts_ns`, and tells the trackers (the reader judges times, so no
+    /// shard sees these anomalies).
+    pub(crate) fn time_implausible(&mut self, n: u64, ts_ns: i64) {
+        self.time_implausible += n;
+        if let Some(hub) = &self.trackers {
+            let kind = "time_implausible";
+            let a = calliper_model::event::Anomaly {
+                ts_ns,
+                kind,
+                count: n,
+            };
+            crate::events::deliver_to(hub, &crate::Event::Anomaly(&a));
+        }
     }
 
     /// Number of shards.

@@ -60,7 +60,7 @@ impl Running {
             }
             self.packets += chunk.len() as u64;
             self.since_emit += chunk.len() as u64;
-            if let Err(f) = self.engine.packets(&raw[..chunk.len()]) {
+            if let Err(f) = self.engine.packets(&mut raw[..chunk.len()]) {
                 self.failure = Some(f);
             }
         }

@@ -101,6 +101,7 @@ fn every_capture_comes_back_through_the_api() {
             continue;
         }
         let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+        let retimed = std::cell::OnceCell::new();
         let listed = all_calls(&s, "order=asc");
         let want: BTreeSet<_> = records.iter().map(key).collect();
         let got: BTreeSet<_> = listed.iter().map(key).collect();
@@ -141,7 +142,13 @@ fn every_capture_comes_back_through_the_api() {
                 .filter(|o| o["call_id"] == r["call_id"])
                 .count()
                 == 1;
-            if alone {
+            // A capture with stamps the analysis did not believe has its
+            // messages at other times than tshark shows (time_jumps.rs).
+            let retimed = *retimed.get_or_init(|| {
+                let lines = common::calliper_jsonl(&pcap, &[]);
+                lines.last().unwrap()["anomalies"]["time_implausible"].is_number()
+            });
+            if alone && !retimed {
                 let ours: Vec<String> = messages
                     .iter()
                     .map(|m| match m["method"].as_str() {

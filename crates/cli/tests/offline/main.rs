@@ -39,6 +39,7 @@ mod registrations;
 mod rtcp_xr;
 mod rules;
 mod threads;
+mod time_jumps;
 mod traffic;
 mod tshark_oracle;
 mod wrong_input;
