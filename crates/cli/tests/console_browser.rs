@@ -253,6 +253,30 @@ fn the_console_shows_what_the_api_gives() {
             &format!("const t = document.querySelector('#rows tbody'); return t && t.children.length === {n} ? true : null;"),
         );
     }
+    // `serve` has no probe: its Live, Probe and Rules links are hidden, and
+    // going there by address says what the page needs, not an API error.
+    let shown = browser.js(
+        "return [...document.querySelectorAll('nav a')].filter(a => !a.hidden).map(a => a.textContent);",
+    );
+    assert_eq!(
+        shown,
+        json!(["Calls", "KPIs", "Registrations", "Alerts", "Metrics"])
+    );
+    for route in ["live", "probe", "rules"] {
+        browser.go(&format!("{base}/#/{route}"));
+        let said = browser.wait(
+            route,
+            "const m = document.getElementById('main').textContent; return m.includes('needs') ? m : null;",
+        );
+        assert!(
+            said.as_str().unwrap().contains("calliper probe"),
+            "{route}: {said}"
+        );
+        assert!(
+            !said.as_str().unwrap().to_lowercase().contains("error"),
+            "{route}: {said}"
+        );
+    }
 }
 
 #[test]

@@ -542,10 +542,31 @@ function mosBars(bands) {
 
 // ---- Routing ----------------------------------------------------------------
 
-function route() {
+// Which parts this console serves (GET /api/console): `serve` has a
+// database and no probe; a probe may have no database.
+let parts = null;
+const PAGE_PART = { "/live": "live", "/probe": "probe", "/rules": "rules", "/alerts": "database",
+  "/registrations": "database", "/kpi": "database", "/calls": "database", "/": "database", "": "database" };
+const PART_WHERE = {
+  database: "a database: `calliper serve --db FILE`, or `calliper probe --db FILE --http ADDR`",
+  live: "a running probe: `calliper probe -i IFACE --http ADDR`",
+  probe: "a running probe: `calliper probe -i IFACE --http ADDR`",
+  rules: "a running probe with rules: `calliper probe --rules FILE --http ADDR`",
+};
+
+async function route() {
   leaveProbePages();
-  const hash = location.hash || "#/calls";
+  if (parts === null) {
+    parts = await api("/api/console").catch(() => ({ database: true, live: true, probe: true, rules: true }));
+    document.querySelectorAll("nav a[data-part]").forEach((a) => { a.hidden = !parts[a.dataset.part]; });
+  }
+  const hash = location.hash || (parts.database ? "#/calls" : "#/live");
   const [path, query] = hash.slice(1).split("?");
+  const part = path.startsWith("/call/") ? "database" : PAGE_PART[path];
+  if (part && !parts[part]) {
+    show(el("p", {}, `This console does not have this page: it needs ${PART_WHERE[part]}.`));
+    return;
+  }
   const call = path.match(/^\/call\/(\d+)$/);
   if (call) callPage(call[1]);
   else if (path === "/live") livePage();

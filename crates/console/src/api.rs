@@ -122,3 +122,18 @@ pub(crate) async fn method_not_allowed() -> ApiError {
         "this path does not take that method (GET reads; the rules take POST on /api/rules and DELETE on /api/rules/ID)".into(),
     )
 }
+
+/// `GET /api/console`: which parts this console serves, so the UI offers
+/// only pages that can answer (`serve` has a database and no probe; a
+/// probe may run without a database).
+pub(crate) async fn parts(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+) -> Response {
+    let body = serde_json::json!({
+        "database": state.db.is_some(),
+        "live": state.live.is_some(),
+        "probe": state.health.is_some(),
+        "rules": state.rules.is_some(),
+    });
+    json_body(body.to_string().into_bytes())
+}

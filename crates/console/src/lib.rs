@@ -153,6 +153,7 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/live", get(live_api::snapshot))
         .route("/api/live/events", get(live_api::events))
         .route("/api/health", get(health::serve))
+        .route("/api/console", get(api::parts))
         .route(
             "/api/rules",
             get(rules_api::list)

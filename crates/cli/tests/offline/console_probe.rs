@@ -289,6 +289,10 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
         assert_eq!(r.status, 404, "{path}: {}", r.text());
         assert!(r.json()["error"].as_str().unwrap().contains("probe"));
     }
+    // It says which parts it serves, so the UI offers only those pages.
+    let parts = s.get("/api/console", &[]).json();
+    let want = serde_json::json!({"database": true, "live": false, "probe": false, "rules": false});
+    assert_eq!(parts, want);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], s.addr.port()));
     let r = request_with_body(addr, "POST", "/api/rules", &[], b"{}");
     assert_eq!(r.status, 405);
@@ -299,6 +303,9 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
     std::fs::write(&rules_file, "[[rule]]\nport = 5060\n").unwrap();
     let args = ["-o", "/dev/null", "--rules", rules_file.to_str().unwrap()];
     let probe = Probe::start_with(&capture(), &args, &[]);
+    let parts = request(probe.addr, "GET", "/api/console", &[]).json();
+    let want = serde_json::json!({"database": false, "live": true, "probe": true, "rules": true});
+    assert_eq!(parts, want);
     let r = request(probe.addr, "GET", "/api/rules", &[]);
     assert_eq!(r.json()["writable"], false);
     assert_eq!(r.json()["total"], 1);
