@@ -336,7 +336,7 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
         .unwrap_or(0);
     let shown = browser.wait(
         "the packets analysed",
-        "const d = [...document.querySelectorAll('#health dt')].find(t => t.textContent === 'Packets analysed'); \
+        "const d = [...document.querySelectorAll('#health dt')].find(t => t.textContent === 'Packets analysed (both directions)'); \
          return d && d.nextElementSibling.textContent.trim() !== '0' ? d.nextElementSibling.textContent : null;",
     );
     let after = server::request(probe.addr, "GET", "/api/health", &[]).json()["packets"]

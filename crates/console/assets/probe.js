@@ -91,7 +91,7 @@ function healthPage() {
     const lost = (h.capture ? h.capture.dropped : 0) + dropped.reduce((n, [, v]) => n + v, 0);
     const facts = [
       ["Input", h.input], ["Started (UTC)", time(h.started_ns)], ["Uptime", `${h.uptime_seconds} s`],
-      ["Analysis threads", h.threads], ["Packets analysed", `${h.packets} ${rate ? "(" + rate + ")" : ""}`],
+      ["Analysis threads", h.threads], ["Packets analysed (both directions)", `${h.packets} ${rate ? "(" + rate + ")" : ""}`],
       ["Capture ring", h.capture ? `${h.capture.received} received, ${h.capture.dropped} dropped, full ${h.capture.ring_full} times` : "reading files (no ring)"],
       ["Memory", `${bytes(h.memory.resident_bytes)} resident (peak ${bytes(h.memory.peak_resident_bytes)})`],
       ["Calls open", h.calls_open ?? "(shards do not say)"], ["Calls written", h.calls_written],
@@ -101,8 +101,10 @@ function healthPage() {
       el("dl", { class: "facts", id: "health" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", { class: k === "Lost by the probe" && lost > 0 ? "bad" : null }, String(v))])),
       el("h2", {}, "Interfaces (kernel counters)"),
       h.interfaces.length === 0 ? el("p", { class: "hint" }, "None: the probe reads files.") :
-        el("table", { id: "interfaces" }, el("thead", {}, el("tr", {}, ["Interface", "Received packets", "Received bytes", "Dropped", "Errors"].map((t) => el("th", {}, t)))),
-          el("tbody", {}, h.interfaces.map((i) => el("tr", {}, el("td", {}, i.name), el("td", { class: "n" }, i.rx_packets ?? "–"),
+        el("p", { class: "hint", id: "interfaces-hint" }, "The probe captures what this host receives and sends; the kernel counts each direction apart, so packets analysed come near received plus sent (less what the ring dropped)."),
+      h.interfaces.length === 0 ? null :
+        el("table", { id: "interfaces" }, el("thead", {}, el("tr", {}, ["Interface", "Received packets", "Sent packets", "Received bytes", "Dropped", "Errors"].map((t) => el("th", {}, t)))),
+          el("tbody", {}, h.interfaces.map((i) => el("tr", {}, el("td", {}, i.name), el("td", { class: "n" }, i.rx_packets ?? "–"), el("td", { class: "n" }, i.tx_packets ?? "–"),
             el("td", { class: "n" }, bytes(i.rx_bytes)), el("td", { class: "n" + (i.rx_dropped ? " bad" : "") }, i.rx_dropped ?? "–"),
             el("td", { class: "n" + (i.rx_errors ? " bad" : "") }, i.rx_errors ?? "–"))))),
       el("h2", {}, "Queues and trackers: dropped"),

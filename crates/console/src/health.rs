@@ -87,6 +87,8 @@ struct InterfaceCounts {
     rx_bytes: Option<u64>,
     rx_dropped: Option<u64>,
     rx_errors: Option<u64>,
+    /// Sent: the probe captures both directions, the kernel counts each.
+    tx_packets: Option<u64>,
 }
 
 /// True for a name the kernel could have given an interface (no path
@@ -116,6 +118,7 @@ fn interface_counts(name: &str) -> InterfaceCounts {
         rx_bytes: read("rx_bytes"),
         rx_dropped: read("rx_dropped"),
         rx_errors: read("rx_errors"),
+        tx_packets: read("tx_packets"),
     }
 }
 
@@ -407,6 +410,14 @@ pub(crate) fn families() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both directions are read, since the probe captures both.
+    #[test]
+    fn interface_counts_read_received_and_sent() {
+        let lo = interface_counts("lo");
+        assert!(lo.rx_packets.is_some() && lo.tx_packets.is_some(), "{lo:?}");
+        assert!(interface_counts("no-such-if0").tx_packets.is_none());
+    }
 
     #[test]
     fn only_plain_interface_names_reach_sysfs() {
