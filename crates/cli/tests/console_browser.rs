@@ -312,6 +312,24 @@ fn the_live_page_follows_a_replay() {
         "a stream's quality",
         "return document.querySelector('#live .live-stream') ? true : null;",
     );
+    // Each call says how old it is, from the API's clock.
+    let ages = browser.js(
+        "return [...document.querySelectorAll('#live td.age')].map(t => parseInt(t.textContent));",
+    );
+    let snap = probe.live();
+    for (age, c) in ages
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(snap["calls"].as_array().unwrap())
+    {
+        let want =
+            (snap["now_ns"].as_i64().unwrap() - c["invite_ns"].as_i64().unwrap()) / 1_000_000_000;
+        assert!(
+            (age.as_i64().unwrap() - want).abs() <= 2,
+            "age {age}, API {want} s"
+        );
+    }
     browser.screenshot("live.png");
 }
 

@@ -16,7 +16,7 @@ function livePage() {
   const status = el("p", { id: "live-status" }, "Connecting…");
   const body = el("tbody", {});
   const table = el("table", { id: "live" },
-    el("thead", {}, el("tr", {}, ["INVITE (UTC)", "Caller", "Callee", "Phase", "Status", "Duration", "Streams: codec, MOS, loss, jitter (latest interval)"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["INVITE (UTC)", "Age", "Caller", "Callee", "Phase", "Status", "Duration", "Ended (UTC)", "Streams: codec, MOS, loss, jitter (latest interval)"].map((h) => el("th", {}, h)))),
     body);
   show(el("h1", {}, "Live calls"), status, table);
   liveSource = new EventSource(location.origin + "/api/live/events");
@@ -28,8 +28,10 @@ function livePage() {
       const end = c.end_ns ?? snap.now_ns;
       const duration = c.answer_ns === null || c.answer_ns === undefined ? "" : ((end - c.answer_ns) / 1e9).toFixed(0) + " s";
       return el("tr", { "data-call-id": c.call_id, class: "phase-" + c.phase },
-        el("td", {}, time(c.invite_ns)), el("td", {}, c.caller), el("td", {}, c.callee),
+        el("td", {}, time(c.invite_ns)), el("td", { class: "n age" }, ((snap.now_ns - c.invite_ns) / 1e9).toFixed(0) + " s"),
+        el("td", {}, c.caller), el("td", {}, c.callee),
         el("td", {}, c.phase.replaceAll("_", " ")), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
+        el("td", {}, c.end_ns === null || c.end_ns === undefined ? "" : time(c.end_ns)),
         el("td", {}, c.streams.map((s) => el("div", { class: "live-stream" },
           `${s.src} → ${s.dst} ${s.codec} `, el("span", { class: mosClass(s.mos) }, s.mos === null || s.mos === undefined ? "–" : num(s.mos, 2)),
           ` ${num(s.loss_percent, 1)} % ${num(s.jitter_ms, 1)} ms`))));

@@ -192,6 +192,25 @@ impl LiveCalls {
         }
     }
 
+    /// Time passing with no events (a live probe's clock, trusted, unlike
+    /// a packet's stamp): calls ended long enough ago leave the page on a
+    /// quiet link as they would with traffic.
+    pub fn tick(&self, now_ns: i64) {
+        let mut t = self.lock();
+        if now_ns <= t.now_ns {
+            return;
+        }
+        let before = t.calls.len();
+        t.now_ns = now_ns;
+        t.jumped = false;
+        t.expire();
+        let gone = t.calls.len() != before;
+        drop(t);
+        if gone {
+            self.changed();
+        }
+    }
+
     /// The change counter.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Relaxed)
@@ -389,6 +408,30 @@ mod tests {
             s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(),
             vec![2]
         );
+    }
+
+    /// On a quiet link the probe's clock, not the next event, lets an
+    /// ended call go, and only once it has been shown its 30 s.
+    #[test]
+    fn the_probe_clock_clears_ended_calls_without_traffic() {
+        let mut t = LiveCalls::new();
+        invite(&mut t, 1, 1_000);
+        invite(&mut t, 2, 1_500);
+        phase(&mut t, 1, 3_000, CallPhase::Ended);
+        t.tick(3_000 + ENDED_KEPT_NS);
+        assert_eq!(t.snapshot(10).calls.len(), 2, "kept its 30 s");
+        let v = t.version();
+        t.tick(3_000 + ENDED_KEPT_NS + 1);
+        let s = t.snapshot(10);
+        assert_eq!(
+            s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(),
+            vec![2]
+        );
+        assert!(s.version > v, "the page is told");
+        assert_eq!(s.now_ns, 3_000 + ENDED_KEPT_NS + 1, "ages run on the clock");
+        // The clock never goes back.
+        t.tick(0);
+        assert_eq!(t.snapshot(10).now_ns, 3_000 + ENDED_KEPT_NS + 1);
     }
 
     #[test]

@@ -281,9 +281,9 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     let recorder = a.record.start(&mut cfg, a.read.is_empty())?;
     // Live capture must not wait for the disk; a replay may.
     let mut outputs = Outputs::open(&a.out, true, a.read.is_empty())?;
-    let health = start_console(&a, &mut outputs, rules.as_ref(), write_token)?;
+    let console = start_console(&a, &mut outputs, rules.as_ref(), write_token)?;
     let engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
-    let mut r = Running::new(engine, outputs, health, input);
+    let mut r = Running::new(engine, outputs, console, input);
     log(&format!(
         "event=start input={:?} threads={}",
         r.input, a.engine.threads
@@ -359,13 +359,13 @@ fn open_source(a: &ProbeArgs, live: &LiveConfig) -> Result<(Source, String)> {
 }
 
 /// `--http`: starts the console on the probe's live calls, health and
-/// rules; the health page to publish to.
+/// rules; the health page to publish to and the live calls to tick.
 fn start_console(
     a: &ProbeArgs,
     outputs: &mut Outputs,
     rules: Option<&calliper_rules::Rules>,
     write_token: Option<String>,
-) -> Result<Option<calliper_console::ProbeHealth>> {
+) -> Result<Option<running::Console>> {
     let Some(listen) = a.http else {
         return Ok(None);
     };
@@ -376,7 +376,7 @@ fn start_console(
     let addr = console::start(calliper_console::Config {
         listen,
         db: a.out.db.clone(),
-        live: Some(live),
+        live: Some(live.clone()),
         health: Some(h.clone()),
         token: crate::serve::token(a.token_file.as_ref())?,
         rules: rules.cloned(),
@@ -386,7 +386,7 @@ fn start_console(
     log(&format!(
         "event=console address=http://{addr}/ rules_writable={writable}"
     ));
-    Ok(Some(h))
+    Ok(Some(running::Console { health: h, live }))
 }
 
 /// Ends the analysis (open calls written as ongoing) and the outputs.

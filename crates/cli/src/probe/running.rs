@@ -7,16 +7,23 @@ use crate::run::{Outputs, EMIT_EVERY};
 use anyhow::Result;
 use calliper_capture::live::LiveStats;
 use calliper_capture::Packet;
-use calliper_console::ProbeHealth;
+use calliper_console::{LiveCalls, ProbeHealth};
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::{Analyzer, RawPacket};
+
+/// What the probe's console shows of it: its health, published, and its
+/// live calls, whose clock the probe moves on a quiet link.
+pub(super) struct Console {
+    pub health: ProbeHealth,
+    pub live: LiveCalls,
+}
 
 /// The analyser, its outputs and the counts the probe reports.
 pub(super) struct Running {
     pub engine: Analyzer,
     pub outputs: Outputs,
-    /// The console's health page, when the console runs.
-    pub health: Option<ProbeHealth>,
+    /// The console, when it runs.
+    pub console: Option<Console>,
     /// The interfaces or files read, for the log and the summary.
     pub input: String,
     pub started_ns: i64,
@@ -32,13 +39,13 @@ impl Running {
     pub fn new(
         engine: Analyzer,
         outputs: Outputs,
-        health: Option<ProbeHealth>,
+        console: Option<Console>,
         input: String,
     ) -> Self {
         Running {
             engine,
             outputs,
-            health,
+            console,
             input,
             started_ns: realtime_ns(),
             packets: 0,
@@ -81,9 +88,14 @@ impl Running {
         if let Some(s) = source.stats()? {
             self.stats = Some(s);
             self.engine.set_capture_dropped(s.dropped);
-            if let Err(f) = self.engine.tick(realtime_ns() - lag_ns) {
+            let now_ns = realtime_ns() - lag_ns;
+            if let Err(f) = self.engine.tick(now_ns) {
                 self.failure = Some(f);
                 return Ok(());
+            }
+            // Ended calls leave the live page on time with no traffic.
+            if let Some(c) = &self.console {
+                c.live.tick(now_ns);
             }
         }
         self.outputs.emit(&mut self.engine, true)?;
@@ -92,7 +104,9 @@ impl Running {
     }
 
     fn publish_health(&mut self, a: &ProbeArgs) {
-        let Some(h) = &self.health else { return };
+        let Some(Console { health: h, .. }) = &self.console else {
+            return;
+        };
         h.publish(calliper_console::HealthReport {
             started_ns: self.started_ns,
             updated_ns: realtime_ns(),
