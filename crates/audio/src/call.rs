@@ -20,12 +20,13 @@ pub const MAX_DECODED: usize = 32;
 type Key = (IpAddr, u16, IpAddr, u16, u32);
 /// Most DTMF events of streams of their own kept for the notes.
 pub const MAX_DTMF: usize = 1000;
-/// Slack around a stream's stored first and last packet within which a
-/// packet of its flow is taken as its own: the record was measured from
-/// the same packets, so only reordered capture times fall outside it.
-/// Another call on the same addresses, ports and SSRC (a SIPp scenario
-/// replayed, a phone reusing its ports) lies further away.
-pub const WINDOW_SLACK_NS: i64 = 1_000_000_000;
+/// Slack around a stream's call (its INVITE to its end, or the stream's
+/// own first and last packet where they lie outside) within which a packet
+/// of its flow is taken as its own: the record was measured from the same
+/// packets, so only a clock stepped back or reordered capture times fall
+/// outside it. Another call on the same addresses, ports and SSRC (a SIPp
+/// scenario replayed, a phone reusing its ports) lies further away.
+pub const WINDOW_SLACK_NS: i64 = 10_000_000_000;
 
 /// The times (ns since the epoch) a stream's packets may arrive at.
 #[derive(Clone, Copy)]
@@ -35,10 +36,13 @@ struct Window {
 }
 
 impl Window {
-    fn of(s: &StoredStream) -> Window {
+    fn of(call: &StoredCall, s: &StoredStream) -> Window {
         Window {
-            from_ns: s.first_ns.saturating_sub(WINDOW_SLACK_NS),
-            to_ns: s.last_ns.saturating_add(WINDOW_SLACK_NS),
+            from_ns: s
+                .first_ns
+                .min(call.invite_ns)
+                .saturating_sub(WINDOW_SLACK_NS),
+            to_ns: s.last_ns.max(call.end_ns).saturating_add(WINDOW_SLACK_NS),
         }
     }
 
@@ -161,7 +165,7 @@ impl CallAudio {
                         && !a.index.contains_key(&k) =>
                 {
                     let events = Target::Events(caller, None, a.event_streams.len());
-                    a.index.insert(k, (Window::of(s), events));
+                    a.index.insert(k, (Window::of(call, s), events));
                     a.event_streams.push((name, 0));
                     continue;
                 }
@@ -178,7 +182,7 @@ impl CallAudio {
                 }
             };
             a.index
-                .insert(k, (Window::of(s), Target::Voice(a.decodings.len())));
+                .insert(k, (Window::of(call, s), Target::Voice(a.decodings.len())));
             a.legs.push((caller, s.ssrc));
             a.decodings.push(Decoding {
                 caller,
@@ -283,7 +287,7 @@ impl CallAudio {
         let mut notes = self.notes;
         if self.outside > 0 {
             notes.push(format!(
-                "{} packets on the call's addresses, ports and SSRCs but outside its time: another call's, left out",
+                "{} packets on the call's addresses, ports and SSRCs but outside its time (another call's, or a clock stepped): left out",
                 self.outside
             ));
         }

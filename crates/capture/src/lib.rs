@@ -78,6 +78,9 @@ impl fmt::Display for CaptureError {
             CaptureError::Truncated { offset: 0, available: 0, .. } => {
                 write!(f, "empty file: no capture header")
             }
+            CaptureError::Truncated { offset: 0, available, .. } => {
+                write!(f, "too short for a capture header: {available} bytes")
+            }
             CaptureError::Truncated { offset, needed, available } => write!(
                 f,
                 "truncated capture: record at byte offset {offset} needs {needed} bytes, only {available} present"
@@ -213,12 +216,14 @@ fn sniff(first: &[u8]) -> Result<Sniffed, CaptureError> {
             available: 0,
         });
     }
-    let mut magic = [0u8; 4];
-    let n = first.len().min(4);
-    magic[..n].copy_from_slice(&first[..n]);
-    if n < 4 {
-        return Err(CaptureError::NotACapture { magic });
+    if first.len() < 4 {
+        return Err(CaptureError::Truncated {
+            offset: 0,
+            needed: 4,
+            available: first.len() as u64,
+        });
     }
+    let magic = [first[0], first[1], first[2], first[3]];
     Ok(match u32::from_le_bytes(magic) {
         0xA1B2C3D4 => Sniffed::Pcap(Endian::Little, false, 16),
         0xA1B23C4D => Sniffed::Pcap(Endian::Little, true, 16),

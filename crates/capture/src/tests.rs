@@ -88,10 +88,23 @@ fn not_a_capture() {
         CaptureReader::new(&b"hello world"[..]),
         Err(CaptureError::NotACapture { .. })
     ));
+    // Two bytes are too few to say what they are: said as such, with no
+    // padding shown as if it were the file's.
+    let short = CaptureReader::new(&b"he"[..]).err().unwrap();
     assert!(matches!(
-        CaptureReader::new(&b"he"[..]),
-        Err(CaptureError::NotACapture { .. })
+        short,
+        CaptureError::Truncated {
+            offset: 0,
+            available: 2,
+            ..
+        }
     ));
+    assert_eq!(short.to_string(), "too short for a capture header: 2 bytes");
+    let text = CaptureReader::new(&b"# Calliper"[..]).err().unwrap();
+    assert_eq!(
+        text.to_string(),
+        "not a capture file (pcap or pcapng): it begins with \"# Ca\""
+    );
 }
 
 #[test]

@@ -243,11 +243,20 @@ fn audio(a: &AudioArgs) -> Result<()> {
         );
     }
     let mut input = reader(&source)?;
-    while let Some(p) = input
-        .next_packet()
-        .with_context(|| format!("reading {}", source.display()))?
-    {
-        decoding.packet(p.ts_ns, p.link_type, p.data);
+    // The times the analysis believed: the same guard on the same batches.
+    let mut times = calliper_engine::time_guard::TimeGuard::default();
+    loop {
+        let batch = input
+            .next_batch(crate::inputs::READ_BATCH)
+            .with_context(|| format!("reading {}", source.display()))?;
+        if batch.is_empty() {
+            break;
+        }
+        let mut packets: Vec<_> = batch.iter().collect();
+        times.admit_packets(&mut packets);
+        for p in packets {
+            decoding.packet(p.ts_ns, p.link_type, p.data);
+        }
     }
     if decoding.matched == 0 && decoding.outside > 0 {
         bail!(

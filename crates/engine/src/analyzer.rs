@@ -40,17 +40,23 @@ impl Analyzer {
     /// means the analysis itself failed (a bug) and cannot go on, though
     /// what it finished can still be drained.
     pub fn packets(&mut self, batch: &mut [RawPacket<'_>]) -> Result<(), WorkerFailed> {
-        let new = self.time.admit_packets(batch);
+        let judged = self.time.admit_packets(batch);
+        let counts = [
+            ("time_implausible", judged.implausible),
+            ("time_jump", judged.jumps),
+        ];
         match &mut self.run {
             Run::Single(e) => {
-                if new > 0 {
-                    e.counters.count_anomalies("time_implausible", new);
+                for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
+                    e.counters.count_anomalies(kind, n);
                 }
                 guard(0, None, || e.packets(batch))
             }
             Run::Sharded(s) => {
-                if new > 0 {
-                    s.time_implausible(new, batch.last().map_or(0, |p| p.ts_ns));
+                // Dated as one engine dates them: by the batch's first packet.
+                let at = batch.first().map_or(0, |p| p.ts_ns);
+                for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
+                    s.reader_anomalies(kind, n, at);
                 }
                 batch
                     .iter()

@@ -89,7 +89,7 @@ impl Engine {
             CallState::NoFinalResponse
         };
         let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
-        let ms = |a: i64, b: i64| (b - a) as f64 / 1e6;
+        let ms = |a: i64, b: i64| (i128::from(b) - i128::from(a)) as f64 / 1e6;
         let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
         let bye_ns = call.end_ns.filter(|_| call.ended_by_bye());
         let disconnect_delay_ms = bye_ns

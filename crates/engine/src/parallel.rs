@@ -125,9 +125,9 @@ pub struct Parallel {
     trackers: Option<TrackerHub>,
     packets: u64,
     bytes: u64,
-    /// Packets analysed at a believed time instead of their own
-    /// ([`crate::time_guard`], judged before the packets come here).
-    time_implausible: u64,
+    /// Anomalies of the packets' times ([`crate::time_guard`], judged
+    /// before the packets come here), by kind.
+    reader_anomalies: Vec<(&'static str, u64)>,
     counters: Counters,
     /// The capture's drop total, passed to the shards at batch ends.
     capture_dropped: u64,
@@ -182,7 +182,7 @@ impl Parallel {
             partial: HashMap::new(),
             out: Vec::new(),
             packets: 0,
-            time_implausible: 0,
+            reader_anomalies: Vec::new(),
             bytes: 0,
             counters: Counters::default(),
             trackers,
@@ -425,19 +425,20 @@ impl Parallel {
         }
         c.packets = self.packets;
         c.bytes = self.bytes;
-        if self.time_implausible > 0 {
-            c.count_anomalies("time_implausible", self.time_implausible);
+        for &(kind, n) in &self.reader_anomalies {
+            c.count_anomalies(kind, n);
         }
         c
     }
 
-    /// Counts `n` packets whose times were not believed, the last at
-    /// `ts_ns`, and tells the trackers (the reader judges times, so no
-    /// shard sees these anomalies).
-    pub(crate) fn time_implausible(&mut self, n: u64, ts_ns: i64) {
-        self.time_implausible += n;
+    /// Counts `n` anomalies the reader found (the packets' times: no shard
+    /// sees them), and tells the trackers, dated `ts_ns`.
+    pub(crate) fn reader_anomalies(&mut self, kind: &'static str, n: u64, ts_ns: i64) {
+        match self.reader_anomalies.iter_mut().find(|a| a.0 == kind) {
+            Some(a) => a.1 += n,
+            None => self.reader_anomalies.push((kind, n)),
+        }
         if let Some(hub) = &self.trackers {
-            let kind = "time_implausible";
             let a = calliper_model::event::Anomaly {
                 ts_ns,
                 kind,

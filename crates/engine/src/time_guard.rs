@@ -1,20 +1,56 @@
 //! Capture times an analysis can believe. A packet stamped more than a day
 //! away from the one before it is believed only when the packet after it
 //! agrees (within a day of it): a capture spliced from several days, or a
-//! clock set right, then goes on at its new time. The packet after is seen
-//! when both come in one batch; for the last of a batch it confirms the
-//! jump afterwards, so that one packet alone is analysed at the old time. A lone stamp decades off
-//! (six such packets in a public capture put its calls in 2092) is an
-//! anomaly, `time_implausible`: the packet is analysed at the time of the
-//! packet before it, so it still counts, but cannot stretch the calls, the
-//! time series or the charts, nor expire every open call at once.
-//! The first packet of an input has nothing to be judged against.
+//! clock set right, then goes on at its new time, and the jump is the
+//! anomaly `time_jump`. The packet after is seen when both come in one
+//! batch; for the last of a batch it confirms the jump afterwards, so that
+//! one packet alone is analysed at the old time.
+//!
+//! A lone stamp decades off (six such packets in a public capture put its
+//! calls in 2092) is the anomaly `time_implausible`: the packet is analysed
+//! at the time of the packet before it, so it still counts, but cannot
+//! stretch the calls, the time series or the charts, nor expire every open
+//! call at once. The first batch's median time is the first reference, so
+//! an absurd first packet is judged too.
+//!
+//! What this cannot tell: a capture of lone packets more than a day apart
+//! (a filtered quiet link) is collapsed onto its first believed time, with
+//! each packet counted; two packets that agree on a new time are believed.
+
+use crate::RawPacket;
 
 /// How far apart two neighbouring packets' times may be without the next
 /// packet's agreement: a day.
 pub const PLAUSIBLE_STEP_NS: i64 = 86_400_000_000_000;
 
-use crate::RawPacket;
+/// A packet whose time the guard judges (the analysis's, and an export's
+/// reading the same capture, so both see the same times).
+pub trait Stamped {
+    /// The packet's time, ns since the epoch.
+    fn ts_ns(&self) -> i64;
+    /// Sets the time to analyse it at.
+    fn set_ts_ns(&mut self, ts_ns: i64);
+}
+
+impl Stamped for RawPacket<'_> {
+    #[inline(always)]
+    fn ts_ns(&self) -> i64 {
+        self.ts_ns
+    }
+    #[inline(always)]
+    fn set_ts_ns(&mut self, ts_ns: i64) {
+        self.ts_ns = ts_ns;
+    }
+}
+
+impl Stamped for calliper_capture::Packet<'_> {
+    fn ts_ns(&self) -> i64 {
+        self.ts_ns
+    }
+    fn set_ts_ns(&mut self, ts_ns: i64) {
+        self.ts_ns = ts_ns;
+    }
+}
 
 /// Judges each packet's time against its neighbours'.
 #[derive(Debug, Default)]
@@ -25,42 +61,47 @@ pub struct TimeGuard {
     candidate: Option<i64>,
     /// Packets analysed at the reference time instead of their own.
     pub implausible: u64,
+    /// Jumps of more than a day that the next packet agreed with.
+    pub jumps: u64,
+}
+
+/// What one batch added to the guard's counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    /// Packets not believed ([`TimeGuard::implausible`]).
+    pub implausible: u64,
+    /// Jumps believed ([`TimeGuard::jumps`]).
+    pub jumps: u64,
 }
 
 impl TimeGuard {
-    /// The time to analyse a packet stamped `ts_ns` at; `next` gives the
-    /// time of the packet after it, when known (asked only for a jump).
-    #[inline(always)]
-    pub fn admit(&mut self, ts_ns: i64, next: impl FnOnce() -> Option<i64>) -> i64 {
-        match self.reference {
-            Some(r) if near(ts_ns, r) => self.believe(ts_ns),
-            Some(r) => self.judge(ts_ns, r, next()),
-            None => self.believe(ts_ns),
-        }
-    }
-
-    /// Sets each packet's time to the one to analyse it at; returns how
-    /// many were not believed.
+    /// Sets each packet's time to the one to analyse it at.
     #[inline]
-    pub fn admit_packets(&mut self, batch: &mut [RawPacket<'_>]) -> u64 {
+    pub fn admit_packets<T: Stamped>(&mut self, batch: &mut [T]) -> Judged {
         let (first, last) = match batch {
-            [] => return 0,
-            [f, .., l] => (f.ts_ns, l.ts_ns),
-            [f] => (f.ts_ns, f.ts_ns),
+            [] => return Judged::default(),
+            [f, .., l] => (f.ts_ns(), l.ts_ns()),
+            [f] => (f.ts_ns(), f.ts_ns()),
         };
+        if self.reference.is_none() {
+            self.reference = Some(median(batch));
+        }
         let (lo, hi) = batch.iter().fold((i64::MAX, i64::MIN), |(lo, hi), p| {
-            (lo.min(p.ts_ns), hi.max(p.ts_ns))
+            (lo.min(p.ts_ns()), hi.max(p.ts_ns()))
         });
         if self.admit_span(first, last, lo, hi) {
-            return 0;
+            return Judged::default();
         }
-        let before = self.implausible;
+        let (implausible, jumps) = (self.implausible, self.jumps);
         for i in 0..batch.len() {
-            let next = || batch.get(i + 1).map(|p| p.ts_ns);
-            let ts = self.admit(batch[i].ts_ns, next);
-            batch[i].ts_ns = ts;
+            let next = || batch.get(i + 1).map(|p| p.ts_ns());
+            let ts = self.admit(batch[i].ts_ns(), next);
+            batch[i].set_ts_ns(ts);
         }
-        self.implausible - before
+        Judged {
+            implausible: self.implausible - implausible,
+            jumps: self.jumps - jumps,
+        }
     }
 
     /// Whether a batch whose times run from `first` to `last`, all within
@@ -78,12 +119,24 @@ impl TimeGuard {
         }
     }
 
+    /// The time to analyse a packet stamped `ts_ns` at; `next` gives the
+    /// time of the packet after it, when known (asked only for a jump).
+    #[inline(always)]
+    pub fn admit(&mut self, ts_ns: i64, next: impl FnOnce() -> Option<i64>) -> i64 {
+        match self.reference {
+            Some(r) if near(ts_ns, r) => self.believe(ts_ns),
+            Some(r) => self.judge(ts_ns, r, next()),
+            None => self.believe(ts_ns),
+        }
+    }
+
     /// A packet more than a day from the reference `r`.
     #[cold]
     fn judge(&mut self, ts_ns: i64, r: i64, next_ns: Option<i64>) -> i64 {
         let agreed = |t: Option<i64>| t.is_some_and(|t| near(ts_ns, t));
         if agreed(self.candidate) || agreed(next_ns) {
             // Two packets agree: the capture is at a new time.
+            self.jumps += 1;
             self.believe(ts_ns)
         } else {
             self.candidate = Some(ts_ns);
@@ -105,6 +158,13 @@ impl TimeGuard {
             self.reference = Some(now_ns);
         }
     }
+}
+
+/// The median of a batch's times (at most a read batch: once per input).
+fn median<T: Stamped>(batch: &[T]) -> i64 {
+    let mut times: Vec<i64> = batch.iter().map(Stamped::ts_ns).collect();
+    times.sort_unstable();
+    times[(times.len() - 1) / 2]
 }
 
 fn near(a: i64, b: i64) -> bool {
@@ -136,6 +196,59 @@ mod tests {
         assert_eq!(g.admit(T + 3 - DAY / 2, || None), T + 3 - DAY / 2);
         assert_eq!(g.admit(T + DAY / 2, || None), T + DAY / 2);
         assert_eq!(g.implausible, 6);
+    }
+
+    /// Packets stamped `times`, as a batch.
+    fn batch(times: &[i64]) -> Vec<RawPacket<'static>> {
+        times
+            .iter()
+            .map(|&ts_ns| RawPacket {
+                ts_ns,
+                ..RawPacket::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_absurd_first_packet_is_judged_by_its_batch() {
+        for first in [0, T + 70 * 365 * DAY, i64::MIN, i64::MAX] {
+            let mut g = TimeGuard::default();
+            let mut b = batch(&[first, T, T + 1, T + 2]);
+            let judged = g.admit_packets(&mut b);
+            assert_eq!(
+                judged,
+                Judged {
+                    implausible: 1,
+                    jumps: 0
+                },
+                "{first}"
+            );
+            assert!(
+                (T..=T + 2).contains(&b[0].ts_ns),
+                "{first}: at the batch's median"
+            );
+            assert_eq!(
+                b[1..].iter().map(|p| p.ts_ns).collect::<Vec<_>>(),
+                [T, T + 1, T + 2]
+            );
+        }
+        // A batch within a day is believed whole, and counts nothing.
+        let mut g = TimeGuard::default();
+        let mut b = batch(&[T, T + DAY / 2, T + 1]);
+        assert_eq!(g.admit_packets(&mut b), Judged::default());
+        assert_eq!(
+            b.iter().map(|p| p.ts_ns).collect::<Vec<_>>(),
+            [T, T + DAY / 2, T + 1]
+        );
+        // A jump the next packet agrees with is believed and counted.
+        let mut b = batch(&[T + 2, T + 900 * DAY, T + 900 * DAY + 1]);
+        assert_eq!(
+            g.admit_packets(&mut b),
+            Judged {
+                implausible: 0,
+                jumps: 1
+            }
+        );
     }
 
     #[test]

@@ -119,3 +119,47 @@ fn a_jump_the_next_packet_agrees_with_is_believed() {
         assert_eq!(b.1, a.1 + 3650 * DAY, "{b:?} is the call ten years on");
     }
 }
+
+/// The first packet has no packet before it: its batch's median judges it.
+#[test]
+fn an_absurd_first_packet_is_judged_too() {
+    let (mut packets, link) = sample();
+    let (first, last) = (packets[1].0, packets[packets.len() - 1].0);
+    packets[0].0 += 70 * 365 * DAY;
+    let after = analyse("time-first", &packets, link);
+    assert_eq!(implausible(&after), 1, "{}", after.last().unwrap());
+    for l in after.iter().filter(|l| l["type"] != "summary") {
+        for field in ["invite_ns", "end_ns", "start_ns", "first_ns", "last_ns"] {
+            if let Some(t) = l[field].as_i64() {
+                assert!(t >= first - DAY && t <= last + DAY, "{field} {t} in {l}");
+            }
+        }
+    }
+}
+
+/// `export audio` sees the times the analysis believed: a re-stamped RTP
+/// packet is still its stream's, not "another call's".
+#[test]
+fn export_reads_the_times_the_analysis_believed() {
+    let (mut packets, link) = sample();
+    // Mid-call, where all but 36 of the capture's 2 988 packets are RTP.
+    packets[1000].0 += 70 * 365 * DAY;
+    let dir = common::scratch("time-export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, db, wav) = (dir.join("c.pcap"), dir.join("c.db"), dir.join("c.wav"));
+    common::write_pcap(&pcap, link, &packets);
+    common::analyze_into_db(&pcap, &db, &[]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["export", "audio", "1-836@127.0.1.1", "--db"])
+        .arg(&db)
+        .arg("--pcap")
+        .arg(&pcap)
+        .arg("-o")
+        .arg(&wav)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("outside its time"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
