@@ -42,12 +42,49 @@ fn capped(
     Ok((rows, more))
 }
 
+/// Most streams without a call listed beside one call, and most of its
+/// SSRCs looked for.
+pub const MAX_RELATED_STREAMS: usize = 32;
+
+/// Streams without a call that carry one of the call's streams' SSRCs
+/// within its time (`from`..`to`, the call and its margin): a leg the
+/// call's SDP did not name (a relay's, a phone's other address), linked
+/// by what it carries.
+fn related_streams(
+    budget: &mut Budget,
+    conn: &Connection,
+    streams: &[Map<String, Value>],
+    from: i64,
+    to: i64,
+) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+    let mut ssrcs: Vec<i64> = streams
+        .iter()
+        .filter_map(|s| s.get("ssrc").and_then(Value::as_i64))
+        .collect();
+    ssrcs.sort_unstable();
+    ssrcs.dedup();
+    ssrcs.truncate(MAX_RELATED_STREAMS);
+    if ssrcs.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    let marks = vec!["?"; ssrcs.len()].join(", ");
+    let sql = format!(
+        "SELECT id, src, src_port, dst, dst_port, ssrc, codec, first_ns, last_ns, packets, lost, loss_percent, mos
+         FROM streams WHERE first_ns BETWEEN ? AND ? AND call IS NULL AND ssrc IN ({marks})
+         ORDER BY first_ns, id"
+    );
+    let mut params: Vec<&dyn rusqlite::ToSql> = vec![&from, &to];
+    params.extend(ssrcs.iter().map(|s| s as &dyn rusqlite::ToSql));
+    capped(budget, conn, &sql, &params, MAX_RELATED_STREAMS)
+}
+
 /// One call in full: its columns, `streams` (each with its `intervals`),
 /// `loss_by_leg` (where each direction's loss was introduced, for a call
 /// seen on several media legs: [`crate::legs`]),
 /// `messages` (every leg that shares its Call-ID, from 64 s before its
-/// INVITE to 64 s after its end, in time order), `alerts`, and
-/// `truncated`: the kinds of which more were stored than are given. None
+/// INVITE to 64 s after its end, in time order), `alerts`,
+/// `related_streams` (streams without a call carrying its SSRCs in its
+/// time: [`related_streams`]), and `truncated`: the kinds of which more were stored than are given. None
 /// when no call has this id.
 pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
     let mut budget = Budget::new(MAX_ANSWER_BYTES);
@@ -135,6 +172,11 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     if more {
         truncated.push("messages");
     }
+    let (related, more) = related_streams(&mut budget, conn, &streams, from, to)?;
+    if more {
+        truncated.push("related_streams");
+    }
+    call.insert("related_streams".into(), list(related));
     let legs = crate::legs::loss_by_leg(&streams);
     call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);
     call.insert("streams".into(), list(streams));

@@ -190,3 +190,62 @@ fn a_call_padded_past_the_answer_budget_is_truncated_not_an_error() {
         assert!((500..4902).contains(&shown), "{name}: {shown} messages");
     }
 }
+
+/// Streams without a call that carry a call's SSRC in its time are listed
+/// with the call (issue 37 item 15): exactly those the run's own JSON
+/// lines show, both ways.
+#[test]
+fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
+    let pcap = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
+    let db = temp("related.db");
+    let _ = std::fs::remove_file(&db);
+    let lines = common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap()]);
+    let orphans: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "stream").collect();
+    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let calls = s.get("/api/calls", &[]).json()["calls"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut linked = 0;
+    for c in &calls {
+        let d = s.get(&format!("/api/calls/{}", c["id"]), &[]).json();
+        let ssrcs: Vec<i64> = d["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ssrc"].as_i64().unwrap())
+            .collect();
+        let (from, to) = (
+            d["invite_ns"].as_i64().unwrap() - 64 * SEC,
+            d["end_ns"].as_i64().unwrap() + 64 * SEC,
+        );
+        let key = |s: &serde_json::Value| {
+            (
+                s["ssrc"].as_i64(),
+                s["first_ns"].as_i64(),
+                s["src_port"].as_i64(),
+            )
+        };
+        let mut want: Vec<_> = orphans
+            .iter()
+            .filter(|o| ssrcs.contains(&o["ssrc"].as_i64().unwrap()))
+            .filter(|o| (from..=to).contains(&o["first_ns"].as_i64().unwrap()))
+            .map(|o| key(o))
+            .collect();
+        let mut got: Vec<_> = d["related_streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "call {}", c["call_id"]);
+        linked += got.len();
+    }
+    assert!(
+        linked >= 2,
+        "the capture's two relayed legs are linked ({linked})"
+    );
+}
