@@ -4,7 +4,7 @@
 //! direction, times); their packets come from a capture, decoded and timed
 //! as the listener heard them (`calliper_audio::call`).
 
-use crate::files::{creatable, distinct, reader};
+use crate::files::{creatable, directory_of, distinct, reader};
 use crate::summary::printable;
 use anyhow::{bail, Context as _, Result};
 use calliper_audio::call::CallAudio;
@@ -177,10 +177,7 @@ fn safe_output(output: &Path, db: &Path, source: &Path, record_dir: Option<&Path
         p.push(db_file);
         refuse(Path::new(&p))?;
     }
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = directory_of(output);
     if let (Ok(out), Some(Ok(rec))) = (parent.canonicalize(), record_dir.map(Path::canonicalize)) {
         if out.starts_with(&rec) {
             bail!(
@@ -252,9 +249,10 @@ fn audio(a: &AudioArgs) -> Result<()> {
         if batch.is_empty() {
             break;
         }
+        // Borrowed from the reader's buffer, so one per batch.
         let mut packets: Vec<_> = batch.iter().collect();
         times.admit_packets(&mut packets);
-        for p in packets {
+        for p in &packets {
             decoding.packet(p.ts_ns, p.link_type, p.data);
         }
     }

@@ -38,10 +38,7 @@ pub fn creatable(output: &Path) -> Result<()> {
             output.display()
         );
     }
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = directory_of(output);
     if !parent.is_dir() {
         bail!(
             "cannot create {}: no directory {}",
@@ -50,4 +47,11 @@ pub fn creatable(output: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The directory a file is (to be) in: `.` for a bare name.
+pub fn directory_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }

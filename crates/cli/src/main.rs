@@ -344,7 +344,7 @@ fn say_stored(db: &std::path::Path, calls_written: u64) {
         .and_then(|c| calliper_store::totals(&c))
         .ok()
         .filter(|(_, runs)| *runs > 1);
-    let calls = |n: u64| format!("{n} call{}", if n == 1 { "" } else { "s" });
+    let calls = |n: u64| crate::summary::counted(n, "call");
     match held {
         Some((held, runs)) => eprintln!(
             "calliper: stored {} in {}, added to what it held: it now has {} from {runs} runs (a new file keeps runs apart)",

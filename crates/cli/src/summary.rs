@@ -64,6 +64,11 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
     Ok(())
 }
 
+/// `1 call`, `3 calls`: a count and its noun, in the right number.
+pub fn counted(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 /// What an operator can do about an anomaly, where the tool knows.
 fn anomaly_hint(kind: &str) -> Option<&'static str> {
     match kind {
@@ -260,12 +265,11 @@ impl<W: Write> TextReport<W> {
         summary: &serde_json::Value,
     ) -> io::Result<()> {
         writeln!(self.w, "---")?;
-        let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         writeln!(
             self.w,
             "reported     {}, {}",
-            plural(self.calls, "call"),
-            plural(self.streams, "stream")
+            counted(self.calls, "call"),
+            counted(self.streams, "stream")
         )?;
         print_counters(&mut self.w, c)?;
         print_recording(&mut self.w, summary)?;

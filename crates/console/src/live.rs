@@ -204,9 +204,10 @@ impl LiveCalls {
         t.now_ns = now_ns;
         t.jumped = false;
         t.expire();
-        let gone = t.calls.len() != before;
+        // Open calls' ages moved too: the page is sent again.
+        let moved = t.calls.len() != before || !t.calls.is_empty();
         drop(t);
-        if gone {
+        if moved {
             self.changed();
         }
     }
@@ -418,8 +419,10 @@ mod tests {
         invite(&mut t, 1, 1_000);
         invite(&mut t, 2, 1_500);
         phase(&mut t, 1, 3_000, CallPhase::Ended);
+        let v = t.version();
         t.tick(3_000 + ENDED_KEPT_NS);
         assert_eq!(t.snapshot(10).calls.len(), 2, "kept its 30 s");
+        assert!(t.version() > v, "the open calls' ages moved");
         let v = t.version();
         t.tick(3_000 + ENDED_KEPT_NS + 1);
         let s = t.snapshot(10);
