@@ -54,10 +54,16 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         out_of_order: st.seq.out_of_order as u64,
         seq_resets: st.seq.resets as u64,
         seq_outages: st.seq.outages as u64,
-        event_packets: st.event_packets,
+        event_packets: st.event_packets.into(),
         event_end_repeats: s.dtmf.as_ref().map_or(0, |d| d.end_repeats as u64),
         mean_jitter_ms: st.ws.mean_jitter,
         max_jitter_ms: st.ws.max_jitter,
+        segment_mean_jitter_ms: st.segments.as_ref().map(|s| s.mean_jitter),
+        segment_max_jitter_ms: st.segments.as_ref().map(|s| s.max_jitter),
+        restarts_ns: st
+            .segments
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.restarts_ns.clone()),
         min_delta_ms: st.ws.min_delta(),
         mean_delta_ms: st.ws.mean_delta,
         max_delta_ms: st.ws.max_delta,

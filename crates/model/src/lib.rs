@@ -120,6 +120,19 @@ pub struct StreamRecord {
     pub mean_jitter_ms: f64,
     /// Maximum jitter, ms.
     pub max_jitter_ms: f64,
+    /// Mean jitter within restart segments, ms: Wireshark's arithmetic with
+    /// each restart's timestamp jump left out (`calliper_rtp::segments`);
+    /// absent for a stream that never restarted nor strayed (the figures
+    /// are then `mean_jitter_ms` and `max_jitter_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_mean_jitter_ms: Option<f64>,
+    /// Maximum jitter within restart segments, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_max_jitter_ms: Option<f64>,
+    /// When the source restarted its numbering, ns since the epoch (the
+    /// first 16; `seq_resets` counts them all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restarts_ns: Vec<i64>,
     /// Minimum inter-arrival delta, ms.
     pub min_delta_ms: Option<f64>,
     /// Mean inter-arrival delta, ms.

@@ -23,9 +23,11 @@ pub mod dtmf;
 pub mod emodel;
 pub mod interval;
 pub mod playout;
+pub mod segments;
 
 use by_time::ByTime;
 pub use codec::{ClockRate, Codec};
+use segments::{Boundary, SegmentJitter};
 
 /// RFC 3550 A.1: a jump of at least this many sequence numbers is a dropout.
 pub const MAX_DROPOUT: u16 = 3000;
@@ -75,11 +77,12 @@ impl SeqTracker {
     /// 3550 A.1 (a restart once the next packet follows it) unless the
     /// caller, who knows the packet's time, said otherwise ([`Self::outage`],
     /// [`Self::restart`]).
-    pub fn update(&mut self, seq: u16) {
+    /// Returns what the number was to the jitter within segments.
+    pub fn update(&mut self, seq: u16) -> Boundary {
         if !self.started {
             self.started = true;
             self.start_segment(seq);
-            return;
+            return Boundary::Within;
         }
         let udelta = seq.wrapping_sub(self.max_seq);
         if udelta == 0 {
@@ -94,9 +97,11 @@ impl SeqTracker {
                 self.strays = self.strays.saturating_sub(1); // the packet that announced the restart belongs to the new segment
                 self.start_segment(seq.wrapping_sub(1));
                 self.update(seq);
+                return Boundary::Confirmed;
             } else {
                 self.bad_seq = Some(seq.wrapping_add(1));
                 self.strays = self.strays.saturating_add(1);
+                return Boundary::Stray;
             }
         } else {
             // Behind max_seq by less than MAX_MISORDER: late or duplicate.
@@ -112,6 +117,7 @@ impl SeqTracker {
                 }
             }
         }
+        Boundary::Within
     }
 
     /// `seq` comes `packets` numbers after the highest so far (an outage
@@ -329,7 +335,7 @@ impl WiresharkView {
     /// figures take).
     fn update(&mut self, h: &Packet, clock_hz: u32) -> Option<f64> {
         let since_first = h.timestamp.wrapping_sub(self.first_ts);
-        let in_time_sequence = h.timestamp >= self.first_ts && since_first < 0x8000_0000;
+        let in_time_sequence = self.in_time_sequence(h.timestamp);
         let seq = h.seq;
         if in_time_sequence {
             // A wrap: below the first sequence number, or 65535 -> 0 when the stream started at 0.
@@ -360,7 +366,7 @@ impl WiresharkView {
             self.delta = (h.arrival_ns - self.time_ns) as f64 / 1e6;
             if clock_hz != 0 {
                 // Wireshark divides by the clock in kHz as an integer.
-                let nominal_ms = since_first as f64 / (clock_hz / 1000).max(1) as f64;
+                let nominal_ms = Self::nominal_ms(since_first, clock_hz);
                 let current_diff = (self.delta - (nominal_ms - self.last_nominal_ms)).abs();
                 self.jitter = (15.0 * self.jitter + current_diff) / 16.0;
                 self.last_nominal_ms = nominal_ms;
@@ -390,6 +396,20 @@ impl WiresharkView {
         self.stop_seq = seq;
         self.total += 1;
         regular.then_some(self.delta)
+    }
+
+    /// Wireshark's "time sequence": a timestamp at or after the stream's
+    /// first (within 2^31); only such packets are timed.
+    #[inline]
+    fn in_time_sequence(&self, timestamp: u32) -> bool {
+        timestamp >= self.first_ts && timestamp.wrapping_sub(self.first_ts) < 0x8000_0000
+    }
+
+    /// Ms from the stream's first timestamp, `since_first` clock ticks on
+    /// (Wireshark divides by the clock in kHz as an integer).
+    #[inline]
+    fn nominal_ms(since_first: u32, clock_hz: u32) -> f64 {
+        since_first as f64 / (clock_hz / 1000).max(1) as f64
     }
 
     /// Smallest inter-arrival delta over regular packets, ms.
@@ -438,8 +458,9 @@ pub struct StreamStats {
     pub last_ns: i64,
     /// Payload type of the first packet.
     pub payload_type: u8,
-    /// Packets of the RFC 4733 telephone-event type (not in jitter).
-    pub event_packets: u64,
+    /// Packets of the RFC 4733 telephone-event type (not in jitter);
+    /// 32 bits, saturating, pay for the `segments` pointer.
+    pub event_packets: u32,
     /// RFC 3550 sequence accounting.
     pub seq: SeqTracker,
     /// Wireshark-compatible timing figures.
@@ -451,6 +472,9 @@ pub struct StreamStats {
     pub worst_interval_mos: Option<f32>,
     /// Where the current reporting interval began ([`interval`]).
     interval: interval::IntervalMark,
+    /// Jitter within restart segments, from the stream's first restart or
+    /// stray on (boxed: most streams never have one).
+    pub segments: Segments,
 }
 
 impl StreamStats {
@@ -464,12 +488,13 @@ impl StreamStats {
             first_ns: p.arrival_ns,
             last_ns: p.arrival_ns,
             payload_type: p.payload_type,
-            event_packets: matches!(clock, ClockRate::Event(_)) as u64,
+            event_packets: matches!(clock, ClockRate::Event(_)) as u32,
             seq,
             ws: WiresharkView::new(p.seq, p.timestamp, p.payload_type, p.arrival_ns),
             playout: playout::Playout::default(),
             worst_interval_mos: None,
             interval: interval::IntervalMark::default(),
+            segments: None,
         };
         s.play(p, clock, false);
         s
@@ -484,7 +509,7 @@ impl StreamStats {
     /// packet under the same number (RFC 4733 §2.5.1.4), which is neither a
     /// duplicate nor new.
     pub fn update_event(&mut self, p: &Packet, clock_hz: u32, end: bool, same_event: bool) -> bool {
-        let events_only = self.event_packets == self.packets;
+        let events_only = u64::from(self.event_packets) == self.packets;
         // A repeat is counted as a packet, not in the sequence accounting.
         let repeat = end && same_event && p.seq == self.seq.max_seq();
         if !repeat && events_only && !same_event {
@@ -492,7 +517,9 @@ impl StreamStats {
         } else if !repeat {
             self.seq.update(p.seq);
         }
-        self.account(p, ClockRate::Event(clock_hz));
+        self.account(p, ClockRate::Event(clock_hz), |ws, _, p, hz| {
+            ws.update(p, hz)
+        });
         repeat
     }
 
@@ -500,13 +527,25 @@ impl StreamStats {
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
         let duplicates = self.seq.duplicates;
-        match by_time::judge(&self.seq, &self.playout, self.last_ns, p, clock) {
+        let boundary = match by_time::judge(&self.seq, &self.playout, self.last_ns, p, clock) {
             ByTime::Numbers => self.seq.update(p.seq),
-            ByTime::Outage(packets) => self.seq.outage(p.seq, packets),
-            ByTime::Restart => self.seq.restart(p.seq),
-        }
+            ByTime::Outage(packets) => {
+                self.seq.outage(p.seq, packets);
+                Boundary::Within
+            }
+            ByTime::Restart => {
+                self.seq.restart(p.seq);
+                Boundary::Restart
+            }
+        };
         self.play(p, clock, self.seq.duplicates != duplicates);
-        self.account(p, clock);
+        if boundary == Boundary::Within && self.segments.is_none() {
+            self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
+        } else {
+            self.account(p, clock, |ws, seg, p, hz| {
+                account_segments(ws, seg, p, hz, boundary)
+            });
+        }
     }
 
     /// Speech per packet, ms: the timestamp step of consecutive packets
@@ -530,26 +569,63 @@ impl StreamStats {
         }
     }
 
-    /// Everything but the sequence accounting.
-    fn account(&mut self, p: &Packet, clock: ClockRate) {
+    /// Everything but the sequence accounting; `time` times the packet
+    /// (Wireshark's figures, and the segments' once a stream has them).
+    #[inline(always)]
+    fn account(
+        &mut self,
+        p: &Packet,
+        clock: ClockRate,
+        time: impl FnOnce(&mut WiresharkView, &mut Segments, &Packet, u32) -> Option<f64>,
+    ) {
         self.packets += 1;
         self.bytes += p.bytes as u64;
         self.last_ns = self.last_ns.max(p.arrival_ns);
         let hz = match clock {
             ClockRate::Hz(hz) => hz,
             ClockRate::Event(_) => {
-                self.event_packets += 1;
+                self.event_packets = self.event_packets.saturating_add(1);
                 0
             }
             ClockRate::Unknown => 0,
         };
-        if let Some(delta) = self.ws.update(p, hz) {
+        if let Some(delta) = time(&mut self.ws, &mut self.segments, p, hz) {
             let d = delta as f32;
             if d > self.interval.max_delta_ms {
                 self.interval.max_delta_ms = d;
             }
         }
     }
+}
+
+/// A stream's jitter within restart segments, from its first boundary on.
+type Segments = Option<Box<SegmentJitter>>;
+
+/// [`WiresharkView::update`] with the jitter within restart segments
+/// alongside: for a stream from its first restart or stray on (cold: most
+/// streams never get here).
+#[cold]
+#[inline(never)]
+fn account_segments(
+    ws: &mut WiresharkView,
+    seg: &mut Segments,
+    p: &Packet,
+    hz: u32,
+    boundary: Boundary,
+) -> Option<f64> {
+    let seg = seg.get_or_insert_with(|| Box::new(SegmentJitter::mirror(ws)));
+    seg.note(boundary, p.arrival_ns);
+    let timed = hz != 0 && ws.in_time_sequence(p.timestamp);
+    let nominal = WiresharkView::nominal_ms(p.timestamp.wrapping_sub(ws.first_ts), hz);
+    let n = ws.total as f64;
+    let regular = ws.update(p, hz);
+    if timed {
+        seg.time(boundary, p.arrival_ns, nominal);
+    }
+    if regular.is_some() && hz != 0 {
+        seg.account(n, 1.0 / n);
+    }
+    regular
 }
 
 #[cfg(test)]

@@ -496,3 +496,38 @@ fn loss_behind_a_late_packet_and_after_comfort_noise() {
         (1, 0, 3_500)
     );
 }
+
+/// Jitter within restart segments: a steady stream keeps the Wireshark
+/// figures (and no state); a stray packet with a wild timestamp, and a
+/// restart with new numbers and timestamps, move the Wireshark jitter by
+/// hundreds of ms but leave the segment jitter at the link's (zero here).
+#[test]
+fn segment_jitter_leaves_out_restarts_and_strays() {
+    let clock = ClockRate::Hz(8000);
+    let steady = |n: u16, s: &mut StreamStats, from_ms: f64, seq: u16, ts: u32| {
+        for i in 0..n {
+            let p = pkt(
+                from_ms + f64::from(i) * 20.0,
+                seq + i,
+                ts + u32::from(i) * 160,
+            );
+            s.update(&p, clock);
+        }
+    };
+    let mut s = StreamStats::new(&pkt(0.0, 100, 1000), clock);
+    steady(99, &mut s, 20.0, 101, 1160);
+    assert!(s.segments.is_none());
+    // A stray 30 000 numbers on, its timestamp 10 s away, then the stream goes on.
+    s.update(&pkt(2000.0, 30_000, 1000 + 80_000 * 10), clock);
+    steady(50, &mut s, 2000.0, 200, 1000 + 100 * 160);
+    assert_eq!((s.seq.strays, s.seq.resets), (1, 0));
+    assert!(s.ws.max_jitter > 100.0, "{}", s.ws.max_jitter);
+    assert_eq!(s.segments.as_deref().unwrap().max_jitter, 0.0);
+    // A restart: numbers and timestamps start again elsewhere, 20 ms on.
+    steady(100, &mut s, 3000.0, 40_000, 5_000_000);
+    assert_eq!(s.seq.resets, 1);
+    assert!(s.ws.max_jitter > 100.0);
+    let seg = s.segments.as_deref().unwrap();
+    assert_eq!((seg.max_jitter, seg.mean_jitter), (0.0, 0.0));
+    assert_eq!(seg.restarts_ns, vec![3_000_000_000]);
+}

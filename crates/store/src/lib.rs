@@ -297,8 +297,9 @@ impl Sqlite {
              packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, seq_outages, event_packets, event_end_repeats,
              mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
              rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms,
-             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted, rtcp_xr)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted, rtcp_xr,
+             segment_mean_jitter_ms, segment_max_jitter_ms, restarts_ns)
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             call,
@@ -348,6 +349,11 @@ impl Sqlite {
             serde_json::to_string(&s.jitter_buffers)?,
             s.encrypted,
             s.rtcp_xr.as_ref().map(serde_json::to_string).transpose()?,
+            s.segment_mean_jitter_ms,
+            s.segment_max_jitter_ms,
+            (!s.restarts_ns.is_empty())
+                .then(|| serde_json::to_string(&s.restarts_ns))
+                .transpose()?,
         ])?;
         Ok(())
     }

@@ -29,6 +29,7 @@ const JSON_COLUMNS: &[&str] = &[
     "delay_inputs",
     "rtcp_xr",
     "unscored",
+    "restarts_ns",
 ];
 
 /// Opens `path` for the console: read-only, with the function searches

@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS streams (
     wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
     mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
     rtcp_max_jitter_ms REAL, worst_interval_mos REAL, packet_ms REAL, rtt_ms REAL, delay_ms REAL, delay_inputs TEXT,
-    jitter_buffers TEXT, encrypted INTEGER, rtcp_xr TEXT
+    jitter_buffers TEXT, encrypted INTEGER, rtcp_xr TEXT,
+    segment_mean_jitter_ms REAL, segment_max_jitter_ms REAL, restarts_ns TEXT
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -62,8 +63,9 @@ CREATE TABLE IF NOT EXISTS runs (
 /// (RFC 6076), the streams' RTCP XR VoIP metrics (JSON), and the KPI table (`kpi`, added by `CREATE TABLE IF NOT EXISTS`);
 /// 7 the call detail tables (`sip_messages`, `stream_intervals`) and the
 /// caller and callee indexes with time (a search by user and time range);
-/// 8 the streams' outages (big jumps counted as loss).
-const SCHEMA_VERSION: i64 = 8;
+/// 8 the streams' outages (big jumps counted as loss); 9 their jitter
+/// within restart segments and restart times (JSON).
+const SCHEMA_VERSION: i64 = 9;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -138,6 +140,16 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "streams",
             "seq_outages",
             "ALTER TABLE streams ADD COLUMN seq_outages INTEGER;",
+        )?;
+    }
+    if version < 9 {
+        add_columns(
+            conn,
+            "streams",
+            "segment_mean_jitter_ms",
+            "ALTER TABLE streams ADD COLUMN segment_mean_jitter_ms REAL;
+             ALTER TABLE streams ADD COLUMN segment_max_jitter_ms REAL;
+             ALTER TABLE streams ADD COLUMN restarts_ns TEXT;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

@@ -199,6 +199,19 @@ pub fn tshark(file: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
+pub fn wireshark_tool(tool: &str, args: &[&str]) {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
+    assert!(
+        out.status.success(),
+        "{tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--format", "jsonl", "--progress", "never"])

@@ -3,6 +3,7 @@
 //! and placed by RTP timestamp, the caller on the left, the callee on the
 //! right, each from its first packet's arrival.
 
+use crate::common;
 use std::path::Path;
 use std::process::Command;
 
@@ -237,19 +238,6 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
-fn wireshark_tool(tool: &str, args: &[&str]) {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
-    assert!(
-        out.status.success(),
-        "{tool}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Another call on the same addresses, ports and SSRCs (the same SIPp
 /// scenario 16 minutes earlier) is not this call's audio: a capture
 /// holding only it is refused, and one holding both gives the same WAV as
@@ -262,11 +250,11 @@ fn export_audio_takes_only_packets_within_the_calls_time() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (db, earlier, both) = (path("calls.db"), path("earlier.pcap"), path("both.pcap"));
-    wireshark_tool(
+    common::wireshark_tool(
         "editcap",
         &["-t", "-1000", capture.to_str().unwrap(), &earlier],
     );
-    wireshark_tool(
+    common::wireshark_tool(
         "mergecap",
         &["-w", &both, &earlier, capture.to_str().unwrap()],
     );

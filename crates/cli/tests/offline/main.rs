@@ -36,6 +36,7 @@ mod recording;
 mod recording_export;
 mod recording_hold;
 mod registrations;
+mod restart_jitter;
 mod rtcp_xr;
 mod rules;
 mod threads;

@@ -14,16 +14,16 @@ use std::collections::HashMap;
 use std::path::Path;
 
 #[derive(Debug, Clone)]
-struct TsharkStream {
-    key: (String, u16, String, u16, u32),
-    packets: u64,
-    lost: i64,
-    max_delta: f64,
-    mean_jitter: f64,
-    max_jitter: f64,
+pub(crate) struct TsharkStream {
+    pub(crate) key: (String, u16, String, u16, u32),
+    pub(crate) packets: u64,
+    pub(crate) lost: i64,
+    pub(crate) max_delta: f64,
+    pub(crate) mean_jitter: f64,
+    pub(crate) max_jitter: f64,
 }
 
-fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
+pub(crate) fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
     let text = if heuristic {
         tshark(
             file,
