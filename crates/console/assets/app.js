@@ -109,21 +109,24 @@ async function searchPage(params) {
     return;
   }
   const limit = body.limit, offset = body.offset;
+  const clip = (text) => el("td", { class: "clip", title: text }, text);
   const rows = body.calls.map((c) =>
     el("tr", { "data-id": c.id, class: "call", onclick: () => (location.hash = "#/call/" + c.id) },
       el("td", {}, el("a", { href: "#/call/" + c.id }, time(c.invite_ns))),
-      el("td", {}, c.from_user || c.from_uri || ""),
-      el("td", {}, c.to_user || c.to_uri || ""),
-      el("td", {}, c.state || ""),
+      clip(c.from_user || c.from_uri || ""),
+      clip(c.to_user || c.to_uri || ""),
+      clip(c.call_id || ""),
+      c.caller_ip ? el("td", { class: "clip", title: `${c.caller_ip} → ${c.callee_ip || "?"}` }, c.caller_ip, el("br"), `→ ${c.callee_ip || "?"}`) : el("td"),
+      el("td", {}, words(c.state)),
       el("td", {}, c.final_status ?? ""),
       el("td", { class: "n" }, c.answer_ns === null || c.answer_ns === undefined ? "" : seconds(c.duration_ms)),
-      el("td", {}, c.codecs || ""),
+      clip(c.codecs || ""),
       el("td", { class: "n " + mosClass(c.worst_mos) }, num(c.worst_mos, 2)),
       el("td", { class: "n" }, num(c.worst_loss_percent, 1)),
       el("td", { class: "n" }, num(c.setup_delay_ms, 1)),
     ));
   const table = el("table", { id: "calls" },
-    el("thead", {}, el("tr", {}, ["Time (UTC)", "Caller", "Callee", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["Time (UTC)", "Caller", "Callee", "Call-ID", "Signalling", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].map((h) => el("th", {}, h)))),
     el("tbody", {}, rows));
   const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); if (o === 0) p.delete("offset"); return "#/calls?" + p.toString(); };
   const csv = new URLSearchParams(params); csv.delete("limit"); csv.delete("offset");
@@ -140,271 +143,27 @@ function mosClass(m) {
   return m < 3.1 ? "bad" : m < 3.6 ? "fair" : "good";
 }
 
-// ---- One call --------------------------------------------------------------
 
-async function callPage(id) {
-  show(el("p", {}, "Loading call " + id + "…"));
-  let c;
-  try {
-    c = await api("/api/calls/" + encodeURIComponent(id));
-  } catch (e) {
-    show(el("p", { class: "error" }, "Error: " + visible(e.message)));
-    return;
-  }
-  const facts = [
-    ["Call-ID", c.call_id], ["Caller", c.from_uri], ["Callee", c.to_uri],
-    ["Caller agent", c.caller_user_agent], ["Callee agent", c.callee_user_agent],
-    ["Caller address", c.caller_ip ? `${c.caller_ip}:${c.caller_port}` : ""],
-    ["Callee address", c.callee_ip ? `${c.callee_ip}:${c.callee_port}` : ""],
-    ["INVITE", time(c.invite_ns)], ["Answered", time(c.answer_ns)], ["Ended", time(c.end_ns)],
-    ["State", c.state], ["Final status", [c.final_status, c.final_reason].filter((x) => x).join(" ")],
-    ["Setup delay (SRD)", c.setup_delay_ms === null ? "" : num(c.setup_delay_ms, 1) + " ms"],
-    ["Duration", seconds(c.duration_ms)], ["Hung up by", [c.hangup_by, c.hangup_reason].filter((x) => x).join(": ")],
-    ["Worst MOS", num(c.worst_mos, 2)], ["DTMF", c.dtmf_digits],
-    ["Labels", Array.isArray(c.labels) ? c.labels.join(", ") : c.labels === null || c.labels === undefined ? "" : String(c.labels)],
-  ].filter(([, v]) => v !== null && v !== undefined && v !== "");
-  const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
-  const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message; tick two to compare them."));
-  const stored = c.messages.length > 0 || c.streams.some((s) => (s.intervals || []).length > 0);
-  const noDetail = stored ? null : el("p", { class: "note", id: "no-detail" },
-    "This database holds no SIP messages or interval reports for this call: it was written with --no-call-detail, " +
-    "or by a version before the console. Analyse the capture into a new database to see the ladder and the charts.");
-  show(
-    el("p", {}, el("a", { href: "#/calls" }, "← calls")),
-    el("h1", {}, "Call " + c.id), dl,
-    c.recording_pcap ? el("p", { id: "recording" }, el("a", { href: c.recording_pcap, download: `call-${c.id}.pcap` }, "Download the call's packets (pcap)")) : null,
-    player(c),
-    noDetail,
-    (c.truncated || []).length ? el("p", { class: "note", id: "truncated" },
-      "Only the first of this call's " + c.truncated.join(", ") + " are shown: the database holds more than the console sends at once.") : null,
-    el("h2", {}, `SIP ladder (${c.messages.length} messages)`),
-    c.messages.length ? ladder(c.messages, viewer) : null, c.messages.length ? viewer : null,
-    el("h2", {}, `Streams (${c.streams.length})`), streamTable(c.streams),
-    (c.loss_by_leg || []).length ? el("div", {}, el("h2", {}, "Loss by leg"), legTable(c.loss_by_leg)) : null,
-    (c.related_streams || []).length ? el("div", {}, el("h2", {}, "Streams without a call carrying its SSRCs"),
-      el("p", { class: "hint" }, "Media no SDP of this call named, with the same SSRC in the call's time: a relay's other leg, or the phone at another address."),
-      el("table", { id: "related-streams" }, el("thead", {}, el("tr", {}, ["First (UTC)", "From", "To", "SSRC", "Codec", "Packets", "Loss %", "MOS"].map((t) => el("th", {}, t)))),
-        el("tbody", {}, c.related_streams.map((s) => el("tr", {}, el("td", {}, time(s.first_ns)), el("td", {}, `${s.src}:${s.src_port}`),
-          el("td", {}, `${s.dst}:${s.dst_port}`), el("td", {}, "0x" + Number(s.ssrc).toString(16).padStart(8, "0")), el("td", {}, s.codec || ""),
-          el("td", { class: "n" }, s.packets), el("td", { class: "n" }, num(s.loss_percent, 2)), el("td", { class: "n" }, num(s.mos, 2))))))) : null,
-    el("div", { id: "charts" }, c.streams.map(streamCharts)),
-    c.alerts.length ? el("h2", {}, "Alerts") : null,
-    c.alerts.length ? el("ul", { id: "alerts" }, c.alerts.map((a) => el("li", {}, `${time(a.ts_ns)} ${a.kind}${a.key ? " (" + a.key + ")" : ""}: ${withUnit(a.value, a.unit)} (threshold ${withUnit(a.threshold, a.unit)})`))) : null,
-  );
+// Human words for the API's enum names (states, directions, reasons).
+const WORDS = {
+  completed: "completed", answered: "answered, no BYE seen", failed: "failed", cancelled: "cancelled",
+  no_final_response: "no final response", evicted: "evicted (call table full)",
+  caller_to_callee: "caller → callee", callee_to_caller: "callee → caller", unknown: "not tied to a side",
+  not_voice: "not a voice stream", too_short: "too short to score", no_codec_value: "no E-model value for this codec",
+};
+function words(v) {
+  return v === null || v === undefined ? "" : WORDS[v] ?? String(v).replaceAll("_", " ");
 }
 
-// The call's voice from its recording: a player, and each side's waveform
-// drawn from the WAV's own samples (the caller above, the callee below);
-// a click on the waveform plays from there.
-const WAVE_SLICES = 600;
-function player(c) {
-  if (!c.recording_audio) return null;
-  const canvas = el("canvas", { id: "waveform", width: WAVE_SLICES, height: 120 });
-  const status = el("p", { class: "hint", id: "audio-status" }, "Decoding the recording…");
-  const audio = el("audio", { id: "audio", controls: "", preload: "metadata" });
-  canvas.addEventListener("click", (e) => {
-    if (!isFinite(audio.duration)) return;
-    audio.currentTime = audio.duration * e.offsetX / canvas.clientWidth;
-    audio.play();
-  });
-  (async () => {
-    try {
-      const r = await fetch(location.origin + c.recording_audio, { credentials: "same-origin" });
-      if (!r.ok) {
-        const body = await r.json().catch(() => ({ error: r.statusText }));
-        throw new Error(body.error || r.statusText);
-      }
-      const bytes = await r.arrayBuffer();
-      const wave = wavePeaks(bytes);
-      drawWave(canvas, wave.peaks);
-      canvas.dataset.peaks = JSON.stringify(wave.peaks.map((side) => side.map((p) => Math.round(p * 1000) / 1000)));
-      audio.src = URL.createObjectURL(new Blob([bytes], { type: "audio/wav" }));
-      status.textContent = `${wave.seconds.toFixed(1)} s at ${wave.rate} Hz: the caller above, the callee below.`;
-    } catch (e) {
-      status.textContent = "No audio: " + visible(e.message);
-      status.className = "error";
-    }
-  })();
-  return el("div", { id: "player" }, el("h2", {}, "Audio"), audio, el("div", {}, canvas), status);
-}
-
-// Each channel's largest |sample| (0 to 1) in each of WAVE_SLICES slices
-// of a 16-bit stereo WAV (the console's own), its rate and length.
-function wavePeaks(buf) {
-  const v = new DataView(buf);
-  let at = 12, rate = 0, data = null;
-  while (at + 8 <= v.byteLength) {
-    const id = String.fromCharCode(v.getUint8(at), v.getUint8(at + 1), v.getUint8(at + 2), v.getUint8(at + 3));
-    const size = v.getUint32(at + 4, true);
-    if (id === "fmt ") rate = v.getUint32(at + 12, true);
-    if (id === "data") { data = { start: at + 8, length: Math.min(size, v.byteLength - at - 8) }; break; }
-    at += 8 + size + (size % 2);
-  }
-  if (!data || !rate) throw new Error("not a WAV");
-  const frames = Math.floor(data.length / 4);
-  const peaks = [new Array(WAVE_SLICES).fill(0), new Array(WAVE_SLICES).fill(0)];
-  for (let i = 0; i < frames; i++) {
-    const slice = Math.floor(i * WAVE_SLICES / frames);
-    for (let ch = 0; ch < 2; ch++) {
-      const s = Math.abs(v.getInt16(data.start + 4 * i + 2 * ch, true)) / 32768;
-      if (s > peaks[ch][slice]) peaks[ch][slice] = s;
-    }
-  }
-  return { peaks, rate, seconds: frames / rate };
-}
-
-function drawWave(canvas, peaks) {
-  const g = canvas.getContext("2d"), half = canvas.height / 2;
-  g.fillStyle = "#fff";
-  g.fillRect(0, 0, canvas.width, canvas.height);
-  peaks.forEach((side, ch) => {
-    g.fillStyle = ch === 0 ? "#1f6feb" : "#1a7f37";
-    const middle = half * ch + half / 2;
-    side.forEach((p, x) => {
-      const a = p * half / 2;
-      g.fillRect(x, middle - a, 1, Math.max(1, 2 * a));
-    });
-  });
-}
-
-function label(m) {
-  return m.method ? m.method : `${m.status} ${m.cseq_method ? "(" + m.cseq_method + ")" : ""}`;
-}
-
-// The ladder: one column per address, one arrow per message, in time order.
-function ladder(messages, viewer) {
-  const hosts = [];
-  for (const m of messages) for (const h of [`${m.src}:${m.src_port}`, `${m.dst}:${m.dst_port}`]) if (!hosts.includes(h)) hosts.push(h);
-  const colW = 220, rowH = 28, top = 40;
-  const width = Math.max(1, hosts.length) * colW, height = top + messages.length * rowH + 10;
-  const svg = el("svg:svg", { id: "ladder", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  hosts.forEach((h, i) => {
-    const x = i * colW + colW / 2;
-    svg.append(el("svg:text", { x, y: 16, "text-anchor": "middle", class: "host" }, h));
-    svg.append(el("svg:line", { x1: x, y1: 24, x2: x, y2: height, class: "life" }));
-  });
-  const picked = [];
-  const t0 = messages.length ? BigInt(messages[0].ts_ns) : 0n;
-  messages.forEach((m, i) => {
-    const a = hosts.indexOf(`${m.src}:${m.src_port}`), b = hosts.indexOf(`${m.dst}:${m.dst_port}`);
-    const x1 = a * colW + colW / 2, x2 = b * colW + colW / 2, y = top + i * rowH + 10;
-    const dir = x2 >= x1 ? 1 : -1;
-    const g = el("svg:g", { class: "arrow " + (m.method ? "request" : "response"), "data-id": m.id, tabindex: 0 });
-    const ms = Number(BigInt(m.ts_ns) - t0) / 1e6;
-    g.append(
-      el("svg:line", { x1, y1: y, x2: x2 - dir * 6, y2: y }),
-      el("svg:path", { d: `M${x2},${y} l${-dir * 8},-4 l0,8 z` }),
-      el("svg:text", { x: (x1 + x2) / 2, y: y - 4, "text-anchor": "middle" }, label(m)),
-      el("svg:text", { x: 4, y: y + 4, class: "when" }, "+" + ms.toFixed(1) + " ms"),
-    );
-    const open = () => {
-      svg.querySelectorAll(".arrow.open").forEach((n) => n.classList.remove("open"));
-      g.classList.add("open");
-      const tick = el("input", { type: "checkbox", id: "compare" });
-      tick.checked = picked.includes(m);
-      tick.addEventListener("change", () => {
-        const k = picked.indexOf(m);
-        if (tick.checked && k < 0) picked.push(m);
-        if (!tick.checked && k >= 0) picked.splice(k, 1);
-        while (picked.length > 2) picked.shift();
-        svg.querySelectorAll(".arrow").forEach((n) => n.classList.toggle("picked", picked.some((p) => String(p.id) === n.dataset.id)));
-        if (picked.length === 2) viewer.append(diff(picked[0], picked[1]));
-      });
-      viewer.replaceChildren(
-        el("p", {}, `${time(m.ts_ns)}  ${m.src}:${m.src_port} → ${m.dst}:${m.dst_port} (${m.transport})${m.truncated ? " — cut at 16 KiB" : ""}  `,
-          el("label", {}, tick, " compare")),
-        el("pre", { id: "raw" }, m.message));
-    };
-    g.addEventListener("click", open);
-    g.addEventListener("keydown", (e) => { if (e.key === "Enter") open(); });
-    svg.append(g);
-  });
-  return el("div", { class: "ladder" }, svg);
-}
-
-// A line diff of two messages (longest common subsequence of lines).
-function diff(a, b) {
-  const x = a.message.split(/\r?\n/), y = b.message.split(/\r?\n/);
-  const n = Math.min(x.length, 400), m = Math.min(y.length, 400);
-  const L = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
-  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
-  const out = el("pre", { id: "diff" });
-  let i = 0, j = 0;
-  while (i < n || j < m) {
-    if (i < n && j < m && x[i] === y[j]) { out.append(el("span", {}, "  " + x[i] + "\n")); i++; j++; }
-    else if (i < n && (j >= m || L[i + 1][j] >= L[i][j + 1])) { out.append(el("span", { class: "del" }, "- " + x[i] + "\n")); i++; }
-    else { out.append(el("span", { class: "add" }, "+ " + y[j] + "\n")); j++; }
-  }
-  const name = (m) => `${label(m)} at ${time(m.ts_ns)} from ${m.src}:${m.src_port}`;
-  return el("div", {}, el("h3", {}, `Diff: − ${name(a)}, + ${name(b)}`), out);
-}
-
-// A JSON column as the API gives it (text from the database, or parsed).
-function parsed(v) {
-  if (typeof v !== "string") return v ?? null;
-  try { return JSON.parse(v); } catch (e) { return null; }
-}
-
-// MOS after each jitter-buffer model (fixed 50 ms, fixed 200 ms, adaptive).
-function bufferMos(s) {
-  const models = parsed(s.jitter_buffers);
-  if (!Array.isArray(models)) return "";
-  return models.map((m) => `${m.model}: ${m.mos === null || m.mos === undefined ? "–" : num(m.mos, 2)}${m.late ? ` (${m.late} late)` : ""}`).join(", ");
-}
-
-function streamTable(streams) {
-  const head = ["Direction", "From", "To", "SSRC", "Codec", "Packets", "Lost", "Loss %", "Dup", "Restarts", "Jitter ms", "Max jitter ms", "Max delta ms", "MOS", "MOS by jitter buffer",
-    "RTCP reports", "RTCP loss % (max)", "RTCP lost", "RTCP jitter ms (max)", "RTT ms", "RTCP XR"];
-  return el("table", { id: "streams" },
-    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
-    el("tbody", {}, streams.map((s) => el("tr", { "data-ssrc": s.ssrc },
-      el("td", {}, s.direction || ""), el("td", {}, `${s.src}:${s.src_port}`), el("td", {}, `${s.dst}:${s.dst_port}`),
-      el("td", {}, "0x" + Number(s.ssrc).toString(16).padStart(8, "0")), el("td", {}, s.codec || ""),
-      el("td", { class: "n" }, s.packets), el("td", { class: "n" }, s.lost), el("td", { class: "n" }, num(s.loss_percent, 2)),
-      el("td", { class: "n" }, s.duplicates), el("td", { class: "n", title: "sequence restarts (a sender restarting its stream, e.g. after hold): jitter spans them" }, s.seq_resets ?? ""),
-      el("td", { class: "n" }, num(s.mean_jitter_ms, 2)), el("td", { class: "n" }, num(s.max_jitter_ms, 2)),
-      el("td", { class: "n" }, num(s.max_delta_ms, 2)), el("td", { class: "n " + mosClass(s.mos) }, num(s.mos, 2)),
-      el("td", { class: "buffers" }, bufferMos(s)),
-      el("td", { class: "n" }, s.rtcp_reports ?? ""), el("td", { class: "n" }, num(s.rtcp_max_fraction_lost, 1)),
-      el("td", { class: "n" }, s.rtcp_cumulative_lost ?? ""), el("td", { class: "n" }, num(s.rtcp_max_jitter_ms, 2)),
-      el("td", { class: "n" }, num(s.rtt_ms, 1)),
-      el("td", {}, s.rtcp_xr === null || s.rtcp_xr === undefined ? "" : JSON.stringify(parsed(s.rtcp_xr) ?? s.rtcp_xr).slice(0, 120))))));
-}
-
-// Where each direction's loss was introduced, hop by hop along its path.
-function legTable(paths) {
-  const head = ["Direction", "Hop", "From", "To", "Expected", "Lost", "Loss %", "Introduced here", ""];
-  return el("div", {}, el("table", { id: "legs" },
-    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
-    el("tbody", {}, paths.map((p) => p.hops.map((h, i) => el("tr", { "data-direction": p.direction, class: h.introduced > 0 ? "lossy" : null },
-      el("td", {}, i === 0 ? p.direction.replaceAll("_", " ") : ""), el("td", { class: "n" }, i + 1), el("td", {}, h.src), el("td", {}, h.dst),
-      el("td", { class: "n" }, h.expected), el("td", { class: "n" }, h.lost), el("td", { class: "n" }, num(h.loss_percent, 2)),
-      el("td", { class: "n" + (h.introduced > 0 ? " bad" : "") }, h.introduced),
-      el("td", { class: "hint" }, i === 0 ? "first seen" : h.relayed ? "relayed unchanged: the loss before it shows here too" : "renumbered: its loss is its own")))))),
-    el("p", { class: "hint" }, "Hops in the order packets crossed them (as the probe saw them). \"Introduced here\": lost between the probe's sight of the previous hop and this one."));
-}
-
-// Per stream: loss, jitter and MOS over the call, one point per interval.
-function streamCharts(s) {
-  const iv = s.intervals || [];
-  const box = el("div", { class: "stream-charts", "data-ssrc": s.ssrc },
-    el("h3", {}, `${s.direction || "stream"} ${s.src}:${s.src_port} → ${s.dst}:${s.dst_port} (${s.codec || "?"}), ${iv.length} interval${iv.length === 1 ? "" : "s"}`));
-  if (iv.length === 0) return box;
-  box.append(
-    chart("Loss %", iv, (r) => r.loss_percent, 0, null, "loss"),
-    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter"));
-  if (iv.some((r) => r.mos !== null && r.mos !== undefined)) box.append(chart("MOS", iv, (r) => r.mos, 1, 5, "mos"));
-  else box.append(el("p", { class: "hint" }, "No MOS: " + String(s.unscored || "not a voice stream").replaceAll("_", " ")));
-  return box;
-}
-
-function chart(title, rows, value, min, max, kind) {
+// A line chart of rows over time; `marks` (ms since the epoch) are drawn
+// as dashed vertical lines (a stream's sequence restarts).
+function chart(title, rows, value, min, max, kind, marks) {
   const w = 300, h = 130, pad = 30;
   const pts = rows.map((r) => [Number(BigInt(r.start_ns) / 1000000n), value(r)]).filter(([, v]) => v !== null && v !== undefined);
   const svg = el("svg:svg", { class: "chart", "data-kind": kind, "data-points": pts.length, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
   svg.append(el("svg:text", { x: pad, y: 12, class: "title" }, title));
   if (pts.length === 0) return svg;
-  const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
+  const t0 = Math.min(pts[0][0], ...(marks || [])), t1 = Math.max(pts[pts.length - 1][0], t0 + 1, ...(marks || []));
   const hi = max ?? Math.max(1, ...pts.map(([, v]) => v)), lo = min;
   const X = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
   const Y = (v) => h - 28 - ((v - lo) / (hi - lo || 1)) * (h - 50);
@@ -417,6 +176,10 @@ function chart(title, rows, value, min, max, kind) {
     el("svg:text", { x: 2, y: Y(hi) + 4, class: "tick" }, String(Math.round(hi * 10) / 10)),
     el("svg:text", { x: 2, y: Y(lo) + 4, class: "tick" }, String(lo)),
     el("svg:polyline", { points: pts.map(([t, v]) => `${X(t).toFixed(1)},${Y(v).toFixed(1)}`).join(" ") }));
+  for (const m of marks || []) {
+    svg.append(el("svg:line", { x1: X(m).toFixed(1), y1: 16, x2: X(m).toFixed(1), y2: h - 28, class: "restart", "data-ms": m },
+      el("svg:title", {}, `sequence restart at ${clock(m)}: jitter spans it in the tshark figure`)));
+  }
   for (const [t, v] of pts) svg.append(el("svg:circle", { cx: X(t).toFixed(1), cy: Y(v).toFixed(1), r: 2.5, "data-value": v }, el("svg:title", {}, `${clock(t)}: ${Number(v).toFixed(2)}`)));
   return svg;
 }
@@ -470,7 +233,7 @@ function alertsPage(params) {
   return listPage("Alerts", "#/alerts", "/api/alerts",
     [["from", "From (UTC)"], ["to", "To (UTC)"], ["kind", "Kind", "low_mos, high_loss, no_rtp, one_way_audio, low_asr, scanning…"], ["call_id", "Call-ID"], ["source", "Source address"], ["key", "Key (trunk, direction…)"]],
     ["Time (UTC)", "Kind", "Key", "Value", "Threshold", "Source", "Call"],
-    (a) => [el("td", {}, time(a.ts_ns)), el("td", {}, a.kind || ""), el("td", {}, a.key || ""), el("td", { class: "n" }, withUnit(a.value, a.unit)),
+    (a) => [el("td", {}, time(a.ts_ns)), el("td", {}, words(a.kind)), el("td", { class: "wrap" }, a.key || ""), el("td", { class: "n" }, withUnit(a.value, a.unit)),
       el("td", { class: "n" }, withUnit(a.threshold, a.unit)), el("td", {}, a.source || ""),
       el("td", {}, a.call_id ? el("a", { href: "#/calls?call_id=" + encodeURIComponent(a.call_id) }, a.call_id) : "")],
     params);
@@ -480,9 +243,9 @@ function registrationsPage(params) {
   return listPage("Registrations", "#/registrations", "/api/registrations",
     [["from", "From (UTC)"], ["to", "To (UTC)"], ["aor", "Address of record", "sip:alice@example.com"], ["outcome", "Outcome", "registered, unregistered, challenged, auth_failed, failed"], ["client", "Client address"], ["registrar", "Registrar address"]],
     ["Time (UTC)", "Address of record", "Outcome", "Status", "Expires s", "Client", "Registrar", "User-Agent", "Contact"],
-    (r) => [el("td", {}, time(r.ts_ns)), el("td", {}, r.aor || ""), el("td", {}, r.outcome || ""), el("td", {}, r.status ?? ""),
+    (r) => [el("td", {}, time(r.ts_ns)), el("td", { class: "wrap" }, r.aor || ""), el("td", {}, words(r.outcome)), el("td", {}, r.status ?? ""),
       el("td", { class: "n" }, r.expires ?? ""), el("td", {}, r.client ? `${r.client}:${r.client_port}` : ""),
-      el("td", {}, r.registrar ? `${r.registrar}:${r.registrar_port}` : ""), el("td", {}, r.user_agent || ""), el("td", {}, r.contact || "")],
+      el("td", {}, r.registrar ? `${r.registrar}:${r.registrar_port}` : ""), el("td", { class: "wrap" }, r.user_agent || ""), el("td", { class: "wrap" }, r.contact || "")],
     params);
 }
 

@@ -30,7 +30,7 @@ function livePage() {
       return el("tr", { "data-call-id": c.call_id, class: "phase-" + c.phase },
         el("td", {}, time(c.invite_ns)), el("td", { class: "n age" }, ((snap.now_ns - c.invite_ns) / 1e9).toFixed(0) + " s"),
         el("td", {}, c.caller), el("td", {}, c.callee),
-        el("td", {}, c.phase.replaceAll("_", " ")), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
+        el("td", {}, words(c.phase)), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
         el("td", {}, c.end_ns === null || c.end_ns === undefined ? "" : time(c.end_ns)),
         el("td", {}, c.streams.map((s) => el("div", { class: "live-stream" },
           `${s.src} → ${s.dst} ${s.codec} `, el("span", { class: mosClass(s.mos) }, s.mos === null || s.mos === undefined ? "–" : num(s.mos, 2)),

@@ -82,6 +82,7 @@ pub(crate) async fn call(
         && crate::recording_api::find(&state, call_id, invite_ns)
             .await
             .is_ok_and(|f| !f.is_empty());
+    crate::offers::mark(&mut detail);
     if let serde_json::Value::Object(o) = &mut detail {
         let link = recorded.then(|| format!("/api/calls/{id}/pcap"));
         o.insert("recording_pcap".into(), link.into());

@@ -20,6 +20,7 @@ mod lists_api;
 mod live;
 mod live_api;
 mod metrics;
+mod offers;
 mod params;
 mod recording_api;
 mod rules_api;

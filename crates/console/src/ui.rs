@@ -14,6 +14,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/app.js"),
     ),
     (
+        "call.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../assets/call.js"),
+    ),
+    (
         "probe.js",
         "text/javascript; charset=utf-8",
         include_str!("../assets/probe.js"),

@@ -27,15 +27,7 @@ impl Engine {
         sender: IpAddr,
     ) -> Option<bool> {
         let parsed = sdp::parse(body);
-        let hold = parsed
-            .media
-            .iter()
-            .filter(|m| m.kind.eq_ignore_ascii_case("audio") && m.port != 0)
-            .map(|m| {
-                matches!(m.direction, Direction::SendOnly | Direction::Inactive)
-                    || m.addr.is_some_and(|a| a.is_unspecified())
-            })
-            .reduce(|a, b| a || b);
+        let hold = parsed.audio_hold();
         if parsed.bad_lines > 0 {
             if let Some(call) = self.calls.get_mut(idx) {
                 call.anomalies += 1;

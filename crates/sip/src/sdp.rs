@@ -97,6 +97,29 @@ pub struct Sdp<'a> {
     pub bad_lines: u32,
 }
 
+impl Sdp<'_> {
+    /// Whether this description puts the call on hold: some audio offered
+    /// send-only, inactive or to 0.0.0.0 (RFC 3264 §8.4, and the older
+    /// RFC 2543 way); None when it has no active audio.
+    pub fn audio_hold(&self) -> Option<bool> {
+        self.media
+            .iter()
+            .filter(|m| m.kind.eq_ignore_ascii_case("audio") && m.port != 0)
+            .map(|m| {
+                matches!(m.direction, Direction::SendOnly | Direction::Inactive)
+                    || m.addr.is_some_and(|a| a.is_unspecified())
+            })
+            .reduce(|a, b| a || b)
+    }
+
+    /// Whether it offers fax over T.38 (`m=image` with a port).
+    pub fn t38(&self) -> bool {
+        self.media
+            .iter()
+            .any(|m| m.kind.eq_ignore_ascii_case("image") && m.port != 0)
+    }
+}
+
 fn parse_connection(v: &str) -> Option<IpAddr> {
     // c=IN IP4 192.0.2.1[/ttl[/n]]
     let mut it = v.split_ascii_whitespace();

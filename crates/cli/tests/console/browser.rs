@@ -59,7 +59,7 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1100"]
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"]
             }
         }}});
         let mut b = Browser {
@@ -132,7 +132,20 @@ impl Browser {
         assert!(png.starts_with(b"\x89PNG"), "not a PNG");
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(name), png).unwrap();
+        std::fs::write(dir.join(name), &png).unwrap();
+        // The docs' pictures, when asked for (docs/console.md says how).
+        if let Some(docs) = std::env::var_os("CALLIPER_SCREENSHOTS_TO") {
+            std::fs::write(Path::new(&docs).join(format!("console-{name}")), &png).unwrap();
+        }
+    }
+
+    /// The elements matching `selector` that stick out of the window
+    /// (right edge beyond the viewport's width), as their text's start:
+    /// empty when everything fits.
+    pub fn overflowing(&self, selector: &str) -> Value {
+        self.js(&format!(
+            "const w = document.documentElement.clientWidth; return [...document.querySelectorAll('{selector}')].filter(e => e.getBoundingClientRect().right > w + 0.5).map(e => e.textContent.slice(0, 40));"
+        ))
     }
 }
 
