@@ -235,7 +235,7 @@ fn the_console_shows_what_the_api_gives() {
     // The MOS bars carry the API's counts; the load charts its rows.
     let bars = browser.wait(
         "the MOS bands",
-        "const r = document.querySelectorAll('#mos-bands rect'); return r.length ? [...r].map(b => Number(b.dataset.calls)) : null;",
+        "const r = document.querySelectorAll('#mos-bands rect:not(#mos-none)'); return r.length ? [...r].map(b => Number(b.dataset.calls)) : null;",
     );
     let bands: Vec<u64> = api("/api/kpi/mos")["bands"]
         .as_array()
@@ -245,6 +245,28 @@ fn the_console_shows_what_the_api_gives() {
         .collect();
     assert_eq!(bars, json!(bands));
     assert!(bands.iter().sum::<u64>() > 0);
+    // Answered calls without a MOS have their own bar: as many as the call
+    // search lists answered without a worst MOS.
+    let none = browser.js("return Number(document.querySelector('#mos-none').dataset.calls);");
+    let unscored = all["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["answer_ns"].is_null() && c["worst_mos"].is_null())
+        .count();
+    assert!(
+        unscored > 0,
+        "the captures hold an answered call without MOS"
+    );
+    assert_eq!(none, json!(unscored));
+    // The definitions are a link the console serves.
+    let doc = browser.js("return document.querySelector('#kpi-doc').getAttribute('href');");
+    let text = s.get(doc.as_str().unwrap(), &[]);
+    assert!(
+        text.status == 200 && String::from_utf8_lossy(&text.body).contains("ASR"),
+        "{}",
+        text.status
+    );
     let load = api("/api/kpi/load?interval=86400")["rows"]
         .as_array()
         .unwrap()

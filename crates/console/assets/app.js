@@ -265,7 +265,8 @@ async function kpiPage(params) {
     status.className = "error";
     return;
   }
-  status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: docs/kpi.md.`;
+  status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: `;
+  if (body.rows.length) status.append(el("a", { href: "/assets/kpi.md", id: "kpi-doc" }, "docs/kpi.md"), ".");
   const pct = (v) => (v === null || v === undefined ? "" : num(v, 1));
   const table = el("table", { id: "kpi" },
     el("thead", {}, el("tr", {}, ["Interval (UTC)", "Key", "Attempts", "Answered", "ASR %", "NER %", "SER %", "SEER %", "SRD ms", "Registrations", "IRA %"].map((h) => el("th", {}, h)))),
@@ -291,15 +292,21 @@ async function kpiPage(params) {
   const loadCharts = load && load.rows.length ? el("div", { class: "stream-charts" }, el("h3", {}, "Load"),
     chart("Concurrent calls (most)", load.rows, (r) => r.max_calls_open, 0, null, "concurrent"),
     chart("Calls started", load.rows, (r) => r.calls_started, 0, null, "started")) : null;
-  document.getElementById("main").append(...[charts, loadCharts, mos ? mosBars(mos.bands) : null, table].filter((x) => x));
+  document.getElementById("main").append(...[charts, loadCharts, mos ? mosBars(mos.bands, mos.answered_without_mos) : null, table].filter((x) => x));
 }
 
 // Calls per MOS band, as horizontal bars (SVG: the page allows no inline style).
-function mosBars(bands) {
-  const most = Math.max(1, ...bands.map((b) => b.calls));
-  const w = 300, row = 16;
-  const svg = el("svg:svg", { class: "chart", id: "mos-bands", width: w, height: 20 + row * bands.length, viewBox: `0 0 ${w} ${20 + row * bands.length}` },
+function mosBars(bands, without) {
+  const most = Math.max(1, without || 0, ...bands.map((b) => b.calls));
+  const w = 300, row = 16, rows = bands.length + 1;
+  const svg = el("svg:svg", { class: "chart", id: "mos-bands", width: w, height: 20 + row * rows, viewBox: `0 0 ${w} ${20 + row * rows}` },
     el("svg:text", { x: 4, y: 12, class: "title" }, "Calls by worst stream MOS"));
+  // Answered calls no stream of which was scored: no media, one way, or no E-model value.
+  const y = 18 + bands.length * row;
+  svg.append(el("svg:text", { x: 4, y: y + 11, class: "tick" }, "no MOS"),
+    el("svg:rect", { x: 60, y: y + 2, height: row - 4, width: ((w - 110) * (without || 0) / most).toFixed(1), class: "plain", id: "mos-none", "data-calls": without || 0 },
+      el("svg:title", {}, "answered calls without a scored voice stream (no media, one way only, or a codec without an E-model value)")),
+    el("svg:text", { x: w - 4, y: y + 11, class: "tick", "text-anchor": "end" }, String(without || 0)));
   bands.forEach((b, i) => {
     const y = 18 + i * row;
     svg.append(el("svg:text", { x: 4, y: y + 11, class: "tick" }, `${b.from.toFixed(1)}–${b.to.toFixed(1)}`),

@@ -170,20 +170,23 @@ pub(crate) async fn load(
     Ok(json_body(body))
 }
 
-/// `GET /api/kpi/mos?from=...&to=...`: calls per band of worst stream MOS.
+/// `GET /api/kpi/mos?from=...&to=...`: calls per band of worst stream MOS,
+/// and the answered calls without one.
 pub(crate) async fn mos(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Pairs,
 ) -> Result<Response, ApiError> {
     let KpiQuery { from, until, .. } = kpi_query(&pairs(query)?, &["from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |c| {
-        let counts = calliper_store::mos_bands(c, from, until)?;
+        let (counts, without) = calliper_store::mos_bands(c, from, until)?;
         let bands: Vec<_> = calliper_store::MOS_BANDS
             .iter()
             .zip(counts)
             .map(|((lo, hi), calls)| json!({ "from": lo, "to": hi, "calls": calls }))
             .collect();
-        Ok(serde_json::to_vec(&json!({ "bands": bands }))?)
+        Ok(serde_json::to_vec(
+            &json!({ "bands": bands, "answered_without_mos": without }),
+        )?)
     })
     .await?;
     Ok(json_body(body))

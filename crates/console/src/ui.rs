@@ -24,6 +24,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/probe.js"),
     ),
     (
+        "kpi.md",
+        "text/plain; charset=utf-8",
+        include_str!("../../../docs/kpi.md"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../assets/style.css"),

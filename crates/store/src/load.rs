@@ -65,12 +65,15 @@ pub const MOS_BANDS: [(f64, f64); 8] = [
 ];
 
 /// Calls whose INVITE came from `from_ns` to `until_ns` (both included)
-/// with a worst stream MOS, counted per band of [`MOS_BANDS`].
+/// with a worst stream MOS, counted per band of [`MOS_BANDS`]; and the
+/// answered calls of that range without one (no voice stream scored: no
+/// media, one way only, or codecs without an E-model value), so the bands
+/// do not hide them.
 pub fn mos_bands(
     conn: &Connection,
     from_ns: i64,
     until_ns: i64,
-) -> Result<[u64; MOS_BANDS.len()], StoreError> {
+) -> Result<([u64; MOS_BANDS.len()], u64), StoreError> {
     let mut q = conn.prepare(
         "SELECT MIN(?3, MAX(0, CAST((worst_mos - 1.0) * 2 AS INTEGER))) AS band, COUNT(*)
          FROM calls WHERE invite_ns >= ?1 AND invite_ns <= ?2 AND typeof(worst_mos) IN ('real', 'integer')
@@ -83,5 +86,11 @@ pub fn mos_bands(
         let band = r.get_ref(0)?.as_i64().unwrap_or(0).clamp(0, last) as usize;
         bands[band] += r.get_ref(1)?.as_i64().unwrap_or(0).max(0) as u64;
     }
-    Ok(bands)
+    let without: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM calls WHERE invite_ns >= ?1 AND invite_ns <= ?2
+         AND answer_ns IS NOT NULL AND typeof(worst_mos) NOT IN ('real', 'integer')",
+        rusqlite::params![from_ns, until_ns],
+        |r| r.get(0),
+    )?;
+    Ok((bands, without.max(0) as u64))
 }

@@ -265,13 +265,15 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
         })
         .collect();
     assert_eq!(got, want, "{} load", pcap.display());
-    let mut bands = [0u64; 8];
+    let (mut bands, mut without) = ([0u64; 8], 0);
     for c in lines
         .iter()
         .filter(|l| l["type"] == "call" && l["invite_ns"].is_i64())
     {
-        if let Some(m) = c["worst_mos"].as_f64() {
-            bands[((m - 1.0) * 2.0).floor().clamp(0.0, 7.0) as usize] += 1;
+        match c["worst_mos"].as_f64() {
+            Some(m) => bands[((m - 1.0) * 2.0).floor().clamp(0.0, 7.0) as usize] += 1,
+            None if c["answer_ns"].is_i64() => without += 1,
+            None => {}
         }
     }
     let r = s.get("/api/kpi/mos", &[]).json();
@@ -282,6 +284,7 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
         .map(|b| b["calls"].as_u64().unwrap())
         .collect();
     assert_eq!(got, bands, "{} MOS bands", pcap.display());
+    assert_eq!(r["answered_without_mos"], without, "{}", pcap.display());
     assert_eq!(r["bands"][0]["from"], 1.0);
     assert_eq!(r["bands"][7]["to"], 5.0);
     want.len() + bands.iter().sum::<u64>() as usize
