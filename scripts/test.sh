@@ -70,6 +70,6 @@ if ! benches/budget.sh; then
     exit 1
 fi
 # Every fuzz target under libFuzzer for a bounded time (FUZZ_SECONDS each).
-if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
-    fuzz/run.sh "${FUZZ_SECONDS:-30}"
+if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
+    fuzz/run.sh "${FUZZ_SECONDS:-15}"
 fi
