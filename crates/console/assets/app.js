@@ -46,10 +46,19 @@ async function api(path) {
   return body;
 }
 
+// A time in ns from the API as a BigInt, or null when it is not one (a
+// database from elsewhere may hold anything in any column).
+function nsOf(v) {
+  return typeof v === "number" && Number.isFinite(v) ? BigInt(Math.trunc(v)) : null;
+}
+// Ms since the epoch as "YYYY-MM-DD HH:MM:SS.mmm", "" outside Date's range.
+function isoMs(ms) {
+  const d = new Date(ms);
+  return isNaN(d) ? "" : d.toISOString().replace("T", " ").replace("Z", "");
+}
 function time(ns) {
-  if (ns === null || ns === undefined) return "";
-  const d = new Date(Number(BigInt(ns) / 1000000n));
-  return d.toISOString().replace("T", " ").replace("Z", "");
+  const n = nsOf(ns);
+  return n === null ? "" : isoMs(Number(n / 1000000n));
 }
 function num(v, digits) {
   return v === null || v === undefined ? "" : Number(v).toFixed(digits);
@@ -159,7 +168,8 @@ function words(v) {
 // as dashed vertical lines (a stream's sequence restarts).
 function chart(title, rows, value, min, max, kind, marks) {
   const w = 300, h = 130, pad = 30;
-  const pts = rows.map((r) => [Number(BigInt(r.start_ns) / 1000000n), value(r)]).filter(([, v]) => v !== null && v !== undefined);
+  const pts = rows.map((r) => [nsOf(r.start_ns), value(r)]).filter(([t, v]) => t !== null && typeof v === "number" && Number.isFinite(v))
+    .map(([t, v]) => [Number(t / 1000000n), v]);
   const svg = el("svg:svg", { class: "chart", "data-kind": kind, "data-points": pts.length, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
   svg.append(el("svg:text", { x: pad, y: 12, class: "title" }, title));
   if (pts.length === 0) return svg;
@@ -168,7 +178,7 @@ function chart(title, rows, value, min, max, kind, marks) {
   const X = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
   const Y = (v) => h - 28 - ((v - lo) / (hi - lo || 1)) * (h - 50);
   // Time of day within a day; the date beyond.
-  const clock = (ms) => new Date(ms).toISOString().slice(t1 - t0 > 86400000 ? 0 : 11, t1 - t0 > 86400000 ? 10 : 19);
+  const clock = (ms) => isoMs(ms).slice(t1 - t0 > 86400000 ? 0 : 11, t1 - t0 > 86400000 ? 10 : 19);
   svg.append(
     el("svg:line", { x1: pad, y1: h - 28, x2: w - 8, y2: h - 28, class: "axis" }),
     el("svg:text", { x: pad, y: h - 14, class: "tick" }, clock(t0)),

@@ -145,9 +145,10 @@ function flow(c, viewer) {
   for (const m of messages) { add(`${m.src}:${m.src_port}`); add(`${m.dst}:${m.dst_port}`); }
   // Media joins the column of its address's signalling, else its own.
   const column = (ip, port) => { const i = hosts.findIndex((h) => h.slice(0, h.lastIndexOf(":")) === ip); return i >= 0 ? i : add(`${ip}:${port}`); };
-  const t0 = BigInt(c.invite_ns ?? messages[0].ts_ns);
-  const rows = messages.map((m) => ({ ts: BigInt(m.ts_ns), m }))
-    .concat(c.streams.map((s) => ({ ts: BigInt(s.first_ns), s, from: column(s.src, s.src_port), to: column(s.dst, s.dst_port) })))
+  const t0 = nsOf(c.invite_ns) ?? nsOf(messages[0].ts_ns) ?? 0n;
+  const rows = messages.map((m) => ({ ts: nsOf(m.ts_ns) ?? t0, m }))
+    .concat(c.streams.filter((s) => nsOf(s.first_ns) !== null)
+      .map((s) => ({ ts: nsOf(s.first_ns), s, from: column(s.src, s.src_port), to: column(s.dst, s.dst_port) })))
     .sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.m ? -1 : 1));
   const colW = 240, rowH = 28, bandH = 44, top = 40, left = 70;
   const heights = rows.map((r) => (r.s ? bandH : rowH));
@@ -164,7 +165,7 @@ function flow(c, viewer) {
   rows.forEach((r, i) => {
     const mid = y + heights[i] / 2;
     y += heights[i];
-    if (r.s) { svg.append(band(r.s, X(r.from), X(r.to), mid, since(r.ts), c.invite_ns)); return; }
+    if (r.s) { svg.append(band(r.s, X(r.from), X(r.to), mid, since(r.ts), t0)); return; }
     const m = r.m;
     const x1 = X(hosts.indexOf(`${m.src}:${m.src_port}`)), x2 = X(hosts.indexOf(`${m.dst}:${m.dst_port}`));
     const dir = x2 >= x1 ? 1 : -1;
@@ -205,9 +206,10 @@ function flow(c, viewer) {
 }
 
 // One stream as a band between its ends, with what it carried.
-function band(s, x1, x2, mid, when, invite_ns) {
+function band(s, x1, x2, mid, when, t0) {
   const lo = Math.min(x1, x2), hi = Math.max(x1, x2);
-  const span = `${(Number(BigInt(s.first_ns) - BigInt(invite_ns)) / 1e9).toFixed(1)}–${(Number(BigInt(s.last_ns) - BigInt(invite_ns)) / 1e9).toFixed(1)} s`;
+  const at = (v) => { const n = nsOf(v); return n === null ? "?" : (Number(n - t0) / 1e9).toFixed(1); };
+  const span = `${at(s.first_ns)}–${at(s.last_ns)} s`;
   const rtcp = s.rtcp_reports ? `RTCP ${s.rtcp_reports} reports` : "no RTCP seen";
   const mos = s.mos === null || s.mos === undefined ? words(s.unscored) || "no MOS" : "MOS " + num(s.mos, 2);
   const bar = mid + 8;
@@ -302,6 +304,17 @@ function legTable(paths) {
     el("p", { class: "hint" }, "Hops in the order packets crossed them (as the probe saw them). \"Introduced here\": lost between the probe's sight of the previous hop and this one."));
 }
 
+// A stream's restarts (ms) within its intervals' time: at most 16 finite
+// numbers, whatever the database holds.
+function restartMarks(s, iv) {
+  const all = parsed(s.restarts_ns);
+  const first = nsOf(iv[0].start_ns), last = nsOf(iv[iv.length - 1].end_ns);
+  if (!Array.isArray(all) || first === null || last === null) return [];
+  const [lo, hi] = [Number(first / 1000000n), Number(last / 1000000n)];
+  return all.slice(0, 16).filter((v) => typeof v === "number" && Number.isFinite(v))
+    .map((ns) => Math.round(ns / 1e6)).filter((ms) => ms >= lo && ms <= hi);
+}
+
 // Per stream: loss, jitter and MOS over the call, one point per interval.
 function streamCharts(s) {
   const iv = s.intervals || [];
@@ -310,7 +323,7 @@ function streamCharts(s) {
   if (iv.length === 0) return box;
   box.append(
     chart("Loss %", iv, (r) => r.loss_percent, 0, null, "loss"),
-    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter", (parsed(s.restarts_ns) || []).map((ns) => Math.round(Number(ns) / 1e6))));
+    chart("Jitter ms", iv, (r) => r.jitter_ms, 0, null, "jitter", restartMarks(s, iv)));
   if (iv.some((r) => r.mos !== null && r.mos !== undefined)) box.append(chart("MOS", iv, (r) => r.mos, 1, 5, "mos"));
   else box.append(el("p", { class: "hint" }, "No MOS: " + (words(s.unscored) || "not a voice stream")));
   return box;

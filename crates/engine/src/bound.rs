@@ -84,7 +84,9 @@ impl Config {
             + 2 * MAX_DESCS_PER_CALL * size_of::<(IpAddr, u16)>()
             + MAX_STREAMS_PER_CALL * size_of::<Idx>()
             + 3 * ALLOC;
-        let stream_heap = size_of::<DtmfTracker>() + 2 * MAX_EVENTS * size_of::<DtmfEvent>();
+        let stream_heap = size_of::<DtmfTracker>()
+            + 2 * MAX_EVENTS * size_of::<DtmfEvent>()
+            + calliper_rtp::segments::HEAP_BYTES;
         let mut parts = vec![
             part(
                 "calls",

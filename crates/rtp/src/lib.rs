@@ -512,14 +512,22 @@ impl StreamStats {
         let events_only = u64::from(self.event_packets) == self.packets;
         // A repeat is counted as a packet, not in the sequence accounting.
         let repeat = end && same_event && p.seq == self.seq.max_seq();
-        if !repeat && events_only && !same_event {
+        let boundary = if !repeat && events_only && !same_event {
             self.seq.rebase(p.seq);
+            Boundary::Within
         } else if !repeat {
-            self.seq.update(p.seq);
+            self.seq.update(p.seq)
+        } else {
+            Boundary::Within
+        };
+        let clock = ClockRate::Event(clock_hz);
+        if boundary == Boundary::Within && self.segments.is_none() {
+            self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
+        } else {
+            self.account(p, clock, |ws, seg, p, hz| {
+                account_segments(ws, seg, p, hz, boundary)
+            });
         }
-        self.account(p, ClockRate::Event(clock_hz), |ws, _, p, hz| {
-            ws.update(p, hz)
-        });
         repeat
     }
 
@@ -615,13 +623,12 @@ fn account_segments(
 ) -> Option<f64> {
     let seg = seg.get_or_insert_with(|| Box::new(SegmentJitter::mirror(ws)));
     seg.note(boundary, p.arrival_ns);
-    let timed = hz != 0 && ws.in_time_sequence(p.timestamp);
-    let nominal = WiresharkView::nominal_ms(p.timestamp.wrapping_sub(ws.first_ts), hz);
+    let timed = ws.in_time_sequence(p.timestamp);
+    let nominal =
+        (hz != 0).then(|| WiresharkView::nominal_ms(p.timestamp.wrapping_sub(ws.first_ts), hz));
     let n = ws.total as f64;
     let regular = ws.update(p, hz);
-    if timed {
-        seg.time(boundary, p.arrival_ns, nominal);
-    }
+    seg.time(boundary, timed, p.arrival_ns, nominal);
     if regular.is_some() && hz != 0 {
         seg.account(n, 1.0 / n);
     }

@@ -45,19 +45,26 @@ pub struct SegmentJitter {
     pub max_jitter: f64,
     /// Wireshark's running mean over regular packets, ms.
     pub mean_jitter: f64,
-    /// Arrival and nominal time (ms from the stream's first timestamp) of
-    /// the last timed packet.
-    time_ns: i64,
-    last_nominal_ms: f64,
+    /// Arrival of the segment's last packet in Wireshark's time sequence
+    /// (None at a segment's start: its first such packet only sets it).
+    time_ns: Option<i64>,
+    /// Nominal time (ms from the stream's first timestamp) of its last
+    /// timed packet.
+    last_nominal_ms: Option<f64>,
     /// Arrival of each restart, ns (the first [`RESTART_TIMES`]).
     pub restarts_ns: Vec<i64>,
-    /// Arrival of the last stray: the date of a restart it announced.
+    /// Arrival of the last stray: the date of a restart it announces.
     stray_ns: i64,
-    /// Its arrival and nominal time, if it was timed: the reference of
-    /// the packet that confirms it (tshark on the new segment alone times
-    /// that packet from the stray).
-    stray_timed: Option<(i64, f64)>,
+    /// Its reference, if it was in Wireshark's time sequence: the packet
+    /// that confirms it is timed from it (as tshark on the new segment
+    /// alone would time it). Any other packet forgets it.
+    stray_reference: Option<(i64, Option<f64>)>,
 }
+
+/// Extra heap a stream can hold for its segments (the box and its restart
+/// times), for the memory bound: any stream can be made to pay it by one
+/// stray packet.
+pub const HEAP_BYTES: usize = std::mem::size_of::<SegmentJitter>() + RESTART_TIMES * 8;
 
 impl SegmentJitter {
     /// Starts from the Wireshark figures so far (identical until now).
@@ -66,11 +73,11 @@ impl SegmentJitter {
             jitter: ws.jitter,
             max_jitter: ws.max_jitter,
             mean_jitter: ws.mean_jitter,
-            time_ns: ws.time_ns,
-            last_nominal_ms: ws.last_nominal_ms,
+            time_ns: Some(ws.time_ns),
+            last_nominal_ms: Some(ws.last_nominal_ms),
             restarts_ns: Vec::new(),
             stray_ns: ws.time_ns,
-            stray_timed: None,
+            stray_reference: None,
         }
     }
 
@@ -91,32 +98,48 @@ impl SegmentJitter {
         }
     }
 
-    /// Times one packet in Wireshark's time sequence, with a known clock.
-    pub(crate) fn time(&mut self, boundary: Boundary, arrival_ns: i64, nominal_ms: f64) {
+    /// Takes one packet: `timed` is whether it is in Wireshark's time
+    /// sequence, `nominal_ms` its nominal time when its clock is known
+    /// (Wireshark moves the arrival reference on every packet of the time
+    /// sequence, the nominal one only on those with a clock).
+    pub(crate) fn time(
+        &mut self,
+        boundary: Boundary,
+        timed: bool,
+        arrival_ns: i64,
+        nominal_ms: Option<f64>,
+    ) {
         match boundary {
             Boundary::Stray => {
-                self.stray_timed = Some((arrival_ns, nominal_ms));
+                self.stray_reference = timed.then_some((arrival_ns, nominal_ms));
                 return;
             }
-            Boundary::Restart => self.jitter = 0.0,
+            Boundary::Restart => {
+                self.jitter = 0.0;
+                self.stray_reference = None;
+                (self.time_ns, self.last_nominal_ms) = (None, None);
+            }
             Boundary::Confirmed => {
                 self.jitter = 0.0;
-                if let Some((time_ns, last_nominal_ms)) = self.stray_timed.take() {
-                    (self.time_ns, self.last_nominal_ms) = (time_ns, last_nominal_ms);
-                    self.step(arrival_ns, nominal_ms);
-                }
+                let (time_ns, nominal) = self.stray_reference.take().unzip();
+                (self.time_ns, self.last_nominal_ms) = (time_ns, nominal.flatten());
             }
-            Boundary::Within => self.step(arrival_ns, nominal_ms),
+            Boundary::Within => self.stray_reference = None,
         }
-        self.time_ns = arrival_ns;
-        self.last_nominal_ms = nominal_ms;
-    }
-
-    /// Wireshark's jitter step from the last timed packet.
-    fn step(&mut self, arrival_ns: i64, nominal_ms: f64) {
-        let delta = (arrival_ns - self.time_ns) as f64 / 1e6;
-        let diff = (delta - (nominal_ms - self.last_nominal_ms)).abs();
-        self.jitter = (15.0 * self.jitter + diff) / 16.0;
+        if !timed {
+            return;
+        }
+        if let (Some(time_ns), Some(last), Some(now)) =
+            (self.time_ns, self.last_nominal_ms, nominal_ms)
+        {
+            let delta = (arrival_ns - time_ns) as f64 / 1e6;
+            let diff = (delta - (now - last)).abs();
+            self.jitter = (15.0 * self.jitter + diff) / 16.0;
+        }
+        self.time_ns = Some(arrival_ns);
+        if nominal_ms.is_some() {
+            self.last_nominal_ms = nominal_ms;
+        }
     }
 
     /// Takes the current jitter into the max and the running mean, as
