@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
     baresip:baresip rtpengine:rtpengine-daemon nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
-    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables \
+    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables sngrep:sngrep \
     chromium:chromium /usr/bin/chromedriver:chromium-driver valgrind:valgrind; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done

@@ -8,9 +8,10 @@ use anyhow::{Context, Result};
 use calliper_engine::{Analyzer, Counters, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
 use calliper_trackers::{
-    Alerts, CallDetail, EventLog, Kpis, RegistrationLog, TimeSeries, UserTracker,
+    Alerts, CallDetail, EventLog, HepOut, HepTarget, Kpis, RegistrationLog, TimeSeries, UserTracker,
 };
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::Ordering;
 
 /// Packets analysed between two writes of what the analysis finished
 /// (`analyze` and `probe` alike).
@@ -40,6 +41,8 @@ pub struct Outputs {
     alerts: Alerts,
     /// SIP messages and interval reports, when a database keeps them.
     detail: Option<CallDetail>,
+    /// SIP messages sent as HEP to a collector (`--hep`).
+    hep: Option<HepOut>,
     /// Trackers that write nothing here (the console's live calls).
     others: Vec<Box<dyn calliper_engine::Tracker>>,
     /// Call records handed to the writer so far.
@@ -87,7 +90,15 @@ impl Outputs {
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
+        let hep = match o.hep {
+            Some(addr) => Some(
+                HepOut::start(hep_target(o, addr)?)
+                    .with_context(|| format!("cannot send HEP to {addr}"))?,
+            ),
+            None => None,
+        };
         Ok(Outputs {
+            hep,
             writer: Writer::start(sinks, lossy),
             users: UserTracker::new(),
             registrations: RegistrationLog::new(),
@@ -115,6 +126,9 @@ impl Outputs {
         ];
         if let Some(d) = &self.detail {
             trackers.push(Box::new(d.clone()));
+        }
+        if let Some(h) = &self.hep {
+            trackers.push(h.tracker());
         }
         trackers.append(&mut self.others);
         std::sync::Arc::new(std::sync::Mutex::new(trackers))
@@ -170,7 +184,27 @@ impl Outputs {
     /// What the outputs and trackers dropped so far, each with its summary
     /// key and why (the summary line and the probe's health page).
     pub fn drops(&self) -> Vec<Dropped> {
+        let hep = |f: fn(&calliper_trackers::HepCounts) -> &std::sync::atomic::AtomicU64| {
+            self.hep
+                .as_ref()
+                .map_or(0, |h| f(h.counts()).load(Ordering::Relaxed))
+        };
         vec![
+            Dropped {
+                what: "HEP messages",
+                key: "hep_dropped",
+                count: hep(|c| &c.dropped),
+                why: format!(
+                    "the collector could not keep up: more than {} waiting",
+                    calliper_trackers::MAX_HEP_QUEUED
+                ),
+            },
+            Dropped {
+                what: "HEP messages",
+                key: "hep_failed",
+                count: hep(|c| &c.failed) + hep(|c| &c.too_long),
+                why: "the socket refused them (collector unreachable), or over 64 KiB".into(),
+            },
             Dropped {
                 what: "events",
                 key: "events_dropped",
@@ -238,6 +272,9 @@ impl Outputs {
     /// (the analysis failed); the alerts still waiting for their place
     /// among the records are judged and written first.
     pub fn close(mut self) -> Result<()> {
+        if let Some(h) = &mut self.hep {
+            h.finish();
+        }
         let mut last = Batch::default();
         for a in self.alerts.take_all() {
             last.tracked.push(("alert", serde_json::to_value(&a)?));
@@ -255,8 +292,11 @@ impl Outputs {
         input: &str,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<()> {
-        // What still waits is judged before the drops are counted.
+        // What still waits is judged (and sent) before the drops are counted.
         let alerts = self.alerts.take_all();
+        if let Some(h) = &mut self.hep {
+            h.finish();
+        }
         let mut summary = summary::counters_json(counters);
         let rule_list = rules.map(|r| r.list()).unwrap_or_default();
         let mut fields = extra;
@@ -271,6 +311,12 @@ impl Outputs {
                 );
                 fields.insert(d.key.into(), d.count.into());
             }
+        }
+        if let Some(h) = &self.hep {
+            fields.insert(
+                "hep_sent".into(),
+                h.counts().sent.load(Ordering::Relaxed).into(),
+            );
         }
         let late = self.time_series.late();
         if late > 0 {
@@ -308,4 +354,27 @@ impl Outputs {
             kpis: self.kpis.run_total(),
         })
     }
+}
+
+/// The collector and what each message carries, from the options.
+fn hep_target(o: &OutputArgs, addr: std::net::SocketAddr) -> Result<HepTarget> {
+    let auth_key = match &o.hep_key {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the HEP key file {}", path.display()))?;
+            let key = text.lines().next().unwrap_or("").trim().as_bytes().to_vec();
+            anyhow::ensure!(
+                !key.is_empty(),
+                "{}: the HEP key file is empty",
+                path.display()
+            );
+            Some(key)
+        }
+        None => None,
+    };
+    Ok(HepTarget {
+        addr,
+        capture_id: o.hep_id,
+        auth_key,
+    })
 }

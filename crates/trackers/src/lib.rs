@@ -13,6 +13,7 @@
 mod alerts;
 mod call_detail;
 mod event_log;
+mod hep_out;
 mod kpi;
 mod time_series;
 pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};
@@ -21,6 +22,7 @@ pub use call_detail::{
 };
 pub use calliper_model::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
+pub use hep_out::{HepCounts, HepOut, HepTarget, MAX_QUEUED as MAX_HEP_QUEUED};
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 

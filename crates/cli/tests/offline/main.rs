@@ -26,6 +26,7 @@ mod example_tracker;
 mod export;
 mod flood;
 mod hep;
+mod hep_out;
 mod hostile;
 mod hostile_files;
 mod hostile_numbers;
