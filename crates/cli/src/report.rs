@@ -254,6 +254,7 @@ fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
             f(k.rrd_ms, 7, 1),
         )?;
     }
+    writeln!(out, "  {}", calliper_model::kpi::LEGEND)?;
     Ok(())
 }
 

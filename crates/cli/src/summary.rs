@@ -83,11 +83,25 @@ fn anomaly_hint(kind: &str) -> Option<&'static str> {
     }
 }
 
+/// Most streams without a call held until the end, to be written after the
+/// calls with the call whose streams share their SSRC; beyond it they are
+/// written at once, unlinked.
+const MAX_HELD_ORPHANS: usize = 10_000;
+/// Most SSRCs of calls' streams remembered for that link.
+const MAX_LINKED_SSRCS: usize = 200_000;
+/// How far outside a call's stream an orphan with its SSRC still belongs
+/// to it (the console's related streams take the call's time the same way).
+const LINK_SLACK_NS: i64 = 10_000_000_000;
+
 /// Human-readable report: one block per call, then orphan streams, then counters.
 pub struct TextReport<W: Write> {
     w: W,
     calls: u64,
     streams: u64,
+    /// Streams without a call, held for the end.
+    orphans: Vec<StreamRecord>,
+    /// Per SSRC of a call's stream: the call, and the stream's first and last packet.
+    call_ssrcs: std::collections::HashMap<u32, (String, i64, i64)>,
 }
 
 impl<W: Write> TextReport<W> {
@@ -97,6 +111,8 @@ impl<W: Write> TextReport<W> {
             w,
             calls: 0,
             streams: 0,
+            orphans: Vec::new(),
+            call_ssrcs: std::collections::HashMap::new(),
         }
     }
 
@@ -106,9 +122,38 @@ impl<W: Write> TextReport<W> {
             Record::Call(c) => self.call(c),
             Record::Stream(s) => {
                 self.streams += 1;
-                writeln!(self.w, "stream without call  {}", stream_line(s))
+                if self.orphans.len() < MAX_HELD_ORPHANS {
+                    self.orphans.push((**s).clone());
+                    Ok(())
+                } else {
+                    writeln!(self.w, "stream without call  {}", stream_line(s))
+                }
             }
         };
+    }
+
+    /// The held streams without a call, each with the call carrying its
+    /// SSRC in its time (a relay's other leg, the phone elsewhere).
+    fn write_orphans(&mut self) -> io::Result<()> {
+        for s in std::mem::take(&mut self.orphans) {
+            let link = self
+                .call_ssrcs
+                .get(&s.ssrc)
+                .filter(|(_, first, last)| {
+                    s.first_ns <= last.saturating_add(LINK_SLACK_NS)
+                        && s.last_ns >= first.saturating_sub(LINK_SLACK_NS)
+                })
+                .map(|(call, _, _)| {
+                    format!("  (its SSRC is in call {}'s streams)", printable(call))
+                });
+            writeln!(
+                self.w,
+                "stream without call  {}{}",
+                stream_line(&s),
+                link.unwrap_or_default()
+            )?;
+        }
+        Ok(())
     }
 
     fn call(&mut self, c: &CallRecord) -> io::Result<()> {
@@ -118,14 +163,14 @@ impl<W: Write> TextReport<W> {
         };
         writeln!(
             self.w,
-            "call {}  {} -> {}  {}  {} {}  {:?}  duration {:.1} s  setup {}",
+            "call {}  {} -> {}  {}  {} {}  {}  duration {:.1} s  setup {}",
             printable(&c.call_id),
             who(&c.from),
             who(&c.to),
             rfc3339(c.invite_ns),
             c.final_status.map_or("-".into(), |s| s.to_string()),
             printable(c.final_reason.as_deref().unwrap_or("")),
-            c.state,
+            c.state.words(),
             c.duration_ms / 1000.0,
             c.setup_delay_ms
                 .map_or("-".into(), |d| format!("{d:.1} ms")),
@@ -155,6 +200,10 @@ impl<W: Write> TextReport<W> {
         for s in &c.streams {
             self.streams += 1;
             writeln!(self.w, "    {}", stream_line(s))?;
+            if self.call_ssrcs.len() < MAX_LINKED_SSRCS || self.call_ssrcs.contains_key(&s.ssrc) {
+                let span = (c.call_id.clone(), s.first_ns, s.last_ns);
+                self.call_ssrcs.insert(s.ssrc, span);
+            }
         }
         Ok(())
     }
@@ -264,6 +313,7 @@ impl<W: Write> TextReport<W> {
         rules: &[RuleInfo],
         summary: &serde_json::Value,
     ) -> io::Result<()> {
+        self.write_orphans()?;
         writeln!(self.w, "---")?;
         writeln!(
             self.w,

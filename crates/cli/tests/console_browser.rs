@@ -150,7 +150,12 @@ fn the_console_shows_what_the_api_gives() {
             let mos = m["mos"]
                 .as_f64()
                 .map_or("–".to_string(), |v| format!("{v:.2}"));
-            let want = format!("{}: {mos}", m["model"].as_str().unwrap());
+            let model = match m["model"].as_str().unwrap() {
+                "fixed50" => "fixed 50 ms",
+                "fixed200" => "fixed 200 ms",
+                other => other,
+            };
+            let want = format!("{model}: {mos}");
             assert!(
                 shown.as_str().unwrap().contains(&want),
                 "{shown} lacks {want}"
@@ -481,6 +486,7 @@ fn the_live_page_follows_a_replay() {
         );
     }
     browser.screenshot("live.png");
+    assert_eq!(browser.overflowing("#live th, #live td"), json!([]));
 }
 
 #[test]
@@ -527,6 +533,8 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
         "return [...document.querySelectorAll('#engine-counters td')].some(t => t.textContent === 'sip_messages');",
     );
     browser.screenshot("probe.png");
+    let text = browser.js("return document.getElementById('main').innerText;");
+    assert!(!text.as_str().unwrap().contains("null"), "{text}");
 
     // Add a rule through the form, see it listed as the API lists it, remove it.
     browser.go(&format!("{base}#/rules"));

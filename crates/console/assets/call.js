@@ -246,10 +246,11 @@ function parsed(v) {
 }
 
 // MOS after each jitter-buffer model (fixed 50 ms, fixed 200 ms, adaptive).
+const BUFFER_WORDS = { fixed50: "fixed 50 ms", fixed200: "fixed 200 ms", adaptive: "adaptive" };
 function bufferMos(s) {
   const models = parsed(s.jitter_buffers);
   if (!Array.isArray(models)) return "";
-  return models.map((m) => `${m.model}: ${m.mos === null || m.mos === undefined ? "–" : num(m.mos, 2)}${m.late ? ` (${m.late} late)` : ""}`).join(", ");
+  return models.map((m) => `${BUFFER_WORDS[m.model] || m.model}: ${m.mos === null || m.mos === undefined ? "–" : num(m.mos, 2)}${m.late ? ` (${m.late} late)` : ""}`).join(", ");
 }
 
 function streamTable(streams) {

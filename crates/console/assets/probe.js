@@ -28,11 +28,11 @@ function livePage() {
       const end = c.end_ns ?? snap.now_ns;
       const duration = c.answer_ns === null || c.answer_ns === undefined ? "" : ((end - c.answer_ns) / 1e9).toFixed(0) + " s";
       return el("tr", { "data-call-id": c.call_id, class: "phase-" + c.phase },
-        el("td", {}, time(c.invite_ns)), el("td", { class: "n age" }, ((snap.now_ns - c.invite_ns) / 1e9).toFixed(0) + " s"),
-        el("td", {}, c.caller), el("td", {}, c.callee),
+        el("td", { title: time(c.invite_ns) }, time(c.invite_ns).slice(11, 19)), el("td", { class: "n age" }, ((snap.now_ns - c.invite_ns) / 1e9).toFixed(0) + " s"),
+        el("td", { class: "clip", title: c.caller }, c.caller), el("td", { class: "clip", title: c.callee }, c.callee),
         el("td", {}, words(c.phase)), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
-        el("td", {}, c.end_ns === null || c.end_ns === undefined ? "" : time(c.end_ns)),
-        el("td", {}, c.streams.map((s) => el("div", { class: "live-stream" },
+        el("td", {}, c.end_ns === null || c.end_ns === undefined ? "" : time(c.end_ns).slice(11, 19)),
+        el("td", { class: "wrap" }, c.streams.map((s) => el("div", { class: "live-stream" },
           `${s.src} → ${s.dst} ${s.codec} `, el("span", { class: mosClass(s.mos) }, s.mos === null || s.mos === undefined ? "–" : num(s.mos, 2)),
           ` ${num(s.loss_percent, 1)} % ${num(s.jitter_ms, 1)} ms`))));
     }));
@@ -99,11 +99,12 @@ function healthPage() {
       ["Calls open", h.calls_open ?? "(shards do not say)"], ["Calls written", h.calls_written],
       ["Lost by the probe", lost === 0 ? "nothing" : `${lost} (see below)`],
     ];
-    content.replaceChildren(
+    content.replaceChildren(...[
       el("dl", { class: "facts", id: "health" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", { class: k === "Lost by the probe" && lost > 0 ? "bad" : null }, String(v))])),
       el("h2", {}, "Interfaces (kernel counters)"),
       h.interfaces.length === 0 ? el("p", { class: "hint" }, "None: the probe reads files.") :
-        el("p", { class: "hint", id: "interfaces-hint" }, "The probe captures what this host receives and sends; the kernel counts each direction apart, so packets analysed come near received plus sent (less what the ring dropped)."),
+        el("p", { class: "hint", id: "interfaces-hint" }, "The kernel's counters since the interface came up, not since the probe started: " +
+          "compare how fast they grow with the packet rate above. The probe captures both directions; on loopback the ring gets each packet twice (sent and received) and the duplicate filter analyses it once."),
       h.interfaces.length === 0 ? null :
         el("table", { id: "interfaces" }, el("thead", {}, el("tr", {}, ["Interface", "Received packets", "Sent packets", "Received bytes", "Dropped", "Errors"].map((t) => el("th", {}, t)))),
           el("tbody", {}, h.interfaces.map((i) => el("tr", {}, el("td", {}, i.name), el("td", { class: "n" }, i.rx_packets ?? "–"), el("td", { class: "n" }, i.tx_packets ?? "–"),
@@ -113,7 +114,7 @@ function healthPage() {
       el("table", { id: "drops" }, el("tbody", {}, dropped.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "n" + (v ? " bad" : "") }, v))))),
       el("h2", {}, "Engine counters (not zero)"),
       el("table", { id: "engine-counters" }, el("tbody", {}, flatCounters(h.engine).filter(([, v]) => v).map(([k, v]) =>
-        el("tr", {}, el("td", { class: k.startsWith("anomaly") ? "fair" : null }, k), el("td", { class: "n" }, v))))));
+        el("tr", {}, el("td", { class: k.startsWith("anomaly") ? "fair" : null }, k), el("td", { class: "n" }, v)))))].filter((n) => n));
   };
   refresh();
   probeTimer = setInterval(refresh, 2000);

@@ -104,7 +104,7 @@ pub const LEGEND: &str =
 SER session establishment ratio, SEER session establishment effectiveness ratio, ISA ineffective \
 session attempts, SCR session completion ratio, SRD session request delay, SDD session disconnect \
 delay, SDT session duration, IRA ineffective registration attempts, RRD registration request delay \
-(RFC 6076); definitions in docs/kpi.md";
+(RFC 6076); fSRD the SRD of failed attempts, REG registrations; definitions in docs/kpi.md";
 
 /// The ratios and means of a [`KpiCounts`]: percentages, and delays in ms
 /// (SDT in s); none where the denominator is 0.

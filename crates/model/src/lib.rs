@@ -54,6 +54,20 @@ pub enum CallState {
     Evicted,
 }
 
+impl CallState {
+    /// The state in words, for reports (the console's WORDS say the same).
+    pub fn words(self) -> &'static str {
+        match self {
+            CallState::Completed => "completed",
+            CallState::Answered => "answered, no BYE seen",
+            CallState::Failed => "failed",
+            CallState::Cancelled => "cancelled",
+            CallState::NoFinalResponse => "no final response",
+            CallState::Evicted => "evicted (call table full)",
+        }
+    }
+}
+
 /// Direction of a stream relative to the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -248,4 +248,26 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
         linked >= 2,
         "the capture's two relayed legs are linked ({linked})"
     );
+    // The text report links the same streams, after the calls.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--progress", "never"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let noted = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("stream without call")
+                && l.contains("its SSRC is in call 12013223@200.57.7.195")
+        })
+        .count();
+    assert_eq!(noted, linked, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let last_call = lines.iter().rposition(|l| l.starts_with("call ")).unwrap();
+    let first_orphan = text
+        .lines()
+        .position(|l| l.starts_with("stream without call"))
+        .unwrap();
+    assert!(first_orphan > last_call, "orphans come after the calls");
 }
