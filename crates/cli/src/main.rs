@@ -218,6 +218,9 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     }
     let mut inputs = Inputs::open(&a.files)?;
     refuse_overwriting_inputs(&a.files, &a.out)?;
+    if let Some(db) = &a.out.db {
+        warn_if_analysed_before(db, &input_names(&a.files));
+    }
     let recorder = a.record.start(&mut cfg, false)?;
     let mut outputs = Outputs::open(&a.out, false, false)?;
     let bar = progress_bar(a.progress, inputs.total_bytes());
@@ -259,6 +262,22 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         )));
     }
     Ok(clean)
+}
+
+/// Says so when the database already holds an analysis of these inputs:
+/// their calls will be stored twice (and show twice in the console).
+fn warn_if_analysed_before(db: &std::path::Path, input: &str) {
+    let Ok(conn) = calliper_store::open_read_only(db) else {
+        return; // a new database, or one `Outputs::open` will explain
+    };
+    if let Ok(n @ 1..) = calliper_store::runs_of(&conn, input) {
+        eprintln!(
+            "calliper: warning: {} already holds {} of {input}: its calls will be stored again, \
+             and show twice in searches, KPIs and the console; use a new database to keep them once",
+            db.display(),
+            if n == 1 { "an analysis".to_string() } else { format!("{n} analyses") }
+        );
+    }
 }
 
 /// `--memory-bound`: the most memory the analysis can take, by part.

@@ -16,7 +16,7 @@ mod load;
 pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;
 pub use calliper_model::stored::{StoredCall, StoredStream};
-pub use lookup::{find_calls, totals};
+pub use lookup::{find_calls, runs_of, totals};
 mod detail;
 pub mod files;
 pub use files::{append_private, create_private};

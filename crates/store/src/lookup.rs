@@ -89,3 +89,13 @@ pub fn totals(conn: &Connection) -> Result<(i64, i64), StoreError> {
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?)
 }
+
+/// How many earlier runs of the database analysed `input` (the same file
+/// names): a run that analyses it again stores each of its calls twice.
+pub fn runs_of(conn: &Connection, input: &str) -> Result<i64, StoreError> {
+    Ok(
+        conn.query_row("SELECT count(*) FROM runs WHERE input = ?1", [input], |r| {
+            r.get(0)
+        })?,
+    )
+}

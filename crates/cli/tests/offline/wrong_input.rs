@@ -231,3 +231,32 @@ fn analyze_help_examples_run() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Analysing a capture again into the database that holds it warns that
+/// its calls are stored twice (the walk-through found it silent).
+#[test]
+fn analysing_a_capture_again_into_its_database_warns() {
+    let dir = common::scratch("again");
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("calls.db");
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let args = [
+        "analyze",
+        "--progress",
+        "never",
+        "-o",
+        "/dev/null",
+        "--db",
+        db.to_str().unwrap(),
+        capture.to_str().unwrap(),
+    ];
+    let first = calliper(&args);
+    assert!(!String::from_utf8_lossy(&first.stderr).contains("already holds"));
+    let again = calliper(&args);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        said.contains("already holds an analysis of") && said.contains("stored again"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
