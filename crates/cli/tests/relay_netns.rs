@@ -38,8 +38,13 @@ fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
         // Nodes are user-space processes on a shared 2-core machine: allow a
         // recovered packet or two past the budget, not more than 1 %.
         assert!(r["late"].as_u64().unwrap() <= 5, "stream {s}: {r}");
+        // The dead link is noticed 1 000 ms after it was last heard, and the
+        // new route then takes a hello round: on this 2-vCPU machine the four
+        // streams' gaps were 1 092–1 108 ms in a full test run (session 24),
+        // so 1 100 ms failed one run in a few. 1 200 ms still fails a
+        // reroute 10 % slower than the design's.
         let gap = r["longest_gap_ms"].as_f64().unwrap();
-        assert!(gap <= 1100.0, "stream {s}: reroute took {gap} ms");
+        assert!(gap <= 1200.0, "stream {s}: reroute took {gap} ms");
     }
     let nodes: Vec<Value> = (1..=3)
         .map(|i| json(&dir.join(format!("r{i}.json"))))
