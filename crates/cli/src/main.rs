@@ -264,15 +264,17 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     Ok(clean)
 }
 
-/// Says so when the database already holds an analysis of these inputs:
-/// their calls will be stored twice (and show twice in the console).
+/// Says so when the database already holds an analysis of inputs named as
+/// these are (the names as given: the same file named otherwise is not
+/// recognised): their calls would be stored twice (and show twice in the
+/// console).
 fn warn_if_analysed_before(db: &std::path::Path, input: &str) {
     let Ok(conn) = calliper_store::open_read_only(db) else {
         return; // a new database, or one `Outputs::open` will explain
     };
     if let Ok(n @ 1..) = calliper_store::runs_of(&conn, input) {
         eprintln!(
-            "calliper: warning: {} already holds {} of {input}: its calls will be stored again, \
+            "calliper: warning: {} already holds {} of inputs named {input}: if they are these, their calls will be stored again, \
              and show twice in searches, KPIs and the console; use a new database to keep them once",
             db.display(),
             if n == 1 { "an analysis".to_string() } else { format!("{n} analyses") }

@@ -71,7 +71,8 @@ impl Outputs {
         };
         match o.format {
             Format::Jsonl => sinks.sinks.push(Box::new(JsonLines::new(out))),
-            Format::Text => sinks.text = Some(summary::TextReport::new(out)),
+            // A probe (which appends) runs for ever: its orphans go at once.
+            Format::Text => sinks.text = Some(summary::TextReport::new(out, !append)),
         }
         if let Some(db) = &o.db {
             sinks
@@ -195,15 +196,26 @@ impl Outputs {
                 key: "hep_dropped",
                 count: hep(|c| &c.dropped),
                 why: format!(
-                    "the collector could not keep up: more than {} waiting",
-                    calliper_trackers::MAX_HEP_QUEUED
+                    "the collector could not keep up (more than {} messages or {} MiB waiting), or still waiting {} s after the end",
+                    calliper_trackers::MAX_HEP_QUEUED,
+                    calliper_trackers::MAX_HEP_QUEUED_BYTES >> 20,
+                    calliper_trackers::HEP_FINISH_WITHIN.as_secs()
                 ),
             },
             Dropped {
                 what: "HEP messages",
                 key: "hep_failed",
-                count: hep(|c| &c.failed) + hep(|c| &c.too_long),
-                why: "the socket refused them (collector unreachable), or over 64 KiB".into(),
+                count: hep(|c| &c.failed),
+                why: format!(
+                    "the socket refused them or took over {} s (the collector unreachable or the link too slow)",
+                    calliper_trackers::HEP_SEND_TIMEOUT.as_secs()
+                ),
+            },
+            Dropped {
+                what: "SIP messages not sent as HEP",
+                key: "hep_too_long",
+                count: hep(|c| &c.too_long),
+                why: "over HEP's 64 KiB with their chunks".into(),
             },
             Dropped {
                 what: "events",
@@ -359,17 +371,7 @@ impl Outputs {
 /// The collector and what each message carries, from the options.
 fn hep_target(o: &OutputArgs, addr: std::net::SocketAddr) -> Result<HepTarget> {
     let auth_key = match &o.hep_key {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the HEP key file {}", path.display()))?;
-            let key = text.lines().next().unwrap_or("").trim().as_bytes().to_vec();
-            anyhow::ensure!(
-                !key.is_empty(),
-                "{}: the HEP key file is empty",
-                path.display()
-            );
-            Some(key)
-        }
+        Some(path) => Some(read_hep_key(path)?),
         None => None,
     };
     Ok(HepTarget {
@@ -377,4 +379,39 @@ fn hep_target(o: &OutputArgs, addr: std::net::SocketAddr) -> Result<HepTarget> {
         capture_id: o.hep_id,
         auth_key,
     })
+}
+
+/// Longest HEP key taken (Homer's are a few dozen bytes).
+const MAX_HEP_KEY: usize = 256;
+
+/// The first line of a HEP key file: a regular file (not a FIFO, a device
+/// or a link), read up to a bound; a warning when others may read it.
+fn read_hep_key(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display();
+    let meta = std::fs::symlink_metadata(path)
+        .with_context(|| format!("cannot read the HEP key file {shown}"))?;
+    anyhow::ensure!(
+        meta.file_type().is_file(),
+        "{shown}: the HEP key file must be a regular file (not a link, a FIFO or a device)"
+    );
+    if meta.permissions().mode() & 0o077 != 0 {
+        eprintln!("calliper: warning: {shown}: others may read the HEP key (chmod 600 it)");
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_string(&mut text))
+        .with_context(|| format!("cannot read the HEP key file {shown}"))?;
+    let key = text.lines().next().unwrap_or("").trim().as_bytes().to_vec();
+    anyhow::ensure!(
+        !key.is_empty(),
+        "{shown}: the HEP key file's first line is empty"
+    );
+    anyhow::ensure!(
+        key.len() <= MAX_HEP_KEY,
+        "{shown}: a HEP key of {} bytes; at most {MAX_HEP_KEY}",
+        key.len()
+    );
+    Ok(key)
 }

@@ -87,8 +87,12 @@ fn anomaly_hint(kind: &str) -> Option<&'static str> {
 /// calls with the call whose streams share their SSRC; beyond it they are
 /// written at once, unlinked.
 const MAX_HELD_ORPHANS: usize = 10_000;
-/// Most SSRCs of calls' streams remembered for that link.
-const MAX_LINKED_SSRCS: usize = 200_000;
+/// Most SSRCs of calls' streams remembered for that link (each with up to
+/// [`CALLS_PER_SSRC`] calls: an SSRC reused by another call does not hide
+/// the first).
+const MAX_LINKED_SSRCS: usize = 20_000;
+/// Calls remembered per SSRC.
+const CALLS_PER_SSRC: usize = 4;
 /// How far outside a call's stream an orphan with its SSRC still belongs
 /// to it (the console's related streams take the call's time the same way).
 const LINK_SLACK_NS: i64 = 10_000_000_000;
@@ -98,20 +102,30 @@ pub struct TextReport<W: Write> {
     w: W,
     calls: u64,
     streams: u64,
-    /// Streams without a call, held for the end.
-    orphans: Vec<StreamRecord>,
-    /// Per SSRC of a call's stream: the call, and the stream's first and last packet.
-    call_ssrcs: std::collections::HashMap<u32, (String, i64, i64)>,
+    /// Streams without a call, held for the end (`analyze`; a probe, which
+    /// runs for ever, writes them at once).
+    orphans: Option<Vec<StreamRecord>>,
+    /// Per SSRC of a call's stream: the calls, and the stream's first and last packet.
+    call_ssrcs: std::collections::HashMap<u32, Vec<(String, i64, i64)>>,
+}
+
+/// A run that failed never reaches `finish`: the streams without a call
+/// held for it are written all the same.
+impl<W: Write> Drop for TextReport<W> {
+    fn drop(&mut self) {
+        let _ = self.write_orphans();
+    }
 }
 
 impl<W: Write> TextReport<W> {
-    /// A report written to `w`.
-    pub fn new(w: W) -> Self {
+    /// A report written to `w`; `link_orphans` holds streams without a
+    /// call until the end, to write them with the call carrying their SSRC.
+    pub fn new(w: W, link_orphans: bool) -> Self {
         TextReport {
             w,
             calls: 0,
             streams: 0,
-            orphans: Vec::new(),
+            orphans: link_orphans.then(Vec::new),
             call_ssrcs: std::collections::HashMap::new(),
         }
     }
@@ -122,11 +136,12 @@ impl<W: Write> TextReport<W> {
             Record::Call(c) => self.call(c),
             Record::Stream(s) => {
                 self.streams += 1;
-                if self.orphans.len() < MAX_HELD_ORPHANS {
-                    self.orphans.push((**s).clone());
-                    Ok(())
-                } else {
-                    writeln!(self.w, "stream without call  {}", stream_line(s))
+                match &mut self.orphans {
+                    Some(held) if held.len() < MAX_HELD_ORPHANS => {
+                        held.push((**s).clone());
+                        Ok(())
+                    }
+                    _ => writeln!(self.w, "stream without call  {}", stream_line(s)),
                 }
             }
         };
@@ -135,17 +150,20 @@ impl<W: Write> TextReport<W> {
     /// The held streams without a call, each with the call carrying its
     /// SSRC in its time (a relay's other leg, the phone elsewhere).
     fn write_orphans(&mut self) -> io::Result<()> {
-        for s in std::mem::take(&mut self.orphans) {
-            let link = self
+        for s in self.orphans.take().unwrap_or_default() {
+            let calls: Vec<String> = self
                 .call_ssrcs
                 .get(&s.ssrc)
+                .into_iter()
+                .flatten()
                 .filter(|(_, first, last)| {
                     s.first_ns <= last.saturating_add(LINK_SLACK_NS)
                         && s.last_ns >= first.saturating_sub(LINK_SLACK_NS)
                 })
-                .map(|(call, _, _)| {
-                    format!("  (its SSRC is in call {}'s streams)", printable(call))
-                });
+                .map(|(call, _, _)| printable(call).into_owned())
+                .collect();
+            let link = (!calls.is_empty())
+                .then(|| format!("  (its SSRC is in call {}'s streams)", calls.join(", ")));
             writeln!(
                 self.w,
                 "stream without call  {}{}",
@@ -200,9 +218,12 @@ impl<W: Write> TextReport<W> {
         for s in &c.streams {
             self.streams += 1;
             writeln!(self.w, "    {}", stream_line(s))?;
-            if self.call_ssrcs.len() < MAX_LINKED_SSRCS || self.call_ssrcs.contains_key(&s.ssrc) {
-                let span = (c.call_id.clone(), s.first_ns, s.last_ns);
-                self.call_ssrcs.insert(s.ssrc, span);
+            let room = self.call_ssrcs.len() < MAX_LINKED_SSRCS;
+            if self.orphans.is_some() && (room || self.call_ssrcs.contains_key(&s.ssrc)) {
+                let calls = self.call_ssrcs.entry(s.ssrc).or_default();
+                if calls.len() < CALLS_PER_SSRC {
+                    calls.push((c.call_id.clone(), s.first_ns, s.last_ns));
+                }
             }
         }
         Ok(())

@@ -361,6 +361,7 @@ mod tests {
             cseq_method: Some("INVITE"),
             call: Some(serial),
             bytes: INVITE,
+            via_hep: false,
         };
         t.event(&Event::Sip(&m));
     }

@@ -160,6 +160,7 @@ impl Engine {
             cseq_method: m.cseq_method,
             call,
             bytes: m.raw,
+            via_hep: self.sip_via_hep,
         }));
     }
 

@@ -171,7 +171,9 @@ impl Engine {
             dst: h.dst,
             dport: h.dport,
         };
+        self.sip_via_hep = true;
         self.sip_datagram(at, &flow, h.payload);
+        self.sip_via_hep = false;
     }
 }
 

@@ -414,6 +414,9 @@ pub struct Engine {
     events: events::Events,
     /// How the SIP message being handled was carried (set by its framing).
     sip_transport: SipTransport,
+    /// The SIP message being handled arrived inside HEP (not sent on as HEP:
+    /// a probe reading and sending one feed would loop).
+    sip_via_hep: bool,
     /// Packets the capture dropped so far (low 32 bits), as of the last batch end.
     capture_dropped: u32,
     /// The total reported since, applied at the next batch end (so shards agree).
@@ -463,6 +466,7 @@ impl Engine {
             packet_rule: None,
             events: events::Events::default(),
             sip_transport: SipTransport::Udp,
+            sip_via_hep: false,
             capture_dropped: 0,
             capture_dropped_next: 0,
             traffic: traffic::Traffic::default(),

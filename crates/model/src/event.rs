@@ -44,6 +44,8 @@ pub struct SipSeen<'a> {
     pub call: Option<u64>,
     /// The message as captured, start line to end of body.
     pub bytes: &'a [u8],
+    /// It arrived inside HEP (a capture agent's feed), not captured itself.
+    pub via_hep: bool,
 }
 
 /// A step in a call's life.

@@ -2,9 +2,13 @@
 //! (type 1, SIP) to a collector such as Homer, heplify-server or sngrep,
 //! with its captured addresses, ports and time, and its Call-ID as the
 //! correlation id (chunk 0x11). The packet path only queues bytes: a
-//! thread sends them. The queue is bounded ([`MAX_QUEUED`]); what does not
-//! fit is counted as dropped, never waited for, so a slow or dead
-//! collector cannot hold up capture. docs/hep.md lists the chunks.
+//! thread sends them. The queue is bounded ([`MAX_QUEUED`] messages,
+//! [`MAX_QUEUED_BYTES`]); what does not fit is counted as dropped, never
+//! waited for, so a slow or dead collector cannot hold up capture. A send
+//! waits at most [`SEND_TIMEOUT`], and the end of a run at most
+//! [`FINISH_WITHIN`]: what is left then is counted as dropped. Messages
+//! that arrived as HEP are not sent again (a probe reading one feed and
+//! sending to the same collector would loop). docs/hep.md lists the chunks.
 
 use crate::lock;
 use calliper_model::event::SipTransport;
@@ -15,9 +19,16 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Most messages waiting to be sent; beyond it new ones are dropped.
 pub const MAX_QUEUED: usize = 8192;
+/// Most bytes waiting to be sent (the batch being sent may hold as many).
+pub const MAX_QUEUED_BYTES: usize = 16 << 20;
+/// Longest one send may block (a link slower than the messages).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest the end of a run waits for the queue to drain.
+pub const FINISH_WITHIN: Duration = Duration::from_secs(5);
 
 /// Where and how to send.
 #[derive(Debug, Clone)]
@@ -33,11 +44,13 @@ pub struct HepTarget {
 /// What the sender did, counted.
 #[derive(Debug, Default)]
 pub struct HepCounts {
-    /// Messages sent.
+    /// Messages handed to the kernel (UDP: not a delivery).
     pub sent: AtomicU64,
-    /// Messages dropped: the queue was full.
+    /// Messages dropped: the queue was full, or still queued when the run
+    /// ended and [`FINISH_WITHIN`] had passed.
     pub dropped: AtomicU64,
-    /// Messages the socket refused (the collector unreachable, say).
+    /// Messages the socket refused or timed out on (a collector's port
+    /// unreachable is reported by the kernel on the send after).
     pub failed: AtomicU64,
     /// Messages too long for HEP's 16-bit length, not sent.
     pub too_long: AtomicU64,
@@ -46,7 +59,9 @@ pub struct HepCounts {
 #[derive(Default)]
 struct Queue {
     messages: VecDeque<Vec<u8>>,
-    closed: bool,
+    bytes: usize,
+    /// Set by the end of the run: send what is queued until then.
+    closed: Option<Instant>,
 }
 
 struct Shared {
@@ -73,6 +88,7 @@ impl HepOut {
         };
         let socket = UdpSocket::bind(bind)?;
         socket.connect(target.addr)?;
+        socket.set_write_timeout(Some(SEND_TIMEOUT))?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
@@ -102,42 +118,56 @@ impl HepOut {
         &self.shared.counts
     }
 
-    /// Sends what is queued, then stops the thread (the counts stay).
+    /// Sends what is queued (for at most [`FINISH_WITHIN`]), then stops
+    /// the thread; the counts stay.
     pub fn finish(&mut self) {
-        lock(&self.shared.queue).closed = true;
+        let Some(t) = self.thread.take() else {
+            return;
+        };
+        lock(&self.shared.queue)
+            .closed
+            .get_or_insert(Instant::now() + FINISH_WITHIN);
         self.shared.ready.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = t.join();
     }
 
     fn queue(&self, message: Vec<u8>) {
         let mut q = lock(&self.shared.queue);
-        if q.messages.len() >= MAX_QUEUED || q.closed {
+        let full = q.messages.len() >= MAX_QUEUED || q.bytes + message.len() > MAX_QUEUED_BYTES;
+        if full || q.closed.is_some() {
             drop(q);
             self.shared.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        q.bytes += message.len();
         q.messages.push_back(message);
         drop(q);
         self.shared.ready.notify_one();
     }
 }
 
-/// The sending thread: until closed and empty.
+/// The sending thread: until closed and empty, or closed and past its
+/// deadline (what is left then counted as dropped).
 fn send_all(shared: &Shared, socket: &UdpSocket) {
     loop {
-        let batch: Vec<Vec<u8>> = {
+        let (batch, deadline): (Vec<Vec<u8>>, Option<Instant>) = {
             let mut q = lock(&shared.queue);
-            while q.messages.is_empty() && !q.closed {
+            while q.messages.is_empty() && q.closed.is_none() {
                 q = shared.ready.wait(q).unwrap_or_else(|e| e.into_inner());
             }
             if q.messages.is_empty() {
                 return;
             }
-            q.messages.drain(..).collect()
+            q.bytes = 0;
+            (q.messages.drain(..).collect(), q.closed)
         };
-        for m in batch {
+        let n = batch.len();
+        for (i, m) in batch.into_iter().enumerate() {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                let left = (n - i) as u64 + lock(&shared.queue).messages.drain(..).count() as u64;
+                shared.counts.dropped.fetch_add(left, Ordering::Relaxed);
+                return;
+            }
             let counter = match socket.send(&m) {
                 Ok(_) => &shared.counts.sent,
                 Err(_) => &shared.counts.failed,
@@ -161,6 +191,9 @@ impl Tracker for HepOut {
         let Event::Sip(m) = event else {
             return;
         };
+        if m.via_hep {
+            return;
+        }
         let target = &self.shared.target;
         let message = Hep {
             src: m.src.0,
@@ -189,12 +222,9 @@ impl Tracker for HepOut {
 
 impl Drop for HepOut {
     /// The original, dropped without [`HepOut::finish`] (an analysis that
-    /// failed): the thread is told to stop after what is queued.
+    /// failed): what is queued is sent (within [`FINISH_WITHIN`]) and counted.
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            lock(&self.shared.queue).closed = true;
-            self.shared.ready.notify_all();
-        }
+        self.finish();
     }
 }
 
@@ -228,6 +258,7 @@ mod tests {
             cseq_method: Some("INVITE"),
             call: None,
             bytes: b"INVITE sip:b SIP/2.0\r\n\r\n",
+            via_hep: false,
         };
         t.event(&Event::Sip(&seen));
         let mut buf = [0u8; 2048];
@@ -246,6 +277,11 @@ mod tests {
             (Some(&b"abc@x"[..]), Some(&b"key"[..]))
         );
         assert_eq!(h.payload, seen.bytes);
+        // What came in as HEP is not sent again (no loop through a collector).
+        t.event(&Event::Sip(&calliper_model::event::SipSeen {
+            via_hep: true,
+            ..seen
+        }));
         // Finished: what comes after is dropped, and counted.
         let mut out = out;
         out.finish();

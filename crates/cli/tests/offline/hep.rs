@@ -17,7 +17,10 @@ use std::path::Path;
 
 /// The capture with each SIP datagram sent as HEP, 300 µs after it was
 /// captured; `mangle` may spoil each HEP message.
-fn as_hep_feed(path: &Path, mangle: impl Fn(&mut Vec<u8>)) -> (Vec<(i64, Vec<u8>)>, usize) {
+pub(crate) fn as_hep_feed(
+    path: &Path,
+    mangle: impl Fn(&mut Vec<u8>),
+) -> (Vec<(i64, Vec<u8>)>, usize) {
     let data = std::fs::read(path).unwrap();
     let mut r = CaptureReader::new(&data[..]).unwrap();
     let (mut out, mut sip) = (Vec::new(), 0);

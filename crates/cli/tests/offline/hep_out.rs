@@ -83,3 +83,42 @@ fn sngrep_receives_every_sip_message_as_captured() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SIP that arrived as HEP is not sent on as HEP (a probe reading a feed
+/// and sending to the same collector would loop), and a key that is not a
+/// regular file is refused before any work.
+#[test]
+fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
+    let dir = common::scratch("hep-again");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (feed, sip) = crate::hep::as_hep_feed(&original, |_| {});
+    let path = dir.join("feed.pcap");
+    common::write_pcap(&path, 1, &feed);
+    let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    collector
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let to = format!("udp:{}", collector.local_addr().unwrap());
+    let lines = common::calliper_jsonl(&path, &["--hep-port", "9060", "--hep", &to]);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["hep"], sip, "{summary}");
+    assert!(
+        lines.iter().any(|l| l["type"] == "call"),
+        "the feed's calls are analysed"
+    );
+    assert_eq!(summary["hep_sent"], 0, "{summary}");
+    let mut buf = [0u8; 65536];
+    assert!(collector.recv(&mut buf).is_err(), "something was sent");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--hep", &to, "--hep-key", "/dev/zero"])
+        .arg(&original)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("regular file"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
