@@ -144,6 +144,9 @@ pub fn run(cmd: ReportCommand) -> Result<()> {
             ReportFormat::Text => table(&mut out, &a, &rows)?,
         }
     }
+    if matches!(a.format, ReportFormat::Text) && !sums.is_empty() {
+        writeln!(out, "{}", calliper_model::kpi::LEGEND)?;
+    }
     out.flush()?;
     Ok(())
 }
@@ -254,7 +257,6 @@ fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
             f(k.rrd_ms, 7, 1),
         )?;
     }
-    writeln!(out, "  {}", calliper_model::kpi::LEGEND)?;
     Ok(())
 }
 

@@ -30,7 +30,7 @@ function livePage() {
       return el("tr", { "data-call-id": c.call_id, class: "phase-" + c.phase },
         el("td", { title: time(c.invite_ns) }, time(c.invite_ns).slice(11, 19)), el("td", { class: "n age" }, ((snap.now_ns - c.invite_ns) / 1e9).toFixed(0) + " s"),
         el("td", { class: "clip", title: c.caller }, c.caller), el("td", { class: "clip", title: c.callee }, c.callee),
-        el("td", {}, words(c.phase)), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
+        el("td", {}, String(c.phase).replaceAll("_", " ")), el("td", {}, c.status ?? ""), el("td", { class: "n" }, duration),
         el("td", {}, c.end_ns === null || c.end_ns === undefined ? "" : time(c.end_ns).slice(11, 19)),
         el("td", { class: "wrap" }, c.streams.map((s) => el("div", { class: "live-stream" },
           `${s.src} → ${s.dst} ${s.codec} `, el("span", { class: mosClass(s.mos) }, s.mos === null || s.mos === undefined ? "–" : num(s.mos, 2)),
@@ -104,7 +104,7 @@ function healthPage() {
       el("h2", {}, "Interfaces (kernel counters)"),
       h.interfaces.length === 0 ? el("p", { class: "hint" }, "None: the probe reads files.") :
         el("p", { class: "hint", id: "interfaces-hint" }, "The kernel's counters since the interface came up, not since the probe started: " +
-          "compare how fast they grow with the packet rate above. The probe captures both directions; on loopback the ring gets each packet twice (sent and received) and the duplicate filter analyses it once."),
+          "compare how fast they grow with the packet rate above. The probe captures both directions; on loopback the kernel hands the ring each packet twice (sent and received), and the probe analyses the received copy only."),
       h.interfaces.length === 0 ? null :
         el("table", { id: "interfaces" }, el("thead", {}, el("tr", {}, ["Interface", "Received packets", "Sent packets", "Received bytes", "Dropped", "Errors"].map((t) => el("th", {}, t)))),
           el("tbody", {}, h.interfaces.map((i) => el("tr", {}, el("td", {}, i.name), el("td", { class: "n" }, i.rx_packets ?? "–"), el("td", { class: "n" }, i.tx_packets ?? "–"),

@@ -258,5 +258,13 @@ fn analysing_a_capture_again_into_its_database_warns() {
         said.contains("already holds an analysis of") && said.contains("stored again"),
         "{said}"
     );
+    // `report kpi` explains its abbreviations once, after the tables.
+    let kpi = calliper(&["report", "kpi", "--db", db.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&kpi.stdout);
+    assert_eq!(text.matches("answer-seizure ratio").count(), 1, "{text}");
+    assert!(
+        text.trim_end().ends_with("definitions in docs/kpi.md"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
