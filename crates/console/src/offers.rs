@@ -11,6 +11,7 @@
 use calliper_rtp::Codec;
 use calliper_sip::sdp;
 use serde_json::Value;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 /// What an offer said (hold: None without active audio, which neither
@@ -55,13 +56,13 @@ pub(crate) fn mark(detail: &mut Value) {
         let mut ends = [endpoint(m, "src"), endpoint(m, "dst")];
         ends.sort();
         let [a, b] = ends;
-        match hops.get_mut(&(a.clone(), b.clone())) {
-            Some(before) => {
-                marks.extend(changes(before, &offer));
-                *before = offer;
+        match hops.entry((a, b)) {
+            Entry::Occupied(mut before) => {
+                marks.extend(changes(before.get(), &offer));
+                before.insert(offer);
             }
-            None => {
-                hops.insert((a, b), offer);
+            Entry::Vacant(first) => {
+                first.insert(offer);
             }
         }
         if !marks.is_empty() {

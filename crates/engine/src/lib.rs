@@ -49,6 +49,7 @@ mod transactions;
 
 // What the modules use of each other (each module does `use super::*`).
 use expiry::Ending;
+use media::Rtpmap;
 pub(crate) use report::dtmf_digits;
 use report::{canonical_codec, resolve};
 use rtcp::RtcpView;
@@ -131,38 +132,6 @@ struct MediaDesc {
     rtpmaps: Box<[Rtpmap]>,
     /// SRTP ([`calliper_sip::sdp::Media::encrypted`]).
     encrypted: bool,
-}
-
-/// One `a=rtpmap` line, the name kept inline: no allocation per codec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Rtpmap {
-    payload_type: u8,
-    name_len: u8,
-    /// Encoding name, cut at 15 bytes (the longest registered name,
-    /// "telephone-event", just fits).
-    name: [u8; 15],
-    clock_rate: u32,
-}
-
-impl Rtpmap {
-    fn new(payload_type: u8, encoding: &str, clock_rate: u32) -> Rtpmap {
-        let mut cut = encoding.len().min(15);
-        while !encoding.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let mut name = [0; 15];
-        name[..cut].copy_from_slice(&encoding.as_bytes()[..cut]);
-        Rtpmap {
-            payload_type,
-            name_len: cut as u8,
-            name,
-            clock_rate,
-        }
-    }
-
-    fn name(&self) -> &str {
-        std::str::from_utf8(&self.name[..self.name_len as usize]).unwrap_or("")
-    }
 }
 
 /// Pushes without the doubling headroom: per-call lists are short and
@@ -414,8 +383,7 @@ pub struct Engine {
     events: events::Events,
     /// How the SIP message being handled was carried (set by its framing).
     sip_transport: SipTransport,
-    /// The SIP message being handled arrived inside HEP (not sent on as HEP:
-    /// a probe reading and sending one feed would loop).
+    /// The SIP message being handled arrived inside HEP (`SipSeen::via_hep`).
     sip_via_hep: bool,
     /// Packets the capture dropped so far (low 32 bits), as of the last batch end.
     capture_dropped: u32,

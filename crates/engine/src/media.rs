@@ -173,3 +173,35 @@ impl Engine {
         }
     }
 }
+
+/// One `a=rtpmap` line, the name kept inline: no allocation per codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rtpmap {
+    pub(crate) payload_type: u8,
+    name_len: u8,
+    /// Encoding name, cut at 15 bytes (the longest registered name,
+    /// "telephone-event", just fits).
+    name: [u8; 15],
+    pub(crate) clock_rate: u32,
+}
+
+impl Rtpmap {
+    pub(crate) fn new(payload_type: u8, encoding: &str, clock_rate: u32) -> Rtpmap {
+        let mut cut = encoding.len().min(15);
+        while !encoding.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let mut name = [0; 15];
+        name[..cut].copy_from_slice(&encoding.as_bytes()[..cut]);
+        Rtpmap {
+            payload_type,
+            name_len: cut as u8,
+            name,
+            clock_rate,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        std::str::from_utf8(&self.name[..self.name_len as usize]).unwrap_or("")
+    }
+}
