@@ -44,6 +44,7 @@ mod report;
 mod route;
 mod rtcp;
 mod streams;
+mod talkers;
 mod traffic;
 mod transactions;
 

@@ -5,6 +5,7 @@
 //! delivered as [`Event::Traffic`] by the engine that delivers signalling.
 
 use super::*;
+use crate::talkers::Talkers;
 use calliper_model::event::{Talker, TrafficClass, TrafficInterval};
 use calliper_wire::DecodeError;
 
@@ -14,10 +15,6 @@ use calliper_wire::DecodeError;
 /// So a capture yields at most this many rows, plus two, per packet,
 /// whatever its clock does, and any thread count yields the same rows.
 pub(crate) const MAX_QUIET_ROWS: u32 = 30;
-/// Sources followed per interval (an open-addressed table, 4 probes).
-const TALKER_SLOTS: usize = 256;
-/// Sources reported per interval.
-const TOP_TALKERS: usize = 10;
 
 const NETWORKS: [&str; 3] = ["ipv4", "ipv6", "other"];
 const TRANSPORTS: [&str; 5] = ["udp", "tcp", "sctp", "icmp", "other"];
@@ -39,11 +36,8 @@ pub(crate) struct Traffic {
     pub(crate) calls_ended: u64,
     /// The capture-drop total when the interval began.
     dropped_before: u32,
-    /// Sources (as IPv6 bits, IPv4 mapped) and their packets and bytes; a
-    /// slot with 0 packets is free. Boxed: 8 KiB.
-    talkers: Option<Box<[(u128, u64, u64); TALKER_SLOTS]>>,
-    /// Packets of sources without a slot.
-    talkers_untracked: u64,
+    /// The interval's sources.
+    talkers: Talkers,
     /// The run of quiet intervals this one may continue (kept across intervals).
     quiet: QuietRun,
 }
@@ -59,8 +53,7 @@ impl Default for Traffic {
             calls_before: 0,
             calls_ended: 0,
             dropped_before: 0,
-            talkers: None,
-            talkers_untracked: 0,
+            talkers: Talkers::default(),
             quiet: QuietRun::default(),
         }
     }
@@ -76,62 +69,12 @@ struct QuietRun {
 
 impl Traffic {
     #[inline(always)]
-    fn talker(&mut self, src: IpAddr, len: u64) {
-        let slots = self
-            .talkers
-            .get_or_insert_with(|| Box::new([(0, 0, 0); TALKER_SLOTS]));
-        let key = match src {
-            IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
-            IpAddr::V6(a) => u128::from(a),
-        };
-        let h = ((key as u64) ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-        for k in 0..4 {
-            let s = &mut slots[(h as usize + k) & (TALKER_SLOTS - 1)];
-            if s.1 == 0 {
-                *s = (key, 1, len);
-                return;
-            }
-            if s.0 == key {
-                s.1 += 1;
-                s.2 += len;
-                return;
-            }
-        }
-        self.talkers_untracked += 1;
-    }
-
-    #[inline(always)]
     fn add(&mut self, class: usize, len: usize) {
         let c = &mut self.counts[class];
         c.0 += 1;
         c.1 += len as u64;
         self.packets += 1;
         self.bytes += len as u64;
-    }
-
-    /// The top sources by bytes.
-    fn top(&self) -> ([Talker; TOP_TALKERS], usize) {
-        let mut all: Vec<(IpAddr, u64, u64)> = self
-            .talkers
-            .iter()
-            .flat_map(|s| s.iter().filter(|t| t.1 > 0))
-            .map(|&(k, p, b)| (std::net::Ipv6Addr::from(k).to_canonical(), p, b))
-            .collect();
-        all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
-        let mut top = [Talker {
-            address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            packets: 0,
-            bytes: 0,
-        }; TOP_TALKERS];
-        let n = all.len().min(TOP_TALKERS);
-        for (t, &(address, packets, bytes)) in top.iter_mut().zip(&all) {
-            *t = Talker {
-                address,
-                packets,
-                bytes,
-            };
-        }
-        (top, n)
     }
 }
 
@@ -235,7 +178,7 @@ impl Engine {
     #[inline(always)]
     fn count_class(&mut self, ts_ns: i64, len: usize, class: u8, src: IpAddr) {
         self.traffic_enter(ts_ns);
-        self.traffic.talker(src, len as u64);
+        self.traffic.talkers.add(src, len as u64);
         self.traffic.add(class as usize, len);
     }
 
@@ -338,10 +281,8 @@ impl Engine {
         let counts = [(0, 0); CLASSES];
         // The talker table is kept, emptied, and the quiet run goes on.
         let quiet = self.traffic.quiet;
-        let mut talkers = self.traffic.talkers.take();
-        if let Some(t) = talkers.as_mut() {
-            t.fill((0, 0, 0));
-        }
+        let mut talkers = std::mem::take(&mut self.traffic.talkers);
+        talkers.clear();
         self.traffic = Traffic {
             talkers,
             quiet,
@@ -381,7 +322,7 @@ impl Engine {
                 }
             }
         }
-        let (top, talkers) = tr.top();
+        let (top, talkers) = tr.talkers.top();
         let row = Row {
             start_ns,
             end_ns,
@@ -393,7 +334,7 @@ impl Engine {
             capture_dropped: self.capture_dropped.wrapping_sub(tr.dropped_before) as u64,
             protocols: protocols[..n].to_vec(),
             top_talkers: top[..talkers].to_vec(),
-            talkers_untracked_packets: tr.talkers_untracked,
+            talkers_untracked_packets: tr.talkers.untracked,
         };
         self.traffic_rows.push_back(row);
     }
