@@ -590,6 +590,7 @@ impl<R: Read> CaptureReader<R> {
 }
 
 pub mod filter;
+pub mod hep_listen;
 #[cfg(target_os = "linux")]
 pub mod live;
 pub mod pcap_out;

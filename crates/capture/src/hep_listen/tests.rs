@@ -1,0 +1,207 @@
+use super::*;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+
+fn message(key: Option<&'static [u8]>, body: &'static [u8]) -> Vec<u8> {
+    hep::Hep {
+        src: "192.0.2.10".parse().unwrap(),
+        dst: "198.51.100.7".parse().unwrap(),
+        sport: 5060,
+        dport: 5080,
+        ip_protocol: 17,
+        ts_ns: 1_700_000_000_123_456_000,
+        kind: hep::kind::SIP,
+        capture_id: 7,
+        auth_key: key,
+        correlation_id: None,
+        vlan: None,
+        mos: None,
+        payload: body,
+        compressed: false,
+    }
+    .emit()
+    .unwrap()
+}
+
+fn listen(transport: HepTransport, key: Option<&[u8]>) -> HepListener {
+    HepListener::open(&HepListenConfig {
+        transport,
+        address: (Ipv4Addr::LOCALHOST, 0).into(),
+        key: key.map(<[u8]>::to_vec),
+    })
+    .unwrap()
+}
+
+/// What is handed over until `want` frames came (or 10 s passed), as
+/// (time, link type, frame).
+fn collect(l: &mut HepListener, want: usize) -> Vec<(i64, u16, Vec<u8>)> {
+    collect_within(l, want, Duration::from_secs(10))
+}
+
+fn collect_within(l: &mut HepListener, want: usize, within: Duration) -> Vec<(i64, u16, Vec<u8>)> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + within;
+    while got.len() < want && Instant::now() < deadline {
+        l.next_batch(Duration::from_millis(100), &mut |b| {
+            got.extend(b.iter().map(|p| (p.ts_ns, p.link_type, p.data.to_vec())))
+        });
+    }
+    got
+}
+
+/// Waits until the listener's counts satisfy `done`.
+fn settle(l: &HepListener, done: impl Fn(&HepListenStats) -> bool) -> HepListenStats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(&l.stats()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    l.stats()
+}
+
+/// A datagram becomes a raw IP frame from the agent to the listener whose
+/// UDP payload is the message, byte for byte, stamped when it came; what
+/// is not HEP3 is counted and left out.
+#[test]
+fn datagrams_become_frames_from_the_agent() {
+    let mut l = listen(HepTransport::Udp, None);
+    let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let m = message(None, b"OPTIONS sip:a@b SIP/2.0\r\n\r\n");
+    let before = now_ns();
+    agent
+        .send_to(b"INVITE sip:a@b SIP/2.0\r\n\r\n", l.local_addr())
+        .unwrap();
+    agent.send_to(&m, l.local_addr()).unwrap();
+    let got = collect(&mut l, 1);
+    assert_eq!(got.len(), 1);
+    let (ts, link, frame) = &got[0];
+    assert!((before..=now_ns()).contains(ts));
+    assert_eq!(*link, linktype::RAW);
+    let f = calliper_wire::decode(*link, frame).unwrap();
+    let (sport, dport, payload) = f.udp().unwrap();
+    assert_eq!(SocketAddr::new(f.src, sport), agent.local_addr().unwrap());
+    assert_eq!(SocketAddr::new(f.dst, dport), l.local_addr());
+    assert_eq!(payload, &m[..]);
+    let s = settle(&l, |s| s.malformed == 1);
+    assert_eq!((s.received, s.malformed), (1, 1));
+}
+
+/// With a key, only messages carrying it are taken; a TCP connection is
+/// closed at its first message without it.
+#[test]
+fn the_key_is_required_when_configured() {
+    let mut l = listen(HepTransport::Udp, Some(b"s3cret"));
+    let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    for key in [
+        None,
+        Some(&b"s3creT"[..]),
+        Some(&b"s3cret!"[..]),
+        Some(&b"s3cret"[..]),
+    ] {
+        agent
+            .send_to(&message(key, b"BYE sip:x SIP/2.0\r\n\r\n"), l.local_addr())
+            .unwrap();
+    }
+    assert_eq!(collect(&mut l, 1).len(), 1);
+    let s = settle(&l, |s| s.unauthenticated == 3);
+    assert_eq!((s.received, s.unauthenticated), (1, 3));
+
+    let mut l = listen(HepTransport::Tcp, Some(b"s3cret"));
+    let mut c = TcpStream::connect(l.local_addr()).unwrap();
+    c.write_all(&message(None, b"BYE sip:x SIP/2.0\r\n\r\n"))
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(
+        c.read(&mut [0u8; 16]).unwrap(),
+        0,
+        "the connection is closed"
+    );
+    // Already counted (the connection was closed for it): nothing came.
+    assert!(collect_within(&mut l, 1, Duration::from_millis(300)).is_empty());
+    assert_eq!(l.stats().unauthenticated, 1);
+}
+
+/// Over TCP, messages are found by their stated lengths however the stream
+/// is cut; a stream that stops being HEP3 is counted and closed.
+#[test]
+fn tcp_streams_are_split_by_stated_length() {
+    let mut l = listen(HepTransport::Tcp, None);
+    let mut c = TcpStream::connect(l.local_addr()).unwrap();
+    c.set_nodelay(true).unwrap();
+    let a = message(None, b"INVITE sip:a@b SIP/2.0\r\n\r\n");
+    let b = message(None, b"SIP/2.0 200 OK\r\n\r\n");
+    // The first byte by byte, then the second with the first's end.
+    for byte in &a[..a.len() - 3] {
+        c.write_all(&[*byte]).unwrap();
+    }
+    c.write_all(&[&a[a.len() - 3..], &b[..]].concat()).unwrap();
+    let got = collect(&mut l, 2);
+    let payloads: Vec<Vec<u8>> = got
+        .iter()
+        .map(|(_, link, f)| {
+            calliper_wire::decode(*link, f)
+                .unwrap()
+                .udp()
+                .unwrap()
+                .2
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(payloads, [a.clone(), b]);
+    c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(c.read(&mut [0u8; 16]).unwrap(), 0, "closed after garbage");
+    let s = settle(&l, |s| s.malformed == 1);
+    assert_eq!((s.received, s.malformed, s.connections), (2, 1, 1));
+    // A header stating less than itself is garbage too.
+    let mut c = TcpStream::connect(l.local_addr()).unwrap();
+    c.write_all(b"HEP3\x00\x03").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(c.read(&mut [0u8; 16]).unwrap(), 0);
+    assert_eq!(settle(&l, |s| s.malformed == 2).malformed, 2);
+}
+
+/// A full queue drops and counts what does not fit (the engine is not
+/// reading here); nothing is lost uncounted.
+#[test]
+fn a_full_queue_drops_and_counts() {
+    let l = listen(HepTransport::Tcp, None);
+    let mut c = TcpStream::connect(l.local_addr()).unwrap();
+    let m = message(None, b"OPTIONS sip:a@b SIP/2.0\r\n\r\n");
+    let total = QUEUE + 100;
+    let all: Vec<u8> = (0..total).flat_map(|_| m.iter().copied()).collect();
+    c.write_all(&all).unwrap();
+    let s = settle(&l, |s| s.received + s.dropped == total as u64);
+    assert_eq!((s.received, s.dropped), (QUEUE as u64, 100));
+}
+
+/// Connections beyond the cap are closed at once and counted.
+#[test]
+fn connections_are_capped() {
+    let l = listen(HepTransport::Tcp, None);
+    let open: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(l.local_addr()).unwrap())
+        .collect();
+    settle(&l, |s| s.connections == MAX_CONNECTIONS as u64);
+    let mut extra = TcpStream::connect(l.local_addr()).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(extra.read(&mut [0u8; 16]).unwrap(), 0, "refused");
+    let s = settle(&l, |s| s.connections_refused == 1);
+    assert_eq!(
+        (s.connections, s.connections_refused),
+        (MAX_CONNECTIONS as u64, 1)
+    );
+    drop(open);
+}
+
+#[test]
+fn next_message_waits_for_whole_messages_and_refuses_garbage() {
+    let m = message(None, b"x");
+    assert_eq!(next_message(&[]), None);
+    assert_eq!(next_message(b"HE"), None);
+    assert_eq!(next_message(&m[..m.len() - 1]), None);
+    assert_eq!(next_message(&m), Some(Ok(m.len())));
+    assert_eq!(next_message(b"HEX"), Some(Err(())));
+    assert_eq!(next_message(b"HEP3\x00\x05"), Some(Err(())));
+}
