@@ -15,6 +15,9 @@
 # sends (after the drops), while tcpdump captures the same:
 #   probe.jsonl  the probe's records, written as calls end
 #   proxy.pcap   tcpdump's capture of the same packets
+# and Kamailio mirrors its SIP as HEP3 (siptrace) to a second probe,
+# `calliper probe --hep-listen` with a key, in the proxy:
+#   hep.jsonl    that probe's records, from HEP alone
 #
 # usage: [CALLIPER=path] tests/netns/run.sh OUT [CALLS]
 # Exits 77 (skip) only when network namespaces cannot be created.
@@ -46,7 +49,15 @@ table inet lossy {
 }
 NFT
 
-ipa "$P" kamailio -f "$here/kamailio.cfg" -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
+hep_probe=
+if [ -n "${CALLIPER:-}" ]; then
+    printf 'calliper-netns-key\n' >"$out/hep.key"
+    chmod 600 "$out/hep.key"
+    ip netns exec "$P" "$CALLIPER" probe --hep-listen udp:10.90.1.1:9060 --hep-listen-key "$out/hep.key" \
+        --status-every 1 --format jsonl -o "$out/hep.jsonl" 2>"$out/hep-probe.log" &
+    hep_probe=$!
+fi
+ipa "$P" kamailio -f "$here/kamailio.cfg" ${hep_probe:+-A WITH_HEP} -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
 pids+=($!)
 # Each side captures what it receives (and its signalling): RTP after the drop.
 ipa "$A" tcpdump -i a0 -U -s 0 -w "$out/caller.pcap" 'udp port 5060 or (udp and dst host 10.90.1.2)' 2>"$out/tcpdump-a.log" &
@@ -132,8 +143,9 @@ if [ -n "$probe" ]; then
     # Calls end 5 s after BYE (--call-grace): the probe writes them as they
     # end, before the signal; SIGTERM then writes whatever is still open.
     sleep 6
-    kill -TERM "$probe"
+    kill -TERM "$probe" "$hep_probe"
     wait "$probe" || { echo "probe failed:"; cat "$out/probe.log"; exit 1; }
+    wait "$hep_probe" || { echo "HEP probe failed:"; cat "$out/hep-probe.log"; exit 1; }
 fi
 for p in "${pids[@]:1}"; do kill -INT "$p" 2>/dev/null || true; done
 sleep 0.5

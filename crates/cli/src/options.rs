@@ -385,6 +385,35 @@ fn event_kinds(s: &str) -> Result<EventKinds, String> {
         .map(EventKinds)
 }
 
+/// `udp:ADDR:PORT` or `tcp:ADDR:PORT`, where a collector listens.
+pub(crate) fn hep_listen_address(
+    s: &str,
+) -> Result<
+    (
+        calliper_capture::hep_listen::HepTransport,
+        std::net::SocketAddr,
+    ),
+    String,
+> {
+    use calliper_capture::hep_listen::HepTransport;
+    use std::net::ToSocketAddrs;
+    let (transport, rest) = match s.split_once(':') {
+        Some(("udp", rest)) => (HepTransport::Udp, rest),
+        Some(("tcp", rest)) => (HepTransport::Tcp, rest),
+        _ => {
+            return Err(format!(
+                "{s}: give udp:ADDR:PORT or tcp:ADDR:PORT (e.g. udp:127.0.0.1:9060)"
+            ))
+        }
+    };
+    let address = rest
+        .to_socket_addrs()
+        .map_err(|e| format!("{rest}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{rest}: no address"))?;
+    Ok((transport, address))
+}
+
 /// `udp:HOST:PORT` (a host name is resolved once, now).
 fn hep_collector(s: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;

@@ -386,7 +386,7 @@ const MAX_HEP_KEY: usize = 256;
 
 /// The first line of a HEP key file: a regular file (not a FIFO, a device
 /// or a link), read up to a bound; a warning when others may read it.
-fn read_hep_key(path: &std::path::Path) -> Result<Vec<u8>> {
+pub(crate) fn read_hep_key(path: &std::path::Path) -> Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     let shown = path.display();

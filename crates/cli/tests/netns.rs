@@ -5,7 +5,9 @@
 //! one call. Meanwhile `calliper probe` (two threads) runs live on the
 //! proxy's two interfaces, keeping what the proxy sends: its records must
 //! equal `calliper analyze` of tcpdump's capture of the same packets, its
-//! loss nftables' counts, and it must have lost nothing itself.
+//! loss nftables' counts, and it must have lost nothing itself. Kamailio
+//! also mirrors its SIP as HEP3 (siptrace, with a key) to a second probe
+//! that only listens for HEP: its calls must be the captured calls.
 
 mod common;
 
@@ -100,6 +102,7 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
         "nftables dropped nothing: the test would prove nothing"
     );
     probe_equals_offline_analysis(&dir, &drops, &log);
+    hep_feed_gives_the_captured_calls(&dir, &lines, &log);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -174,5 +177,90 @@ fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &st
             );
             assert_eq!(s["lost"].as_u64(), drops.get(&key).copied(), "{key:?}");
         }
+    }
+}
+
+/// `calliper probe --hep-listen` fed by Kamailio's siptrace (HEP3 over UDP,
+/// with a key) writes the calls `calliper analyze` finds in the capture of
+/// both legs: the same Call-IDs, parties, status, state and message counts,
+/// and times within 20 ms (the agent stamps a message when Kamailio handles
+/// it, the capture when the endpoint's kernel sees it). HEP carries no
+/// media, so the calls have no streams.
+fn hep_feed_gives_the_captured_calls(dir: &Path, captured: &[Value], log: &str) {
+    let probe_log = std::fs::read_to_string(dir.join("hep-probe.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(dir.join("hep.jsonl"))
+        .unwrap_or_else(|e| panic!("the HEP probe wrote no output ({e}):\n{probe_log}\n{log}"));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+    let hep = &summary["hep_listen"];
+    assert!(
+        hep["received"].as_u64().unwrap() > 0,
+        "{summary}\n{probe_log}"
+    );
+    assert_eq!(
+        hep["received"], summary["hep"],
+        "every message read as HEP: {summary}"
+    );
+    for counter in ["dropped", "unauthenticated", "malformed", "too_long"] {
+        assert_eq!(hep[counter], 0, "{counter}: {summary}");
+    }
+    assert_eq!(summary["anomalies"], serde_json::json!({}), "{summary}");
+    let by_id = |lines: &[Value]| -> std::collections::BTreeMap<String, Value> {
+        lines
+            .iter()
+            .filter(|l| l["type"] == "call")
+            .map(|c| (c["call_id"].as_str().unwrap().to_string(), c.clone()))
+            .collect()
+    };
+    let (fed, want) = (by_id(&lines), by_id(captured));
+    assert_eq!(
+        fed.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{probe_log}"
+    );
+    assert_eq!(fed.len(), 4);
+    for (id, c) in &fed {
+        let w = &want[id];
+        for field in [
+            "caller_ip",
+            "caller_port",
+            "callee_ip",
+            "callee_port",
+            "from",
+            "to",
+            "caller_user_agent",
+            "callee_user_agent",
+            "final_status",
+            "final_reason",
+            "state",
+            "hangup_by",
+            "hangup_reason",
+            "invites",
+            "sip_messages",
+            "setup_delay_to_failure",
+        ] {
+            assert_eq!(c.get(field), w.get(field), "{id}: {field}");
+        }
+        for field in [
+            "invite_ns",
+            "first_provisional_ns",
+            "ringing_ns",
+            "answer_ns",
+            "end_ns",
+        ] {
+            let (a, b) = (c[field].as_i64(), w[field].as_i64());
+            assert_eq!(a.is_some(), b.is_some(), "{id}: {field}");
+            if let (Some(a), Some(b)) = (a, b) {
+                assert!((a - b).abs() < 20_000_000, "{id}: {field} {a} against {b}");
+            }
+        }
+        assert_eq!(
+            c["streams"],
+            serde_json::json!([]),
+            "{id}: HEP carries no media"
+        );
     }
 }

@@ -355,13 +355,15 @@ impl Engine {
                 if self.key_hint.is_some() {
                     self.owned.udp += 1;
                     self.media_datagram(now, &flow, payload);
+                } else if self.sip.is_hep(dport, payload) {
+                    // Before SIP: an agent such as Kamailio sends its HEP
+                    // from its SIP port, and "HEP3" starts with a letter.
+                    self.counters.udp += 1;
+                    self.hep_datagram(now, payload);
                 } else if self.sip.is_sip(sport, dport, payload) {
                     self.counters.udp += 1;
                     self.sip_transport = SipTransport::Udp;
                     self.sip_datagram(now, &flow, payload);
-                } else if self.sip.is_hep(dport, payload) {
-                    self.counters.udp += 1;
-                    self.hep_datagram(now, payload);
                 } else if looks_like_rtcp(payload) {
                     // Every shard reads RTCP (it is light), each applying it
                     // to the streams it owns: RTCP need not be on RTP's

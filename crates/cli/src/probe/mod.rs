@@ -13,6 +13,7 @@ use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
 use crate::run::Outputs;
 use anyhow::{bail, Context, Result};
 use calliper_capture::filter::Filter;
+use calliper_capture::hep_listen::{HepListenConfig, HepListener, HepTransport};
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
 use calliper_capture::Packet;
 use calliper_engine::Analyzer;
@@ -28,12 +29,24 @@ const WRITE_TOKEN_ENV: &str = "CALLIPER_WRITE_TOKEN";
 pub struct ProbeArgs {
     /// Interface to capture on; repeat for several (one ring receives them
     /// all, in the kernel's order).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present_any = ["read", "check_config"])]
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present_any = ["read", "check_config", "hep_listen"])]
     interfaces: Vec<String>,
     /// Drive the probe from these capture files instead of interfaces, through
     /// the same loop (replays and tests); time comes from the packets.
-    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "interfaces")]
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["interfaces", "hep_listen"])]
     read: Vec<PathBuf>,
+    /// Collect HEP3 from capture agents (Kamailio's siptrace, heplify,
+    /// OpenSIPS, rtpengine --homer) here, alone or beside -i:
+    /// `udp:ADDR:PORT` or `tcp:ADDR:PORT`. Their SIP becomes calls as if
+    /// captured, with the agents' addresses and times (docs/hep.md).
+    /// Anything but loopback needs --hep-listen-key.
+    #[arg(long, value_name = "udp|tcp:ADDR:PORT", value_parser = crate::options::hep_listen_address)]
+    hep_listen: Option<(HepTransport, std::net::SocketAddr)>,
+    /// With --hep-listen: a file whose first line is the key (chunk 0x000e)
+    /// every message must carry; others are counted and dropped, and a TCP
+    /// connection sending one is closed.
+    #[arg(long, value_name = "FILE", requires = "hep_listen")]
+    hep_listen_key: Option<PathBuf>,
     #[command(flatten)]
     out: OutputArgs,
     #[command(flatten)]
@@ -133,7 +146,11 @@ impl ProbeArgs {
 /// Where packets come from.
 #[allow(clippy::large_enum_variant)] // one per run: size does not matter
 enum Source {
-    Live(Box<LiveCapture>),
+    /// The interfaces' ring, a HEP collector, or both.
+    Live {
+        ring: Option<Box<LiveCapture>>,
+        hep: Option<HepListener>,
+    },
     /// The files, the filter, and the pace (`--realtime`).
     Files(Inputs, Option<Filter>, Option<Pace>),
 }
@@ -174,8 +191,18 @@ impl Source {
     /// Hands the next packets to `f`; damaged files are reported and skipped.
     fn next(&mut self, f: &mut dyn FnMut(&[Packet<'_>]), clean: &mut bool) -> Result<Step> {
         match self {
-            Source::Live(ring) => {
-                ring.next_block(100, f).context("capture failed")?;
+            Source::Live { ring, hep } => {
+                // Waiting on one source only: the ring briefly when HEP
+                // comes too, then whatever HEP has queued.
+                if let Some(ring) = ring {
+                    let wait_ms = if hep.is_some() { 10 } else { 100 };
+                    ring.next_block(wait_ms, &mut *f)
+                        .context("capture failed")?;
+                }
+                if let Some(h) = hep {
+                    let wait = if ring.is_some() { 0 } else { 100 };
+                    h.next_batch(Duration::from_millis(wait), f);
+                }
                 Ok(Step::Packets)
             }
             Source::Files(inputs, filter, pace) => {
@@ -204,11 +231,25 @@ impl Source {
         }
     }
 
+    /// The ring's counts (none without a ring).
     fn stats(&mut self) -> Result<Option<LiveStats>> {
         match self {
-            Source::Live(ring) => Ok(Some(ring.stats()?)),
-            Source::Files(..) => Ok(None),
+            Source::Live { ring: Some(r), .. } => Ok(Some(r.stats()?)),
+            _ => Ok(None),
         }
+    }
+
+    /// The HEP collector's counts, if one runs.
+    fn hep_stats(&self) -> Option<calliper_capture::hep_listen::HepListenStats> {
+        match self {
+            Source::Live { hep: Some(h), .. } => Some(h.stats()),
+            _ => None,
+        }
+    }
+
+    /// Live: time passes by the clock, not only by packets.
+    fn is_live(&self) -> bool {
+        matches!(self, Source::Live { .. })
     }
 
     /// Packets the filter left out (files; live, the kernel does not say).
@@ -261,6 +302,17 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     // First: a SIGHUP during start-up must not kill the probe.
     signals::install();
     let mut cfg = a.engine.config()?;
+    if let Some((_, address)) = a.hep_listen {
+        // The engine reads HEP on the port the collector's frames go to.
+        match cfg.hep_port {
+            None => cfg.hep_port = Some(address.port()),
+            Some(p) if p == address.port() => {}
+            Some(p) => bail!(
+                "--hep-port {p} differs from the --hep-listen port {}: give one port (or leave --hep-port out)",
+                address.port()
+            ),
+        }
+    }
     let write_token = match a.http {
         Some(_) => crate::serve::token_from(a.write_token_file.as_ref(), WRITE_TOKEN_ENV)?,
         None => None,
@@ -340,22 +392,66 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         )));
     }
     let filtered_out = source.filtered_out();
+    r.hep = source.hep_stats();
     finish(r, recorder, rules.as_ref(), filtered_out)?;
     Ok(clean)
 }
 
-/// What the probe reads (the files of `--read`, else the interfaces), and
-/// its name for the log and the summary.
+/// What the probe reads (the files of `--read`, else the interfaces and
+/// the HEP collector), and its name for the log and the summary.
 fn open_source(a: &ProbeArgs, live: &LiveConfig) -> Result<(Source, String)> {
     if a.read.is_empty() {
-        let ring = LiveCapture::open(live)?;
-        return Ok((Source::Live(Box::new(ring)), a.interfaces.join(",")));
+        let ring = match a.interfaces.is_empty() {
+            true => None,
+            false => Some(Box::new(LiveCapture::open(live)?)),
+        };
+        let hep = a.hep_listen.map(|l| open_hep(a, l)).transpose()?;
+        let mut names = a.interfaces.clone();
+        if let Some(h) = &hep {
+            log(&format!("event=hep_listen address={}", h.local_addr()));
+            names.extend(a.hep_listen.map(|(t, _)| hep_name(t, h.local_addr())));
+        }
+        return Ok((Source::Live { ring, hep }, names.join(",")));
     }
     let inputs = Inputs::open(&a.read)?;
     let filter = a.filter.as_deref().map(Filter::new).transpose()?;
     let pace = a.realtime.then(Pace::default);
     let source = Source::Files(inputs, filter, pace);
     Ok((source, crate::input_names(&a.read)))
+}
+
+/// `--hep-listen`: binds the collector (a key required off loopback).
+fn open_hep(
+    a: &ProbeArgs,
+    (transport, address): (HepTransport, std::net::SocketAddr),
+) -> Result<HepListener> {
+    let key = a
+        .hep_listen_key
+        .as_deref()
+        .map(crate::run::read_hep_key)
+        .transpose()?;
+    if key.is_none() && !address.ip().is_loopback() {
+        bail!(
+            "--hep-listen on {address} (not loopback) needs --hep-listen-key: \
+             anyone who can reach it could feed calls in"
+        );
+    }
+    let shown = hep_name(transport, address);
+    HepListener::open(&HepListenConfig {
+        transport,
+        address,
+        key,
+    })
+    .with_context(|| format!("cannot listen for HEP on {shown}"))
+}
+
+/// `udp:ADDR:PORT` or `tcp:ADDR:PORT`.
+fn hep_name(transport: HepTransport, address: std::net::SocketAddr) -> String {
+    let t = match transport {
+        HepTransport::Udp => "udp",
+        HepTransport::Tcp => "tcp",
+    };
+    format!("hep:{t}:{address}")
 }
 
 /// `--http`: starts the console on the probe's live calls, health and
@@ -401,6 +497,7 @@ fn finish(
         mut outputs,
         input,
         stats,
+        hep,
         ..
     } = r;
     let failed = engine.finish().err();
@@ -425,6 +522,15 @@ fn finish(
     if let Some(n) = filtered_out {
         extra.insert("filtered_out".into(), n.into());
     }
+    if let Some(h) = hep {
+        extra.insert("hep_listen".into(), hep_summary(&h));
+        if h.dropped > 0 {
+            eprintln!(
+                "calliper probe: warning: {} HEP messages were dropped: the analysis could not keep up",
+                h.dropped
+            );
+        }
+    }
     let written = outputs.calls_written;
     outputs.finish(&counters, rules, &input, extra)?;
     let filtered = filtered_out.map_or(String::new(), |n| format!(" filtered_out={n}"));
@@ -436,6 +542,20 @@ fn finish(
         return Err(anyhow::Error::new(f).context(format!("{input}: analysis stopped")));
     }
     Ok(())
+}
+
+/// The HEP collector's counts for the summary.
+fn hep_summary(h: &calliper_capture::hep_listen::HepListenStats) -> serde_json::Value {
+    serde_json::json!({
+        "received": h.received,
+        "dropped": h.dropped,
+        "unauthenticated": h.unauthenticated,
+        "malformed": h.malformed,
+        "too_long": h.too_long,
+        "connections": h.connections,
+        "connections_refused": h.connections_refused,
+        "connections_idle": h.connections_idle,
+    })
 }
 
 /// The capture's drop counts for a log line (nothing for files).
@@ -490,10 +610,15 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
         }
     }
     if a.read.is_empty() {
-        if a.interfaces.is_empty() {
-            bail!("no --interface (or --read) given");
+        if a.interfaces.is_empty() && a.hep_listen.is_none() {
+            bail!("no --interface (or --read, or --hep-listen) given");
         }
-        LiveCapture::open(live)?;
+        if !a.interfaces.is_empty() {
+            LiveCapture::open(live)?;
+        }
+        if let Some(l) = a.hep_listen {
+            open_hep(a, l)?;
+        }
     }
     println!("configuration OK");
     Ok(())

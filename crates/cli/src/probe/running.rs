@@ -33,6 +33,8 @@ pub(super) struct Running {
     pub failure: Option<WorkerFailed>,
     /// The capture's latest counts (live).
     pub stats: Option<LiveStats>,
+    /// The HEP collector's counts at the end (`--hep-listen`).
+    pub hep: Option<calliper_capture::hep_listen::HepListenStats>,
 }
 
 impl Running {
@@ -52,6 +54,7 @@ impl Running {
             since_emit: 0,
             failure: None,
             stats: None,
+            hep: None,
         }
     }
 
@@ -88,6 +91,8 @@ impl Running {
         if let Some(s) = source.stats()? {
             self.stats = Some(s);
             self.engine.set_capture_dropped(s.dropped);
+        }
+        if source.is_live() {
             let now_ns = realtime_ns() - lag_ns;
             if let Err(f) = self.engine.tick(now_ns) {
                 self.failure = Some(f);

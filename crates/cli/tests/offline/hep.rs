@@ -16,7 +16,8 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The capture with each SIP datagram sent as HEP, 300 µs after it was
-/// captured; `mangle` may spoil each HEP message.
+/// captured, from port 5060 as Kamailio's siptrace sends it (HEP from a SIP
+/// port is HEP, not SIP); `mangle` may spoil each HEP message.
 pub(crate) fn as_hep_feed(
     path: &Path,
     mangle: impl Fn(&mut Vec<u8>),
@@ -53,7 +54,7 @@ pub(crate) fn as_hep_feed(
                 .unwrap();
                 mangle(&mut hep);
                 let ip = emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
-                    .emit(&emit::udp(40000, 9060, &hep));
+                    .emit(&emit::udp(5060, 9060, &hep));
                 out.push((p.ts_ns + 300_000, emit::ethernet(&[], 0x0800, &ip)));
                 continue;
             }

@@ -268,3 +268,31 @@ fn analysing_a_capture_again_into_its_database_warns() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `probe --hep-listen` refuses, before listening: an address off loopback
+/// without a key (anyone could feed calls in), a --hep-port that is not the
+/// collector's, an unknown transport and a missing key file.
+#[test]
+fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
+    let run = |args: &[&str]| calliper(&[&["probe", "-o", "/dev/null"], args].concat());
+    refused(
+        &run(&["--hep-listen", "udp:0.0.0.0:19061"]),
+        "--hep-listen on 0.0.0.0:19061 (not loopback) needs --hep-listen-key",
+    );
+    refused(
+        &run(&["--hep-listen", "udp:127.0.0.1:19061", "--hep-port", "9060"]),
+        "--hep-port 9060 differs from the --hep-listen port 19061",
+    );
+    let out = run(&["--hep-listen", "sctp:127.0.0.1:19061"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give udp:ADDR:PORT or tcp:ADDR:PORT"));
+    refused(
+        &run(&[
+            "--hep-listen",
+            "tcp:127.0.0.1:19061",
+            "--hep-listen-key",
+            "/nonexistent/hep.key",
+        ]),
+        "cannot read the HEP key file /nonexistent/hep.key",
+    );
+}
