@@ -128,11 +128,13 @@ impl Config {
             part("TCP reassembly", tcp::memory_bound(&self.tcp), "fixed"),
             part("SCTP messages", sctp::memory_bound(), "fixed"),
             part(
-                // Media activity of a batch (sorted in place), and one
-                // WebSocket message being unmasked.
+                // Media activity of a batch (sorted in place), one
+                // WebSocket message being unmasked, and one compressed HEP
+                // payload inflated (with its reading's doubling slack).
                 "batch and scratch",
                 2 * BATCH as usize * size_of::<(i64, Idx)>()
-                    + 2 * crate::websocket::MAX_FRAME as usize,
+                    + 2 * crate::websocket::MAX_FRAME as usize
+                    + 2 * (crate::framing::HEP_INFLATED_MAX + 1),
                 "fixed",
             ),
         ];

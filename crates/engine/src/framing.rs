@@ -148,10 +148,22 @@ impl Engine {
             Err(e) => return self.counters.anomaly(e.name()),
         };
         self.counters.hep += 1;
-        if h.kind != calliper_wire::hep::kind::SIP || h.compressed {
+        if h.kind != calliper_wire::hep::kind::SIP {
             self.counters.hep_unread += 1;
             return;
         }
+        let mut inflated = std::mem::take(&mut self.hep_inflated);
+        if h.compressed {
+            if let Err(anomaly) = inflate(h.payload, &mut inflated) {
+                self.hep_inflated = inflated;
+                return self.counters.anomaly(anomaly);
+            }
+        }
+        let sip = if h.compressed {
+            &inflated[..]
+        } else {
+            h.payload
+        };
         let at = if (now.saturating_sub(HEP_MAX_AGE_NS)..=now.saturating_add(HEP_MAX_AHEAD_NS))
             .contains(&h.ts_ns)
         {
@@ -172,8 +184,37 @@ impl Engine {
             dport: h.dport,
         };
         self.sip_via_hep = true;
-        self.sip_datagram(at, &flow, h.payload);
+        self.sip_datagram(at, &flow, sip);
         self.sip_via_hep = false;
+        self.hep_inflated = inflated;
+    }
+}
+
+/// The most bytes a compressed HEP payload may inflate to: HEP's own
+/// limit on a message, so compression cannot carry more than plain HEP.
+pub(crate) const HEP_INFLATED_MAX: usize = 0xFFFF;
+
+/// Inflates a compressed HEP payload (chunk 0x0010) into `out`: gzip
+/// (RFC 1952, its CRC checked) when it starts with gzip's magic, else zlib
+/// (RFC 1950), which captagent and Kamailio write. Reading stops one byte
+/// past [`HEP_INFLATED_MAX`], so a small bomb costs no more than that.
+fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), &'static str> {
+    use std::io::Read;
+    out.clear();
+    let limit = HEP_INFLATED_MAX as u64 + 1;
+    let read = if payload.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::GzDecoder::new(payload)
+            .take(limit)
+            .read_to_end(out)
+    } else {
+        flate2::read::ZlibDecoder::new(payload)
+            .take(limit)
+            .read_to_end(out)
+    };
+    match read {
+        Err(_) => Err("hep_bad_compression"),
+        Ok(n) if n > HEP_INFLATED_MAX => Err("hep_inflated_too_long"),
+        Ok(_) => Ok(()),
     }
 }
 
@@ -186,4 +227,101 @@ pub(crate) fn find_message_start(buf: &[u8]) -> Option<usize> {
     memchr::memchr_iter(b'\n', buf)
         .map(|i| i + 1)
         .find(|&i| i < buf.len() && calliper_sip::looks_like_sip(&buf[i..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calliper_wire::hep::{kind, Hep};
+
+    const MESSAGE: &[u8] = b"OPTIONS sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nCall-ID: inflate-1@192.0.2.1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// `MESSAGE` compressed by another implementation (Python's `zlib` and
+    /// `gzip` modules), the two forms agents send.
+    fn by_python() -> [Vec<u8>; 2] {
+        [
+            hex("789cf30f08f1f4f70b5628ce2cb04aca4f7248ad48cc2dc849d54bcecf5508f60cd037d233e0e50acb4cb482f1f4435d02140c2d812c3d233d432b53033303eba4a2c4bce40cdb2acb0c7793246f435e2ee7c49c1c5d4f172b85ccbcb49cc492545d4307b816a06c706aa19582a1823fc46ea0407e5e496a5e89ae4f6a5e7a49869502d04a5e2e004aa02a6a"),
+            hex("1f8b0800000000000203f30f08f1f4f70b5628ce2cb04aca4f7248ad48cc2dc849d54bcecf5508f60cd037d233e0e50acb4cb482f1f4435d02140c2d812c3d233d432b53033303eba4a2c4bce40cdb2acb0c7793246f435e2ee7c49c1c5d4f172b85ccbcb49cc492545d4307b816a06c706aa19582a1823fc46ea0407e5e496a5e89ae4f6a5e7a49869502d04a5e2e00d89855f79a000000"),
+        ]
+    }
+
+    #[test]
+    fn zlib_and_gzip_payloads_inflate_to_the_message() {
+        let mut out = Vec::new();
+        for compressed in by_python() {
+            assert_eq!(inflate(&compressed, &mut out), Ok(()));
+            assert_eq!(out, MESSAGE);
+        }
+    }
+
+    /// Damage is refused, not read as something else: a flipped byte in the
+    /// gzip body (its CRC no longer matches), a cut stream, plain text.
+    #[test]
+    fn damaged_payloads_are_refused() {
+        let mut out = Vec::new();
+        let [zlib, mut gzip] = by_python();
+        let n = gzip.len();
+        gzip[n - 12] ^= 0x01;
+        for bad in [&gzip[..], &zlib[..zlib.len() / 2], MESSAGE] {
+            assert_eq!(inflate(bad, &mut out), Err("hep_bad_compression"));
+        }
+    }
+
+    /// A small payload that would inflate past HEP's own limit stops there.
+    #[test]
+    fn a_compression_bomb_stops_at_the_limit() {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![b'A'; 4 << 20]).unwrap();
+        let bomb = z.finish().unwrap();
+        assert!(bomb.len() < 8 << 10, "{} bytes", bomb.len());
+        let mut out = Vec::new();
+        assert_eq!(inflate(&bomb, &mut out), Err("hep_inflated_too_long"));
+        assert!(out.len() <= HEP_INFLATED_MAX + 1);
+    }
+
+    /// Through the engine: a compressed SIP message counts as a SIP message
+    /// of its call; a damaged one is an anomaly, not SIP.
+    #[test]
+    fn compressed_hep_is_read_as_sip() {
+        let hep = |payload: &[u8]| {
+            Hep {
+                src: "192.0.2.1".parse().unwrap(),
+                dst: "192.0.2.2".parse().unwrap(),
+                sport: 5060,
+                dport: 5060,
+                ip_protocol: 17,
+                ts_ns: 1_000_000_000,
+                kind: kind::SIP,
+                capture_id: 1,
+                auth_key: None,
+                correlation_id: None,
+                vlan: None,
+                mos: None,
+                payload,
+                compressed: true,
+            }
+            .emit()
+            .unwrap()
+        };
+        let mut e = Engine::new(Config {
+            hep_port: Some(9060),
+            ..Config::default()
+        });
+        let [zlib, gzip] = by_python();
+        for m in [hep(&zlib), hep(&gzip), hep(b"not compressed")] {
+            e.hep_datagram(1_000_000_000, &m);
+        }
+        assert_eq!(e.counters.hep, 3);
+        assert_eq!(e.counters.hep_unread, 0);
+        assert_eq!(e.counters.sip_messages, 2);
+        assert_eq!(e.counters.anomalies.get("hep_bad_compression"), Some(&1));
+    }
 }

@@ -386,6 +386,8 @@ pub struct Engine {
     sip_transport: SipTransport,
     /// The SIP message being handled arrived inside HEP (`SipSeen::via_hep`).
     sip_via_hep: bool,
+    /// A compressed HEP payload, inflated (reused).
+    hep_inflated: Vec<u8>,
     /// Packets the capture dropped so far (low 32 bits), as of the last batch end.
     capture_dropped: u32,
     /// The total reported since, applied at the next batch end (so shards agree).
@@ -436,6 +438,7 @@ impl Engine {
             events: events::Events::default(),
             sip_transport: SipTransport::Udp,
             sip_via_hep: false,
+            hep_inflated: Vec::new(),
             capture_dropped: 0,
             capture_dropped_next: 0,
             traffic: traffic::Traffic::default(),

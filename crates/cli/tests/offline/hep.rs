@@ -97,6 +97,62 @@ fn a_hep_feed_gives_the_records_of_the_traffic_it_copies() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The feed with each HEP message's payload compressed by the system's
+/// `gzip` (chunk 0x0010): the same records as the plain feed.
+#[test]
+fn a_compressed_hep_feed_gives_the_same_records() {
+    let dir = common::scratch("hep-gzip");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let want = calliper_jsonl(&original, &[]);
+    let (feed, sip) = as_hep_feed(&original, |_| {});
+    let gzip = |data: &[u8]| {
+        use std::io::Write;
+        let mut child = std::process::Command::new("gzip")
+            .args(["-n", "-c"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("gzip must be runnable");
+        child.stdin.take().unwrap().write_all(data).unwrap();
+        child.wait_with_output().unwrap().stdout
+    };
+    let mut compressed = 0;
+    let feed: Vec<(i64, Vec<u8>)> = feed
+        .into_iter()
+        .map(|(ts, frame)| {
+            let f = decode(1, &frame).unwrap();
+            let Some((sport, 9060, payload)) = f.udp() else {
+                return (ts, frame);
+            };
+            let h = Hep::parse(payload).unwrap();
+            let gz = gzip(h.payload);
+            assert_eq!(&gz[..2], [0x1f, 0x8b]);
+            let hep = Hep {
+                payload: &gz,
+                compressed: true,
+                ..h
+            }
+            .emit()
+            .unwrap();
+            compressed += 1;
+            let ip = emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
+                .emit(&emit::udp(sport, 9060, &hep));
+            (ts, emit::ethernet(&[], 0x0800, &ip))
+        })
+        .collect();
+    assert_eq!(compressed, sip);
+    let path = dir.join("gzip.pcap");
+    common::write_pcap(&path, 1, &feed);
+    let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
+    std::fs::remove_dir_all(&dir).ok();
+    let summary = got.last().unwrap();
+    assert_eq!(summary["hep"], sip, "{summary}");
+    assert_eq!(summary["hep_unread"], 0, "{summary}");
+    assert_eq!(summary["anomalies"], serde_json::json!({}), "{summary}");
+    assert_eq!(records(&got), records(&want));
+}
+
 #[test]
 fn malformed_hep_is_counted_not_read() {
     let dir = common::scratch("hep-bad");
