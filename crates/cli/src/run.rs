@@ -212,10 +212,19 @@ impl Outputs {
                 ),
             },
             Dropped {
-                what: "SIP messages not sent as HEP",
+                what: "messages not sent as HEP",
                 key: "hep_too_long",
                 count: hep(|c| &c.too_long),
                 why: "over HEP's 64 KiB with their chunks".into(),
+            },
+            Dropped {
+                what: "interval quality reports not sent as HEP",
+                key: "hep_uncorrelated",
+                count: hep(|c| &c.uncorrelated),
+                why: format!(
+                    "their call's Call-ID was not kept (more than {} calls open)",
+                    calliper_trackers::MAX_HEP_CALLS
+                ),
             },
             Dropped {
                 what: "events",

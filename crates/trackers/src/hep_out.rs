@@ -10,8 +10,9 @@
 //! that arrived as HEP are not sent again (a probe reading one feed and
 //! sending to the same collector would loop). docs/hep.md lists the chunks.
 
+use crate::hep_quality::{self, CallIds, HepFields};
 use crate::lock;
-use calliper_model::event::SipTransport;
+use calliper_model::event::{CallPhase, SipSeen, SipTransport};
 use calliper_model::{Event, Tracker};
 use calliper_wire::hep::{self, Hep};
 use std::collections::VecDeque;
@@ -54,6 +55,9 @@ pub struct HepCounts {
     pub failed: AtomicU64,
     /// Messages too long for HEP's 16-bit length, not sent.
     pub too_long: AtomicU64,
+    /// Interval reports not sent: their call's Call-ID was not kept
+    /// ([`crate::hep_quality::MAX_CALLS`] open calls were).
+    pub uncorrelated: AtomicU64,
 }
 
 #[derive(Default)]
@@ -69,6 +73,9 @@ struct Shared {
     ready: Condvar,
     counts: HepCounts,
     target: HepTarget,
+    /// Open calls' Call-IDs, for their interval reports (shards deliver
+    /// media events, the first shard signalling: one table for all).
+    calls: Mutex<CallIds>,
 }
 
 /// The tracker that queues HEP messages, and (in the original, not its
@@ -94,6 +101,7 @@ impl HepOut {
             ready: Condvar::new(),
             counts: HepCounts::default(),
             target,
+            calls: Mutex::new(CallIds::default()),
         });
         let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
@@ -188,36 +196,75 @@ fn ip_protocol(t: SipTransport) -> u8 {
 
 impl Tracker for HepOut {
     fn event(&mut self, event: &Event<'_>) {
-        let Event::Sip(m) = event else {
-            return;
-        };
-        if m.via_hep {
-            return;
-        }
         let target = &self.shared.target;
-        let message = Hep {
-            src: m.src.0,
-            dst: m.dst.0,
-            sport: m.src.1,
-            dport: m.dst.1,
-            ip_protocol: ip_protocol(m.transport),
-            ts_ns: m.ts_ns,
-            kind: hep::kind::SIP,
+        let fields = HepFields {
             capture_id: target.capture_id,
             auth_key: target.auth_key.as_deref(),
-            correlation_id: (!m.call_id.is_empty()).then_some(m.call_id.as_bytes()),
-            vlan: None,
-            mos: None,
-            payload: m.bytes,
-            compressed: false,
         };
-        match message.emit() {
-            Ok(bytes) => self.queue(bytes),
-            Err(_) => {
+        match event {
+            Event::Sip(m) if !m.via_hep => self.send(sip_message(m, &fields)),
+            Event::Call(c) if c.phase == CallPhase::Started => {
+                lock(&self.shared.calls).started(c.call, c.call_id);
+            }
+            Event::Interval(i) => {
+                let Some(serial) = i.call else {
+                    return;
+                };
+                let message = match lock(&self.shared.calls).get(serial) {
+                    Some(call_id) => hep_quality::periodic(i, call_id, &fields),
+                    None => {
+                        self.shared
+                            .counts
+                            .uncorrelated
+                            .fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                };
+                self.send(message);
+            }
+            Event::CallRecord(c) => {
+                for s in &c.streams {
+                    self.send(hep_quality::hangup(c, s, &fields));
+                }
+                lock(&self.shared.calls).ended(c.serial);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl HepOut {
+    /// Queues a message, or counts it as too long for HEP.
+    fn send(&self, message: Option<Vec<u8>>) {
+        match message {
+            Some(bytes) => self.queue(bytes),
+            None => {
                 self.shared.counts.too_long.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+}
+
+/// A SIP message as HEP type 1 (None when too long).
+fn sip_message(m: &SipSeen<'_>, f: &HepFields) -> Option<Vec<u8>> {
+    Hep {
+        src: m.src.0,
+        dst: m.dst.0,
+        sport: m.src.1,
+        dport: m.dst.1,
+        ip_protocol: ip_protocol(m.transport),
+        ts_ns: m.ts_ns,
+        kind: hep::kind::SIP,
+        capture_id: f.capture_id,
+        auth_key: f.auth_key,
+        correlation_id: (!m.call_id.is_empty()).then_some(m.call_id.as_bytes()),
+        vlan: None,
+        mos: None,
+        payload: m.bytes,
+        compressed: false,
+    }
+    .emit()
+    .ok()
 }
 
 impl Drop for HepOut {

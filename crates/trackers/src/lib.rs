@@ -14,6 +14,7 @@ mod alerts;
 mod call_detail;
 mod event_log;
 mod hep_out;
+mod hep_quality;
 mod kpi;
 mod time_series;
 pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};
@@ -26,6 +27,7 @@ pub use hep_out::{
     HepCounts, HepOut, HepTarget, FINISH_WITHIN as HEP_FINISH_WITHIN, MAX_QUEUED as MAX_HEP_QUEUED,
     MAX_QUEUED_BYTES as MAX_HEP_QUEUED_BYTES, SEND_TIMEOUT as HEP_SEND_TIMEOUT,
 };
+pub use hep_quality::MAX_CALLS as MAX_HEP_CALLS;
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 

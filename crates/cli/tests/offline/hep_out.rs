@@ -3,7 +3,10 @@
 //! the test's own, and writes the SIP messages it understood to a pcap.
 //! That pcap must hold exactly the capture's SIP messages: the same
 //! times, addresses, ports, Call-IDs and CSeqs, as tshark reads both. The
-//! summary's `hep_sent` counts them.
+//! summary's `hep_sent` counts them with the quality reports. Those (type
+//! 34) are read by a HEP3 reader of the test's own, in Python from the
+//! specification (this tshark has no HEP dissector, and sngrep ignores
+//! them), and must carry the records' and interval reports' figures.
 
 use crate::common;
 use common::tshark;
@@ -76,7 +79,18 @@ fn sngrep_receives_every_sip_message_as_captured() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(last["hep_sent"], 36, "{last}");
+    // The SIP messages and each stream's quality reports (offline/hep_out.rs,
+    // quality_reports_carry_the_records_figures).
+    let quality = common::calliper_jsonl(&capture, &["--events", "intervals"])
+        .iter()
+        .map(|l| match l["type"].as_str() {
+            Some("interval") if !l["call"].is_null() => 1,
+            Some("call") => l["streams"].as_array().unwrap().len() as u64,
+            _ => 0,
+        })
+        .sum::<u64>();
+    assert!(quality > 0);
+    assert_eq!(last["hep_sent"], 36 + quality, "{last}");
     assert!(
         last.get("hep_dropped").is_none() && last.get("hep_failed").is_none(),
         "{last}"
@@ -85,8 +99,9 @@ fn sngrep_receives_every_sip_message_as_captured() {
 }
 
 /// SIP that arrived as HEP is not sent on as HEP (a probe reading a feed
-/// and sending to the same collector would loop), and a key that is not a
-/// regular file is refused before any work.
+/// and sending to the same collector would loop; the quality of the media
+/// measured here is), and a key that is not a regular file is refused
+/// before any work.
 #[test]
 fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
     let dir = common::scratch("hep-again");
@@ -107,9 +122,20 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
         lines.iter().any(|l| l["type"] == "call"),
         "the feed's calls are analysed"
     );
-    assert_eq!(summary["hep_sent"], 0, "{summary}");
+    // Only the quality of the media measured here goes out, no SIP.
     let mut buf = [0u8; 65536];
-    assert!(collector.recv(&mut buf).is_err(), "something was sent");
+    let mut received = 0;
+    while let Ok(n) = collector.recv(&mut buf) {
+        let h = calliper_wire::hep::Hep::parse(&buf[..n]).unwrap();
+        assert_eq!(
+            h.kind,
+            calliper_wire::hep::kind::QUALITY_JSON,
+            "SIP was sent again"
+        );
+        received += 1;
+    }
+    assert!(received > 0);
+    assert_eq!(summary["hep_sent"], received, "{summary}");
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--hep", &to, "--hep-key", "/dev/zero"])
         .arg(&original)
@@ -121,4 +147,167 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A HEP3 reader written from the specification (sipcapture/HEP, `docs/`),
+/// independent of `calliper_wire::hep`: it binds a loopback port, prints
+/// it, then prints each message's chunks as JSON until 2 s pass without
+/// one.
+const HEP_READER: &str = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True)
+s.settimeout(2.0)
+while True:
+    try:
+        d, _ = s.recvfrom(65535)
+    except socket.timeout:
+        break
+    assert d[:4] == b"HEP3" and struct.unpack(">H", d[4:6])[0] == len(d), d[:8]
+    m, i = {}, 6
+    while i < len(d):
+        vendor, kind, length = struct.unpack(">HHH", d[i:i + 6])
+        v = d[i + 6:i + length]
+        assert length >= 6 and i + length <= len(d)
+        i += length
+        if vendor != 0:
+            continue
+        if kind in (3, 4):
+            m["src" if kind == 3 else "dst"] = socket.inet_ntop(socket.AF_INET, v)
+        elif kind in (5, 6):
+            m["src" if kind == 5 else "dst"] = socket.inet_ntop(socket.AF_INET6, v)
+        elif kind in (7, 8):
+            m["sport" if kind == 7 else "dport"] = struct.unpack(">H", v)[0]
+        elif kind == 9:
+            m["sec"] = struct.unpack(">I", v)[0]
+        elif kind == 10:
+            m["usec"] = struct.unpack(">I", v)[0]
+        elif kind == 11:
+            m["type"] = v[0]
+        elif kind == 0x11:
+            m["correlation"] = v.decode()
+        elif kind == 0x20:
+            m["mos"] = struct.unpack(">H", v)[0]
+        elif kind == 0x0F:
+            m["payload"] = v.decode()
+    print(json.dumps(m), flush=True)
+"#;
+
+/// Each stream's quality goes out as HEP type 34 (JSON, the MOS × 100 in
+/// chunk 0x20, the Call-ID as correlation id): one `HANGUP` report per
+/// stream of each call record with its figures, and one `PERIODIC` report
+/// per interval report of a call's stream, with the interval's.
+#[test]
+fn quality_reports_carry_the_records_figures() {
+    use serde_json::Value;
+    use std::io::{BufRead, BufReader};
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let mut reader = Command::new("python3")
+        .args(["-c", HEP_READER])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the independent HEP reader");
+    let mut out = BufReader::new(reader.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let to = format!("udp:127.0.0.1:{}", port.trim());
+    let lines = common::calliper_jsonl(&capture, &["--events", "intervals", "--hep", &to]);
+    let received: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(reader.wait().unwrap().success());
+    let reports: Vec<(&Value, Value)> = received
+        .iter()
+        .filter(|m| m["type"] == 34)
+        .map(|m| {
+            (
+                m,
+                serde_json::from_str(m["payload"].as_str().unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    let same_stream = |r: &Value, m: &Value, s: &Value| {
+        for (chunk, field, key) in [
+            ("src", "SRC_IP", "src"),
+            ("sport", "SRC_PORT", "src_port"),
+            ("dst", "DST_IP", "dst"),
+            ("dport", "DST_PORT", "dst_port"),
+        ] {
+            if m[chunk] != s[key] || r[field] != s[key] {
+                return false;
+            }
+        }
+        r["SSRC"] == s["ssrc"]
+    };
+    let mos_chunk = |mos: &Value| mos.as_f64().map(|m| (m * 100.0).round() as u64);
+    let (mut hangups, mut periodic) = (0, 0);
+    for call in lines.iter().filter(|l| l["type"] == "call") {
+        let id = &call["call_id"];
+        for s in call["streams"].as_array().unwrap() {
+            let found: Vec<&(&Value, Value)> = reports
+                .iter()
+                .filter(|(m, r)| r["TYPE"] == "HANGUP" && same_stream(r, m, s))
+                .collect();
+            assert_eq!(found.len(), 1, "one hang-up report for {s}");
+            let (m, r) = found[0];
+            assert_eq!(
+                (
+                    &m["correlation"],
+                    &r["CORRELATION_ID"],
+                    &r["RTP_SIP_CALL_ID"]
+                ),
+                (id, id, id)
+            );
+            assert_eq!(r["TOTAL_PK"], s["packets"]);
+            assert_eq!(r["EXPECTED_PK"], s["expected"]);
+            assert_eq!(r["PACKET_LOSS"], s["lost"]);
+            assert_eq!(r["MOS"], s["mos"]);
+            assert_eq!(r["RFACTOR"], s["r_factor"]);
+            assert_eq!(r["JITTER"], s["mean_jitter_ms"]);
+            assert_eq!(r["CODEC_NAME"], s["codec"]);
+            assert_eq!(m["mos"].as_u64(), mos_chunk(&s["mos"]), "the MOS chunk");
+            let dir = if s["direction"] == "caller_to_callee" {
+                0
+            } else {
+                1
+            };
+            assert_eq!(r["DIR"], dir);
+            let last = s["last_ns"].as_i64().unwrap();
+            assert_eq!(
+                m["sec"].as_i64().unwrap() * 1_000_000_000 + m["usec"].as_i64().unwrap() * 1000,
+                last / 1000 * 1000
+            );
+            hangups += 1;
+        }
+    }
+    for i in lines.iter().filter(|l| l["type"] == "interval") {
+        let found: Vec<&(&Value, Value)> = reports
+            .iter()
+            .filter(|(m, r)| {
+                r["TYPE"] == "PERIODIC"
+                    && same_stream(r, m, i)
+                    && m["sec"].as_i64() == Some(i["reported_ns"].as_i64().unwrap() / 1_000_000_000)
+                    && r["TOTAL_PK"] == i["packets"]
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "one periodic report for {i}");
+        let (m, r) = found[0];
+        assert_eq!(
+            (r["EXPECTED_PK"].clone(), r["PACKET_LOSS"].clone()),
+            (i["expected"].clone(), i["lost"].clone())
+        );
+        assert_eq!((&r["MOS"], &r["JITTER"]), (&i["mos"], &i["jitter_ms"]));
+        assert_eq!(m["mos"].as_u64(), mos_chunk(&i["mos"]));
+        periodic += 1;
+    }
+    assert!(hangups > 0 && periodic > 0);
+    let sip = received.iter().filter(|m| m["type"] == 1).count();
+    assert_eq!(
+        received.len(),
+        sip + hangups + periodic,
+        "nothing else was sent"
+    );
+    assert_eq!(lines.last().unwrap()["hep_sent"], received.len());
 }
