@@ -94,9 +94,15 @@ counters! {
         /// HEP3 datagrams read (`Config::hep_port`); malformed ones are
         /// anomalies (`hep_*`).
         pub hep: u64,
-        /// HEP3 datagrams whose payload was not read: compressed, or not
-        /// SIP (RTCP and quality reports).
+        /// HEP3 datagrams whose payload was not read: neither SIP nor an
+        /// RTCP or quality report.
         pub hep_unread: u64,
+        /// RTCP report blocks and quality reports from HEP kept in their
+        /// call (`agent_reports`).
+        pub hep_reports: u64,
+        /// HEP RTCP and quality reports whose correlation id names no open
+        /// call (before its INVITE, after its end, or never seen here).
+        pub hep_reports_uncorrelated: u64,
         /// SIP messages whose Call-ID matches no call and that start none.
         pub sip_outside_calls: u64,
         /// RTP packets analysed in calls.

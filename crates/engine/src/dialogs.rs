@@ -252,7 +252,7 @@ impl Engine {
             media: Vec::new(),
             media_keys: Vec::new(),
             streams: Vec::new(),
-            labels: Vec::new(),
+            labels: Box::default(),
             record_payload: false,
             ignored: false,
             held: false,
@@ -260,6 +260,7 @@ impl Engine {
             transactions: Default::default(),
             hops: Default::default(),
             capture_dropped_at_start: self.capture_dropped,
+            agent_reports: None,
         };
         // The first INVITE's two ends take part whatever comes of it.
         let mut call = call;
@@ -299,7 +300,10 @@ impl Engine {
             RuleAction::Record => call.record_payload = true,
             RuleAction::Label(l) => {
                 if !call.labels.contains(&l) && call.labels.len() < MAX_LABELS_PER_CALL {
-                    push_exact(&mut call.labels, l);
+                    // A boxed slice (16 bytes, not a vector's 24): labels are rare.
+                    let mut labels = std::mem::take(&mut call.labels).into_vec();
+                    labels.push(l);
+                    call.labels = labels.into_boxed_slice();
                 }
             }
         }

@@ -138,6 +138,7 @@ impl Engine {
             ongoing: ending == Ending::Open && call.closing.is_none(),
             held_until_ns: self.now.max(end_ns),
             streams,
+            agent_reports: call.agent_reports.map_or_else(Vec::new, |r| r.0),
         });
         record.summarise_quality();
         if let Some(r) = self.recorder.as_mut() {

@@ -139,16 +139,20 @@ impl Engine {
 const HEP_MAX_AGE_NS: i64 = 60_000_000_000;
 const HEP_MAX_AHEAD_NS: i64 = 1_000_000_000;
 
+use calliper_wire::hep::{kind, Hep};
+
 impl Engine {
     /// A HEP3 datagram: its SIP is handled as if captured, with the
-    /// addresses, ports and time the HEP agent gives.
-    pub(crate) fn hep_datagram(&mut self, now: i64, payload: &[u8]) {
-        let h = match calliper_wire::hep::Hep::parse(payload) {
+    /// addresses, ports and time the HEP agent gives; its RTCP and quality
+    /// reports go to the call they name (`agent_reports`).
+    pub(crate) fn hep_datagram(&mut self, now: i64, datagram: &[u8]) {
+        let h = match Hep::parse(datagram) {
             Ok(h) => h,
             Err(e) => return self.counters.anomaly(e.name()),
         };
         self.counters.hep += 1;
-        if h.kind != calliper_wire::hep::kind::SIP {
+        let report = [kind::RTCP_JSON, kind::QUALITY_JSON].contains(&h.kind);
+        if h.kind != kind::SIP && !report {
             self.counters.hep_unread += 1;
             return;
         }
@@ -159,7 +163,7 @@ impl Engine {
                 return self.counters.anomaly(anomaly);
             }
         }
-        let sip = if h.compressed {
+        let payload = if h.compressed {
             &inflated[..]
         } else {
             h.payload
@@ -172,6 +176,16 @@ impl Engine {
             self.counters.anomaly("hep_clock_skew");
             now
         };
+        if report {
+            self.hep_report(at, &Hep { payload, ..h });
+        } else {
+            self.hep_sip(at, &h, payload);
+        }
+        self.hep_inflated = inflated;
+    }
+
+    /// The SIP message a HEP datagram carries, as if captured.
+    fn hep_sip(&mut self, at: i64, h: &Hep<'_>, sip: &[u8]) {
         self.sip_transport = match h.ip_protocol {
             6 => SipTransport::Tcp,
             132 => SipTransport::Sctp,
@@ -186,7 +200,6 @@ impl Engine {
         self.sip_via_hep = true;
         self.sip_datagram(at, &flow, sip);
         self.sip_via_hep = false;
-        self.hep_inflated = inflated;
     }
 }
 

@@ -14,6 +14,7 @@
 
 #[macro_use]
 mod counters;
+mod agent_reports;
 mod analyzer;
 mod bound;
 pub mod dedup;
@@ -253,7 +254,7 @@ struct Call {
     media_keys: Vec<(IpAddr, u16)>,
     streams: Vec<Idx>,
     /// Labels from rules, in the order first applied.
-    labels: Vec<Arc<str>>,
+    labels: Box<[Arc<str>]>,
     /// A rule selected the call for payload recording.
     record_payload: bool,
     /// An `ignore` SIP rule matched: follow the call, report nothing.
@@ -271,6 +272,9 @@ struct Call {
     /// The engine's capture-drop total when the call began (wrapping: a
     /// call does not outlive 2^32 dropped packets).
     capture_dropped_at_start: u32,
+    /// What capture agents reported over HEP of the call's media (boxed:
+    /// most calls have none).
+    agent_reports: Option<Box<agent_reports::AgentReports>>,
 }
 
 impl Linked for Call {

@@ -2,6 +2,7 @@
 //! own so the store, the console and other consumers depend on these types
 //! and not on the engine that makes them.
 
+pub mod agent;
 pub mod alert;
 pub mod event;
 pub mod kpi;
@@ -407,6 +408,10 @@ pub struct CallRecord {
     pub held_until_ns: i64,
     /// Media streams.
     pub streams: Vec<StreamRecord>,
+    /// What capture agents reported of the call's media over HEP (RTCP and
+    /// quality reports), for media the probe may not see itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_reports: Vec<agent::AgentReport>,
 }
 
 impl CallRecord {

@@ -369,6 +369,9 @@ impl Sink for Sqlite {
                 let labels = (!c.labels.is_empty())
                     .then(|| serde_json::to_string(&c.labels))
                     .transpose()?;
+                let agent_reports = (!c.agent_reports.is_empty())
+                    .then(|| serde_json::to_string(&c.agent_reports))
+                    .transpose()?;
                 self.conn
                     .prepare_cached(
                         "INSERT INTO calls (call_id, from_uri, from_user, from_display, to_uri, to_user, to_display,
@@ -376,8 +379,8 @@ impl Sink for Sqlite {
                          invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
                          final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
                          labels, record_payload, capture_dropped, ongoing, worst_mos, worst_interval_mos, mos_scale,
-                         setup_delay_to_failure, disconnect_delay_ms)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         setup_delay_to_failure, disconnect_delay_ms, agent_reports)
+                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     )?
                     .execute(params![
                         c.call_id,
@@ -419,6 +422,7 @@ impl Sink for Sqlite {
                         label(&c.mos_scale)?,
                         c.setup_delay_to_failure,
                         c.disconnect_delay_ms,
+                        agent_reports,
                     ])?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS calls (
     labels TEXT, record_payload INTEGER,
     capture_dropped INTEGER, ongoing INTEGER,
     worst_mos REAL, worst_interval_mos REAL, mos_scale TEXT,
-    setup_delay_to_failure INTEGER, disconnect_delay_ms REAL
+    setup_delay_to_failure INTEGER, disconnect_delay_ms REAL,
+    agent_reports TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller_time ON calls(from_user, invite_ns);
@@ -64,8 +65,9 @@ CREATE TABLE IF NOT EXISTS runs (
 /// 7 the call detail tables (`sip_messages`, `stream_intervals`) and the
 /// caller and callee indexes with time (a search by user and time range);
 /// 8 the streams' outages (big jumps counted as loss); 9 their jitter
-/// within restart segments and restart times (JSON).
-const SCHEMA_VERSION: i64 = 9;
+/// within restart segments and restart times (JSON); 10 the calls' reports
+/// from capture agents over HEP (`agent_reports`, JSON).
+const SCHEMA_VERSION: i64 = 10;
 
 /// Brings a database written by an earlier version up to [`SCHEMA`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -150,6 +152,14 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
             "ALTER TABLE streams ADD COLUMN segment_mean_jitter_ms REAL;
              ALTER TABLE streams ADD COLUMN segment_max_jitter_ms REAL;
              ALTER TABLE streams ADD COLUMN restarts_ns TEXT;",
+        )?;
+    }
+    if version < 10 {
+        add_columns(
+            conn,
+            "calls",
+            "agent_reports",
+            "ALTER TABLE calls ADD COLUMN agent_reports TEXT;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
