@@ -7,10 +7,14 @@
 //! calls.
 //!
 //! Receiving runs on threads of its own (one for UDP; for TCP one accepting
-//! and one per connection, at most [`MAX_CONNECTIONS`]); they stamp each
-//! message with the time it came and queue it, bounded by messages and
-//! bytes. What does not fit, fails the key, is not HEP, or cannot be framed
-//! is counted in [`HepListenStats`], never waited for.
+//! and one per connection, at most [`MAX_CONNECTIONS`], [`MAX_PER_PEER`]
+//! from one address); they stamp each message with the time it came and
+//! queue it, bounded by messages and bytes. A connection must complete each
+//! message within [`MESSAGE_WITHIN`] of its first byte (its first message
+//! within that of connecting), and is closed after [`IDLE`] without one, so
+//! a peer that trickles or stays silent cannot hold a slot. What does not
+//! fit, fails the key, is not HEP, or cannot be framed is counted in
+//! [`HepListenStats`], never waited for.
 
 use crate::Packet;
 use calliper_wire::{emit, hep, ipproto, linktype};
@@ -27,8 +31,18 @@ const QUEUE: usize = 8192;
 const QUEUE_BYTES: usize = 16 << 20;
 /// TCP connections read at once; more are closed at once (counted).
 pub const MAX_CONNECTIONS: usize = 64;
+/// TCP connections read at once from one address.
+pub const MAX_PER_PEER: usize = 8;
 /// A TCP connection that completes no message for this long is closed.
-const IDLE: Duration = Duration::from_secs(120);
+pub const IDLE: Duration = Duration::from_secs(120);
+/// Longest a TCP message may take from its first byte to its last, and a
+/// connection from its start to its first message (shorter in unit tests,
+/// which wait it out).
+pub const MESSAGE_WITHIN: Duration = if cfg!(test) {
+    Duration::from_millis(500)
+} else {
+    Duration::from_secs(10)
+};
 /// How often the receiving threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// The largest message that fits one UDP datagram in the frames made here.
@@ -74,10 +88,16 @@ pub struct HepListenStats {
     pub too_long: u64,
     /// TCP connections accepted.
     pub connections: u64,
-    /// TCP connections closed at once: [`MAX_CONNECTIONS`] were open.
+    /// TCP connections closed at once: [`MAX_CONNECTIONS`] were open, or
+    /// [`MAX_PER_PEER`] from the same address.
     pub connections_refused: u64,
-    /// TCP connections closed after [`IDLE`] without a message.
-    pub connections_idle: u64,
+    /// TCP connections closed for taking too long: [`IDLE`] without a
+    /// message, or a message (the first one included) not whole within
+    /// [`MESSAGE_WITHIN`].
+    pub connections_timed_out: u64,
+    /// Receiving threads the system would not start (a TCP connection is
+    /// then closed).
+    pub threads_failed: u64,
 }
 
 #[derive(Default)]
@@ -89,7 +109,8 @@ struct Counts {
     too_long: AtomicU64,
     connections: AtomicU64,
     connections_refused: AtomicU64,
-    connections_idle: AtomicU64,
+    connections_timed_out: AtomicU64,
+    threads_failed: AtomicU64,
 }
 
 /// A message as it came: when, and its frame.
@@ -104,6 +125,8 @@ struct Shared {
     stop: AtomicBool,
     queued_bytes: AtomicUsize,
     open_connections: AtomicUsize,
+    /// Open TCP connections by peer address.
+    peers: std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>,
     key: Option<Vec<u8>>,
     local: SocketAddr,
 }
@@ -130,18 +153,20 @@ impl HepListener {
             stop: AtomicBool::new(false),
             queued_bytes: AtomicUsize::new(0),
             open_connections: AtomicUsize::new(0),
+            peers: Default::default(),
             key: cfg.key.clone(),
             local,
         });
         let s = shared.clone();
+        let receive = std::thread::Builder::new().name("hep-listen".into());
         match bound {
             Bound::Udp(socket) => {
                 socket.set_read_timeout(Some(POLL))?;
-                std::thread::spawn(move || receive_datagrams(&socket, &s, &tx));
+                receive.spawn(move || receive_datagrams(&socket, &s, &tx))?;
             }
             Bound::Tcp(listener) => {
                 listener.set_nonblocking(true)?;
-                std::thread::spawn(move || accept(&listener, &s, &tx));
+                receive.spawn(move || accept(&listener, &s, &tx))?;
             }
         }
         Ok(HepListener {
@@ -157,12 +182,12 @@ impl HepListener {
     }
 
     /// Hands the messages received so far (at most a batch) to `f`, waiting
-    /// up to `wait` for the first.
-    pub fn next_batch(&mut self, wait: Duration, f: &mut dyn FnMut(&[Packet<'_>])) {
+    /// up to `wait` for the first; how many it handed.
+    pub fn next_batch(&mut self, wait: Duration, f: &mut dyn FnMut(&[Packet<'_>])) -> usize {
         self.batch.clear();
         match self.rx.recv_timeout(wait) {
             Ok(m) => self.batch.push(m),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return 0,
         }
         while self.batch.len() < BATCH {
             match self.rx.try_recv() {
@@ -183,6 +208,7 @@ impl HepListener {
             };
         }
         f(&packets[..self.batch.len()]);
+        self.batch.len()
     }
 
     /// The counts so far.
@@ -196,7 +222,8 @@ impl HepListener {
             too_long: c.too_long.load(Relaxed),
             connections: c.connections.load(Relaxed),
             connections_refused: c.connections_refused.load(Relaxed),
-            connections_idle: c.connections_idle.load(Relaxed),
+            connections_timed_out: c.connections_timed_out.load(Relaxed),
+            threads_failed: c.threads_failed.load(Relaxed),
         }
     }
 }
@@ -314,10 +341,20 @@ fn v6(a: IpAddr) -> std::net::Ipv6Addr {
 }
 
 fn receive_datagrams(socket: &UdpSocket, s: &Shared, tx: &SyncSender<Message>) {
+    use std::io::ErrorKind;
     let mut buf = vec![0u8; 0x1_0000];
     while !s.stop.load(Relaxed) {
-        if let Ok((n, peer)) = socket.recv_from(&mut buf) {
-            let _ = s.take(peer, &buf[..n], tx);
+        match socket.recv_from(&mut buf) {
+            Ok((n, peer)) => {
+                let _ = s.take(peer, &buf[..n], tx);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            // Anything else (an ICMP error reported on the socket): no spin.
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
 }
@@ -328,17 +365,49 @@ fn accept(listener: &TcpListener, s: &Arc<Shared>, tx: &SyncSender<Message>) {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
-        if s.open_connections.fetch_add(1, Relaxed) >= MAX_CONNECTIONS {
-            s.open_connections.fetch_sub(1, Relaxed);
+        if !s.admit(peer.ip()) {
             s.counts.connections_refused.fetch_add(1, Relaxed);
             continue;
         }
         s.counts.connections.fetch_add(1, Relaxed);
-        let (s, tx) = (s.clone(), tx.clone());
-        std::thread::spawn(move || {
-            read_stream(stream, peer, &s, &tx);
-            s.open_connections.fetch_sub(1, Relaxed);
-        });
+        let (shared, tx) = (s.clone(), tx.clone());
+        let started = std::thread::Builder::new()
+            .name("hep-tcp".into())
+            .spawn(move || {
+                read_stream(stream, peer, &shared, &tx);
+                shared.release(peer.ip());
+            });
+        if started.is_err() {
+            s.counts.threads_failed.fetch_add(1, Relaxed);
+            s.release(peer.ip());
+        }
+    }
+}
+
+impl Shared {
+    /// Takes a connection slot for `peer`, if one is free overall and for it.
+    fn admit(&self, peer: IpAddr) -> bool {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let open = self.open_connections.load(Relaxed);
+        let from_peer = peers.get(&peer).copied().unwrap_or(0);
+        if open >= MAX_CONNECTIONS || from_peer >= MAX_PER_PEER {
+            return false;
+        }
+        peers.insert(peer, from_peer + 1);
+        self.open_connections.store(open + 1, Relaxed);
+        true
+    }
+
+    /// Gives back a slot taken by [`Shared::admit`].
+    fn release(&self, peer: IpAddr) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = peers.get_mut(&peer) {
+            *n -= 1;
+            if *n == 0 {
+                peers.remove(&peer);
+            }
+        }
+        self.open_connections.fetch_sub(1, Relaxed);
     }
 }
 
@@ -352,6 +421,8 @@ fn read_stream(mut stream: TcpStream, peer: SocketAddr, s: &Shared, tx: &SyncSen
     let mut buf: Vec<u8> = Vec::with_capacity(0x1_0000 + 0x4000);
     let mut chunk = [0u8; 0x4000];
     let mut last_message = Instant::now();
+    // When the message being read began (the connection, for the first).
+    let mut message_began = Some(Instant::now());
     while !s.stop.load(Relaxed) {
         // Every whole message in the buffer.
         let mut used = 0;
@@ -368,25 +439,35 @@ fn read_stream(mut stream: TcpStream, peer: SocketAddr, s: &Shared, tx: &SyncSen
                     }
                     used += len;
                     last_message = Instant::now();
+                    message_began = None;
                 }
             }
         }
         buf.drain(..used);
+        if !buf.is_empty() {
+            // Part of the next message came with the last one's end.
+            message_began.get_or_insert_with(Instant::now);
+        }
+        // Checked on every pass: a peer that trickles bytes must not hold
+        // its slot any longer than a silent one.
+        let slow = message_began.is_some_and(|t| t.elapsed() >= MESSAGE_WITHIN);
+        if slow || last_message.elapsed() >= IDLE {
+            s.counts.connections_timed_out.fetch_add(1, Relaxed);
+            return;
+        }
         match stream.read(&mut chunk) {
             Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                message_began.get_or_insert_with(Instant::now);
+                buf.extend_from_slice(&chunk[..n]);
+            }
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if last_message.elapsed() >= IDLE {
-                    s.counts.connections_idle.fetch_add(1, Relaxed);
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
             Err(_) => return,
         }
     }

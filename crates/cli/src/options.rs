@@ -411,6 +411,10 @@ pub(crate) fn hep_listen_address(
         .map_err(|e| format!("{rest}: {e}"))?
         .next()
         .ok_or_else(|| format!("{rest}: no address"))?;
+    if address.port() == 0 {
+        // The engine reads HEP on this port: it must be known before binding.
+        return Err(format!("{rest}: give the port agents send to (not 0)"));
+    }
     Ok((transport, address))
 }
 

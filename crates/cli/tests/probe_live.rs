@@ -4,7 +4,8 @@
 //! not matter): SIGTERM writes the open call marked ongoing; a call is
 //! written as it ends, so SIGKILL afterwards loses nothing; packets the
 //! kernel ring dropped while the probe was stalled are in the call's record
-//! and the summary; SIGHUP reloads the rules; `--filter` runs in the kernel. Needs CAP_NET_RAW; skipped
+//! and the summary; SIGHUP reloads the rules; `--filter` runs in the kernel; HEP to
+//! the collector (`--hep-listen`) that crosses `lo` is read once. Needs CAP_NET_RAW; skipped
 //! only when `CALLIPER_SKIP` names `live`.
 
 #![allow(unsafe_code)] // libc::kill, to signal the probe
@@ -403,5 +404,76 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
         seen,
         [(a_rtp.ip().to_string(), u64::from(a_rtp.port()), 40)],
         "only a's stream passes the filter: {c}"
+    );
+}
+
+/// With `-i lo` and `--hep-listen` on loopback, HEP sent to the collector
+/// crosses the captured interface too: it is read once, from the collector
+/// (where a key would be checked), and the ring's copies are left out and
+/// counted; the SIP it carries makes the call.
+#[test]
+fn hep_through_a_captured_interface_is_read_once() {
+    use calliper_wire::hep::{kind, Hep};
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("udp:127.0.0.1:{port}");
+    let Some(p) = Probe::start("hep", &["--hep-listen", &listen]) else {
+        return;
+    };
+    let agent = UdpSocket::bind("127.0.0.61:0").unwrap();
+    let call_id = format!("hep-lo-{}@127.0.0.61", std::process::id());
+    let invite = format!(
+        "INVITE sip:b@127.0.0.62 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.61:5060;branch=z9hG4bK1\r\nFrom: <sip:a@127.0.0.61>;tag=1\r\nTo: <sip:b@127.0.0.62>\r\nCall-ID: {call_id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    );
+    let busy = format!(
+        "SIP/2.0 486 Busy Here\r\nVia: SIP/2.0/UDP 127.0.0.61:5060;branch=z9hG4bK1\r\nFrom: <sip:a@127.0.0.61>;tag=1\r\nTo: <sip:b@127.0.0.62>;tag=2\r\nCall-ID: {call_id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    );
+    for (i, (msg, from, to)) in [(&invite, 61, 62), (&busy, 62, 61)].into_iter().enumerate() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        let m = Hep {
+            src: [127, 0, 0, from].into(),
+            dst: [127, 0, 0, to].into(),
+            sport: 5060,
+            dport: 5060,
+            ip_protocol: 17,
+            ts_ns: now,
+            kind: kind::SIP,
+            capture_id: 9,
+            auth_key: None,
+            correlation_id: None,
+            vlan: None,
+            mos: None,
+            payload: msg.as_bytes(),
+            compressed: false,
+        }
+        .emit()
+        .unwrap();
+        agent.send_to(&m, ("127.0.0.1", port)).unwrap();
+        if i == 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // The call ends at its failure, after the grace.
+    std::thread::sleep(Duration::from_millis(500));
+    let (lines, code, log) = p.stop(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{log}");
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+    let hep = &summary["hep_listen"];
+    assert_eq!(hep["received"], 2, "{summary}");
+    assert_eq!(summary["hep"], 2, "each message read once: {summary}");
+    assert!(hep["ring_skipped"].as_u64().unwrap() >= 2, "{summary}");
+    let call = lines
+        .iter()
+        .find(|l| l["type"] == "call" && l["call_id"] == call_id.as_str())
+        .unwrap_or_else(|| panic!("no call from HEP:\n{log}"));
+    assert_eq!(
+        (&call["final_status"], &call["invites"]),
+        (&486.into(), &1.into())
     );
 }

@@ -207,14 +207,25 @@ impl Engine {
 /// limit on a message, so compression cannot carry more than plain HEP.
 pub(crate) const HEP_INFLATED_MAX: usize = 0xFFFF;
 
+/// How many times its size a compressed payload may grow (SIP compresses
+/// three to six times; a crafted stream a thousand), with a floor for
+/// short messages: so inflating costs in proportion to what was sent.
+const HEP_INFLATE_RATIO: usize = 32;
+const HEP_INFLATE_FLOOR: usize = 4096;
+
 /// Inflates a compressed HEP payload (chunk 0x0010) into `out`: gzip
 /// (RFC 1952, its CRC checked) when it starts with gzip's magic, else zlib
 /// (RFC 1950), which captagent and Kamailio write. Reading stops one byte
-/// past [`HEP_INFLATED_MAX`], so a small bomb costs no more than that.
+/// past [`HEP_INFLATED_MAX`] or [`HEP_INFLATE_RATIO`] times the payload,
+/// so a small bomb costs no more than that.
 fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), &'static str> {
     use std::io::Read;
     out.clear();
-    let limit = HEP_INFLATED_MAX as u64 + 1;
+    let most = payload
+        .len()
+        .saturating_mul(HEP_INFLATE_RATIO)
+        .clamp(HEP_INFLATE_FLOOR, HEP_INFLATED_MAX);
+    let limit = most as u64 + 1;
     let read = if payload.starts_with(&[0x1f, 0x8b]) {
         flate2::read::GzDecoder::new(payload)
             .take(limit)
@@ -226,7 +237,7 @@ fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), &'static str> {
     };
     match read {
         Err(_) => Err("hep_bad_compression"),
-        Ok(n) if n > HEP_INFLATED_MAX => Err("hep_inflated_too_long"),
+        Ok(n) if n > most => Err("hep_inflated_too_long"),
         Ok(_) => Ok(()),
     }
 }
@@ -297,7 +308,16 @@ mod tests {
         assert!(bomb.len() < 8 << 10, "{} bytes", bomb.len());
         let mut out = Vec::new();
         assert_eq!(inflate(&bomb, &mut out), Err("hep_inflated_too_long"));
-        assert!(out.len() <= HEP_INFLATED_MAX + 1);
+        assert!(
+            out.len() <= HEP_INFLATE_RATIO * bomb.len() + 1,
+            "{}",
+            out.len()
+        );
+        // Under HEP's limit but far beyond the ratio: refused as well.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![b'A'; 60_000]).unwrap();
+        let small = z.finish().unwrap();
+        assert_eq!(inflate(&small, &mut out), Err("hep_inflated_too_long"));
     }
 
     /// Through the engine: a compressed SIP message counts as a SIP message

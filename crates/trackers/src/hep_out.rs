@@ -206,6 +206,12 @@ impl Tracker for HepOut {
             Event::Call(c) if c.phase == CallPhase::Started => {
                 lock(&self.shared.calls).started(c.call, c.call_id);
             }
+            // Every call ends so, with a record or without (one pushed out
+            // by the unanswered-INVITE cap has none): its intervals are all
+            // reported by then, and its hang-up reports take the record's.
+            Event::Call(c) if c.phase == CallPhase::Ended => {
+                lock(&self.shared.calls).ended(c.call);
+            }
             Event::Interval(i) => {
                 let Some(serial) = i.call else {
                     return;
@@ -226,7 +232,6 @@ impl Tracker for HepOut {
                 for s in &c.streams {
                     self.send(hep_quality::hangup(c, s, &fields));
                 }
-                lock(&self.shared.calls).ended(c.serial);
             }
             _ => {}
         }

@@ -174,14 +174,15 @@ fn a_full_queue_drops_and_counts() {
     assert_eq!((s.received, s.dropped), (QUEUE as u64, 100));
 }
 
-/// Connections beyond the cap are closed at once and counted.
+/// Connections beyond the cap from one address are closed at once and
+/// counted; a slot comes free when its connection closes.
 #[test]
-fn connections_are_capped() {
+fn connections_from_one_address_are_capped() {
     let l = listen(HepTransport::Tcp, None);
-    let open: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+    let mut open: Vec<TcpStream> = (0..MAX_PER_PEER)
         .map(|_| TcpStream::connect(l.local_addr()).unwrap())
         .collect();
-    settle(&l, |s| s.connections == MAX_CONNECTIONS as u64);
+    settle(&l, |s| s.connections == MAX_PER_PEER as u64);
     let mut extra = TcpStream::connect(l.local_addr()).unwrap();
     extra
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -190,9 +191,46 @@ fn connections_are_capped() {
     let s = settle(&l, |s| s.connections_refused == 1);
     assert_eq!(
         (s.connections, s.connections_refused),
-        (MAX_CONNECTIONS as u64, 1)
+        (MAX_PER_PEER as u64, 1)
     );
-    drop(open);
+    drop(open.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while l.stats().connections < MAX_PER_PEER as u64 + 1 && Instant::now() < deadline {
+        let c = TcpStream::connect(l.local_addr()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        open.push(c);
+    }
+    assert_eq!(
+        l.stats().connections,
+        MAX_PER_PEER as u64 + 1,
+        "a freed slot is taken again"
+    );
+}
+
+/// A peer that sends nothing, or trickles a message, loses its slot after
+/// MESSAGE_WITHIN (shortened in tests), counted.
+#[test]
+fn slow_peers_lose_their_slots() {
+    let l = listen(HepTransport::Tcp, None);
+    let silent = TcpStream::connect(l.local_addr()).unwrap();
+    let mut trickle = TcpStream::connect(l.local_addr()).unwrap();
+    let m = message(None, b"OPTIONS sip:a@b SIP/2.0\r\n\r\n");
+    let started = Instant::now();
+    for byte in &m[..m.len() - 1] {
+        if trickle.write_all(&[*byte]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if started.elapsed() > 4 * MESSAGE_WITHIN {
+            break;
+        }
+    }
+    let s = settle(&l, |s| s.connections_timed_out == 2);
+    assert_eq!((s.connections_timed_out, s.received), (2, 0));
+    for mut c in [silent, trickle] {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert!(matches!(c.read(&mut [0u8; 16]), Ok(0) | Err(_)), "closed");
+    }
 }
 
 #[test]

@@ -7,17 +7,17 @@ pub mod config_file;
 mod console;
 mod running;
 mod signals;
+mod source;
 
-use crate::inputs::{Inputs, READ_BATCH};
+use crate::inputs::Inputs;
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
 use crate::run::Outputs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use calliper_capture::filter::Filter;
-use calliper_capture::hep_listen::{HepListenConfig, HepListener, HepTransport};
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
-use calliper_capture::Packet;
 use calliper_engine::Analyzer;
 use running::Running;
+use source::{hep_summary, open_hep, open_source, Source, Step};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,10 @@ pub struct ProbeArgs {
     /// captured, with the agents' addresses and times (docs/hep.md).
     /// Anything but loopback needs --hep-listen-key.
     #[arg(long, value_name = "udp|tcp:ADDR:PORT", value_parser = crate::options::hep_listen_address)]
-    hep_listen: Option<(HepTransport, std::net::SocketAddr)>,
+    hep_listen: Option<(
+        calliper_capture::hep_listen::HepTransport,
+        std::net::SocketAddr,
+    )>,
     /// With --hep-listen: a file whose first line is the key (chunk 0x000e)
     /// every message must carry; others are counted and dropped, and a TCP
     /// connection sending one is closed.
@@ -142,150 +145,6 @@ impl ProbeArgs {
         }
     }
 }
-
-/// Where packets come from.
-#[allow(clippy::large_enum_variant)] // one per run: size does not matter
-enum Source {
-    /// The interfaces' ring, a HEP collector, or both.
-    Live {
-        ring: Option<Box<LiveCapture>>,
-        hep: Option<HepListener>,
-    },
-    /// The files, the filter, and the pace (`--realtime`).
-    Files(Inputs, Option<Filter>, Option<Pace>),
-}
-
-/// A replay at the capture's own pace: the first packet's time and when it
-/// was handed over.
-#[derive(Default)]
-struct Pace {
-    first: Option<(i64, Instant)>,
-}
-
-impl Pace {
-    /// Waits until a packet captured at `ts_ns` is due (in steps, so a stop
-    /// request is seen within a tenth of a second).
-    fn wait(&mut self, ts_ns: i64) {
-        let (first_ts, start) = *self.first.get_or_insert((ts_ns, Instant::now()));
-        let offset = Duration::from_nanos(ts_ns.saturating_sub(first_ts).max(0) as u64);
-        let due = start + offset;
-        while !signals::stop_requested() {
-            let now = Instant::now();
-            if now >= due {
-                return;
-            }
-            std::thread::sleep((due - now).min(Duration::from_millis(100)));
-        }
-    }
-}
-
-/// What one step of reading gave.
-enum Step {
-    /// Some packets (or none yet, live).
-    Packets,
-    /// No more input.
-    End,
-}
-
-impl Source {
-    /// Hands the next packets to `f`; damaged files are reported and skipped.
-    fn next(&mut self, f: &mut dyn FnMut(&[Packet<'_>]), clean: &mut bool) -> Result<Step> {
-        match self {
-            Source::Live { ring, hep } => {
-                // Waiting on one source only: the ring briefly when HEP
-                // comes too, then whatever HEP has queued.
-                if let Some(ring) = ring {
-                    let wait_ms = if hep.is_some() { 10 } else { 100 };
-                    ring.next_block(wait_ms, &mut *f)
-                        .context("capture failed")?;
-                }
-                if let Some(h) = hep {
-                    let wait = if ring.is_some() { 0 } else { 100 };
-                    h.next_batch(Duration::from_millis(wait), f);
-                }
-                Ok(Step::Packets)
-            }
-            Source::Files(inputs, filter, pace) => {
-                // At its own pace, one packet at a time.
-                let max = if pace.is_some() { 1 } else { READ_BATCH };
-                let mut say = |m: &str| eprintln!("{m}");
-                let Some(b) = inputs.next_batch(max, &mut say) else {
-                    *clean &= inputs.clean();
-                    return Ok(Step::End);
-                };
-                if let (Some(pace), Some(p)) = (pace.as_mut(), b.iter().next()) {
-                    pace.wait(p.ts_ns);
-                }
-                let mut packets = [EMPTY; READ_BATCH];
-                let mut n = 0;
-                for p in b.iter().take(READ_BATCH) {
-                    if keeps(filter.as_mut(), &p, clean) {
-                        packets[n] = p;
-                        n += 1;
-                    }
-                }
-                f(&packets[..n]);
-                *clean &= inputs.clean();
-                Ok(Step::Packets)
-            }
-        }
-    }
-
-    /// The ring's counts (none without a ring).
-    fn stats(&mut self) -> Result<Option<LiveStats>> {
-        match self {
-            Source::Live { ring: Some(r), .. } => Ok(Some(r.stats()?)),
-            _ => Ok(None),
-        }
-    }
-
-    /// The HEP collector's counts, if one runs.
-    fn hep_stats(&self) -> Option<calliper_capture::hep_listen::HepListenStats> {
-        match self {
-            Source::Live { hep: Some(h), .. } => Some(h.stats()),
-            _ => None,
-        }
-    }
-
-    /// Live: time passes by the clock, not only by packets.
-    fn is_live(&self) -> bool {
-        matches!(self, Source::Live { .. })
-    }
-
-    /// Packets the filter left out (files; live, the kernel does not say).
-    fn filtered_out(&self) -> Option<u64> {
-        match self {
-            Source::Files(_, Some(f), _) => Some(f.rejected),
-            _ => None,
-        }
-    }
-}
-
-/// Whether `--filter` (if any) keeps a packet read from a file. A link type
-/// the filter cannot be compiled for is reported once and left out.
-fn keeps(filter: Option<&mut Filter>, p: &Packet<'_>, clean: &mut bool) -> bool {
-    let Some(filter) = filter else {
-        return true;
-    };
-    filter
-        .accepts(p.link_type, p.data, p.orig_len)
-        .unwrap_or_else(|e| {
-            eprintln!(
-                "calliper: {e}: packets of link type {} are left out",
-                p.link_type
-            );
-            *clean = false;
-            false
-        })
-}
-
-const EMPTY: Packet<'static> = Packet {
-    ts_ns: 0,
-    link_type: 0,
-    data: &[],
-    orig_len: 0,
-    file_offset: 0,
-};
 
 fn realtime_ns() -> i64 {
     std::time::SystemTime::now()
@@ -397,63 +256,6 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     Ok(clean)
 }
 
-/// What the probe reads (the files of `--read`, else the interfaces and
-/// the HEP collector), and its name for the log and the summary.
-fn open_source(a: &ProbeArgs, live: &LiveConfig) -> Result<(Source, String)> {
-    if a.read.is_empty() {
-        let ring = match a.interfaces.is_empty() {
-            true => None,
-            false => Some(Box::new(LiveCapture::open(live)?)),
-        };
-        let hep = a.hep_listen.map(|l| open_hep(a, l)).transpose()?;
-        let mut names = a.interfaces.clone();
-        if let Some(h) = &hep {
-            log(&format!("event=hep_listen address={}", h.local_addr()));
-            names.extend(a.hep_listen.map(|(t, _)| hep_name(t, h.local_addr())));
-        }
-        return Ok((Source::Live { ring, hep }, names.join(",")));
-    }
-    let inputs = Inputs::open(&a.read)?;
-    let filter = a.filter.as_deref().map(Filter::new).transpose()?;
-    let pace = a.realtime.then(Pace::default);
-    let source = Source::Files(inputs, filter, pace);
-    Ok((source, crate::input_names(&a.read)))
-}
-
-/// `--hep-listen`: binds the collector (a key required off loopback).
-fn open_hep(
-    a: &ProbeArgs,
-    (transport, address): (HepTransport, std::net::SocketAddr),
-) -> Result<HepListener> {
-    let key = a
-        .hep_listen_key
-        .as_deref()
-        .map(crate::run::read_hep_key)
-        .transpose()?;
-    if key.is_none() && !address.ip().is_loopback() {
-        bail!(
-            "--hep-listen on {address} (not loopback) needs --hep-listen-key: \
-             anyone who can reach it could feed calls in"
-        );
-    }
-    let shown = hep_name(transport, address);
-    HepListener::open(&HepListenConfig {
-        transport,
-        address,
-        key,
-    })
-    .with_context(|| format!("cannot listen for HEP on {shown}"))
-}
-
-/// `udp:ADDR:PORT` or `tcp:ADDR:PORT`.
-fn hep_name(transport: HepTransport, address: std::net::SocketAddr) -> String {
-    let t = match transport {
-        HepTransport::Udp => "udp",
-        HepTransport::Tcp => "tcp",
-    };
-    format!("hep:{t}:{address}")
-}
-
 /// `--http`: starts the console on the probe's live calls, health and
 /// rules; the health page to publish to and the live calls to tick.
 fn start_console(
@@ -522,8 +324,8 @@ fn finish(
     if let Some(n) = filtered_out {
         extra.insert("filtered_out".into(), n.into());
     }
-    if let Some(h) = hep {
-        extra.insert("hep_listen".into(), hep_summary(&h));
+    if let Some((h, ring_skipped)) = hep {
+        extra.insert("hep_listen".into(), hep_summary(&h, ring_skipped));
         if h.dropped > 0 {
             eprintln!(
                 "calliper probe: warning: {} HEP messages were dropped: the analysis could not keep up",
@@ -542,20 +344,6 @@ fn finish(
         return Err(anyhow::Error::new(f).context(format!("{input}: analysis stopped")));
     }
     Ok(())
-}
-
-/// The HEP collector's counts for the summary.
-fn hep_summary(h: &calliper_capture::hep_listen::HepListenStats) -> serde_json::Value {
-    serde_json::json!({
-        "received": h.received,
-        "dropped": h.dropped,
-        "unauthenticated": h.unauthenticated,
-        "malformed": h.malformed,
-        "too_long": h.too_long,
-        "connections": h.connections,
-        "connections_refused": h.connections_refused,
-        "connections_idle": h.connections_idle,
-    })
 }
 
 /// The capture's drop counts for a log line (nothing for files).

@@ -33,8 +33,9 @@ pub(super) struct Running {
     pub failure: Option<WorkerFailed>,
     /// The capture's latest counts (live).
     pub stats: Option<LiveStats>,
-    /// The HEP collector's counts at the end (`--hep-listen`).
-    pub hep: Option<calliper_capture::hep_listen::HepListenStats>,
+    /// The HEP collector's counts at the end (`--hep-listen`), and the
+    /// ring's packets to its port left out.
+    pub hep: Option<(calliper_capture::hep_listen::HepListenStats, u64)>,
 }
 
 impl Running {
