@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The namespace topology (topology.sh) with the media relayed by rtpengine,
+# which sends the RTCP it relays to a HEP collector (`--homer`, type 5
+# JSON), while Kamailio mirrors its SIP there too (siptrace); the collector
+# is `calliper probe --hep-listen udp:127.0.0.1:9060` in the proxy. One
+# baresip call (real RTCP, every few seconds) crosses it. Writes to OUT:
+#   hep.jsonl    the collector's records
+#   rtcp.pcap    what the proxy received (both interfaces, inbound only):
+#                each RTCP packet rtpengine relayed, once
+#
+# usage: CALLIPER=path tests/netns/hep_rtcp.sh OUT
+# Exits 77 (skip) only when network namespaces cannot be created.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+A=cal-ha-$$ B=cal-hb-$$ P=cal-hp-$$
+. "$here/topology.sh"
+ipa "$P" sysctl -qw net.ipv4.ip_forward=1
+
+ip netns exec "$P" "$CALLIPER" probe --hep-listen udp:127.0.0.1:9060 --status-every 1 \
+    --format jsonl -o "$out/hep.jsonl" 2>"$out/hep-probe.log" &
+probe=$!
+ip netns exec "$P" rtpengine --table=-1 --interface=10.90.1.1 --listen-ng=127.0.0.1:2223 \
+    --port-min=40000 --port-max=40999 --homer=127.0.0.1:9060 --homer-protocol=udp --homer-id=2002 \
+    --foreground --log-stderr >"$out/rtpengine.log" 2>&1 &
+pids+=($!)
+ipa "$P" kamailio -f "$here/kamailio.cfg" -A WITH_RTPENGINE -A WITH_HEP_LOOPBACK -DD -E \
+    -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
+pids+=($!)
+for i in pa pb; do
+    ip netns exec "$P" tcpdump -i $i -Q in -U -s 0 -w "$out/rtcp-$i.pcap" udp 2>"$out/tcpdump-$i.log" &
+    pids+=($!)
+done
+sleep 1.5
+
+python3 - "$out/tone.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb")
+w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000)
+w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 8000))) for i in range(8000 * 20)))
+PY
+for side in a b; do
+    ip=10.90.1.2 user=alice
+    [ $side = b ] && ip=10.90.2.2 user=bob
+    mkdir -p "$out/baresip-$side"
+    cat >"$out/baresip-$side/config" <<CFG
+poll_method epoll
+sip_listen $ip:5060
+module_path /usr/lib/baresip/modules
+module g711.so
+module aufile.so
+module aubridge.so
+module menu.so
+module account.so
+audio_source aufile,$out/tone.wav
+audio_player aubridge,$side
+audio_alert aubridge,$side
+rtp_ports 20000-20999
+rtcp_mux no
+CFG
+    echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
+        >"$out/baresip-$side/accounts"
+done
+ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
+callee=$!
+pids+=($callee)
+sleep 1
+ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t 13 >"$out/baresip-a.log" 2>&1 &
+caller=$!
+pids+=($caller)
+wait "$caller" || true
+wait "$callee" || true
+# The call ends 5 s after its BYE (--call-grace): written before the signal.
+sleep 6
+kill -TERM "$probe"
+wait "$probe" || { echo "HEP probe failed:"; cat "$out/hep-probe.log"; exit 1; }
+for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+sleep 0.5
+mergecap -w "$out/rtcp.pcap" "$out/rtcp-pa.pcap" "$out/rtcp-pb.pcap"
+echo "hep_rtcp: done in $out"
