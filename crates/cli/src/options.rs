@@ -53,12 +53,13 @@ pub struct OutputArgs {
     /// (its quality charts); the calls and streams are stored all the same.
     #[arg(long)]
     pub no_call_detail: bool,
-    /// Also send each SIP message as HEP3 to a collector (Homer,
-    /// heplify-server, `sngrep -L`): `udp:HOST:PORT`. A bounded queue and a
-    /// thread send them; what a slow collector cannot take is counted
-    /// (`hep_dropped`), never waited for (docs/hep.md).
-    #[arg(long, value_name = "udp:HOST:PORT", value_parser = hep_collector)]
-    pub hep: Option<std::net::SocketAddr>,
+    /// Also send each SIP message, and each stream's quality, as HEP3 to a
+    /// collector (Homer, heplify-server, `sngrep -L`): `udp:HOST:PORT` or
+    /// `tcp:HOST:PORT`. A bounded queue and a thread send them; what a slow
+    /// collector cannot take is counted (`hep_dropped`), never waited for
+    /// (docs/hep.md).
+    #[arg(long, value_name = "udp|tcp:HOST:PORT", value_parser = hep_collector)]
+    pub hep: Option<(calliper_trackers::HepTransport, std::net::SocketAddr)>,
     /// With --hep: the capture agent id each message carries.
     #[arg(long, value_name = "ID", default_value_t = 0, requires = "hep")]
     pub hep_id: u32,
@@ -418,16 +419,25 @@ pub(crate) fn hep_listen_address(
     Ok((transport, address))
 }
 
-/// `udp:HOST:PORT` (a host name is resolved once, now).
-fn hep_collector(s: &str) -> Result<std::net::SocketAddr, String> {
+/// `udp:HOST:PORT` or `tcp:HOST:PORT` (a host name is resolved once, now).
+fn hep_collector(
+    s: &str,
+) -> Result<(calliper_trackers::HepTransport, std::net::SocketAddr), String> {
+    use calliper_trackers::HepTransport;
     use std::net::ToSocketAddrs;
-    let rest = match s.split_once(':') {
-        Some(("udp", rest)) => rest,
-        Some(("tcp", _)) => return Err("HEP over TCP is not sent yet: use udp:HOST:PORT".into()),
-        _ => return Err(format!("{s}: give udp:HOST:PORT (e.g. udp:127.0.0.1:9060)")),
+    let (transport, rest) = match s.split_once(':') {
+        Some(("udp", rest)) => (HepTransport::Udp, rest),
+        Some(("tcp", rest)) => (HepTransport::Tcp, rest),
+        _ => {
+            return Err(format!(
+                "{s}: give udp:HOST:PORT or tcp:HOST:PORT (e.g. udp:127.0.0.1:9060)"
+            ))
+        }
     };
-    rest.to_socket_addrs()
+    let address = rest
+        .to_socket_addrs()
         .map_err(|e| format!("{rest}: {e}"))?
         .next()
-        .ok_or_else(|| format!("{rest}: no address"))
+        .ok_or_else(|| format!("{rest}: no address"))?;
+    Ok((transport, address))
 }

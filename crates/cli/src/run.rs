@@ -92,8 +92,8 @@ impl Outputs {
             ));
         }
         let hep = match o.hep {
-            Some(addr) => Some(
-                HepOut::start(hep_target(o, addr)?)
+            Some((transport, addr)) => Some(
+                HepOut::start(hep_target(o, transport, addr)?)
                     .with_context(|| format!("cannot send HEP to {addr}"))?,
             ),
             None => None,
@@ -378,12 +378,17 @@ impl Outputs {
 }
 
 /// The collector and what each message carries, from the options.
-fn hep_target(o: &OutputArgs, addr: std::net::SocketAddr) -> Result<HepTarget> {
+fn hep_target(
+    o: &OutputArgs,
+    transport: calliper_trackers::HepTransport,
+    addr: std::net::SocketAddr,
+) -> Result<HepTarget> {
     let auth_key = match &o.hep_key {
         Some(path) => Some(read_hep_key(path)?),
         None => None,
     };
     Ok(HepTarget {
+        transport,
         addr,
         capture_id: o.hep_id,
         auth_key,

@@ -16,7 +16,7 @@ use calliper_model::event::{CallPhase, SipSeen, SipTransport};
 use calliper_model::{Event, Tracker};
 use calliper_wire::hep::{self, Hep};
 use std::collections::VecDeque;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -31,10 +31,22 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest the end of a run waits for the queue to drain.
 pub const FINISH_WITHIN: Duration = Duration::from_secs(5);
 
+/// How messages reach the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HepTransport {
+    /// One message per datagram.
+    Udp,
+    /// Messages back to back on one connection (HEP3 frames itself by
+    /// its length), made again after a failure.
+    Tcp,
+}
+
 /// Where and how to send.
 #[derive(Debug, Clone)]
 pub struct HepTarget {
-    /// The collector (UDP).
+    /// UDP or TCP.
+    pub transport: HepTransport,
+    /// The collector.
     pub addr: SocketAddr,
     /// The capture agent id every message carries (chunk 0x0c).
     pub capture_id: u32,
@@ -86,16 +98,10 @@ pub struct HepOut {
 }
 
 impl HepOut {
-    /// Opens a UDP socket towards `target` and starts the sending thread.
+    /// Opens a UDP socket towards `target` (TCP connects when the first
+    /// message is sent) and starts the sending thread.
     pub fn start(target: HepTarget) -> std::io::Result<HepOut> {
-        let bind: SocketAddr = if target.addr.is_ipv4() {
-            ([0, 0, 0, 0], 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let socket = UdpSocket::bind(bind)?;
-        socket.connect(target.addr)?;
-        socket.set_write_timeout(Some(SEND_TIMEOUT))?;
+        let link = Link::open(&target)?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
@@ -106,7 +112,7 @@ impl HepOut {
         let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hep-out".into())
-            .spawn(move || send_all(&for_thread, &socket))?;
+            .spawn(move || send_all(&for_thread, link))?;
         Ok(HepOut {
             shared,
             thread: Some(thread),
@@ -156,7 +162,7 @@ impl HepOut {
 
 /// The sending thread: until closed and empty, or closed and past its
 /// deadline (what is left then counted as dropped).
-fn send_all(shared: &Shared, socket: &UdpSocket) {
+fn send_all(shared: &Shared, mut link: Link) {
     loop {
         let (batch, deadline): (Vec<Vec<u8>>, Option<Instant>) = {
             let mut q = lock(&shared.queue);
@@ -176,11 +182,82 @@ fn send_all(shared: &Shared, socket: &UdpSocket) {
                 shared.counts.dropped.fetch_add(left, Ordering::Relaxed);
                 return;
             }
-            let counter = match socket.send(&m) {
+            let counter = match link.send(&m) {
                 Ok(_) => &shared.counts.sent,
                 Err(_) => &shared.counts.failed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The way to the collector.
+enum Link {
+    Udp(UdpSocket),
+    /// The connection (none before the first message or after a
+    /// failure), and when to try again after one failed.
+    Tcp {
+        addr: SocketAddr,
+        stream: Option<TcpStream>,
+        retry_at: Instant,
+    },
+}
+
+/// Wait before connecting again after a connection failed: messages in
+/// between count as failed rather than each waiting for a connect.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+impl Link {
+    fn open(target: &HepTarget) -> std::io::Result<Link> {
+        if target.transport == HepTransport::Tcp {
+            return Ok(Link::Tcp {
+                addr: target.addr,
+                stream: None,
+                retry_at: Instant::now(),
+            });
+        }
+        let bind: SocketAddr = if target.addr.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let socket = UdpSocket::bind(bind)?;
+        socket.connect(target.addr)?;
+        socket.set_write_timeout(Some(SEND_TIMEOUT))?;
+        Ok(Link::Udp(socket))
+    }
+
+    /// Sends one message, waiting at most [`SEND_TIMEOUT`] (and as long
+    /// to connect).
+    fn send(&mut self, m: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        match self {
+            Link::Udp(socket) => socket.send(m).map(drop),
+            Link::Tcp {
+                addr,
+                stream,
+                retry_at,
+            } => {
+                if stream.is_none() {
+                    if Instant::now() < *retry_at {
+                        return Err(std::io::ErrorKind::NotConnected.into());
+                    }
+                    let s = TcpStream::connect_timeout(addr, SEND_TIMEOUT).inspect_err(|_| {
+                        *retry_at = Instant::now() + RECONNECT_AFTER;
+                    })?;
+                    s.set_write_timeout(Some(SEND_TIMEOUT))?;
+                    s.set_nodelay(true)?;
+                    *stream = Some(s);
+                }
+                let sent = stream.as_mut().map_or(Ok(()), |s| s.write_all(m));
+                if sent.is_err() {
+                    // A message cut off mid-way would desynchronise the
+                    // collector: start again on a new connection.
+                    *stream = None;
+                    *retry_at = Instant::now() + RECONNECT_AFTER;
+                }
+                sent
+            }
         }
     }
 }
@@ -290,6 +367,7 @@ mod tests {
     fn sip_goes_out_as_hep_and_a_full_queue_counts_drops() {
         let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
         let out = HepOut::start(HepTarget {
+            transport: HepTransport::Udp,
             addr: collector.local_addr().unwrap(),
             capture_id: 7,
             auth_key: Some(b"key".to_vec()),

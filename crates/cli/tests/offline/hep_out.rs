@@ -155,15 +155,15 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
 /// one.
 const HEP_READER: &str = r#"
 import json, socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tcp = sys.argv[1] == "tcp"
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", 0))
+if tcp:
+    s.listen(1)
 print(s.getsockname()[1], flush=True)
-s.settimeout(2.0)
-while True:
-    try:
-        d, _ = s.recvfrom(65535)
-    except socket.timeout:
-        break
+s.settimeout(10.0 if tcp else 2.0)
+
+def chunks(d):
     assert d[:4] == b"HEP3" and struct.unpack(">H", d[4:6])[0] == len(d), d[:8]
     m, i = {}, 6
     while i < len(d):
@@ -192,6 +192,32 @@ while True:
         elif kind == 0x0F:
             m["payload"] = v.decode()
     print(json.dumps(m), flush=True)
+
+if tcp:
+    # One connection, messages back to back, each framed by its length.
+    c, _ = s.accept()
+    c.settimeout(2.0)
+    buf = b""
+    while True:
+        try:
+            more = c.recv(65536)
+        except socket.timeout:
+            break
+        if not more:
+            break
+        buf += more
+        while len(buf) >= 6 and len(buf) >= struct.unpack(">H", buf[4:6])[0]:
+            n = struct.unpack(">H", buf[4:6])[0]
+            chunks(buf[:n])
+            buf = buf[n:]
+    assert buf == b"", "a message cut off"
+else:
+    while True:
+        try:
+            d, _ = s.recvfrom(65535)
+        except socket.timeout:
+            break
+        chunks(d)
 "#;
 
 /// Each stream's quality goes out as HEP type 34 (JSON, the MOS × 100 in
@@ -204,7 +230,7 @@ fn quality_reports_carry_the_records_figures() {
     use std::io::{BufRead, BufReader};
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let mut reader = Command::new("python3")
-        .args(["-c", HEP_READER])
+        .args(["-c", HEP_READER, "udp"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3 runs the independent HEP reader");
@@ -310,4 +336,49 @@ fn quality_reports_carry_the_records_figures() {
         "nothing else was sent"
     );
     assert_eq!(lines.last().unwrap()["hep_sent"], received.len());
+}
+
+/// Over TCP (`--hep tcp:`), the same messages arrive on one connection,
+/// each framed by its length, read by the independent reader; a collector
+/// that is not there counts every message as failed, none waited for long.
+#[test]
+fn hep_over_tcp_carries_the_same_messages() {
+    use serde_json::Value;
+    use std::io::{BufRead, BufReader};
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let receive = |transport: &str| -> (Vec<Value>, Value) {
+        let mut reader = Command::new("python3")
+            .args(["-c", HEP_READER, transport])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the independent HEP reader");
+        let mut out = BufReader::new(reader.stdout.take().unwrap());
+        let mut port = String::new();
+        out.read_line(&mut port).unwrap();
+        let to = format!("{transport}:127.0.0.1:{}", port.trim());
+        let lines = common::calliper_jsonl(&capture, &["--hep", &to]);
+        let mut got: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+            .collect();
+        assert!(reader.wait().unwrap().success(), "{transport}");
+        got.sort_by_key(|m| m.to_string());
+        (got, lines.last().unwrap().clone())
+    };
+    let (udp, _) = receive("udp");
+    let (tcp, summary) = receive("tcp");
+    assert!(udp.len() > 36);
+    assert_eq!(tcp, udp, "TCP and UDP carry the same messages");
+    assert_eq!(summary["hep_sent"], tcp.len(), "{summary}");
+    // Nobody listening: every message fails, and the run does not hang.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let lines = common::calliper_jsonl(&capture, &["--hep", &format!("tcp:{closed}")]);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["hep_failed"], udp.len(), "{summary}");
+    assert!(summary.get("hep_sent").is_none_or(|n| n == 0), "{summary}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
