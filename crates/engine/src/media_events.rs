@@ -214,6 +214,28 @@ pub(crate) fn rtcp_event(
     }));
 }
 
+/// An RTCP datagram on call `call`'s media (the engine that delivers
+/// signalling sends it: every shard reads RTCP).
+pub(crate) fn rtcp_packet_event(
+    events: &events::Events,
+    now: i64,
+    call: &Call,
+    flow: &Flow,
+    bytes: &[u8],
+) {
+    if call.ignored {
+        return;
+    }
+    events.deliver(&Event::RtcpPacket(&calliper_model::event::RtcpPacket {
+        ts_ns: now,
+        call: call.serial,
+        call_id: &call.call_id,
+        src: (flow.src, flow.sport),
+        dst: (flow.dst, flow.dport),
+        bytes,
+    }));
+}
+
 /// An RTCP report block's figures as the stream's clock reads them.
 pub(crate) struct ReportBlockFigures {
     pub(crate) fraction_lost: u8,

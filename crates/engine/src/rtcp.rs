@@ -12,7 +12,7 @@ impl Engine {
             if self.recorder.is_some() && self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
                 self.attribute(call, false);
             }
-            self.rtcp_in_call(now, call, flow.src, payload);
+            self.rtcp_in_call(now, call, flow, payload);
         }
     }
 
@@ -23,7 +23,13 @@ impl Engine {
     /// depends on nothing a shard lacks). At most [`MAX_RTCP_BLOCKS`] blocks
     /// per datagram count. SRTCP (the streams' SDP says SRTP) is
     /// encrypted past its first 8 bytes: its reports are not read.
-    pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, sender: IpAddr, payload: &[u8]) {
+    pub(crate) fn rtcp_in_call(&mut self, now: i64, call: Idx, flow: &Flow, payload: &[u8]) {
+        let sender = flow.src;
+        if self.signalling_events() {
+            if let Some(c) = self.calls.get(call) {
+                media_events::rtcp_packet_event(&self.events, now, c, flow, payload);
+            }
+        }
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };

@@ -243,6 +243,24 @@ pub struct RtcpBlock {
     pub jitter_ms: Option<f64>,
 }
 
+/// An RTCP datagram on a call's media, as captured, for those that pass
+/// it on (HEP type 5); the report blocks are [`RtcpBlock`]s.
+#[derive(Debug, Clone, Copy)]
+pub struct RtcpPacket<'a> {
+    /// When it was captured, ns since the epoch.
+    pub ts_ns: i64,
+    /// The call.
+    pub call: u64,
+    /// Its Call-ID.
+    pub call_id: &'a str,
+    /// Sender's address and port.
+    pub src: (IpAddr, u16),
+    /// Receiver's address and port.
+    pub dst: (IpAddr, u16),
+    /// The RTCP datagram (compound packets included).
+    pub bytes: &'a [u8],
+}
+
 /// A DTMF digit (RFC 4733 telephone-event), delivered at its end packet.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct DtmfDigit {
@@ -294,6 +312,9 @@ pub enum Event<'a> {
     StreamEnded(&'a StreamEnded<'a>),
     /// An RTCP report block on a call's stream.
     Rtcp(&'a RtcpBlock),
+    /// An RTCP datagram on a call's media, as captured (delivered with the
+    /// signalling events: once per datagram however many threads).
+    RtcpPacket(&'a RtcpPacket<'a>),
     /// A DTMF digit ended.
     Dtmf(&'a DtmfDigit),
     /// Anomalies counted.

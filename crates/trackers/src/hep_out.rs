@@ -11,6 +11,7 @@
 //! sending to the same collector would loop). docs/hep.md lists the chunks.
 
 use crate::hep_quality::{self, CallIds, HepFields};
+use crate::hep_rtcp;
 use crate::lock;
 use calliper_model::event::{CallPhase, SipSeen, SipTransport};
 use calliper_model::{Event, Tracker};
@@ -304,6 +305,11 @@ impl Tracker for HepOut {
                     }
                 };
                 self.send(message);
+            }
+            Event::RtcpPacket(p) => {
+                for message in hep_rtcp::messages(p, &fields) {
+                    self.send(message);
+                }
             }
             Event::CallRecord(c) => {
                 for s in &c.streams {

@@ -15,6 +15,7 @@ mod call_detail;
 mod event_log;
 mod hep_out;
 mod hep_quality;
+mod hep_rtcp;
 mod kpi;
 mod time_series;
 pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};

@@ -382,3 +382,147 @@ fn hep_over_tcp_carries_the_same_messages() {
     assert!(summary.get("hep_sent").is_none_or(|n| n == 0), "{summary}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// RTCP on a call's media goes out as HEP type 5 in rtpengine's JSON, one
+/// message per sender or receiver report: for every RTCP datagram of the
+/// calls (as many as the records count), the messages sent for it carry
+/// exactly the reports tshark reads in that datagram (reporters and
+/// types, each block's SSRC, fraction and cumulative lost, jitter, LSR and
+/// DLSR, an SR's packet and octet counts), read back by the independent
+/// reader.
+#[test]
+fn rtcp_goes_out_as_rtpengine_does() {
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader};
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
+    let mut reader = Command::new("python3")
+        .args(["-c", HEP_READER, "udp"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the independent HEP reader");
+    let mut out = BufReader::new(reader.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let lines = common::calliper_jsonl(
+        &capture,
+        &["--hep", &format!("udp:127.0.0.1:{}", port.trim())],
+    );
+    let received: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(reader.wait().unwrap().success());
+    // (time µs, source, port) → (reporters, blocks, sender counts) as text.
+    type Datagram = (Vec<String>, Vec<String>, Vec<String>);
+    let mut sent: BTreeMap<(i64, String, u64), Datagram> = BTreeMap::new();
+    for m in received.iter().filter(|m| m["type"] == 5) {
+        let key = (
+            m["sec"].as_i64().unwrap() * 1_000_000 + m["usec"].as_i64().unwrap(),
+            m["src"].as_str().unwrap().to_string(),
+            m["sport"].as_u64().unwrap(),
+        );
+        let r: Value = serde_json::from_str(m["payload"].as_str().unwrap()).unwrap();
+        let d = sent.entry(key).or_default();
+        d.0.push(format!("{} {}", r["ssrc"], r["type"]));
+        assert_eq!(
+            r["report_count"],
+            r["report_blocks"].as_array().unwrap().len()
+        );
+        for b in r["report_blocks"].as_array().unwrap() {
+            d.1.push(format!(
+                "{} {} {} {} {} {}",
+                b["source_ssrc"],
+                b["fraction_lost"],
+                b["packets_lost"],
+                b["ia_jitter"],
+                b["lsr"],
+                b["dlsr"]
+            ));
+        }
+        if let Some(s) = r.get("sender_information") {
+            d.2.push(format!("{} {}", s["packets"], s["octets"]));
+        }
+    }
+    let in_calls: u64 = lines
+        .iter()
+        .filter(|l| l["type"] == "call")
+        .map(|c| c["rtcp_packets"].as_u64().unwrap())
+        .sum();
+    assert!(in_calls > 0);
+    assert_eq!(
+        sent.len() as u64,
+        in_calls,
+        "one datagram's reports per RTCP packet of the calls"
+    );
+    let fields = [
+        "frame.time_epoch",
+        "ip.src",
+        "udp.srcport",
+        "rtcp.pt",
+        "rtcp.senderssrc",
+        "rtcp.ssrc.identifier",
+        "rtcp.ssrc.fraction",
+        "rtcp.ssrc.cum_nr",
+        "rtcp.ssrc.jitter",
+        "rtcp.ssrc.lsr",
+        "rtcp.ssrc.dlsr",
+        "rtcp.sender.packetcount",
+        "rtcp.sender.octetcount",
+    ];
+    let mut args = vec!["-Y", "rtcp", "-T", "fields"];
+    for f in &fields {
+        args.extend(["-e", f]);
+    }
+    let mut seen: BTreeMap<(i64, String, u64), Datagram> = BTreeMap::new();
+    for line in common::tshark(&capture, &args).lines() {
+        let f: Vec<Vec<&str>> = line
+            .split('\t')
+            .map(|c| {
+                if c.is_empty() {
+                    vec![]
+                } else {
+                    c.split(',').collect()
+                }
+            })
+            .collect();
+        let (sec, frac) = f[0][0].split_once('.').unwrap();
+        let us = sec.parse::<i64>().unwrap() * 1_000_000 + frac[..6].parse::<i64>().unwrap();
+        let dec = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        let types: Vec<&&str> = f[3]
+            .iter()
+            .filter(|t| **t == "200" || **t == "201")
+            .collect();
+        let reporters = f[4]
+            .iter()
+            .zip(types)
+            .map(|(s, t)| format!("{} {t}", dec(s)))
+            .collect();
+        let blocks = (0..f[6].len())
+            .map(|i| {
+                format!(
+                    "{} {} {} {} {} {}",
+                    dec(f[5][i]),
+                    f[6][i],
+                    f[7][i],
+                    f[8][i],
+                    f[9][i],
+                    f[10][i]
+                )
+            })
+            .collect();
+        let senders = f[11]
+            .iter()
+            .zip(&f[12])
+            .map(|(p, o)| format!("{p} {o}"))
+            .collect();
+        seen.insert(
+            (us, f[1][0].to_string(), f[2][0].parse().unwrap()),
+            (reporters, blocks, senders),
+        );
+    }
+    for (key, d) in &sent {
+        assert_eq!(Some(d), seen.get(key), "{key:?}");
+    }
+}

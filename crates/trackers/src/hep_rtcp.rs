@@ -1,0 +1,78 @@
+//! RTCP seen on a call's media, sent as HEP3 type 5: one JSON object per
+//! sender or receiver report, in the form rtpengine's `--homer` sends
+//! (`ssrc`, `type` 200 or 201, `report_count`, `report_blocks` with
+//! `source_ssrc`, `highest_seq_no`, `fraction_lost`, `ia_jitter`,
+//! `packets_lost`, `lsr`, `dlsr`, and an SR's `sender_information`), the
+//! Call-ID as correlation id and the datagram's addresses, ports and time.
+
+use crate::hep_quality::HepFields;
+use calliper_model::event::RtcpPacket;
+use calliper_wire::hep::{self, Hep};
+use calliper_wire::rtcp::{parts, Part};
+use serde_json::json;
+
+/// The HEP messages for one RTCP datagram (None for one too long for HEP,
+/// which cannot happen for a datagram's reports).
+pub(crate) fn messages<'a>(
+    p: &'a RtcpPacket<'a>,
+    f: &'a HepFields<'a>,
+) -> impl Iterator<Item = Option<Vec<u8>>> + 'a {
+    // A malformed part ends the reading, as it does for the analysis.
+    parts(p.bytes)
+        .map_while(Result::ok)
+        .filter_map(move |part| {
+            let Part::Report(r) = part else {
+                return None;
+            };
+            let blocks: Vec<_> = r
+                .blocks()
+                .map(|b| {
+                    json!({
+                        "source_ssrc": b.ssrc,
+                        "highest_seq_no": b.highest_seq,
+                        "fraction_lost": b.fraction_lost,
+                        "ia_jitter": b.jitter,
+                        "packets_lost": b.cumulative_lost,
+                        "lsr": b.lsr,
+                        "dlsr": b.dlsr,
+                    })
+                })
+                .collect();
+            let mut body = json!({
+                "ssrc": r.reporter,
+                "type": if r.sender.is_some() { 200 } else { 201 },
+                "report_count": blocks.len(),
+                "report_blocks": blocks,
+            });
+            if let Some((ntp, rtp_ts, packets, octets)) = r.sender {
+                body["sender_information"] = json!({
+                    "ntp_timestamp_sec": ntp >> 32,
+                    "ntp_timestamp_usec": ntp & 0xFFFF_FFFF,
+                    "octets": octets,
+                    "rtp_timestamp": rtp_ts,
+                    "packets": packets,
+                });
+            }
+            let payload = serde_json::to_vec(&body).ok()?;
+            Some(
+                Hep {
+                    src: p.src.0,
+                    dst: p.dst.0,
+                    sport: p.src.1,
+                    dport: p.dst.1,
+                    ip_protocol: 17,
+                    ts_ns: p.ts_ns,
+                    kind: hep::kind::RTCP_JSON,
+                    capture_id: f.capture_id,
+                    auth_key: f.auth_key,
+                    correlation_id: Some(p.call_id.as_bytes()),
+                    vlan: None,
+                    mos: None,
+                    payload: &payload,
+                    compressed: false,
+                }
+                .emit()
+                .ok(),
+            )
+        })
+}
