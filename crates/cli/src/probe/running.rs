@@ -5,6 +5,7 @@ use super::{drops, log, realtime_ns, ProbeArgs, Source};
 use crate::inputs::READ_BATCH;
 use crate::run::{Outputs, EMIT_EVERY};
 use anyhow::Result;
+use calliper_capture::hep_listen::HepListenStats;
 use calliper_capture::live::LiveStats;
 use calliper_capture::Packet;
 use calliper_console::{LiveCalls, ProbeHealth};
@@ -105,11 +106,13 @@ impl Running {
             }
         }
         self.outputs.emit(&mut self.engine, true)?;
-        self.publish_health(a);
+        self.publish_health(a, source.hep_stats());
         Ok(())
     }
 
-    fn publish_health(&mut self, a: &ProbeArgs) {
+    /// The health page's report; the HEP collector's refusals join the
+    /// outputs' drops (`calliper_probe_dropped_total` in /metrics).
+    fn publish_health(&mut self, a: &ProbeArgs, hep: Option<(HepListenStats, u64)>) {
         let Some(Console { health: h, .. }) = &self.console else {
             return;
         };
@@ -132,6 +135,16 @@ impl Running {
                 .drops()
                 .iter()
                 .map(|d| (d.key, d.count))
+                .chain(hep.iter().flat_map(|(h, _)| {
+                    [
+                        ("hep_listen_dropped", h.dropped),
+                        ("hep_listen_unauthenticated", h.unauthenticated),
+                        ("hep_listen_malformed", h.malformed),
+                        ("hep_listen_too_long", h.too_long),
+                        ("hep_listen_connections_refused", h.connections_refused),
+                        ("hep_listen_connections_timed_out", h.connections_timed_out),
+                    ]
+                }))
                 .collect(),
             engine: crate::summary::counters_json(&self.engine.counters_so_far()),
         });

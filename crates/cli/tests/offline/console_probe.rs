@@ -337,3 +337,70 @@ fn a_write_token_must_be_strong_and_differ_from_the_read_token() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// The HEP collector's refusals reach the probe's metrics: messages
+/// without the key are counted in `calliper_probe_dropped_total` while the
+/// probe runs, as the summary counts them at its end.
+#[test]
+fn hep_refusals_are_in_the_metrics() {
+    use std::io::BufRead;
+    let key = temp("hep.key");
+    std::fs::write(&key, "the-key\n").unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["probe", "--http", "127.0.0.1:0", "-o", "/dev/null"])
+        .args(["--hep-listen", &format!("udp:127.0.0.1:{port}")])
+        .arg("--hep-listen-key")
+        .arg(&key)
+        .env_remove("CALLIPER_TOKEN")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: std::net::SocketAddr = loop {
+        let line = lines
+            .next()
+            .expect("the probe ended before its console listened")
+            .unwrap();
+        if let Some(rest) = line.split("event=console address=http://").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let agent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let unkeyed = calliper_wire::hep::Hep {
+        src: "192.0.2.1".parse().unwrap(),
+        dst: "192.0.2.2".parse().unwrap(),
+        sport: 5060,
+        dport: 5060,
+        ip_protocol: 17,
+        ts_ns: 0,
+        kind: calliper_wire::hep::kind::SIP,
+        capture_id: 1,
+        auth_key: None,
+        correlation_id: None,
+        vlan: None,
+        mos: None,
+        payload: b"OPTIONS sip:a@b SIP/2.0\r\n\r\n",
+        compressed: false,
+    }
+    .emit()
+    .unwrap();
+    for _ in 0..3 {
+        agent.send_to(&unkeyed, ("127.0.0.1", port)).unwrap();
+    }
+    let want = "calliper_probe_dropped_total{what=\"hep_listen_unauthenticated\"} 3";
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut m = String::new();
+    while !m.contains(want) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        m = request(addr, "GET", "/metrics", &[]).text();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(m.contains(want), "{m}");
+}
