@@ -302,15 +302,16 @@ impl Shared {
             return refused(&c.dropped, Refused::QueueFull);
         }
         let len = frame.len();
+        // Counted before it is queued: the engine may take it at once, and
+        // the counts must never show a message handed over but not received.
+        c.received.fetch_add(1, Relaxed);
         match tx.try_send(Message {
             ts_ns: now_ns(),
             frame,
         }) {
-            Ok(()) => {
-                c.received.fetch_add(1, Relaxed);
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                c.received.fetch_sub(1, Relaxed);
                 self.queued_bytes.fetch_sub(len, Relaxed);
                 refused(&c.dropped, Refused::QueueFull)
             }

@@ -53,9 +53,9 @@ pub struct OutputArgs {
     /// (its quality charts); the calls and streams are stored all the same.
     #[arg(long)]
     pub no_call_detail: bool,
-    /// Also send each SIP message, and each stream's quality, as HEP3 to a
-    /// collector (Homer, heplify-server, `sngrep -L`): `udp:HOST:PORT` or
-    /// `tcp:HOST:PORT`. A bounded queue and a thread send them; what a slow
+    /// Also send each SIP message, the calls' RTCP and each stream's quality
+    /// as HEP3 to a collector (Homer, heplify-server, `sngrep -L`):
+    /// `udp:HOST:PORT` or `tcp:HOST:PORT`. A bounded queue and a thread send them; what a slow
     /// collector cannot take is counted (`hep_dropped`), never waited for
     /// (docs/hep.md).
     #[arg(long, value_name = "udp|tcp:HOST:PORT", value_parser = hep_collector)]
@@ -64,7 +64,7 @@ pub struct OutputArgs {
     #[arg(long, value_name = "ID", default_value_t = 0, requires = "hep")]
     pub hep_id: u32,
     /// With --hep: a file holding the collector's authentication key (its
-    /// first line; keep the file 0600).
+    /// first line; a regular file, not a link; keep it 0600).
     #[arg(long, value_name = "FILE", requires = "hep")]
     pub hep_key: Option<PathBuf>,
     #[command(flatten)]
@@ -225,9 +225,11 @@ pub struct EngineArgs {
     #[arg(long)]
     pub no_sip_detection: bool,
     /// Read HEP3 datagrams to this UDP port (a Homer feed from Kamailio, OpenSIPS, heplify...; 9060 by
-    /// convention) as the SIP they carry, with the agents' addresses and times. Off by default: a HEP
-    /// feed crossing a monitored link would count its SIP twice.
-    #[arg(long, value_name = "PORT")]
+    /// convention) as the SIP they carry, with the agents' addresses and times, and their RTCP and
+    /// quality reports into the calls they name. Off by default: a HEP feed crossing a monitored link
+    /// would count its SIP twice, and anyone on the link can send HEP (`probe --hep-listen` sets it
+    /// to its own port and checks a key).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub hep_port: Option<u16>,
     /// Do not report RTP streams that no SDP describes.
     #[arg(long)]
@@ -439,5 +441,8 @@ fn hep_collector(
         .map_err(|e| format!("{rest}: {e}"))?
         .next()
         .ok_or_else(|| format!("{rest}: no address"))?;
+    if address.port() == 0 {
+        return Err(format!("{rest}: give the collector's port (not 0)"));
+    }
     Ok((transport, address))
 }

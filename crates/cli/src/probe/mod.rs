@@ -45,10 +45,17 @@ pub struct ProbeArgs {
         calliper_capture::hep_listen::HepTransport,
         std::net::SocketAddr,
     )>,
-    /// With --hep-listen: a file whose first line is the key (chunk 0x000e)
-    /// every message must carry; others are counted and dropped, and a TCP
-    /// connection sending one is closed.
-    #[arg(long, value_name = "FILE", requires = "hep_listen")]
+    /// With --hep-listen: a file (regular, not a link) whose first line is
+    /// the key (chunk 0x000e) every message must carry; others are counted
+    /// and dropped, and a TCP connection sending one is closed.
+    // With --read, clap skips `requires` (--read conflicts with
+    // --hep-listen): the conflict is stated here too.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "hep_listen",
+        conflicts_with = "read"
+    )]
     hep_listen_key: Option<PathBuf>,
     #[command(flatten)]
     out: OutputArgs,
@@ -326,12 +333,7 @@ fn finish(
     }
     if let Some((h, ring_skipped)) = hep {
         extra.insert("hep_listen".into(), hep_summary(&h, ring_skipped));
-        if h.dropped > 0 {
-            eprintln!(
-                "calliper probe: warning: {} HEP messages were dropped: the analysis could not keep up",
-                h.dropped
-            );
-        }
+        hep_warnings(&h);
     }
     let written = outputs.calls_written;
     outputs.finish(&counters, rules, &input, extra)?;
@@ -344,6 +346,36 @@ fn finish(
         return Err(anyhow::Error::new(f).context(format!("{input}: analysis stopped")));
     }
     Ok(())
+}
+
+/// What the HEP collector refused, said in words at the end (the text
+/// summary does not list the collector's counts).
+fn hep_warnings(h: &calliper_capture::hep_listen::HepListenStats) {
+    let said = [
+        (h.dropped, "were dropped: the analysis could not keep up"),
+        (
+            h.unauthenticated,
+            "lacked the --hep-listen-key key (a TCP connection is closed at its first)",
+        ),
+        (
+            h.malformed,
+            "were not HEP3 (or a TCP stream stopped being HEP3)",
+        ),
+        (h.too_long, "were too long for one datagram"),
+    ];
+    for (n, why) in said.iter().filter(|(n, _)| *n > 0) {
+        eprintln!("calliper probe: warning: {n} HEP messages {why}");
+    }
+    let refused = h.connections_refused + h.connections_timed_out;
+    if refused > 0 {
+        eprintln!(
+            "calliper probe: warning: {refused} HEP connections refused or closed (too many, or too slow)"
+        );
+    }
+    log(&format!(
+        "event=hep_listen_stopped received={} dropped={} unauthenticated={} malformed={}",
+        h.received, h.dropped, h.unauthenticated, h.malformed
+    ));
 }
 
 /// The capture's drop counts for a log line (nothing for files).

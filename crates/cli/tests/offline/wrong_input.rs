@@ -286,6 +286,21 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
     let out = run(&["--hep-listen", "sctp:127.0.0.1:19061"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give udp:ADDR:PORT or tcp:ADDR:PORT"));
+    // A key without a collector is refused, not silently unused; port 0
+    // is refused where it is a collector's.
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let out = run(&[
+        "--read",
+        capture.to_str().unwrap(),
+        "--hep-listen-key",
+        "/dev/null",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hep-listen-key"));
+    for (flag, value) in [("--hep", "udp:127.0.0.1:0"), ("--hep-port", "0")] {
+        let out = calliper(&["analyze", flag, value, capture.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+    }
     refused(
         &run(&[
             "--hep-listen",
