@@ -176,6 +176,11 @@ impl Engine {
             self.counters.anomaly("hep_clock_skew");
             now
         };
+        // Never before the previous HEP message: within the window an
+        // agent could otherwise date a response before its request (or a
+        // feed mix its own clock and arrival time in one call).
+        let at = at.max(self.hep_floor_ns);
+        self.hep_floor_ns = at;
         if report {
             self.hep_report(at, &Hep { payload, ..h });
         } else {
@@ -318,6 +323,62 @@ mod tests {
         z.write_all(&vec![b'A'; 60_000]).unwrap();
         let small = z.finish().unwrap();
         assert_eq!(inflate(&small, &mut out), Err("hep_inflated_too_long"));
+    }
+
+    /// HEP times never go back: a 200 stamped 30 s before its INVITE (inside
+    /// the window) is taken at the INVITE's time, not before it.
+    #[test]
+    fn hep_times_never_go_back() {
+        let msg = |start: &str, at: i64, from: &str, to: &str| {
+            let to_tag = if start.starts_with("SIP/") {
+                ";tag=2"
+            } else {
+                ""
+            };
+            let sip = format!("{start}\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>{to_tag}\r\nCall-ID: back-1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
+            Hep {
+                src: from.parse().unwrap(),
+                dst: to.parse().unwrap(),
+                sport: 5060,
+                dport: 5060,
+                ip_protocol: 17,
+                ts_ns: at,
+                kind: kind::SIP,
+                capture_id: 1,
+                auth_key: None,
+                correlation_id: None,
+                vlan: None,
+                mos: None,
+                payload: sip.as_bytes(),
+                compressed: false,
+            }
+            .emit()
+            .unwrap()
+        };
+        let t = 1_700_000_000_000_000_000;
+        let mut e = Engine::new(Config {
+            hep_port: Some(9060),
+            ..Config::default()
+        });
+        let (a, b) = ("192.0.2.1", "192.0.2.2");
+        e.hep_datagram(t, &msg("INVITE sip:b@192.0.2.2 SIP/2.0", t, a, b));
+        let early = t - 30_000_000_000;
+        e.hep_datagram(t + 1_000_000, &msg("SIP/2.0 486 Busy Here", early, b, a));
+        e.finish();
+        let c = e
+            .drain()
+            .find_map(|r| match r {
+                crate::Record::Call(c) => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(c.final_status, Some(486));
+        assert_eq!((c.invite_ns, c.end_ns), (t, t));
+        assert!(
+            c.setup_delay_ms.is_none_or(|d| d >= 0.0),
+            "{:?}",
+            c.setup_delay_ms
+        );
     }
 
     /// Through the engine: a compressed SIP message counts as a SIP message

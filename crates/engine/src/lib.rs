@@ -392,6 +392,9 @@ pub struct Engine {
     sip_via_hep: bool,
     /// A compressed HEP payload, inflated (reused).
     hep_inflated: Vec<u8>,
+    /// The time of the last HEP message: none is taken earlier, so an
+    /// agent's stamps cannot reorder a call (see `framing::hep_datagram`).
+    hep_floor_ns: i64,
     /// Packets the capture dropped so far (low 32 bits), as of the last batch end.
     capture_dropped: u32,
     /// The total reported since, applied at the next batch end (so shards agree).
@@ -443,6 +446,7 @@ impl Engine {
             sip_transport: SipTransport::Udp,
             sip_via_hep: false,
             hep_inflated: Vec::new(),
+            hep_floor_ns: i64::MIN,
             capture_dropped: 0,
             capture_dropped_next: 0,
             traffic: traffic::Traffic::default(),
