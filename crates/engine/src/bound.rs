@@ -68,11 +68,24 @@ fn part(what: &'static str, bytes: usize, bounded_by: &'static str) -> Part {
     }
 }
 
+/// A call's reports from capture agents over HEP, when full: the box, the
+/// vector and its entries (`agent_reports`).
+fn agent_reports_heap() -> usize {
+    crate::agent_reports::MAX_AGENT_REPORTS * size_of::<calliper_model::agent::AgentReport>()
+        + 2 * ALLOC
+}
+
 impl Config {
     /// The most heap one engine with these caps can hold.
     pub fn memory_bound(&self) -> MemoryBound {
         let calls = self.max_calls;
         let streams = self.max_streams;
+        // Only HEP (`--hep-port`, or the probe's collector) brings them.
+        let agents = if self.hep_port.is_some() {
+            agent_reports_heap()
+        } else {
+            0
+        };
         // Texts, the Call-ID (in the call and as its table key), SDP media
         // descriptions with their rtpmaps, media addresses, stream indices.
         let call_heap = 2 * (MAX_CALL_ID + ALLOC)
@@ -83,7 +96,8 @@ impl Config {
                     + ALLOC)
             + 2 * MAX_DESCS_PER_CALL * size_of::<(IpAddr, u16)>()
             + MAX_STREAMS_PER_CALL * size_of::<Idx>()
-            + 3 * ALLOC;
+            + 3 * ALLOC
+            + agents;
         let stream_heap = size_of::<DtmfTracker>()
             + 2 * MAX_EVENTS * size_of::<DtmfEvent>()
             + calliper_rtp::segments::HEAP_BYTES;
@@ -116,7 +130,8 @@ impl Config {
                     * (size_of::<Record>()
                         + size_of::<CallRecord>()
                         + MAX_CALL_ID
-                        + TEXTS_PER_CALL * (MAX_TEXT + ALLOC))
+                        + TEXTS_PER_CALL * (MAX_TEXT + ALLOC)
+                        + agents)
                     + streams
                         * (size_of::<StreamRecord>()
                             + MAX_EVENTS * (size_of::<DtmfEvent>() + 4)
