@@ -17,6 +17,7 @@
 //! [`HepListenStats`], never waited for.
 
 use crate::Packet;
+pub use calliper_wire::hep::HepTransport;
 use calliper_wire::{emit, hep, ipproto, linktype};
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -49,15 +50,6 @@ const POLL: Duration = Duration::from_millis(200);
 const MAX_MESSAGE: usize = 0xFFFF - 20 - 8;
 /// Messages handed over at once.
 const BATCH: usize = 64;
-
-/// How agents reach the collector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HepTransport {
-    /// One message per datagram.
-    Udp,
-    /// Messages back to back on a stream, each framed by its stated length.
-    Tcp,
-}
 
 /// Where to listen, and the key agents must carry.
 #[derive(Debug, Clone)]

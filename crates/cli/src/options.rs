@@ -5,7 +5,9 @@
 use anyhow::{bail, Result};
 use calliper_engine::Config;
 use calliper_trackers::EventKind;
+use calliper_wire::hep::HepTransport;
 use clap::ValueEnum;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -59,7 +61,7 @@ pub struct OutputArgs {
     /// collector cannot take is counted (`hep_dropped`), never waited for
     /// (docs/hep.md).
     #[arg(long, value_name = "udp|tcp:HOST:PORT", value_parser = hep_collector)]
-    pub hep: Option<(calliper_trackers::HepTransport, std::net::SocketAddr)>,
+    pub hep: Option<(HepTransport, SocketAddr)>,
     /// With --hep: the capture agent id each message carries.
     #[arg(long, value_name = "ID", default_value_t = 0, requires = "hep")]
     pub hep_id: u32,
@@ -388,24 +390,17 @@ fn event_kinds(s: &str) -> Result<EventKinds, String> {
         .map(EventKinds)
 }
 
-/// `udp:ADDR:PORT` or `tcp:ADDR:PORT`, where a collector listens.
-pub(crate) fn hep_listen_address(
-    s: &str,
-) -> Result<
-    (
-        calliper_capture::hep_listen::HepTransport,
-        std::net::SocketAddr,
-    ),
-    String,
-> {
-    use calliper_capture::hep_listen::HepTransport;
+/// A HEP endpoint, `udp:ADDR:PORT` or `tcp:ADDR:PORT` (a host name is
+/// resolved once, now). `ADDR` names the address in messages, `port` what
+/// the port is, for refusing 0.
+fn hep_endpoint(s: &str, addr: &str, port: &str) -> Result<(HepTransport, SocketAddr), String> {
     use std::net::ToSocketAddrs;
     let (transport, rest) = match s.split_once(':') {
         Some(("udp", rest)) => (HepTransport::Udp, rest),
         Some(("tcp", rest)) => (HepTransport::Tcp, rest),
         _ => {
             return Err(format!(
-                "{s}: give udp:ADDR:PORT or tcp:ADDR:PORT (e.g. udp:127.0.0.1:9060)"
+                "{s}: give udp:{addr}:PORT or tcp:{addr}:PORT (e.g. udp:127.0.0.1:9060)"
             ))
         }
     };
@@ -415,34 +410,18 @@ pub(crate) fn hep_listen_address(
         .next()
         .ok_or_else(|| format!("{rest}: no address"))?;
     if address.port() == 0 {
-        // The engine reads HEP on this port: it must be known before binding.
-        return Err(format!("{rest}: give the port agents send to (not 0)"));
+        return Err(format!("{rest}: give {port} (not 0)"));
     }
     Ok((transport, address))
 }
 
-/// `udp:HOST:PORT` or `tcp:HOST:PORT` (a host name is resolved once, now).
-fn hep_collector(
-    s: &str,
-) -> Result<(calliper_trackers::HepTransport, std::net::SocketAddr), String> {
-    use calliper_trackers::HepTransport;
-    use std::net::ToSocketAddrs;
-    let (transport, rest) = match s.split_once(':') {
-        Some(("udp", rest)) => (HepTransport::Udp, rest),
-        Some(("tcp", rest)) => (HepTransport::Tcp, rest),
-        _ => {
-            return Err(format!(
-                "{s}: give udp:HOST:PORT or tcp:HOST:PORT (e.g. udp:127.0.0.1:9060)"
-            ))
-        }
-    };
-    let address = rest
-        .to_socket_addrs()
-        .map_err(|e| format!("{rest}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{rest}: no address"))?;
-    if address.port() == 0 {
-        return Err(format!("{rest}: give the collector's port (not 0)"));
-    }
-    Ok((transport, address))
+/// Where a collector listens (the engine reads HEP on this port: it must
+/// be known before binding).
+pub(crate) fn hep_listen_address(s: &str) -> Result<(HepTransport, SocketAddr), String> {
+    hep_endpoint(s, "ADDR", "the port agents send to")
+}
+
+/// Where HEP is sent.
+fn hep_collector(s: &str) -> Result<(HepTransport, SocketAddr), String> {
+    hep_endpoint(s, "HOST", "the collector's port")
 }

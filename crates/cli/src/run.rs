@@ -380,7 +380,7 @@ impl Outputs {
 /// The collector and what each message carries, from the options.
 fn hep_target(
     o: &OutputArgs,
-    transport: calliper_trackers::HepTransport,
+    transport: calliper_wire::hep::HepTransport,
     addr: std::net::SocketAddr,
 ) -> Result<HepTarget> {
     let auth_key = match &o.hep_key {

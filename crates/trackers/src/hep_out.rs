@@ -15,7 +15,7 @@ use crate::hep_rtcp;
 use crate::lock;
 use calliper_model::event::{CallPhase, SipSeen, SipTransport};
 use calliper_model::{Event, Tracker};
-use calliper_wire::hep::{self, Hep};
+use calliper_wire::hep::{self, Hep, HepTransport};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,16 +31,6 @@ pub const MAX_QUEUED_BYTES: usize = 16 << 20;
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest the end of a run waits for the queue to drain.
 pub const FINISH_WITHIN: Duration = Duration::from_secs(5);
-
-/// How messages reach the collector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HepTransport {
-    /// One message per datagram.
-    Udp,
-    /// Messages back to back on one connection (HEP3 frames itself by
-    /// its length), made again after a failure.
-    Tcp,
-}
 
 /// Where and how to send.
 #[derive(Debug, Clone)]

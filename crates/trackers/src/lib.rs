@@ -25,9 +25,8 @@ pub use call_detail::{
 pub use calliper_model::kpi::{Counter, Dimension, KpiCounts, NerCodes, COUNTER_NAMES};
 pub use event_log::{EventKind, EventLog, MAX_BACKLOG_BYTES};
 pub use hep_out::{
-    HepCounts, HepOut, HepTarget, HepTransport, FINISH_WITHIN as HEP_FINISH_WITHIN,
-    MAX_QUEUED as MAX_HEP_QUEUED, MAX_QUEUED_BYTES as MAX_HEP_QUEUED_BYTES,
-    SEND_TIMEOUT as HEP_SEND_TIMEOUT,
+    HepCounts, HepOut, HepTarget, FINISH_WITHIN as HEP_FINISH_WITHIN, MAX_QUEUED as MAX_HEP_QUEUED,
+    MAX_QUEUED_BYTES as MAX_HEP_QUEUED_BYTES, SEND_TIMEOUT as HEP_SEND_TIMEOUT,
 };
 pub use hep_quality::MAX_CALLS as MAX_HEP_CALLS;
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};

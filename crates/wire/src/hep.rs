@@ -16,6 +16,26 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The port HEP collectors listen on by convention (Homer, heplify-server).
 pub const PORT: u16 = 9060;
+
+/// How HEP travels between an agent and a collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HepTransport {
+    /// One message per datagram.
+    Udp,
+    /// Messages back to back on one connection, each framed by the length
+    /// its header states ([`stated_len`]).
+    Tcp,
+}
+
+impl HepTransport {
+    /// `udp` or `tcp`, as the command line writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HepTransport::Udp => "udp",
+            HepTransport::Tcp => "tcp",
+        }
+    }
+}
 /// The first four bytes of every HEP3 message.
 pub const MAGIC: &[u8; 4] = b"HEP3";
 

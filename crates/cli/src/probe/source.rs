@@ -271,11 +271,7 @@ pub(super) fn open_hep(
 
 /// `udp:ADDR:PORT` or `tcp:ADDR:PORT`.
 fn hep_name(transport: HepTransport, address: std::net::SocketAddr) -> String {
-    let t = match transport {
-        HepTransport::Udp => "udp",
-        HepTransport::Tcp => "tcp",
-    };
-    format!("hep:{t}:{address}")
+    format!("hep:{}:{address}", transport.name())
 }
 
 /// The HEP collector's counts for the summary.
