@@ -7,6 +7,7 @@ use super::*;
 use calliper_model::agent::{AgentReport, AgentReportKind};
 use calliper_wire::hep::{kind, Hep};
 use serde::Deserialize;
+use std::ops::Not;
 
 /// Reporting pairs kept per call; reports of more are counted as the
 /// anomaly `hep_report_table_full`.
@@ -49,12 +50,12 @@ struct QualityJson {
 }
 
 /// RFC 3550's cumulative lost is a signed 24-bit field; agents print it
-/// unsigned (rtpengine) or signed.
-fn signed24(v: i64) -> i64 {
-    if (0x80_0000..=0xFF_FFFF).contains(&v) {
-        v - 0x100_0000
-    } else {
-        v
+/// unsigned (rtpengine) or signed. Anything outside 24 bits is not one.
+fn signed24(v: i64) -> Option<i64> {
+    match v {
+        0x80_0000..=0xFF_FFFF => Some(v - 0x100_0000),
+        -0x80_0000..=0x7F_FFFF => Some(v),
+        _ => None,
     }
 }
 
@@ -90,27 +91,36 @@ impl Engine {
             expected: None,
             lost: None,
         };
-        let kept = match h.kind {
+        // Reports refused for want of room, each counted (every block is
+        // tried: one may match an entry the call already has).
+        let refused = match h.kind {
             kind::RTCP_JSON => match serde_json::from_slice::<RtcpJson>(h.payload) {
-                Ok(r) => r.report_blocks.iter().all(|b| {
-                    let key = AgentReport {
-                        ssrc: r.ssrc,
-                        source_ssrc: Some(b.source_ssrc),
-                        ..base.clone()
-                    };
-                    self.agent_report(call, key, |e| {
-                        let percent = f64::from(b.fraction_lost) * 100.0 / 256.0;
-                        e.max_fraction_lost_percent = Some(
-                            e.max_fraction_lost_percent
-                                .map_or(percent, |m| m.max(percent)),
-                        );
-                        e.cumulative_lost = Some(signed24(b.packets_lost));
-                        e.max_jitter_units = Some(
-                            e.max_jitter_units
-                                .map_or(b.ia_jitter, |m| m.max(b.ia_jitter)),
-                        );
+                Ok(r) => r
+                    .report_blocks
+                    .iter()
+                    .filter(|b| {
+                        let key = AgentReport {
+                            ssrc: r.ssrc,
+                            source_ssrc: Some(b.source_ssrc),
+                            ..base.clone()
+                        };
+                        self.agent_report(call, key, |e| {
+                            let percent = f64::from(b.fraction_lost) * 100.0 / 256.0;
+                            e.max_fraction_lost_percent = Some(
+                                e.max_fraction_lost_percent
+                                    .map_or(percent, |m| m.max(percent)),
+                            );
+                            if let Some(lost) = signed24(b.packets_lost) {
+                                e.cumulative_lost = Some(lost);
+                            }
+                            e.max_jitter_units = Some(
+                                e.max_jitter_units
+                                    .map_or(b.ia_jitter, |m| m.max(b.ia_jitter)),
+                            );
+                        })
+                        .not()
                     })
-                }),
+                    .count(),
                 Err(_) => return self.counters.anomaly("hep_bad_report"),
             },
             _ => match serde_json::from_slice::<QualityJson>(h.payload) {
@@ -121,19 +131,22 @@ impl Engine {
                         ..base
                     };
                     self.agent_report(call, key, |e| {
-                        if let Some(m) = q.MOS.filter(|m| m.is_finite()) {
+                        // A MOS is 1 to 5: anything else is not one.
+                        if let Some(m) = q.MOS.filter(|m| (1.0..=5.0).contains(m)) {
                             e.mos = Some(m);
                             e.min_mos = Some(e.min_mos.map_or(m, |x| x.min(m)));
                         }
                         (e.packets, e.expected, e.lost) =
                             (q.TOTAL_PK, q.EXPECTED_PK, q.PACKET_LOSS);
                     })
+                    .not() as usize
                 }
                 Err(_) => return self.counters.anomaly("hep_bad_report"),
             },
         };
-        if !kept {
-            self.counters.anomaly("hep_report_table_full");
+        if refused > 0 {
+            self.counters
+                .count_anomalies("hep_report_table_full", refused as u64);
         }
     }
 
@@ -192,15 +205,18 @@ mod tests {
 
     #[test]
     fn cumulative_lost_is_signed_24_bit() {
-        assert_eq!(signed24(5), 5);
-        assert_eq!(signed24(0xFF_FFFF), -1);
-        assert_eq!(signed24(0x80_0000), -0x80_0000);
-        assert_eq!(signed24(-3), -3);
+        assert_eq!(signed24(5), Some(5));
+        assert_eq!(signed24(0xFF_FFFF), Some(-1));
+        assert_eq!(signed24(0x80_0000), Some(-0x80_0000));
+        assert_eq!(signed24(-3), Some(-3));
+        assert_eq!(signed24(1 << 24), None);
+        assert_eq!(signed24(-(1 << 24)), None);
     }
 }
 
 #[cfg(test)]
 mod call_tests {
+    use super::MAX_AGENT_REPORTS;
     use crate::{Config, Engine, Record};
     use calliper_model::agent::AgentReportKind;
     use calliper_wire::hep::{kind, Hep};
@@ -208,21 +224,15 @@ mod call_tests {
     const T: i64 = 1_700_000_000_000_000_000;
 
     fn hep(kind: u8, payload: &[u8], at: i64) -> Vec<u8> {
+        let ends = ("192.0.2.1", "192.0.2.2");
+        let id = Some(&b"rtcp-1@192.0.2.1"[..]);
+        let m = crate::framing::tests::hep_message(kind, payload, at, ends, id, false);
+        // Ports as an RTCP datagram's, not SIP's.
+        let h = Hep::parse(&m).unwrap();
         Hep {
-            src: "192.0.2.1".parse().unwrap(),
-            dst: "192.0.2.2".parse().unwrap(),
             sport: 30_001,
             dport: 40_001,
-            ip_protocol: 17,
-            ts_ns: at,
-            kind,
-            capture_id: 1,
-            auth_key: None,
-            correlation_id: Some(b"rtcp-1@192.0.2.1"),
-            vlan: None,
-            mos: None,
-            payload,
-            compressed: false,
+            ..h
         }
         .emit()
         .unwrap()
@@ -297,5 +307,40 @@ mod call_tests {
         assert_eq!(e.counters.hep_reports, 3);
         assert_eq!(e.counters.hep_reports_uncorrelated, 1);
         assert_eq!(e.counters.anomalies.get("hep_bad_report"), Some(&1));
+    }
+
+    /// A full table refuses each report it cannot keep, counted one by one,
+    /// and still sums a later block of a pair it has.
+    #[test]
+    fn a_full_table_counts_each_refused_block() {
+        let mut e = Engine::new(Config {
+            hep_port: Some(9060),
+            ..Config::default()
+        });
+        let invite = b"INVITE sip:b@192.0.2.2 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>\r\nCall-ID: rtcp-1@192.0.2.1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+        e.hep_datagram(T, &hep(kind::SIP, invite, T));
+        let block = |ssrc: u32| {
+            format!(
+                "{{\"source_ssrc\":{ssrc},\"fraction_lost\":0,\"packets_lost\":0,\"ia_jitter\":0}}"
+            )
+        };
+        // 18 pairs (two beyond the table), then pair 1 again.
+        let blocks: Vec<String> = (1..=18).chain([1]).map(block).collect();
+        let rr = format!("{{\"ssrc\":7,\"report_blocks\":[{}]}}", blocks.join(","));
+        e.hep_datagram(T + 1_000, &hep(kind::RTCP_JSON, rr.as_bytes(), T + 1_000));
+        let q = br#"{"MOS":7.5,"SSRC":1}"#;
+        e.hep_datagram(T + 2_000, &hep(kind::QUALITY_JSON, q, T + 2_000));
+        assert_eq!(e.counters.anomalies.get("hep_report_table_full"), Some(&3));
+        assert_eq!(e.counters.hep_reports, 17);
+        e.finish();
+        let call = e
+            .drain()
+            .find_map(|r| match r {
+                Record::Call(c) => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(call.agent_reports.len(), MAX_AGENT_REPORTS);
+        assert_eq!(call.agent_reports[0].reports, 2);
     }
 }

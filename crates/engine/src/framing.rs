@@ -179,7 +179,9 @@ impl Engine {
         // Never before the previous HEP message: within the window an
         // agent could otherwise date a response before its request (or a
         // feed mix its own clock and arrival time in one call).
-        let at = at.max(self.hep_floor_ns);
+        // The floor itself never ahead of this packet's time: a capture
+        // clock stepped back would otherwise pin every later message to it.
+        let at = at.max(self.hep_floor_ns.min(now));
         self.hep_floor_ns = at;
         if report {
             self.hep_report(at, &Hep { payload, ..h });
@@ -259,7 +261,7 @@ pub(crate) fn find_message_start(buf: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use calliper_wire::hep::{kind, Hep};
 
@@ -325,6 +327,36 @@ mod tests {
         assert_eq!(inflate(&small, &mut out), Err("hep_inflated_too_long"));
     }
 
+    /// A HEP message of `kind` carrying `payload` from `from` to `to` (port
+    /// 5060 both), stamped `at`: the engine tests' one builder.
+    pub(crate) fn hep_message(
+        kind: u8,
+        payload: &[u8],
+        at: i64,
+        (from, to): (&str, &str),
+        correlation_id: Option<&[u8]>,
+        compressed: bool,
+    ) -> Vec<u8> {
+        Hep {
+            src: from.parse().unwrap(),
+            dst: to.parse().unwrap(),
+            sport: 5060,
+            dport: 5060,
+            ip_protocol: 17,
+            ts_ns: at,
+            kind,
+            capture_id: 1,
+            auth_key: None,
+            correlation_id,
+            vlan: None,
+            mos: None,
+            payload,
+            compressed,
+        }
+        .emit()
+        .unwrap()
+    }
+
     /// HEP times never go back: a 200 stamped 30 s before its INVITE (inside
     /// the window) is taken at the INVITE's time, not before it.
     #[test]
@@ -336,24 +368,7 @@ mod tests {
                 ""
             };
             let sip = format!("{start}\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>{to_tag}\r\nCall-ID: back-1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
-            Hep {
-                src: from.parse().unwrap(),
-                dst: to.parse().unwrap(),
-                sport: 5060,
-                dport: 5060,
-                ip_protocol: 17,
-                ts_ns: at,
-                kind: kind::SIP,
-                capture_id: 1,
-                auth_key: None,
-                correlation_id: None,
-                vlan: None,
-                mos: None,
-                payload: sip.as_bytes(),
-                compressed: false,
-            }
-            .emit()
-            .unwrap()
+            hep_message(kind::SIP, sip.as_bytes(), at, (from, to), None, false)
         };
         let t = 1_700_000_000_000_000_000;
         let mut e = Engine::new(Config {
@@ -381,30 +396,37 @@ mod tests {
         );
     }
 
+    /// The floor follows a capture clock stepped back: after an hour's step
+    /// a message is taken at its own time, not pinned an hour ahead.
+    #[test]
+    fn the_floor_follows_a_clock_stepped_back() {
+        let mut e = Engine::new(Config {
+            hep_port: Some(9060),
+            ..Config::default()
+        });
+        let (t, back) = (1_700_000_000_000_000_000, 3_600_000_000_000);
+        let ends = ("192.0.2.1", "192.0.2.2");
+        let m = |at| {
+            hep_message(
+                kind::SIP,
+                b"OPTIONS sip:b SIP/2.0\r\n\r\n",
+                at,
+                ends,
+                None,
+                false,
+            )
+        };
+        e.hep_datagram(t, &m(t));
+        e.hep_datagram(t - back, &m(t - back));
+        assert_eq!(e.hep_floor_ns, t - back);
+    }
+
     /// Through the engine: a compressed SIP message counts as a SIP message
     /// of its call; a damaged one is an anomaly, not SIP.
     #[test]
     fn compressed_hep_is_read_as_sip() {
-        let hep = |payload: &[u8]| {
-            Hep {
-                src: "192.0.2.1".parse().unwrap(),
-                dst: "192.0.2.2".parse().unwrap(),
-                sport: 5060,
-                dport: 5060,
-                ip_protocol: 17,
-                ts_ns: 1_000_000_000,
-                kind: kind::SIP,
-                capture_id: 1,
-                auth_key: None,
-                correlation_id: None,
-                vlan: None,
-                mos: None,
-                payload,
-                compressed: true,
-            }
-            .emit()
-            .unwrap()
-        };
+        let ends = ("192.0.2.1", "192.0.2.2");
+        let hep = |payload: &[u8]| hep_message(kind::SIP, payload, 1_000_000_000, ends, None, true);
         let mut e = Engine::new(Config {
             hep_port: Some(9060),
             ..Config::default()

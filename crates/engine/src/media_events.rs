@@ -223,7 +223,9 @@ pub(crate) fn rtcp_packet_event(
     flow: &Flow,
     bytes: &[u8],
 ) {
-    if call.ignored {
+    // SRTCP is encrypted past its first 8 bytes: its reports are not read
+    // here either.
+    if call.ignored || call.media.iter().any(|d| d.encrypted) {
         return;
     }
     events.deliver(&Event::RtcpPacket(&calliper_model::event::RtcpPacket {

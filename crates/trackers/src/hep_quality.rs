@@ -13,7 +13,7 @@ use serde_json::json;
 use std::collections::HashMap;
 
 /// Open calls whose Call-IDs are kept for their interval reports (about
-/// 100 bytes each).
+/// 100 bytes each, up to 600 with the longest Call-ID the engine keeps).
 pub const MAX_CALLS: usize = 200_000;
 
 /// Call-IDs of open calls by serial.

@@ -11,15 +11,22 @@ use calliper_wire::hep::{self, Hep};
 use calliper_wire::rtcp::{parts, Part};
 use serde_json::json;
 
+/// Reports sent per datagram (a compound holds an SR or RR and perhaps a
+/// few more; one of a thousand empty reports would otherwise become a
+/// thousand messages).
+pub(crate) const MAX_REPORTS: usize = 8;
+
 /// The HEP messages for one RTCP datagram (None for one too long for HEP,
 /// which cannot happen for a datagram's reports).
 pub(crate) fn messages<'a>(
     p: &'a RtcpPacket<'a>,
     f: &'a HepFields<'a>,
 ) -> impl Iterator<Item = Option<Vec<u8>>> + 'a {
-    // A malformed part ends the reading, as it does for the analysis.
+    // A malformed part ends the reading, as it does for the analysis; past
+    // MAX_REPORTS a crafted compound of empty reports is not multiplied.
     parts(p.bytes)
         .map_while(Result::ok)
+        .take(MAX_REPORTS)
         .filter_map(move |part| {
             let Part::Report(r) = part else {
                 return None;
@@ -75,4 +82,33 @@ pub(crate) fn messages<'a>(
                 .ok(),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compound of twenty empty receiver reports gives MAX_REPORTS
+    /// messages, not twenty.
+    #[test]
+    fn a_crafted_compound_is_not_multiplied() {
+        let bytes: Vec<u8> = (0..20u8)
+            .flat_map(|i| [0x80, 201, 0, 1, 0, 0, 0, i])
+            .collect();
+        let p = RtcpPacket {
+            ts_ns: 1,
+            call: 1,
+            call_id: "c",
+            src: ("192.0.2.1".parse().unwrap(), 4001),
+            dst: ("192.0.2.2".parse().unwrap(), 5001),
+            bytes: &bytes,
+        };
+        let f = HepFields {
+            capture_id: 1,
+            auth_key: None,
+        };
+        let sent: Vec<_> = messages(&p, &f).collect();
+        assert_eq!(sent.len(), MAX_REPORTS);
+        assert!(sent.iter().all(Option::is_some));
+    }
 }
