@@ -189,7 +189,7 @@ impl HepListener {
         }
         let bytes: usize = self.batch.iter().map(|m| m.frame.len()).sum();
         self.shared.queued_bytes.fetch_sub(bytes, Relaxed);
-        let mut packets = [EMPTY; BATCH];
+        let mut packets = [Packet::EMPTY; BATCH];
         for (p, m) in packets.iter_mut().zip(&self.batch) {
             *p = Packet {
                 ts_ns: m.ts_ns,
@@ -225,14 +225,6 @@ impl Drop for HepListener {
         self.shared.stop.store(true, Relaxed);
     }
 }
-
-const EMPTY: Packet<'static> = Packet {
-    ts_ns: 0,
-    link_type: 0,
-    data: &[],
-    orig_len: 0,
-    file_offset: 0,
-};
 
 enum Bound {
     Udp(UdpSocket),

@@ -31,6 +31,17 @@ pub struct Packet<'a> {
     pub file_offset: u64,
 }
 
+impl Packet<'_> {
+    /// No packet: what arrays of packets are filled with before use.
+    pub const EMPTY: Packet<'static> = Packet {
+        ts_ns: 0,
+        link_type: 0,
+        data: &[],
+        orig_len: 0,
+        file_offset: 0,
+    };
+}
+
 /// Why reading a capture stopped.
 #[derive(Debug)]
 pub enum CaptureError {

@@ -108,7 +108,7 @@ impl Source {
                 if let (Some(pace), Some(p)) = (pace.as_mut(), b.iter().next()) {
                     pace.wait(p.ts_ns);
                 }
-                let mut packets = [EMPTY; READ_BATCH];
+                let mut packets = [Packet::EMPTY; READ_BATCH];
                 let mut n = 0;
                 for p in b.iter().take(READ_BATCH) {
                     if keeps(filter.as_mut(), &p, clean) {
@@ -163,7 +163,7 @@ const HEP_BATCHES_PER_STEP: usize = 128;
 
 /// Hands on the ring's packets but those of UDP to `port` (counted).
 fn without_port(b: &[Packet<'_>], port: u16, skipped: &mut u64, f: &mut dyn FnMut(&[Packet<'_>])) {
-    let mut kept = [EMPTY; READ_BATCH];
+    let mut kept = [Packet::EMPTY; READ_BATCH];
     let mut n = 0;
     for p in b {
         let frame = calliper_wire::decode_plain(p.link_type, p.data)
@@ -202,14 +202,6 @@ fn keeps(filter: Option<&mut Filter>, p: &Packet<'_>, clean: &mut bool) -> bool 
             false
         })
 }
-
-const EMPTY: Packet<'static> = Packet {
-    ts_ns: 0,
-    link_type: 0,
-    data: &[],
-    orig_len: 0,
-    file_offset: 0,
-};
 
 /// What the probe reads (the files of `--read`, else the interfaces and
 /// the HEP collector), and its name for the log and the summary.

@@ -60,6 +60,23 @@ impl Drop for Server {
     }
 }
 
+/// The address a probe's console listens on, from its log on stderr (piped);
+/// the rest of the log is read on, so the probe never blocks on it.
+pub fn console_address(child: &mut Child) -> SocketAddr {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the probe ended before its console listened")
+            .unwrap();
+        if let Some(rest) = line.split("event=console address=http://").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    addr
+}
+
 /// A probe replaying a capture with its console on; stopped when dropped.
 pub struct Probe {
     child: Child,
@@ -89,18 +106,7 @@ impl Probe {
             .spawn()
             .unwrap();
         let started = Instant::now();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the probe ended before its console listened")
-                .unwrap();
-            if let Some(rest) = line.split("event=console address=http://").nth(1) {
-                break rest.split('/').next().unwrap().parse().unwrap();
-            }
-        };
-        // Keep reading stderr so the probe never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
+        let addr = console_address(&mut child);
         Probe {
             child,
             addr,

@@ -343,7 +343,6 @@ fn a_write_token_must_be_strong_and_differ_from_the_read_token() {
 /// probe runs, as the summary counts them at its end.
 #[test]
 fn hep_refusals_are_in_the_metrics() {
-    use std::io::BufRead;
     let key = temp("hep.key");
     std::fs::write(&key, "the-key\n").unwrap();
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -360,17 +359,7 @@ fn hep_refusals_are_in_the_metrics() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr: std::net::SocketAddr = loop {
-        let line = lines
-            .next()
-            .expect("the probe ended before its console listened")
-            .unwrap();
-        if let Some(rest) = line.split("event=console address=http://").nth(1) {
-            break rest.split('/').next().unwrap().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let addr = server::console_address(&mut child);
     let agent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let unkeyed = calliper_wire::hep::Hep {
         src: "192.0.2.1".parse().unwrap(),

@@ -220,6 +220,33 @@ else:
         chunks(d)
 "#;
 
+/// `calliper analyze --format jsonl EXTRA --hep TRANSPORT:…` of `capture`
+/// towards the independent reader: the analysis's lines, and the messages
+/// the reader received, as JSON.
+fn analyze_into_reader(
+    capture: &Path,
+    transport: &str,
+    extra: &[&str],
+) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    use std::io::{BufRead, BufReader};
+    let mut reader = Command::new("python3")
+        .args(["-c", HEP_READER, transport])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the independent HEP reader");
+    let mut out = BufReader::new(reader.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let to = format!("{transport}:127.0.0.1:{}", port.trim());
+    let lines = common::calliper_jsonl(capture, &[extra, &["--hep", &to]].concat());
+    let received = out
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(reader.wait().unwrap().success(), "{transport}");
+    (lines, received)
+}
+
 /// Each stream's quality goes out as HEP type 34 (JSON, the MOS × 100 in
 /// chunk 0x20, the Call-ID as correlation id): one `HANGUP` report per
 /// stream of each call record with its figures, and one `PERIODIC` report
@@ -227,23 +254,8 @@ else:
 #[test]
 fn quality_reports_carry_the_records_figures() {
     use serde_json::Value;
-    use std::io::{BufRead, BufReader};
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let mut reader = Command::new("python3")
-        .args(["-c", HEP_READER, "udp"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs the independent HEP reader");
-    let mut out = BufReader::new(reader.stdout.take().unwrap());
-    let mut port = String::new();
-    out.read_line(&mut port).unwrap();
-    let to = format!("udp:127.0.0.1:{}", port.trim());
-    let lines = common::calliper_jsonl(&capture, &["--events", "intervals", "--hep", &to]);
-    let received: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    assert!(reader.wait().unwrap().success());
+    let (lines, received) = analyze_into_reader(&capture, "udp", &["--events", "intervals"]);
     let reports: Vec<(&Value, Value)> = received
         .iter()
         .filter(|m| m["type"] == 34)
@@ -344,24 +356,9 @@ fn quality_reports_carry_the_records_figures() {
 #[test]
 fn hep_over_tcp_carries_the_same_messages() {
     use serde_json::Value;
-    use std::io::{BufRead, BufReader};
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let receive = |transport: &str| -> (Vec<Value>, Value) {
-        let mut reader = Command::new("python3")
-            .args(["-c", HEP_READER, transport])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3 runs the independent HEP reader");
-        let mut out = BufReader::new(reader.stdout.take().unwrap());
-        let mut port = String::new();
-        out.read_line(&mut port).unwrap();
-        let to = format!("{transport}:127.0.0.1:{}", port.trim());
-        let lines = common::calliper_jsonl(&capture, &["--hep", &to]);
-        let mut got: Vec<Value> = out
-            .lines()
-            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-            .collect();
-        assert!(reader.wait().unwrap().success(), "{transport}");
+        let (lines, mut got) = analyze_into_reader(&capture, transport, &[]);
         got.sort_by_key(|m| m.to_string());
         (got, lines.last().unwrap().clone())
     };
@@ -394,26 +391,9 @@ fn hep_over_tcp_carries_the_same_messages() {
 fn rtcp_goes_out_as_rtpengine_does() {
     use serde_json::Value;
     use std::collections::BTreeMap;
-    use std::io::{BufRead, BufReader};
     let capture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
-    let mut reader = Command::new("python3")
-        .args(["-c", HEP_READER, "udp"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs the independent HEP reader");
-    let mut out = BufReader::new(reader.stdout.take().unwrap());
-    let mut port = String::new();
-    out.read_line(&mut port).unwrap();
-    let lines = common::calliper_jsonl(
-        &capture,
-        &["--hep", &format!("udp:127.0.0.1:{}", port.trim())],
-    );
-    let received: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    assert!(reader.wait().unwrap().success());
+    let (lines, received) = analyze_into_reader(&capture, "udp", &[]);
     // (time µs, source, port) → (reporters, blocks, sender counts) as text.
     type Datagram = (Vec<String>, Vec<String>, Vec<String>);
     let mut sent: BTreeMap<(i64, String, u64), Datagram> = BTreeMap::new();
