@@ -15,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 A=cal-ha-$$ B=cal-hb-$$ P=cal-hp-$$
 . "$here/topology.sh"
+. "$here/baresip.sh"
 ipa "$P" sysctl -qw net.ipv4.ip_forward=1
 
 ip netns exec "$P" "$CALLIPER" probe --hep-listen udp:127.0.0.1:9060 --status-every 1 \
@@ -33,34 +34,7 @@ for i in pa pb; do
 done
 sleep 1.5
 
-python3 - "$out/tone.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb")
-w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 8000))) for i in range(8000 * 20)))
-PY
-for side in a b; do
-    ip=10.90.1.2 user=alice
-    [ $side = b ] && ip=10.90.2.2 user=bob
-    mkdir -p "$out/baresip-$side"
-    cat >"$out/baresip-$side/config" <<CFG
-poll_method epoll
-sip_listen $ip:5060
-module_path /usr/lib/baresip/modules
-module g711.so
-module aufile.so
-module aubridge.so
-module menu.so
-module account.so
-audio_source aufile,$out/tone.wav
-audio_player aubridge,$side
-audio_alert aubridge,$side
-rtp_ports 20000-20999
-rtcp_mux no
-CFG
-    echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
-        >"$out/baresip-$side/accounts"
-done
+baresip_setup "$out" 20000-20999
 ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
 callee=$!
 pids+=($callee)

@@ -27,6 +27,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 calls=${2:-3}
 A=cal-a-$$ B=cal-b-$$ P=cal-p-$$
 . "$here/topology.sh"
+. "$here/baresip.sh"
 ipa "$P" sysctl -qw net.ipv4.ip_forward=1
 
 # Drop RTP (not RTCP: second byte below 200) forwarded between the sides,
@@ -91,34 +92,7 @@ sleep 1
 
 # A baresip call through the same proxy: audio from a WAV file, real RTCP.
 if command -v baresip >/dev/null; then
-    python3 - "$out/tone.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb")
-w.setnchannels(1); w.setsampwidth(2); w.setframerate(8000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 8000))) for i in range(8000 * 20)))
-PY
-    for side in a b; do
-        ip=10.90.1.2 user=alice
-        [ $side = b ] && ip=10.90.2.2 user=bob
-        mkdir -p "$out/baresip-$side"
-        cat >"$out/baresip-$side/config" <<CFG
-poll_method epoll
-sip_listen $ip:5060
-module_path /usr/lib/baresip/modules
-module g711.so
-module aufile.so
-module aubridge.so
-module menu.so
-module account.so
-audio_source aufile,$out/tone.wav
-audio_player aubridge,$side
-audio_alert aubridge,$side
-rtp_ports 40000-40999
-rtcp_mux no
-CFG
-        echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
-            >"$out/baresip-$side/accounts"
-    done
+    baresip_setup "$out" 40000-40999
     ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
     callee=$!
     pids+=($callee)
