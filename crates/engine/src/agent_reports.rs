@@ -238,17 +238,24 @@ mod call_tests {
         .unwrap()
     }
 
-    /// rtpengine's RTCP JSON (its `homer_*` format strings, spacing and
-    /// all) and a quality report are summed into the call they name; a
-    /// report naming no call is counted; bad JSON is an anomaly.
-    #[test]
-    fn reports_join_the_call_they_name() {
+    /// An engine reading HEP, with the call `rtcp-1@192.0.2.1` open (its
+    /// INVITE arrived as HEP at `T`).
+    fn engine_with_call() -> Engine {
         let mut e = Engine::new(Config {
             hep_port: Some(9060),
             ..Config::default()
         });
         let invite = b"INVITE sip:b@192.0.2.2 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>\r\nCall-ID: rtcp-1@192.0.2.1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
         e.hep_datagram(T, &hep(kind::SIP, invite, T));
+        e
+    }
+
+    /// rtpengine's RTCP JSON (its `homer_*` format strings, spacing and
+    /// all) and a quality report are summed into the call they name; a
+    /// report naming no call is counted; bad JSON is an anomaly.
+    #[test]
+    fn reports_join_the_call_they_name() {
+        let mut e = engine_with_call();
         let rr = |lost: u32, fraction: u8, jitter: u32| {
             format!(
                 "{{ \"sender_information\":{{\"ntp_timestamp_sec\":1,\"ntp_timestamp_usec\":2,\"octets\":3,\"rtp_timestamp\":4, \"packets\":5}},\"ssrc\":1111,\"type\":200,\"report_count\":1,\"report_blocks\":[{{\"source_ssrc\":2222,\"highest_seq_no\":9,\"fraction_lost\":{fraction},\"ia_jitter\":{jitter},\"packets_lost\":{lost},\"lsr\":0,\"dlsr\":0}}] }}"
@@ -313,12 +320,7 @@ mod call_tests {
     /// and still sums a later block of a pair it has.
     #[test]
     fn a_full_table_counts_each_refused_block() {
-        let mut e = Engine::new(Config {
-            hep_port: Some(9060),
-            ..Config::default()
-        });
-        let invite = b"INVITE sip:b@192.0.2.2 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>\r\nCall-ID: rtcp-1@192.0.2.1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
-        e.hep_datagram(T, &hep(kind::SIP, invite, T));
+        let mut e = engine_with_call();
         let block = |ssrc: u32| {
             format!(
                 "{{\"source_ssrc\":{ssrc},\"fraction_lost\":0,\"packets_lost\":0,\"ia_jitter\":0}}"
