@@ -239,42 +239,13 @@ fn audio(a: &AudioArgs) -> Result<()> {
             a.max_memory_mib
         );
     }
-    let mut input = reader(&source)?;
-    // The times the analysis believed: the same guard on the same batches.
-    let mut times = calliper_engine::time_guard::TimeGuard::default();
-    loop {
-        let batch = input
-            .next_batch(crate::inputs::READ_BATCH)
-            .with_context(|| format!("reading {}", source.display()))?;
-        if batch.is_empty() {
-            break;
-        }
-        // Borrowed from the reader's buffer, so one per batch.
-        let mut packets: Vec<_> = batch.iter().collect();
-        times.admit_packets(&mut packets);
-        for p in &packets {
-            decoding.packet(p.ts_ns, p.link_type, p.data);
-        }
-    }
-    if decoding.matched == 0 && decoding.outside > 0 {
+    feed(&source, &mut decoding)?;
+    if decoding.matched == 0 {
         bail!(
-            "{} holds none of call {}'s RTP packets: its {} packets on the call's addresses, ports and \
-             SSRCs are outside the call's time (another call's): give the capture the database was written from",
+            "{} holds none of call {}'s RTP packets: {}",
             source.display(),
             printable(&call.call_id),
-            decoding.outside
-        );
-    }
-    if decoding.matched == 0 {
-        let advice = if a.record_dir.is_some() {
-            "it was recorded without its media (--record sip?): give --pcap with the capture"
-        } else {
-            "give the capture the database was written from"
-        };
-        bail!(
-            "{} holds none of call {}'s RTP packets: {advice}",
-            source.display(),
-            printable(&call.call_id)
+            no_packets_advice(&decoding, a.record_dir.is_some())
         );
     }
     let mixed = decoding.mix();
@@ -298,4 +269,40 @@ fn audio(a: &AudioArgs) -> Result<()> {
         mixed.rate
     );
     Ok(())
+}
+
+/// Hands every packet of `source` to the decoding, with the times the
+/// analysis believed (the same guard on the same batches).
+fn feed(source: &Path, decoding: &mut CallAudio) -> Result<()> {
+    let mut input = reader(source)?;
+    let mut times = calliper_engine::time_guard::TimeGuard::default();
+    loop {
+        let batch = input
+            .next_batch(crate::inputs::READ_BATCH)
+            .with_context(|| format!("reading {}", source.display()))?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Borrowed from the reader's buffer, so one per batch.
+        let mut packets: Vec<_> = batch.iter().collect();
+        times.admit_packets(&mut packets);
+        for p in &packets {
+            decoding.packet(p.ts_ns, p.link_type, p.data);
+        }
+    }
+}
+
+/// Why a capture gave none of a call's RTP, and what to give instead.
+fn no_packets_advice(decoding: &CallAudio, recorded: bool) -> String {
+    if decoding.outside > 0 {
+        format!(
+            "its {} packets on the call's addresses, ports and SSRCs are outside the call's time \
+             (another call's): give the capture the database was written from",
+            decoding.outside
+        )
+    } else if recorded {
+        "it was recorded without its media (--record sip?): give --pcap with the capture".into()
+    } else {
+        "give the capture the database was written from".into()
+    }
 }

@@ -185,12 +185,19 @@ impl Outputs {
     /// What the outputs and trackers dropped so far, each with its summary
     /// key and why (the summary line and the probe's health page).
     pub fn drops(&self) -> Vec<Dropped> {
+        let mut drops = Vec::from(self.hep_drops());
+        drops.extend(self.tracker_drops());
+        drops
+    }
+
+    /// What the HEP sender (`--hep`) dropped.
+    fn hep_drops(&self) -> [Dropped; 4] {
         let hep = |f: fn(&calliper_trackers::HepCounts) -> &std::sync::atomic::AtomicU64| {
             self.hep
                 .as_ref()
                 .map_or(0, |h| f(h.counts()).load(Ordering::Relaxed))
         };
-        vec![
+        [
             Dropped {
                 what: "HEP messages",
                 key: "hep_dropped",
@@ -226,6 +233,12 @@ impl Outputs {
                     calliper_trackers::MAX_HEP_CALLS
                 ),
             },
+        ]
+    }
+
+    /// What the writer and the other trackers dropped.
+    fn tracker_drops(&self) -> [Dropped; 7] {
+        [
             Dropped {
                 what: "events",
                 key: "events_dropped",

@@ -15,7 +15,7 @@ use crate::run::Outputs;
 use anyhow::{bail, Result};
 use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
-use calliper_engine::Analyzer;
+use calliper_engine::{Analyzer, Config};
 use running::Running;
 use source::{hep_summary, open_hep, open_source, Source, Step};
 use std::path::PathBuf;
@@ -167,26 +167,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     }
     // First: a SIGHUP during start-up must not kill the probe.
     signals::install();
-    let mut cfg = a.engine.config()?;
-    if let Some((_, address)) = a.hep_listen {
-        // The engine reads HEP on the port the collector's frames go to.
-        match cfg.hep_port {
-            None => cfg.hep_port = Some(address.port()),
-            Some(p) if p == address.port() => {}
-            Some(p) => bail!(
-                "--hep-port {p} differs from the --hep-listen port {}: give one port (or leave --hep-port out)",
-                address.port()
-            ),
-        }
-    }
-    let write_token = match a.http {
-        Some(_) => crate::serve::token_from(a.write_token_file.as_ref(), WRITE_TOKEN_ENV)?,
-        None => None,
-    };
-    if a.http.is_some() && cfg.rules.is_none() {
-        // The console shows the table (empty), and a write token can fill it.
-        cfg.rules = Some(calliper_rules::Rules::new());
-    }
+    let (mut cfg, write_token) = engine_config(&a)?;
     let rules = cfg.rules.clone();
     let live = a.live();
     if a.check_config {
@@ -207,39 +188,10 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
         r.input, a.engine.threads
     ));
     let mut clean = true;
-    // Due at once: the console's health page has a first report at start.
-    let mut last_flush = Instant::now() - Duration::from_secs(1);
-    let mut last_status = Instant::now();
-    // A block may hold packets up to its timeout old: idle time passes only
-    // up to there, so no call expires before its last packets are read.
-    let lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
-    while !signals::stop_requested() {
-        if signals::take_reload() {
-            reload(&a, rules.as_ref());
-        }
-        let step = match source.next(&mut |b| r.packets(b), &mut clean) {
-            Ok(s) => s,
-            Err(e) => {
-                // The interface went away: write everything, then report.
-                finish(r, recorder, rules.as_ref(), None)?;
-                return Err(e);
-            }
-        };
-        if r.failure.is_some() || matches!(step, Step::End) {
-            break;
-        }
-        r.emit_when_due()?;
-        if last_flush.elapsed() >= Duration::from_secs(1) {
-            last_flush = Instant::now();
-            r.each_second(&mut source, &a, lag_ns)?;
-            if r.failure.is_some() {
-                break;
-            }
-        }
-        if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
-            last_status = Instant::now();
-            r.log_status();
-        }
+    if let Some(e) = capture(&a, &mut r, &mut source, rules.as_ref(), &mut clean)? {
+        // The interface went away: write everything, then report.
+        finish(r, recorder, rules.as_ref(), None)?;
+        return Err(e);
     }
     if signals::stop_requested() {
         log("event=stopping reason=signal");
@@ -261,6 +213,75 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     r.hep = source.hep_stats();
     finish(r, recorder, rules.as_ref(), filtered_out)?;
     Ok(clean)
+}
+
+/// The engine's configuration from the options, and the console's write
+/// token (read only when the console runs).
+fn engine_config(a: &ProbeArgs) -> Result<(Config, Option<String>)> {
+    let mut cfg = a.engine.config()?;
+    if let Some((_, address)) = a.hep_listen {
+        // The engine reads HEP on the port the collector's frames go to.
+        match cfg.hep_port {
+            None => cfg.hep_port = Some(address.port()),
+            Some(p) if p == address.port() => {}
+            Some(p) => bail!(
+                "--hep-port {p} differs from the --hep-listen port {}: give one port (or leave --hep-port out)",
+                address.port()
+            ),
+        }
+    }
+    let write_token = match a.http {
+        Some(_) => crate::serve::token_from(a.write_token_file.as_ref(), WRITE_TOKEN_ENV)?,
+        None => None,
+    };
+    if a.http.is_some() && cfg.rules.is_none() {
+        // The console shows the table (empty), and a write token can fill it.
+        cfg.rules = Some(calliper_rules::Rules::new());
+    }
+    Ok((cfg, write_token))
+}
+
+/// Reads and analyses until the input ends, a signal stops the probe or
+/// the analysis fails (`r.failure`). Ok(Some(error)): the input failed
+/// (the interface went away); Err: the outputs did.
+fn capture(
+    a: &ProbeArgs,
+    r: &mut Running,
+    source: &mut Source,
+    rules: Option<&calliper_rules::Rules>,
+    clean: &mut bool,
+) -> Result<Option<anyhow::Error>> {
+    // Due at once: the console's health page has a first report at start.
+    let mut last_flush = Instant::now() - Duration::from_secs(1);
+    let mut last_status = Instant::now();
+    // A block may hold packets up to its timeout old: idle time passes only
+    // up to there, so no call expires before its last packets are read.
+    let lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
+    while !signals::stop_requested() {
+        if signals::take_reload() {
+            reload(a, rules);
+        }
+        let step = match source.next(&mut |b| r.packets(b), clean) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(e)),
+        };
+        if r.failure.is_some() || matches!(step, Step::End) {
+            break;
+        }
+        r.emit_when_due()?;
+        if last_flush.elapsed() >= Duration::from_secs(1) {
+            last_flush = Instant::now();
+            r.each_second(source, a, lag_ns)?;
+            if r.failure.is_some() {
+                break;
+            }
+        }
+        if a.status_every > 0 && last_status.elapsed() >= Duration::from_secs(a.status_every) {
+            last_status = Instant::now();
+            r.log_status();
+        }
+    }
+    Ok(None)
 }
 
 /// `--http`: starts the console on the probe's live calls, health and
