@@ -68,13 +68,13 @@ pub struct DecompressArgs {
 pub struct LinkArgs {
     /// Contexts (flows compressed at once); above 256 context ids take 16 bits. The
     /// decompressor's must be at least the compressor's.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(long, default_value_t = Config::default().contexts, value_name = "N")]
     pub contexts: u32,
     /// A full header at least every N packets of a flow (F_MAX_PERIOD; 0: never for age).
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(long, default_value_t = Config::default().max_period, value_name = "N")]
     pub max_period: u32,
     /// ... and at least every this many seconds (F_MAX_TIME; 0: never for age).
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = Config::default().max_time_ns as f64 / 1e9, value_name = "SECONDS")]
     pub max_time: f64,
     /// RFC 3545's header checksum on flows without a UDP checksum, so context damage their
     /// 4-bit link sequence misses is caught (2 bytes more per packet).
@@ -83,7 +83,7 @@ pub struct LinkArgs {
     /// RFC 3545's robust operation: every change crosses in N+1 packets in a row, so the
     /// decompressor bridges up to N losses in a row (checked by the UDP or header checksum:
     /// give --header-checksum too for flows without one). 0-7; 0 is plain RFC 2508.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = Config::default().repeats, value_name = "N")]
     pub repeats: u8,
 }
 

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 use calliper_engine::Config;
-use calliper_trackers::EventKind;
+use calliper_trackers::{AlertConfig, EventKind, KpiConfig};
 use calliper_wire::hep::HepTransport;
 use clap::ValueEnum;
 use std::net::SocketAddr;
@@ -80,26 +80,26 @@ pub struct OutputArgs {
 #[derive(clap::Args, Debug)]
 pub struct AlertArgs {
     /// Alert on a call whose worst stream MOS is below this.
-    #[arg(long, default_value = "3.1", value_name = "MOS|off", value_parser = threshold)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().mos_below), value_name = "MOS|off", value_parser = threshold)]
     pub alert_mos_below: Threshold,
     /// Alert on a call with a scored stream losing more than this percentage.
-    #[arg(long, default_value = "5", value_name = "PERCENT|off", value_parser = percent)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().loss_above), value_name = "PERCENT|off", value_parser = percent)]
     pub alert_loss_above: Threshold,
     /// Alert on one-way audio or no RTP in calls answered at least this long.
-    #[arg(long, default_value = "5", value_name = "SECONDS|off", value_parser = threshold)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().media_after_ns.map(|ns| ns as f64 / 1e9)), value_name = "SECONDS|off", value_parser = threshold)]
     pub alert_media_after: Threshold,
     /// Alert when a trunk's ASR over --alert-asr-window falls below this percentage.
-    #[arg(long, default_value = "30", value_name = "PERCENT|off", value_parser = percent)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().asr_below), value_name = "PERCENT|off", value_parser = percent)]
     pub alert_asr_below: Threshold,
     /// The ASR window, whole minutes in seconds (60 to 3600).
-    #[arg(long, default_value_t = 900, value_name = "SECONDS", value_parser = asr_window)]
+    #[arg(long, default_value_t = (AlertConfig::default().asr_window_ns / 1_000_000_000) as u32, value_name = "SECONDS", value_parser = asr_window)]
     pub alert_asr_window: u32,
     /// Fewest attempts in the window before a trunk's ASR is judged.
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    #[arg(long, default_value_t = AlertConfig::default().asr_min_attempts, value_name = "N")]
     pub alert_asr_min_attempts: u64,
     /// Alert on a source with this many refused REGISTERs or INVITEs (401,
     /// 403, 404, 407, 484) in a minute: scanning or password guessing.
-    #[arg(long, default_value = "20", value_name = "N|off", value_parser = count)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().scan_failures.map(f64::from)), value_name = "N|off", value_parser = count)]
     pub alert_scan_failures: Threshold,
     /// Alert on a source whose User-Agent contains one of these
     /// (comma-separated, case-insensitive); `off` for none. Default: the
@@ -111,6 +111,16 @@ pub struct AlertArgs {
 /// A threshold, or `off`.
 #[derive(Debug, Clone, Copy)]
 pub struct Threshold(pub Option<f64>);
+
+/// As the command line takes it (`off` for none), for the defaults in `--help`.
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("off"),
+        }
+    }
+}
 
 fn threshold(s: &str) -> Result<Threshold, String> {
     if s.trim().eq_ignore_ascii_case("off") {
@@ -188,11 +198,11 @@ impl AlertArgs {
 pub struct KpiArgs {
     /// Length of a KPI interval, whole seconds (1 to 86400); a call counts
     /// in the interval of its INVITE.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    #[arg(long, default_value_t = (KpiConfig::default().interval_ns / 1_000_000_000) as u32, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub kpi_interval: u32,
     /// Most keys per KPI dimension (trunk, domains, user agent) and interval;
     /// the rest count under the key `other`.
-    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = KpiConfig::default().max_keys as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub kpi_keys: u32,
     /// A named trunk for the KPIs' trunk dimension: calls to or from these
     /// addresses (repeat for more trunks); other calls are keyed by their
@@ -201,7 +211,7 @@ pub struct KpiArgs {
     pub trunks: Vec<calliper_trackers::Trunk>,
     /// Final responses that count toward NER besides answers (E.411 busy,
     /// no answer, rejection); `CODE@ringing` counts only after 180/183.
-    #[arg(long, default_value = "480,486,600,603,487@ringing", value_name = "CODES", value_parser = calliper_trackers::NerCodes::parse)]
+    #[arg(long, default_value_t = KpiConfig::default().ner, value_name = "CODES", value_parser = calliper_trackers::NerCodes::parse)]
     pub ner_codes: calliper_trackers::NerCodes,
 }
 

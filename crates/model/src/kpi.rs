@@ -98,6 +98,16 @@ impl NerCodes {
     }
 }
 
+/// The form [`NerCodes::parse`] reads (the command line shows the default so).
+impl std::fmt::Display for NerCodes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let always = self.always.iter().map(|c| c.to_string());
+        let ringing = self.after_ringing.iter().map(|c| format!("{c}@ringing"));
+        let items: Vec<String> = always.chain(ringing).collect();
+        f.write_str(&items.join(","))
+    }
+}
+
 /// The KPI abbreviations in words, for a report a reader meets cold.
 pub const LEGEND: &str =
     "ASR answer-seizure ratio, NER network effectiveness ratio (ITU-T E.411); \
@@ -317,7 +327,18 @@ pub fn uri_host(uri: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::uri_host;
+    use super::{uri_host, NerCodes};
+
+    /// What is shown (the command line's default) reads back as itself.
+    #[test]
+    fn ner_codes_print_as_they_parse() {
+        let default = NerCodes::default();
+        assert_eq!(default.to_string(), "480,486,600,603,487@ringing");
+        assert_eq!(NerCodes::parse(&default.to_string()), Ok(default));
+        let only_ringing = NerCodes::parse("487@ringing").unwrap();
+        assert_eq!(only_ringing.to_string(), "487@ringing");
+        assert_eq!(NerCodes::parse("").unwrap().to_string(), "");
+    }
 
     #[test]
     fn hosts_of_uris_with_user_parameters_ports_and_brackets() {
