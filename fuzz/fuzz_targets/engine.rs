@@ -5,7 +5,7 @@
 //! over only frames that were input.
 #![no_main]
 use calliper_engine::{
-    CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordMode, SinkFactory,
+    CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordingMode, SinkFactory,
 };
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let sink = kept.clone();
     let recording = Engine::new(Config {
-        record: RecordMode::All,
+        record: RecordingMode::All,
         record_sink: Some(SinkFactory(Arc::new(move || Box::new(Kept(sink.clone()))))),
         ..config()
     });

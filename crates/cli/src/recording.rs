@@ -2,8 +2,8 @@
 //! while the analysis runs (docs/recording.md).
 
 use anyhow::{bail, Context, Result};
-use calliper_engine::{Config, RecordMode};
-use calliper_recorder::{Counts, RecordConfig, Recorder};
+use calliper_engine::{Config, RecordingMode};
+use calliper_recorder::{Counts, Recorder, RecorderConfig};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -100,7 +100,7 @@ impl RecordArgs {
                  (use --record all or sip; a probe's console can add rules later)"
             );
         }
-        let recorder = Recorder::start(RecordConfig {
+        let recorder = Recorder::start(RecorderConfig {
             dir: dir.clone(),
             max_bytes: self.record_max_size,
             max_age_days: self.record_max_days,
@@ -108,9 +108,9 @@ impl RecordArgs {
         })
         .with_context(|| format!("cannot record into {}", dir.display()))?;
         cfg.record = match self.record {
-            RecordArg::None => RecordMode::None,
-            RecordArg::Sip => RecordMode::Sip,
-            RecordArg::All => RecordMode::All,
+            RecordArg::None => RecordingMode::None,
+            RecordArg::Sip => RecordingMode::Sip,
+            RecordArg::All => RecordingMode::All,
         };
         cfg.record_sink = Some(recorder.factory());
         Ok(Some(recorder))

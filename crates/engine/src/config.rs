@@ -160,7 +160,7 @@ pub struct Config {
     /// table of its own that follows every later change.
     pub rules: Option<calliper_rules::Rules>,
     /// Which calls' packets are recorded ([`crate::recording`]).
-    pub record: crate::RecordMode,
+    pub record: crate::RecordingMode,
     /// Makes each engine's recording sink; none: nothing is recorded.
     pub record_sink: Option<crate::SinkFactory>,
 }
@@ -188,7 +188,7 @@ impl Default for Config {
             fault_panic_after_packets: None,
             interval_ns: 10 * SEC,
             rules: None,
-            record: crate::RecordMode::None,
+            record: crate::RecordingMode::None,
             record_sink: None,
         }
     }

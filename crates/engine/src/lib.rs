@@ -77,7 +77,7 @@ use flow::flow;
 pub use flow::Flow;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
-pub use recording::{CallTag, PacketSink, RecordMode, SinkFactory};
+pub use recording::{CallTag, PacketSink, RecordingMode, SinkFactory};
 pub use route::{Routed, Router, Routing};
 use sctp::Sctp;
 use std::net::IpAddr;

@@ -25,7 +25,7 @@ pub(crate) fn memory_bound() -> usize {
 
 /// Which calls' packets are recorded (a `record` rule adds its calls).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RecordMode {
+pub enum RecordingMode {
     /// Only the calls a `record` rule selects, all their packets.
     #[default]
     None,
@@ -248,9 +248,9 @@ impl Engine {
             };
             let wanted = c.record_payload
                 || match self.cfg.record {
-                    RecordMode::All => true,
-                    RecordMode::Sip => signalling,
-                    RecordMode::None => false,
+                    RecordingMode::All => true,
+                    RecordingMode::Sip => signalling,
+                    RecordingMode::None => false,
                 };
             if !wanted || c.ignored || (signalling && !first_shard) {
                 continue;

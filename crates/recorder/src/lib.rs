@@ -24,7 +24,7 @@ pub const QUEUE: usize = 16;
 
 /// Where and how much to record.
 #[derive(Debug, Clone)]
-pub struct RecordConfig {
+pub struct RecorderConfig {
     /// The recordings' directory (created 0700 if missing).
     pub dir: PathBuf,
     /// Most bytes the directory's recordings may take: the oldest go first.
@@ -121,7 +121,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts the writer (the directory is created if missing).
-    pub fn start(cfg: RecordConfig) -> std::io::Result<Recorder> {
+    pub fn start(cfg: RecorderConfig) -> std::io::Result<Recorder> {
         files::private_dir(&cfg.dir)?;
         let lossy = cfg.lossy;
         let (tx, rx) = sync_channel(QUEUE);
@@ -178,7 +178,7 @@ pub struct Sink {
     batch: Batch,
     /// The latest packet's time seen (the writer's clock for the age limit).
     last_ns: i64,
-    /// See [`RecordConfig::lossy`].
+    /// See [`RecorderConfig::lossy`].
     lossy: bool,
 }
 

@@ -9,7 +9,7 @@
 //! oldest recordings, and whole days older than the age limit go.
 
 use crate::files;
-use crate::{Batch, Counts, RecordConfig};
+use crate::{Batch, Counts, RecorderConfig};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ fn is_day(name: &str) -> bool {
 
 /// The writer's state.
 struct Writer {
-    cfg: RecordConfig,
+    cfg: RecorderConfig,
     counts: Arc<Counts>,
     calls: HashMap<u64, Call>,
     /// Calls that started waiting, in that order (by capture time).
@@ -133,7 +133,7 @@ struct Writer {
     started: std::time::SystemTime,
 }
 
-pub(crate) fn run(cfg: RecordConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
+pub(crate) fn run(cfg: RecorderConfig, rx: Receiver<Batch>, counts: Arc<Counts>) {
     let mut w = Writer {
         stock: Stock::scan(&cfg.dir),
         cfg,
