@@ -5,6 +5,7 @@
 //! - [`batch_io`]: recvmmsg/sendmmsg batches for the UDP node.
 //! - [`packet`]: the datagrams.
 //! - [`node`]: the protocol as a sans-I/O state machine.
+//! - [`ng`]: rtpengine's ng control protocol, so SIP proxies steer calls to an edge.
 //! - [`routing`]: link costs and shortest paths.
 //! - [`emu`]: seeded loss (Gilbert–Elliott), delay and jitter.
 //! - [`limits`]: the range of every number read from a file.
@@ -14,6 +15,7 @@
 pub mod batch_io;
 pub mod emu;
 pub mod limits;
+pub mod ng;
 pub mod node;
 pub mod packet;
 pub mod routing;

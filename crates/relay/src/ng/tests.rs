@@ -1,0 +1,390 @@
+use super::bencode::{self, Value};
+use super::{sdp, Control, ControlConfig, Forward};
+use std::net::{IpAddr, SocketAddr};
+
+/// BEP 3's examples, and rtpengine's documented ping.
+#[test]
+fn bencode_reads_the_specifications_examples() {
+    assert_eq!(bencode::parse(b"4:spam"), Ok(Value::Bytes(b"spam")));
+    assert_eq!(bencode::parse(b"i3e"), Ok(Value::Int(3)));
+    assert_eq!(bencode::parse(b"i-3e"), Ok(Value::Int(-3)));
+    assert_eq!(
+        bencode::parse(b"l4:spam4:eggse"),
+        Ok(Value::List(vec![
+            Value::Bytes(b"spam"),
+            Value::Bytes(b"eggs")
+        ]))
+    );
+    let d = bencode::parse(b"d3:cow3:moo4:spam4:eggse").unwrap();
+    assert_eq!(d.str("cow"), Some("moo"));
+    assert_eq!(d.str("spam"), Some("eggs"));
+    assert_eq!(bencode::parse(b"0:"), Ok(Value::Bytes(b"")));
+    assert_eq!(bencode::parse(b"de"), Ok(Value::Dict(vec![])));
+}
+
+#[test]
+fn bencode_refuses_what_is_not_a_whole_document() {
+    for bad in [
+        &b""[..],
+        b"i3",
+        b"ie",
+        b"i-e",
+        b"i3x4e",
+        b"5:spam",
+        b"4spam",
+        b"l",
+        b"d3:cowe",
+        b"d3:cow3:moo",
+        b"i3ei4e",
+        b"e",
+        b"x",
+        b"99999999999999999999:a",
+        b"d1:ai1e1:ae",
+    ] {
+        assert!(
+            bencode::parse(bad).is_err(),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // A repeated key is taken as sent (the first is read).
+    let d = bencode::parse(b"d1:ai1e1:ai2ee").unwrap();
+    assert_eq!(d.get("a"), Some(&Value::Int(1)));
+}
+
+#[test]
+fn bencode_nesting_and_size_are_capped_without_recursion() {
+    let deep = [vec![b'l'; 100_000], vec![b'e'; 100_000]].concat();
+    assert_eq!(bencode::parse(&deep).unwrap_err().what, "nested too deeply");
+    let ok = [
+        vec![b'l'; bencode::MAX_DEPTH],
+        vec![b'e'; bencode::MAX_DEPTH],
+    ]
+    .concat();
+    assert!(bencode::parse(&ok).is_ok());
+    let mut many = b"l".to_vec();
+    for _ in 0..bencode::MAX_ITEMS {
+        many.extend_from_slice(b"i1e");
+    }
+    many.push(b'e');
+    assert_eq!(bencode::parse(&many).unwrap_err().what, "too many values");
+}
+
+const OFFER_SDP: &str = "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 10.0.0.1\r\nt=0 0\r\n\
+m=audio 30000 RTP/AVP 8 101\r\na=rtpmap:8 PCMA/8000\r\na=rtcp:30001\r\n\
+m=video 30002 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n";
+
+const ANSWER_SDP: &str = "v=0\r\no=- 2 2 IN IP4 10.0.0.2\r\ns=-\r\nc=IN IP4 10.0.0.2\r\nt=0 0\r\n\
+m=audio 20000 RTP/AVP 8\r\na=rtpmap:8 PCMA/8000\r\nm=video 0 RTP/AVP 96\r\n";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn sdp_audio_is_read_from_media_and_session_lines() {
+    let a = sdp::audio(OFFER_SDP).unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].rtp, a[0].rtcp),
+        (addr("10.0.0.1:30000"), addr("10.0.0.1:30001"))
+    );
+    let own = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0\r\nc=IN IP4 10.0.0.9\r\n\
+a=rtcp:5001 IN IP4 10.0.0.8\r\nm=audio 0 RTP/AVP 0\r\n";
+    let a = sdp::audio(own).unwrap();
+    assert_eq!(
+        (a[0].rtp, a[0].rtcp),
+        (addr("10.0.0.9:4000"), addr("10.0.0.8:5001"))
+    );
+    assert!(a[1].rejected && !a[0].rejected);
+    assert!(
+        sdp::audio("v=0\r\nm=audio 4000 RTP/AVP 0\r\n").is_err(),
+        "no address"
+    );
+    assert!(sdp::audio("c=IN IP4 nonsense\r\n").is_err());
+    let many: String = (0..=sdp::MAX_AUDIO)
+        .map(|_| "m=audio 1 RTP/AVP 0\r\n")
+        .collect();
+    assert!(sdp::audio(&format!("c=IN IP4 1.2.3.4\r\n{many}")).is_err());
+}
+
+#[test]
+fn sdp_rewrite_moves_audio_and_keeps_the_rest() {
+    let edge: IpAddr = "192.0.2.7".parse().unwrap();
+    let out = sdp::rewrite(OFFER_SDP, edge, &[40000], false);
+    assert!(out.contains("\r\nc=IN IP4 192.0.2.7\r\n"), "{out}");
+    assert!(out.contains("m=audio 40000 RTP/AVP 8 101\r\n"), "{out}");
+    assert!(out.contains("a=rtcp:40001 IN IP4 192.0.2.7\r\n"), "{out}");
+    // Video keeps its address as a c= line of its own, and its port.
+    assert!(
+        out.contains("m=video 30002 RTP/AVP 96\r\nc=IN IP4 10.0.0.1\r\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("o=- 1 1 IN IP4 10.0.0.1\r\n"),
+        "origin kept: {out}"
+    );
+    let a = sdp::audio(&out).unwrap();
+    assert_eq!(a[0].rtp, addr("192.0.2.7:40000"));
+    let refused = sdp::rewrite(OFFER_SDP, edge, &[40000], true);
+    assert!(refused.contains("m=video 0 RTP/AVP 96\r\n"), "{refused}");
+    // Lines other than those are the sender's, byte for byte.
+    let kept = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| !l.starts_with("c=") && !l.starts_with("m=") && !l.starts_with("a=rtcp"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(kept(&out), kept(OFFER_SDP));
+}
+
+/// `COOKIE bencode` of the request dictionary `items` (keys as given).
+fn request(cookie: &str, items: &[(&str, &str)], flags: &[&str]) -> Vec<u8> {
+    let mut w = bencode::Writer::default();
+    w.dict(None);
+    for (k, v) in items {
+        w.text(k, v);
+    }
+    if !flags.is_empty() {
+        w.list("flags");
+        for f in flags {
+            w.bytes(f.as_bytes());
+        }
+        w.end();
+    }
+    w.end();
+    [format!("{cookie} ").into_bytes(), w.out].concat()
+}
+
+/// The reply's dictionary (after the cookie, which must be `cookie`).
+fn reply<'a>(cookie: &str, r: &'a [u8]) -> Value<'a> {
+    let (c, doc) = r.split_at(cookie.len() + 1);
+    assert_eq!(c, format!("{cookie} ").as_bytes());
+    bencode::parse(doc).unwrap()
+}
+
+fn edge() -> Control {
+    Control::new(ControlConfig {
+        address: "192.0.2.7".parse().unwrap(),
+        ports: (40000, 40009),
+        max_calls: 2,
+        idle_timeout_ns: 60_000_000_000,
+        refuse_other_media: false,
+    })
+}
+
+const S: i64 = 1_000_000_000;
+
+#[test]
+fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
+    let mut c = edge();
+    let mut bound = vec![];
+    let mut bind = |p: u16| {
+        bound.push(p);
+        true
+    };
+    let ping = c.handle(0, b"c0 d7:command4:pinge", &mut bind).unwrap();
+    assert_eq!(ping, b"c0 d6:result4:ponge");
+    let offer = request(
+        "c1",
+        &[
+            ("command", "offer"),
+            ("call-id", "x@y"),
+            ("from-tag", "ft"),
+            ("sdp", OFFER_SDP),
+        ],
+        &["trust-address", "no-such-flag"],
+    );
+    let r = c.handle(S, &offer, &mut bind).unwrap();
+    let v = reply("c1", &r);
+    assert_eq!(v.str("result"), Some("ok"), "{v:?}");
+    assert_eq!(v.str("warning"), Some("ignored: no-such-flag"));
+    let to_callee = sdp::audio(v.str("sdp").unwrap()).unwrap();
+    assert_eq!(to_callee[0].rtp, addr("192.0.2.7:40000"));
+    // The same cookie again: the same reply, no second allocation.
+    assert_eq!(c.handle(2 * S, &offer, &mut bind).unwrap(), r);
+    assert_eq!(c.counters.retransmits, 1);
+    let answer = request(
+        "c2",
+        &[
+            ("command", "answer"),
+            ("call-id", "x@y"),
+            ("from-tag", "ft"),
+            ("to-tag", "tt"),
+            ("sdp", ANSWER_SDP),
+        ],
+        &[],
+    );
+    let v2 = c.handle(3 * S, &answer, &mut bind).unwrap();
+    let to_caller = sdp::audio(reply("c2", &v2).str("sdp").unwrap()).unwrap();
+    assert_eq!(to_caller[0].rtp, addr("192.0.2.7:40002"));
+    drop(bind);
+    assert_eq!(bound, [40000, 40002]);
+    // Caller to the port facing it, out of the port facing the callee.
+    let f = c.forward(4 * S, 40002, addr("10.0.0.1:30000"), 172);
+    assert_eq!(
+        f,
+        Some(Forward {
+            from_port: 40000,
+            to: addr("10.0.0.2:20000")
+        })
+    );
+    let back = c.forward(4 * S, 40000, addr("10.0.0.2:20000"), 172);
+    assert_eq!(
+        back,
+        Some(Forward {
+            from_port: 40002,
+            to: addr("10.0.0.1:30000")
+        })
+    );
+    let rtcp = c.forward(4 * S, 40001, addr("10.0.0.2:20001"), 80);
+    assert_eq!(
+        rtcp,
+        Some(Forward {
+            from_port: 40003,
+            to: addr("10.0.0.1:30001")
+        })
+    );
+    // Not the party's address: dropped, never reflected.
+    assert_eq!(c.forward(4 * S, 40002, addr("10.6.6.6:30000"), 172), None);
+    assert_eq!(c.counters.media_foreign_source, 1);
+    assert_eq!(c.counters.media_relayed, 3);
+    let q = request("c3", &[("command", "query"), ("call-id", "x@y")], &[]);
+    let qr = c.handle(5 * S, &q, &mut |_| true).unwrap();
+    let qv = reply("c3", &qr);
+    let totals = qv.get("totals").and_then(|t| t.get("RTP")).unwrap();
+    assert_eq!(totals.get("packets"), Some(&Value::Int(3)));
+    let del = request(
+        "c4",
+        &[
+            ("command", "delete"),
+            ("call-id", "x@y"),
+            ("from-tag", "ft"),
+        ],
+        &[],
+    );
+    let dr = c.handle(6 * S, &del, &mut |_| true).unwrap();
+    assert_eq!(reply("c4", &dr).str("result"), Some("ok"));
+    let mut released = c.take_released();
+    released.sort();
+    assert_eq!(released, [40000, 40002]);
+    assert_eq!(c.forward(7 * S, 40002, addr("10.0.0.1:30000"), 172), None);
+    assert_eq!(c.calls(), 0);
+}
+
+#[test]
+fn refusals_are_ng_errors_with_a_reason_and_are_counted() {
+    let mut c = edge();
+    let error = |c: &mut Control, cookie: &str, req: Vec<u8>| -> String {
+        let r = c.handle(S, &req, &mut |_| true).unwrap();
+        let v = reply(cookie, &r);
+        assert_eq!(v.str("result"), Some("error"), "{v:?}");
+        v.str("error-reason").unwrap().to_string()
+    };
+    let answer_first = request(
+        "a",
+        &[
+            ("command", "answer"),
+            ("call-id", "nope"),
+            ("from-tag", "f"),
+            ("to-tag", "t"),
+            ("sdp", ANSWER_SDP),
+        ],
+        &[],
+    );
+    assert_eq!(error(&mut c, "a", answer_first), "Unknown call-id");
+    assert!(error(&mut c, "b", request("b", &[("command", "offer")], &[])).contains("call-id"));
+    assert!(error(&mut c, "c", request("c", &[("command", "dance")], &[])).contains("dance"));
+    assert!(error(&mut c, "d", b"d not bencode".to_vec()).starts_with("bencode"));
+    let bad_sdp = request(
+        "e",
+        &[
+            ("command", "offer"),
+            ("call-id", "1"),
+            ("from-tag", "f"),
+            ("sdp", "m=audio x RTP/AVP 0"),
+        ],
+        &[],
+    );
+    assert!(error(&mut c, "e", bad_sdp).starts_with("SDP"));
+    // Calls and ports are capped: 5 even ports, 2 calls.
+    for (i, cookie) in ["f", "g"].iter().enumerate() {
+        let id = i.to_string();
+        let offer = request(
+            cookie,
+            &[
+                ("command", "offer"),
+                ("call-id", &id),
+                ("from-tag", "f"),
+                ("sdp", OFFER_SDP),
+            ],
+            &[],
+        );
+        assert!(c.handle(S, &offer, &mut |_| true).is_some());
+    }
+    let third = request(
+        "h",
+        &[
+            ("command", "offer"),
+            ("call-id", "3"),
+            ("from-tag", "f"),
+            ("sdp", OFFER_SDP),
+        ],
+        &[],
+    );
+    assert!(error(&mut c, "h", third).contains("too many calls"));
+    assert_eq!(c.counters.calls_refused, 1);
+    // No reply at all to a datagram without a cookie.
+    assert_eq!(c.handle(S, b"d7:command4:pinge", &mut |_| true), None);
+    assert_eq!(c.counters.malformed, 1);
+    assert_eq!(c.counters.errors, 6);
+}
+
+#[test]
+fn ports_the_system_refuses_are_skipped_and_running_out_is_an_error() {
+    let mut c = edge();
+    let offer = |cookie: &str, id: &str| {
+        request(
+            cookie,
+            &[
+                ("command", "offer"),
+                ("call-id", id),
+                ("from-tag", "f"),
+                ("sdp", OFFER_SDP),
+            ],
+            &[],
+        )
+    };
+    let r = c.handle(S, &offer("a", "1"), &mut |p| p != 40000).unwrap();
+    let port = sdp::audio(reply("a", &r).str("sdp").unwrap()).unwrap()[0]
+        .rtp
+        .port();
+    assert_eq!(port, 40002);
+    let r = c.handle(S, &offer("b", "2"), &mut |_| false).unwrap();
+    assert_eq!(
+        reply("b", &r).str("error-reason"),
+        Some("no media port free")
+    );
+    assert_eq!(c.counters.ports_exhausted, 1);
+}
+
+#[test]
+fn idle_calls_end_and_give_back_their_ports() {
+    let mut c = edge();
+    let offer = request(
+        "a",
+        &[
+            ("command", "offer"),
+            ("call-id", "1"),
+            ("from-tag", "f"),
+            ("sdp", OFFER_SDP),
+        ],
+        &[],
+    );
+    c.handle(S, &offer, &mut |_| true).unwrap();
+    c.expire(30 * S);
+    assert_eq!(c.calls(), 1);
+    c.expire(61 * S);
+    assert_eq!((c.calls(), c.counters.calls_timed_out), (0, 1));
+    assert_eq!(c.take_released(), [40000]);
+}
