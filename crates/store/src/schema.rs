@@ -69,97 +69,91 @@ CREATE TABLE IF NOT EXISTS runs (
 /// from capture agents over HEP (`agent_reports`, JSON).
 const SCHEMA_VERSION: i64 = 10;
 
-/// Brings a database written by an earlier version up to [`SCHEMA`].
-pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version < 1 {
-        add_columns(
-            conn,
-            "calls",
-            "labels",
-            "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
-        )?;
-    }
-    if version < 3 {
-        add_columns(
-            conn,
-            "calls",
-            "capture_dropped",
-            "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
-        )?;
-    }
-    if version < 4 {
-        add_columns(
-            conn,
-            "streams",
-            "mos_scale",
-            "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
+/// The columns each version added to a table: (version, table, the first
+/// column it adds, the statements that add them).
+const ADDED_COLUMNS: &[(i64, &str, &str, &str)] = &[
+    (
+        1,
+        "calls",
+        "labels",
+        "ALTER TABLE calls ADD COLUMN labels TEXT; ALTER TABLE calls ADD COLUMN record_payload INTEGER;",
+    ),
+    (
+        3,
+        "calls",
+        "capture_dropped",
+        "ALTER TABLE calls ADD COLUMN capture_dropped INTEGER; ALTER TABLE calls ADD COLUMN ongoing INTEGER;",
+    ),
+    (
+        4,
+        "streams",
+        "mos_scale",
+        "ALTER TABLE streams ADD COLUMN mos_scale TEXT; ALTER TABLE streams ADD COLUMN unscored TEXT;
              ALTER TABLE streams ADD COLUMN event_end_repeats INTEGER;
              ALTER TABLE streams ADD COLUMN burst_ratio REAL;",
-        )?;
-    }
-    if version < 5 {
-        add_columns(
-            conn,
-            "streams",
-            "worst_interval_mos",
-            "ALTER TABLE streams ADD COLUMN worst_interval_mos REAL; ALTER TABLE streams ADD COLUMN packet_ms REAL;
+    ),
+    (
+        5,
+        "streams",
+        "worst_interval_mos",
+        "ALTER TABLE streams ADD COLUMN worst_interval_mos REAL; ALTER TABLE streams ADD COLUMN packet_ms REAL;
              ALTER TABLE streams ADD COLUMN rtt_ms REAL; ALTER TABLE streams ADD COLUMN delay_ms REAL;
              ALTER TABLE streams ADD COLUMN delay_inputs TEXT; ALTER TABLE streams ADD COLUMN jitter_buffers TEXT;
              ALTER TABLE streams ADD COLUMN encrypted INTEGER;",
-        )?;
-        add_columns(
-            conn,
-            "calls",
-            "worst_mos",
-            "ALTER TABLE calls ADD COLUMN worst_mos REAL; ALTER TABLE calls ADD COLUMN worst_interval_mos REAL;
+    ),
+    (
+        5,
+        "calls",
+        "worst_mos",
+        "ALTER TABLE calls ADD COLUMN worst_mos REAL; ALTER TABLE calls ADD COLUMN worst_interval_mos REAL;
              ALTER TABLE calls ADD COLUMN mos_scale TEXT;",
-        )?;
-    }
-    if version < 6 {
-        add_columns(
-            conn,
-            "calls",
-            "setup_delay_to_failure",
-            "ALTER TABLE calls ADD COLUMN setup_delay_to_failure INTEGER;
+    ),
+    (
+        6,
+        "calls",
+        "setup_delay_to_failure",
+        "ALTER TABLE calls ADD COLUMN setup_delay_to_failure INTEGER;
              ALTER TABLE calls ADD COLUMN disconnect_delay_ms REAL;",
-        )?;
-        add_columns(
-            conn,
-            "streams",
-            "rtcp_xr",
-            "ALTER TABLE streams ADD COLUMN rtcp_xr TEXT;",
-        )?;
+    ),
+    (
+        6,
+        "streams",
+        "rtcp_xr",
+        "ALTER TABLE streams ADD COLUMN rtcp_xr TEXT;",
+    ),
+    (
+        8,
+        "streams",
+        "seq_outages",
+        "ALTER TABLE streams ADD COLUMN seq_outages INTEGER;",
+    ),
+    (
+        9,
+        "streams",
+        "segment_mean_jitter_ms",
+        "ALTER TABLE streams ADD COLUMN segment_mean_jitter_ms REAL;
+             ALTER TABLE streams ADD COLUMN segment_max_jitter_ms REAL;
+             ALTER TABLE streams ADD COLUMN restarts_ns TEXT;",
+    ),
+    (
+        10,
+        "calls",
+        "agent_reports",
+        "ALTER TABLE calls ADD COLUMN agent_reports TEXT;",
+    ),
+];
+
+/// Brings a database written by an earlier version up to [`SCHEMA`].
+pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for &(added_in, table, column, alter) in ADDED_COLUMNS {
+        if version < added_in {
+            add_columns(conn, table, column, alter)?;
+        }
     }
     if version < 7 {
         conn.execute_batch(
             "DROP INDEX IF EXISTS calls_by_caller; DROP INDEX IF EXISTS calls_by_callee;",
-        )?;
-    }
-    if version < 8 {
-        add_columns(
-            conn,
-            "streams",
-            "seq_outages",
-            "ALTER TABLE streams ADD COLUMN seq_outages INTEGER;",
-        )?;
-    }
-    if version < 9 {
-        add_columns(
-            conn,
-            "streams",
-            "segment_mean_jitter_ms",
-            "ALTER TABLE streams ADD COLUMN segment_mean_jitter_ms REAL;
-             ALTER TABLE streams ADD COLUMN segment_max_jitter_ms REAL;
-             ALTER TABLE streams ADD COLUMN restarts_ns TEXT;",
-        )?;
-    }
-    if version < 10 {
-        add_columns(
-            conn,
-            "calls",
-            "agent_reports",
-            "ALTER TABLE calls ADD COLUMN agent_reports TEXT;",
         )?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -181,4 +175,54 @@ fn add_columns(
         conn.execute_batch(alter)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns(conn: &Connection, table: &str) -> Vec<String> {
+        let mut q = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .unwrap();
+        let names = q.query_map([table], |r| r.get(0)).unwrap();
+        names.map(Result::unwrap).collect()
+    }
+
+    /// A database of version 0 (today's tables less every column a later
+    /// version added) comes back with exactly today's columns.
+    #[test]
+    fn an_old_database_gets_every_added_column() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        let today: Vec<_> = ["calls", "streams"]
+            .iter()
+            .map(|t| columns(&conn, t))
+            .collect();
+        for (_, table, _, alter) in ADDED_COLUMNS {
+            for statement in alter.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+                let column = statement.split_whitespace().nth(5).unwrap();
+                conn.execute_batch(&format!("ALTER TABLE {table} DROP COLUMN {column}"))
+                    .unwrap();
+            }
+        }
+        assert!(columns(&conn, "calls").len() < today[0].len());
+        conn.pragma_update(None, "user_version", 0).unwrap();
+        migrate(&conn).unwrap();
+        let after: Vec<_> = ["calls", "streams"]
+            .iter()
+            .map(|t| columns(&conn, t))
+            .collect();
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        for (a, t) in after.into_iter().zip(today) {
+            assert_eq!(sorted(a), sorted(t));
+        }
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+    }
 }

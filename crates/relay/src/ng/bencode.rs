@@ -190,8 +190,10 @@ fn integer(doc: &[u8], at: usize) -> Result<(i64, usize), Error> {
     let text = std::str::from_utf8(&doc[at + 1..at + end]).ok();
     let n = text
         .filter(|t| {
+            // BEP 3: no leading zeros, no negative zero.
             let digits = t.strip_prefix('-').unwrap_or(t);
-            !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
+            let canonical = digits == "0" && !t.starts_with('-') || !digits.starts_with('0');
+            !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) && canonical
         })
         .and_then(|t| t.parse().ok())
         .ok_or(Error {

@@ -44,7 +44,10 @@ const KNOWN_KEYS: &[&str] = &[
     "rtcp-mux",
     "supports",
     "delete-delay",
+    "delete delay",
     "limit",
+    "sip-message-type",
+    "rtpp-flags",
 ];
 
 /// An edge's settings (`[edge]` in the node file).
@@ -262,11 +265,20 @@ impl Control {
                 w.end();
             }
             Some("delete") => {
+                // As rtpengine: deleting what is gone is not an error (the
+                // proxy may delete on every failure reply of a call).
                 let id = required(req, "call-id")?;
-                let call = self.calls.remove(id).ok_or("Unknown call-id")?;
-                self.counters.deletes += 1;
-                self.free_ports(call);
-                w.dict(None).text("result", "ok").end();
+                w.dict(None).text("result", "ok");
+                match self.calls.remove(id) {
+                    Some(call) => {
+                        self.counters.deletes += 1;
+                        self.free_ports(call);
+                    }
+                    None => {
+                        w.text("warning", "Call-ID not found or tags didn't match");
+                    }
+                }
+                w.end();
             }
             Some("query") => self.query(now, required(req, "call-id")?, &mut w)?,
             Some("list") => {
@@ -336,7 +348,8 @@ impl Control {
             }
             if self.calls.len() >= self.cfg.max_calls {
                 self.counters.calls_refused += 1;
-                return Err(format!("too many calls (max_calls {})", self.cfg.max_calls));
+                // rtpengine's words: Kamailio then tries its next node.
+                return Err("Parallel session limit reached".into());
             }
             let call = Call {
                 parties: Default::default(),
@@ -355,7 +368,7 @@ impl Control {
         for index in have..wanted {
             let port = self.allocate(bind).ok_or_else(|| {
                 self.counters.ports_exhausted += 1;
-                "no media port free".to_string()
+                "Ran out of ports".to_string()
             })?;
             let call = self.calls.get_mut(id).expect("held");
             call.parties[other].local.push(port);
