@@ -17,7 +17,14 @@ socket_buffer = 4194304\n\n  \
 [[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"\n  loss_pct = 5   # emulated on what we send it\n  \
 delay_ms = 10\n  rate_kbps = 0  # emulated bandwidth towards it; 0: none\n  crtp = false   # compress RTP \
 headers on this link (the neighbour says the same of us)\n  crtp_repeats = 0  # with crtp: RFC 3545's N, \
-0 for plain RFC 2508\n\nApplications talk to the node with `calliper relay send` / `recv` or the library's Client."
+0 for plain RFC 2508\n\n  \
+[edge]                 # optional: SIP proxies steer calls' media here (rtpengine's ng protocol)\n  \
+control = \"udp:127.0.0.1:2223\"   # Kamailio: modparam(\"rtpengine\", \"rtpengine_sock\", \"udp:127.0.0.1:2223\")\n  \
+address = \"10.0.0.1\"   # media is received here and written into SDP\n  \
+ports = \"40000-40999\"  # RTP on even ports, RTCP on the next\n  \
+allow = []             # control from addresses other than loopback\n  \
+max_calls = 10000\n  idle_timeout_s = 60\n\n\
+Applications talk to the node with `calliper relay send` / `recv` or the library's Client."
     )]
     Run(NodeArgs),
     /// Send a voice-like test stream through the local node.
@@ -163,6 +170,36 @@ pub fn run(cmd: RelayCommand) -> Result<()> {
     }
 }
 
+/// The edge thread of a node file with `[edge]`: its stop flag and handle.
+type EdgeThread = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<std::io::Result<calliper_relay::edge::EdgeCounters>>,
+);
+
+/// Binds the ng endpoint before the node runs (a taken port fails at once)
+/// and serves it on a thread of its own.
+fn start_edge(
+    cfg: &calliper_relay::udp::NodeConfig,
+    file: &std::path::Path,
+) -> Result<Option<EdgeThread>> {
+    let Some(e) = &cfg.edge else {
+        return Ok(None);
+    };
+    let edge = calliper_relay::edge::Edge::bind(e)
+        .map_err(|m| anyhow::anyhow!("{}: {m}", file.display()))?;
+    eprintln!(
+        "calliper relay: ng control on {} (media {} ports {})",
+        e.control, e.address, e.ports
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("edge".into())
+        .spawn(move || edge.run(&flag))
+        .context("cannot start the edge thread")?;
+    Ok(Some((stop, handle)))
+}
+
 impl NodeArgs {
     fn run(self) -> Result<()> {
         let NodeArgs {
@@ -187,6 +224,7 @@ impl NodeArgs {
         }
         let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed)
             .with_context(|| format!("cannot bind {}", cfg.listen))?;
+        let edge = start_edge(&cfg, &config)?;
         let start = std::time::Instant::now();
         node.run(|n| {
             let t = start.elapsed().as_secs_f64();
@@ -195,11 +233,23 @@ impl NodeArgs {
                     n.set_link_down(id, true);
                 }
             }
-            duration.is_some_and(|d| t >= d)
+            duration.is_some_and(|d| t >= d) || edge.as_ref().is_some_and(|(_, h)| h.is_finished())
         })?;
+        let edge = match edge {
+            Some((stop, handle)) => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                let counters = handle
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("the edge thread panicked"))?
+                    .context("the edge's sockets failed")?;
+                Some(counters)
+            }
+            None => None,
+        };
         let v = serde_json::json!({
             "protocol": node.protocol_counters(),
             "socket": node.counters(),
+            "edge": edge,
         });
         match stats {
             Some(p) => calliper_store::create_private(&p)

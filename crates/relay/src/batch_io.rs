@@ -503,3 +503,33 @@ fn sockaddr_from(a: SocketAddr, out: &mut libc::sockaddr_in6) -> libc::socklen_t
 
 #[cfg(test)]
 mod tests;
+
+/// Waits up to `ms` milliseconds for any of `fds` to be readable
+/// (`poll(2)`): the indices of those that are (none on a signal or timeout).
+pub fn wait_readable(fds: &[std::os::fd::RawFd], ms: i32) -> io::Result<Vec<usize>> {
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `polls` is a valid, initialised array of `polls.len()`
+    // pollfd structures, alive for the call.
+    let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(Vec::new())
+        } else {
+            Err(e)
+        };
+    }
+    Ok(polls
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}

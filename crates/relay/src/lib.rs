@@ -5,6 +5,7 @@
 //! - [`batch_io`]: recvmmsg/sendmmsg batches for the UDP node.
 //! - [`packet`]: the datagrams.
 //! - [`node`]: the protocol as a sans-I/O state machine.
+//! - [`edge`]: the ng endpoint on sockets (control and media).
 //! - [`ng`]: rtpengine's ng control protocol, so SIP proxies steer calls to an edge.
 //! - [`routing`]: link costs and shortest paths.
 //! - [`emu`]: seeded loss (Gilbert–Elliott), delay and jitter.
@@ -13,6 +14,7 @@
 //! - [`udp`]: the node on a UDP socket, and the client API.
 
 pub mod batch_io;
+pub mod edge;
 pub mod emu;
 pub mod limits;
 pub mod ng;

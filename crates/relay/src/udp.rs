@@ -61,13 +61,22 @@ pub struct NodeConfig {
     pub client_lease_ms: u64,
     /// Neighbours.
     pub neighbours: Vec<Neighbour>,
+    /// An ng control endpoint, so SIP proxies steer calls' media through
+    /// this node ([`crate::edge`]).
+    #[serde(default)]
+    pub edge: Option<crate::edge::EdgeConfig>,
 }
 
 impl NodeConfig {
     /// Checks every number against its range ([`crate::limits`]), and that
     /// neighbours are distinct.
     pub fn validate(&self) -> Result<(), String> {
-        crate::limits::node_config(self)
+        crate::limits::node_config(self)?;
+        if let Some(e) = &self.edge {
+            e.control_addr()?;
+            e.control_config()?;
+        }
+        Ok(())
     }
 }
 

@@ -123,6 +123,7 @@ fn every_simulator_number_is_range_checked() {
 
 fn node() -> NodeConfig {
     NodeConfig {
+        edge: None,
         id: 1,
         listen: "127.0.0.1:0".parse().unwrap(),
         metric: Metric::ExpectedLatency,
@@ -189,4 +190,47 @@ fn every_node_config_number_is_range_checked() {
         assert_eq!(refused.to_string(), e);
     }
     assert!(node().validate().is_ok());
+}
+
+/// `[edge]`: the control address, the port range and the numbers.
+#[test]
+fn edge_settings_are_checked() {
+    let edge = |control: &str, ports: &str, idle: f64, calls: usize| crate::edge::EdgeConfig {
+        control: control.into(),
+        allow: vec![],
+        address: "10.0.0.1".parse().unwrap(),
+        ports: ports.into(),
+        max_calls: calls,
+        idle_timeout_s: idle,
+        refuse_other_media: false,
+    };
+    for (e, want) in [
+        (
+            edge("127.0.0.1:2223", "40000-40999", 60.0, 10),
+            "edge.control",
+        ),
+        (edge("udp:nowhere", "40000-40999", 60.0, 10), "edge.control"),
+        (
+            edge("udp:127.0.0.1:2223", "40999-40000", 60.0, 10),
+            "edge.ports",
+        ),
+        (edge("udp:127.0.0.1:2223", "80-90", 60.0, 10), "edge.ports"),
+        (edge("udp:127.0.0.1:2223", "40000", 60.0, 10), "edge.ports"),
+        (
+            edge("udp:127.0.0.1:2223", "40000-40999", f64::NAN, 10),
+            "edge.idle_timeout_s",
+        ),
+        (
+            edge("udp:127.0.0.1:2223", "40000-40999", 60.0, 0),
+            "edge.max_calls",
+        ),
+    ] {
+        let mut c = node();
+        c.edge = Some(e);
+        let err = c.validate().unwrap_err();
+        assert!(err.starts_with(want), "{err}");
+    }
+    let mut c = node();
+    c.edge = Some(edge("udp:127.0.0.1:2223", "40000-40999", 60.0, 10));
+    assert!(c.validate().is_ok());
 }

@@ -32,10 +32,14 @@ fn connection(value: &str) -> Option<IpAddr> {
     addr.split('/').next()?.parse().ok()
 }
 
+/// A media section as read: audio or not, its own address, its port and
+/// its `a=rtcp` (port and address).
+type Section = (bool, Option<IpAddr>, u16, Option<(u16, Option<IpAddr>)>);
+
 /// Where each audio stream goes, in `m=` order; Err names what is wrong.
 pub fn audio(sdp: &str) -> Result<Vec<Audio>, &'static str> {
     let mut session_addr = None;
-    let mut media: Vec<(bool, Option<IpAddr>, u16, Option<(u16, Option<IpAddr>)>)> = Vec::new();
+    let mut media: Vec<Section> = Vec::new();
     for line in sdp.lines() {
         let Some((kind, value)) = split(line.trim_end()) else {
             continue;

@@ -221,7 +221,6 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     let v2 = c.handle(3 * S, &answer, &mut bind).unwrap();
     let to_caller = sdp::audio(reply("c2", &v2).str("sdp").unwrap()).unwrap();
     assert_eq!(to_caller[0].rtp, addr("192.0.2.7:40002"));
-    drop(bind);
     assert_eq!(bound, [40000, 40002]);
     // Caller to the port facing it, out of the port facing the callee.
     let f = c.forward(4 * S, 40002, addr("10.0.0.1:30000"), 172);
@@ -369,10 +368,7 @@ fn ports_the_system_refuses_are_skipped_and_running_out_is_an_error() {
         .port();
     assert_eq!(port, 40002);
     let r = c.handle(S, &offer("b", "2"), &mut |_| false).unwrap();
-    assert_eq!(
-        reply("b", &r).str("error-reason"),
-        Some("Ran out of ports")
-    );
+    assert_eq!(reply("b", &r).str("error-reason"), Some("Ran out of ports"));
     assert_eq!(c.counters.ports_exhausted, 1);
 }
 

@@ -18,6 +18,7 @@ impl Running {
         let stop = Arc::new(AtomicBool::new(false));
         let nodes = [0, 1].map(|i| {
             let cfg = NodeConfig {
+                edge: None,
                 id: i as NodeId + 1,
                 listen: addrs[i],
                 metric: Metric::ExpectedLatency,
@@ -161,6 +162,7 @@ fn a_compressed_link_gives_back_every_datagram() {
 /// A node with no neighbours on a loopback port, for its clients.
 fn lone_node(lease_ms: u64) -> UdpNode {
     let cfg = NodeConfig {
+        edge: None,
         id: 1,
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         metric: Metric::ExpectedLatency,
