@@ -17,11 +17,16 @@
 #   drops.json   the three sets' counters (the ground truth)
 #
 # usage: tests/netns/media_relay.sh OUT [CALLS]
+#   RELAY=calliper  relay with Calliper's edge node (`calliper relay run`
+#                   with [edge]: the ng protocol Kamailio's rtpengine module
+#                   speaks) instead of rtpengine; CALLIPER names the binary.
+#                   Its counters go to OUT/edge-stats.json.
 # Exits 77 (skip) only when network namespaces cannot be created.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 calls=${2:-2}
+relay=${RELAY:-rtpengine}
 A=cal-ma-$$ B=cal-mb-$$ P=cal-mp-$$
 . "$here/topology.sh"
 
@@ -64,9 +69,26 @@ $(drop_rule callee_to_relay "ip daddr 10.90.1.1 udp sport 20000-29999" 3)
 }
 NFT
 
-ip netns exec "$P" rtpengine --table=-1 --interface=10.90.1.1 --listen-ng=127.0.0.1:2223 \
-    --port-min=40000 --port-max=40999 --foreground --log-stderr >"$out/rtpengine.log" 2>&1 &
-pids+=($!)
+if [ "$relay" = calliper ]; then
+    # Calliper's edge node: the same ng socket, address and ports.
+    cat >"$out/edge.toml" <<TOML
+id = 1
+listen = "127.0.0.1:7000"
+neighbours = []
+[edge]
+control = "udp:127.0.0.1:2223"
+address = "10.90.1.1"
+ports = "40000-40999"
+TOML
+    ip netns exec "$P" "$CALLIPER" relay run "$out/edge.toml" --stats "$out/edge-stats.json" \
+        >"$out/rtpengine.log" 2>&1 &
+else
+    ip netns exec "$P" rtpengine --table=-1 --interface=10.90.1.1 --listen-ng=127.0.0.1:2223 \
+        --port-min=40000 --port-max=40999 --foreground --log-stderr >"$out/rtpengine.log" 2>&1 &
+fi
+relay_pid=$!
+pids+=($relay_pid)
+sleep 0.5
 ipa "$P" kamailio -f "$here/kamailio.cfg" -A WITH_RTPENGINE -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
 pids+=($!)
 for i in pa pb; do

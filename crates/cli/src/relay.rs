@@ -225,6 +225,8 @@ impl NodeArgs {
         let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed)
             .with_context(|| format!("cannot bind {}", cfg.listen))?;
         let edge = start_edge(&cfg, &config)?;
+        // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
+        crate::probe::signals::install();
         let start = std::time::Instant::now();
         node.run(|n| {
             let t = start.elapsed().as_secs_f64();
@@ -233,7 +235,9 @@ impl NodeArgs {
                     n.set_link_down(id, true);
                 }
             }
-            duration.is_some_and(|d| t >= d) || edge.as_ref().is_some_and(|(_, h)| h.is_finished())
+            duration.is_some_and(|d| t >= d)
+                || crate::probe::signals::stop_requested()
+                || edge.as_ref().is_some_and(|(_, h)| h.is_finished())
         })?;
         let edge = match edge {
             Some((stop, handle)) => {

@@ -6,7 +6,7 @@
 pub mod config_file;
 mod console;
 mod running;
-mod signals;
+pub(crate) mod signals;
 mod source;
 
 use crate::inputs::Inputs;
