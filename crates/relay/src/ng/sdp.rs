@@ -24,6 +24,17 @@ fn split(line: &str) -> Option<(&str, &str)> {
     line.split_once('=')
 }
 
+/// An `m=` value's media, port (a `/count` dropped) and the rest; the
+/// one reading of it, so what is relayed and what is rewritten agree.
+fn media_line(value: &str) -> Option<(&str, u16, &str)> {
+    let v = value.trim_start();
+    let (media, after) = v.split_once(char::is_whitespace)?;
+    let after = after.trim_start();
+    let (port, rest) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
+    let port = port.split('/').next()?.parse().ok()?;
+    Some((media, port, rest.trim_start()))
+}
+
 /// The address of a `c=` value (`IN IP4 192.0.2.1`, a multicast TTL dropped).
 fn connection(value: &str) -> Option<IpAddr> {
     let mut f = value.split_whitespace();
@@ -46,10 +57,8 @@ pub fn audio(sdp: &str) -> Result<Vec<Audio>, &'static str> {
         };
         match (kind, media.last_mut()) {
             ("m", _) => {
-                let mut f = value.split_whitespace();
-                let is_audio = f.next() == Some("audio");
-                let port = f.next().and_then(|p| p.split('/').next()?.parse().ok());
-                let port = port.ok_or("an m= line without a port")?;
+                let (media_type, port, _) = media_line(value).ok_or("an m= line without a port")?;
+                let is_audio = media_type == "audio";
                 if is_audio && media.iter().filter(|m| m.0).count() >= MAX_AUDIO {
                     return Err("more audio streams than an edge relays in one call");
                 }
@@ -135,11 +144,9 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
         let (kind, value) = split(line).unwrap_or(("", ""));
         match (kind, section) {
             ("m", _) => {
-                let mut f = value.splitn(3, ' ');
-                let media = f.next().unwrap_or("");
-                let port = f.next().unwrap_or("");
-                let rest = f.next().unwrap_or("");
-                let refused = port.split('/').next() == Some("0");
+                // A body `audio` accepted has only readable m= lines.
+                let (media, port, rest) = media_line(value).unwrap_or(("", 0, ""));
+                let refused = port == 0;
                 if media == "audio" {
                     section = Some((media_seen, Some(audio_seen)));
                     match ports.get(audio_seen) {
@@ -149,7 +156,7 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
                     audio_seen += 1;
                 } else {
                     section = Some((media_seen, None));
-                    if refuse_other {
+                    if refuse_other && !media.is_empty() {
                         emit(&format!("m={media} 0 {rest}"));
                     } else {
                         emit(line);

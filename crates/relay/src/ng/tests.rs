@@ -392,3 +392,16 @@ fn idle_calls_end_and_give_back_their_ports() {
     assert_eq!((c.calls(), c.counters.calls_timed_out), (0, 1));
     assert_eq!(c.take_released(), [40000]);
 }
+
+/// Found by the fuzzer: odd spacing and zero-padded ports are read alike
+/// when relaying and when rewriting, so no audio keeps its sender's address.
+#[test]
+fn odd_m_lines_are_read_alike_by_both_sides() {
+    let body = "c=IN IP4 10.0.0.2\r\nm= audio 003 RTP/AVP 0\r\nm=audio 00 RTP/AVP 0\r\n";
+    let edge: IpAddr = "192.0.2.1".parse().unwrap();
+    let before = sdp::audio(body).unwrap();
+    assert_eq!((before.len(), before[1].rejected), (2, true));
+    let after = sdp::audio(&sdp::rewrite(body, edge, &[40000, 40002], false)).unwrap();
+    assert_eq!(after[0].rtp, SocketAddr::new(edge, 40000));
+    assert!(after[1].rejected);
+}

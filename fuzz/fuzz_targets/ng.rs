@@ -1,0 +1,54 @@
+//! rtpengine's ng control protocol into an edge's core: bencode, every
+//! command, SDP rewriting, and media against the calls the requests made.
+//! Each record: kind (1 byte: even = control, odd = media), time step (1),
+//! length (2), then the datagram; a media record's first two bytes pick the
+//! edge port and the next two the source port.
+#![no_main]
+use calliper_relay::ng::{bencode, sdp, Control, ControlConfig};
+use libfuzzer_sys::fuzz_target;
+use std::net::SocketAddr;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = bencode::parse(data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        if sdp::audio(text).is_ok() {
+            let out = sdp::rewrite(text, "192.0.2.1".parse().unwrap(), &[40000, 40002], false);
+            // What the edge writes names its address on every audio stream.
+            for a in sdp::audio(&out).expect("a rewritten body reads back") {
+                assert!(a.rejected || a.rtp.ip().to_string() == "192.0.2.1", "{out}");
+            }
+        }
+    }
+    let mut c = Control::new(ControlConfig {
+        ports: (40000, 40031),
+        max_calls: 4,
+        ..ControlConfig::default()
+    });
+    let mut now = 0i64;
+    let mut rest = data;
+    let mut bound = 0usize;
+    while rest.len() >= 4 {
+        let kind = rest[0];
+        now += i64::from(rest[1]) * 100_000_000;
+        let len = (u16::from_be_bytes([rest[2], rest[3]]) as usize).min(rest.len() - 4);
+        let (d, tail) = rest[4..].split_at(len);
+        rest = tail;
+        if kind % 2 == 0 {
+            let reply = c.handle(now, d, &mut |p| {
+                bound += 1;
+                p % 8 != 6
+            });
+            if let Some(r) = reply {
+                let space = r.iter().position(|&b| b == b' ').expect("cookie then reply");
+                bencode::parse(&r[space + 1..]).expect("replies are bencode");
+            }
+        } else if d.len() >= 4 {
+            let port = 40000 + u16::from_be_bytes([d[0], d[1]]) % 40;
+            let src = SocketAddr::from(([127, 0, 0, 1], u16::from_be_bytes([d[2], d[3]])));
+            let _ = c.forward(now, port, src, d.len());
+        }
+        c.expire(now);
+        let _ = c.take_released();
+        assert!(c.calls() <= 4);
+    }
+});
