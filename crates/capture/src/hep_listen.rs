@@ -22,7 +22,7 @@ use calliper_wire::{emit, hep, ipproto, linktype};
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,11 +105,19 @@ struct Counts {
     threads_failed: AtomicU64,
 }
 
-/// A message as it came: when, and its frame.
+/// A message as it came: when, the time its agent gave it, and its frame.
 struct Message {
     ts_ns: i64,
+    hep_ns: i64,
     frame: Vec<u8>,
 }
+
+/// How long a message is held so that one sent a moment earlier by another
+/// process of the same agent can overtake it: Kamailio and OpenSIPS trace
+/// from several worker processes, each with its own socket, so a response
+/// handled by one can reach the collector before its request, handled by
+/// another. Held messages go on in the agents' time order.
+pub const REORDER: Duration = Duration::from_millis(100);
 
 /// What the receiving threads share.
 struct Shared {
@@ -127,6 +135,11 @@ struct Shared {
 pub struct HepListener {
     shared: Arc<Shared>,
     rx: Receiver<Message>,
+    /// Messages waiting out [`REORDER`], by agent time (then arrival).
+    held: std::collections::VecDeque<Message>,
+    /// The time given to the last message handed over: what is handed over
+    /// never goes back in time.
+    last_ns: i64,
     /// The messages of the batch handed over last (reused).
     batch: Vec<Message>,
 }
@@ -164,6 +177,8 @@ impl HepListener {
         Ok(HepListener {
             shared,
             rx,
+            held: std::collections::VecDeque::new(),
+            last_ns: i64::MIN,
             batch: Vec::with_capacity(BATCH),
         })
     }
@@ -173,20 +188,38 @@ impl HepListener {
         self.shared.local
     }
 
-    /// Hands the messages received so far (at most a batch) to `f`, waiting
-    /// up to `wait` for the first; how many it handed.
+    /// Hands the messages received at least [`REORDER`] ago (at most a
+    /// batch) to `f`, in their agents' time order, waiting up to `wait` for
+    /// one; how many it handed. Each is stamped with when it arrived (never
+    /// before the previous one handed over).
     pub fn next_batch(&mut self, wait: Duration, f: &mut dyn FnMut(&[Packet<'_>])) -> usize {
-        self.batch.clear();
-        match self.rx.recv_timeout(wait) {
-            Ok(m) => self.batch.push(m),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return 0,
-        }
-        while self.batch.len() < BATCH {
-            match self.rx.try_recv() {
-                Ok(m) => self.batch.push(m),
-                Err(_) => break,
+        let deadline = Instant::now() + wait;
+        loop {
+            self.receive(deadline);
+            self.release(now_ns(), false);
+            if !self.batch.is_empty() || Instant::now() >= deadline {
+                break;
             }
         }
+        self.hand_over(f)
+    }
+
+    /// Hands over everything received and held, without waiting out
+    /// [`REORDER`]: for a probe that stops, so nothing received is lost.
+    pub fn drain(&mut self, f: &mut dyn FnMut(&[Packet<'_>])) -> usize {
+        while let Ok(m) = self.rx.try_recv() {
+            self.hold(m);
+        }
+        let mut handed = 0;
+        while !self.held.is_empty() {
+            self.release(now_ns(), true);
+            handed += self.hand_over(f);
+        }
+        handed
+    }
+
+    /// Gives `f` the batch as packets; how many.
+    fn hand_over(&mut self, f: &mut dyn FnMut(&[Packet<'_>])) -> usize {
         let bytes: usize = self.batch.iter().map(|m| m.frame.len()).sum();
         self.shared.queued_bytes.fetch_sub(bytes, Relaxed);
         let mut packets = [Packet::EMPTY; BATCH];
@@ -201,6 +234,61 @@ impl HepListener {
         }
         f(&packets[..self.batch.len()]);
         self.batch.len()
+    }
+
+    /// Moves what the threads queued into `held`, in agent-time order,
+    /// waiting until `deadline` or until the first held message is due.
+    fn receive(&mut self, deadline: Instant) {
+        let due = self.held.front().map(|m| {
+            let left = (m.ts_ns + REORDER.as_nanos() as i64 - now_ns()).max(0);
+            Instant::now() + Duration::from_nanos(left as u64)
+        });
+        let until = due.map_or(deadline, |d| d.min(deadline));
+        let first = self
+            .rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()));
+        let Ok(first) = first else { return };
+        self.hold(first);
+        while let Ok(m) = self.rx.try_recv() {
+            self.hold(m);
+        }
+    }
+
+    fn hold(&mut self, m: Message) {
+        let at = self.held.partition_point(|h| h.hep_ns <= m.hep_ns);
+        self.held.insert(at, m);
+    }
+
+    /// Moves into `batch` the held messages whose [`REORDER`] has passed,
+    /// earliest agent time first: one not yet due holds back those after
+    /// it, but none waits past twice the window (an agent whose clock runs
+    /// ahead sorts last, and steady traffic must not hold it for ever), and
+    /// never more than a queue's worth is held.
+    /// With `all`, every held message is due.
+    fn release(&mut self, now: i64, all: bool) {
+        self.batch.clear();
+        let hold_ns = REORDER.as_nanos() as i64;
+        let overdue = self.held.iter().rposition(|m| m.ts_ns + 2 * hold_ns <= now);
+        let mut must = overdue.map_or(0, |i| i + 1);
+        if all {
+            must = self.held.len();
+        }
+        must = must.max(self.held.len().saturating_sub(QUEUE));
+        while self.batch.len() < BATCH {
+            let Some(front) = self.held.front() else {
+                break;
+            };
+            if must == 0 && front.ts_ns + hold_ns > now {
+                break;
+            }
+            must = must.saturating_sub(1);
+            let Some(mut m) = self.held.pop_front() else {
+                break;
+            };
+            m.ts_ns = m.ts_ns.max(self.last_ns);
+            self.last_ns = m.ts_ns;
+            self.batch.push(m);
+        }
     }
 
     /// The counts so far.
@@ -271,8 +359,9 @@ impl Shared {
         if !message.starts_with(hep::MAGIC) {
             return refused(&c.malformed, Refused::NotHep);
         }
+        let parsed = hep::Hep::parse(message).ok();
         if let Some(key) = &self.key {
-            let given = hep::Hep::parse(message).ok().and_then(|h| h.auth_key);
+            let given = parsed.as_ref().and_then(|h| h.auth_key);
             if !given.is_some_and(|g| same(g, key)) {
                 return refused(&c.unauthenticated, Refused::Unauthenticated);
             }
@@ -289,8 +378,11 @@ impl Shared {
         // Counted before it is queued: the engine may take it at once, and
         // the counts must never show a message handed over but not received.
         c.received.fetch_add(1, Relaxed);
+        let ts_ns = now_ns();
+        let hep_ns = parsed.map_or(ts_ns, |h| h.ts_ns);
         match tx.try_send(Message {
-            ts_ns: now_ns(),
+            ts_ns,
+            hep_ns,
             frame,
         }) {
             Ok(()) => Ok(()),

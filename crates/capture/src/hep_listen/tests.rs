@@ -243,3 +243,70 @@ fn next_message_waits_for_whole_messages_and_refuses_garbage() {
     assert_eq!(next_message(b"HEX"), Some(Err(())));
     assert_eq!(next_message(b"HEP3\x00\x05"), Some(Err(())));
 }
+
+/// An agent's worker processes race: a response stamped after its request
+/// can reach the collector first. Messages within [`REORDER`] of each other
+/// go on in the agent's time order, stamped in arrival order.
+#[test]
+fn a_response_that_overtook_its_request_is_handed_over_after_it() {
+    let mut l = listen(HepTransport::Udp, None);
+    let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let stamped = |ts_ns: i64, body: &'static [u8]| {
+        let m = message(None, body);
+        let mut h = hep::Hep::parse(&m).unwrap();
+        h.ts_ns = ts_ns;
+        h.emit().unwrap()
+    };
+    let t = 1_700_000_000_000_000_000;
+    agent
+        .send_to(
+            &stamped(t + 2_000_000, b"SIP/2.0 200 OK\r\n\r\n"),
+            l.local_addr(),
+        )
+        .unwrap();
+    agent
+        .send_to(&stamped(t, b"BYE sip:a@b SIP/2.0\r\n\r\n"), l.local_addr())
+        .unwrap();
+    let got = collect(&mut l, 2);
+    assert_eq!(got.len(), 2);
+    let ends = |f: &[u8], s: &[u8]| f.windows(s.len()).any(|w| w == s);
+    assert!(ends(&got[0].2, b"BYE sip:a@b"), "the request first");
+    assert!(ends(&got[1].2, b"200 OK"));
+    assert!(got[0].0 <= got[1].0, "times never go back");
+}
+
+/// A message its agent stamped far ahead sorts last, but waits at most
+/// twice [`REORDER`] however steadily others arrive.
+#[test]
+fn a_message_stamped_ahead_is_not_held_for_ever() {
+    let mut l = listen(HepTransport::Udp, None);
+    let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let t = 1_700_000_000_000_000_000;
+    let ahead = t + 3_600_000_000_000;
+    let stamped = |ts_ns: i64| {
+        let m = message(None, b"OPTIONS sip:a@b SIP/2.0\r\n\r\n");
+        let mut h = hep::Hep::parse(&m).unwrap();
+        h.ts_ns = ts_ns;
+        h.emit().unwrap()
+    };
+    agent.send_to(&stamped(ahead), l.local_addr()).unwrap();
+    let (mut held_at, mut out_at) = (None, None);
+    for n in 0..400 {
+        // Steady traffic stamped before it, every 5 ms.
+        agent.send_to(&stamped(t + n), l.local_addr()).unwrap();
+        l.next_batch(Duration::from_millis(5), &mut |_| {});
+        let holding = l.held.iter().any(|m| m.hep_ns == ahead);
+        if holding && held_at.is_none() {
+            held_at = Some(Instant::now());
+        }
+        if !holding && held_at.is_some() {
+            out_at = Some(Instant::now());
+            break;
+        }
+    }
+    let (held, out) = (
+        held_at.expect("it was held"),
+        out_at.expect("it was let go"),
+    );
+    assert!(out - held < 3 * REORDER, "held {:?}", out - held);
+}

@@ -281,6 +281,9 @@ fn capture(
             r.log_status();
         }
     }
+    if r.failure.is_none() {
+        source.drain(&mut |b| r.packets(b));
+    }
     Ok(None)
 }
 

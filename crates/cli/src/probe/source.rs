@@ -131,6 +131,13 @@ impl Source {
         }
     }
 
+    /// Hands over what the HEP collector still holds (the probe stops).
+    pub(super) fn drain(&mut self, f: &mut dyn FnMut(&[Packet<'_>])) {
+        if let Source::Live { hep: Some(h), .. } = self {
+            h.drain(f);
+        }
+    }
+
     /// The HEP collector's counts, if one runs.
     pub(super) fn hep_stats(&self) -> Option<(HepListenStats, u64)> {
         match self {
