@@ -34,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
         let (d, tail) = rest[4..].split_at(len);
         rest = tail;
         if kind % 2 == 0 {
-            let reply = c.handle(now, d, &mut |p| {
+            let proxy = SocketAddr::from(([127, 0, 0, 1], 5060));
+            let reply = c.handle(now, proxy, d, &mut |p| {
                 bound += 1;
                 p % 8 != 6
             });

@@ -23,6 +23,7 @@ control = \"udp:127.0.0.1:2223\"   # Kamailio: modparam(\"rtpengine\", \"rtpengi
 address = \"10.0.0.1\"   # media is received here and written into SDP\n  \
 ports = \"40000-40999\"  # RTP on even ports, RTCP on the next\n  \
 allow = []             # control from addresses other than loopback\n  \
+peers = [{ node = 2, address = \"10.0.0.2\" }]   # other edges: media to them crosses the overlay\n  \
 max_calls = 10000\n  idle_timeout_s = 60\n\n\
 Applications talk to the node with `calliper relay send` / `recv` or the library's Client."
     )]
@@ -185,7 +186,7 @@ fn start_edge(
     let Some(e) = &cfg.edge else {
         return Ok(None);
     };
-    let edge = calliper_relay::edge::Edge::bind(e)
+    let edge = calliper_relay::edge::Edge::bind(e, cfg.listen)
         .map_err(|m| anyhow::anyhow!("{}: {m}", file.display()))?;
     eprintln!(
         "calliper relay: ng control on {} (media {} ports {})",

@@ -1,7 +1,9 @@
 //! Three real relay nodes in network namespaces (tests/netns/relay.sh):
 //! voice-like streams cross two lossy hops with recovery, the middle link
 //! is killed, traffic moves to the direct link within 1.1 s, and a stranger's
-//! datagram is dropped and counted.
+//! datagram is dropped and counted. And real calls in the overlay: two
+//! Kamailio proxies steer SIPp calls into two edge nodes joined by a lossy
+//! link (tests/netns/edge_overlay.sh).
 
 mod common;
 
@@ -18,6 +20,7 @@ fn json(p: &Path) -> Value {
 
 #[test]
 fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
+    let _one = RIG.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-relay-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/relay.sh"));
@@ -64,5 +67,80 @@ fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
         nodes[0]["protocol"]["route_changes"].as_u64().unwrap() >= 2,
         "r1 rerouted"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// One rig at a time: two at once would share two vCPUs.
+static RIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Counter `key` of a node's `--stats` section `part`.
+fn counter(stats: &Value, part: &str, key: &str) -> u64 {
+    stats[part][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {part}.{key} in {stats}"))
+}
+
+/// SIPp calls through two Kamailio proxies, each steering the media into
+/// its own Calliper edge over rtpengine's ng protocol; the two edges are
+/// nodes of one overlay whose link loses 5 % each way
+/// (tests/netns/edge_overlay.sh). Each edge sees the other as a party and
+/// carries the media across the overlay, which recovers what the link
+/// lost: every RTP stream reaches its party whole.
+#[test]
+fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
+    let _one = RIG.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("calliper-edges-{}", std::process::id()));
+    let mut rig = Command::new(root.join("tests/netns/edge_overlay.sh"));
+    rig.arg(&dir)
+        .arg("3")
+        .arg("5")
+        .env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
+    let Some(log) = common::namespace_rig(&mut rig, "tests/netns/edge_overlay.sh") else {
+        return;
+    };
+    let nodes = [
+        json(&dir.join("node-a.json")),
+        json(&dir.join("node-b.json")),
+    ];
+    let mut given_up = 0;
+    for n in &nodes {
+        let control = &n["edge"]["control"];
+        for (key, want) in [("offers", 3), ("answers", 3), ("deletes", 3), ("errors", 0)] {
+            assert_eq!(control[key], want, "{key}: {n}\n{log}");
+        }
+        for key in ["send_errors", "overlay_unknown_origin"] {
+            assert_eq!(counter(n, "edge", key), 0, "{key}: {n}");
+        }
+        // Each edge sends one direction of three calls across (8 s of
+        // 30 ms packets each) and receives the other.
+        assert!(counter(n, "edge", "overlay_sent") > 600, "{n}");
+        assert!(counter(n, "edge", "overlay_received") > 600, "{n}");
+        assert_eq!(
+            counter(&n["edge"], "control", "media_foreign_source"),
+            0,
+            "{n}"
+        );
+        // The link lost packets, and the overlay asked for them again.
+        assert!(counter(n, "socket", "emulated_loss") > 10, "{n}");
+        assert!(counter(n, "protocol", "recovered") > 10, "{n}");
+        given_up += counter(n, "protocol", "given_up");
+    }
+    // What the parties received, read from the proxy's two interfaces:
+    // the streams from the edges to the caller and to the callee.
+    for (file, party) in [("callee.pcap", "10.90.2.2"), ("caller.pcap", "10.90.1.2")] {
+        let lines = common::calliper_jsonl(&dir.join(file), &[]);
+        let streams: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "call")
+            .flat_map(|c| c["streams"].as_array().unwrap())
+            .filter(|s| s["dst"] == party)
+            .collect();
+        assert_eq!(streams.len(), 3, "{file}: {streams:?}");
+        for s in streams {
+            assert!(s["packets"].as_u64().unwrap() > 200, "{s}");
+            assert!(s["lost"].as_u64().unwrap() <= given_up, "{file}: {s}");
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -3,7 +3,9 @@
 //! relayed stream, all in one thread waiting in `poll(2)`. The decisions
 //! are [`crate::ng::Control`]'s; this module only moves datagrams.
 
-use crate::ng::{Control, ControlConfig, ControlCounters};
+use crate::ng::{Control, ControlConfig, ControlCounters, Forward};
+use crate::packet::NodeId;
+use crate::udp::Client;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::io;
@@ -35,6 +37,21 @@ pub struct EdgeConfig {
     /// Set non-audio media's port to 0 instead of leaving it as sent.
     #[serde(default)]
     pub refuse_other_media: bool,
+    /// Other edges of the overlay, by their media address: a party whose
+    /// SDP names one of them is that edge, and its media crosses the
+    /// overlay to that node instead of the network.
+    #[serde(default)]
+    pub peers: Vec<EdgePeer>,
+}
+
+/// Another edge node (`peers = [{ node = 2, address = "10.0.0.2" }]`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgePeer {
+    /// Its node id.
+    pub node: NodeId,
+    /// Its `[edge] address`.
+    pub address: IpAddr,
 }
 
 fn default_max_calls() -> usize {
@@ -95,6 +112,7 @@ impl EdgeConfig {
             max_calls: self.max_calls,
             idle_timeout_ns: (self.idle_timeout_s * 1e9) as i64,
             refuse_other_media: self.refuse_other_media,
+            peers: self.peers.iter().map(|p| p.address).collect(),
         })
     }
 }
@@ -108,6 +126,12 @@ pub struct EdgeCounters {
     pub control_refused: u64,
     /// Sends that failed (the receiver unreachable, a full buffer).
     pub send_errors: u64,
+    /// Media sent to another edge over the overlay, and received from one.
+    pub overlay_sent: u64,
+    /// Media received from another edge over the overlay.
+    pub overlay_received: u64,
+    /// Overlay deliveries from a node that is not a configured peer.
+    pub overlay_unknown_origin: u64,
 }
 
 /// The edge: control socket, media sockets by port, the ng core.
@@ -116,14 +140,31 @@ pub struct Edge {
     allow: Vec<IpAddr>,
     address: IpAddr,
     media: HashMap<u16, UdpSocket>,
+    /// This node's client, holding a virtual port per media port, when
+    /// the edge has peers.
+    overlay: Option<Client>,
+    peers: Vec<EdgePeer>,
     core: Control,
     counters: EdgeCounters,
     start: Instant,
 }
 
 impl Edge {
-    /// Binds the control socket (media sockets are bound per call).
-    pub fn bind(cfg: &EdgeConfig) -> Result<Edge, String> {
+    /// Binds the control socket (media sockets are bound per call); with
+    /// peers, a client of the node listening on `node`.
+    pub fn bind(cfg: &EdgeConfig, node: SocketAddr) -> Result<Edge, String> {
+        let overlay = if cfg.peers.is_empty() {
+            None
+        } else {
+            // A node bound to every address is reached on loopback.
+            let mut at = node;
+            if at.ip().is_unspecified() {
+                at.set_ip(IpAddr::from([127, 0, 0, 1]));
+            }
+            let client =
+                Client::bind(at, 0).map_err(|e| format!("cannot reach the node at {at}: {e}"))?;
+            Some(client)
+        };
         let control_cfg = cfg.control_config()?;
         let addr = cfg.control_addr()?;
         let control_socket =
@@ -136,6 +177,8 @@ impl Edge {
             allow: cfg.allow.clone(),
             address: cfg.address,
             media: HashMap::new(),
+            overlay,
+            peers: cfg.peers.clone(),
             core: Control::new(control_cfg),
             counters: EdgeCounters::default(),
             start: Instant::now(),
@@ -154,10 +197,10 @@ impl Edge {
         while !stop.load(Ordering::Relaxed) {
             let ready = self.wait(100)?;
             for fd_index in ready {
-                if fd_index == usize::MAX {
-                    self.serve_control(&mut buf);
-                } else {
-                    self.relay(fd_index as u16, &mut buf);
+                match fd_index {
+                    CONTROL => self.serve_control(&mut buf),
+                    OVERLAY => self.relay_overlay(&mut buf),
+                    port => self.relay(port as u16, &mut buf),
                 }
             }
             if last_expiry.elapsed().as_secs() >= 1 {
@@ -175,11 +218,15 @@ impl Edge {
         self.start.elapsed().as_nanos() as i64
     }
 
-    /// Waits up to `ms` for datagrams: the sockets that have some (the
-    /// control socket as `usize::MAX`, media sockets by port).
+    /// Waits up to `ms` for datagrams: the sockets that have some
+    /// ([`CONTROL`], [`OVERLAY`], media sockets by port).
     fn wait(&self, ms: i32) -> io::Result<Vec<usize>> {
         let mut fds = vec![self.control_socket.as_raw_fd()];
-        let mut ports = vec![usize::MAX];
+        let mut ports = vec![CONTROL];
+        if let Some(c) = &self.overlay {
+            fds.push(c.as_raw_fd());
+            ports.push(OVERLAY);
+        }
         for (port, s) in &self.media {
             fds.push(s.as_raw_fd());
             ports.push(usize::from(*port));
@@ -190,26 +237,31 @@ impl Edge {
 
     /// Answers every control datagram waiting.
     fn serve_control(&mut self, buf: &mut [u8]) {
-        while let Ok((n, src)) = self.control_socket.recv_from(buf) {
+        for _ in 0..TURN_BUDGET {
+            let Ok((n, src)) = self.control_socket.recv_from(buf) else {
+                break;
+            };
             if !src.ip().is_loopback() && !self.allow.contains(&src.ip()) {
                 self.counters.control_refused += 1;
                 continue;
             }
             let now = self.now();
-            let (address, media) = (self.address, &mut self.media);
-            let mut bind = |port: u16| bind_pair(address, port, media);
-            if let Some(reply) = self.core.handle(now, &buf[..n], &mut bind) {
+            let (address, media, overlay) = (self.address, &mut self.media, self.overlay.as_ref());
+            let mut bind = |port: u16| bind_pair(address, port, media, overlay);
+            let reply = self.core.handle(now, src, &buf[..n], &mut bind);
+            // Before the next request can take a port given back.
+            self.close_released();
+            if let Some(reply) = reply {
                 if self.control_socket.send_to(&reply, src).is_err() {
                     self.counters.send_errors += 1;
                 }
             }
         }
-        self.close_released();
     }
 
     /// Relays every datagram waiting on media port `port`.
     fn relay(&mut self, port: u16, buf: &mut [u8]) {
-        loop {
+        for _ in 0..TURN_BUDGET {
             let Some(socket) = self.media.get(&port) else {
                 return;
             };
@@ -217,43 +269,101 @@ impl Edge {
                 return;
             };
             let now = self.now();
-            let Some(f) = self.core.forward(now, port, src, n) else {
-                continue;
-            };
-            let sent = self
-                .media
-                .get(&f.from_port)
-                .map(|s| s.send_to(&buf[..n], f.to));
-            if !matches!(sent, Some(Ok(_))) {
-                self.counters.send_errors += 1;
+            if let Some(f) = self.core.forward(now, port, src, n) {
+                self.send(f, &buf[..n]);
             }
         }
     }
 
-    /// Closes the sockets of ports the core gave up.
+    /// Relays every delivery the overlay has for this edge: media another
+    /// edge sent to one of its ports, as if it came from that edge.
+    fn relay_overlay(&mut self, buf: &mut [u8]) {
+        for _ in 0..TURN_BUDGET {
+            let Some(client) = &self.overlay else { return };
+            let Ok(Some((origin, vport, n))) = client.try_recv(buf) else {
+                return;
+            };
+            self.counters.overlay_received += 1;
+            let Some(peer) = self.peers.iter().find(|p| p.node == origin) else {
+                self.counters.overlay_unknown_origin += 1;
+                continue;
+            };
+            let src = SocketAddr::new(peer.address, 0);
+            let now = self.now();
+            if let Some(f) = self.core.forward(now, vport, src, n) {
+                self.send(f, &buf[..n]);
+            }
+        }
+    }
+
+    /// Sends relayed media: over the overlay to a peer edge, else from the
+    /// edge port facing the receiver.
+    fn send(&mut self, f: Forward, bytes: &[u8]) {
+        let peer = self.peers.iter().find(|p| p.address == f.to.ip());
+        let sent = match (peer, &self.overlay) {
+            (Some(p), Some(client)) => {
+                self.counters.overlay_sent += 1;
+                client.send_to(p.node, f.to.port(), bytes).is_ok()
+            }
+            _ => self
+                .media
+                .get(&f.from_port)
+                .is_some_and(|s| s.send_to(bytes, f.to).is_ok()),
+        };
+        if !sent {
+            self.counters.send_errors += 1;
+        }
+    }
+
+    /// Closes the sockets (and virtual ports) of ports the core gave up.
     fn close_released(&mut self) {
         for port in self.core.take_released() {
-            self.media.remove(&port);
-            self.media.remove(&(port + 1));
+            for p in [port, port + 1] {
+                self.media.remove(&p);
+                if let Some(c) = &self.overlay {
+                    let _ = c.remove_vport(p);
+                }
+            }
         }
     }
 }
 
-/// Binds `port` (RTP) and `port + 1` (RTCP) on `address`, non-blocking.
-fn bind_pair(address: IpAddr, port: u16, media: &mut HashMap<u16, UdpSocket>) -> bool {
+/// Datagrams read from one socket per turn of the loop: a flood on one
+/// port cannot keep the others (or the control socket) waiting.
+const TURN_BUDGET: usize = 32;
+
+/// Where the wait says the control socket and the overlay client are
+/// (media sockets are named by their port, below these).
+const CONTROL: usize = usize::MAX;
+const OVERLAY: usize = usize::MAX - 1;
+
+/// Binds `port` (RTP) and `port + 1` (RTCP) on `address`, non-blocking,
+/// and the same virtual ports on the overlay when there is one.
+fn bind_pair(
+    address: IpAddr,
+    port: u16,
+    media: &mut HashMap<u16, UdpSocket>,
+    overlay: Option<&Client>,
+) -> bool {
     let open = |p: u16| -> io::Result<UdpSocket> {
         let s = UdpSocket::bind(SocketAddr::new(address, p))?;
         s.set_nonblocking(true)?;
         Ok(s)
     };
-    match (open(port), open(port + 1)) {
-        (Ok(rtp), Ok(rtcp)) => {
-            media.insert(port, rtp);
-            media.insert(port + 1, rtcp);
-            true
+    let (Ok(rtp), Ok(rtcp)) = (open(port), open(port + 1)) else {
+        return false;
+    };
+    if let Some(c) = overlay {
+        if c.add_vport(port)
+            .and_then(|_| c.add_vport(port + 1))
+            .is_err()
+        {
+            return false;
         }
-        _ => false,
     }
+    media.insert(port, rtp);
+    media.insert(port + 1, rtcp);
+    true
 }
 
 #[cfg(test)]
@@ -309,8 +419,9 @@ mod tests {
             max_calls: 10,
             idle_timeout_s: 60.0,
             refuse_other_media: false,
+            peers: vec![],
         };
-        let edge = Edge::bind(&cfg).unwrap();
+        let edge = Edge::bind(&cfg, "127.0.0.1:9".parse().unwrap()).unwrap();
         let control = edge.control_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -75,6 +75,14 @@ impl NodeConfig {
         if let Some(e) = &self.edge {
             e.control_addr()?;
             e.control_config()?;
+            for (i, p) in e.peers.iter().enumerate() {
+                if p.node == self.id || p.address == e.address {
+                    return Err(format!(
+                        "edge.peers[{i}] = node {} at {}: this node itself",
+                        p.node, p.address
+                    ));
+                }
+            }
         }
         Ok(())
     }

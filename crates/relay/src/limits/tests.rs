@@ -203,6 +203,7 @@ fn edge_settings_are_checked() {
         max_calls: calls,
         idle_timeout_s: idle,
         refuse_other_media: false,
+        peers: vec![],
     };
     for (e, want) in [
         (

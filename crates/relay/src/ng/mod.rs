@@ -16,6 +16,8 @@
 
 pub mod bencode;
 mod calls;
+mod media;
+mod replies;
 pub mod sdp;
 #[cfg(test)]
 mod tests;

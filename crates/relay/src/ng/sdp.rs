@@ -7,6 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Most audio streams one body may carry.
 pub const MAX_AUDIO: usize = 16;
+/// Most media sections of any kind (what is kept is copied per section).
+pub const MAX_MEDIA: usize = 32;
 
 /// Where a party receives one audio stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,12 +37,20 @@ fn media_line(value: &str) -> Option<(&str, u16, &str)> {
     Some((media, port, rest.trim_start()))
 }
 
-/// The address of a `c=` value (`IN IP4 192.0.2.1`, a multicast TTL dropped).
+/// The address of a `c=` value (`IN IP4 192.0.2.1`, a multicast TTL
+/// dropped); the family must be the address's, and nothing may follow.
 fn connection(value: &str) -> Option<IpAddr> {
     let mut f = value.split_whitespace();
-    let (net, _family, addr) = (f.next()?, f.next()?, f.next()?);
-    (net == "IN").then_some(())?;
-    addr.split('/').next()?.parse().ok()
+    let (net, family, addr) = (f.next()?, f.next()?, f.next()?);
+    if net != "IN" || f.next().is_some() {
+        return None;
+    }
+    let addr: IpAddr = addr.split('/').next()?.parse().ok()?;
+    let matches = matches!(
+        (family, addr),
+        ("IP4", IpAddr::V4(_)) | ("IP6", IpAddr::V6(_))
+    );
+    matches.then_some(addr)
 }
 
 /// A media section as read: audio or not, its own address, its port and
@@ -62,9 +72,16 @@ pub fn audio(sdp: &str) -> Result<Vec<Audio>, &'static str> {
                 if is_audio && media.iter().filter(|m| m.0).count() >= MAX_AUDIO {
                     return Err("more audio streams than an edge relays in one call");
                 }
+                if media.len() >= MAX_MEDIA {
+                    return Err("more media sections than an edge takes");
+                }
                 media.push((is_audio, None, port, None));
             }
-            ("c", None) => session_addr = Some(connection(value).ok_or("a bad c= line")?),
+            // The first session-level c= counts, as when rewriting.
+            ("c", None) => {
+                let addr = connection(value).ok_or("a bad c= line")?;
+                session_addr = session_addr.or(Some(addr));
+            }
             ("c", Some(m)) => m.1 = Some(connection(value).ok_or("a bad c= line")?),
             ("a", Some(m)) => {
                 if let Some(rtcp) = value.strip_prefix("rtcp:") {
@@ -107,7 +124,8 @@ fn connection_of(addr: IpAddr) -> String {
 
 /// The body with each audio stream moved to `address` and the RTP port
 /// in `ports` (RTCP on the next port), in `m=` order; a refused stream
-/// (port 0) stays refused. Other media keep their own address, given a
+/// (port 0, or 0 in `ports`) stays refused. `sdp` must be one [`audio`]
+/// accepted. Other media keep their own address, given a
 /// `c=` line of their own when the session's is replaced, unless
 /// `refuse_other` sets their port to 0.
 pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) -> String {
@@ -126,10 +144,14 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
             _ => {}
         }
     }
+    // Written from the parsed address, never copied raw: what follows the
+    // address on the sender's line must not be repeated per section.
     let session_c = lines
         .iter()
         .take_while(|l| !l.starts_with("m="))
-        .find_map(|l| l.strip_prefix("c="));
+        .find_map(|l| l.strip_prefix("c="))
+        .and_then(connection)
+        .map(connection_of);
     let ours = connection_of(address);
     let mut out = String::with_capacity(sdp.len() + 64);
     let mut emit = |l: &str| {
@@ -150,7 +172,7 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
                 if media == "audio" {
                     section = Some((media_seen, Some(audio_seen)));
                     match ports.get(audio_seen) {
-                        Some(p) if !refused => emit(&format!("m=audio {p} {rest}")),
+                        Some(&p) if !refused && p != 0 => emit(&format!("m=audio {p} {rest}")),
                         _ => emit(&format!("m=audio 0 {rest}")),
                     }
                     audio_seen += 1;
@@ -160,7 +182,7 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
                         emit(&format!("m={media} 0 {rest}"));
                     } else {
                         emit(line);
-                        if let (Some(c), false) = (session_c, own_c[media_seen]) {
+                        if let (Some(c), false) = (&session_c, own_c[media_seen]) {
                             // The session's address, kept as this section's own.
                             emit(&format!("c={c}"));
                         }
@@ -169,9 +191,10 @@ pub fn rewrite(sdp: &str, address: IpAddr, ports: &[u16], refuse_other: bool) ->
                 media_seen += 1;
             }
             ("c", None) | ("c", Some((_, Some(_)))) => emit(&format!("c={ours}")),
+            // A refused stream (port 0) keeps the sender's line.
             ("a", Some((_, Some(i)))) if value.starts_with("rtcp:") => match ports.get(i) {
-                Some(p) => emit(&format!("a=rtcp:{} {ours}", p.wrapping_add(1))),
-                None => emit(line),
+                Some(&p) if p != 0 => emit(&format!("a=rtcp:{} {ours}", p.wrapping_add(1))),
+                _ => emit(line),
             },
             _ => emit(line),
         }

@@ -166,6 +166,11 @@ fn reply<'a>(cookie: &str, r: &'a [u8]) -> Value<'a> {
     bencode::parse(doc).unwrap()
 }
 
+/// Where the proxy's requests come from.
+fn proxy() -> SocketAddr {
+    addr("127.0.0.1:5060")
+}
+
 fn edge() -> Control {
     Control::new(ControlConfig {
         address: "192.0.2.7".parse().unwrap(),
@@ -173,6 +178,7 @@ fn edge() -> Control {
         max_calls: 2,
         idle_timeout_ns: 60_000_000_000,
         refuse_other_media: false,
+        peers: vec![],
     })
 }
 
@@ -186,7 +192,9 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
         bound.push(p);
         true
     };
-    let ping = c.handle(0, b"c0 d7:command4:pinge", &mut bind).unwrap();
+    let ping = c
+        .handle(0, proxy(), b"c0 d7:command4:pinge", &mut bind)
+        .unwrap();
     assert_eq!(ping, b"c0 d6:result4:ponge");
     let offer = request(
         "c1",
@@ -198,14 +206,14 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
         ],
         &["trust-address", "no-such-flag"],
     );
-    let r = c.handle(S, &offer, &mut bind).unwrap();
+    let r = c.handle(S, proxy(), &offer, &mut bind).unwrap();
     let v = reply("c1", &r);
     assert_eq!(v.str("result"), Some("ok"), "{v:?}");
     assert_eq!(v.str("warning"), Some("ignored: no-such-flag"));
     let to_callee = sdp::audio(v.str("sdp").unwrap()).unwrap();
     assert_eq!(to_callee[0].rtp, addr("192.0.2.7:40000"));
     // The same cookie again: the same reply, no second allocation.
-    assert_eq!(c.handle(2 * S, &offer, &mut bind).unwrap(), r);
+    assert_eq!(c.handle(2 * S, proxy(), &offer, &mut bind).unwrap(), r);
     assert_eq!(c.counters.retransmits, 1);
     let answer = request(
         "c2",
@@ -218,7 +226,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
         ],
         &[],
     );
-    let v2 = c.handle(3 * S, &answer, &mut bind).unwrap();
+    let v2 = c.handle(3 * S, proxy(), &answer, &mut bind).unwrap();
     let to_caller = sdp::audio(reply("c2", &v2).str("sdp").unwrap()).unwrap();
     assert_eq!(to_caller[0].rtp, addr("192.0.2.7:40002"));
     assert_eq!(bound, [40000, 40002]);
@@ -252,10 +260,14 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     assert_eq!(c.counters.media_foreign_source, 1);
     assert_eq!(c.counters.media_relayed, 3);
     let q = request("c3", &[("command", "query"), ("call-id", "x@y")], &[]);
-    let qr = c.handle(5 * S, &q, &mut |_| true).unwrap();
+    let qr = c.handle(5 * S, proxy(), &q, &mut |_| true).unwrap();
     let qv = reply("c3", &qr);
-    let totals = qv.get("totals").and_then(|t| t.get("RTP")).unwrap();
-    assert_eq!(totals.get("packets"), Some(&Value::Int(3)));
+    let totals = qv.get("totals").unwrap();
+    let packets = |kind: &str| totals.get(kind).and_then(|t| t.get("packets")).cloned();
+    assert_eq!(
+        (packets("RTP"), packets("RTCP")),
+        (Some(Value::Int(2)), Some(Value::Int(1)))
+    );
     let del = request(
         "c4",
         &[
@@ -265,7 +277,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
         ],
         &[],
     );
-    let dr = c.handle(6 * S, &del, &mut |_| true).unwrap();
+    let dr = c.handle(6 * S, proxy(), &del, &mut |_| true).unwrap();
     assert_eq!(reply("c4", &dr).str("result"), Some("ok"));
     let mut released = c.take_released();
     released.sort();
@@ -273,7 +285,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     assert_eq!(c.forward(7 * S, 40002, addr("10.0.0.1:30000"), 172), None);
     // Deleting it again is not an error (rtpengine's behaviour).
     let again = request("c5", &[("command", "delete"), ("call-id", "x@y")], &[]);
-    let ar = c.handle(8 * S, &again, &mut |_| true).unwrap();
+    let ar = c.handle(8 * S, proxy(), &again, &mut |_| true).unwrap();
     assert_eq!(reply("c5", &ar).str("result"), Some("ok"));
     assert!(reply("c5", &ar).str("warning").is_some());
     assert_eq!(c.calls(), 0);
@@ -283,7 +295,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
 fn refusals_are_ng_errors_with_a_reason_and_are_counted() {
     let mut c = edge();
     let error = |c: &mut Control, cookie: &str, req: Vec<u8>| -> String {
-        let r = c.handle(S, &req, &mut |_| true).unwrap();
+        let r = c.handle(S, proxy(), &req, &mut |_| true).unwrap();
         let v = reply(cookie, &r);
         assert_eq!(v.str("result"), Some("error"), "{v:?}");
         v.str("error-reason").unwrap().to_string()
@@ -327,7 +339,7 @@ fn refusals_are_ng_errors_with_a_reason_and_are_counted() {
             ],
             &[],
         );
-        assert!(c.handle(S, &offer, &mut |_| true).is_some());
+        assert!(c.handle(S, proxy(), &offer, &mut |_| true).is_some());
     }
     let third = request(
         "h",
@@ -342,7 +354,10 @@ fn refusals_are_ng_errors_with_a_reason_and_are_counted() {
     assert_eq!(error(&mut c, "h", third), "Parallel session limit reached");
     assert_eq!(c.counters.calls_refused, 1);
     // No reply at all to a datagram without a cookie.
-    assert_eq!(c.handle(S, b"d7:command4:pinge", &mut |_| true), None);
+    assert_eq!(
+        c.handle(S, proxy(), b"d7:command4:pinge", &mut |_| true),
+        None
+    );
     assert_eq!(c.counters.malformed, 1);
     assert_eq!(c.counters.errors, 6);
 }
@@ -362,12 +377,16 @@ fn ports_the_system_refuses_are_skipped_and_running_out_is_an_error() {
             &[],
         )
     };
-    let r = c.handle(S, &offer("a", "1"), &mut |p| p != 40000).unwrap();
+    let r = c
+        .handle(S, proxy(), &offer("a", "1"), &mut |p| p != 40000)
+        .unwrap();
     let port = sdp::audio(reply("a", &r).str("sdp").unwrap()).unwrap()[0]
         .rtp
         .port();
     assert_eq!(port, 40002);
-    let r = c.handle(S, &offer("b", "2"), &mut |_| false).unwrap();
+    let r = c
+        .handle(S, proxy(), &offer("b", "2"), &mut |_| false)
+        .unwrap();
     assert_eq!(reply("b", &r).str("error-reason"), Some("Ran out of ports"));
     assert_eq!(c.counters.ports_exhausted, 1);
 }
@@ -385,7 +404,7 @@ fn idle_calls_end_and_give_back_their_ports() {
         ],
         &[],
     );
-    c.handle(S, &offer, &mut |_| true).unwrap();
+    c.handle(S, proxy(), &offer, &mut |_| true).unwrap();
     c.expire(30 * S);
     assert_eq!(c.calls(), 1);
     c.expire(61 * S);
@@ -404,4 +423,222 @@ fn odd_m_lines_are_read_alike_by_both_sides() {
     let after = sdp::audio(&sdp::rewrite(body, edge, &[40000, 40002], false)).unwrap();
     assert_eq!(after[0].rtp, SocketAddr::new(edge, 40000));
     assert!(after[1].rejected);
+}
+
+fn offer_of(cookie: &str, id: &str, sdp: &str) -> Vec<u8> {
+    request(
+        cookie,
+        &[
+            ("command", "offer"),
+            ("call-id", id),
+            ("from-tag", "ft"),
+            ("sdp", sdp),
+        ],
+        &[],
+    )
+}
+
+fn answer_of(cookie: &str, id: &str, to_tag: &str, sdp: &str) -> Vec<u8> {
+    let items = [
+        ("command", "answer"),
+        ("call-id", id),
+        ("from-tag", "ft"),
+        ("to-tag", to_tag),
+        ("sdp", sdp),
+    ];
+    request(cookie, &items, &[])
+}
+
+/// The first source of each stream is latched: then only it is taken, and
+/// it is where the other party's media goes (a party behind NAT sends
+/// from another port than its SDP names).
+#[test]
+fn sources_are_latched_and_media_follows_them() {
+    let mut c = edge();
+    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
+        .unwrap();
+    c.handle(
+        S,
+        proxy(),
+        &answer_of("2", "x", "tt", ANSWER_SDP),
+        &mut |_| true,
+    )
+    .unwrap();
+    // The callee sends from port 29999, not its SDP's 20000.
+    let f = c
+        .forward(2 * S, 40000, addr("10.0.0.2:29999"), 100)
+        .unwrap();
+    assert_eq!(f.to, addr("10.0.0.1:30000"));
+    let back = c
+        .forward(2 * S, 40002, addr("10.0.0.1:30000"), 100)
+        .unwrap();
+    assert_eq!(
+        back.to,
+        addr("10.0.0.2:29999"),
+        "to where the callee sends from"
+    );
+    // Same address, another port: not the latched source.
+    assert_eq!(c.forward(2 * S, 40000, addr("10.0.0.2:20000"), 100), None);
+    // Port 0 is taken only from another edge over the overlay.
+    assert_eq!(c.forward(2 * S, 40002, addr("10.0.0.1:0"), 100), None);
+    assert_eq!(c.counters.media_foreign_source, 2);
+    // A new SDP from the callee starts its latching again.
+    c.handle(
+        3 * S,
+        proxy(),
+        &answer_of("3", "x", "tt", ANSWER_SDP),
+        &mut |_| true,
+    )
+    .unwrap();
+    let f = c.forward(4 * S, 40000, addr("10.0.0.2:20000"), 100);
+    assert!(f.is_some());
+}
+
+#[test]
+fn sdp_that_aims_media_nowhere_or_bloats_is_refused() {
+    let mut c = edge();
+    let mut reason = |cookie: &str, sdp: &str| {
+        let r = c
+            .handle(S, proxy(), &offer_of(cookie, cookie, sdp), &mut |_| true)
+            .unwrap();
+        reply(cookie, &r).str("error-reason").map(String::from)
+    };
+    let with = |c: &str| format!("v=0\r\nc=IN IP4 {c}\r\nm=audio 4000 RTP/AVP 0\r\n");
+    for bad in ["127.0.0.1", "224.0.0.5", "255.255.255.255", "192.0.2.7"] {
+        let why = reason(bad, &with(bad)).unwrap_or_else(|| panic!("{bad} taken"));
+        assert!(why.contains(bad), "{why}");
+    }
+    let v6 = "v=0\r\nc=IN IP6 2001:db8::1\r\nm=audio 4000 RTP/AVP 0\r\n";
+    assert!(reason("v6", v6).unwrap().contains("family"));
+    // Junk after the address would be copied into every kept section.
+    let junk = format!(
+        "v=0\r\nc=IN IP4 10.0.0.1 {}\r\nm=x 1 y\r\n",
+        "j".repeat(1000)
+    );
+    assert_eq!(reason("junk", &junk).as_deref(), Some("SDP: a bad c= line"));
+    let many: String = (0..=sdp::MAX_MEDIA).map(|_| "m=x 1 y\r\n").collect();
+    let many = format!("v=0\r\nc=IN IP4 10.0.0.1\r\n{many}");
+    assert!(reason("many", &many).unwrap().contains("media sections"));
+    // Nothing was kept of the refused offers.
+    assert_eq!(c.calls(), 0);
+}
+
+#[test]
+fn a_refused_offer_leaves_no_call_and_no_port_behind() {
+    let mut c = edge();
+    let two_audio =
+        "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0\r\nm=audio 4002 RTP/AVP 0\r\n";
+    let mut n = 0;
+    // The second port is refused by the system: the offer fails whole.
+    let r = c
+        .handle(S, proxy(), &offer_of("1", "x", two_audio), &mut |_| {
+            n += 1;
+            n == 1
+        })
+        .unwrap();
+    assert_eq!(reply("1", &r).str("error-reason"), Some("Ran out of ports"));
+    assert_eq!(c.calls(), 0);
+    assert_eq!(c.take_released(), [40000], "the port taken is given back");
+    // Refused streams take no port.
+    let refused = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 0 RTP/AVP 0\r\nm=audio 4002 RTP/AVP 0\r\n";
+    let mut bound = vec![];
+    let r = c
+        .handle(S, proxy(), &offer_of("2", "y", refused), &mut |p| {
+            bound.push(p);
+            true
+        })
+        .unwrap();
+    let a = sdp::audio(reply("2", &r).str("sdp").unwrap()).unwrap();
+    assert!(a[0].rejected && !a[1].rejected);
+    assert_eq!(bound.len(), 1);
+}
+
+#[test]
+fn cookies_answer_only_the_same_request_from_the_same_proxy() {
+    let mut c = edge();
+    let offer = offer_of("k", "x", OFFER_SDP);
+    let first = c.handle(S, proxy(), &offer, &mut |_| true).unwrap();
+    assert_eq!(
+        c.handle(2 * S, proxy(), &offer, &mut |_| true).unwrap(),
+        first
+    );
+    assert_eq!((c.counters.retransmits, c.counters.offers), (1, 1));
+    // The same cookie with another request is a new request: a short
+    // datagram cannot draw out a long kept reply.
+    let ping = c
+        .handle(2 * S, proxy(), b"k d7:command4:pinge", &mut |_| true)
+        .unwrap();
+    assert_eq!(ping, b"k d6:result4:ponge");
+    // The same request from elsewhere is not a retransmission either.
+    c.handle(2 * S, addr("127.0.0.2:5060"), &offer, &mut |_| true)
+        .unwrap();
+    assert_eq!((c.counters.retransmits, c.counters.offers), (1, 2));
+    // After 30 s a reply is gone.
+    let again = offer_of("m", "x", OFFER_SDP);
+    c.handle(3 * S, proxy(), &again, &mut |_| true).unwrap();
+    c.handle(40 * S, proxy(), &again, &mut |_| true).unwrap();
+    assert_eq!((c.counters.retransmits, c.counters.offers), (1, 4));
+}
+
+#[test]
+fn forks_and_branch_deletes_follow_the_to_tag() {
+    let mut c = edge();
+    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
+        .unwrap();
+    c.handle(
+        S,
+        proxy(),
+        &answer_of("2", "x", "fork1", ANSWER_SDP),
+        &mut |_| true,
+    )
+    .unwrap();
+    // Another fork answers: it becomes the answering party.
+    let fork2 = ANSWER_SDP.replace("10.0.0.2", "10.0.0.3");
+    c.handle(
+        S,
+        proxy(),
+        &answer_of("3", "x", "fork2", &fork2),
+        &mut |_| true,
+    )
+    .unwrap();
+    let f = c
+        .forward(2 * S, 40002, addr("10.0.0.1:30000"), 100)
+        .unwrap();
+    assert_eq!(f.to.ip(), "10.0.0.3".parse::<IpAddr>().unwrap());
+    // A failed fork's branch delete leaves the call.
+    let del = |cookie: &str, tag: &str| {
+        request(
+            cookie,
+            &[
+                ("command", "delete"),
+                ("call-id", "x"),
+                ("from-tag", "ft"),
+                ("to-tag", tag),
+            ],
+            &[],
+        )
+    };
+    c.handle(3 * S, proxy(), &del("4", "fork1"), &mut |_| true)
+        .unwrap();
+    assert_eq!(c.calls(), 1);
+    c.handle(3 * S, proxy(), &del("5", "fork2"), &mut |_| true)
+        .unwrap();
+    assert_eq!(c.calls(), 0);
+}
+
+#[test]
+fn identifiers_and_lists_are_bounded() {
+    let mut c = edge();
+    let long = "i".repeat(300);
+    let r = c
+        .handle(S, proxy(), &offer_of("1", &long, OFFER_SDP), &mut |_| true)
+        .unwrap();
+    assert!(reply("1", &r)
+        .str("error-reason")
+        .unwrap()
+        .contains("longer than"));
+    let list = c
+        .handle(S, proxy(), b"2 d7:command4:liste", &mut |_| true)
+        .unwrap();
+    assert_eq!(reply("2", &list).get("calls"), Some(&Value::List(vec![])));
 }

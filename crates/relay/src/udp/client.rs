@@ -1,7 +1,7 @@
 //! An application's handle on its local node.
 
 use crate::packet::NodeId;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -15,6 +15,8 @@ pub struct Client {
     socket: UdpSocket,
     node: SocketAddr,
     vport: u16,
+    /// Further virtual ports bound to this socket ([`Client::add_vport`]).
+    more: RefCell<Vec<u16>>,
     bound_at: Cell<Instant>,
     foreign: Cell<u64>,
 }
@@ -36,6 +38,7 @@ impl Client {
             socket: UdpSocket::bind(local)?,
             node,
             vport,
+            more: RefCell::new(Vec::new()),
             bound_at: Cell::new(Instant::now()),
             foreign: Cell::new(0),
         };
@@ -43,15 +46,37 @@ impl Client {
         Ok(c)
     }
 
-    /// Sends a bind (1) or release (3) of this client's virtual port.
+    /// Sends a bind (1) or release (3) of each of this client's virtual ports.
     fn request(&self, kind: u8) -> io::Result<()> {
-        if self.vport == 0 {
-            return Ok(());
+        let more = self.more.borrow();
+        for &vport in std::iter::once(&self.vport).chain(more.iter()) {
+            self.request_one(kind, vport)?;
         }
-        let [v0, v1] = self.vport.to_be_bytes();
-        self.socket.send_to(&[kind, v0, v1], self.node)?;
         self.bound_at.set(Instant::now());
         Ok(())
+    }
+
+    /// A bind (1) or release (3) of `vport` (0: none).
+    fn request_one(&self, kind: u8, vport: u16) -> io::Result<()> {
+        if vport != 0 {
+            let [v0, v1] = vport.to_be_bytes();
+            self.socket.send_to(&[kind, v0, v1], self.node)?;
+        }
+        Ok(())
+    }
+
+    /// Binds one more virtual port to this client (an edge node takes one
+    /// per media port); renewed with the others, released when dropped.
+    pub fn add_vport(&self, vport: u16) -> io::Result<()> {
+        self.request_one(1, vport)?;
+        self.more.borrow_mut().push(vport);
+        Ok(())
+    }
+
+    /// Releases a port [`Client::add_vport`] bound.
+    pub fn remove_vport(&self, vport: u16) -> io::Result<()> {
+        self.more.borrow_mut().retain(|&v| v != vport);
+        self.request_one(3, vport)
     }
 
     /// Repeats the bind if it is due.
@@ -90,6 +115,57 @@ impl Client {
         from == self.node || (self.node.ip().is_unspecified() && from.port() == self.node.port())
     }
 
+    /// A datagram from the node: `origin (2) vport (2) payload`, the payload
+    /// copied to `buf`; anything else is counted as foreign.
+    fn delivery(
+        &self,
+        raw: &[u8],
+        from: SocketAddr,
+        buf: &mut [u8],
+    ) -> Option<(NodeId, u16, usize)> {
+        match raw {
+            [o0, o1, v0, v1, payload @ ..] if self.is_node(from) => {
+                let len = payload.len().min(buf.len());
+                buf[..len].copy_from_slice(&payload[..len]);
+                Some((
+                    u16::from_be_bytes([*o0, *o1]),
+                    u16::from_be_bytes([*v0, *v1]),
+                    len,
+                ))
+            }
+            _ => {
+                self.foreign.set(self.foreign.get() + 1);
+                None
+            }
+        }
+    }
+
+    /// The socket's descriptor, for `poll(2)` beside other sockets.
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.socket)
+    }
+
+    /// The next delivery if one is waiting (origin, vport, bytes read),
+    /// without waiting: for a caller that polls the socket itself. It
+    /// leaves the socket non-blocking ([`Client::recv`] sets it back).
+    pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<(NodeId, u16, usize)>> {
+        self.keep_bound()?;
+        self.socket.set_nonblocking(true)?;
+        let mut raw = [0u8; 65_536];
+        loop {
+            match self.socket.recv_from(&mut raw) {
+                Ok((n, from)) => {
+                    if let Some(d) = self.delivery(&raw[..n], from, buf) {
+                        return Ok(Some(d));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Receives one delivery (like `recvfrom`): (origin, vport, bytes read).
     /// Returns None on timeout.
     pub fn recv(
@@ -107,19 +183,15 @@ impl Client {
             if left.is_zero() {
                 return Ok(None);
             }
+            self.socket.set_nonblocking(false)?;
             self.socket
                 .set_read_timeout(Some(left.min(CLIENT_REFRESH)))?;
             match self.socket.recv_from(&mut raw) {
-                Ok((n, from)) if n >= 4 && self.is_node(from) => {
-                    let len = (n - 4).min(buf.len());
-                    buf[..len].copy_from_slice(&raw[4..4 + len]);
-                    return Ok(Some((
-                        u16::from_be_bytes([raw[0], raw[1]]),
-                        u16::from_be_bytes([raw[2], raw[3]]),
-                        len,
-                    )));
+                Ok((n, from)) => {
+                    if let Some(d) = self.delivery(&raw[..n], from, buf) {
+                        return Ok(Some(d));
+                    }
                 }
-                Ok(_) => self.foreign.set(self.foreign.get() + 1),
                 Err(e)
                     if matches!(
                         e.kind(),
