@@ -13,6 +13,7 @@
 #    are reported (the nodes read them with SO_MEMINFO).
 #
 # usage: benches/relay_forward.sh [COUNT] [SENDERS]   (run as root)
+#        KEYED=1 benches/relay_forward.sh ...   with every link keyed (MAC)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-200000}
@@ -35,9 +36,12 @@ veth() { ip link add $2 netns $1 type veth peer name $5 netns $4
   ip netns exec $1 ip link set $2 up; ip netns exec $4 ip link set $5 up; }
 veth $S sm 10.92.1.1 $M ms 10.92.1.2
 veth $M mr 10.92.2.2 $R rm 10.92.2.3
+# KEYED=1: every link authenticated (one key file for all, for the bench).
+[ "${KEYED:-0}" = 1 ] && head -c 32 /dev/urandom > $out/link.key
 node() { # node ID NEIGHBOUR_ID ADDR [NEIGHBOUR_ID ADDR]
   echo "id = $1"; echo 'listen = "0.0.0.0:7000"'
-  shift; while [ $# -gt 0 ]; do echo "[[neighbours]]"; echo "id = $1"; echo "addr = \"$2\""; shift 2; done; }
+  shift; while [ $# -gt 0 ]; do echo "[[neighbours]]"; echo "id = $1"; echo "addr = \"$2\""
+    [ "${KEYED:-0}" = 1 ] && echo "key_file = \"$out/link.key\""; shift 2; done; }
 node 1 2 10.92.1.2:7000 > $out/1.toml
 node 2 1 10.92.1.1:7000 3 10.92.2.3:7000 > $out/2.toml
 node 3 2 10.92.2.2:7000 > $out/3.toml

@@ -27,6 +27,8 @@ A=cal-ea-$$ B=cal-eb-$$ P=cal-ep-$$
 . "$here/topology.sh"
 ipa "$P" ip addr add 127.0.0.2/8 dev lo 2>/dev/null || true
 
+# The overlay link is keyed: every datagram on it authenticated.
+head -c 32 /dev/urandom >"$out/link.key"
 node() { # id listen peer-id peer-listen ng address ports peer-address
     cat <<TOML
 id = $1
@@ -35,6 +37,7 @@ listen = "$2"
 id = $3
 addr = "$4"
 loss_pct = $loss
+key_file = "$out/link.key"
 [edge]
 control = "udp:$5"
 address = "$6"

@@ -82,7 +82,7 @@ fn counter(stats: &Value, part: &str, key: &str) -> u64 {
 
 /// SIPp calls through two Kamailio proxies, each steering the media into
 /// its own Calliper edge over rtpengine's ng protocol; the two edges are
-/// nodes of one overlay whose link loses 5 % each way
+/// nodes of one overlay whose link, keyed, loses 5 % each way
 /// (tests/netns/edge_overlay.sh). Each edge sees the other as a party and
 /// carries the media across the overlay, which recovers what the link
 /// lost: every RTP stream reaches its party whole.
@@ -121,6 +121,10 @@ fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
             0,
             "{n}"
         );
+        // The keyed link refused nothing of its own traffic.
+        for key in ["forged", "replayed"] {
+            assert_eq!(counter(n, "socket", key), 0, "{key}: {n}");
+        }
         // The link lost packets, and the overlay asked for them again.
         assert!(counter(n, "socket", "emulated_loss") > 10, "{n}");
         assert!(counter(n, "protocol", "recovered") > 10, "{n}");

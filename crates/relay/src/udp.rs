@@ -134,6 +134,11 @@ pub struct Neighbour {
     /// comes with it. Both ends the same.
     #[serde(default)]
     pub crtp_repeats: u8,
+    /// The link's key (a file of 16 to 1 024 bytes, the same at both
+    /// ends): every datagram on the link is authenticated ([`auth`]).
+    /// Without one, whoever sends from the neighbour's address is it.
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// Socket-level counters of a running node.
@@ -166,6 +171,11 @@ pub struct SocketCounters {
     pub segmented_sends: u64,
     /// Received messages that held several datagrams (UDP_GRO).
     pub coalesced_receives: u64,
+    /// Datagrams from a keyed neighbour's address whose tag was wrong
+    /// (forged, or sent with another key), dropped.
+    pub forged: u64,
+    /// Authentic datagrams received again, or too late for the window, dropped.
+    pub replayed: u64,
 }
 
 /// Who holds a virtual port, and when they last said so.
@@ -183,6 +193,8 @@ pub struct UdpNode {
     peers: HashMap<SocketAddr, NodeId>,
     addrs: HashMap<NodeId, SocketAddr>,
     emus: HashMap<NodeId, LinkEmulator>,
+    /// The keyed links' authentication.
+    auth: HashMap<NodeId, auth::LinkAuth>,
     /// Delayed datagrams: (due ns, order) -> (peer, bytes).
     delayed: BinaryHeap<Reverse<(i64, u64)>>,
     delayed_data: HashMap<u64, (SocketAddr, Vec<u8>)>,
@@ -224,6 +236,7 @@ impl UdpNode {
             })
             .collect();
         let mut node = Node::new(c, &ids, 0);
+        let auth = link_keys(cfg)?;
         for n in cfg.neighbours.iter().filter(|n| n.crtp) {
             let crtp = calliper_crtp::Config {
                 repeats: n.crtp_repeats,
@@ -244,6 +257,7 @@ impl UdpNode {
             peers: cfg.neighbours.iter().map(|n| (n.addr, n.id)).collect(),
             addrs: cfg.neighbours.iter().map(|n| (n.id, n.addr)).collect(),
             emus,
+            auth,
             delayed: BinaryHeap::new(),
             delayed_data: HashMap::new(),
             order: 0,
@@ -338,7 +352,15 @@ impl UdpNode {
 
     fn datagram(&mut self, now: i64, from: SocketAddr, b: &[u8]) {
         if let Some(&peer) = self.peers.get(&from) {
-            self.node.handle(now, peer, b);
+            let opened = match self.auth.get_mut(&peer) {
+                Some(a) => a.open(b),
+                None => Ok(b),
+            };
+            match opened {
+                Ok(d) => self.node.handle(now, peer, d),
+                Err(auth::Refused::Forged) => self.counters.forged += 1,
+                Err(auth::Refused::Replayed) => self.counters.replayed += 1,
+            }
             return;
         }
         if !(from.ip().is_loopback() || from.ip() == self.local_ip) {
@@ -393,8 +415,12 @@ impl UdpNode {
             let Some(&addr) = self.addrs.get(&peer) else {
                 continue;
             };
+            // A keyed link's trailer, sealed now (what the emulator drops
+            // leaves a gap in the counters, which the window allows).
+            let trailer = self.auth.get_mut(&peer).map(|a| a.seal(&bytes));
+            let trailer: &[u8] = trailer.as_ref().map_or(&[], |t| &t[..]);
             let due = match self.emus.get_mut(&peer) {
-                Some(e) => match e.admit(now, bytes.len()) {
+                Some(e) => match e.admit(now, bytes.len() + trailer.len()) {
                     Some(t) => t,
                     None => {
                         self.counters.emulated_loss += 1;
@@ -404,11 +430,12 @@ impl UdpNode {
                 None => now,
             };
             if due <= now {
-                self.send(addr, &bytes);
+                self.tx.push_parts(&self.socket, addr, &bytes, trailer);
             } else {
                 self.order += 1;
                 self.delayed.push(Reverse((due, self.order)));
-                self.delayed_data.insert(self.order, (addr, bytes));
+                self.delayed_data
+                    .insert(self.order, (addr, [&bytes[..], trailer].concat()));
             }
         }
         while let Some(&Reverse((due, id))) = self.delayed.peek() {
@@ -439,8 +466,27 @@ impl UdpNode {
     }
 }
 
+pub mod auth;
 mod client;
 pub use client::Client;
+
+/// Each keyed neighbour's authentication, its counter started at the wall
+/// clock (see [`auth`]).
+fn link_keys(cfg: &NodeConfig) -> io::Result<HashMap<NodeId, auth::LinkAuth>> {
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut keys = HashMap::new();
+    for n in &cfg.neighbours {
+        if let Some(path) = &n.key_file {
+            let key = auth::load_key(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("neighbour {}: key_file: {e}", n.id))
+            })?;
+            keys.insert(n.id, auth::LinkAuth::new(key, start));
+        }
+    }
+    Ok(keys)
+}
 
 #[cfg(test)]
 mod tests;

@@ -142,6 +142,7 @@ fn node() -> NodeConfig {
             rate_kbps: 0.0,
             crtp: false,
             crtp_repeats: 0,
+            key_file: None,
         }],
     }
 }
