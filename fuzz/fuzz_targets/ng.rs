@@ -4,7 +4,7 @@
 //! length (2), then the datagram; a media record's first two bytes pick the
 //! edge port and the next two the source port.
 #![no_main]
-use calliper_relay::ng::{bencode, sdp, Control, ControlConfig};
+use calliper_relay::ng::{bencode, sdp, Control, ControlConfig, Source};
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
 
@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let mut c = Control::new(ControlConfig {
         ports: (40000, 40031),
         max_calls: 4,
+        peers: vec!["127.0.0.1".parse().unwrap()],
         ..ControlConfig::default()
     });
     let mut now = 0i64;
@@ -46,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         } else if d.len() >= 4 {
             let port = 40000 + u16::from_be_bytes([d[0], d[1]]) % 40;
             let src = SocketAddr::from(([127, 0, 0, 1], u16::from_be_bytes([d[2], d[3]])));
+            let src = if kind % 4 == 1 { Source::Net(src) } else { Source::Peer(src) };
             let _ = c.forward(now, port, src, d.len());
         }
         c.expire(now);

@@ -105,12 +105,18 @@ struct Counts {
     threads_failed: AtomicU64,
 }
 
-/// A message as it came: when, the time its agent gave it, and its frame.
+/// A message as it came: when (wall clock, and monotonic for holding), the
+/// time its agent gave it, and its frame.
 struct Message {
     ts_ns: i64,
+    arrived: Instant,
     hep_ns: i64,
     frame: Vec<u8>,
 }
+
+/// Where a held message sorts: its agent's time (its arrival's when the
+/// agent gave none or one over a minute off), then arrival order.
+type HoldKey = (i64, u64);
 
 /// How long a message is held so that one sent a moment earlier by another
 /// process of the same agent can overtake it: Kamailio and OpenSIPS trace
@@ -136,7 +142,13 @@ pub struct HepListener {
     shared: Arc<Shared>,
     rx: Receiver<Message>,
     /// Messages waiting out [`REORDER`], by agent time (then arrival).
-    held: std::collections::VecDeque<Message>,
+    held: std::collections::BTreeMap<HoldKey, Message>,
+    /// The same, in arrival order (entries already handed over are skipped).
+    arrivals: std::collections::VecDeque<(Instant, HoldKey)>,
+    /// Messages held so far (the second half of each key).
+    held_seq: u64,
+    /// Every message up to this key is overdue: it goes regardless.
+    overdue: Option<HoldKey>,
     /// The time given to the last message handed over: what is handed over
     /// never goes back in time.
     last_ns: i64,
@@ -177,7 +189,10 @@ impl HepListener {
         Ok(HepListener {
             shared,
             rx,
-            held: std::collections::VecDeque::new(),
+            held: std::collections::BTreeMap::new(),
+            arrivals: std::collections::VecDeque::new(),
+            held_seq: 0,
+            overdue: None,
             last_ns: i64::MIN,
             batch: Vec::with_capacity(BATCH),
         })
@@ -196,7 +211,7 @@ impl HepListener {
         let deadline = Instant::now() + wait;
         loop {
             self.receive(deadline);
-            self.release(now_ns(), false);
+            self.release(Instant::now(), false);
             if !self.batch.is_empty() || Instant::now() >= deadline {
                 break;
             }
@@ -212,7 +227,7 @@ impl HepListener {
         }
         let mut handed = 0;
         while !self.held.is_empty() {
-            self.release(now_ns(), true);
+            self.release(Instant::now(), true);
             handed += self.hand_over(f);
         }
         handed
@@ -236,13 +251,10 @@ impl HepListener {
         self.batch.len()
     }
 
-    /// Moves what the threads queued into `held`, in agent-time order,
-    /// waiting until `deadline` or until the first held message is due.
+    /// Moves what the threads queued into `held`, waiting until `deadline`
+    /// or until the first held message is due.
     fn receive(&mut self, deadline: Instant) {
-        let due = self.held.front().map(|m| {
-            let left = (m.ts_ns + REORDER.as_nanos() as i64 - now_ns()).max(0);
-            Instant::now() + Duration::from_nanos(left as u64)
-        });
+        let due = self.held.values().next().map(|m| m.arrived + REORDER);
         let until = due.map_or(deadline, |d| d.min(deadline));
         let first = self
             .rx
@@ -255,34 +267,45 @@ impl HepListener {
     }
 
     fn hold(&mut self, m: Message) {
-        let at = self.held.partition_point(|h| h.hep_ns <= m.hep_ns);
-        self.held.insert(at, m);
+        // An agent time over a minute from the arrival (none given, or a
+        // clock far off) sorts by the arrival instead.
+        let believed = (m.hep_ns - m.ts_ns).abs() <= 60_000_000_000;
+        let key = (if believed { m.hep_ns } else { m.ts_ns }, self.held_seq);
+        self.held_seq += 1;
+        self.arrivals.push_back((m.arrived, key));
+        self.held.insert(key, m);
     }
 
     /// Moves into `batch` the held messages whose [`REORDER`] has passed,
     /// earliest agent time first: one not yet due holds back those after
     /// it, but none waits past twice the window (an agent whose clock runs
-    /// ahead sorts last, and steady traffic must not hold it for ever), and
-    /// never more than a queue's worth is held.
+    /// ahead sorts last, and steady traffic must not hold it for ever: all
+    /// before it go with it), and never more than a queue's worth is held.
     /// With `all`, every held message is due.
-    fn release(&mut self, now: i64, all: bool) {
+    fn release(&mut self, now: Instant, all: bool) {
         self.batch.clear();
-        let hold_ns = REORDER.as_nanos() as i64;
-        let overdue = self.held.iter().rposition(|m| m.ts_ns + 2 * hold_ns <= now);
-        let mut must = overdue.map_or(0, |i| i + 1);
-        if all {
-            must = self.held.len();
-        }
-        must = must.max(self.held.len().saturating_sub(QUEUE));
-        while self.batch.len() < BATCH {
-            let Some(front) = self.held.front() else {
-                break;
-            };
-            if must == 0 && front.ts_ns + hold_ns > now {
+        while let Some(&(arrived, key)) = self.arrivals.front() {
+            let gone = !self.held.contains_key(&key);
+            if !gone && arrived + 2 * REORDER > now {
                 break;
             }
-            must = must.saturating_sub(1);
-            let Some(mut m) = self.held.pop_front() else {
+            if !gone {
+                self.overdue = self.overdue.max(Some(key));
+            }
+            self.arrivals.pop_front();
+        }
+        while self.batch.len() < BATCH {
+            let Some((&key, m)) = self.held.iter().next() else {
+                break;
+            };
+            let due = all
+                || m.arrived + REORDER <= now
+                || self.overdue.is_some_and(|o| key <= o)
+                || self.held.len() > QUEUE;
+            if !due {
+                break;
+            }
+            let Some(mut m) = self.held.remove(&key) else {
                 break;
             };
             m.ts_ns = m.ts_ns.max(self.last_ns);
@@ -382,6 +405,7 @@ impl Shared {
         let hep_ns = parsed.map_or(ts_ns, |h| h.ts_ns);
         match tx.try_send(Message {
             ts_ns,
+            arrived: Instant::now(),
             hep_ns,
             frame,
         }) {

@@ -41,10 +41,11 @@ fn loopback_round(b: Bencher) {
 fn link_mac_seal_and_open(b: Bencher) {
     use calliper_relay::udp::auth::LinkAuth;
     let key = [9u8; 32];
-    let (mut tx, mut rx) = (LinkAuth::new(key, 1), LinkAuth::new(key, 0));
+    let now = 1_800_000_000_000_000_000;
+    let (mut tx, mut rx) = (LinkAuth::new(key, 1, 2, now), LinkAuth::new(key, 2, 1, now));
     let mut sealed = vec![7u8; 172 + calliper_relay::udp::auth::TRAILER];
     b.bench_local(|| {
-        let t = tx.seal(&sealed[..172]);
+        let t = tx.seal(now, &sealed[..172]);
         sealed[172..].copy_from_slice(&t);
         rx.open(&sealed).map(<[u8]>::len)
     });

@@ -3,7 +3,7 @@
 //! relayed stream, all in one thread waiting in `poll(2)`. The decisions
 //! are [`crate::ng::Control`]'s; this module only moves datagrams.
 
-use crate::ng::{Control, ControlConfig, ControlCounters, Forward};
+use crate::ng::{Control, ControlConfig, ControlCounters, Forward, Source};
 use crate::packet::NodeId;
 use crate::udp::Client;
 use serde::Deserialize;
@@ -161,8 +161,8 @@ impl Edge {
             if at.ip().is_unspecified() {
                 at.set_ip(IpAddr::from([127, 0, 0, 1]));
             }
-            let client =
-                Client::bind(at, 0).map_err(|e| format!("cannot reach the node at {at}: {e}"))?;
+            let client = Client::bind(at, EDGE_VPORT)
+                .map_err(|e| format!("cannot reach the node at {at}: {e}"))?;
             Some(client)
         };
         let control_cfg = cfg.control_config()?;
@@ -205,6 +205,10 @@ impl Edge {
             }
             if last_expiry.elapsed().as_secs() >= 1 {
                 last_expiry = Instant::now();
+                // The overlay client's lease, renewed even when no media flows.
+                if let Some(c) = &self.overlay {
+                    let _ = c.keep_bound();
+                }
                 self.core.expire(self.now());
                 self.close_released();
             }
@@ -246,8 +250,8 @@ impl Edge {
                 continue;
             }
             let now = self.now();
-            let (address, media, overlay) = (self.address, &mut self.media, self.overlay.as_ref());
-            let mut bind = |port: u16| bind_pair(address, port, media, overlay);
+            let (address, media) = (self.address, &mut self.media);
+            let mut bind = |port: u16| bind_pair(address, port, media);
             let reply = self.core.handle(now, src, &buf[..n], &mut bind);
             // Before the next request can take a port given back.
             self.close_released();
@@ -269,41 +273,52 @@ impl Edge {
                 return;
             };
             let now = self.now();
-            if let Some(f) = self.core.forward(now, port, src, n) {
+            if let Some(f) = self.core.forward(now, port, Source::Net(src), n) {
                 self.send(f, &buf[..n]);
             }
         }
     }
 
     /// Relays every delivery the overlay has for this edge: media another
-    /// edge sent to one of its ports, as if it came from that edge.
+    /// edge sent, framed as `to port (2) from port (2) datagram`.
     fn relay_overlay(&mut self, buf: &mut [u8]) {
         for _ in 0..TURN_BUDGET {
             let Some(client) = &self.overlay else { return };
-            let Ok(Some((origin, vport, n))) = client.try_recv(buf) else {
+            let Ok(Some((origin, _vport, n))) = client.try_recv(buf) else {
                 return;
             };
             self.counters.overlay_received += 1;
-            let Some(peer) = self.peers.iter().find(|p| p.node == origin) else {
+            let peer = self.peers.iter().find(|p| p.node == origin);
+            let (Some(peer), [t0, t1, f0, f1, ..]) = (peer, &buf[..n]) else {
                 self.counters.overlay_unknown_origin += 1;
                 continue;
             };
-            let src = SocketAddr::new(peer.address, 0);
+            let (to, from) = (
+                u16::from_be_bytes([*t0, *t1]),
+                u16::from_be_bytes([*f0, *f1]),
+            );
+            let src = Source::Peer(SocketAddr::new(peer.address, from));
             let now = self.now();
-            if let Some(f) = self.core.forward(now, vport, src, n) {
-                self.send(f, &buf[..n]);
+            if let Some(f) = self.core.forward(now, to, src, n - 4) {
+                let media = buf[4..n].to_vec();
+                self.send(f, &media);
             }
         }
     }
 
-    /// Sends relayed media: over the overlay to a peer edge, else from the
-    /// edge port facing the receiver.
+    /// Sends relayed media: to a peer edge over the overlay (framed with
+    /// the port it is for and the port it leaves), else from the edge port
+    /// facing the receiver.
     fn send(&mut self, f: Forward, bytes: &[u8]) {
         let peer = self.peers.iter().find(|p| p.address == f.to.ip());
         let sent = match (peer, &self.overlay) {
             (Some(p), Some(client)) => {
                 self.counters.overlay_sent += 1;
-                client.send_to(p.node, f.to.port(), bytes).is_ok()
+                let mut framed = Vec::with_capacity(4 + bytes.len());
+                framed.extend_from_slice(&f.to.port().to_be_bytes());
+                framed.extend_from_slice(&f.from_port.to_be_bytes());
+                framed.extend_from_slice(bytes);
+                client.send_to(p.node, EDGE_VPORT, &framed).is_ok()
             }
             _ => self
                 .media
@@ -315,18 +330,18 @@ impl Edge {
         }
     }
 
-    /// Closes the sockets (and virtual ports) of ports the core gave up.
+    /// Closes the sockets of ports the core gave up.
     fn close_released(&mut self) {
         for port in self.core.take_released() {
-            for p in [port, port + 1] {
-                self.media.remove(&p);
-                if let Some(c) = &self.overlay {
-                    let _ = c.remove_vport(p);
-                }
-            }
+            self.media.remove(&port);
+            self.media.remove(&(port + 1));
         }
     }
 }
+
+/// The virtual port every edge's overlay client holds: media between edges
+/// travels to it, framed with the edge ports it is for and from.
+pub const EDGE_VPORT: u16 = 2223;
 
 /// Datagrams read from one socket per turn of the loop: a flood on one
 /// port cannot keep the others (or the control socket) waiting.
@@ -337,14 +352,8 @@ const TURN_BUDGET: usize = 32;
 const CONTROL: usize = usize::MAX;
 const OVERLAY: usize = usize::MAX - 1;
 
-/// Binds `port` (RTP) and `port + 1` (RTCP) on `address`, non-blocking,
-/// and the same virtual ports on the overlay when there is one.
-fn bind_pair(
-    address: IpAddr,
-    port: u16,
-    media: &mut HashMap<u16, UdpSocket>,
-    overlay: Option<&Client>,
-) -> bool {
+/// Binds `port` (RTP) and `port + 1` (RTCP) on `address`, non-blocking.
+fn bind_pair(address: IpAddr, port: u16, media: &mut HashMap<u16, UdpSocket>) -> bool {
     let open = |p: u16| -> io::Result<UdpSocket> {
         let s = UdpSocket::bind(SocketAddr::new(address, p))?;
         s.set_nonblocking(true)?;
@@ -353,14 +362,6 @@ fn bind_pair(
     let (Ok(rtp), Ok(rtcp)) = (open(port), open(port + 1)) else {
         return false;
     };
-    if let Some(c) = overlay {
-        if c.add_vport(port)
-            .and_then(|_| c.add_vport(port + 1))
-            .is_err()
-        {
-            return false;
-        }
-    }
     media.insert(port, rtp);
     media.insert(port + 1, rtcp);
     true

@@ -411,13 +411,14 @@ impl UdpNode {
     }
 
     fn flush(&mut self, now: i64) {
+        let wall = wall_ns();
         while let Some((peer, bytes)) = self.node.poll_transmit() {
             let Some(&addr) = self.addrs.get(&peer) else {
                 continue;
             };
             // A keyed link's trailer, sealed now (what the emulator drops
             // leaves a gap in the counters, which the window allows).
-            let trailer = self.auth.get_mut(&peer).map(|a| a.seal(&bytes));
+            let trailer = self.auth.get_mut(&peer).map(|a| a.seal(wall, &bytes));
             let trailer: &[u8] = trailer.as_ref().map_or(&[], |t| &t[..]);
             let due = match self.emus.get_mut(&peer) {
                 Some(e) => match e.admit(now, bytes.len() + trailer.len()) {
@@ -470,19 +471,22 @@ pub mod auth;
 mod client;
 pub use client::Client;
 
-/// Each keyed neighbour's authentication, its counter started at the wall
-/// clock (see [`auth`]).
-fn link_keys(cfg: &NodeConfig) -> io::Result<HashMap<NodeId, auth::LinkAuth>> {
-    let start = std::time::SystemTime::now()
+/// The wall clock, ns (keyed links' counters follow it: [`auth`]).
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Each keyed neighbour's authentication (see [`auth`]).
+fn link_keys(cfg: &NodeConfig) -> io::Result<HashMap<NodeId, auth::LinkAuth>> {
     let mut keys = HashMap::new();
     for n in &cfg.neighbours {
         if let Some(path) = &n.key_file {
             let key = auth::load_key(path).map_err(|e| {
                 io::Error::new(e.kind(), format!("neighbour {}: key_file: {e}", n.id))
             })?;
-            keys.insert(n.id, auth::LinkAuth::new(key, start));
+            keys.insert(n.id, auth::LinkAuth::new(key, cfg.id, n.id, wall_ns()));
         }
     }
     Ok(keys)

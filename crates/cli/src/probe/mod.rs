@@ -263,7 +263,11 @@ fn capture(
         }
         let step = match source.next(&mut |b| r.packets(b), clean) {
             Ok(s) => s,
-            Err(e) => return Ok(Some(e)),
+            Err(e) => {
+                // The interface failed; what the HEP collector holds is whole.
+                source.drain(&mut |b| r.packets(b));
+                return Ok(Some(e));
+            }
         };
         if r.failure.is_some() || matches!(step, Step::End) {
             break;

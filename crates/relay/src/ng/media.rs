@@ -3,40 +3,52 @@
 use super::calls::{Control, Forward};
 use std::net::SocketAddr;
 
+/// Where a media datagram came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The network: its source address.
+    Net(SocketAddr),
+    /// Another edge over the overlay (authenticated by the overlay): that
+    /// edge's address and the port the datagram left it from.
+    Peer(SocketAddr),
+}
+
 impl Control {
     /// Where a datagram of `len` bytes from `src`, received on edge port
-    /// `port`, goes (None: dropped, counted). The first datagram of a
-    /// stream from its party's SDP address latches the source (address and
-    /// port, RTP and RTCP apart): only it is taken afterwards, and it is
-    /// where the other party's media for that party goes, as rtpengine's
-    /// symmetric latching. A source port 0 marks media from another edge
-    /// over the overlay (its address is the edge's, its port unknown).
-    pub fn forward(&mut self, now: i64, port: u16, src: SocketAddr, len: usize) -> Option<Forward> {
+    /// `port`, goes (None: dropped, counted).
+    ///
+    /// From the network, the first datagram of a stream from its party's
+    /// SDP address latches the source (address and port, RTP and RTCP
+    /// apart): only it is taken afterwards, and it is where the other
+    /// party's media for that party goes, as rtpengine's symmetric
+    /// latching. A party that is another edge is reached and heard only
+    /// over the overlay, at exactly the address and port its SDP names:
+    /// the network's datagrams claiming its address are refused.
+    pub fn forward(&mut self, now: i64, port: u16, src: Source, len: usize) -> Option<Forward> {
         let kind = usize::from(port % 2 == 1);
         let (id, from, index) = self.owners.get(&(port - kind as u16))?;
         let (from, index) = (*from, *index);
-        // Port 0: from another edge over the overlay; nobody else.
-        if src.port() == 0 && !self.cfg.peers.contains(&src.ip()) {
-            self.counters.media_foreign_source += 1;
-            return None;
-        }
+        let peers = &self.cfg.peers;
         let call = self.calls.get_mut(id)?;
         let sender = &mut call.parties[from];
-        let sdp_addr = sender
+        let sdp = sender
             .remote
             .get(index)
             .map(|a| if kind == 1 { a.rtcp } else { a.rtp });
         let latch = sender.latched.get_mut(index).map(|l| &mut l[kind]);
-        let admitted = match (sdp_addr, latch) {
-            (Some(a), Some(latch)) if a.ip() == src.ip() => match latch {
-                Some(l) => *l == src || src.port() == 0,
-                None => {
-                    if src.port() != 0 {
-                        *latch = Some(src);
+        let admitted = match (src, sdp, latch) {
+            (Source::Peer(p), Some(sdp), _) => p == sdp && peers.contains(&p.ip()),
+            (Source::Net(n), Some(sdp), Some(latch))
+                if n.ip() == sdp.ip() && !peers.contains(&n.ip()) =>
+            {
+                match latch {
+                    Some(l) => *l == n,
+                    None => {
+                        *latch = Some(n);
+                        true
                     }
-                    true
                 }
-            },
+            }
             _ => false,
         };
         if !admitted {
@@ -48,7 +60,12 @@ impl Control {
         let dest = to.remote.get(index).filter(|a| !a.rejected).map(|a| {
             let sdp = if kind == 1 { a.rtcp } else { a.rtp };
             let latched = to.latched.get(index).and_then(|l| l[kind]);
-            latched.unwrap_or(sdp)
+            // A peer edge is never latched: its SDP address is where it is.
+            if peers.contains(&sdp.ip()) {
+                sdp
+            } else {
+                latched.unwrap_or(sdp)
+            }
         });
         let (Some(out), Some(dest)) = (out, dest) else {
             self.counters.media_no_destination += 1;

@@ -23,3 +23,4 @@ pub mod sdp;
 mod tests;
 
 pub use calls::{Control, ControlConfig, ControlCounters, Forward};
+pub use media::Source;

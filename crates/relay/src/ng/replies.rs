@@ -61,7 +61,11 @@ impl Replies {
         }
         self.order.push_back((now, from, cookie.to_vec()));
         while let Some((at, ip, c)) = self.order.front() {
-            let over = self.kept.len() > MAX_REPLIES || self.bytes > MAX_BYTES;
+            // The order itself is capped too: one cookie reused with new
+            // requests keeps one reply but would add a slot each time.
+            let over = self.kept.len() > MAX_REPLIES
+                || self.bytes > MAX_BYTES
+                || self.order.len() > 2 * MAX_REPLIES;
             if !over && now - at < TTL_NS {
                 break;
             }

@@ -1,4 +1,5 @@
 use super::bencode::{self, Value};
+use super::Source::{Net, Peer};
 use super::{sdp, Control, ControlConfig, Forward};
 use std::net::{IpAddr, SocketAddr};
 
@@ -171,15 +172,19 @@ fn proxy() -> SocketAddr {
     addr("127.0.0.1:5060")
 }
 
-fn edge() -> Control {
-    Control::new(ControlConfig {
+fn edge_config() -> ControlConfig {
+    ControlConfig {
         address: "192.0.2.7".parse().unwrap(),
         ports: (40000, 40009),
         max_calls: 2,
         idle_timeout_ns: 60_000_000_000,
         refuse_other_media: false,
         peers: vec![],
-    })
+    }
+}
+
+fn edge() -> Control {
+    Control::new(edge_config())
 }
 
 const S: i64 = 1_000_000_000;
@@ -231,7 +236,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     assert_eq!(to_caller[0].rtp, addr("192.0.2.7:40002"));
     assert_eq!(bound, [40000, 40002]);
     // Caller to the port facing it, out of the port facing the callee.
-    let f = c.forward(4 * S, 40002, addr("10.0.0.1:30000"), 172);
+    let f = c.forward(4 * S, 40002, Net(addr("10.0.0.1:30000")), 172);
     assert_eq!(
         f,
         Some(Forward {
@@ -239,7 +244,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
             to: addr("10.0.0.2:20000")
         })
     );
-    let back = c.forward(4 * S, 40000, addr("10.0.0.2:20000"), 172);
+    let back = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), 172);
     assert_eq!(
         back,
         Some(Forward {
@@ -247,7 +252,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
             to: addr("10.0.0.1:30000")
         })
     );
-    let rtcp = c.forward(4 * S, 40001, addr("10.0.0.2:20001"), 80);
+    let rtcp = c.forward(4 * S, 40001, Net(addr("10.0.0.2:20001")), 80);
     assert_eq!(
         rtcp,
         Some(Forward {
@@ -256,7 +261,10 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
         })
     );
     // Not the party's address: dropped, never reflected.
-    assert_eq!(c.forward(4 * S, 40002, addr("10.6.6.6:30000"), 172), None);
+    assert_eq!(
+        c.forward(4 * S, 40002, Net(addr("10.6.6.6:30000")), 172),
+        None
+    );
     assert_eq!(c.counters.media_foreign_source, 1);
     assert_eq!(c.counters.media_relayed, 3);
     let q = request("c3", &[("command", "query"), ("call-id", "x@y")], &[]);
@@ -282,7 +290,10 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     let mut released = c.take_released();
     released.sort();
     assert_eq!(released, [40000, 40002]);
-    assert_eq!(c.forward(7 * S, 40002, addr("10.0.0.1:30000"), 172), None);
+    assert_eq!(
+        c.forward(7 * S, 40002, Net(addr("10.0.0.1:30000")), 172),
+        None
+    );
     // Deleting it again is not an error (rtpengine's behaviour).
     let again = request("c5", &[("command", "delete"), ("call-id", "x@y")], &[]);
     let ar = c.handle(8 * S, proxy(), &again, &mut |_| true).unwrap();
@@ -466,11 +477,11 @@ fn sources_are_latched_and_media_follows_them() {
     .unwrap();
     // The callee sends from port 29999, not its SDP's 20000.
     let f = c
-        .forward(2 * S, 40000, addr("10.0.0.2:29999"), 100)
+        .forward(2 * S, 40000, Net(addr("10.0.0.2:29999")), 100)
         .unwrap();
     assert_eq!(f.to, addr("10.0.0.1:30000"));
     let back = c
-        .forward(2 * S, 40002, addr("10.0.0.1:30000"), 100)
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
         .unwrap();
     assert_eq!(
         back.to,
@@ -478,9 +489,12 @@ fn sources_are_latched_and_media_follows_them() {
         "to where the callee sends from"
     );
     // Same address, another port: not the latched source.
-    assert_eq!(c.forward(2 * S, 40000, addr("10.0.0.2:20000"), 100), None);
+    assert_eq!(
+        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), 100),
+        None
+    );
     // Port 0 is taken only from another edge over the overlay.
-    assert_eq!(c.forward(2 * S, 40002, addr("10.0.0.1:0"), 100), None);
+    assert_eq!(c.forward(2 * S, 40002, Net(addr("10.0.0.1:0")), 100), None);
     assert_eq!(c.counters.media_foreign_source, 2);
     // A new SDP from the callee starts its latching again.
     c.handle(
@@ -490,7 +504,7 @@ fn sources_are_latched_and_media_follows_them() {
         &mut |_| true,
     )
     .unwrap();
-    let f = c.forward(4 * S, 40000, addr("10.0.0.2:20000"), 100);
+    let f = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), 100);
     assert!(f.is_some());
 }
 
@@ -602,7 +616,7 @@ fn forks_and_branch_deletes_follow_the_to_tag() {
     )
     .unwrap();
     let f = c
-        .forward(2 * S, 40002, addr("10.0.0.1:30000"), 100)
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
         .unwrap();
     assert_eq!(f.to.ip(), "10.0.0.3".parse::<IpAddr>().unwrap());
     // A failed fork's branch delete leaves the call.
@@ -641,4 +655,44 @@ fn identifiers_and_lists_are_bounded() {
         .handle(S, proxy(), b"2 d7:command4:liste", &mut |_| true)
         .unwrap();
     assert_eq!(reply("2", &list).get("calls"), Some(&Value::List(vec![])));
+}
+
+/// A party that is another edge (a configured peer) is heard only over the
+/// overlay, from exactly the port its SDP names, and never latched: the
+/// network's datagrams claiming its address are refused, and another
+/// call's port at that edge cannot inject.
+#[test]
+fn a_peer_edge_is_heard_only_over_the_overlay_at_its_sdp_port() {
+    let mut c = Control::new(ControlConfig {
+        peers: vec!["10.0.0.2".parse().unwrap()],
+        ..edge_config()
+    });
+    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
+        .unwrap();
+    c.handle(
+        S,
+        proxy(),
+        &answer_of("2", "x", "tt", ANSWER_SDP),
+        &mut |_| true,
+    )
+    .unwrap();
+    // The callee here is the peer edge 10.0.0.2, port 20000.
+    assert_eq!(
+        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), 100),
+        None
+    );
+    assert_eq!(
+        c.forward(2 * S, 40000, Peer(addr("10.0.0.2:20002")), 100),
+        None
+    );
+    let f = c
+        .forward(2 * S, 40000, Peer(addr("10.0.0.2:20000")), 100)
+        .unwrap();
+    assert_eq!(f.to, addr("10.0.0.1:30000"));
+    // The caller latches; media for the peer goes to its SDP address.
+    let f = c
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
+        .unwrap();
+    assert_eq!(f.to, addr("10.0.0.2:20000"));
+    assert_eq!(c.counters.media_foreign_source, 2);
 }

@@ -1,7 +1,7 @@
 //! An application's handle on its local node.
 
 use crate::packet::NodeId;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -15,8 +15,6 @@ pub struct Client {
     socket: UdpSocket,
     node: SocketAddr,
     vport: u16,
-    /// Further virtual ports bound to this socket ([`Client::add_vport`]).
-    more: RefCell<Vec<u16>>,
     bound_at: Cell<Instant>,
     foreign: Cell<u64>,
 }
@@ -38,7 +36,6 @@ impl Client {
             socket: UdpSocket::bind(local)?,
             node,
             vport,
-            more: RefCell::new(Vec::new()),
             bound_at: Cell::new(Instant::now()),
             foreign: Cell::new(0),
         };
@@ -46,41 +43,20 @@ impl Client {
         Ok(c)
     }
 
-    /// Sends a bind (1) or release (3) of each of this client's virtual ports.
+    /// Sends a bind (1) or release (3) of this client's virtual port.
     fn request(&self, kind: u8) -> io::Result<()> {
-        let more = self.more.borrow();
-        for &vport in std::iter::once(&self.vport).chain(more.iter()) {
-            self.request_one(kind, vport)?;
+        if self.vport == 0 {
+            return Ok(());
         }
+        let [v0, v1] = self.vport.to_be_bytes();
+        self.socket.send_to(&[kind, v0, v1], self.node)?;
         self.bound_at.set(Instant::now());
         Ok(())
     }
 
-    /// A bind (1) or release (3) of `vport` (0: none).
-    fn request_one(&self, kind: u8, vport: u16) -> io::Result<()> {
-        if vport != 0 {
-            let [v0, v1] = vport.to_be_bytes();
-            self.socket.send_to(&[kind, v0, v1], self.node)?;
-        }
-        Ok(())
-    }
-
-    /// Binds one more virtual port to this client (an edge node takes one
-    /// per media port); renewed with the others, released when dropped.
-    pub fn add_vport(&self, vport: u16) -> io::Result<()> {
-        self.request_one(1, vport)?;
-        self.more.borrow_mut().push(vport);
-        Ok(())
-    }
-
-    /// Releases a port [`Client::add_vport`] bound.
-    pub fn remove_vport(&self, vport: u16) -> io::Result<()> {
-        self.more.borrow_mut().retain(|&v| v != vport);
-        self.request_one(3, vport)
-    }
-
-    /// Repeats the bind if it is due.
-    fn keep_bound(&self) -> io::Result<()> {
+    /// Repeats the bind if it is due (sending and receiving do it too; a
+    /// client that may sit idle calls it each second, so its lease holds).
+    pub fn keep_bound(&self) -> io::Result<()> {
         if self.bound_at.get().elapsed() >= CLIENT_REFRESH {
             self.request(1)?;
         }

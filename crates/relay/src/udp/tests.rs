@@ -313,8 +313,9 @@ fn keyed_links_carry_a_stream_with_recovery() {
 
 /// From the keyed neighbour's own address, what the key did not seal —
 /// junk, a well-formed HELLO without a trailer, one sealed with another
-/// key — is forged, and a sealed one sent again is replayed: dropped and
-/// counted, none reaching the protocol.
+/// key, one the node itself sealed for the neighbour — is forged, and a
+/// sealed one sent again is replayed: dropped and counted, none reaching
+/// the protocol.
 #[test]
 fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     let key = key_file("forged", 2);
@@ -364,14 +365,19 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
         },
         &mut hello,
     );
-    let mut other = auth::LinkAuth::new(auth::load_key(&key_file("other", 3)).unwrap(), 1);
-    let mut right = auth::LinkAuth::new(auth::load_key(&key).unwrap(), 1);
-    let sealed = [&hello[..], &right.seal(&hello)].concat();
+    let now = super::wall_ns();
+    let mut other = auth::LinkAuth::new(auth::load_key(&key_file("other", 3)).unwrap(), 2, 1, now);
+    let mut right = auth::LinkAuth::new(auth::load_key(&key).unwrap(), 2, 1, now);
+    let sealed = [&hello[..], &right.seal(now, &hello)].concat();
+    // Node 1's own kind of datagram (sealed 1 -> 2) sent back to it.
+    let mut reflected = auth::LinkAuth::new(auth::load_key(&key).unwrap(), 1, 2, now);
+    let reflected = [&hello[..], &reflected.seal(now, &hello)].concat();
     let to = cfg.listen;
     for d in [
         b"junk".to_vec(),
         hello.clone(),
-        [&hello[..], &other.seal(&hello)].concat(),
+        [&hello[..], &other.seal(now, &hello)].concat(),
+        reflected,
         sealed.clone(),
         sealed,
     ] {
@@ -381,7 +387,7 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     stop.store(true, Ordering::Relaxed);
     let mut node = thread.join().unwrap();
     let c = node.counters().clone();
-    assert_eq!((c.forged, c.replayed), (3, 1), "{c:?}");
+    assert_eq!((c.forged, c.replayed), (4, 1), "{c:?}");
     assert_eq!(
         node.protocol_counters().malformed,
         0,
