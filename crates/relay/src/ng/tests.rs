@@ -460,21 +460,26 @@ fn answer_of(cookie: &str, id: &str, to_tag: &str, sdp: &str) -> Vec<u8> {
     request(cookie, &items, &[])
 }
 
+/// Call `x` offered by the caller (tag ft) and answered with `to_tag`.
+fn established(c: &mut Control, to_tag: &str) {
+    let ok = |r: Option<Vec<u8>>| r.is_some_and(|r| !r.windows(5).any(|w| w == b"error"));
+    assert!(ok(c.handle(
+        S,
+        proxy(),
+        &offer_of("o", "x", OFFER_SDP),
+        &mut |_| true
+    )));
+    let answer = answer_of("a", "x", to_tag, ANSWER_SDP);
+    assert!(ok(c.handle(S, proxy(), &answer, &mut |_| true)));
+}
+
 /// The first source of each stream is latched: then only it is taken, and
 /// it is where the other party's media goes (a party behind NAT sends
 /// from another port than its SDP names).
 #[test]
 fn sources_are_latched_and_media_follows_them() {
     let mut c = edge();
-    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
-        .unwrap();
-    c.handle(
-        S,
-        proxy(),
-        &answer_of("2", "x", "tt", ANSWER_SDP),
-        &mut |_| true,
-    )
-    .unwrap();
+    established(&mut c, "tt");
     // The callee sends from port 29999, not its SDP's 20000.
     let f = c
         .forward(2 * S, 40000, Net(addr("10.0.0.2:29999")), 100)
@@ -597,15 +602,7 @@ fn cookies_answer_only_the_same_request_from_the_same_proxy() {
 #[test]
 fn forks_and_branch_deletes_follow_the_to_tag() {
     let mut c = edge();
-    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
-        .unwrap();
-    c.handle(
-        S,
-        proxy(),
-        &answer_of("2", "x", "fork1", ANSWER_SDP),
-        &mut |_| true,
-    )
-    .unwrap();
+    established(&mut c, "fork1");
     // Another fork answers: it becomes the answering party.
     let fork2 = ANSWER_SDP.replace("10.0.0.2", "10.0.0.3");
     c.handle(
@@ -667,15 +664,7 @@ fn a_peer_edge_is_heard_only_over_the_overlay_at_its_sdp_port() {
         peers: vec!["10.0.0.2".parse().unwrap()],
         ..edge_config()
     });
-    c.handle(S, proxy(), &offer_of("1", "x", OFFER_SDP), &mut |_| true)
-        .unwrap();
-    c.handle(
-        S,
-        proxy(),
-        &answer_of("2", "x", "tt", ANSWER_SDP),
-        &mut |_| true,
-    )
-    .unwrap();
+    established(&mut c, "tt");
     // The callee here is the peer edge 10.0.0.2, port 20000.
     assert_eq!(
         c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), 100),
