@@ -4,6 +4,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// A node's configuration: `id` on `listen` with `neighbours`, defaults
+/// otherwise (no emulation unless the neighbours say).
+fn node_config(id: NodeId, listen: SocketAddr, neighbours: Vec<Neighbour>) -> NodeConfig {
+    NodeConfig {
+        edge: None,
+        id,
+        listen,
+        metric: Metric::ExpectedLatency,
+        nack_rounds: 0,
+        budget_ms: 100.0,
+        busy_poll: false,
+        socket_buffer: 1 << 20,
+        client_lease_ms: 30_000,
+        neighbours,
+    }
+}
+
 /// Two nodes on loopback ports `ports`, neighbours with 5 % emulated loss
 /// and 5 ms delay each way (cRTP with `crtp` = Some(N)), each running on
 /// its own thread until [`Running::stop`].
@@ -18,29 +35,19 @@ impl Running {
         let addrs = ports.map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
         let stop = Arc::new(AtomicBool::new(false));
         let nodes = [0, 1].map(|i| {
-            let cfg = NodeConfig {
-                edge: None,
-                id: i as NodeId + 1,
-                listen: addrs[i],
-                metric: Metric::ExpectedLatency,
-                nack_rounds: 0,
-                budget_ms: 100.0,
-                busy_poll: false,
-                socket_buffer: 1 << 20,
-                client_lease_ms: 30_000,
-                neighbours: vec![Neighbour {
-                    id: 2 - i as NodeId,
-                    addr: addrs[1 - i],
-                    loss_pct: 5.0,
-                    burst: 0.0,
-                    delay_ms: 5.0,
-                    jitter_ms: 0.0,
-                    rate_kbps: 0.0,
-                    crtp: crtp.is_some(),
-                    crtp_repeats: crtp.unwrap_or(0),
-                    key_file: key.map(Path::to_path_buf),
-                }],
+            let neighbour = Neighbour {
+                id: 2 - i as NodeId,
+                addr: addrs[1 - i],
+                loss_pct: 5.0,
+                burst: 0.0,
+                delay_ms: 5.0,
+                jitter_ms: 0.0,
+                rate_kbps: 0.0,
+                crtp: crtp.is_some(),
+                crtp_repeats: crtp.unwrap_or(0),
+                key_file: key.map(Path::to_path_buf),
             };
+            let cfg = node_config(i as NodeId + 1, addrs[i], vec![neighbour]);
             let mut node = UdpNode::bind(&cfg, seeds[i]).unwrap();
             let stop = stop.clone();
             std::thread::spawn(move || {
@@ -164,16 +171,8 @@ fn a_compressed_link_gives_back_every_datagram() {
 /// A node with no neighbours on a loopback port, for its clients.
 fn lone_node(lease_ms: u64) -> UdpNode {
     let cfg = NodeConfig {
-        edge: None,
-        id: 1,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
         client_lease_ms: lease_ms,
-        neighbours: vec![],
+        ..node_config(1, SocketAddr::from(([127, 0, 0, 1], 0)), vec![])
     };
     UdpNode::bind(&cfg, 1).unwrap()
 }
@@ -320,29 +319,23 @@ fn keyed_links_carry_a_stream_with_recovery() {
 fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     let key = key_file("forged", 2);
     let attacker = UdpSocket::bind("127.0.0.1:47132").unwrap();
-    let cfg = NodeConfig {
-        edge: None,
-        id: 1,
-        listen: SocketAddr::from(([127, 0, 0, 1], 47131)),
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
-        client_lease_ms: 30_000,
-        neighbours: vec![Neighbour {
-            id: 2,
-            addr: attacker.local_addr().unwrap(),
-            loss_pct: 0.0,
-            burst: 0.0,
-            delay_ms: 0.0,
-            jitter_ms: 0.0,
-            rate_kbps: 0.0,
-            crtp: false,
-            crtp_repeats: 0,
-            key_file: Some(key.clone()),
-        }],
+    let neighbour = Neighbour {
+        id: 2,
+        addr: attacker.local_addr().unwrap(),
+        loss_pct: 0.0,
+        burst: 0.0,
+        delay_ms: 0.0,
+        jitter_ms: 0.0,
+        rate_kbps: 0.0,
+        crtp: false,
+        crtp_repeats: 0,
+        key_file: Some(key.clone()),
     };
+    let cfg = node_config(
+        1,
+        SocketAddr::from(([127, 0, 0, 1], 47131)),
+        vec![neighbour],
+    );
     let mut node = UdpNode::bind(&cfg, 1).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
