@@ -18,9 +18,9 @@ socket_buffer = 4194304\n\n  \
 delay_ms = 10\n  rate_kbps = 0  # emulated bandwidth towards it; 0: none\n  crtp = false   # compress RTP \
 headers on this link (the neighbour says the same of us)\n  crtp_repeats = 0  # with crtp: RFC 3545's N, \
 0 for plain RFC 2508\n  key_file = \"link-1-2.key\"  # authenticate every datagram on this link \
-(16 to 1024 bytes, the same file at both ends; without it the neighbour is known by its address alone)\n\n  \
+(16 to 1024 bytes, the same file at both ends, relative to this file; without it the neighbour is known by its address alone)\n\n  \
 [edge]                 # optional: SIP proxies steer calls' media here (rtpengine's ng protocol)\n  \
-control = \"udp:127.0.0.1:2223\"   # Kamailio: modparam(\"rtpengine\", \"rtpengine_sock\", \"udp:127.0.0.1:2223\")\n  \
+control = \"udp:127.0.0.1:2223\"   # required; Kamailio: modparam(\"rtpengine\", \"rtpengine_sock\", \"udp:127.0.0.1:2223\")\n  \
 address = \"10.0.0.1\"   # media is received here and written into SDP\n  \
 ports = \"40000-40999\"  # RTP on even ports, RTCP on the next\n  \
 allow = []             # control from addresses other than loopback\n  \
@@ -218,6 +218,13 @@ impl NodeArgs {
         let mut cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
             .with_context(|| format!("{}: not a node configuration", config.display()))?;
         cfg.busy_poll |= busy_poll;
+        // Key files named relative to the node file, wherever it runs from.
+        let base = config.parent().unwrap_or(std::path::Path::new("."));
+        for n in &mut cfg.neighbours {
+            if let Some(k) = n.key_file.as_mut().filter(|k| k.is_relative()) {
+                *k = base.join(&*k);
+            }
+        }
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
         let mut cuts = Vec::new();
@@ -225,8 +232,13 @@ impl NodeArgs {
             let (id, at) = c.split_once(':').context("--cut takes ID:SECONDS")?;
             cuts.push((id.parse::<u16>()?, at.parse::<f64>()?));
         }
-        let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed)
-            .with_context(|| format!("cannot bind {}", cfg.listen))?;
+        let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed).with_context(|| {
+            format!(
+                "{}: cannot start the node on {}",
+                config.display(),
+                cfg.listen
+            )
+        })?;
         let edge = start_edge(&cfg, &config)?;
         // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
         crate::probe::signals::install();

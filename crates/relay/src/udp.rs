@@ -76,10 +76,16 @@ impl NodeConfig {
             e.control_addr()?;
             e.control_config()?;
             for (i, p) in e.peers.iter().enumerate() {
-                if p.node == self.id || p.address == e.address {
+                if p.node == self.id {
                     return Err(format!(
-                        "edge.peers[{i}] = node {} at {}: this node itself",
-                        p.node, p.address
+                        "edge.peers[{i}].node = {}: this node's own id",
+                        p.node
+                    ));
+                }
+                if p.address == e.address {
+                    return Err(format!(
+                        "edge.peers[{i}].address = {}: this edge's own address (edge.address)",
+                        p.address
                     ));
                 }
             }
@@ -484,7 +490,7 @@ fn link_keys(cfg: &NodeConfig) -> io::Result<HashMap<NodeId, auth::LinkAuth>> {
     for n in &cfg.neighbours {
         if let Some(path) = &n.key_file {
             let key = auth::load_key(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("neighbour {}: key_file: {e}", n.id))
+                io::Error::new(e.kind(), format!("neighbours (id {}) key_file {e}", n.id))
             })?;
             keys.insert(n.id, auth::LinkAuth::new(key, cfg.id, n.id, wall_ns()));
         }

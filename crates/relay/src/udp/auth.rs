@@ -56,7 +56,8 @@ pub struct LinkAuth {
 /// Reads a link key: a regular file (not a link) of 16 to 1 024 bytes,
 /// both ends the same.
 pub fn load_key(path: &Path) -> io::Result<[u8; 32]> {
-    let meta = std::fs::symlink_metadata(path)?;
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let meta = std::fs::symlink_metadata(path).map_err(named)?;
     let bad = |why: &str| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -64,9 +65,11 @@ pub fn load_key(path: &Path) -> io::Result<[u8; 32]> {
         )
     };
     if !meta.is_file() {
-        return Err(bad("a link key must be a regular file, not a link"));
+        return Err(bad(
+            "a link key must be a regular file (not a directory or a symbolic link)",
+        ));
     }
-    let bytes = std::fs::read(path)?;
+    let bytes = std::fs::read(path).map_err(named)?;
     if !(16..=1024).contains(&bytes.len()) {
         return Err(bad(
             "a link key file holds 16 to 1024 bytes (e.g. head -c 32 /dev/urandom)",
