@@ -300,8 +300,7 @@ impl Edge {
             let src = Source::Peer(SocketAddr::new(peer.address, from));
             let now = self.now();
             if let Some(f) = self.core.forward(now, to, src, n - 4) {
-                let media = buf[4..n].to_vec();
-                self.send(f, &media);
+                self.send(f, &buf[4..n]);
             }
         }
     }
@@ -314,11 +313,11 @@ impl Edge {
         let sent = match (peer, &self.overlay) {
             (Some(p), Some(client)) => {
                 self.counters.overlay_sent += 1;
-                let mut framed = Vec::with_capacity(4 + bytes.len());
-                framed.extend_from_slice(&f.to.port().to_be_bytes());
-                framed.extend_from_slice(&f.from_port.to_be_bytes());
-                framed.extend_from_slice(bytes);
-                client.send_to(p.node, EDGE_VPORT, &framed).is_ok()
+                let [t0, t1] = f.to.port().to_be_bytes();
+                let [f0, f1] = f.from_port.to_be_bytes();
+                client
+                    .send_parts(p.node, EDGE_VPORT, &[t0, t1, f0, f1], bytes)
+                    .is_ok()
             }
             _ => self
                 .media

@@ -65,11 +65,24 @@ impl Client {
 
     /// Sends `payload` to `vport` on node `dest` (like `sendto`).
     pub fn send_to(&self, dest: NodeId, vport: u16, payload: &[u8]) -> io::Result<()> {
+        self.send_parts(dest, vport, &[], payload)
+    }
+
+    /// Sends `head` then `payload` as one datagram to `vport` on node
+    /// `dest` (a caller's framing without a copy of its own).
+    pub fn send_parts(
+        &self,
+        dest: NodeId,
+        vport: u16,
+        head: &[u8],
+        payload: &[u8],
+    ) -> io::Result<()> {
         self.keep_bound()?;
-        let mut req = Vec::with_capacity(5 + payload.len());
+        let mut req = Vec::with_capacity(5 + head.len() + payload.len());
         req.push(2);
         req.extend_from_slice(&vport.to_be_bytes());
         req.extend_from_slice(&dest.to_be_bytes());
+        req.extend_from_slice(head);
         req.extend_from_slice(payload);
         self.socket.send_to(&req, self.node)?;
         Ok(())
