@@ -238,6 +238,17 @@ mod call_tests {
         .unwrap()
     }
 
+    /// The call record `e` writes when its input ends.
+    fn finished_call(e: &mut Engine) -> Box<calliper_model::CallRecord> {
+        e.finish();
+        e.drain()
+            .find_map(|r| match r {
+                Record::Call(c) => Some(c),
+                _ => None,
+            })
+            .expect("the call's record")
+    }
+
     /// An engine reading HEP, with the call `rtcp-1@192.0.2.1` open (its
     /// INVITE arrived as HEP at `T`).
     fn engine_with_call() -> Engine {
@@ -279,14 +290,7 @@ mod call_tests {
         let at = other.windows(6).position(|w| w == b"rtcp-1").unwrap();
         other[at..at + 6].copy_from_slice(b"rtcp-9");
         e.hep_datagram(T + 5_000, &other);
-        e.finish();
-        let call = e
-            .drain()
-            .find_map(|r| match r {
-                Record::Call(c) => Some(c),
-                _ => None,
-            })
-            .unwrap();
+        let call = finished_call(&mut e);
         let r = &call.agent_reports;
         assert_eq!(r.len(), 2, "{r:?}");
         let rtcp = &r[0];
@@ -334,14 +338,7 @@ mod call_tests {
         e.hep_datagram(T + 2_000, &hep(kind::QUALITY_JSON, q, T + 2_000));
         assert_eq!(e.counters.anomalies.get("hep_report_table_full"), Some(&3));
         assert_eq!(e.counters.hep_reports, 17);
-        e.finish();
-        let call = e
-            .drain()
-            .find_map(|r| match r {
-                Record::Call(c) => Some(c),
-                _ => None,
-            })
-            .unwrap();
+        let call = finished_call(&mut e);
         assert_eq!(call.agent_reports.len(), MAX_AGENT_REPORTS);
         assert_eq!(call.agent_reports[0].reports, 2);
     }
