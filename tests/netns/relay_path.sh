@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Calls across a lossy three-node path, their media relayed at both ends:
+#
+#   caller ── edge A ───────── core ───────── edge C ── callee
+#   A          EA              R              EC         B
+#   10.90.1.2  10.90.1.1       10.91.1.2      10.91.2.1  10.90.2.2
+#              10.91.1.1  ──── 10.91.2.2 ──── 10.90.2.1
+#              Kamailio PATH_A  (IP router;    Kamailio PATH_C
+#              + media relay    relay node 2)  + media relay
+#
+# Each edge's Kamailio (tests/netns/kamailio-edge.cfg) steers the calls'
+# media into the relay beside it with rtpengine_manage(). nftables drops
+# LOSS % of every UDP datagram that is not SIP, at random, where each of the
+# two links leaves each of its ends (both directions of A–R and R–C).
+# RELAY picks the media relays:
+#   rtpengine  (the baseline) rtpengine at both edges: the media crosses
+#              the path as plain RTP and loses what the links drop.
+#   calliper   Calliper edge nodes 1 and 3 and a core node 2 (`calliper
+#              relay run`, keyed links): the media crosses the overlay,
+#              which recovers losses hop by hop. A forger in a namespace of
+#              its own (X), owning edge A's address 10.91.1.1, sends the
+#              core FORGED datagrams of each kind (DATA, NACK, HELLO, LSU,
+#              CRTP_STATE) from edge A's overlay port while the calls run.
+# `calliper probe` watches each party's interface. Writes to OUT:
+#   callee.jsonl, caller.jsonl   the two probes' records
+#   callee.pcap, caller.pcap     the same interfaces, captured by tcpdump
+#   drops.json                   nftables' drop counters per link end
+#   node-1.json .. node-3.json   the nodes' counters (calliper)
+#
+# usage: tests/netns/relay_path.sh OUT [CALLS] [LOSS] [FORGED]
+#        RELAY=rtpengine|calliper, CALLIPER names the binary
+# Exits 77 (skip) only when network namespaces cannot be created.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+calls=${2:-8}
+loss=${3:-5}
+forged=${4:-100}
+relay=${RELAY:-calliper}
+: "${CALLIPER:?CALLIPER must name the calliper binary}"
+A=cal-pa-$$ EA=cal-pea-$$ R=cal-pr-$$ EC=cal-pec-$$ B=cal-pb-$$ X=cal-px-$$
+all=("$A" "$EA" "$R" "$EC" "$B" "$X")
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for n in "${all[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
+    sleep 0.2
+    for n in "${all[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+. "$here/sipp_calls.sh"
+if ! ip netns add "$A" 2>/dev/null; then
+    echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
+    exit 77
+fi
+for n in "${all[@]:1}"; do ip netns add "$n"; done
+ipa() { ip netns exec "$1" "${@:2}"; }
+# link NS1 DEV1 ADDR1 NS2 DEV2 ADDR2: a veth pair, addressed and up.
+link() {
+    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
+    ipa "$1" ip addr add "$3" dev "$2"
+    ipa "$4" ip addr add "$6" dev "$5"
+    ipa "$1" ip link set "$2" up
+    ipa "$4" ip link set "$5" up
+}
+for n in "${all[@]}"; do ipa "$n" ip link set lo up; done
+link "$A" a0 10.90.1.2/24 "$EA" pa 10.90.1.1/24
+link "$EA" x1 10.91.1.1/24 "$R" c1 10.91.1.2/24
+link "$R" c2 10.91.2.2/24 "$EC" x2 10.91.2.1/24
+link "$EC" pb 10.90.2.1/24 "$B" b0 10.90.2.2/24
+ipa "$A" ip route add default via 10.90.1.1
+ipa "$B" ip route add default via 10.90.2.1
+ipa "$EA" ip route add default via 10.91.1.2
+ipa "$EC" ip route add default via 10.91.2.2
+ipa "$R" ip route add 10.90.1.0/24 via 10.91.1.1
+ipa "$R" ip route add 10.90.2.0/24 via 10.91.2.1
+for n in "$EA" "$R" "$EC"; do ipa "$n" sysctl -qw net.ipv4.ip_forward=1; done
+# The forger owns 10.91.1.1 too, on a link of its own to the core; the
+# core must take what comes from there (no reverse-path filter).
+ip link add xf netns "$X" type veth peer name c3 netns "$R"
+ipa "$X" ip addr add 10.91.1.1/32 dev xf
+ipa "$X" ip link set xf up
+ipa "$R" ip link set c3 up
+for c in all default c3; do ipa "$R" sysctl -qw "net.ipv4.conf.$c.rp_filter=0"; done
+ipa "$X" ip route add 10.91.1.2/32 dev xf
+ipa "$X" ip neigh add 10.91.1.2 lladdr "$(ipa "$R" cat /sys/class/net/c3/address)" dev xf
+
+# Losses where each link leaves each of its ends, counted per end.
+lossy() { # NS DEV...
+    local ns=$1 rules="" d
+    shift
+    for d in "$@"; do
+        rules+="
+    chain out_$d {
+        type filter hook egress device \"$d\" priority 0; policy accept;
+        ip protocol udp udp sport != 5060 udp dport != 5060 numgen random mod 1000 < $((loss * 10)) counter name "drops_$d" drop
+    }"
+    done
+    local counters=""
+    for d in "$@"; do counters+="
+    counter drops_$d { }"; done
+    ipa "$ns" nft -f - <<NFT
+table netdev lossy {$counters$rules
+}
+NFT
+}
+lossy "$EA" x1
+lossy "$R" c1 c2
+lossy "$EC" x2
+
+if [ "$relay" = calliper ]; then
+    head -c 32 /dev/urandom >"$out/link-12.key"
+    head -c 32 /dev/urandom >"$out/link-23.key"
+    # node ID LISTEN NEIGHBOURS [EDGE-ADDRESS PORTS PEER-NODE PEER-ADDRESS]
+    node() {
+        echo "id = $1"
+        echo "listen = \"$2:7000\""
+        local n
+        for n in $3; do
+            local id=${n%%@*} rest=${n#*@}
+            echo "[[neighbours]]"
+            echo "id = $id"
+            echo "addr = \"${rest%%,*}:7000\""
+            echo "key_file = \"${rest#*,}\""
+        done
+        [ $# -gt 3 ] || return 0
+        cat <<TOML
+[edge]
+control = "udp:127.0.0.1:2223"
+address = "$4"
+ports = "$5"
+peers = [{ node = $6, address = "$7" }]
+TOML
+    }
+    node 1 10.91.1.1 "2@10.91.1.2,$out/link-12.key" 10.90.1.1 40000-40999 3 10.90.2.1 >"$out/node-1.toml"
+    node 2 10.91.1.2 "1@10.91.1.1,$out/link-12.key 3@10.91.2.1,$out/link-23.key" >"$out/node-2.toml"
+    node 3 10.91.2.1 "2@10.91.1.2,$out/link-23.key" 10.90.2.1 40000-40999 1 10.90.1.1 >"$out/node-3.toml"
+    declare -A nodes=([1]="$EA" [2]="$R" [3]="$EC")
+    node_pids=()
+    for i in 1 2 3; do
+        ip netns exec "${nodes[$i]}" "$CALLIPER" relay run "$out/node-$i.toml" --stats "$out/node-$i.json" \
+            >"$out/node-$i.log" 2>&1 &
+        node_pids+=($!)
+        pids+=($!)
+    done
+else
+    for ns in "$EA:10.90.1.1" "$EC:10.90.2.1"; do
+        ip netns exec "${ns%%:*}" rtpengine --table=-1 --interface="${ns#*:}" --listen-ng=127.0.0.1:2223 \
+            --port-min=40000 --port-max=40999 --foreground --log-stderr \
+            >"$out/rtpengine-${ns#*:}.log" 2>&1 &
+        pids+=($!)
+    done
+fi
+ipa "$EA" kamailio -f "$here/kamailio-edge.cfg" -A PATH_A -DD -E -P "$out/kamailio-a.pid" \
+    >"$out/kamailio-a.log" 2>&1 &
+pids+=($!)
+ipa "$EC" kamailio -f "$here/kamailio-edge.cfg" -A PATH_C -DD -E -P "$out/kamailio-c.pid" \
+    >"$out/kamailio-c.log" 2>&1 &
+pids+=($!)
+probes=()
+for party in "$A:a0:caller" "$B:b0:callee"; do
+    IFS=: read -r ns dev name <<<"$party"
+    ip netns exec "$ns" "$CALLIPER" probe -i "$dev" --status-every 1 --format jsonl \
+        -o "$out/$name.jsonl" 2>"$out/probe-$name.log" &
+    probes+=($!)
+    pids+=($!)
+    ip netns exec "$ns" tcpdump -i "$dev" -U -s 0 -w "$out/$name.pcap" 2>"$out/tcpdump-$name.log" &
+    pids+=($!)
+done
+# The overlay's links come up (HELLOs) and the probes open their rings.
+sleep 2
+
+if [ "$relay" = calliper ] && [ "$forged" -gt 0 ]; then
+    # Well-formed frames of each kind with a made-up trailer (counter,
+    # tag): only the link's key could have made a valid one.
+    ip netns exec "$X" python3 - "$forged" <<'PY' &
+import os, socket, struct, sys, time
+n = int(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("10.91.1.1", 7000))
+bodies = {
+    1: struct.pack(">HHHBxIIQ", 1, 3, 2223, 8, 1, 1, 0) + os.urandom(172),  # DATA
+    2: struct.pack(">H", 1) + struct.pack(">I", 7),                         # NACK
+    3: struct.pack(">Q", time.time_ns() // 1000),                           # HELLO
+    4: struct.pack(">HIH", 1, 99, 1) + struct.pack(">HH", 3, 1),            # LSU
+    6: os.urandom(40),                                                      # CRTP_STATE
+}
+for i in range(n):
+    for kind, body in bodies.items():
+        head = bytes([0xCA, 0x11, kind, 0]) + struct.pack(">I", 1000 + i)
+        trailer = struct.pack(">Q", time.time_ns()) + os.urandom(16)
+        s.sendto(head + body + trailer, ("10.91.1.2", 7000))
+    time.sleep(0.01)
+PY
+    pids+=($!)
+fi
+sipp_calls "$calls" "$out"/node-*.log "$out"/rtpengine-*.log "$out"/kamailio-*.log
+sleep 1
+if [ "$relay" = calliper ]; then
+    # The nodes write their counters when stopped.
+    kill -INT "${node_pids[@]}"
+    wait "${node_pids[@]}" || { echo "a node failed:"; tail -5 "$out"/node-*.log; exit 1; }
+fi
+# The probes write the calls still open when stopped.
+kill -TERM "${probes[@]}"
+for i in 0 1; do
+    wait "${probes[$i]}" || { echo "a probe failed:"; cat "$out"/probe-*.log; exit 1; }
+done
+{
+    echo '['
+    ipa "$EA" nft -j list counters table netdev lossy
+    echo ','
+    ipa "$R" nft -j list counters table netdev lossy
+    echo ','
+    ipa "$EC" nft -j list counters table netdev lossy
+    echo ']'
+} >"$out/drops.json"
+echo "netns: $calls calls across the path ($relay, $loss % loss per link end) in $out"
