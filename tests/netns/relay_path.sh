@@ -21,6 +21,8 @@
 #              its own (X), owning edge A's address 10.91.1.1, sends the
 #              core FORGED datagrams of each kind (DATA, NACK, HELLO, LSU,
 #              CRTP_STATE) from edge A's overlay port while the calls run.
+# RECOVERY=0 turns the overlay's recovery off (`recovery = false`), for
+# comparison; UAC_XML is the caller's SIPp scenario (sipp_calls.sh).
 # `calliper probe` watches each party's interface. Writes to OUT:
 #   callee.jsonl, caller.jsonl   the two probes' records
 #   callee.pcap, caller.pcap     the same interfaces, captured by tcpdump
@@ -115,6 +117,7 @@ if [ "$relay" = calliper ]; then
     node() {
         echo "id = $1"
         echo "listen = \"$2:7000\""
+        [ "${RECOVERY:-1}" = 1 ] || echo "recovery = false"
         local n
         for n in $3; do
             local id=${n%%@*} rest=${n#*@}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decode the caller's PCMU stream from a pcap as a receiver with spandsp's
+"""Decode the caller's G.711 stream (PCMU or PCMA) from a pcap as a receiver with spandsp's
 packet-loss concealment would play it: each received packet decoded in
 sequence order, each missing packet filled in by spandsp's plc_fillin (the
 PLC Asterisk's generic PLC is derived from). No jitter-buffer losses: the
@@ -27,8 +27,24 @@ def mulaw_table():
     return out
 
 
+def alaw_table():
+    """G.711 A-law to 16-bit linear, every code."""
+    out = np.zeros(256, dtype=np.int16)
+    for code in range(256):
+        a = code ^ 0x55
+        t = (a & 0x0F) << 4
+        seg = (a & 0x70) >> 4
+        t = t + 8 if seg == 0 else (t + 0x108) << (seg - 1)
+        out[code] = t if (a & 0x80) else -t
+    return out
+
+
+TABLES = {0: mulaw_table, 8: alaw_table}
+
+
 def rtp_packets(path, src):
-    """(sequence, payload) of every PCMU packet from src in a classic pcap."""
+    """(payload type, sequence, payload) of every PCMU or PCMA packet from
+    src in a classic pcap."""
     data = open(path, "rb").read()
     magic = data[:4]
     endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
@@ -45,10 +61,10 @@ def rtp_packets(path, src):
             continue
         udp = ip[(ip[0] & 0x0F) * 4 :]
         rtp = udp[8:]
-        if len(rtp) < 12 or rtp[0] >> 6 != 2 or rtp[1] & 0x7F != 0:
+        if len(rtp) < 12 or rtp[0] >> 6 != 2 or rtp[1] & 0x7F not in TABLES:
             continue
         header = 12 + 4 * (rtp[0] & 0x0F)
-        out.append((struct.unpack(">H", rtp[2:4])[0], rtp[header:]))
+        out.append((rtp[1] & 0x7F, struct.unpack(">H", rtp[2:4])[0], rtp[header:]))
     return out
 
 
@@ -60,20 +76,20 @@ def main():
     for f in (lib.plc_rx, lib.plc_fillin):
         f.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int16), ctypes.c_int]
     plc = lib.plc_init(None)
-    table = mulaw_table()
     packets = rtp_packets(capture, src)
     if not packets:
-        sys.exit(f"{capture}: no PCMU packets from {src}")
+        sys.exit(f"{capture}: no PCMU or PCMA packets from {src}")
+    table = TABLES[packets[0][0]]()
     # Sequence numbers unwrapped; duplicates and reordering resolved by sorting.
     by_index, base, last = {}, None, None
-    for seq, payload in packets:
+    for _, seq, payload in packets:
         if base is None:
             base, last = seq, 0
         delta = (seq - base - last + 32768) % 65536 - 32768
         index = last + delta
         last = max(last, index)
         by_index.setdefault(index, payload)
-    frame = len(packets[0][1])
+    frame = len(packets[0][2])
     audio, lost = [], 0
     for index in range(min(by_index), max(by_index) + 1):
         buf = (ctypes.c_int16 * frame)()

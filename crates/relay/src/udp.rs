@@ -48,6 +48,10 @@ pub struct NodeConfig {
     /// Voice delay budget (ms).
     #[serde(default = "default_budget")]
     pub budget_ms: f64,
+    /// Ask neighbours again for what a link lost (false: forward what
+    /// arrives and count the rest given up, to measure what recovery buys).
+    #[serde(default = "default_recovery")]
+    pub recovery: bool,
     /// Poll the socket without sleeping: lowest latency, one core always busy.
     #[serde(default)]
     pub busy_poll: bool,
@@ -107,6 +111,9 @@ fn default_metric() -> Metric {
 }
 fn default_budget() -> f64 {
     100.0
+}
+fn default_recovery() -> bool {
+    true
 }
 
 /// A configured neighbour and the emulation applied to what we send it.
@@ -224,6 +231,7 @@ impl UdpNode {
         c.metric = cfg.metric;
         c.max_nack_rounds = cfg.nack_rounds;
         c.budget_ns = (cfg.budget_ms * 1e6) as i64;
+        c.recovery = cfg.recovery;
         let ids: Vec<NodeId> = cfg.neighbours.iter().map(|n| n.id).collect();
         let emus = cfg
             .neighbours

@@ -14,6 +14,7 @@ fn node_config(id: NodeId, listen: SocketAddr, neighbours: Vec<Neighbour>) -> No
         metric: Metric::ExpectedLatency,
         nack_rounds: 0,
         budget_ms: 100.0,
+        recovery: true,
         busy_poll: false,
         socket_buffer: 1 << 20,
         client_lease_ms: 30_000,

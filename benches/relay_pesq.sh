@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The Spines paper's claim (voice at PSTN quality up to 7 % loss per hop),
+# measured with real speech: one SIPp call per condition plays four Harvard
+# sentences (espeak-ng, G.711 A-law, 20 ms packets) across the lossy path
+# of tests/netns/relay_path.sh (caller - edge A - core - edge C - callee,
+# nftables dropping LOSS % of the media at random where each link leaves
+# each node: two lossy hops each way), through
+#   rtpengine     rtpengine at both edges (plain RTP over the path)
+#   no-recovery   Calliper's overlay with `recovery = false`
+#   overlay       Calliper's overlay, recovering hop by hop
+# What the callee received is decoded as a receiver with spandsp's PLC would
+# play it (tests/pesq/plc_decode.py) and scored with PESQ (ITU-T P.862,
+# narrowband) against the speech sent; Calliper's MOS is the callee probe's
+# for the same stream.
+#
+# usage: sudo benches/relay_pesq.sh OUT [LOSS...]   (LOSS in %, default 0 1 3 5 7)
+# Writes OUT/results.tsv (a row per call), OUT/table.md and OUT/plot.svg.
+# Needs what scripts/test.sh installs (the namespace rigs' tools and
+# target/pesq-python with pesq); CALLIPER names the binary (default
+# target/release/calliper). About 20 s per call: 15 calls, 5 minutes.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+shift
+losses=("${@:-0 1 3 5 7}")
+read -r -a losses <<<"${losses[*]}"
+export CALLIPER=${CALLIPER:-$root/target/release/calliper}
+[ -x "$CALLIPER" ] || { echo "relay_pesq.sh: no $CALLIPER (cargo build --release)" >&2; exit 1; }
+[ -d "$root/target/pesq-python" ] && export PATH=$root/target/pesq-python/bin:$PATH
+python3 -c "import pesq, numpy, scipy, soundfile" 2>/dev/null || {
+    echo "relay_pesq.sh: python3 needs pesq, numpy, scipy, soundfile (scripts/test.sh makes target/pesq-python)" >&2
+    exit 1
+}
+
+espeak-ng -v en-us -s 150 -w "$out/speech-raw.wav" "The birch canoe slid on the smooth planks. \
+Glue the sheet to the dark blue background. It is easy to tell the depth of a well. \
+These days a chicken leg is a rare dish."
+sox "$out/speech-raw.wav" -r 8000 -c 1 -b 16 -e signed-integer "$out/speech.wav" \
+    silence 1 0.01 0.1% reverse silence 1 0.01 0.1% reverse sinc 300-3400 gain -n -3 pad 0.5 0.5
+sox "$out/speech.wav" -t raw -e a-law -b 8 "$out/speech.alaw"
+# The A-law bytes as RTP for SIPp to play: payload type 8, 160 bytes each
+# 20 ms (the codec tests/netns/uac.xml and uas.xml offer and answer).
+python3 - "$out/speech.alaw" "$out/speech.pcap" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+out = open(sys.argv[2], "wb")
+out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+for k, at in enumerate(range(0, len(data) - len(data) % 160, 160)):
+    rtp = struct.pack("!BBHII", 0x80, 8, (1000 + k) & 0xFFFF, 5000 + 160 * k, 0x5EEC4) + data[at:at + 160]
+    udp = struct.pack("!HHHH", 6000, 6002, 8 + len(rtp), 0) + rtp
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), k & 0xFFFF, 0, 64, 17, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])) + udp
+    frame = b"\x00" * 12 + b"\x08\x00" + ip
+    t = k * 20_000
+    out.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(frame), len(frame)) + frame)
+PY
+pause_ms=$(awk "BEGIN{printf \"%d\", $(soxi -D "$out/speech.wav") * 1000 + 1500}")
+sed -e "s|/usr/share/sip-tester/g711a.pcap|$out/speech.pcap|" \
+    -e "s|<pause milliseconds=\"8000\"/>|<pause milliseconds=\"$pause_ms\"/>|" \
+    "$root/tests/netns/uac.xml" >"$out/uac.xml"
+grep -q "$out/speech.pcap" "$out/uac.xml" && grep -q "RTP/AVP 8" "$out/uac.xml" ||
+    { echo "relay_pesq.sh: tests/netns/uac.xml has changed" >&2; exit 1; }
+export UAC_XML=$out/uac.xml
+# The ceiling: the speech through A-law and back, no network at all.
+sox -t raw -r 8000 -c 1 -e a-law -b 8 "$out/speech.alaw" -e signed-integer -b 16 "$out/speech-g711.wav"
+echo "PESQ of the speech through G.711 alone: $(python3 "$root/tests/pesq/score.py" "$out/speech.wav" "$out/speech-g711.wav")" |
+    tee "$out/ceiling.txt"
+
+printf 'mode\tloss_per_link_end\treceived\tsent\tcalliper_lost\tcalliper_mos\tpesq\n' >"$out/results.tsv"
+sent=$(( $(stat -c %s "$out/speech.alaw") / 160 ))
+mkdir -p "$out/calls"
+for loss in "${losses[@]}"; do
+    for mode in rtpengine no-recovery overlay; do
+        dir=$out/calls/$mode-$loss
+        relay=calliper recovery=1
+        [ "$mode" != rtpengine ] || relay=rtpengine
+        [ "$mode" != no-recovery ] || recovery=0
+        RELAY=$relay RECOVERY=$recovery "$root/tests/netns/relay_path.sh" "$dir" 1 "$loss" 0 >"$dir.log" 2>&1 ||
+            { echo "relay_pesq.sh: the call ($mode, $loss %) failed:" >&2; tail -20 "$dir.log" >&2; exit 1; }
+        decoded=$(python3 "$root/tests/pesq/plc_decode.py" "$dir/callee.pcap" 10.90.2.1 "$dir/received.wav")
+        score=$(python3 "$root/tests/pesq/score.py" "$out/speech.wav" "$dir/received.wav")
+        stream=$(python3 - "$dir/callee.jsonl" <<'PY'
+import json, sys
+streams = [s for l in open(sys.argv[1]) for o in [json.loads(l)] if o["type"] == "call"
+           for s in o["streams"] if s["dst"] == "10.90.2.2"]
+assert len(streams) == 1, f"expected one stream to the callee, found {len(streams)}"
+s = streams[0]
+print(f"{s['packets']}\t{s['lost']}\t{s['mos']:.3f}")
+PY
+)
+        IFS=$'\t' read -r received lost mos <<<"$stream"
+        row="$mode	$loss	$received	$sent	$lost	$mos	$score"
+        echo "$row" >>"$out/results.tsv"
+        echo "$row    ($decoded)"
+    done
+done
+python3 "$root/benches/relay_pesq.py" "$out/results.tsv" "$(cut -d: -f2 "$out/ceiling.txt" | tr -d ' ')" "$out"
