@@ -58,9 +58,16 @@ pub struct NodeArgs {
     /// Stop after this many seconds (default: run until killed).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Write the node's counters as JSON here when it stops.
+    /// Write the node's counters as JSON here when it stops: the protocol's,
+    /// the socket's, each link's (RTT, loss before and after recovery,
+    /// recovered, given up, forged, replayed) and the edge's.
     #[arg(long)]
     pub stats: Option<PathBuf>,
+    /// Also rewrite --stats every SECONDS while the node runs (whole each
+    /// time: written beside it and renamed over it; the edge's counters
+    /// come with the last one, when it stops).
+    #[arg(long, value_name = "SECONDS", requires = "stats")]
+    pub stats_every: Option<f64>,
     /// Cut the emulated link to neighbour ID after SECONDS (repeatable: ID:SECONDS).
     #[arg(long, value_name = "ID:SECONDS")]
     pub cut: Vec<String>,
@@ -209,10 +216,17 @@ impl NodeArgs {
             config,
             duration,
             stats,
+            stats_every,
             cut,
             seed,
             busy_poll,
         } = self;
+        if let Some(s) = stats_every {
+            anyhow::ensure!(
+                (0.1..=86_400.0).contains(&s),
+                "--stats-every {s} is out of range: allowed 0.1 to 86400 s"
+            );
+        }
         let text = calliper_store::files::read_small(&config, 1 << 20)
             .with_context(|| format!("cannot read {}", config.display()))?;
         let mut cfg: calliper_relay::udp::NodeConfig = toml::from_str(&text)
@@ -243,11 +257,19 @@ impl NodeArgs {
         // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
         crate::probe::signals::install();
         let start = std::time::Instant::now();
+        let mut next_stats = stats_every.unwrap_or(f64::INFINITY);
         node.run(|n| {
             let t = start.elapsed().as_secs_f64();
             for &(id, at) in &cuts {
                 if t >= at {
                     n.set_link_down(id, true);
+                }
+            }
+            if let (true, Some(path)) = (t >= next_stats, &stats) {
+                next_stats = t + stats_every.unwrap_or(f64::INFINITY);
+                // A failed write is reported; the node goes on relaying.
+                if let Err(e) = write_stats(path, &node_stats(n, None)) {
+                    eprintln!("calliper relay: {e:#}");
                 }
             }
             duration.is_some_and(|d| t >= d)
@@ -265,19 +287,38 @@ impl NodeArgs {
             }
             None => None,
         };
-        let v = serde_json::json!({
-            "protocol": node.protocol_counters(),
-            "socket": node.counters(),
-            "edge": edge,
-        });
+        let v = node_stats(&mut node, edge);
         match stats {
-            Some(p) => calliper_store::create_private(&p)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, v.to_string().as_bytes()))
-                .with_context(|| format!("cannot write {}", p.display()))?,
+            Some(p) => write_stats(&p, &v)?,
             None => eprintln!("{v}"),
         }
         Ok(())
     }
+}
+
+/// A node's counters as `--stats` writes them (`edge` once it has stopped).
+fn node_stats(
+    node: &mut calliper_relay::udp::UdpNode,
+    edge: Option<calliper_relay::edge::EdgeCounters>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "protocol": node.protocol_counters(),
+        "socket": node.counters(),
+        "links": node.link_stats(),
+        "edge": edge,
+    })
+}
+
+/// Writes `v` to `path` whole: into a private file beside it, renamed over
+/// it, so a reader never sees half of it.
+fn write_stats(path: &std::path::Path, v: &serde_json::Value) -> Result<()> {
+    let mut beside = path.as_os_str().to_owned();
+    beside.push(".part");
+    let beside = PathBuf::from(beside);
+    calliper_store::create_private(&beside)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, v.to_string().as_bytes()))
+        .and_then(|()| std::fs::rename(&beside, path))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 impl SendArgs {

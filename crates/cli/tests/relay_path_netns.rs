@@ -206,6 +206,25 @@ fn the_overlay_delivers_what_a_lossy_path_takes_from_rtpengine() {
         assert_eq!(sock["forged"], want, "node {id}: {sock}");
         assert_eq!(sock["replayed"], 0, "node {id}: {sock}");
     }
+    // Each link's report: the forgeries charged to the link whose address
+    // they claimed, and the link's loss before and after recovery.
+    for id in [1, 2, 3] {
+        let n = node(&overlay, id);
+        let links = n["links"].as_array().unwrap();
+        assert_eq!(links.len(), if id == 2 { 2 } else { 1 }, "node {id}: {n}");
+        for l in links {
+            let from_forger = id == 2 && l["neighbour"] == 1;
+            assert_eq!(l["forged"], if from_forger { 5 * FORGED } else { 0 }, "{l}");
+            assert!(l["rtt_ms"].as_f64().unwrap() < 50.0, "{l}");
+            // Each link end drops 5 %; what comes back is nearly all.
+            let before = l["loss_before_recovery_percent"].as_f64().unwrap();
+            assert!((1.0..15.0).contains(&before), "node {id}: {l}");
+            assert!(
+                l["loss_after_recovery_percent"].as_f64().unwrap() <= 0.5,
+                "{l}"
+            );
+        }
+    }
     for id in [1, 3] {
         let n = node(&overlay, id);
         for (key, want) in [

@@ -192,6 +192,11 @@ impl Node {
             .is_some_and(|&i| self.links[i].alive)
     }
 
+    /// Each link's report, in the order of the node file's neighbours.
+    pub fn link_reports(&self) -> Vec<LinkReport> {
+        self.links.iter().map(|l| l.report()).collect()
+    }
+
     /// Smoothed RTT (µs) and loss towards `peer` as this node sees them.
     pub fn link_metrics(&self, peer: NodeId) -> Option<(f64, f64)> {
         let l = &self.links[*self.by_peer.get(&peer)?];
@@ -312,6 +317,7 @@ impl Node {
             if link.alive && now - link.last_heard >= dead_after {
                 link.alive = false;
                 self.counters.given_up += link.missing.len() as u64;
+                link.tally.given_up += link.missing.len() as u64;
                 link.missing.clear();
                 link.rx_next = None;
                 link.rx_data_next = None;
@@ -484,6 +490,7 @@ mod seen;
 
 use compression::LinkCrtp;
 pub use counters::Counters;
+pub use link::LinkReport;
 use link::{Link, Missing};
 pub use link_state::LSU_SEQ_WINDOW;
 use link_state::{Pending, Stored};

@@ -21,7 +21,7 @@
 
 use crate::batch_io::{self, RecvBatch, SendBatch};
 use crate::emu::LinkEmulator;
-use crate::node::{Config, Counters, Node};
+use crate::node::{Config, Counters, LinkReport, Node};
 use crate::packet::NodeId;
 use crate::routing::Metric;
 use serde::Deserialize;
@@ -198,6 +198,26 @@ struct Binding {
     refreshed: i64,
 }
 
+/// What a keyed link's authentication refused ([`auth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Refusals {
+    /// Datagrams from the neighbour's address whose tag was wrong.
+    pub forged: u64,
+    /// Datagrams whose counter was taken already or too old.
+    pub replayed: u64,
+}
+
+/// One link's report ([`LinkReport`]) and what its key refused.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LinkStats {
+    /// The link as the node sees it.
+    #[serde(flatten)]
+    pub link: LinkReport,
+    /// What its key refused.
+    #[serde(flatten)]
+    pub refused: Refusals,
+}
+
 /// A running relay node.
 pub struct UdpNode {
     node: Node,
@@ -208,6 +228,8 @@ pub struct UdpNode {
     emus: HashMap<NodeId, LinkEmulator>,
     /// The keyed links' authentication.
     auth: HashMap<NodeId, auth::LinkAuth>,
+    /// What each keyed link refused (the socket counters' totals).
+    refused: HashMap<NodeId, Refusals>,
     /// Delayed datagrams: (due ns, order) -> (peer, bytes).
     delayed: BinaryHeap<Reverse<(i64, u64)>>,
     delayed_data: HashMap<u64, (SocketAddr, Vec<u8>)>,
@@ -272,6 +294,7 @@ impl UdpNode {
             addrs: cfg.neighbours.iter().map(|n| (n.id, n.addr)).collect(),
             emus,
             auth,
+            refused: HashMap::new(),
             delayed: BinaryHeap::new(),
             delayed_data: HashMap::new(),
             order: 0,
@@ -296,7 +319,23 @@ impl UdpNode {
         self.counters.send_errors = self.tx.errors;
         self.counters.segmented_sends = self.tx.segmented;
         self.counters.oversize += std::mem::take(&mut self.tx.oversize);
+        self.counters.forged = self.refused.values().map(|r| r.forged).sum();
+        self.counters.replayed = self.refused.values().map(|r| r.replayed).sum();
         &self.counters
+    }
+
+    /// Each link's report, with what its key refused.
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        let reports = self.node.link_reports();
+        let with_refused = |link: LinkReport| LinkStats {
+            refused: self
+                .refused
+                .get(&link.neighbour)
+                .copied()
+                .unwrap_or_default(),
+            link,
+        };
+        reports.into_iter().map(with_refused).collect()
     }
 
     /// The protocol's counters.
@@ -372,8 +411,13 @@ impl UdpNode {
             };
             match opened {
                 Ok(d) => self.node.handle(now, peer, d),
-                Err(auth::Refused::Forged) => self.counters.forged += 1,
-                Err(auth::Refused::Replayed) => self.counters.replayed += 1,
+                Err(why) => {
+                    let r = self.refused.entry(peer).or_default();
+                    match why {
+                        auth::Refused::Forged => r.forged += 1,
+                        auth::Refused::Replayed => r.replayed += 1,
+                    }
+                }
             }
             return;
         }

@@ -147,6 +147,7 @@ impl Node {
         } else {
             // Its place was given up before it came: too late to use.
             self.counters.given_up += 1;
+            self.links[li].tally.given_up += 1;
         }
         self.crtp_release(now, li);
     }

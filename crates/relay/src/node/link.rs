@@ -13,6 +13,48 @@ pub(super) struct Missing {
     pub(super) next_at: i64,
 }
 
+/// What a link received and recovered, for its report ([`LinkReport`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct LinkTally {
+    /// Data that arrived in order, first copies (retransmissions apart).
+    pub(super) in_order: u64,
+    /// Data sequence numbers found missing.
+    pub(super) gaps: u64,
+    /// Gaps filled by a retransmission or a late original.
+    pub(super) recovered: u64,
+    /// Gaps given up.
+    pub(super) given_up: u64,
+}
+
+/// One link as its node sees it: measured loss and RTT, and what recovery
+/// made of the data it received. Loss before recovery is `gaps` of the
+/// data expected (`in_order + gaps`); after recovery, `given_up` of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LinkReport {
+    /// The neighbour.
+    pub neighbour: NodeId,
+    /// Whether its hellos are arriving.
+    pub alive: bool,
+    /// Smoothed round-trip time, ms (None before the first hello answer).
+    pub rtt_ms: Option<f64>,
+    /// Loss measured on all that arrives from it (EWMA), percent.
+    pub loss_received_percent: f64,
+    /// Loss on what is sent to it, as it reports, percent.
+    pub loss_sent_percent: f64,
+    /// Data expected from it (arrived in order, or found missing).
+    pub data_expected: u64,
+    /// Gaps in its data: loss before recovery.
+    pub gaps: u64,
+    /// Gaps filled.
+    pub recovered: u64,
+    /// Gaps given up: loss after recovery.
+    pub given_up: u64,
+    /// `gaps` as a percentage of `data_expected`.
+    pub loss_before_recovery_percent: f64,
+    /// `given_up` as a percentage of `data_expected`.
+    pub loss_after_recovery_percent: f64,
+}
+
 /// A neighbour and the state of the link to it.
 #[derive(Debug)]
 pub(super) struct Link {
@@ -42,6 +84,7 @@ pub(super) struct Link {
     pub(super) advertised: Option<u32>,
     /// RTP header compression, when both ends enable it.
     pub(super) crtp: Option<Box<LinkCrtp>>,
+    pub(super) tally: LinkTally,
 }
 
 impl Link {
@@ -73,6 +116,27 @@ impl Link {
             next_hello: now,
             advertised: None,
             crtp: None,
+            tally: LinkTally::default(),
+        }
+    }
+
+    /// This link's report.
+    pub(super) fn report(&self) -> LinkReport {
+        let t = self.tally;
+        let expected = t.in_order + t.gaps;
+        let percent = |n: u64| 100.0 * n as f64 / expected.max(1) as f64;
+        LinkReport {
+            neighbour: self.peer,
+            alive: self.alive,
+            rtt_ms: self.srtt_us.map(|us| us / 1000.0),
+            loss_received_percent: 100.0 * self.rx_loss,
+            loss_sent_percent: 100.0 * self.tx_loss,
+            data_expected: expected,
+            gaps: t.gaps,
+            recovered: t.recovered,
+            given_up: t.given_up,
+            loss_before_recovery_percent: percent(t.gaps),
+            loss_after_recovery_percent: percent(t.given_up),
         }
     }
 }

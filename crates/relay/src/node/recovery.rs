@@ -10,23 +10,31 @@ impl Node {
         if retransmit {
             let filled = link.missing.remove(&seq).is_some();
             self.counters.recovered += filled as u64;
+            link.tally.recovered += filled as u64;
             return filled;
         }
         let Some(next) = link.rx_data_next else {
             link.rx_data_next = Some(seq.wrapping_add(1));
+            link.tally.in_order += 1;
             return true;
         };
         let d = seq.wrapping_sub(next) as i32;
-        if d >= 0 && !self.cfg.recovery {
+        if d >= 0 {
+            link.tally.in_order += 1;
+            link.tally.gaps += d as u64;
             self.counters.gaps += d as u64;
+        }
+        if d >= 0 && !self.cfg.recovery {
             self.counters.given_up += d as u64;
+            link.tally.given_up += d as u64;
             link.rx_data_next = Some(seq.wrapping_add(1));
             true
         } else if d >= 0 {
-            self.counters.gaps += d as u64;
             for k in 0..d as u32 {
                 if link.missing.len() >= MAX_MISSING {
-                    self.counters.given_up += (d as u32 - k) as u64;
+                    let left = (d as u32 - k) as u64;
+                    self.counters.given_up += left;
+                    link.tally.given_up += left;
                     break;
                 }
                 link.missing.insert(
@@ -46,6 +54,7 @@ impl Node {
         } else if link.missing.remove(&seq).is_some() {
             // A late original: reordered, not lost.
             self.counters.recovered += 1;
+            link.tally.recovered += 1;
             true
         } else {
             false
@@ -83,6 +92,7 @@ impl Node {
             true
         });
         self.counters.given_up += expired;
+        link.tally.given_up += expired;
         if !ask.is_empty() {
             self.counters.nacks_sent += 1;
             self.emit(li, 0, Message::Nack(ask));

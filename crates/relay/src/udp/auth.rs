@@ -2,8 +2,8 @@
 //! trailer, a 64-bit counter and a 16-byte keyed BLAKE3 tag over the
 //! counter and the datagram, with a key both ends read from a file
 //! (`key_file` on the neighbour). The receiver takes a datagram only if the
-//! tag is right and the counter new (a 64-wide window behind the highest
-//! seen), so a forged or replayed DATA, NACK, HELLO, LSU or CRTP_STATE is
+//! tag is right and the counter new (a 1 024-wide window behind the
+//! highest seen), so a forged or replayed DATA, NACK, HELLO, LSU or CRTP_STATE is
 //! dropped and counted whatever address it claims.
 //!
 //! Each direction has its own key, derived from the file's bytes and the

@@ -305,6 +305,15 @@ fn keyed_links_carry_a_stream_with_recovery() {
     let (mut na, mut nb) = nodes.stop();
     assert!(got >= 198, "delivered {got} of 200");
     assert!(na.protocol_counters().retransmitted > 0);
+    // b's report of its link from a: the gaps it found and filled, as its
+    // node-wide counters (it has no other link), within the 200 sent.
+    let (link, total) = (nb.link_stats()[0].link.clone(), nb.protocol_counters());
+    assert_eq!(link.neighbour, 1);
+    assert!(link.gaps > 0, "{link:?}");
+    let counts = (link.gaps, link.recovered, link.given_up);
+    assert_eq!(counts, (total.gaps, total.recovered, total.given_up));
+    assert!((190..=200).contains(&link.data_expected), "{link:?}");
+    assert!(link.rtt_ms.is_some_and(|ms| ms < 100.0), "{link:?}");
     for c in [na.counters().clone(), nb.counters().clone()] {
         assert_eq!((c.forged, c.replayed), (0, 0), "{c:?}");
     }
@@ -382,6 +391,14 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     let mut node = thread.join().unwrap();
     let c = node.counters().clone();
     assert_eq!((c.forged, c.replayed), (4, 1), "{c:?}");
+    // Charged to the link whose address they claimed.
+    let links = node.link_stats();
+    assert_eq!(links.len(), 1, "{links:?}");
+    let want = super::Refusals {
+        forged: 4,
+        replayed: 1,
+    };
+    assert_eq!((links[0].link.neighbour, links[0].refused), (2, want));
     assert_eq!(
         node.protocol_counters().malformed,
         0,
