@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The table and plot of benches/relay_pesq.sh: PESQ MOS-LQO of each mode
-against the loss per link end, with Calliper's MOS of the same stream.
+"""The table and plots of benches/relay_pesq.sh: PESQ MOS-LQO of each mode
+against the loss per hop, with Calliper's MOS of the same stream (a plot
+per number of hops, random loss).
 
 usage: relay_pesq.py RESULTS.tsv CEILING OUT_DIR
 """
@@ -13,7 +14,9 @@ MODES = [("rtpengine", "#c0392b"), ("no-recovery", "#e67e22"), ("overlay", "#247
 def load(path):
     rows = list(csv.DictReader(open(path), delimiter="\t"))
     for r in rows:
-        r["loss"] = float(r["loss_per_link_end"])
+        r["loss"] = float(r["loss_per_hop"])
+        r["hops"] = int(r["hops"])
+        r["burst"] = int(r["burst"])
         r["pesq"] = float(r["pesq"])
         r["calliper_mos"] = float(r["calliper_mos"])
         r["received_loss"] = 100.0 * (1 - int(r["received"]) / int(r["sent"]))
@@ -24,18 +27,21 @@ def table(rows, ceiling):
     out = [
         f"PESQ of the speech through G.711 alone (no network): {ceiling}",
         "",
-        "| loss per hop | mode | received loss | PESQ MOS-LQO | Calliper MOS |",
-        "|---|---|---|---|---|",
+        "| hops | loss per hop | mode | received loss | PESQ MOS-LQO | Calliper MOS |",
+        "|---|---|---|---|---|---|",
     ]
-    for r in sorted(rows, key=lambda r: (r["loss"], [m for m, _ in MODES].index(r["mode"]))):
+    order = [m for m, _ in MODES]
+    for r in sorted(rows, key=lambda r: (r["hops"], r["burst"], r["loss"], order.index(r["mode"]))):
+        loss = f"{r['loss']:g} %" + (f", bursts of {r['burst']}" if r["burst"] > 1 else "")
         out.append(
-            f"| {r['loss']:g} % | {r['mode']} | {r['received_loss']:.2f} % "
+            f"| {r['hops']} | {loss} | {r['mode']} | {r['received_loss']:.2f} % "
             f"| {r['pesq']:.2f} | {r['calliper_mos']:.2f} |"
         )
     return "\n".join(out) + "\n"
 
 
-def plot(rows):
+def plot(rows, hops):
+    rows = [r for r in rows if r["hops"] == hops and r["burst"] == 1]
     w, h, left, bottom, top, right = 560, 360, 60, 50, 20, 150
     losses = sorted({r["loss"] for r in rows})
     x_max = max(losses) or 1.0
@@ -48,7 +54,7 @@ def plot(rows):
         svg.append(f'<text x="{left - 8}" y="{y(m) + 4:.1f}" text-anchor="end">{m:g}</text>')
     for v in losses:
         svg.append(f'<text x="{x(v):.1f}" y="{h - bottom + 18}" text-anchor="middle">{v:g}</text>')
-    svg.append(f'<text x="{(left + w - right) / 2}" y="{h - 10}" text-anchor="middle">loss per hop, % (two lossy hops each way)</text>')
+    svg.append(f'<text x="{(left + w - right) / 2}" y="{h - 10}" text-anchor="middle">loss per hop, % ({hops} lossy hops each way, random)</text>')
     svg.append(f'<text x="15" y="{(h - bottom) / 2}" transform="rotate(-90 15 {(h - bottom) / 2})" text-anchor="middle">MOS</text>')
     for i, (mode, colour) in enumerate(MODES):
         pts = sorted((r["loss"], r["pesq"], r["calliper_mos"]) for r in rows if r["mode"] == mode)
@@ -72,7 +78,8 @@ def main():
     results, ceiling, out = sys.argv[1:4]
     rows = load(results)
     open(f"{out}/table.md", "w").write(table(rows, ceiling))
-    open(f"{out}/plot.svg", "w").write(plot(rows))
+    for hops in sorted({r["hops"] for r in rows if r["burst"] == 1}):
+        open(f"{out}/plot-{hops}hops.svg", "w").write(plot(rows, hops))
     print(table(rows, ceiling))
 
 

@@ -3,8 +3,8 @@
 # measured with real speech: one SIPp call per condition plays four Harvard
 # sentences (espeak-ng, G.711 A-law, 20 ms packets) across the lossy path
 # of tests/netns/relay_path.sh (caller - edge A - core - edge C - callee,
-# nftables dropping LOSS % of the media at random where each link leaves
-# each node: two lossy hops each way), through
+# or with a second core: two or three lossy hops each way, LOSS % dropped
+# where each link leaves each node, at random or in bursts), through
 #   rtpengine     rtpengine at both edges (plain RTP over the path)
 #   no-recovery   Calliper's overlay with `recovery = false`
 #   overlay       Calliper's overlay, recovering hop by hop
@@ -13,23 +13,31 @@
 # narrowband) against the speech sent; Calliper's MOS is the callee probe's
 # for the same stream.
 #
-# usage: sudo benches/relay_pesq.sh OUT [LOSS...]   (LOSS in %, default 0 1 3 5 7)
-# Writes OUT/results.tsv (a row per call), OUT/table.md and OUT/plot.svg.
+# usage: sudo benches/relay_pesq.sh OUT [CONDITION...]
+#   CONDITION: HOPSxLOSS, or HOPSxLOSSbBURST for bursts of BURST packets on
+#   average (Gilbert-Elliott); default: 0, 1, 3, 5 and 7 % random and 5 and
+#   7 % in bursts of 3, each over 2 and 3 hops (14 conditions, 42 calls).
+# Writes OUT/results.tsv (a row per call), OUT/table.md and
+# OUT/plot-2hops.svg, OUT/plot-3hops.svg (random loss).
 # Needs what scripts/test.sh installs (the namespace rigs' tools and
-# target/pesq-python with pesq); CALLIPER names the binary (default
-# target/release/calliper). About 20 s per call: 15 calls, 5 minutes.
+# target/pesq-python with pesq and netfilterqueue); CALLIPER names the
+# binary (default target/release/calliper). About 23 s per call: 16 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,24p' "$0"; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 shift
-losses=("${@:-0 1 3 5 7}")
-read -r -a losses <<<"${losses[*]}"
+conditions=("$@")
+if [ ${#conditions[@]} = 0 ]; then
+    for hops in 2 3; do
+        conditions+=("${hops}x0" "${hops}x1" "${hops}x3" "${hops}x5" "${hops}x7" "${hops}x5b3" "${hops}x7b3")
+    done
+fi
 export CALLIPER=${CALLIPER:-$root/target/release/calliper}
 [ -x "$CALLIPER" ] || { echo "relay_pesq.sh: no $CALLIPER (cargo build --release)" >&2; exit 1; }
 [ -d "$root/target/pesq-python" ] && export PATH=$root/target/pesq-python/bin:$PATH
-python3 -c "import pesq, numpy, scipy, soundfile" 2>/dev/null || {
-    echo "relay_pesq.sh: python3 needs pesq, numpy, scipy, soundfile (scripts/test.sh makes target/pesq-python)" >&2
+python3 -c "import pesq, numpy, scipy, soundfile, netfilterqueue" 2>/dev/null || {
+    echo "relay_pesq.sh: python3 needs pesq, numpy, scipy, soundfile, netfilterqueue (scripts/test.sh makes target/pesq-python)" >&2
     exit 1
 }
 
@@ -67,17 +75,21 @@ sox -t raw -r 8000 -c 1 -e a-law -b 8 "$out/speech.alaw" -e signed-integer -b 16
 echo "PESQ of the speech through G.711 alone: $(python3 "$root/tests/pesq/score.py" "$out/speech.wav" "$out/speech-g711.wav")" |
     tee "$out/ceiling.txt"
 
-printf 'mode\tloss_per_link_end\treceived\tsent\tcalliper_lost\tcalliper_mos\tpesq\n' >"$out/results.tsv"
+printf 'hops\tloss_per_hop\tburst\tmode\treceived\tsent\tcalliper_lost\tcalliper_mos\tpesq\n' >"$out/results.tsv"
 sent=$(( $(stat -c %s "$out/speech.alaw") / 160 ))
 mkdir -p "$out/calls"
-for loss in "${losses[@]}"; do
+for c in "${conditions[@]}"; do
+    [[ "$c" =~ ^([23])x([0-9]+)(b([0-9]+))?$ ]] ||
+        { echo "relay_pesq.sh: $c is not a condition (HOPSxLOSS or HOPSxLOSSbBURST)" >&2; exit 2; }
+    hops=${BASH_REMATCH[1]} loss=${BASH_REMATCH[2]} burst=${BASH_REMATCH[4]:-1}
     for mode in rtpengine no-recovery overlay; do
-        dir=$out/calls/$mode-$loss
+        dir=$out/calls/$c-$mode
         relay=calliper recovery=1
         [ "$mode" != rtpengine ] || relay=rtpengine
         [ "$mode" != no-recovery ] || recovery=0
-        RELAY=$relay RECOVERY=$recovery "$root/tests/netns/relay_path.sh" "$dir" 1 "$loss" 0 >"$dir.log" 2>&1 ||
-            { echo "relay_pesq.sh: the call ($mode, $loss %) failed:" >&2; tail -20 "$dir.log" >&2; exit 1; }
+        RELAY=$relay RECOVERY=$recovery HOPS=$hops BURST=$burst \
+            "$root/tests/netns/relay_path.sh" "$dir" 1 "$loss" 0 >"$dir.log" 2>&1 ||
+            { echo "relay_pesq.sh: the call ($c, $mode) failed:" >&2; tail -20 "$dir.log" >&2; exit 1; }
         decoded=$(python3 "$root/tests/pesq/plc_decode.py" "$dir/callee.pcap" 10.90.2.1 "$dir/received.wav")
         score=$(python3 "$root/tests/pesq/score.py" "$out/speech.wav" "$dir/received.wav")
         stream=$(python3 - "$dir/callee.jsonl" <<'PY'
@@ -90,7 +102,7 @@ print(f"{s['packets']}\t{s['lost']}\t{s['mos']:.3f}")
 PY
 )
         IFS=$'\t' read -r received lost mos <<<"$stream"
-        row="$mode	$loss	$received	$sent	$lost	$mos	$score"
+        row="$hops	$loss	$burst	$mode	$received	$sent	$lost	$mos	$score"
         echo "$row" >>"$out/results.tsv"
         echo "$row    ($decoded)"
     done

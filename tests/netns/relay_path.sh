@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Calls across a lossy three-node path, their media relayed at both ends:
+# Calls across a lossy path of three nodes (or four, HOPS=3), their media
+# relayed at both ends:
 #
 #   caller ── edge A ───────── core ───────── edge C ── callee
 #   A          EA              R              EC         B
@@ -21,12 +22,17 @@
 #              its own (X), owning edge A's address 10.91.1.1, sends the
 #              core FORGED datagrams of each kind (DATA, NACK, HELLO, LSU,
 #              CRTP_STATE) from edge A's overlay port while the calls run.
+# HOPS=3 puts a second core router (and relay node 4) between the core and
+# edge C: three lossy hops each way. BURST=N (N > 1) makes the loss come in
+# bursts of N packets on average (Gilbert-Elliott, on a netfilter queue per
+# link end; needs python3's netfilterqueue), at the same mean LOSS %.
 # RECOVERY=0 turns the overlay's recovery off (`recovery = false`), for
 # comparison; UAC_XML is the caller's SIPp scenario (sipp_calls.sh).
 # `calliper probe` watches each party's interface. Writes to OUT:
 #   callee.jsonl, caller.jsonl   the two probes' records
 #   callee.pcap, caller.pcap     the same interfaces, captured by tcpdump
 #   drops.json                   nftables' drop counters per link end
+#                                (drops-DEV.json, the droppers' logs, with BURST)
 #   node-1.json .. node-3.json   the nodes' counters (calliper)
 #
 # usage: tests/netns/relay_path.sh OUT [CALLS] [LOSS] [FORGED]
@@ -40,13 +46,21 @@ loss=${3:-5}
 forged=${4:-100}
 relay=${RELAY:-calliper}
 : "${CALLIPER:?CALLIPER must name the calliper binary}"
-A=cal-pa-$$ EA=cal-pea-$$ R=cal-pr-$$ EC=cal-pec-$$ B=cal-pb-$$ X=cal-px-$$
+hops=${HOPS:-2}
+burst=${BURST:-1}
+[[ "$hops" =~ ^[23]$ ]] || { echo "relay_path.sh: HOPS is 2 or 3" >&2; exit 2; }
+[[ "$calls" =~ ^[1-9][0-9]*$ && "$loss" =~ ^[0-9]+$ && "$loss" -lt 100 && "$burst" =~ ^[1-9][0-9]*$ ]] ||
+    { echo "relay_path.sh: CALLS is a count, LOSS a whole percentage below 100, BURST a whole number of packets" >&2; exit 2; }
+A=cal-pa-$$ EA=cal-pea-$$ R=cal-pr-$$ R2=cal-pr2-$$ EC=cal-pec-$$ B=cal-pb-$$ X=cal-px-$$
 all=("$A" "$EA" "$R" "$EC" "$B" "$X")
+[ "$hops" = 2 ] || all+=("$R2")
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for n in "${all[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
     sleep 0.2
+    # What did not stop on TERM is killed, so no namespace is left behind.
+    for n in "${all[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true; done
     for n in "${all[@]}"; do ip netns del "$n" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -68,15 +82,27 @@ link() {
 for n in "${all[@]}"; do ipa "$n" ip link set lo up; done
 link "$A" a0 10.90.1.2/24 "$EA" pa 10.90.1.1/24
 link "$EA" x1 10.91.1.1/24 "$R" c1 10.91.1.2/24
-link "$R" c2 10.91.2.2/24 "$EC" x2 10.91.2.1/24
 link "$EC" pb 10.90.2.1/24 "$B" b0 10.90.2.2/24
 ipa "$A" ip route add default via 10.90.1.1
 ipa "$B" ip route add default via 10.90.2.1
 ipa "$EA" ip route add default via 10.91.1.2
-ipa "$EC" ip route add default via 10.91.2.2
 ipa "$R" ip route add 10.90.1.0/24 via 10.91.1.1
-ipa "$R" ip route add 10.90.2.0/24 via 10.91.2.1
-for n in "$EA" "$R" "$EC"; do ipa "$n" sysctl -qw net.ipv4.ip_forward=1; done
+# Link ends where the loss is made: (namespace device) pairs.
+ends=("$EA x1" "$R c1" "$R c2" "$EC x2")
+if [ "$hops" = 2 ]; then
+    link "$R" c2 10.91.2.2/24 "$EC" x2 10.91.2.1/24
+    ipa "$R" ip route add 10.90.2.0/24 via 10.91.2.1
+else
+    # A second core router between the first and edge C.
+    link "$R" c2 10.91.3.1/24 "$R2" d1 10.91.3.2/24
+    link "$R2" d2 10.91.2.2/24 "$EC" x2 10.91.2.1/24
+    ipa "$R" ip route add default via 10.91.3.2
+    ipa "$R2" ip route add 10.90.2.0/24 via 10.91.2.1
+    ipa "$R2" ip route add default via 10.91.3.1
+    ends+=("$R2 d1" "$R2 d2")
+fi
+ipa "$EC" ip route add default via 10.91.2.2
+for n in "${all[@]:1}"; do ipa "$n" sysctl -qw net.ipv4.ip_forward=1; done
 # The forger owns 10.91.1.1 too, on a link of its own to the core; the
 # core must take what comes from there (no reverse-path filter).
 ip link add xf netns "$X" type veth peer name c3 netns "$R"
@@ -87,36 +113,50 @@ for c in all default c3; do ipa "$R" sysctl -qw "net.ipv4.conf.$c.rp_filter=0"; 
 ipa "$X" ip route add 10.91.1.2/32 dev xf
 ipa "$X" ip neigh add 10.91.1.2 lladdr "$(ipa "$R" cat /sys/class/net/c3/address)" dev xf
 
-# Losses where each link leaves each of its ends, counted per end.
-lossy() { # NS DEV...
-    local ns=$1 rules="" d
-    shift
-    for d in "$@"; do
-        rules+="
-    chain out_$d {
-        type filter hook egress device \"$d\" priority 0; policy accept;
-        ip protocol udp udp sport != 5060 udp dport != 5060 numgen random mod 1000 < $((loss * 10)) counter name "drops_$d" drop
-    }"
-    done
-    local counters=""
-    for d in "$@"; do counters+="
-    counter drops_$d { }"; done
-    ipa "$ns" nft -f - <<NFT
-table netdev lossy {$counters$rules
+# Losses where each link leaves each of its ends, counted per end: at
+# random by nftables, or (BURST > 1) in bursts by a Gilbert-Elliott dropper
+# on a netfilter queue per end (tests/pesq/ge_dropper.py --any).
+nonsip="ip protocol udp udp sport != 5060 udp dport != 5060"
+lossy() { # NS DEV
+    if [ "$burst" = 1 ]; then
+        ipa "$1" nft -f - <<NFT
+table netdev lossy_$2 {
+    counter drops_$2 { }
+    chain out {
+        type filter hook egress device "$2" priority 0; policy accept;
+        $nonsip numgen random mod 1000 < $((loss * 10)) counter name "drops_$2" drop
+    }
 }
 NFT
+        return
+    fi
+    local q=$((queue += 1))
+    # Mean loss p/(p+r) = LOSS %, mean burst 1/r = BURST packets.
+    local r p
+    r=$(awk "BEGIN{print 1/$burst}")
+    p=$(awk "BEGIN{l=$loss/100; print $r*l/(1-l)}")
+    ipa "$1" python3 "$here/../pesq/ge_dropper.py" --any --queue "$q" --p "$p" --r "$r" --skip 0 \
+        --seed "$q" --log "$out/drops-$2.json" 2>"$out/dropper-$2.log" &
+    pids+=($!)
+    droppers+=($!)
+    # iptables: this kernel has NFQUEUE as an xtables target, not nft's queue.
+    local chain
+    for chain in OUTPUT FORWARD; do
+        ipa "$1" iptables -A "$chain" -o "$2" -p udp ! --sport 5060 ! --dport 5060 -j NFQUEUE --queue-num "$q"
+    done
 }
-lossy "$EA" x1
-lossy "$R" c1 c2
-lossy "$EC" x2
+queue=0 droppers=()
+for e in "${ends[@]}"; do lossy $e; done
 
 if [ "$relay" = calliper ]; then
-    head -c 32 /dev/urandom >"$out/link-12.key"
-    head -c 32 /dev/urandom >"$out/link-23.key"
+    for l in 12 23 24 43; do head -c 32 /dev/urandom >"$out/link-$l.key"; done
     # node ID LISTEN NEIGHBOURS [EDGE-ADDRESS PORTS PEER-NODE PEER-ADDRESS]
     node() {
         echo "id = $1"
         echo "listen = \"$2:7000\""
+        # One send per datagram, so the loss below decides on each datagram
+        # as it does on rtpengine's (a segmented run would be one packet).
+        echo "segment_sends = false"
         [ "${RECOVERY:-1}" = 1 ] || echo "recovery = false"
         local n
         for n in $3; do
@@ -135,12 +175,20 @@ ports = "$5"
 peers = [{ node = $6, address = "$7" }]
 TOML
     }
+    # Edge C's neighbour: the core (node 2), or the second core (node 4).
+    if [ "$hops" = 2 ]; then
+        before_c="2@10.91.1.2,$out/link-23.key"
+        node 2 10.91.1.2 "1@10.91.1.1,$out/link-12.key 3@10.91.2.1,$out/link-23.key" >"$out/node-2.toml"
+    else
+        before_c="4@10.91.2.2,$out/link-43.key"
+        node 2 10.91.1.2 "1@10.91.1.1,$out/link-12.key 4@10.91.2.2,$out/link-24.key" >"$out/node-2.toml"
+        node 4 10.91.2.2 "2@10.91.1.2,$out/link-24.key 3@10.91.2.1,$out/link-43.key" >"$out/node-4.toml"
+    fi
     node 1 10.91.1.1 "2@10.91.1.2,$out/link-12.key" 10.90.1.1 40000-40999 3 10.90.2.1 >"$out/node-1.toml"
-    node 2 10.91.1.2 "1@10.91.1.1,$out/link-12.key 3@10.91.2.1,$out/link-23.key" >"$out/node-2.toml"
-    node 3 10.91.2.1 "2@10.91.1.2,$out/link-23.key" 10.90.2.1 40000-40999 1 10.90.1.1 >"$out/node-3.toml"
-    declare -A nodes=([1]="$EA" [2]="$R" [3]="$EC")
+    node 3 10.91.2.1 "$before_c" 10.90.2.1 40000-40999 1 10.90.1.1 >"$out/node-3.toml"
+    declare -A nodes=([1]="$EA" [2]="$R" [3]="$EC" [4]="$R2")
     node_pids=()
-    for i in 1 2 3; do
+    for i in 1 2 3 $([ "$hops" = 2 ] || echo 4); do
         ip netns exec "${nodes[$i]}" "$CALLIPER" relay run "$out/node-$i.toml" --stats "$out/node-$i.json" \
             >"$out/node-$i.log" 2>&1 &
         node_pids+=($!)
@@ -202,20 +250,29 @@ sleep 1
 if [ "$relay" = calliper ]; then
     # The nodes write their counters when stopped.
     kill -INT "${node_pids[@]}"
-    wait "${node_pids[@]}" || { echo "a node failed:"; tail -5 "$out"/node-*.log; exit 1; }
+    for p in "${node_pids[@]}"; do
+        wait "$p" || { echo "a node failed:"; tail -5 "$out"/node-*.log; exit 1; }
+    done
 fi
 # The probes write the calls still open when stopped.
 kill -TERM "${probes[@]}"
 for i in 0 1; do
     wait "${probes[$i]}" || { echo "a probe failed:"; cat "$out"/probe-*.log; exit 1; }
 done
-{
-    echo '['
-    ipa "$EA" nft -j list counters table netdev lossy
-    echo ','
-    ipa "$R" nft -j list counters table netdev lossy
-    echo ','
-    ipa "$EC" nft -j list counters table netdev lossy
-    echo ']'
-} >"$out/drops.json"
+if [ "$burst" = 1 ]; then
+    {
+        sep='['
+        for e in "${ends[@]}"; do
+            read -r ns dev <<<"$e"
+            echo "$sep"
+            ipa "$ns" nft -j list counters table netdev "lossy_$dev"
+            sep=','
+        done
+        echo ']'
+    } >"$out/drops.json"
+else
+    # The droppers write their logs (drops-DEV.json) when stopped.
+    kill -TERM "${droppers[@]}"
+    wait "${droppers[@]}" || true
+fi
 echo "netns: $calls calls across the path ($relay, $loss % loss per link end) in $out"

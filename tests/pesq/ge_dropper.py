@@ -7,6 +7,8 @@ pattern, so a condition is reproducible and the drop list is exact ground truth.
     p = P(good->bad), r = P(bad->good), loss in bad = 1-h, loss in good = 1-k.
     Mean loss (h=0,k=1) = p/(p+r); mean burst length = 1/r.
   ge_dropper.py --bernoulli 0.05 ...   plain random loss
+  ge_dropper.py --any ...   every packet of the queue in turn, whatever it
+    carries (a relay link's datagrams), instead of RTP by sequence number
 Stops on SIGTERM/SIGINT and writes the log."""
 import argparse, json, random, signal, sys
 from netfilterqueue import NetfilterQueue
@@ -21,6 +23,7 @@ ap.add_argument("--bernoulli", type=float, default=None)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--skip", type=int, default=5, help="never drop the first N packets")
 ap.add_argument("--log", default="drops.json")
+ap.add_argument("--any", action="store_true", help="drop by the queue's packet count, not RTP")
 a = ap.parse_args()
 
 rng = random.Random(a.seed)
@@ -36,6 +39,15 @@ for i in range(N):
 
 first = {}     # ssrc -> first seq
 stats = {"seen": 0, "dropped": 0, "dropped_idx": []}
+
+def cb_any(pkt):
+    idx = stats["seen"] % N
+    stats["seen"] += 1
+    if pattern[idx]:
+        stats["dropped"] += 1; stats["dropped_idx"].append(idx)
+        pkt.drop()
+    else:
+        pkt.accept()
 
 def cb(pkt):
     raw = pkt.get_payload()
@@ -54,7 +66,7 @@ def cb(pkt):
         pkt.accept()
 
 nfq = NetfilterQueue()
-nfq.bind(a.queue, cb)
+nfq.bind(a.queue, cb_any if a.any else cb)
 def stop(*_):
     raise KeyboardInterrupt
 signal.signal(signal.SIGTERM, stop)

@@ -22,6 +22,7 @@ mod options;
 mod probe;
 mod recording;
 mod relay;
+mod relay_stats;
 mod report;
 mod run;
 mod serve;

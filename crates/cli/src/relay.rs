@@ -1,5 +1,6 @@
 //! `calliper relay`: the media relay overlay.
 
+use crate::relay_stats::StatsWriter;
 use anyhow::{Context, Result};
 use calliper_relay::sim;
 use std::path::PathBuf;
@@ -12,20 +13,27 @@ pub enum RelayCommand {
 its neighbours; only datagrams from those neighbours (and local clients) are accepted, everything \
 else is counted and dropped.\n\nExample:\n\n  id = 1\n  listen = \"10.0.0.1:7000\"\n  \
 nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget_ms = 100\n  \
+recovery = true       # false: forward what arrives, ask for nothing (for comparison)\n  \
 busy_poll = false     # true: never sleep, lowest latency, one core busy\n  \
 socket_buffer = 4194304\n\n  \
-[[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"\n  loss_pct = 5   # emulated on what we send it\n  \
-delay_ms = 10\n  rate_kbps = 0  # emulated bandwidth towards it; 0: none\n  crtp = false   # compress RTP \
+[[neighbours]]\n  id = 2\n  addr = \"10.0.0.2:7000\"   # its listen address\n  \
+loss_pct = 0   # tests only: loss emulated on what we send it\n  \
+delay_ms = 0   # tests only: delay emulated likewise\n  rate_kbps = 0  # tests only: emulated bandwidth; 0: none\n  crtp = false   # compress RTP \
 headers on this link (the neighbour says the same of us)\n  crtp_repeats = 0  # with crtp: RFC 3545's N, \
 0 for plain RFC 2508\n  key_file = \"link-1-2.key\"  # authenticate every datagram on this link \
 (16 to 1024 bytes, the same file at both ends, relative to this file; without it the neighbour is known by its address alone)\n\n  \
 [edge]                 # optional: SIP proxies steer calls' media here (rtpengine's ng protocol)\n  \
 control = \"udp:127.0.0.1:2223\"   # required; Kamailio: modparam(\"rtpengine\", \"rtpengine_sock\", \"udp:127.0.0.1:2223\")\n  \
-address = \"10.0.0.1\"   # media is received here and written into SDP\n  \
+address = \"192.0.2.1\"  # media is received here and written into SDP\n  \
 ports = \"40000-40999\"  # RTP on even ports, RTCP on the next\n  \
 allow = []             # control from addresses other than loopback\n  \
-peers = [{ node = 2, address = \"10.0.0.2\" }]   # other edges: media to them crosses the overlay\n  \
+peers = [{ node = 3, address = \"198.51.100.1\" }]   # other edges by their [edge] address \
+(not their listen address): media to them crosses the overlay\n  \
 max_calls = 10000\n  idle_timeout_s = 60\n\n\
+--stats FILE writes the counters when the node stops (SIGINT, SIGTERM): protocol, socket, each \
+link's (data from that neighbour: RTT, loss before and after recovery, recovered, given up, forged, \
+replayed) and the edge's; --stats-every S rewrites it while the node runs (without the edge's). \
+docs/relay.md has a three-node example (two edges and a core).\n\n\
 Applications talk to the node with `calliper relay send` / `recv` or the library's Client."
     )]
     Run(NodeArgs),
@@ -253,11 +261,17 @@ impl NodeArgs {
                 cfg.listen
             )
         })?;
+        let keys: Vec<&std::path::Path> = cfg
+            .neighbours
+            .iter()
+            .filter_map(|n| n.key_file.as_deref())
+            .collect();
+        let inputs: Vec<&std::path::Path> = std::iter::once(config.as_path()).chain(keys).collect();
+        let mut stats = StatsWriter::start(stats.as_deref(), stats_every, &inputs)?;
         let edge = start_edge(&cfg, &config)?;
         // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
         crate::probe::signals::install();
         let start = std::time::Instant::now();
-        let mut next_stats = stats_every.unwrap_or(f64::INFINITY);
         node.run(|n| {
             let t = start.elapsed().as_secs_f64();
             for &(id, at) in &cuts {
@@ -265,13 +279,7 @@ impl NodeArgs {
                     n.set_link_down(id, true);
                 }
             }
-            if let (true, Some(path)) = (t >= next_stats, &stats) {
-                next_stats = t + stats_every.unwrap_or(f64::INFINITY);
-                // A failed write is reported; the node goes on relaying.
-                if let Err(e) = write_stats(path, &node_stats(n, None)) {
-                    eprintln!("calliper relay: {e:#}");
-                }
-            }
+            stats.tick(t, n);
             duration.is_some_and(|d| t >= d)
                 || crate::probe::signals::stop_requested()
                 || edge.as_ref().is_some_and(|(_, h)| h.is_finished())
@@ -287,38 +295,8 @@ impl NodeArgs {
             }
             None => None,
         };
-        let v = node_stats(&mut node, edge);
-        match stats {
-            Some(p) => write_stats(&p, &v)?,
-            None => eprintln!("{v}"),
-        }
-        Ok(())
+        stats.finish(&mut node, edge)
     }
-}
-
-/// A node's counters as `--stats` writes them (`edge` once it has stopped).
-fn node_stats(
-    node: &mut calliper_relay::udp::UdpNode,
-    edge: Option<calliper_relay::edge::EdgeCounters>,
-) -> serde_json::Value {
-    serde_json::json!({
-        "protocol": node.protocol_counters(),
-        "socket": node.counters(),
-        "links": node.link_stats(),
-        "edge": edge,
-    })
-}
-
-/// Writes `v` to `path` whole: into a private file beside it, renamed over
-/// it, so a reader never sees half of it.
-fn write_stats(path: &std::path::Path, v: &serde_json::Value) -> Result<()> {
-    let mut beside = path.as_os_str().to_owned();
-    beside.push(".part");
-    let beside = PathBuf::from(beside);
-    calliper_store::create_private(&beside)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, v.to_string().as_bytes()))
-        .and_then(|()| std::fs::rename(&beside, path))
-        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 impl SendArgs {

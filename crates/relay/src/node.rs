@@ -283,6 +283,7 @@ impl Node {
             }
             Message::Lsu(l) => self.receive_lsu(now, li, l),
             Message::LsAck { origin, seq } => self.receive_lsack(now, li, origin, seq),
+            Message::Tail { next_data_seq } => self.tail(now, li, next_data_seq),
         }
     }
 
@@ -304,7 +305,8 @@ impl Node {
         }
     }
 
-    /// Runs what is due at `now`: hellos, dead links, NACK rounds, LSU resends.
+    /// Runs what is due at `now`: hellos, dead links, NACK rounds, tails,
+    /// LSU resends.
     pub fn handle_timeout(&mut self, now: i64) {
         let mut changed = false;
         for li in 0..self.links.len() {
@@ -343,6 +345,10 @@ impl Node {
                 };
                 self.emit(li, 0, hello);
             }
+            if let Some(next_data_seq) = self.links[li].take_tail(now) {
+                self.counters.tails_sent += 1;
+                self.emit(li, 0, Message::Tail { next_data_seq });
+            }
             let link = &mut self.links[li];
             while link.history.front().is_some_and(|h| now - h.1 > budget) {
                 link.history.pop_front();
@@ -363,6 +369,9 @@ impl Node {
             }
             for m in l.missing.values() {
                 t = t.min(m.next_at);
+            }
+            if let Some(at) = l.tail_due() {
+                t = t.min(at);
             }
         }
         t.min(self.link_state_timeout())
@@ -416,6 +425,7 @@ impl Node {
         let seq = link.next_link_seq();
         let data_seq = link.tx_data_seq;
         link.tx_data_seq = data_seq.wrapping_add(1);
+        link.data_sent(now);
         let mut bytes = Vec::with_capacity(packet::HEADER + packet::DATA_HEADER + payload.len());
         packet::encode(
             &Datagram {

@@ -97,6 +97,14 @@ pub enum Message<'a> {
         /// Which version.
         seq: u32,
     },
+    /// Sent when data on the link has paused: the data sequence number the
+    /// next data will take, so the receiver finds the last packets before
+    /// the pause missing (no later data would show the gap) while they can
+    /// still be asked for.
+    Tail {
+        /// The next data sequence number.
+        next_data_seq: u32,
+    },
 }
 
 /// A data packet.
@@ -159,6 +167,7 @@ const HELLO: u8 = 3;
 const LSU: u8 = 4;
 const LSACK: u8 = 5;
 const CRTP_STATE: u8 = 6;
+const TAIL: u8 = 7;
 
 fn u16_at(b: &[u8], i: usize) -> Result<u16, DecodeError> {
     b.get(i..i + 2)
@@ -235,6 +244,9 @@ pub fn decode(b: &[u8]) -> Result<Datagram<'_>, DecodeError> {
             seq: u32_at(body, 2)?,
         },
         CRTP_STATE => Message::CrtpState(body),
+        TAIL => Message::Tail {
+            next_data_seq: u32_at(body, 0)?,
+        },
         _ => return Err(DecodeError::UnknownKind),
     };
     Ok(Datagram {
@@ -254,6 +266,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
         Message::Lsu(_) => LSU,
         Message::LsAck { .. } => LSACK,
         Message::CrtpState(_) => CRTP_STATE,
+        Message::Tail { .. } => TAIL,
     };
     out.extend_from_slice(&MAGIC);
     out.push(kind);
@@ -303,6 +316,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&seq.to_be_bytes());
         }
         Message::CrtpState(b) => out.extend_from_slice(b),
+        Message::Tail { next_data_seq } => out.extend_from_slice(&next_data_seq.to_be_bytes()),
     }
 }
 
@@ -345,6 +359,9 @@ mod tests {
             }),
             Message::LsAck { origin: 4, seq: 8 },
             Message::CrtpState(&[1, 1, 7, 0x83, 0]),
+            Message::Tail {
+                next_data_seq: 0xFFFF_FFFE,
+            },
         ];
         let mut buf = Vec::new();
         for msg in msgs {

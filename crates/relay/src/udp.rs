@@ -50,11 +50,17 @@ pub struct NodeConfig {
     pub budget_ms: f64,
     /// Ask neighbours again for what a link lost (false: forward what
     /// arrives and count the rest given up, to measure what recovery buys).
-    #[serde(default = "default_recovery")]
+    #[serde(default = "default_true")]
     pub recovery: bool,
     /// Poll the socket without sleeping: lowest latency, one core always busy.
     #[serde(default)]
     pub busy_poll: bool,
+    /// Send a run of equal-sized datagrams to one neighbour as one
+    /// segmented send (UDP GSO: fewer system calls). False: one send per
+    /// datagram, so a firewall or loss emulator on the path sees, and
+    /// decides on, each datagram.
+    #[serde(default = "default_true")]
+    pub segment_sends: bool,
     /// Socket buffer size to ask for each way (bytes); a burst the node
     /// cannot yet read waits here rather than being dropped.
     #[serde(default = "default_socket_buffer")]
@@ -112,7 +118,7 @@ fn default_metric() -> Metric {
 fn default_budget() -> f64 {
     100.0
 }
-fn default_recovery() -> bool {
+fn default_true() -> bool {
     true
 }
 
@@ -302,7 +308,11 @@ impl UdpNode {
             client_lease_ns: (cfg.client_lease_ms as i64).saturating_mul(1_000_000),
             start: Instant::now(),
             busy_poll: cfg.busy_poll,
-            tx: SendBatch::default(),
+            tx: if cfg.segment_sends {
+                SendBatch::default()
+            } else {
+                SendBatch::default().without_segmentation()
+            },
             counters: SocketCounters {
                 receive_buffer,
                 ..SocketCounters::default()

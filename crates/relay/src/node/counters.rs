@@ -35,6 +35,12 @@ counters! {
     given_up,
     /// NACK datagrams sent.
     nacks_sent,
+    /// Jumps in a neighbour's data numbers too large to be loss (over
+    /// 65 536): taken as a new start, not counted as gaps.
+    data_resyncs,
+    /// Tails sent (data paused: the next data sequence number, so the
+    /// neighbour finds the last packets before the pause if they were lost).
+    tails_sent,
     /// Packets retransmitted.
     retransmitted,
     /// Retransmissions refused by the token bucket.

@@ -1,7 +1,7 @@
 //! One link's state: what was sent within the budget, what is missing,
 //! loss and RTT measurement, the cost last advertised.
 
-use super::{LinkCrtp, NodeId, MAX_TOKENS};
+use super::{LinkCrtp, NodeId, MAX_TOKENS, MS};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A gap in the link's data sequence: when it was seen, how often it was
@@ -55,6 +55,17 @@ pub struct LinkReport {
     pub loss_after_recovery_percent: f64,
 }
 
+/// Tails sent when data pauses ([`crate::packet::Message::Tail`]): a second
+/// in case the first is lost.
+const TAILS: u8 = 2;
+/// A tail waits twice the link's longest recent gap between data packets
+/// (calls in step send in bursts: the gap that matters is the one between
+/// bursts, not the mean), within these bounds: past the next packet of a steady stream (20-30 ms apart),
+/// and early enough that what it shows missing can still come back within
+/// a 100 ms budget.
+const TAIL_WAIT_MIN: i64 = 5 * MS;
+const TAIL_WAIT_MAX: i64 = 50 * MS;
+
 /// A neighbour and the state of the link to it.
 #[derive(Debug)]
 pub(super) struct Link {
@@ -85,6 +96,12 @@ pub(super) struct Link {
     /// RTP header compression, when both ends enable it.
     pub(super) crtp: Option<Box<LinkCrtp>>,
     pub(super) tally: LinkTally,
+    /// When data was last sent (i64::MIN: never), the longest recent gap
+    /// between data packets (held at each peak, decaying slowly), and tails
+    /// sent since.
+    last_data_sent: i64,
+    data_gap_ns: i64,
+    tails_sent: u8,
 }
 
 impl Link {
@@ -117,7 +134,40 @@ impl Link {
             advertised: None,
             crtp: None,
             tally: LinkTally::default(),
+            last_data_sent: i64::MIN,
+            data_gap_ns: TAIL_WAIT_MAX,
+            tails_sent: 0,
         }
+    }
+
+    /// Notes original data sent at `now` (not a retransmission).
+    pub(super) fn data_sent(&mut self, now: i64) {
+        if self.last_data_sent != i64::MIN {
+            let gap = now
+                .saturating_sub(self.last_data_sent)
+                .clamp(0, TAIL_WAIT_MAX);
+            if gap >= self.data_gap_ns {
+                self.data_gap_ns = gap;
+            } else {
+                self.data_gap_ns -= (self.data_gap_ns - gap) / 64;
+            }
+        }
+        self.last_data_sent = now;
+        self.tails_sent = 0;
+    }
+
+    /// When the next tail is due, if data has paused and tails remain.
+    pub(super) fn tail_due(&self) -> Option<i64> {
+        let wait = (2 * self.data_gap_ns).clamp(TAIL_WAIT_MIN, TAIL_WAIT_MAX);
+        (self.alive && self.last_data_sent != i64::MIN && self.tails_sent < TAILS)
+            .then(|| self.last_data_sent + wait * (self.tails_sent as i64 + 1))
+    }
+
+    /// Takes the tail due at `now`, if any: the next data sequence number.
+    pub(super) fn take_tail(&mut self, now: i64) -> Option<u32> {
+        let due = self.tail_due().is_some_and(|at| now >= at);
+        self.tails_sent += due as u8;
+        due.then_some(self.tx_data_seq)
     }
 
     /// This link's report.

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The largest jump in a neighbour's data numbers taken as loss: several
+/// seconds of a busy link (what exceeds `MAX_MISSING` is given up at once).
+const MAX_GAP: u32 = 65_536;
+
 impl Node {
     /// Data sequence accounting. Returns false for a copy already seen.
     pub(super) fn account(&mut self, now: i64, li: usize, seq: u32, retransmit: bool) -> bool {
@@ -21,35 +25,8 @@ impl Node {
         let d = seq.wrapping_sub(next) as i32;
         if d >= 0 {
             link.tally.in_order += 1;
-            link.tally.gaps += d as u64;
-            self.counters.gaps += d as u64;
-        }
-        if d >= 0 && !self.cfg.recovery {
-            self.counters.given_up += d as u64;
-            link.tally.given_up += d as u64;
-            link.rx_data_next = Some(seq.wrapping_add(1));
-            true
-        } else if d >= 0 {
-            for k in 0..d as u32 {
-                if link.missing.len() >= MAX_MISSING {
-                    let left = (d as u32 - k) as u64;
-                    self.counters.given_up += left;
-                    link.tally.given_up += left;
-                    break;
-                }
-                link.missing.insert(
-                    next.wrapping_add(k),
-                    Missing {
-                        detected: now,
-                        rounds: 0,
-                        next_at: now,
-                    },
-                );
-            }
-            link.rx_data_next = Some(seq.wrapping_add(1));
-            if d > 0 {
-                self.nack_due(now, li);
-            }
+            self.open_gaps(now, li, next, d as u32);
+            self.links[li].rx_data_next = Some(seq.wrapping_add(1));
             true
         } else if link.missing.remove(&seq).is_some() {
             // A late original: reordered, not lost.
@@ -58,6 +35,60 @@ impl Node {
             true
         } else {
             false
+        }
+    }
+
+    /// The neighbour's data paused at `next` (the number its next data
+    /// will take): what it sent before that and has not arrived is missing,
+    /// as a later data packet would have shown.
+    pub(super) fn tail(&mut self, now: i64, li: usize, next: u32) {
+        let link = &mut self.links[li];
+        let Some(expected) = link.rx_data_next else {
+            // Nothing arrived yet: its data starts here.
+            link.rx_data_next = Some(next);
+            return;
+        };
+        let d = next.wrapping_sub(expected) as i32;
+        if d > 0 {
+            self.open_gaps(now, li, expected, d as u32);
+            self.links[li].rx_data_next = Some(next);
+        }
+    }
+
+    /// Data `from` .. `from + count` did not arrive: asked for (or given up
+    /// without recovery, or beyond the cap on what is asked for at once).
+    /// A jump past [`MAX_GAP`] is a resync, not a loss: one datagram
+    /// (spoofed, on a link without a key) must not move the link's loss
+    /// figures by billions.
+    fn open_gaps(&mut self, now: i64, li: usize, from: u32, count: u32) {
+        if count > MAX_GAP {
+            self.counters.data_resyncs += 1;
+            return;
+        }
+        let link = &mut self.links[li];
+        link.tally.gaps += count as u64;
+        self.counters.gaps += count as u64;
+        if !self.cfg.recovery {
+            self.counters.given_up += count as u64;
+            link.tally.given_up += count as u64;
+            return;
+        }
+        for k in 0..count {
+            if link.missing.len() >= MAX_MISSING {
+                let left = (count - k) as u64;
+                self.counters.given_up += left;
+                link.tally.given_up += left;
+                break;
+            }
+            let m = Missing {
+                detected: now,
+                rounds: 0,
+                next_at: now,
+            };
+            link.missing.insert(from.wrapping_add(k), m);
+        }
+        if count > 0 {
+            self.nack_due(now, li);
         }
     }
 

@@ -245,3 +245,94 @@ fn lsu_flood_from_invented_origins_is_bounded_and_counted() {
     assert_eq!(n.next_hop(3), Some(2));
     assert_eq!(n.counters.lsu_origins_evicted, 1);
 }
+
+/// A stream's last packet lost on the link, and no data after it to show
+/// the gap: the sender's tail (data paused) shows it, and it is recovered
+/// well within the budget. While the stream flows (20 ms apart) no tail
+/// is sent.
+#[test]
+fn a_lost_last_packet_is_found_by_the_tail_and_recovered() {
+    let mut net = Net::new(2, &[(1, 2)]);
+    net.run_ms(500);
+    for i in 0..10u8 {
+        let now = net.now;
+        net.node(1).send(now, 2, 7, &[i; 20]);
+        net.collect();
+        if i == 9 {
+            // The last datagram taken is the data just sent: lose it.
+            let last = net.in_flight.pop().unwrap();
+            assert_eq!(last.3[2], 1, "a DATA datagram");
+        } else {
+            net.run_ms(20);
+        }
+    }
+    assert_eq!(
+        net.node(1).counters.tails_sent,
+        0,
+        "tails while data flowed"
+    );
+    let lost_at = net.now;
+    let mut delivered = Vec::new();
+    for _ in 0..200 {
+        net.run_ms(1);
+        while let Some(d) = net.node(2).poll_delivery() {
+            delivered.push((net.now - lost_at, d.payload[0]));
+        }
+    }
+    assert_eq!(delivered.len(), 10, "{delivered:?}");
+    let (after, last) = delivered[9];
+    assert_eq!(last, 9);
+    // Found a tail wait after it was sent (twice the longest recent gap,
+    // at most 50 ms), then one NACK round trip over 1 ms links.
+    assert!(after <= 55 * MS, "recovered {} ms after", after / MS);
+    let c = &net.node(2).counters;
+    assert_eq!((c.gaps, c.recovered, c.given_up), (1, 1, 0));
+    assert!((1..=2).contains(&net.node(1).counters.tails_sent));
+}
+
+/// One datagram (spoofable on a link without a key) claiming data far
+/// ahead, or a tail far ahead, is a resync, not billions of lost packets;
+/// a real gap, by data or by tail, is loss.
+#[test]
+fn far_jumps_in_data_numbers_are_resyncs_not_loss() {
+    let mut n = Node::new(Config::new(1), &[2], 0);
+    let datagram = |msg: Message<'_>| {
+        let mut bytes = Vec::new();
+        let d = Datagram {
+            flags: 0,
+            link_seq: 0,
+            msg,
+        };
+        packet::encode(&d, &mut bytes);
+        bytes
+    };
+    let data = |data_seq: u32| {
+        datagram(Message::Data(Data {
+            origin: 2,
+            dest: 1,
+            vport: 7,
+            ttl: 8,
+            data_seq,
+            msg_seq: data_seq,
+            sent_us: 0,
+            payload: b"x",
+        }))
+    };
+    for (seq, gaps) in [(0, 0), (3, 2), (3 + (1 << 31), 2)] {
+        n.handle(MS, 2, &data(seq));
+        assert_eq!(n.counters.gaps, gaps, "after data {seq}");
+    }
+    let next = (3u32 + (1 << 31)).wrapping_add(1);
+    for (tail, gaps) in [(next + 4, 6), (next + 4 + 70_000, 6)] {
+        n.handle(
+            MS,
+            2,
+            &datagram(Message::Tail {
+                next_data_seq: tail,
+            }),
+        );
+        assert_eq!(n.counters.gaps, gaps, "after tail {tail}");
+    }
+    assert_eq!(n.counters.data_resyncs, 2);
+    assert_eq!(n.link_reports()[0].gaps, 6);
+}

@@ -15,6 +15,7 @@ fn node_config(id: NodeId, listen: SocketAddr, neighbours: Vec<Neighbour>) -> No
         nack_rounds: 0,
         budget_ms: 100.0,
         recovery: true,
+        segment_sends: true,
         busy_poll: false,
         socket_buffer: 1 << 20,
         client_lease_ms: 30_000,
