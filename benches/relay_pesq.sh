@@ -41,28 +41,12 @@ python3 -c "import pesq, numpy, scipy, soundfile, netfilterqueue" 2>/dev/null ||
     exit 1
 }
 
-espeak-ng -v en-us -s 150 -w "$out/speech-raw.wav" "The birch canoe slid on the smooth planks. \
-Glue the sheet to the dark blue background. It is easy to tell the depth of a well. \
-These days a chicken leg is a rare dish."
-sox "$out/speech-raw.wav" -r 8000 -c 1 -b 16 -e signed-integer "$out/speech.wav" \
-    silence 1 0.01 0.1% reverse silence 1 0.01 0.1% reverse sinc 300-3400 gain -n -3 pad 0.5 0.5
+[ ! -e "$out/calls" ] || { echo "relay_pesq.sh: $out/calls exists: give a new OUT" >&2; exit 2; }
+"$root/tests/pesq/sentences.sh" "$out"
 sox "$out/speech.wav" -t raw -e a-law -b 8 "$out/speech.alaw"
-# The A-law bytes as RTP for SIPp to play: payload type 8, 160 bytes each
-# 20 ms (the codec tests/netns/uac.xml and uas.xml offer and answer).
-python3 - "$out/speech.alaw" "$out/speech.pcap" <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-out = open(sys.argv[2], "wb")
-out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-for k, at in enumerate(range(0, len(data) - len(data) % 160, 160)):
-    rtp = struct.pack("!BBHII", 0x80, 8, (1000 + k) & 0xFFFF, 5000 + 160 * k, 0x5EEC4) + data[at:at + 160]
-    udp = struct.pack("!HHHH", 6000, 6002, 8 + len(rtp), 0) + rtp
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), k & 0xFFFF, 0, 64, 17, 0,
-                     bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])) + udp
-    frame = b"\x00" * 12 + b"\x08\x00" + ip
-    t = k * 20_000
-    out.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(frame), len(frame)) + frame)
-PY
+# The A-law bytes as RTP for SIPp to play (the codec tests/netns/uac.xml
+# and uas.xml offer and answer).
+python3 "$root/tests/netns/alaw_rtp.py" "$out/speech.alaw" "$out/speech.pcap"
 pause_ms=$(awk "BEGIN{printf \"%d\", $(soxi -D "$out/speech.wav") * 1000 + 1500}")
 sed -e "s|/usr/share/sip-tester/g711a.pcap|$out/speech.pcap|" \
     -e "s|<pause milliseconds=\"8000\"/>|<pause milliseconds=\"$pause_ms\"/>|" \

@@ -41,6 +41,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
+# The probes append to their outputs: a run of its own in a fresh directory.
+[ -z "$(ls -A "$out")" ] || { echo "relay_path.sh: $out is not empty: give a new directory" >&2; exit 2; }
 calls=${2:-8}
 loss=${3:-5}
 forged=${4:-100}

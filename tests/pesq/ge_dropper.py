@@ -40,14 +40,17 @@ for i in range(N):
 first = {}     # ssrc -> first seq
 stats = {"seen": 0, "dropped": 0, "dropped_idx": []}
 
-def cb_any(pkt):
-    idx = stats["seen"] % N
+def decide(pkt, idx):
+    """Drops or passes the packet at pattern index idx, and counts it."""
     stats["seen"] += 1
     if pattern[idx]:
         stats["dropped"] += 1; stats["dropped_idx"].append(idx)
         pkt.drop()
     else:
         pkt.accept()
+
+def cb_any(pkt):
+    decide(pkt, stats["seen"] % N)
 
 def cb(pkt):
     raw = pkt.get_payload()
@@ -57,13 +60,7 @@ def cb(pkt):
         pkt.accept(); return
     seq = int.from_bytes(rtp[2:4], "big"); ssrc = rtp[8:12]
     f = first.setdefault(ssrc, seq)
-    idx = (seq - f) % N
-    stats["seen"] += 1
-    if pattern[idx]:
-        stats["dropped"] += 1; stats["dropped_idx"].append(idx)
-        pkt.drop()
-    else:
-        pkt.accept()
+    decide(pkt, (seq - f) % N)
 
 nfq = NetfilterQueue()
 nfq.bind(a.queue, cb_any if a.any else cb)

@@ -48,11 +48,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Speech: four Harvard sentences, telephone band, 8 kHz, level -3 dBFS peak.
-espeak-ng -v en-us -s 150 -w "$out/speech-raw.wav" "The birch canoe slid on the smooth planks. \
-Glue the sheet to the dark blue background. It is easy to tell the depth of a well. \
-These days a chicken leg is a rare dish."
-sox "$out/speech-raw.wav" -r 8000 -c 1 -b 16 -e signed-integer "$out/speech.wav" \
-    silence 1 0.01 0.1% reverse silence 1 0.01 0.1% reverse sinc 300-3400 gain -n -3 pad 0.5 0.5
+"$here/sentences.sh" "$out"
 sox -n -r 8000 -c 1 -b 16 "$out/silence.wav" trim 0 30
 # The ceiling: the speech through mu-law and back, no network at all.
 sox "$out/speech.wav" -e u-law "$out/speech-ulaw.wav"

@@ -273,7 +273,7 @@ impl Edge {
                 return;
             };
             let now = self.now();
-            if let Some(f) = self.core.forward(now, port, Source::Net(src), n) {
+            if let Some(f) = self.core.forward(now, port, Source::Net(src), &buf[..n]) {
                 self.send(f, &buf[..n]);
             }
         }
@@ -299,7 +299,7 @@ impl Edge {
             );
             let src = Source::Peer(SocketAddr::new(peer.address, from));
             let now = self.now();
-            if let Some(f) = self.core.forward(now, to, src, n - 4) {
+            if let Some(f) = self.core.forward(now, to, src, &buf[4..n]) {
                 self.send(f, &buf[4..n]);
             }
         }

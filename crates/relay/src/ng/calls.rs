@@ -138,6 +138,8 @@ pub(super) struct Party {
     pub(super) local: Vec<u16>,
     /// Media received from it, RTP and RTCP: packets and bytes.
     pub(super) received: [(u64, u64); 2],
+    /// Its RTP by sequence number, per audio stream: what never arrived.
+    pub(super) rtp_seq: Vec<super::media::SeqCount>,
 }
 
 #[derive(Debug)]
@@ -503,6 +505,10 @@ impl Control {
             let (packets, bytes) = party.received[0];
             w.dict(Some(tag))
                 .int("bytes", saturating(bytes))
+                .int(
+                    "lost",
+                    saturating(party.rtp_seq.iter().map(|s| s.lost()).sum()),
+                )
                 .int("packets", saturating(packets))
                 .text("tag", tag)
                 .end();

@@ -13,9 +13,65 @@ pub enum Source {
     Peer(SocketAddr),
 }
 
+/// A party's RTP by sequence number (RFC 3550 A.1, simplified): what it
+/// sent and never arrived here, in this direction. From another edge, what
+/// the overlay's recovery could not bring back.
+#[derive(Debug, Default)]
+pub(super) struct SeqCount {
+    /// First and highest extended sequence numbers of the current run.
+    first: u64,
+    highest: u64,
+    /// Packets of the current run, and what earlier runs lost.
+    received: u64,
+    lost_before: u64,
+    started: bool,
+}
+
+/// A jump this far from the highest starts a new run (a new sender, a
+/// restart) rather than counting as loss or as reordering.
+const SEQ_RESTART: u64 = 3000;
+
+impl SeqCount {
+    /// Where a run's first number is put, so numbers before it stay positive.
+    const BASE: u64 = 1 << 32;
+
+    /// Takes an RTP datagram (anything else is ignored).
+    fn add(&mut self, datagram: &[u8]) {
+        let [b0, _, s0, s1, ..] = *datagram else {
+            return;
+        };
+        if b0 >> 6 != 2 || datagram.len() < 12 {
+            return;
+        }
+        let seq = u16::from_be_bytes([s0, s1]);
+        // The step from the highest, taken the short way round the wrap.
+        let step = seq.wrapping_sub(self.highest as u16) as i16;
+        if !self.started || step.unsigned_abs() as u64 > SEQ_RESTART {
+            self.lost_before = self.lost();
+            let at = Self::BASE + seq as u64;
+            (self.first, self.highest, self.received, self.started) = (at, at, 0, true);
+        } else {
+            self.highest = self
+                .highest
+                .max(self.highest.wrapping_add_signed(step as i64));
+        }
+        self.received += 1;
+    }
+
+    /// Packets never received (duplicates may hide as many).
+    pub(super) fn lost(&self) -> u64 {
+        let expected = if self.started {
+            self.highest - self.first + 1
+        } else {
+            0
+        };
+        self.lost_before + expected.saturating_sub(self.received)
+    }
+}
+
 impl Control {
-    /// Where a datagram of `len` bytes from `src`, received on edge port
-    /// `port`, goes (None: dropped, counted).
+    /// Where a datagram from `src`, received on edge port `port`, goes
+    /// (None: dropped, counted).
     ///
     /// From the network, the first datagram of a stream from its party's
     /// SDP address latches the source (address and port, RTP and RTCP
@@ -24,7 +80,14 @@ impl Control {
     /// latching. A party that is another edge is reached and heard only
     /// over the overlay, at exactly the address and port its SDP names:
     /// the network's datagrams claiming its address are refused.
-    pub fn forward(&mut self, now: i64, port: u16, src: Source, len: usize) -> Option<Forward> {
+    pub fn forward(
+        &mut self,
+        now: i64,
+        port: u16,
+        src: Source,
+        datagram: &[u8],
+    ) -> Option<Forward> {
+        let len = datagram.len();
         let kind = usize::from(port % 2 == 1);
         let (id, from, index) = self.owners.get(&(port - kind as u16))?;
         let (from, index) = (*from, *index);
@@ -75,9 +138,17 @@ impl Control {
             self.counters.media_no_destination += 1;
             return None;
         }
-        let received = &mut call.parties[from].received[kind];
+        let sender = &mut call.parties[from];
+        let received = &mut sender.received[kind];
         received.0 += 1;
         received.1 += len as u64;
+        if kind == 0 {
+            // One count per audio stream (at most the SDP's 16).
+            if sender.rtp_seq.len() <= index {
+                sender.rtp_seq.resize_with(index + 1, SeqCount::default);
+            }
+            sender.rtp_seq[index].add(datagram);
+        }
         call.last_ns = now;
         self.counters.media_relayed += 1;
         self.counters.media_bytes += len as u64;

@@ -111,7 +111,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     assert_eq!(to_caller[0].rtp, addr("192.0.2.7:40002"));
     assert_eq!(bound, [40000, 40002]);
     // Caller to the port facing it, out of the port facing the callee.
-    let f = c.forward(4 * S, 40002, Net(addr("10.0.0.1:30000")), 172);
+    let f = c.forward(4 * S, 40002, Net(addr("10.0.0.1:30000")), &[0; 172]);
     assert_eq!(
         f,
         Some(Forward {
@@ -119,7 +119,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
             to: addr("10.0.0.2:20000")
         })
     );
-    let back = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), 172);
+    let back = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), &[0; 172]);
     assert_eq!(
         back,
         Some(Forward {
@@ -127,7 +127,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
             to: addr("10.0.0.1:30000")
         })
     );
-    let rtcp = c.forward(4 * S, 40001, Net(addr("10.0.0.2:20001")), 80);
+    let rtcp = c.forward(4 * S, 40001, Net(addr("10.0.0.2:20001")), &[0; 80]);
     assert_eq!(
         rtcp,
         Some(Forward {
@@ -137,11 +137,21 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     );
     // Not the party's address: dropped, never reflected.
     assert_eq!(
-        c.forward(4 * S, 40002, Net(addr("10.6.6.6:30000")), 172),
+        c.forward(4 * S, 40002, Net(addr("10.6.6.6:30000")), &[0; 172]),
         None
     );
     assert_eq!(c.counters.media_foreign_source, 1);
-    assert_eq!(c.counters.media_relayed, 3);
+    // The caller's RTP across the sequence numbers' wrap, 0 missing, 7
+    // before 4 to 6 (reordered, not lost): one lost.
+    for seq in [65534u16, 65535, 1, 2, 3, 7, 4, 5, 6] {
+        let mut rtp = vec![0x80, 8];
+        rtp.extend_from_slice(&seq.to_be_bytes());
+        rtp.resize(172, 0);
+        assert!(c
+            .forward(4 * S, 40002, Net(addr("10.0.0.1:30000")), &rtp)
+            .is_some());
+    }
+    assert_eq!(c.counters.media_relayed, 12);
     let q = request("c3", &[("command", "query"), ("call-id", "x@y")], &[]);
     let qr = c.handle(5 * S, proxy(), &q, &mut |_| true).unwrap();
     let qv = reply("c3", &qr);
@@ -149,7 +159,19 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     let packets = |kind: &str| totals.get(kind).and_then(|t| t.get("packets")).cloned();
     assert_eq!(
         (packets("RTP"), packets("RTCP")),
-        (Some(Value::Int(2)), Some(Value::Int(1)))
+        (Some(Value::Int(11)), Some(Value::Int(1)))
+    );
+    // Per party: what never arrived from it (65534 to 7 is ten numbers,
+    // nine arrived); the callee's one datagram was not RTP.
+    let lost = |tag: &str| {
+        qv.get("tags")
+            .and_then(|t| t.get(tag))
+            .and_then(|p| p.get("lost"))
+            .cloned()
+    };
+    assert_eq!(
+        (lost("ft"), lost("tt")),
+        (Some(Value::Int(1)), Some(Value::Int(0)))
     );
     let del = request(
         "c4",
@@ -166,7 +188,7 @@ fn an_offer_and_answer_relay_media_both_ways_then_delete_frees_the_ports() {
     released.sort();
     assert_eq!(released, [40000, 40002]);
     assert_eq!(
-        c.forward(7 * S, 40002, Net(addr("10.0.0.1:30000")), 172),
+        c.forward(7 * S, 40002, Net(addr("10.0.0.1:30000")), &[0; 172]),
         None
     );
     // Deleting it again is not an error (rtpengine's behaviour).
@@ -344,11 +366,11 @@ fn sources_are_latched_and_media_follows_them() {
     established(&mut c, "tt");
     // The callee sends from port 29999, not its SDP's 20000.
     let f = c
-        .forward(2 * S, 40000, Net(addr("10.0.0.2:29999")), 100)
+        .forward(2 * S, 40000, Net(addr("10.0.0.2:29999")), &[0; 100])
         .unwrap();
     assert_eq!(f.to, addr("10.0.0.1:30000"));
     let back = c
-        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), &[0; 100])
         .unwrap();
     assert_eq!(
         back.to,
@@ -357,11 +379,14 @@ fn sources_are_latched_and_media_follows_them() {
     );
     // Same address, another port: not the latched source.
     assert_eq!(
-        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), 100),
+        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), &[0; 100]),
         None
     );
     // Port 0 is taken only from another edge over the overlay.
-    assert_eq!(c.forward(2 * S, 40002, Net(addr("10.0.0.1:0")), 100), None);
+    assert_eq!(
+        c.forward(2 * S, 40002, Net(addr("10.0.0.1:0")), &[0; 100]),
+        None
+    );
     assert_eq!(c.counters.media_foreign_source, 2);
     // A new SDP from the callee starts its latching again.
     c.handle(
@@ -371,7 +396,7 @@ fn sources_are_latched_and_media_follows_them() {
         &mut |_| true,
     )
     .unwrap();
-    let f = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), 100);
+    let f = c.forward(4 * S, 40000, Net(addr("10.0.0.2:20000")), &[0; 100]);
     assert!(f.is_some());
 }
 
@@ -475,7 +500,7 @@ fn forks_and_branch_deletes_follow_the_to_tag() {
     )
     .unwrap();
     let f = c
-        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), &[0; 100])
         .unwrap();
     assert_eq!(f.to.ip(), "10.0.0.3".parse::<IpAddr>().unwrap());
     // A failed fork's branch delete leaves the call.
@@ -529,20 +554,20 @@ fn a_peer_edge_is_heard_only_over_the_overlay_at_its_sdp_port() {
     established(&mut c, "tt");
     // The callee here is the peer edge 10.0.0.2, port 20000.
     assert_eq!(
-        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), 100),
+        c.forward(2 * S, 40000, Net(addr("10.0.0.2:20000")), &[0; 100]),
         None
     );
     assert_eq!(
-        c.forward(2 * S, 40000, Peer(addr("10.0.0.2:20002")), 100),
+        c.forward(2 * S, 40000, Peer(addr("10.0.0.2:20002")), &[0; 100]),
         None
     );
     let f = c
-        .forward(2 * S, 40000, Peer(addr("10.0.0.2:20000")), 100)
+        .forward(2 * S, 40000, Peer(addr("10.0.0.2:20000")), &[0; 100])
         .unwrap();
     assert_eq!(f.to, addr("10.0.0.1:30000"));
     // The caller latches; media for the peer goes to its SDP address.
     let f = c
-        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), 100)
+        .forward(2 * S, 40002, Net(addr("10.0.0.1:30000")), &[0; 100])
         .unwrap();
     assert_eq!(f.to, addr("10.0.0.2:20000"));
     assert_eq!(c.counters.media_foreign_source, 2);
