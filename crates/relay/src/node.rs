@@ -344,6 +344,11 @@ impl Node {
                     reply: false,
                 };
                 self.emit(li, 0, hello);
+                if self.links[li].before_data() {
+                    let next_data_seq = self.links[li].tx_data_seq;
+                    self.counters.tails_sent += 1;
+                    self.emit(li, 0, Message::Tail { next_data_seq });
+                }
             }
             if let Some(next_data_seq) = self.links[li].take_tail(now) {
                 self.counters.tails_sent += 1;

@@ -163,6 +163,13 @@ impl Link {
             .then(|| self.last_data_sent + wait * (self.tails_sent as i64 + 1))
     }
 
+    /// Whether no data has been sent on the link yet: its first data
+    /// number is said with each hello until then, so a lost first packet
+    /// is found like any other.
+    pub(super) fn before_data(&self) -> bool {
+        self.last_data_sent == i64::MIN
+    }
+
     /// Takes the tail due at `now`, if any: the next data sequence number.
     pub(super) fn take_tail(&mut self, now: i64) -> Option<u32> {
         let due = self.tail_due().is_some_and(|at| now >= at);
