@@ -19,12 +19,20 @@
 #   7 % in bursts of 3, each over 2 and 3 hops (14 conditions, 42 calls).
 # Writes OUT/results.tsv (a row per call), OUT/table.md and
 # OUT/plot-2hops.svg, OUT/plot-3hops.svg (random loss).
-# Needs what scripts/test.sh installs (the namespace rigs' tools and
-# target/pesq-python with pesq and netfilterqueue); CALLIPER names the
-# binary (default target/release/calliper). About 23 s per call: 16 minutes.
+# Needs root (namespaces, nftables, iptables), `cargo build --release`, and
+#   apt-get install sip-tester kamailio rtpengine-daemon nftables iptables \
+#       tcpdump tshark espeak-ng sox libspandsp2 libnetfilter-queue-dev \
+#       python3-venv python3-dev gcc
+#   python3 -m venv target/pesq-python
+#   target/pesq-python/bin/pip install numpy cython
+#   target/pesq-python/bin/pip install pesq numpy scipy soundfile netfilterqueue
+# (scripts/test.sh does the same before the tests; target/pesq-python is
+# used if it is there). CALLIPER names the binary (default
+# target/release/calliper; with sudo: sudo CALLIPER=... benches/...).
+# One call per condition and mode, about 20 s each: 14 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { sed -n '2,24p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,32p' "$0"; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 shift
 conditions=("$@")
