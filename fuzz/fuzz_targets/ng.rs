@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
             let port = 40000 + u16::from_be_bytes([d[0], d[1]]) % 40;
             let src = SocketAddr::from(([127, 0, 0, 1], u16::from_be_bytes([d[2], d[3]])));
             let src = if kind % 4 == 1 { Source::Net(src) } else { Source::Peer(src) };
-            let _ = c.forward(now, port, src, d.len());
+            let _ = c.forward(now, port, src, d);
         }
         c.expire(now);
         let _ = c.take_released();
