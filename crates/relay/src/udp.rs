@@ -78,6 +78,25 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// Node `id` on `listen`, without neighbours, every other setting as a
+    /// node file that leaves it out (the same defaults serde takes).
+    pub fn new(id: NodeId, listen: SocketAddr) -> NodeConfig {
+        NodeConfig {
+            id,
+            listen,
+            metric: default_metric(),
+            nack_rounds: 0,
+            budget_ms: default_budget(),
+            recovery: default_true(),
+            busy_poll: false,
+            segment_sends: default_true(),
+            socket_buffer: default_socket_buffer(),
+            client_lease_ms: default_client_lease(),
+            neighbours: Vec::new(),
+            edge: None,
+        }
+    }
+
     /// Checks every number against its range ([`crate::limits`]), and that
     /// neighbours are distinct.
     pub fn validate(&self) -> Result<(), String> {
@@ -158,6 +177,25 @@ pub struct Neighbour {
     /// Without one, whoever sends from the neighbour's address is it.
     #[serde(default)]
     pub key_file: Option<std::path::PathBuf>,
+}
+
+impl Neighbour {
+    /// Neighbour `id` at `addr`: no emulation, no compression, no key (as a
+    /// node file's table that names only these).
+    pub fn new(id: NodeId, addr: SocketAddr) -> Neighbour {
+        Neighbour {
+            id,
+            addr,
+            loss_pct: 0.0,
+            burst: 0.0,
+            delay_ms: 0.0,
+            jitter_ms: 0.0,
+            rate_kbps: 0.0,
+            crtp: false,
+            crtp_repeats: 0,
+            key_file: None,
+        }
+    }
 }
 
 /// Socket-level counters of a running node.

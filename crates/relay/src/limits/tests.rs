@@ -1,5 +1,4 @@
 use super::*;
-use crate::routing::Metric;
 use crate::sim::{self, Cut, Settings, StreamSpec};
 
 fn topology() -> Topology {
@@ -122,31 +121,9 @@ fn every_simulator_number_is_range_checked() {
 }
 
 fn node() -> NodeConfig {
-    NodeConfig {
-        edge: None,
-        id: 1,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        recovery: true,
-        segment_sends: true,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
-        client_lease_ms: 30_000,
-        neighbours: vec![Neighbour {
-            id: 2,
-            addr: "127.0.0.1:7002".parse().unwrap(),
-            loss_pct: 0.0,
-            burst: 0.0,
-            delay_ms: 0.0,
-            jitter_ms: 0.0,
-            rate_kbps: 0.0,
-            crtp: false,
-            crtp_repeats: 0,
-            key_file: None,
-        }],
-    }
+    let mut c = NodeConfig::new(1, "127.0.0.1:0".parse().unwrap());
+    c.neighbours = vec![Neighbour::new(2, "127.0.0.1:7002".parse().unwrap())];
+    c
 }
 
 /// A node's file: every number, and neighbours that repeat or are the

@@ -8,18 +8,8 @@ use std::thread::JoinHandle;
 /// otherwise (no emulation unless the neighbours say).
 fn node_config(id: NodeId, listen: SocketAddr, neighbours: Vec<Neighbour>) -> NodeConfig {
     NodeConfig {
-        edge: None,
-        id,
-        listen,
-        metric: Metric::ExpectedLatency,
-        nack_rounds: 0,
-        budget_ms: 100.0,
-        recovery: true,
-        segment_sends: true,
-        busy_poll: false,
-        socket_buffer: 1 << 20,
-        client_lease_ms: 30_000,
         neighbours,
+        ..NodeConfig::new(id, listen)
     }
 }
 
@@ -38,16 +28,12 @@ impl Running {
         let stop = Arc::new(AtomicBool::new(false));
         let nodes = [0, 1].map(|i| {
             let neighbour = Neighbour {
-                id: 2 - i as NodeId,
-                addr: addrs[1 - i],
                 loss_pct: 5.0,
-                burst: 0.0,
                 delay_ms: 5.0,
-                jitter_ms: 0.0,
-                rate_kbps: 0.0,
                 crtp: crtp.is_some(),
                 crtp_repeats: crtp.unwrap_or(0),
                 key_file: key.map(Path::to_path_buf),
+                ..Neighbour::new(2 - i as NodeId, addrs[1 - i])
             };
             let cfg = node_config(i as NodeId + 1, addrs[i], vec![neighbour]);
             let mut node = UdpNode::bind(&cfg, seeds[i]).unwrap();
@@ -331,16 +317,8 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     let key = key_file("forged", 2);
     let attacker = UdpSocket::bind("127.0.0.1:47132").unwrap();
     let neighbour = Neighbour {
-        id: 2,
-        addr: attacker.local_addr().unwrap(),
-        loss_pct: 0.0,
-        burst: 0.0,
-        delay_ms: 0.0,
-        jitter_ms: 0.0,
-        rate_kbps: 0.0,
-        crtp: false,
-        crtp_repeats: 0,
         key_file: Some(key.clone()),
+        ..Neighbour::new(2, attacker.local_addr().unwrap())
     };
     let cfg = node_config(
         1,
