@@ -318,8 +318,8 @@ impl Node {
             let link = &mut self.links[li];
             if link.alive && now - link.last_heard >= dead_after {
                 link.alive = false;
-                self.counters.given_up += link.missing.len() as u64;
-                link.tally.given_up += link.missing.len() as u64;
+                let gone = link.missing.len() as u64;
+                link.tally.given_up(&mut self.counters, gone);
                 link.missing.clear();
                 link.rx_next = None;
                 link.rx_data_next = None;

@@ -146,8 +146,7 @@ impl Node {
             self.counters.crtp_held += waits as u64;
         } else {
             // Its place was given up before it came: too late to use.
-            self.counters.given_up += 1;
-            self.links[li].tally.given_up += 1;
+            self.links[li].tally.given_up(&mut self.counters, 1);
         }
         self.crtp_release(now, li);
     }

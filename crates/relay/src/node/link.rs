@@ -26,6 +26,26 @@ pub(super) struct LinkTally {
     pub(super) given_up: u64,
 }
 
+impl LinkTally {
+    /// Counts `n` gaps on the link and in the node's totals at once.
+    pub(super) fn gaps(&mut self, node: &mut super::Counters, n: u64) {
+        self.gaps += n;
+        node.gaps += n;
+    }
+
+    /// Counts `n` gaps filled, on the link and in the node's totals.
+    pub(super) fn recovered(&mut self, node: &mut super::Counters, n: u64) {
+        self.recovered += n;
+        node.recovered += n;
+    }
+
+    /// Counts `n` gaps given up, on the link and in the node's totals.
+    pub(super) fn given_up(&mut self, node: &mut super::Counters, n: u64) {
+        self.given_up += n;
+        node.given_up += n;
+    }
+}
+
 /// One link as its node sees it: measured loss and RTT, and what recovery
 /// made of the data it received. Loss before recovery is `gaps` of the
 /// data expected (`in_order + gaps`); after recovery, `given_up` of it.
@@ -60,9 +80,9 @@ pub struct LinkReport {
 const TAILS: u8 = 2;
 /// A tail waits twice the link's longest recent gap between data packets
 /// (calls in step send in bursts: the gap that matters is the one between
-/// bursts, not the mean), within these bounds: past the next packet of a steady stream (20-30 ms apart),
-/// and early enough that what it shows missing can still come back within
-/// a 100 ms budget.
+/// bursts, not the mean), within these bounds: past the next packet of a
+/// steady stream (20-30 ms apart), and early enough that what it shows
+/// missing can still come back within a 100 ms budget.
 const TAIL_WAIT_MIN: i64 = 5 * MS;
 const TAIL_WAIT_MAX: i64 = 50 * MS;
 

@@ -13,8 +13,7 @@ impl Node {
         let link = &mut self.links[li];
         if retransmit {
             let filled = link.missing.remove(&seq).is_some();
-            self.counters.recovered += filled as u64;
-            link.tally.recovered += filled as u64;
+            link.tally.recovered(&mut self.counters, filled as u64);
             return filled;
         }
         let Some(next) = link.rx_data_next else {
@@ -30,8 +29,7 @@ impl Node {
             true
         } else if link.missing.remove(&seq).is_some() {
             // A late original: reordered, not lost.
-            self.counters.recovered += 1;
-            link.tally.recovered += 1;
+            link.tally.recovered(&mut self.counters, 1);
             true
         } else {
             false
@@ -66,18 +64,15 @@ impl Node {
             return;
         }
         let link = &mut self.links[li];
-        link.tally.gaps += count as u64;
-        self.counters.gaps += count as u64;
+        link.tally.gaps(&mut self.counters, count as u64);
         if !self.cfg.recovery {
-            self.counters.given_up += count as u64;
-            link.tally.given_up += count as u64;
+            link.tally.given_up(&mut self.counters, count as u64);
             return;
         }
         for k in 0..count {
             if link.missing.len() >= MAX_MISSING {
                 let left = (count - k) as u64;
-                self.counters.given_up += left;
-                link.tally.given_up += left;
+                link.tally.given_up(&mut self.counters, left);
                 break;
             }
             let m = Missing {
@@ -122,8 +117,7 @@ impl Node {
             }
             true
         });
-        self.counters.given_up += expired;
-        link.tally.given_up += expired;
+        link.tally.given_up(&mut self.counters, expired);
         if !ask.is_empty() {
             self.counters.nacks_sent += 1;
             self.emit(li, 0, Message::Nack(ask));
