@@ -139,7 +139,7 @@ pub(super) struct Party {
     /// Media received from it, RTP and RTCP: packets and bytes.
     pub(super) received: [(u64, u64); 2],
     /// Its RTP by sequence number, per audio stream: what never arrived.
-    pub(super) rtp_seq: Vec<super::media::SeqCount>,
+    pub(super) rtp_seq: Vec<calliper_rtp::SeqTracker>,
 }
 
 #[derive(Debug)]

@@ -1,6 +1,7 @@
 //! Media through an edge: where a datagram goes, and calls that went quiet.
 
 use super::calls::{Control, Forward};
+use calliper_rtp::SeqTracker;
 use std::net::SocketAddr;
 
 /// Where a media datagram came from.
@@ -13,59 +14,15 @@ pub enum Source {
     Peer(SocketAddr),
 }
 
-/// A party's RTP by sequence number (RFC 3550 A.1, simplified): what it
-/// sent and never arrived here, in this direction. From another edge, what
-/// the overlay's recovery could not bring back.
-#[derive(Debug, Default)]
-pub(super) struct SeqCount {
-    /// First and highest extended sequence numbers of the current run.
-    first: u64,
-    highest: u64,
-    /// Packets of the current run, and what earlier runs lost.
-    received: u64,
-    lost_before: u64,
-    started: bool,
-}
-
-/// A jump this far from the highest starts a new run (a new sender, a
-/// restart) rather than counting as loss or as reordering.
-const SEQ_RESTART: u64 = 3000;
-
-impl SeqCount {
-    /// Where a run's first number is put, so numbers before it stay positive.
-    const BASE: u64 = 1 << 32;
-
-    /// Takes an RTP datagram (anything else is ignored).
-    fn add(&mut self, datagram: &[u8]) {
-        let [b0, _, s0, s1, ..] = *datagram else {
-            return;
-        };
-        if b0 >> 6 != 2 || datagram.len() < 12 {
-            return;
+/// A party's RTP by sequence number (the probe's own RFC 3550 A.1 tracker):
+/// what it sent and never arrived here, in this direction. From another
+/// edge, what the overlay's recovery could not bring back. RTCP sharing
+/// the RTP port (rtcp-mux) is not RTP and is left out.
+pub(super) fn count_rtp(seq: &mut SeqTracker, datagram: &[u8]) {
+    if let [b0, b1, s0, s1, ..] = *datagram {
+        if b0 >> 6 == 2 && datagram.len() >= 12 && !(200..=204).contains(&b1) {
+            seq.update(u16::from_be_bytes([s0, s1]));
         }
-        let seq = u16::from_be_bytes([s0, s1]);
-        // The step from the highest, taken the short way round the wrap.
-        let step = seq.wrapping_sub(self.highest as u16) as i16;
-        if !self.started || step.unsigned_abs() as u64 > SEQ_RESTART {
-            self.lost_before = self.lost();
-            let at = Self::BASE + seq as u64;
-            (self.first, self.highest, self.received, self.started) = (at, at, 0, true);
-        } else {
-            self.highest = self
-                .highest
-                .max(self.highest.wrapping_add_signed(step as i64));
-        }
-        self.received += 1;
-    }
-
-    /// Packets never received (duplicates may hide as many).
-    pub(super) fn lost(&self) -> u64 {
-        let expected = if self.started {
-            self.highest - self.first + 1
-        } else {
-            0
-        };
-        self.lost_before + expected.saturating_sub(self.received)
     }
 }
 
@@ -145,9 +102,9 @@ impl Control {
         if kind == 0 {
             // One count per audio stream (at most the SDP's 16).
             if sender.rtp_seq.len() <= index {
-                sender.rtp_seq.resize_with(index + 1, SeqCount::default);
+                sender.rtp_seq.resize_with(index + 1, SeqTracker::default);
             }
-            sender.rtp_seq[index].add(datagram);
+            count_rtp(&mut sender.rtp_seq[index], datagram);
         }
         call.last_ns = now;
         self.counters.media_relayed += 1;
