@@ -17,6 +17,9 @@ pub struct Client {
     vport: u16,
     bound_at: Cell<Instant>,
     foreign: Cell<u64>,
+    /// Whether the socket is non-blocking now (changed only when it must
+    /// be, not on every receive).
+    nonblocking: Cell<bool>,
 }
 
 impl Client {
@@ -38,6 +41,7 @@ impl Client {
             vport,
             bound_at: Cell::new(Instant::now()),
             foreign: Cell::new(0),
+            nonblocking: Cell::new(false),
         };
         c.request(1)?;
         Ok(c)
@@ -104,22 +108,17 @@ impl Client {
         from == self.node || (self.node.ip().is_unspecified() && from.port() == self.node.port())
     }
 
-    /// A datagram from the node: `origin (2) vport (2) payload`, the payload
-    /// copied to `buf`; anything else is counted as foreign.
-    fn delivery(
-        &self,
-        raw: &[u8],
-        from: SocketAddr,
-        buf: &mut [u8],
-    ) -> Option<(NodeId, u16, usize)> {
-        match raw {
-            [o0, o1, v0, v1, payload @ ..] if self.is_node(from) => {
-                let len = payload.len().min(buf.len());
-                buf[..len].copy_from_slice(&payload[..len]);
+    /// The `n` bytes received into `buf` from `from`: a datagram from the
+    /// node is `origin (2) vport (2) payload`, and its payload is moved to
+    /// the start of `buf`; anything else is counted as foreign.
+    fn delivery(&self, buf: &mut [u8], n: usize, from: SocketAddr) -> Option<(NodeId, u16, usize)> {
+        match buf[..n] {
+            [o0, o1, v0, v1, ..] if self.is_node(from) => {
+                buf.copy_within(4..n, 0);
                 Some((
-                    u16::from_be_bytes([*o0, *o1]),
-                    u16::from_be_bytes([*v0, *v1]),
-                    len,
+                    u16::from_be_bytes([o0, o1]),
+                    u16::from_be_bytes([v0, v1]),
+                    n - 4,
                 ))
             }
             _ => {
@@ -127,6 +126,15 @@ impl Client {
                 None
             }
         }
+    }
+
+    /// Makes the socket blocking or not, if it is not already.
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        if self.nonblocking.get() != on {
+            self.socket.set_nonblocking(on)?;
+            self.nonblocking.set(on);
+        }
+        Ok(())
     }
 
     /// The socket's descriptor, for `poll(2)` beside other sockets.
@@ -137,14 +145,15 @@ impl Client {
     /// The next delivery if one is waiting (origin, vport, bytes read),
     /// without waiting: for a caller that polls the socket itself. It
     /// leaves the socket non-blocking ([`Client::recv`] sets it back).
+    /// `buf` takes the whole datagram, so a payload fills at most
+    /// `buf.len() - 4` (the node's header comes first, then is dropped).
     pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<(NodeId, u16, usize)>> {
         self.keep_bound()?;
-        self.socket.set_nonblocking(true)?;
-        let mut raw = [0u8; 65_536];
+        self.set_nonblocking(true)?;
         loop {
-            match self.socket.recv_from(&mut raw) {
+            match self.socket.recv_from(buf) {
                 Ok((n, from)) => {
-                    if let Some(d) = self.delivery(&raw[..n], from, buf) {
+                    if let Some(d) = self.delivery(buf, n, from) {
                         return Ok(Some(d));
                     }
                 }
@@ -163,7 +172,6 @@ impl Client {
         timeout: Duration,
     ) -> io::Result<Option<(NodeId, u16, usize)>> {
         let end = Instant::now().checked_add(timeout);
-        let mut raw = [0u8; 65_536];
         loop {
             self.keep_bound()?;
             let left = end.map_or(CLIENT_REFRESH, |e| {
@@ -172,12 +180,12 @@ impl Client {
             if left.is_zero() {
                 return Ok(None);
             }
-            self.socket.set_nonblocking(false)?;
+            self.set_nonblocking(false)?;
             self.socket
                 .set_read_timeout(Some(left.min(CLIENT_REFRESH)))?;
-            match self.socket.recv_from(&mut raw) {
+            match self.socket.recv_from(buf) {
                 Ok((n, from)) => {
-                    if let Some(d) = self.delivery(&raw[..n], from, buf) {
+                    if let Some(d) = self.delivery(buf, n, from) {
                         return Ok(Some(d));
                     }
                 }
