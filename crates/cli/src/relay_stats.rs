@@ -65,16 +65,18 @@ impl Target {
         let mut name = self.path.file_name().unwrap_or_default().to_owned();
         name.push(format!(".{}.part", std::process::id()));
         let beside = self.path.with_file_name(name);
-        let written = std::fs::OpenOptions::new()
+        // Exclusive: a file of that name is never ours to write or remove.
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&beside)
-            .and_then(|mut f| {
-                f.write_all(v.to_string().as_bytes())?;
-                f.sync_data()
-            })
+            .with_context(|| format!("{}: cannot create it", beside.display()))
+            .with_context(failed)?;
+        let written = file
+            .write_all(v.to_string().as_bytes())
+            .and_then(|()| file.sync_data())
             .and_then(|()| std::fs::rename(&beside, &self.path));
         if written.is_err() {
             let _ = std::fs::remove_file(&beside);

@@ -47,7 +47,11 @@ impl Node {
             return;
         };
         let d = next.wrapping_sub(expected) as i32;
-        if d > 0 {
+        if d as u32 > MAX_GAP {
+            // A real tail never names more than was sent: moving the base
+            // there would drop the neighbour's data as old.
+            self.counters.data_resyncs += u64::from(d > 0);
+        } else if d > 0 {
             self.open_gaps(now, li, expected, d as u32);
             self.links[li].rx_data_next = Some(next);
         }

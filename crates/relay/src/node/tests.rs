@@ -363,4 +363,9 @@ fn far_jumps_in_data_numbers_are_resyncs_not_loss() {
     }
     assert_eq!(n.counters.data_resyncs, 2);
     assert_eq!(n.link_reports()[0].gaps, 6);
+    // The far tail did not move where data is expected: the next data
+    // arrives in order, neither a copy nor a gap.
+    n.handle(MS, 2, &data(next + 4));
+    let link = &n.link_reports()[0];
+    assert_eq!((link.data_expected, link.gaps), (3 + 1 + 6, 6));
 }
