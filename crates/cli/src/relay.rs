@@ -11,7 +11,7 @@ pub enum RelayCommand {
     #[command(
         long_about = "Run a relay node. The TOML file names the node, the address to bind and \
 its neighbours; only datagrams from those neighbours (and local clients) are accepted, everything \
-else is counted and dropped.\n\nExample:\n\n  id = 1\n  listen = \"10.0.0.1:7000\"\n  \
+else is counted and dropped.\n\nExample (the addresses stand for this host's and its neighbours'; `neighbours` may be left out):\n\n  id = 1\n  listen = \"10.0.0.1:7000\"\n  \
 nack_rounds = 0       # 0: ask while the budget allows; 1: one attempt\n  budget_ms = 100\n  \
 recovery = true       # false: forward what arrives, ask for nothing (for comparison)\n  \
 busy_poll = false     # true: never sleep, lowest latency, one core busy\n  \
@@ -20,7 +20,7 @@ socket_buffer = 4194304\n\n  \
 loss_pct = 0   # tests only: loss emulated on what we send it\n  \
 delay_ms = 0   # tests only: delay emulated likewise\n  rate_kbps = 0  # tests only: emulated bandwidth; 0: none\n  crtp = false   # compress RTP \
 headers on this link (the neighbour says the same of us)\n  crtp_repeats = 0  # with crtp: RFC 3545's N, \
-0 for plain RFC 2508\n  key_file = \"link-1-2.key\"  # authenticate every datagram on this link \
+0 for plain RFC 2508\n  key_file = \"link-1-2.key\"  # (umask 077; head -c 32 /dev/urandom > link-1-2.key): authenticate every datagram on this link \
 (16 to 1024 bytes, the same file at both ends, relative to this file; without it the neighbour is known by its address alone)\n\n  \
 [edge]                 # optional: SIP proxies steer calls' media here (rtpengine's ng protocol)\n  \
 control = \"udp:127.0.0.1:2223\"   # required; Kamailio: modparam(\"rtpengine\", \"rtpengine_sock\", \"udp:127.0.0.1:2223\")\n  \
@@ -261,13 +261,12 @@ impl NodeArgs {
                 cfg.listen
             )
         })?;
-        let keys: Vec<&std::path::Path> = cfg
-            .neighbours
-            .iter()
-            .filter_map(|n| n.key_file.as_deref())
-            .collect();
-        let inputs: Vec<&std::path::Path> = std::iter::once(config.as_path()).chain(keys).collect();
-        let mut stats = StatsWriter::start(stats.as_deref(), stats_every, &inputs)?;
+        let mut stats = StatsWriter::start(stats.as_deref(), stats_every, &config, &cfg)?;
+        let n = cfg.neighbours.len();
+        eprintln!(
+            "calliper relay: node {} on {} with {n} neighbours",
+            cfg.id, cfg.listen
+        );
         let edge = start_edge(&cfg, &config)?;
         // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
         crate::probe::signals::install();

@@ -97,10 +97,18 @@ pub struct StatsWriter {
 }
 
 impl StatsWriter {
-    /// Checks `path` (if any) against the node's `inputs` and starts the
-    /// periodic writer if `every` seconds is set.
-    pub fn start(path: Option<&Path>, every: Option<f64>, inputs: &[&Path]) -> Result<Self> {
-        let target = path.map(|p| Target::check(p, inputs)).transpose()?;
+    /// Checks `path` (if any) against the node's inputs (its file `config`
+    /// and the key files `cfg` names) and starts the periodic writer if
+    /// `every` seconds is set.
+    pub fn start(
+        path: Option<&Path>,
+        every: Option<f64>,
+        config: &Path,
+        cfg: &calliper_relay::udp::NodeConfig,
+    ) -> Result<Self> {
+        let keys = cfg.neighbours.iter().filter_map(|n| n.key_file.as_deref());
+        let inputs: Vec<&Path> = std::iter::once(config).chain(keys).collect();
+        let target = path.map(|p| Target::check(p, &inputs)).transpose()?;
         let (mut to_thread, mut thread) = (None, None);
         if let (Some(t), Some(_)) = (&target, every) {
             let (tx, rx) = sync_channel::<serde_json::Value>(1);

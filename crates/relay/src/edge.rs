@@ -165,6 +165,14 @@ impl Edge {
                 .map_err(|e| format!("cannot reach the node at {at}: {e}"))?;
             Some(client)
         };
+        // Media ports are bound per call: an address not on this host would
+        // only show as every offer refused ("Ran out of ports").
+        UdpSocket::bind((cfg.address, 0)).map_err(|e| {
+            format!(
+                "edge.address {} is not an address of this host ({e}): media is received there",
+                cfg.address
+            )
+        })?;
         let control_cfg = cfg.control_config()?;
         let addr = cfg.control_addr()?;
         let control_socket =

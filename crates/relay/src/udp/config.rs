@@ -44,7 +44,8 @@ pub struct NodeConfig {
     /// bind request (ms); meanwhile no other client may take the port.
     #[serde(default = "default_client_lease")]
     pub client_lease_ms: u64,
-    /// Neighbours.
+    /// Neighbours (none: an edge alone, or a node waiting for clients).
+    #[serde(default)]
     pub neighbours: Vec<Neighbour>,
     /// An ng control endpoint, so SIP proxies steer calls' media through
     /// this node ([`crate::edge`]).
