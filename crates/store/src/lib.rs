@@ -4,11 +4,13 @@
 //! given. Sinks never print and never exit; they return [`StoreError`].
 
 use calliper_model::{CallRecord, Record, StreamRecord};
-use rusqlite::{params, Connection};
+use rusqlite::types::Value as Sql;
+use rusqlite::Connection;
 use serde::Serialize;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
+mod columns;
 mod daily;
 mod kpi;
 pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum};
@@ -36,7 +38,7 @@ pub use search::{
 };
 mod schema;
 use schema::migrate;
-pub use schema::SCHEMA;
+pub use schema::schema;
 mod time;
 mod tracked;
 pub use daily::{day_file, Daily, Retention};
@@ -269,7 +271,7 @@ impl Sqlite {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(&schema())?;
         conn.execute_batch(&tracked::schema())?;
         migrate(&conn)?;
         conn.execute_batch("BEGIN")?;
@@ -291,139 +293,31 @@ impl Sqlite {
         call: Option<i64>,
         s: &StreamRecord,
     ) -> Result<(), StoreError> {
-        let dir = serde_json::to_value(s.direction)?;
-        conn.prepare_cached(
-            "INSERT INTO streams (call, src, src_port, dst, dst_port, ssrc, direction, payload_type, codec, first_ns, last_ns,
-             packets, bytes, expected, lost, loss_percent, duplicates, out_of_order, seq_resets, seq_outages, event_packets, event_end_repeats,
-             mean_jitter_ms, max_jitter_ms, min_delta_ms, mean_delta_ms, max_delta_ms, wireshark_expected, wireshark_lost, burst_ratio, r_factor, mos, mos_scale, unscored, dtmf,
-             rtcp_reports, rtcp_max_fraction_lost, rtcp_cumulative_lost, rtcp_max_jitter_ms,
-             worst_interval_mos, packet_ms, rtt_ms, delay_ms, delay_inputs, jitter_buffers, encrypted, rtcp_xr,
-             segment_mean_jitter_ms, segment_max_jitter_ms, restarts_ns)
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        )?
-        .execute(params![
-            call,
-            s.src.to_string(),
-            s.src_port,
-            s.dst.to_string(),
-            s.dst_port,
-            s.ssrc,
-            dir.as_str(),
-            s.payload_type,
-            s.codec,
-            s.first_ns,
-            s.last_ns,
-            s.packets as i64,
-            s.bytes as i64,
-            s.expected as i64,
-            s.lost as i64,
-            s.loss_percent,
-            s.duplicates as i64,
-            s.out_of_order as i64,
-            s.seq_resets as i64,
-            s.seq_outages as i64,
-            s.event_packets as i64,
-            s.event_end_repeats as i64,
-            s.mean_jitter_ms,
-            s.max_jitter_ms,
-            s.min_delta_ms,
-            s.mean_delta_ms,
-            s.max_delta_ms,
-            s.wireshark_expected,
-            s.wireshark_lost,
-            s.burst_ratio,
-            s.r_factor,
-            s.mos,
-            label(&s.mos_scale)?,
-            label(&s.unscored)?,
-            serde_json::to_string(&s.dtmf)?,
-            s.rtcp_reports,
-            s.rtcp_max_fraction_lost,
-            s.rtcp_cumulative_lost,
-            s.rtcp_max_jitter_ms,
-            s.worst_interval_mos,
-            s.packet_ms,
-            s.rtt_ms,
-            s.delay_ms,
-            s.delay_inputs,
-            serde_json::to_string(&s.jitter_buffers)?,
-            s.encrypted,
-            s.rtcp_xr.as_ref().map(serde_json::to_string).transpose()?,
-            s.segment_mean_jitter_ms,
-            s.segment_max_jitter_ms,
-            (!s.restarts_ns.is_empty())
-                .then(|| serde_json::to_string(&s.restarts_ns))
-                .transpose()?,
-        ])?;
+        let mut values = vec![call.map_or(Sql::Null, Sql::Integer)];
+        values.extend(columns::values(columns::STREAMS, s)?);
+        conn.prepare_cached(&insert_sql("streams", "call, ", columns::STREAMS))?
+            .execute(rusqlite::params_from_iter(values))?;
         Ok(())
     }
+}
+
+/// `INSERT INTO table (first, columns...) VALUES (?, ...)`.
+fn insert_sql<R>(table: &str, first: &str, cols: &[columns::Column<R>]) -> String {
+    let marks = vec!["?"; cols.len() + first.matches(',').count()].join(",");
+    format!(
+        "INSERT INTO {table} ({first}{}) VALUES ({marks})",
+        columns::names(cols)
+    )
 }
 
 impl Sink for Sqlite {
     fn write(&mut self, r: &Record) -> Result<(), StoreError> {
         match r {
             Record::Call(c) => {
-                let state = serde_json::to_value(c.state)?;
-                let hangup = c.hangup_by.map(serde_json::to_value).transpose()?;
-                // A JSON array, so searches can use json_each.
-                let labels = (!c.labels.is_empty())
-                    .then(|| serde_json::to_string(&c.labels))
-                    .transpose()?;
-                let agent_reports = (!c.agent_reports.is_empty())
-                    .then(|| serde_json::to_string(&c.agent_reports))
-                    .transpose()?;
+                let values = columns::values(columns::CALLS, c)?;
                 self.conn
-                    .prepare_cached(
-                        "INSERT INTO calls (call_id, from_uri, from_user, from_display, to_uri, to_user, to_display,
-                         caller_user_agent, callee_user_agent, caller_ip, caller_port, callee_ip, callee_port,
-                         invite_ns, first_provisional_ns, ringing_ns, answer_ns, end_ns, duration_ms, setup_delay_ms,
-                         final_status, final_reason, state, hangup_by, hangup_reason, sip_messages, invites, rtcp_packets, anomalies, dtmf_digits,
-                         labels, record_payload, capture_dropped, ongoing, worst_mos, worst_interval_mos, mos_scale,
-                         setup_delay_to_failure, disconnect_delay_ms, agent_reports)
-                         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    )?
-                    .execute(params![
-                        c.call_id,
-                        c.from.uri,
-                        c.from.user,
-                        c.from.display_name,
-                        c.to.uri,
-                        c.to.user,
-                        c.to.display_name,
-                        c.caller_user_agent,
-                        c.callee_user_agent,
-                        c.caller_ip.to_string(),
-                        c.caller_port,
-                        c.callee_ip.to_string(),
-                        c.callee_port,
-                        c.invite_ns,
-                        c.first_provisional_ns,
-                        c.ringing_ns,
-                        c.answer_ns,
-                        c.end_ns,
-                        c.duration_ms,
-                        c.setup_delay_ms,
-                        c.final_status,
-                        c.final_reason,
-                        state.as_str(),
-                        hangup.as_ref().and_then(|h| h.as_str()),
-                        c.hangup_reason,
-                        c.sip_messages,
-                        c.invites,
-                        c.rtcp_packets as i64,
-                        c.anomalies,
-                        c.dtmf_digits,
-                        labels,
-                        c.record_payload,
-                        c.capture_dropped as i64,
-                        c.ongoing,
-                        c.worst_mos,
-                        c.worst_interval_mos,
-                        label(&c.mos_scale)?,
-                        c.setup_delay_to_failure,
-                        c.disconnect_delay_ms,
-                        agent_reports,
-                    ])?;
+                    .prepare_cached(&insert_sql("calls", "", columns::CALLS))?
+                    .execute(rusqlite::params_from_iter(values))?;
                 let id = self.conn.last_insert_rowid();
                 for s in &c.streams {
                     Self::insert_stream(&self.conn, Some(id), s)?;
@@ -456,7 +350,7 @@ impl Sink for Sqlite {
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO runs (input, summary) VALUES (?, ?)",
-            params![input, summary.to_string()],
+            rusqlite::params![input, summary.to_string()],
         )?;
         self.conn.execute_batch("COMMIT")?;
         self.pending = 0;

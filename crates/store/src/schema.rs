@@ -1,29 +1,17 @@
 //! The SQLite schema of calls and streams, and its migrations: a database
 //! written by an earlier version gains the newer columns when opened.
 
-use crate::StoreError;
+use crate::{columns, StoreError};
 use rusqlite::Connection;
 
-/// The SQLite schema: calls, their streams, and one row per analysis run.
-pub const SCHEMA: &str = "
+/// The SQLite schema: calls, their streams (their columns from
+/// [`crate::columns`]), and one row per analysis run.
+pub fn schema() -> String {
+    format!(
+        "
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY,
-    call_id TEXT NOT NULL,
-    from_uri TEXT, from_user TEXT, from_display TEXT,
-    to_uri TEXT, to_user TEXT, to_display TEXT,
-    caller_user_agent TEXT, callee_user_agent TEXT,
-    caller_ip TEXT, caller_port INTEGER, callee_ip TEXT, callee_port INTEGER,
-    invite_ns INTEGER NOT NULL, first_provisional_ns INTEGER, ringing_ns INTEGER, answer_ns INTEGER, end_ns INTEGER NOT NULL,
-    duration_ms REAL, setup_delay_ms REAL,
-    final_status INTEGER, final_reason TEXT, state TEXT NOT NULL,
-    hangup_by TEXT, hangup_reason TEXT,
-    sip_messages INTEGER, invites INTEGER, rtcp_packets INTEGER, anomalies INTEGER,
-    dtmf_digits TEXT,
-    labels TEXT, record_payload INTEGER,
-    capture_dropped INTEGER, ongoing INTEGER,
-    worst_mos REAL, worst_interval_mos REAL, mos_scale TEXT,
-    setup_delay_to_failure INTEGER, disconnect_delay_ms REAL,
-    agent_reports TEXT
+    {}
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls(invite_ns);
 CREATE INDEX IF NOT EXISTS calls_by_caller_time ON calls(from_user, invite_ns);
@@ -32,17 +20,7 @@ CREATE INDEX IF NOT EXISTS calls_by_call_id ON calls(call_id);
 CREATE TABLE IF NOT EXISTS streams (
     id INTEGER PRIMARY KEY,
     call INTEGER REFERENCES calls(id),
-    src TEXT, src_port INTEGER, dst TEXT, dst_port INTEGER, ssrc INTEGER,
-    direction TEXT, payload_type INTEGER, codec TEXT,
-    first_ns INTEGER, last_ns INTEGER,
-    packets INTEGER, bytes INTEGER, expected INTEGER, lost INTEGER, loss_percent REAL,
-    duplicates INTEGER, out_of_order INTEGER, seq_resets INTEGER, seq_outages INTEGER, event_packets INTEGER, event_end_repeats INTEGER,
-    mean_jitter_ms REAL, max_jitter_ms REAL, min_delta_ms REAL, mean_delta_ms REAL, max_delta_ms REAL,
-    wireshark_expected INTEGER, wireshark_lost INTEGER, burst_ratio REAL, r_factor REAL, mos REAL,
-    mos_scale TEXT, unscored TEXT, dtmf TEXT, rtcp_reports INTEGER, rtcp_max_fraction_lost REAL, rtcp_cumulative_lost INTEGER,
-    rtcp_max_jitter_ms REAL, worst_interval_mos REAL, packet_ms REAL, rtt_ms REAL, delay_ms REAL, delay_inputs TEXT,
-    jitter_buffers TEXT, encrypted INTEGER, rtcp_xr TEXT,
-    segment_mean_jitter_ms REAL, segment_max_jitter_ms REAL, restarts_ns TEXT
+    {}
 );
 CREATE INDEX IF NOT EXISTS streams_by_call ON streams(call);
 CREATE INDEX IF NOT EXISTS streams_by_time ON streams(first_ns);
@@ -51,7 +29,11 @@ CREATE TABLE IF NOT EXISTS runs (
     input TEXT,
     summary TEXT
 );
-";
+",
+        columns::sqlite_definitions(columns::CALLS),
+        columns::sqlite_definitions(columns::STREAMS)
+    )
+}
 
 /// The schema's version (`PRAGMA user_version`): 1 added the calls' rule
 /// labels and payload-recording flag; 2 the trackers' tables
@@ -143,7 +125,7 @@ const ADDED_COLUMNS: &[(i64, &str, &str, &str)] = &[
     ),
 ];
 
-/// Brings a database written by an earlier version up to [`SCHEMA`].
+/// Brings a database written by an earlier version up to [`schema`].
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     for &(added_in, table, column, alter) in ADDED_COLUMNS {
@@ -161,7 +143,7 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
 }
 
 /// Runs `alter` unless `table` already has `column` (the first it adds):
-/// a database created from this version's [`SCHEMA`] has them all.
+/// a database created from this version's [`schema`] has them all.
 fn add_columns(
     conn: &Connection,
     table: &str,
@@ -194,7 +176,7 @@ mod tests {
     #[test]
     fn an_old_database_gets_every_added_column() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch(&schema()).unwrap();
         let today: Vec<_> = ["calls", "streams"]
             .iter()
             .map(|t| columns(&conn, t))
