@@ -4,12 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The oracle (tshark, mergecap), the real peers of the namespace tests, and
 # the browser (Chromium and its WebDriver) of the console test, and valgrind
-# (callgrind counts the packet path's instructions: benches/budget.sh).
+# (callgrind counts the packet path's instructions: benches/budget.sh), and
+# ClickHouse's server (the tests start their own, on loopback ports).
 need=()
 for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
     baresip:baresip rtpengine:rtpengine-daemon nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
     linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables sngrep:sngrep \
-    chromium:chromium /usr/bin/chromedriver:chromium-driver valgrind:valgrind; do
+    chromium:chromium /usr/bin/chromedriver:chromium-driver valgrind:valgrind \
+    /usr/sbin/clickhouse-server:clickhouse-server; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 # spandsp (the PESQ rig's PLC, and the audio decoders' oracle), what

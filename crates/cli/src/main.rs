@@ -13,6 +13,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod clickhouse;
 mod crtp;
 mod export;
 mod files;

@@ -70,6 +70,8 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE", requires = "hep")]
     pub hep_key: Option<PathBuf>,
     #[command(flatten)]
+    pub clickhouse: crate::clickhouse::ClickHouseArgs,
+    #[command(flatten)]
     pub kpi: KpiArgs,
     #[command(flatten)]
     pub alerts: AlertArgs,

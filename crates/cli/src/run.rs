@@ -91,6 +91,9 @@ impl Outputs {
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
+        if let Some(ch) = o.clickhouse.sink()? {
+            sinks.sinks.push(Box::new(ch));
+        }
         let hep = match o.hep {
             Some((transport, addr)) => Some(
                 HepOut::start(hep_target(o, transport, addr)?)

@@ -113,7 +113,11 @@ impl Sinks {
             }
         }
         for s in self.sinks.iter_mut() {
-            s.finish(&f.input, &f.summary)?;
+            let finished = s.finish(&f.input, &f.summary);
+            if let Some(line) = s.delivery_report() {
+                eprintln!("{line}");
+            }
+            finished?;
         }
         if let Some(t) = self.text.as_mut() {
             t.users(&f.users)?;

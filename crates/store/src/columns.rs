@@ -200,3 +200,22 @@ pub(crate) fn sqlite_definitions<R>(columns: &[Column<R>]) -> String {
         .collect();
     defs.join(",\n    ")
 }
+/// ClickHouse's definitions of the columns (`name Type`, Nullable unless required).
+pub(crate) fn clickhouse_definitions<R>(columns: &[Column<R>]) -> String {
+    let defs: Vec<_> = columns
+        .iter()
+        .map(|c| {
+            let ty = match c.ty {
+                Type::Integer => "Int64",
+                Type::Real => "Float64",
+                Type::Text => "String",
+            };
+            if c.required {
+                format!("{} {ty}", c.name)
+            } else {
+                format!("{} Nullable({ty})", c.name)
+            }
+        })
+        .collect();
+    defs.join(",\n    ")
+}

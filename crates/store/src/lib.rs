@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
+pub mod clickhouse;
 mod columns;
 mod daily;
 mod kpi;
@@ -118,6 +119,11 @@ pub trait Sink {
     fn flush(&mut self) -> Result<(), StoreError>;
     /// Flushes and records the run's summary (counters as JSON).
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
+    /// A line on what a sink that delivers elsewhere delivered, kept and
+    /// lost, for the end of a run (None for files and databases here).
+    fn delivery_report(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Serialize)]

@@ -1,0 +1,96 @@
+//! `--clickhouse`: where `analyze` and `probe` also write calls and
+//! streams, for many probes to share one database (docs/scale-out.md).
+
+use anyhow::{bail, Context, Result};
+use calliper_store::clickhouse::{self, ClickHouse, Config};
+use std::path::PathBuf;
+
+/// The environment variable a password may come from.
+pub const PASSWORD_VARIABLE: &str = "CALLIPER_CLICKHOUSE_PASSWORD";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClickHouseArgs {
+    /// Also write calls and streams to ClickHouse's HTTP interface,
+    /// `http://HOST:PORT` (the tables are made if missing; a server that is
+    /// down or slow never holds up capture: rows wait in the spool and are
+    /// sent when it answers). docs/scale-out.md.
+    #[arg(long, value_name = "http://HOST:PORT")]
+    pub clickhouse: Option<String>,
+    /// With --clickhouse: the database (letters, digits and _).
+    #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE, requires = "clickhouse")]
+    pub clickhouse_database: String,
+    /// With --clickhouse: the user.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "default",
+        requires = "clickhouse"
+    )]
+    pub clickhouse_user: String,
+    /// With --clickhouse: a file holding the user's password (its first
+    /// line; a regular file). Without it, the environment variable
+    /// CALLIPER_CLICKHOUSE_PASSWORD, if set, gives it.
+    #[arg(long, value_name = "FILE", requires = "clickhouse")]
+    pub clickhouse_password_file: Option<PathBuf>,
+    /// With --clickhouse: keep rows the server has not taken in this
+    /// directory (created 0700), so they outlive this run and the next run
+    /// with the same directory sends them. Without it they wait in memory
+    /// (64 MiB at most) and are lost if the run ends before the server answers.
+    #[arg(long, value_name = "DIR", requires = "clickhouse")]
+    pub clickhouse_spool: Option<PathBuf>,
+    /// With --clickhouse-spool: the most it holds, MiB (what does not fit is
+    /// dropped and counted).
+    #[arg(long, value_name = "MIB", default_value_t = clickhouse::DEFAULT_SPOOL_BYTES >> 20, requires = "clickhouse_spool")]
+    pub clickhouse_spool_mib: u64,
+    /// With --clickhouse: rows per insert, at most.
+    #[arg(long, value_name = "ROWS", default_value_t = clickhouse::DEFAULT_BATCH_ROWS, requires = "clickhouse")]
+    pub clickhouse_batch_rows: usize,
+    /// With --clickhouse: how long a row waits for its insert to fill, ms.
+    #[arg(long, value_name = "MS", default_value_t = clickhouse::DEFAULT_BATCH_INTERVAL.as_millis() as u64, requires = "clickhouse")]
+    pub clickhouse_batch_ms: u64,
+    /// The name every row this probe writes carries (default: the host's name).
+    #[arg(long, value_name = "NAME", requires = "clickhouse")]
+    pub probe_name: Option<String>,
+}
+
+impl ClickHouseArgs {
+    /// The sink these options ask for, if any.
+    pub fn sink(&self) -> Result<Option<ClickHouse>> {
+        let Some(url) = &self.clickhouse else {
+            return Ok(None);
+        };
+        let probe = match &self.probe_name {
+            Some(p) => p.clone(),
+            None => host_name()?,
+        };
+        if probe.is_empty() || probe.len() > 255 {
+            bail!("--probe-name: give 1 to 255 bytes");
+        }
+        let mut cfg = Config::new(url, &probe);
+        cfg.database = self.clickhouse_database.clone();
+        cfg.user = self.clickhouse_user.clone();
+        cfg.password = match &self.clickhouse_password_file {
+            Some(f) => calliper_store::files::read_small(f, 4096)
+                .with_context(|| format!("cannot read --clickhouse-password-file {}", f.display()))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+            None => std::env::var(PASSWORD_VARIABLE).unwrap_or_default(),
+        };
+        cfg.spool_dir = self.clickhouse_spool.clone();
+        cfg.spool_bytes = self.clickhouse_spool_mib.saturating_mul(1 << 20);
+        cfg.batch_rows = self.clickhouse_batch_rows;
+        cfg.batch_interval = std::time::Duration::from_millis(self.clickhouse_batch_ms);
+        let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
+        let sink = ClickHouse::open(&cfg, say).with_context(|| format!("--clickhouse {url}"))?;
+        Ok(Some(sink))
+    }
+}
+
+/// The host's name, as the kernel has it.
+fn host_name() -> Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("cannot read the host's name (give --probe-name)")?;
+    Ok(name.trim().to_string())
+}

@@ -1,0 +1,405 @@
+//! `--clickhouse`: calls and streams written to a real ClickHouse server
+//! (Debian's, started by the test) equal the SQLite run's, field by field
+//! and in both directions; a batch sent twice is stored once; rows wait in
+//! the spool while the server is down and are sent when it answers; what
+//! cannot be kept is counted and fails the run, saying why.
+
+mod common;
+
+use common::clickhouse::{free_port, Server, PASSWORD};
+use common::{hostile, scratch};
+use rusqlite::types::Value as Sql;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `analyze FILE --db DB --clickhouse URL --probe-name PROBE EXTRA...`.
+fn analyze(file: &Path, db: &Path, url: &str, probe: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "--format",
+            "jsonl",
+            "-o",
+            "/dev/null",
+        ])
+        .arg("--db")
+        .arg(db)
+        .args(["--clickhouse", url, "--probe-name", probe])
+        .args(extra)
+        .arg(file)
+        .env("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)
+        .output()
+        .unwrap()
+}
+
+fn succeeded(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{what}: {}\n{err}",
+        out.status
+    );
+    err
+}
+
+/// A value as text both databases' forms reduce to: `i:N`, `r:X`, `t:TEXT`, `null`.
+fn canon_sqlite(v: &Sql) -> String {
+    match v {
+        Sql::Null => "null".into(),
+        Sql::Integer(i) => format!("i:{i}"),
+        Sql::Real(f) => format!("r:{f:?}"),
+        Sql::Text(t) => format!("t:{t}"),
+        Sql::Blob(b) => format!("t:{}", String::from_utf8_lossy(b)),
+    }
+}
+
+/// A ClickHouse JSON value of column type `ty` in the same form.
+fn canon_clickhouse(v: &Value, ty: &str) -> String {
+    if v.is_null() {
+        return "null".into();
+    }
+    if ty.contains("Int") {
+        let i: i64 = match v {
+            Value::String(s) => s.parse().unwrap(),
+            _ => v.as_i64().unwrap(),
+        };
+        format!("i:{i}")
+    } else if ty.contains("Float") {
+        let f: f64 = v
+            .as_str()
+            .expect("floats are selected as text")
+            .parse()
+            .unwrap();
+        format!("r:{f:?}")
+    } else {
+        format!("t:{}", v.as_str().unwrap())
+    }
+}
+
+type Row = BTreeMap<String, String>;
+
+/// SQLite's rows of `sql`, without `skip`ped columns.
+fn sqlite_rows(db: &Path, sql: &str, skip: &[&str]) -> Vec<Row> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut q = conn.prepare(sql).unwrap();
+    let names: Vec<String> = q.column_names().iter().map(|s| s.to_string()).collect();
+    let rows = q
+        .query_map([], |r| {
+            let mut row = Row::new();
+            for (i, n) in names.iter().enumerate() {
+                if !skip.contains(&n.as_str()) {
+                    row.insert(n.clone(), canon_sqlite(&r.get::<_, Sql>(i)?));
+                }
+            }
+            Ok(row)
+        })
+        .unwrap();
+    let mut v: Vec<Row> = rows.map(Result::unwrap).collect();
+    v.sort();
+    v
+}
+
+/// Column types of a ClickHouse table.
+fn types(ch: &Server, table: &str) -> HashMap<String, String> {
+    ch.rows(&format!(
+        "DESCRIBE TABLE calliper.{table} FORMAT JSONEachRow"
+    ))
+    .into_iter()
+    .map(|r| {
+        (
+            r["name"].as_str().unwrap().to_string(),
+            r["type"].as_str().unwrap().to_string(),
+        )
+    })
+    .collect()
+}
+
+/// ClickHouse's rows of a probe's table (FINAL: one per record id), in
+/// the same form, without the columns SQLite has not; streams' call ids
+/// become their call's Call-ID (`parent_call_id`), as SQLite's do.
+fn clickhouse_rows(ch: &Server, table: &str, probe: &str) -> Vec<Row> {
+    let ty = types(ch, table);
+    // Floats as ClickHouse's own text, read here by Rust's exact parser
+    // (serde_json's may be a unit in the last place off).
+    let columns: Vec<String> = ty
+        .iter()
+        .map(|(name, t)| match t.contains("Float") {
+            true => format!("toString({name}) AS {name}"),
+            false => name.clone(),
+        })
+        .collect();
+    let columns = columns.join(", ");
+    let calls: HashMap<String, Value> = ch
+        .rows(&format!(
+            "SELECT toString(record_id) AS id, call_id FROM calliper.calls FINAL WHERE probe = '{probe}' FORMAT JSONEachRow"
+        ))
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r["call_id"].clone()))
+        .collect();
+    let mut v: Vec<Row> = ch
+        .rows(&format!(
+            "SELECT {columns}{parent} FROM calliper.{table} FINAL WHERE probe = '{probe}' FORMAT JSONEachRow",
+            parent = if table == "streams" { ", toString(call_record_id) AS parent" } else { "" }
+        ))
+        .into_iter()
+        .map(|r| {
+            let mut row = Row::new();
+            for (k, val) in r.as_object().unwrap() {
+                match k.as_str() {
+                    "probe" | "record_id" | "day" | "call_record_id" => {}
+                    "parent" => {
+                        let id = val.as_str().map(str::to_string).unwrap_or_default();
+                        let call = calls.get(&id).cloned().unwrap_or(Value::Null);
+                        row.insert("parent_call_id".into(), canon_clickhouse(&call, "String"));
+                    }
+                    _ => {
+                        row.insert(k.clone(), canon_clickhouse(val, &ty[k]));
+                    }
+                }
+            }
+            row
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Both runs' calls and streams, as sorted rows.
+fn both(ch: &Server, db: &Path, probe: &str) -> [(Vec<Row>, Vec<Row>); 2] {
+    [
+        (
+            sqlite_rows(db, "SELECT * FROM calls", &["id"]),
+            clickhouse_rows(ch, "calls", probe),
+        ),
+        (
+            sqlite_rows(
+                db,
+                "SELECT s.*, c.call_id AS parent_call_id FROM streams s LEFT JOIN calls c ON s.call = c.id",
+                &["id", "call"],
+            ),
+            clickhouse_rows(ch, "streams", probe),
+        ),
+    ]
+}
+
+/// Each table equal in both directions: every SQLite row is in ClickHouse
+/// as often, and every ClickHouse row in SQLite.
+fn assert_equal(ch: &Server, db: &Path, probe: &str, what: &str) -> usize {
+    let mut rows = 0;
+    for (table, (sqlite, clickhouse)) in ["calls", "streams"].iter().zip(both(ch, db, probe)) {
+        for (r, there, here, other) in sqlite
+            .iter()
+            .map(|r| (r, &clickhouse, "SQLite", "ClickHouse"))
+            .chain(
+                clickhouse
+                    .iter()
+                    .map(|r| (r, &sqlite, "ClickHouse", "SQLite")),
+            )
+        {
+            assert!(
+                there.contains(r),
+                "{what}: {table} row only in {here}:\n{r:?}\nwhere the closest {other} row differs in {:?}",
+                closest(r, there)
+            );
+        }
+        assert_eq!(sqlite.len(), clickhouse.len(), "{what}: {table}");
+        rows += sqlite.len();
+    }
+    rows
+}
+
+/// The columns in which the row of `rows` most like `r` differs from it.
+fn closest(r: &Row, rows: &[Row]) -> Vec<(String, String, String)> {
+    let diff = |o: &Row| -> Vec<(String, String, String)> {
+        r.keys()
+            .chain(o.keys())
+            .filter(|k| r.get(*k) != o.get(*k))
+            .map(|k| {
+                (
+                    k.clone(),
+                    format!("{:?}", r.get(k)),
+                    format!("{:?}", o.get(k)),
+                )
+            })
+            .collect()
+    };
+    rows.iter()
+        .map(diff)
+        .min_by_key(Vec::len)
+        .unwrap_or_default()
+}
+
+fn db(name: &str) -> PathBuf {
+    scratch(&format!("{name}.db"))
+}
+
+#[test]
+fn every_call_and_stream_equals_the_sqlite_run_in_both_directions() {
+    let Some(ch) = Server::start("equal") else {
+        return;
+    };
+    let mut files = common::captures();
+    files.push(hostile::storable_strings().save("storable-strings"));
+    let impaired = scratch("impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("impaired", common::IMPAIRED),
+    )
+    .unwrap();
+    files.push(impaired);
+    let mut total = 0;
+    for (i, f) in files.iter().enumerate() {
+        let probe = format!("p{i}");
+        let db = db(&probe);
+        succeeded(
+            &analyze(f, &db, &ch.url, &probe, &[]),
+            &f.display().to_string(),
+        );
+        total += assert_equal(&ch, &db, &probe, &f.display().to_string());
+    }
+    assert!(total > 1000, "only {total} rows compared");
+    // The crafted strings came back byte for byte (the comparison above
+    // is exact); and they are there to compare.
+    let ids = ch.query("SELECT call_id FROM calliper.calls FINAL WHERE call_id LIKE '%DROP TABLE%' OR call_id LIKE 'q\"uo%' FORMAT TSV");
+    assert_eq!(ids.lines().count(), 2, "{ids}");
+    // Each row's day is its time's (UTC).
+    let wrong = ch.query(
+        "SELECT count() FROM calliper.calls WHERE day != toDate(toDateTime(intDiv(invite_ns, 1000000000), 'UTC'))",
+    );
+    assert_eq!(wrong.trim(), "0");
+}
+
+#[test]
+fn a_run_sent_twice_is_stored_once() {
+    let Some(ch) = Server::start("twice") else {
+        return;
+    };
+    let files = common::captures();
+    let file = files
+        .iter()
+        .find(|f| f.to_string_lossy().contains("sipp_calls"))
+        .unwrap();
+    let db = db("twice");
+    for _ in 0..2 {
+        std::fs::remove_file(&db).ok();
+        succeeded(&analyze(file, &db, &ch.url, "twice", &[]), "analyze");
+    }
+    let rows = assert_equal(&ch, &db, "twice", "sent twice");
+    assert!(rows > 0);
+    // Once merged, the table itself holds each row once.
+    ch.query("OPTIMIZE TABLE calliper.calls FINAL");
+    let calls = ch.query("SELECT count() FROM calliper.calls WHERE probe = 'twice'");
+    let sqlite = sqlite_rows(&db, "SELECT * FROM calls", &[]).len();
+    assert_eq!(calls.trim(), sqlite.to_string());
+}
+
+/// The rows a run reported sending, spooling and dropping.
+fn reported(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("clickhouse "))
+        .unwrap_or_else(|| panic!("no clickhouse line in:\n{stderr}"));
+    let after = line
+        .split(what)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {what:?} in {line}"));
+    after
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn rows_wait_in_the_spool_while_the_server_is_down_and_are_sent_when_it_answers() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let spool = scratch("spool");
+    let files = common::captures();
+    let named = |n: &str| {
+        files
+            .iter()
+            .find(|f| f.to_string_lossy().contains(n))
+            .unwrap()
+    };
+    let (a, b) = (named("sipp_calls"), named("rtp_rtcp_sip"));
+    let (db_a, db_b) = (db("spool-a"), db("spool-b"));
+    let spool_arg = spool.to_str().unwrap();
+    // Nothing listens: the run finishes, its rows wait in the spool.
+    let err = succeeded(
+        &analyze(a, &db_a, &url, "a", &["--clickhouse-spool", spool_arg]),
+        "down",
+    );
+    let waiting = reported(&err, "waiting in the spool ");
+    assert!(waiting > 0, "{err}");
+    assert_eq!(reported(&err, "spooled "), waiting);
+    assert_eq!(reported(&err, "sent "), 0);
+    assert!(err.contains("rows wait in the spool"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&spool).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for f in std::fs::read_dir(&spool).unwrap() {
+        let m = f.unwrap().metadata().unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    }
+    let Some(ch) = Server::start_on("spool", port) else {
+        return;
+    };
+    // The next run sends what waited, then its own.
+    let err = succeeded(
+        &analyze(b, &db_b, &url, "b", &["--clickhouse-spool", spool_arg]),
+        "up",
+    );
+    assert_eq!(reported(&err, "retried "), waiting, "{err}");
+    assert_eq!(reported(&err, "waiting in the spool "), 0, "{err}");
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    assert_eq!(assert_equal(&ch, &db_a, "a", "spooled run") as u64, waiting);
+    assert!(assert_equal(&ch, &db_b, "b", "next run") > 0);
+}
+
+#[test]
+fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let files = common::captures();
+    let file = files
+        .iter()
+        .find(|f| f.to_string_lossy().contains("sipp_calls"))
+        .unwrap();
+    // A spool with no room: the analysis still finishes and its database is whole.
+    let (dbf, spool) = (db("full"), scratch("full-spool"));
+    let out = analyze(
+        file,
+        &dbf,
+        &url,
+        "full",
+        &[
+            "--clickhouse-spool",
+            spool.to_str().unwrap(),
+            "--clickhouse-spool-mib",
+            "0",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the spool is full") && err.contains("are lost"),
+        "{err}"
+    );
+    let dropped = reported(&err, "dropped ");
+    let sqlite = sqlite_rows(&dbf, "SELECT * FROM calls", &[]).len()
+        + sqlite_rows(&dbf, "SELECT * FROM streams", &[]).len();
+    assert_eq!(dropped as usize, sqlite, "{err}");
+    // No spool directory and no server: held in memory, then lost at the end, and said.
+    let out = analyze(file, &db("memory"), &url, "memory", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("give --clickhouse-spool DIR"), "{err}");
+    assert_eq!(reported(&err, "dropped ") as usize, sqlite, "{err}");
+}

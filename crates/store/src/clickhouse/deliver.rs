@@ -1,0 +1,344 @@
+//! The delivery thread: sends batches oldest first (the spool's, then
+//! those just handed over), creates the tables before the first, and when
+//! the server does not answer puts what it holds in the spool and tries
+//! again later, waiting longer each time (1 s, doubling, to 30 s).
+//!
+//! A batch the server answers with an error is tried [`ATTEMPTS`] times
+//! (an overloaded server refuses inserts for a while), then dropped and
+//! counted as rejected, with the server's message, so one bad batch
+//! cannot hold back the rest for ever.
+
+use super::http::{Endpoint, HttpError};
+use super::spool::{Batch, Refused, Spool};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Tries of a batch the server refuses.
+const ATTEMPTS: u32 = 5;
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+const LONGEST_WAIT: Duration = Duration::from_secs(30);
+/// How long the end of a run keeps trying a server that does not answer
+/// when the rows have nowhere else to go (no spool directory).
+const LAST_TRIES: Duration = Duration::from_secs(10);
+
+pub(super) enum Msg {
+    Batch(Batch),
+    /// The run ended: deliver what can be, then stop.
+    Finish,
+}
+
+/// Delivery so far, in rows.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Report {
+    /// Taken by the server.
+    pub sent: u64,
+    /// Put in the spool (the server down or slow).
+    pub spooled: u64,
+    /// In the spool now.
+    pub waiting: u64,
+    /// Sent again after a failure.
+    pub retried: u64,
+    /// Refused by the server [`ATTEMPTS`] times, and dropped.
+    pub rejected: u64,
+    /// Lost: the spool was full or could not be written.
+    pub dropped: u64,
+    /// Requests that failed.
+    pub failures: u64,
+    /// The last failure, as the server or the network said it.
+    pub last_error: Option<String>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "clickhouse   sent {} rows, spooled {}, waiting in the spool {}, retried {}, rejected {}, dropped {}",
+            self.sent, self.spooled, self.waiting, self.retried, self.rejected, self.dropped
+        )?;
+        if let Some(e) = &self.last_error {
+            write!(f, "; last failure: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the sink and the thread share.
+pub(super) struct Shared {
+    spool: Mutex<Spool>,
+    sent: AtomicU64,
+    spooled: AtomicU64,
+    retried: AtomicU64,
+    rejected: AtomicU64,
+    dropped: AtomicU64,
+    failures: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    say: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Shared {
+    pub(super) fn new(spool: Spool, say: Box<dyn Fn(&str) + Send + Sync>) -> Shared {
+        Shared {
+            spool: Mutex::new(spool),
+            sent: AtomicU64::new(0),
+            spooled: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            say,
+        }
+    }
+
+    fn spool_lock(&self) -> std::sync::MutexGuard<'_, Spool> {
+        self.spool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts a batch in the spool, or counts it dropped and says why.
+    pub(super) fn spool(&self, b: Batch) {
+        let rows = b.rows;
+        match self.spool_lock().push(b) {
+            Ok(()) => {
+                self.spooled.fetch_add(rows, Relaxed);
+            }
+            Err(why) => {
+                self.dropped.fetch_add(rows, Relaxed);
+                let why = match why {
+                    Refused::Full => "the spool is full".to_string(),
+                    Refused::Io(e) => format!("the spool cannot be written: {e}"),
+                };
+                self.failed(&format!("{rows} rows dropped: {why}"));
+            }
+        }
+    }
+
+    fn failed(&self, why: &str) {
+        self.failures.fetch_add(1, Relaxed);
+        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        // Said when it changes, not at every retry.
+        if last.as_deref() != Some(why) {
+            (self.say)(&format!("clickhouse: {why}"));
+        }
+        *last = Some(why.to_string());
+    }
+
+    pub(super) fn report(&self) -> Report {
+        Report {
+            sent: self.sent.load(Relaxed),
+            spooled: self.spooled.load(Relaxed),
+            waiting: self.spool_lock().rows(),
+            retried: self.retried.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
+            failures: self.failures.load(Relaxed),
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+}
+
+/// The thread's state.
+pub(super) struct Worker {
+    endpoint: Endpoint,
+    schema: Vec<String>,
+    /// Each table's insert statement, by [`super::Table`].
+    inserts: [String; 2],
+    shared: Arc<Shared>,
+    rx: Receiver<Msg>,
+    /// Batches handed over and not yet sent (newer than the spool's).
+    queue: VecDeque<Batch>,
+    /// The tables exist (made once per run, before the first insert).
+    ready: bool,
+    /// Tries of the oldest batch so far.
+    attempts: u32,
+    wait: Duration,
+    next_try: Instant,
+}
+
+impl Worker {
+    pub(super) fn new(
+        endpoint: Endpoint,
+        schema: Vec<String>,
+        inserts: [String; 2],
+        shared: Arc<Shared>,
+        rx: Receiver<Msg>,
+    ) -> Worker {
+        Worker {
+            endpoint,
+            schema,
+            inserts,
+            shared,
+            rx,
+            queue: VecDeque::new(),
+            ready: false,
+            attempts: 0,
+            wait: FIRST_WAIT,
+            next_try: Instant::now(),
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        let mut finishing = None;
+        loop {
+            let timeout = self
+                .next_try
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(50));
+            match self.rx.recv_timeout(timeout) {
+                Ok(Msg::Batch(b)) => self.take(b),
+                Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
+                    finishing.get_or_insert(Instant::now() + LAST_TRIES);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            while let Ok(Msg::Batch(b)) = self.rx.try_recv() {
+                self.take(b);
+            }
+            if Instant::now() >= self.next_try || finishing.is_some() {
+                self.deliver();
+            }
+            if let Some(deadline) = finishing {
+                if self.done(deadline) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Queues a batch handed over; while the server is away, or when
+    /// too many wait, it goes to the spool.
+    fn take(&mut self, b: Batch) {
+        if self.attempts > 0 || self.queue.len() >= super::QUEUE {
+            self.shared.spool(b);
+        } else {
+            self.queue.push_back(b);
+        }
+    }
+
+    /// True when the thread may stop: nothing waits, or what waits is
+    /// safe in a spool directory, or the last tries are over (then what
+    /// is held in memory is lost, and counted).
+    fn done(&mut self, deadline: Instant) -> bool {
+        if self.attempts > 0 {
+            // The server did not answer: what is queued waits with the spool.
+            for b in std::mem::take(&mut self.queue) {
+                self.shared.spool(b);
+            }
+        }
+        let mut spool = self.shared.spool_lock();
+        if self.queue.is_empty() && (spool.len() == 0 || spool.on_disk()) {
+            return true;
+        }
+        if Instant::now() < deadline {
+            drop(spool);
+            std::thread::sleep(
+                self.next_try
+                    .saturating_duration_since(Instant::now())
+                    .min(deadline - Instant::now()),
+            );
+            return false;
+        }
+        let rows = spool.rows() + self.queue.iter().map(|b| b.rows).sum::<u64>();
+        while spool.len() > 0 {
+            let _ = spool.pop_front();
+        }
+        drop(spool);
+        self.queue.clear();
+        self.shared.dropped.fetch_add(rows, Relaxed);
+        self.shared.failed(&format!(
+            "{rows} rows dropped at the end of the run: the server did not take them"
+        ));
+        true
+    }
+
+    /// The oldest batch waiting: the spool's, else the queue's.
+    fn oldest(&mut self) -> Option<(Batch, bool)> {
+        loop {
+            let front = self.shared.spool_lock().front();
+            match front {
+                None => return self.queue.pop_front().map(|b| (b, false)),
+                Some(Ok(b)) => return Some((b, true)),
+                Some(Err(e)) => {
+                    // An unreadable spool file is dropped, not retried for ever.
+                    let mut spool = self.shared.spool_lock();
+                    let before = spool.rows();
+                    let _ = spool.pop_front();
+                    let lost = before - spool.rows();
+                    drop(spool);
+                    self.shared.dropped.fetch_add(lost, Relaxed);
+                    self.shared.failed(&format!(
+                        "a spooled batch cannot be read ({e}): {lost} rows dropped"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Sends batches oldest first until none is left or one fails.
+    fn deliver(&mut self) {
+        while let Some((b, spooled)) = self.oldest() {
+            let sent = self.send(&b);
+            let done = match &sent {
+                Ok(()) => {
+                    self.shared.sent.fetch_add(b.rows, Relaxed);
+                    if spooled || self.attempts > 0 {
+                        self.shared.retried.fetch_add(b.rows, Relaxed);
+                    }
+                    true
+                }
+                Err(e @ HttpError::Server { .. }) if self.attempts + 1 >= ATTEMPTS => {
+                    self.shared.rejected.fetch_add(b.rows, Relaxed);
+                    self.shared.failed(&format!(
+                        "{} rows rejected after {ATTEMPTS} tries: {e}",
+                        b.rows
+                    ));
+                    true
+                }
+                Err(_) => false,
+            };
+            if done {
+                if spooled {
+                    let _ = self.shared.spool_lock().pop_front();
+                }
+                self.attempts = 0;
+                self.wait = FIRST_WAIT;
+                continue;
+            }
+            if let Err(e) = sent {
+                self.shared.failed(&format!(
+                    "{}: {e}; rows wait in the spool",
+                    self.endpoint.addr()
+                ));
+            }
+            self.attempts += 1;
+            if !spooled {
+                // It was the oldest of the queue and the spool was empty: order holds.
+                self.shared.spool(b);
+            }
+            for b in std::mem::take(&mut self.queue) {
+                self.shared.spool(b);
+            }
+            self.next_try = Instant::now() + self.wait;
+            self.wait = (self.wait * 2).min(LONGEST_WAIT);
+            return;
+        }
+    }
+
+    fn send(&mut self, b: &Batch) -> Result<(), HttpError> {
+        if !self.ready {
+            for statement in &self.schema {
+                self.endpoint.post(statement.as_bytes())?;
+            }
+            self.ready = true;
+        }
+        let mut body = self.inserts[b.table as usize].clone().into_bytes();
+        body.extend_from_slice(&b.body);
+        self.endpoint.post(&body).map(drop)
+    }
+}

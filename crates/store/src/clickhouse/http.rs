@@ -1,0 +1,242 @@
+//! The least HTTP/1.1 ClickHouse's HTTP interface needs: a POST whose body
+//! is the query (and, for an insert, its rows after it), one connection per
+//! request, basic authentication, and a response read whole up to a cap.
+//! Queries and rows travel in the body, so nothing is spliced into a URL,
+//! and rows are JSON escaped by serde (never SQL built from strings).
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Time to connect, and to wait on each read or write.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most of a response kept (an error's message, a query's rows).
+const MAX_RESPONSE: usize = 64 << 20;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum HttpError {
+    /// No answer: the server is down, unreachable or too slow (worth retrying).
+    Network(io::Error),
+    /// The server answered with an error status and this message.
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body: ClickHouse's exception.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::Network(e) => write!(f, "no answer: {e}"),
+            HttpError::Server { status, message } => {
+                write!(f, "HTTP {status}: {}", message.trim())
+            }
+        }
+    }
+}
+
+/// Where a ClickHouse server's HTTP interface is, and who we are to it.
+#[derive(Clone)]
+pub struct Endpoint {
+    host: String,
+    addr: SocketAddr,
+    /// `Basic ...`.
+    authorization: String,
+}
+
+impl Endpoint {
+    /// `http://HOST:PORT` (a path or trailing slash is refused: the
+    /// database is given apart). HTTPS is not spoken: put ClickHouse or a
+    /// TLS proxy on the probe's host or a private network.
+    pub fn new(url: &str, user: &str, password: &str) -> Result<Endpoint, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            format!("{url}: give the HTTP interface as http://HOST:PORT (https is not spoken)")
+        })?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '@', '#']) {
+            return Err(format!(
+                "{url}: only http://HOST:PORT (the database, user and password have options of their own)"
+            ));
+        }
+        let addr = rest
+            .to_socket_addrs()
+            .map_err(|e| format!("{url}: {e} (give HOST:PORT, such as 127.0.0.1:8123)"))?
+            .next()
+            .ok_or_else(|| format!("{url}: the host has no address"))?;
+        let authorization = format!("Basic {}", base64(format!("{user}:{password}").as_bytes()));
+        Ok(Endpoint {
+            host: rest.to_string(),
+            addr,
+            authorization,
+        })
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// POSTs `body` (a query, then any data) and returns the response's body.
+    pub fn post(&self, body: &[u8]) -> Result<Vec<u8>, HttpError> {
+        let mut s =
+            TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT).map_err(HttpError::Network)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))
+            .map_err(HttpError::Network)?;
+        s.set_write_timeout(Some(IO_TIMEOUT))
+            .map_err(HttpError::Network)?;
+        let head = format!(
+            "POST / HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\nAuthorization: {}\r\n\r\n",
+            self.host,
+            body.len(),
+            self.authorization
+        );
+        s.write_all(head.as_bytes()).map_err(HttpError::Network)?;
+        s.write_all(body).map_err(HttpError::Network)?;
+        let (status, answer) = read_response(BufReader::new(s)).map_err(HttpError::Network)?;
+        if status == 200 {
+            Ok(answer)
+        } else {
+            Err(HttpError::Server {
+                status,
+                message: String::from_utf8_lossy(&answer[..answer.len().min(4096)]).into_owned(),
+            })
+        }
+    }
+}
+
+/// The status and body of a response (chunked, sized, or up to the close).
+fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    let mut line = String::new();
+    r.by_ref().take(8192).read_line(&mut line)?;
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| bad("not an HTTP response"))?;
+    let (mut chunked, mut length) = (false, None);
+    for _ in 0..200 {
+        line.clear();
+        r.by_ref().take(8192).read_line(&mut line)?;
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or((header, ""));
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.eq_ignore_ascii_case("chunked");
+        } else if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse::<usize>().ok();
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            r.by_ref().take(64).read_line(&mut line)?;
+            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                .map_err(|_| bad("a chunk without a size"))?;
+            if size == 0 {
+                break;
+            }
+            if body.len() + size > MAX_RESPONSE {
+                return Err(bad("response too long"));
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            r.read_exact(&mut body[start..])?;
+            let mut crlf = [0u8; 2];
+            r.read_exact(&mut crlf)?;
+        }
+    } else if let Some(n) = length {
+        if n > MAX_RESPONSE {
+            return Err(bad("response too long"));
+        }
+        body.resize(n, 0);
+        r.read_exact(&mut body)?;
+    } else {
+        r.take(MAX_RESPONSE as u64).read_to_end(&mut body)?;
+    }
+    Ok((status, body))
+}
+
+/// Standard base64 with padding (RFC 4648), for basic authentication.
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc_4648_vectors() {
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), coded);
+        }
+    }
+
+    #[test]
+    fn responses_are_read_sized_chunked_or_to_the_close() {
+        let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef";
+        assert_eq!(read_response(&sized[..]).unwrap(), (200, b"abc".to_vec()));
+        let chunked =
+            b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
+        assert_eq!(
+            read_response(&chunked[..]).unwrap(),
+            (500, b"abcde".to_vec())
+        );
+        let closed = b"HTTP/1.0 200 OK\r\n\r\nall of it";
+        assert_eq!(
+            read_response(&closed[..]).unwrap(),
+            (200, b"all of it".to_vec())
+        );
+        assert!(read_response(&b"SSH-2.0-x\r\n"[..]).is_err());
+        assert!(
+            read_response(&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn only_plain_host_and_port_urls_are_taken() {
+        assert!(Endpoint::new("http://127.0.0.1:8123", "default", "").is_ok());
+        assert!(Endpoint::new("http://127.0.0.1:8123/", "default", "").is_ok());
+        for bad in [
+            "https://127.0.0.1:8123",
+            "127.0.0.1:8123",
+            "http://127.0.0.1:8123/db",
+            "http://u:p@127.0.0.1:8123",
+            "http://127.0.0.1",
+        ] {
+            assert!(Endpoint::new(bad, "default", "").is_err(), "{bad}");
+        }
+    }
+}
