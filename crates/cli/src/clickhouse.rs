@@ -11,14 +11,20 @@ pub const PASSWORD_VARIABLE: &str = "CALLIPER_CLICKHOUSE_PASSWORD";
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClickHouseArgs {
     /// Also write calls and streams to ClickHouse's HTTP interface,
-    /// `http://HOST:PORT` (the tables are made if missing; a server that is
-    /// down or slow never holds up capture: rows wait in the spool and are
-    /// sent when it answers). docs/scale-out.md.
-    #[arg(long, value_name = "http://HOST:PORT")]
+    /// `http://HOST:PORT`, or several nodes of one cluster, comma-separated,
+    /// tried in turn (the tables are made on each if missing; a server that
+    /// is down or slow never holds up capture: rows wait in the spool and
+    /// are sent when one answers). docs/scale-out.md.
+    #[arg(long, value_name = "http://HOST:PORT[,...]")]
     pub clickhouse: Option<String>,
     /// With --clickhouse: the database (letters, digits and _).
     #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE, requires = "clickhouse")]
     pub clickhouse_database: String,
+    /// With --clickhouse: write through Distributed tables over this cluster
+    /// (named in the servers' remote_servers): rows are kept in calls_local
+    /// and streams_local on each shard, sharded by record id.
+    #[arg(long, value_name = "NAME", requires = "clickhouse")]
+    pub clickhouse_cluster: Option<String>,
     /// With --clickhouse: the user.
     #[arg(
         long,
@@ -68,6 +74,7 @@ impl ClickHouseArgs {
         }
         let mut cfg = Config::new(url, &probe);
         cfg.database = self.clickhouse_database.clone();
+        cfg.cluster = self.clickhouse_cluster.clone();
         cfg.user = self.clickhouse_user.clone();
         cfg.password = match &self.clickhouse_password_file {
             Some(f) => calliper_store::files::read_small(f, 4096)

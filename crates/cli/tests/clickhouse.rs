@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::clickhouse::{free_port, Server, PASSWORD};
+use common::clickhouse::{free_port, Server, CLUSTER, PASSWORD};
 use common::{hostile, scratch};
 use rusqlite::types::Value as Sql;
 use serde_json::Value;
@@ -235,7 +235,9 @@ fn closest(r: &Row, rows: &[Row]) -> Vec<(String, String, String)> {
 }
 
 fn db(name: &str) -> PathBuf {
-    scratch(&format!("{name}.db"))
+    let path = scratch(&format!("{name}.db"));
+    DBS.with(|d| d.borrow_mut().insert(name.to_string(), path.clone()));
+    path
 }
 
 #[test]
@@ -402,4 +404,172 @@ fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("give --clickhouse-spool DIR"), "{err}");
     assert_eq!(reported(&err, "dropped ") as usize, sqlite, "{err}");
+}
+
+/// Polls `sql` (a count) on `ch` until it gives `want`, for up to 30 s: a
+/// `Distributed` table forwards its rows to the other shards in the background.
+fn wait_for(ch: &Server, sql: &str, want: usize) {
+    let started = std::time::Instant::now();
+    loop {
+        let got = ch.query(sql);
+        if got.trim() == want.to_string() {
+            return;
+        }
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{sql}: {} after 30 s, want {want}",
+            got.trim()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+fn sqlite_count(db: &Path, table: &str) -> usize {
+    sqlite_rows(db, &format!("SELECT id FROM {table}"), &[]).len()
+}
+
+#[test]
+fn two_probes_on_a_two_shard_cluster_equal_their_sqlite_runs_from_either_server() {
+    let Some(servers) = Server::cluster("two", 2) else {
+        return;
+    };
+    let files = common::captures();
+    let named = |n: &str| {
+        files
+            .iter()
+            .find(|f| f.to_string_lossy().contains(n))
+            .unwrap()
+    };
+    let impaired = scratch("cluster-impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("cluster", common::IMPAIRED),
+    )
+    .unwrap();
+    let runs = [
+        ("site-a", named("sipp_calls").clone(), 0),
+        ("site-b", impaired, 1),
+    ];
+    let cluster = ["--clickhouse-cluster", CLUSTER];
+    for (probe, file, first) in &runs {
+        // Each probe lists both nodes, its own first: both get the tables.
+        let urls = format!("{},{}", servers[*first].url, servers[1 - first].url);
+        succeeded(&analyze(file, &db(probe), &urls, probe, &cluster), probe);
+    }
+    for (probe, _, _) in &runs {
+        let db = db_of(probe);
+        for table in ["calls", "streams"] {
+            let sql = format!("SELECT count() FROM calliper.{table} FINAL WHERE probe = '{probe}'");
+            wait_for(&servers[0], &sql, sqlite_count(&db, table));
+        }
+        for s in &servers {
+            assert!(assert_equal(s, &db, probe, probe) > 0);
+        }
+    }
+    // Sharded by record id: each shard holds part of each table.
+    for s in &servers {
+        for table in ["calls_local", "streams_local"] {
+            let n: u64 = s
+                .query(&format!("SELECT count() FROM calliper.{table}"))
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(n > 0, "{table} empty on {}", s.url);
+        }
+    }
+}
+
+/// The database of a probe name (as [`db`] named it).
+fn db_of(probe: &str) -> PathBuf {
+    DBS.with(|d| d.borrow()[probe].clone())
+}
+
+thread_local! {
+    static DBS: std::cell::RefCell<HashMap<String, PathBuf>> = Default::default();
+}
+
+#[test]
+fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing() {
+    use std::io::Write;
+    let Some(mut servers) = Server::cluster("fault", 2) else {
+        return;
+    };
+    let capture = common::generated_capture("fault", common::IMPAIRED);
+    let (db, spool) = (db("fault"), scratch("fault-spool"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "--format",
+            "jsonl",
+            "-o",
+            "/dev/null",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .arg("--clickhouse")
+        .arg(format!("{},{}", servers[0].url, servers[1].url))
+        .args(["--clickhouse-cluster", CLUSTER])
+        .args([
+            "--probe-name",
+            "fault",
+            "--clickhouse-batch-ms",
+            "100",
+            "--clickhouse-batch-rows",
+            "20",
+        ])
+        .arg("--clickhouse-spool")
+        .arg(&spool)
+        .arg("/dev/stdin")
+        .env("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let third = capture.len() / 3;
+    input.write_all(&capture[..third]).unwrap();
+    // Some rows have arrived; then both servers stop mid-run.
+    let started = std::time::Instant::now();
+    while servers[0]
+        .try_query("SELECT count() FROM calliper.calls")
+        .map_or(true, |n| n.trim() == "0")
+    {
+        assert!(started.elapsed().as_secs() < 30, "no rows arrived");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    servers[0].stop();
+    servers[1].stop();
+    input.write_all(&capture[third..2 * third]).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    servers[1].restart();
+    servers[0].restart();
+    input.write_all(&capture[2 * third..]).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    let err = succeeded(&out, "the run");
+    assert!(
+        reported(&err, "spooled ") > 0,
+        "nothing was spooled while the servers were down:\n{err}"
+    );
+    assert_eq!(reported(&err, "waiting in the spool "), 0, "{err}");
+    assert_eq!(reported(&err, "dropped "), 0, "{err}");
+    for table in ["calls", "streams"] {
+        let sql = format!("SELECT count() FROM calliper.{table} FINAL WHERE probe = 'fault'");
+        wait_for(&servers[0], &sql, sqlite_count(&db, table));
+    }
+    assert!(assert_equal(&servers[0], &db, "fault", "stopped mid-run") > 400);
+    // The sums too: packets, loss and MOS over all streams.
+    let sums = servers[0].query("SELECT sum(packets), sum(lost), sum(expected) FROM calliper.streams FINAL WHERE probe = 'fault' FORMAT TSV");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (p, l, e): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT sum(packets), sum(lost), sum(expected) FROM streams",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(sums.trim(), format!("{p}\t{l}\t{e}"));
 }

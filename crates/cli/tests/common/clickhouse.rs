@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 /// The test server's password for its `default` user.
 pub const PASSWORD: &str = "calliper-test-password";
 
+/// The cluster every test server's configuration names (all the servers
+/// started together, one shard each).
+pub const CLUSTER: &str = "calliper_test";
+
 pub struct Server {
     child: Option<Child>,
     dir: PathBuf,
@@ -28,6 +32,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+const BINARY: &str = "/usr/sbin/clickhouse-server";
+
 impl Server {
     /// A server on a free port, or None when `clickhouse` is in
     /// `CALLIPER_SKIP` and the server is not installed.
@@ -37,8 +43,17 @@ impl Server {
 
     /// A server whose HTTP interface is on `port`.
     pub fn start_on(name: &str, port: u16) -> Option<Server> {
-        let binary = "/usr/sbin/clickhouse-server";
-        if !std::path::Path::new(binary).exists()
+        Self::cluster_on(name, &[port]).map(|mut v| v.remove(0))
+    }
+
+    /// `n` servers forming [`CLUSTER`], one shard each.
+    pub fn cluster(name: &str, n: usize) -> Option<Vec<Server>> {
+        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        Self::cluster_on(name, &ports)
+    }
+
+    fn cluster_on(name: &str, http_ports: &[u16]) -> Option<Vec<Server>> {
+        if !std::path::Path::new(BINARY).exists()
             && skip_requested(
                 "clickhouse",
                 "clickhouse-server is not installed (the README's test command installs it)",
@@ -46,71 +61,74 @@ impl Server {
         {
             return None;
         }
-        let dir = scratch(&format!("clickhouse-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let d = dir.display();
-        let config = format!(
-            r#"<?xml version="1.0"?>
-<yandex>
-    <logger><level>warning</level><log>{d}/server.log</log><errorlog>{d}/error.log</errorlog><console>0</console></logger>
-    <listen_host>127.0.0.1</listen_host>
-    <http_port>{port}</http_port>
-    <tcp_port>{tcp}</tcp_port>
-    <path>{d}/data/</path>
-    <tmp_path>{d}/tmp/</tmp_path>
-    <user_files_path>{d}/user_files/</user_files_path>
-    <format_schema_path>{d}/format_schemas/</format_schema_path>
-    <users_config>{d}/users.xml</users_config>
-    <default_profile>default</default_profile>
-    <default_database>default</default_database>
-    <mark_cache_size>5368709120</mark_cache_size>
-</yandex>
-"#,
-            tcp = free_port()
-        );
-        let users = format!(
-            r#"<?xml version="1.0"?>
-<yandex>
-    <profiles><default></default></profiles>
-    <users><default><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-    <quotas><default></default></quotas>
-</yandex>
-"#
-        );
-        std::fs::write(dir.join("config.xml"), config).unwrap();
-        std::fs::write(dir.join("users.xml"), users).unwrap();
-        let child = Command::new(binary)
-            .arg(format!("--config-file={d}/config.xml"))
+        let tcp_ports: Vec<u16> = http_ports.iter().map(|_| free_port()).collect();
+        let shards: String = tcp_ports
+            .iter()
+            .map(|p| format!("<shard><replica><host>127.0.0.1</host><port>{p}</port><user>default</user><password>{PASSWORD}</password></replica></shard>"))
+            .collect();
+        let mut servers: Vec<Server> = http_ports
+            .iter()
+            .zip(&tcp_ports)
+            .enumerate()
+            .map(|(i, (&port, &tcp))| {
+                let dir = scratch(&format!("clickhouse-{name}-{i}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                write_config(&dir, port, tcp, &shards);
+                Server {
+                    child: None,
+                    dir,
+                    port,
+                    url: format!("http://127.0.0.1:{port}"),
+                }
+            })
+            .collect();
+        for s in &mut servers {
+            s.spawn();
+        }
+        for s in &mut servers {
+            s.wait_ready();
+        }
+        Some(servers)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(BINARY)
+            .arg(format!("--config-file={}/config.xml", self.dir.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
-        let url = format!("http://127.0.0.1:{port}");
-        let mut server = Server {
-            child: Some(child),
-            dir,
-            port,
-            url,
-        };
+            .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e}"));
+        self.child = Some(child);
+    }
+
+    fn wait_ready(&mut self) {
         let started = Instant::now();
-        while server.try_query("SELECT 1").is_err() {
-            if let Some(Some(status)) = server.child.as_mut().map(|c| c.try_wait().unwrap()) {
+        while self.try_query("SELECT 1").is_err() {
+            if let Some(Some(status)) = self.child.as_mut().map(|c| c.try_wait().unwrap()) {
                 panic!(
                     "clickhouse-server exited ({status}): {}",
-                    std::fs::read_to_string(server.dir.join("error.log")).unwrap_or_default()
+                    std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
                 );
             }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "clickhouse-server did not answer on port {port} within 60 s"
+                "clickhouse-server did not answer on port {} within 60 s",
+                self.port
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Some(server)
     }
 
-    fn try_query(&self, sql: &str) -> Result<String, String> {
+    /// Starts a stopped server again, with its data.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the server is running");
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// The answer to `sql`, or why there is none.
+    pub fn try_query(&self, sql: &str) -> Result<String, String> {
         let e = Endpoint::new(&self.url, "default", PASSWORD)?;
         let out = e.post(sql.as_bytes()).map_err(|e| e.to_string())?;
         Ok(String::from_utf8(out).expect("ClickHouse's answer is UTF-8"))
@@ -154,4 +172,40 @@ impl Drop for Server {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A server's configuration: loopback only, its ports, a directory of its
+/// own, the test user, and the cluster of all servers started together.
+fn write_config(dir: &std::path::Path, port: u16, tcp: u16, shards: &str) {
+    let d = dir.display();
+    let config = format!(
+        r#"<?xml version="1.0"?>
+<yandex>
+    <logger><level>warning</level><log>{d}/server.log</log><errorlog>{d}/error.log</errorlog><console>0</console></logger>
+    <listen_host>127.0.0.1</listen_host>
+    <http_port>{port}</http_port>
+    <tcp_port>{tcp}</tcp_port>
+    <path>{d}/data/</path>
+    <tmp_path>{d}/tmp/</tmp_path>
+    <user_files_path>{d}/user_files/</user_files_path>
+    <format_schema_path>{d}/format_schemas/</format_schema_path>
+    <users_config>{d}/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>5368709120</mark_cache_size>
+    <remote_servers><{CLUSTER}>{shards}</{CLUSTER}></remote_servers>
+</yandex>
+"#
+    );
+    let users = format!(
+        r#"<?xml version="1.0"?>
+<yandex>
+    <profiles><default></default></profiles>
+    <users><default><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+    <quotas><default></default></quotas>
+</yandex>
+"#
+    );
+    std::fs::write(dir.join("config.xml"), config).unwrap();
+    std::fs::write(dir.join("users.xml"), users).unwrap();
 }

@@ -145,7 +145,13 @@ impl Shared {
 
 /// The thread's state.
 pub(super) struct Worker {
-    endpoint: Endpoint,
+    /// The servers, in the order tried; inserts go to `current` while it answers.
+    endpoints: Vec<Endpoint>,
+    current: usize,
+    /// Which servers have the tables (made before the first insert to each).
+    ready: Vec<bool>,
+    /// When the servers not yet ready are next asked to make the tables.
+    next_schema_try: Instant,
     schema: Vec<String>,
     /// Each table's insert statement, by [`super::Table`].
     inserts: [String; 2],
@@ -153,8 +159,6 @@ pub(super) struct Worker {
     rx: Receiver<Msg>,
     /// Batches handed over and not yet sent (newer than the spool's).
     queue: VecDeque<Batch>,
-    /// The tables exist (made once per run, before the first insert).
-    ready: bool,
     /// Tries of the oldest batch so far.
     attempts: u32,
     wait: Duration,
@@ -163,20 +167,22 @@ pub(super) struct Worker {
 
 impl Worker {
     pub(super) fn new(
-        endpoint: Endpoint,
+        endpoints: Vec<Endpoint>,
         schema: Vec<String>,
         inserts: [String; 2],
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
     ) -> Worker {
         Worker {
-            endpoint,
+            ready: vec![false; endpoints.len()],
+            endpoints,
+            current: 0,
+            next_schema_try: Instant::now(),
             schema,
             inserts,
             shared,
             rx,
             queue: VecDeque::new(),
-            ready: false,
             attempts: 0,
             wait: FIRST_WAIT,
             next_try: Instant::now(),
@@ -313,7 +319,7 @@ impl Worker {
             if let Err(e) = sent {
                 self.shared.failed(&format!(
                     "{}: {e}; rows wait in the spool",
-                    self.endpoint.addr()
+                    self.server_names()
                 ));
             }
             self.attempts += 1;
@@ -330,15 +336,63 @@ impl Worker {
         }
     }
 
+    /// The servers, for messages.
+    fn server_names(&self) -> String {
+        let names: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| e.addr().to_string())
+            .collect();
+        names.join(", ")
+    }
+
+    /// Inserts a batch into the current server, else into the next that
+    /// answers (any node of a cluster takes any row).
     fn send(&mut self, b: &Batch) -> Result<(), HttpError> {
-        if !self.ready {
-            for statement in &self.schema {
-                self.endpoint.post(statement.as_bytes())?;
+        self.make_tables_elsewhere();
+        let n = self.endpoints.len();
+        let mut unanswered = None;
+        for k in 0..n {
+            let i = (self.current + k) % n;
+            match self.send_to(i, b) {
+                Ok(()) => {
+                    self.current = i;
+                    return Ok(());
+                }
+                Err(e @ HttpError::Network(_)) => unanswered = Some(e),
+                Err(e) => return Err(e),
             }
-            self.ready = true;
+        }
+        Err(unanswered.unwrap_or_else(|| HttpError::Network(std::io::ErrorKind::NotFound.into())))
+    }
+
+    fn send_to(&mut self, i: usize, b: &Batch) -> Result<(), HttpError> {
+        if !self.ready[i] {
+            for statement in &self.schema {
+                self.endpoints[i].post(statement.as_bytes())?;
+            }
+            self.ready[i] = true;
         }
         let mut body = self.inserts[b.table as usize].clone().into_bytes();
         body.extend_from_slice(&b.body);
-        self.endpoint.post(&body).map(drop)
+        self.endpoints[i].post(&body).map(drop)
+    }
+
+    /// Every server listed needs the tables, not only the one inserted
+    /// into (a cluster's `Distributed` table forwards rows to the others'
+    /// local tables): those that lacked them are asked again every 30 s.
+    fn make_tables_elsewhere(&mut self) {
+        if Instant::now() < self.next_schema_try || self.ready.iter().all(|&r| r) {
+            return;
+        }
+        self.next_schema_try = Instant::now() + LONGEST_WAIT;
+        for i in 0..self.endpoints.len() {
+            if !self.ready[i] {
+                self.ready[i] = self
+                    .schema
+                    .iter()
+                    .all(|st| self.endpoints[i].post(st.as_bytes()).is_ok());
+            }
+        }
     }
 }

@@ -70,10 +70,13 @@ impl Table {
 /// Where and how to write.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `http://HOST:PORT` of the HTTP interface.
-    pub url: String,
+    /// `http://HOST:PORT` of each server's HTTP interface (several: nodes
+    /// of one cluster, tried in turn).
+    pub urls: Vec<String>,
     /// The database the tables are in.
     pub database: String,
+    /// Write through `Distributed` tables over this cluster ([`schema`]).
+    pub cluster: Option<String>,
     /// The user ClickHouse knows the probe as.
     pub user: String,
     /// Its password (empty for none).
@@ -91,11 +94,12 @@ pub struct Config {
 }
 
 impl Config {
-    /// Writing to `url` as `probe`, with the defaults above.
+    /// Writing to `url` (or several, comma-separated) as `probe`, with the defaults above.
     pub fn new(url: &str, probe: &str) -> Config {
         Config {
-            url: url.to_string(),
+            urls: url.split(',').map(|u| u.trim().to_string()).collect(),
             database: DEFAULT_DATABASE.to_string(),
+            cluster: None,
             user: "default".to_string(),
             password: String::new(),
             probe: probe.to_string(),
@@ -107,29 +111,52 @@ impl Config {
     }
 }
 
-/// The statements that make the database and its tables (none drops or
-/// changes anything that exists).
-pub fn schema(database: &str) -> Vec<String> {
-    let table = |name: &str, extra: &str, defs: String, order: &str| {
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.{name} (\n    probe String,\n    record_id UInt64,\n    {extra}day Date,\n    {defs}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})"
-        )
-    };
-    vec![
-        format!("CREATE DATABASE IF NOT EXISTS {database}"),
-        table(
-            "calls",
+/// The statements that make the database and its tables on one server
+/// (none drops or changes anything that exists). With a `cluster` (one
+/// named in the servers' `remote_servers`), the rows are kept in
+/// `calls_local` and `streams_local` on each shard, and `calls` and
+/// `streams` are `Distributed` tables over them, sharded by `record_id` so
+/// that a row sent twice meets itself on one shard (where `FINAL` makes it
+/// one); each server a probe or the console talks to needs these.
+pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
+    let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
+    for (table, extra, defs, order) in [
+        (
+            Table::Calls,
             "",
             columns::clickhouse_definitions(columns::CALLS),
             "invite_ns, record_id",
         ),
-        table(
-            "streams",
+        (
+            Table::Streams,
             "call_record_id Nullable(UInt64),\n    ",
             columns::clickhouse_definitions(columns::STREAMS),
             "record_id",
         ),
-    ]
+    ] {
+        let name = table.name();
+        let stored = match cluster {
+            Some(_) => format!("{name}_local"),
+            None => name.to_string(),
+        };
+        statements.push(format!(
+            "CREATE TABLE IF NOT EXISTS {database}.{stored} (\n    probe String,\n    record_id UInt64,\n    {extra}day Date,\n    {defs}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})"
+        ));
+        if let Some(cluster) = cluster {
+            statements.push(format!(
+                "CREATE TABLE IF NOT EXISTS {database}.{name} AS {database}.{stored} ENGINE = Distributed({cluster}, {database}, {stored}, record_id)"
+            ));
+        }
+    }
+    statements
+}
+
+/// True for a name ClickHouse takes without quoting (a database, a cluster).
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
 }
 
 /// The insert of `table`'s rows ([`row_binary`]: each value in its
@@ -149,9 +176,9 @@ fn insert(database: &str, table: Table) -> String {
 }
 
 /// A stable id: the same record from the same probe has the same id in
-/// every run, so a replayed row replaces itself. Keyed BLAKE3, not a
-/// plain hash: a sender cannot choose a Call-ID whose row would replace
-/// another call's.
+/// every run, so a replayed row replaces itself. BLAKE3, a cryptographic
+/// hash, not a fast one: a sender cannot choose a Call-ID whose row would
+/// replace another call's.
 fn record_id(parts: &[&[u8]]) -> u64 {
     let mut h = blake3::Hasher::new();
     for p in parts {
@@ -189,19 +216,27 @@ impl ClickHouse {
         cfg: &Config,
         say: Box<dyn Fn(&str) + Send + Sync>,
     ) -> Result<ClickHouse, StoreError> {
-        if cfg.database.is_empty()
-            || !cfg
-                .database
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
-            return Err(StoreError::Invalid(format!(
-                "{:?}: a ClickHouse database name is letters, digits and _",
-                cfg.database
-            )));
+        for (what, name) in [
+            ("database", Some(&cfg.database)),
+            ("cluster", cfg.cluster.as_ref()),
+        ] {
+            if let Some(name) = name.filter(|n| !plain_name(n)) {
+                return Err(StoreError::Invalid(format!(
+                    "{name:?}: a ClickHouse {what} name here is letters, digits and _, not starting with a digit"
+                )));
+            }
         }
-        let endpoint =
-            Endpoint::new(&cfg.url, &cfg.user, &cfg.password).map_err(StoreError::Invalid)?;
+        if cfg.urls.len() > 1 && cfg.cluster.is_none() {
+            return Err(StoreError::Invalid(
+                "several servers are one cluster's nodes: name it with --clickhouse-cluster".into(),
+            ));
+        }
+        let endpoints = cfg
+            .urls
+            .iter()
+            .map(|u| Endpoint::new(u, &cfg.user, &cfg.password))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::Invalid)?;
         let limit = if cfg.spool_dir.is_some() {
             cfg.spool_bytes
         } else {
@@ -219,8 +254,13 @@ impl ClickHouse {
         let shared = Arc::new(deliver::Shared::new(spool, say));
         let (tx, rx) = sync_channel(QUEUE);
         let inserts = [Table::Calls, Table::Streams].map(|t| insert(&cfg.database, t));
-        let worker =
-            deliver::Worker::new(endpoint, schema(&cfg.database), inserts, shared.clone(), rx);
+        let worker = deliver::Worker::new(
+            endpoints,
+            schema(&cfg.database, cfg.cluster.as_deref()),
+            inserts,
+            shared.clone(),
+            rx,
+        );
         let thread = std::thread::Builder::new()
             .name("calliper-clickhouse".into())
             .spawn(move || worker.run())
@@ -410,7 +450,7 @@ mod tests {
 
     #[test]
     fn the_tables_have_every_column_of_sqlite() {
-        let ddl = schema("calliper").join("\n");
+        let ddl = schema("calliper", None).join("\n");
         for name in columns::CALLS
             .iter()
             .map(|c| c.name)
