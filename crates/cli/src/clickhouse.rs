@@ -60,8 +60,9 @@ pub struct ClickHouseArgs {
 }
 
 impl ClickHouseArgs {
-    /// The sink these options ask for, if any.
-    pub fn sink(&self) -> Result<Option<ClickHouse>> {
+    /// The sink these options ask for, if any; `lossy` (a live probe):
+    /// never wait for a slow server, spool instead.
+    pub fn sink(&self, lossy: bool) -> Result<Option<ClickHouse>> {
         let Some(url) = &self.clickhouse else {
             return Ok(None);
         };
@@ -89,6 +90,7 @@ impl ClickHouseArgs {
         cfg.spool_bytes = self.clickhouse_spool_mib.saturating_mul(1 << 20);
         cfg.batch_rows = self.clickhouse_batch_rows;
         cfg.batch_interval = std::time::Duration::from_millis(self.clickhouse_batch_ms);
+        cfg.wait_when_slow = !lossy;
         let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
         let sink = ClickHouse::open(&cfg, say).with_context(|| format!("--clickhouse {url}"))?;
         Ok(Some(sink))

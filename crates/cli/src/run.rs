@@ -91,7 +91,7 @@ impl Outputs {
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
-        if let Some(ch) = o.clickhouse.sink()? {
+        if let Some(ch) = o.clickhouse.sink(lossy)? {
             sinks.sinks.push(Box::new(ch));
         }
         let hep = match o.hep {

@@ -573,3 +573,41 @@ fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing
         .unwrap();
     assert_eq!(sums.trim(), format!("{p}\t{l}\t{e}"));
 }
+
+#[test]
+fn a_database_of_another_layout_is_refused_by_name() {
+    let Some(ch) = Server::start("layout") else {
+        return;
+    };
+    let files = common::captures();
+    let file = files
+        .iter()
+        .find(|f| f.to_string_lossy().contains("sipp_calls"))
+        .unwrap();
+    succeeded(
+        &analyze(file, &db("plain"), &ch.url, "plain", &[]),
+        "without a cluster",
+    );
+    // The same database, now as a cluster's: its calls table is not Distributed.
+    let out = analyze(
+        file,
+        &db("layout"),
+        &ch.url,
+        "layout",
+        &["--clickhouse-cluster", CLUSTER],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("calliper.calls is ReplacingMergeTree")
+            && err.contains("use another --clickhouse-database"),
+        "{err}"
+    );
+    assert!(err.contains("refused by the server and are lost"), "{err}");
+    // Nothing of the refused run was written anywhere.
+    assert_eq!(
+        ch.query("SELECT count() FROM calliper.calls WHERE probe = 'layout'")
+            .trim(),
+        "0"
+    );
+}

@@ -12,7 +12,7 @@ use super::http::{Endpoint, HttpError};
 use super::spool::{Batch, Refused, Spool};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -152,7 +152,7 @@ pub(super) struct Worker {
     ready: Vec<bool>,
     /// When the servers not yet ready are next asked to make the tables.
     next_schema_try: Instant,
-    schema: Vec<String>,
+    schema: super::Schema,
     /// Each table's insert statement, by [`super::Table`].
     inserts: [String; 2],
     shared: Arc<Shared>,
@@ -168,7 +168,7 @@ pub(super) struct Worker {
 impl Worker {
     pub(super) fn new(
         endpoints: Vec<Endpoint>,
-        schema: Vec<String>,
+        schema: super::Schema,
         inserts: [String; 2],
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
@@ -192,21 +192,37 @@ impl Worker {
     pub(super) fn run(mut self) {
         let mut finishing = None;
         loop {
-            let timeout = self
-                .next_try
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(50));
-            match self.rx.recv_timeout(timeout) {
-                Ok(Msg::Batch(b)) => self.take(b),
-                Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
-                    finishing.get_or_insert(Instant::now() + LAST_TRIES);
+            // Batches are taken while the queue has room; when it is full
+            // they wait in the channel, where the sink spools them (a live
+            // probe) or waits (an offline run: nothing lost, no hurry).
+            if self.queue.len() < super::QUEUE || finishing.is_some() {
+                let timeout = self
+                    .next_try
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(50));
+                let mut next = self.rx.recv_timeout(timeout);
+                loop {
+                    match next {
+                        Ok(Msg::Batch(b)) => self.take(b),
+                        Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
+                            finishing.get_or_insert(Instant::now() + LAST_TRIES);
+                        }
+                        Err(RecvTimeoutError::Timeout) => break,
+                    }
+                    if self.queue.len() >= super::QUEUE && finishing.is_none() {
+                        break;
+                    }
+                    next = self.rx.try_recv().map_err(|e| match e {
+                        TryRecvError::Empty => RecvTimeoutError::Timeout,
+                        TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                    });
+                    if finishing.is_some() && matches!(next, Err(RecvTimeoutError::Disconnected)) {
+                        break;
+                    }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
             }
-            while let Ok(Msg::Batch(b)) = self.rx.try_recv() {
-                self.take(b);
-            }
-            if Instant::now() >= self.next_try || finishing.is_some() {
+            let full = self.queue.len() >= super::QUEUE;
+            if Instant::now() >= self.next_try || finishing.is_some() || full {
                 self.deliver();
             }
             if let Some(deadline) = finishing {
@@ -220,7 +236,7 @@ impl Worker {
     /// Queues a batch handed over; while the server is away, or when
     /// too many wait, it goes to the spool.
     fn take(&mut self, b: Batch) {
-        if self.attempts > 0 || self.queue.len() >= super::QUEUE {
+        if self.attempts > 0 {
             self.shared.spool(b);
         } else {
             self.queue.push_back(b);
@@ -298,12 +314,13 @@ impl Worker {
                     }
                     true
                 }
-                Err(e @ HttpError::Server { .. }) if self.attempts + 1 >= ATTEMPTS => {
+                Err(e @ HttpError::Server { status, .. })
+                    if *status == 0 || self.attempts + 1 >= ATTEMPTS =>
+                {
+                    // Status 0: our own check of the tables, which no retry changes.
                     self.shared.rejected.fetch_add(b.rows, Relaxed);
-                    self.shared.failed(&format!(
-                        "{} rows rejected after {ATTEMPTS} tries: {e}",
-                        b.rows
-                    ));
+                    self.shared
+                        .failed(&format!("{} rows rejected: {e}", b.rows));
                     true
                 }
                 Err(_) => false,
@@ -368,9 +385,7 @@ impl Worker {
 
     fn send_to(&mut self, i: usize, b: &Batch) -> Result<(), HttpError> {
         if !self.ready[i] {
-            for statement in &self.schema {
-                self.endpoints[i].post(statement.as_bytes())?;
-            }
+            self.schema.make(&self.endpoints[i])?;
             self.ready[i] = true;
         }
         let mut body = self.inserts[b.table as usize].clone().into_bytes();
@@ -388,10 +403,7 @@ impl Worker {
         self.next_schema_try = Instant::now() + LONGEST_WAIT;
         for i in 0..self.endpoints.len() {
             if !self.ready[i] {
-                self.ready[i] = self
-                    .schema
-                    .iter()
-                    .all(|st| self.endpoints[i].post(st.as_bytes()).is_ok());
+                self.ready[i] = self.schema.make(&self.endpoints[i]).is_ok();
             }
         }
     }

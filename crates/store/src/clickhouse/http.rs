@@ -21,7 +21,7 @@ pub enum HttpError {
     Network(io::Error),
     /// The server answered with an error status and this message.
     Server {
-        /// The HTTP status.
+        /// The HTTP status (0: refused by the sink's own check of the answer).
         status: u16,
         /// The start of the body: ClickHouse's exception.
         message: String,
@@ -32,6 +32,7 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HttpError::Network(e) => write!(f, "no answer: {e}"),
+            HttpError::Server { status: 0, message } => f.write_str(message),
             HttpError::Server { status, message } => {
                 write!(f, "HTTP {status}: {}", message.trim())
             }

@@ -91,6 +91,10 @@ pub struct Config {
     pub batch_rows: usize,
     /// Time a row waits for its batch, at most.
     pub batch_interval: Duration,
+    /// When the server is slow (answering, but behind), wait for it
+    /// rather than spool: for an offline run, which has no clock to keep
+    /// up with. A live probe never waits (false).
+    pub wait_when_slow: bool,
 }
 
 impl Config {
@@ -107,6 +111,7 @@ impl Config {
             spool_bytes: DEFAULT_SPOOL_BYTES,
             batch_rows: DEFAULT_BATCH_ROWS,
             batch_interval: DEFAULT_BATCH_INTERVAL,
+            wait_when_slow: false,
         }
     }
 }
@@ -149,6 +154,68 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
         }
     }
     statements
+}
+
+/// The tables a server must have, made if missing and then checked: a
+/// table of the same name made otherwise (a database first written without
+/// a cluster, then with one) is refused by name rather than written wrongly.
+pub(crate) struct Schema {
+    statements: Vec<String>,
+    database: String,
+    /// (table, engine) as `schema` makes them.
+    engines: Vec<(String, &'static str)>,
+}
+
+impl Schema {
+    fn new(database: &str, cluster: Option<&str>) -> Schema {
+        let mut engines = Vec::new();
+        for t in [Table::Calls, Table::Streams] {
+            match cluster {
+                Some(_) => {
+                    engines.push((format!("{}_local", t.name()), "ReplacingMergeTree"));
+                    engines.push((t.name().to_string(), "Distributed"));
+                }
+                None => engines.push((t.name().to_string(), "ReplacingMergeTree")),
+            }
+        }
+        Schema {
+            statements: schema(database, cluster),
+            database: database.to_string(),
+            engines,
+        }
+    }
+
+    /// Makes the tables on the server `e` speaks to, and checks their engines.
+    pub(crate) fn make(&self, e: &Endpoint) -> Result<(), HttpError> {
+        for statement in &self.statements {
+            e.post(statement.as_bytes())?;
+        }
+        let answer = e.post(
+            format!(
+                "SELECT name, engine FROM system.tables WHERE database = '{}' FORMAT TSV",
+                self.database
+            )
+            .as_bytes(),
+        )?;
+        let answer = String::from_utf8_lossy(&answer);
+        let found: Vec<(&str, &str)> = answer.lines().filter_map(|l| l.split_once('\t')).collect();
+        for (table, engine) in &self.engines {
+            let have = found.iter().find(|(n, _)| n == table).map(|(_, e)| *e);
+            if have != Some(*engine) {
+                return Err(HttpError::Server {
+                    status: 0,
+                    message: format!(
+                        "{}.{table} is {} on {}, where {engine} is wanted (a database made with{} --clickhouse-cluster): use another --clickhouse-database",
+                        self.database,
+                        have.unwrap_or("missing"),
+                        e.addr(),
+                        if *engine == "Distributed" || table.ends_with("_local") { "out" } else { "" },
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// True for a name ClickHouse takes without quoting (a database, a cluster).
@@ -202,6 +269,7 @@ pub struct ClickHouse {
     probe: String,
     batch_rows: u64,
     batch_interval: Duration,
+    wait_when_slow: bool,
     open: [Open; 2],
     shared: Arc<deliver::Shared>,
     tx: Option<SyncSender<deliver::Msg>>,
@@ -256,7 +324,7 @@ impl ClickHouse {
         let inserts = [Table::Calls, Table::Streams].map(|t| insert(&cfg.database, t));
         let worker = deliver::Worker::new(
             endpoints,
-            schema(&cfg.database, cfg.cluster.as_deref()),
+            Schema::new(&cfg.database, cfg.cluster.as_deref()),
             inserts,
             shared.clone(),
             rx,
@@ -269,6 +337,7 @@ impl ClickHouse {
             probe: cfg.probe.clone(),
             batch_rows: cfg.batch_rows.max(1) as u64,
             batch_interval: cfg.batch_interval,
+            wait_when_slow: cfg.wait_when_slow,
             open: Default::default(),
             shared,
             tx: Some(tx),
@@ -353,6 +422,14 @@ impl ClickHouse {
             body: open.body,
         };
         let Some(tx) = &self.tx else { return };
+        if self.wait_when_slow {
+            if let Err(std::sync::mpsc::SendError(deliver::Msg::Batch(b))) =
+                tx.send(deliver::Msg::Batch(b))
+            {
+                self.shared.spool(b);
+            }
+            return;
+        }
         match tx.try_send(deliver::Msg::Batch(b)) {
             Ok(()) => {}
             Err(TrySendError::Full(deliver::Msg::Batch(b)))
@@ -413,6 +490,13 @@ impl crate::Sink for ClickHouse {
             })?;
         }
         let r = self.report();
+        if r.rejected > 0 {
+            return Err(StoreError::Invalid(format!(
+                "clickhouse: {} rows were refused by the server and are lost ({})",
+                r.rejected,
+                r.last_error.as_deref().unwrap_or("")
+            )));
+        }
         if r.dropped > 0 {
             return Err(StoreError::Invalid(format!(
                 "clickhouse: {} rows were not delivered and are lost ({}); give --clickhouse-spool DIR to keep them for the next run",
