@@ -112,13 +112,19 @@ impl Sinks {
                 s.write_tracked("user", &v)?;
             }
         }
+        // Every sink finishes, even after one failed (a database sink
+        // delivers or spools what it holds); the first failure is the run's.
+        let mut failed = Ok(());
         for s in self.sinks.iter_mut() {
             let finished = s.finish(&f.input, &f.summary);
             if let Some(line) = s.delivery_report() {
                 eprintln!("{line}");
             }
-            finished?;
+            if failed.is_ok() {
+                failed = finished;
+            }
         }
+        failed?;
         if let Some(t) = self.text.as_mut() {
             t.users(&f.users)?;
             t.kpis(&f.kpis)?;

@@ -200,9 +200,9 @@ pub(crate) fn sqlite_definitions<R>(columns: &[Column<R>]) -> String {
         .collect();
     defs.join(",\n    ")
 }
-/// ClickHouse's definitions of the columns (`name Type`, Nullable unless required).
-pub(crate) fn clickhouse_definitions<R>(columns: &[Column<R>]) -> String {
-    let defs: Vec<_> = columns
+/// ClickHouse's name and type of each column (`Nullable` unless required).
+pub(crate) fn clickhouse_columns<R>(columns: &[Column<R>]) -> Vec<(String, String)> {
+    columns
         .iter()
         .map(|c| {
             let ty = match c.ty {
@@ -210,12 +210,12 @@ pub(crate) fn clickhouse_definitions<R>(columns: &[Column<R>]) -> String {
                 Type::Real => "Float64",
                 Type::Text => "String",
             };
-            if c.required {
-                format!("{} {ty}", c.name)
+            let ty = if c.required {
+                ty.to_string()
             } else {
-                format!("{} Nullable({ty})", c.name)
-            }
+                format!("Nullable({ty})")
+            };
+            (c.name.to_string(), ty)
         })
-        .collect();
-    defs.join(",\n    ")
+        .collect()
 }

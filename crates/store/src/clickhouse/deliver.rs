@@ -3,10 +3,11 @@
 //! the server does not answer puts what it holds in the spool and tries
 //! again later, waiting longer each time (1 s, doubling, to 30 s).
 //!
-//! A batch the server answers with an error is tried [`ATTEMPTS`] times
-//! (an overloaded server refuses inserts for a while), then dropped and
-//! counted as rejected, with the server's message, so one bad batch
-//! cannot hold back the rest for ever.
+//! A batch the servers refuse (an error status: an overloaded server, a
+//! proxy in trouble) stays the oldest and is tried again, [`ATTEMPTS`]
+//! times in all; then it is set aside (kept as `.rejected` in a spool
+//! directory) and counted as rejected with the server's message, and the
+//! run fails saying so, so one bad batch cannot hold back the rest for ever.
 
 use super::http::{Endpoint, HttpError};
 use super::spool::{Batch, Refused, Spool};
@@ -115,6 +116,11 @@ impl Shared {
         }
     }
 
+    /// Passes a line to whoever listens (the CLI prints it).
+    pub(super) fn say(&self, line: &str) {
+        (self.say)(line);
+    }
+
     fn failed(&self, why: &str) {
         self.failures.fetch_add(1, Relaxed);
         let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -153,23 +159,31 @@ pub(super) struct Worker {
     /// When the servers not yet ready are next asked to make the tables.
     next_schema_try: Instant,
     schema: super::Schema,
-    /// Each table's insert statement, by [`super::Table`].
-    inserts: [String; 2],
     shared: Arc<Shared>,
     rx: Receiver<Msg>,
     /// Batches handed over and not yet sent (newer than the spool's).
     queue: VecDeque<Batch>,
-    /// Tries of the oldest batch so far.
-    attempts: u32,
+    /// No server answered the last try: batches go to the spool meanwhile.
+    outage: bool,
+    /// Times the servers refused the oldest batch.
+    refusals: u32,
     wait: Duration,
     next_try: Instant,
+}
+
+/// What became of one try of the oldest batch.
+enum Sent {
+    Taken,
+    /// Refused for good (the tables are not ours), or refused too often.
+    Rejected(HttpError),
+    /// Try again later (no answer, or a refusal that may pass).
+    Later(HttpError),
 }
 
 impl Worker {
     pub(super) fn new(
         endpoints: Vec<Endpoint>,
         schema: super::Schema,
-        inserts: [String; 2],
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
     ) -> Worker {
@@ -179,11 +193,11 @@ impl Worker {
             current: 0,
             next_schema_try: Instant::now(),
             schema,
-            inserts,
             shared,
             rx,
             queue: VecDeque::new(),
-            attempts: 0,
+            outage: false,
+            refusals: 0,
             wait: FIRST_WAIT,
             next_try: Instant::now(),
         }
@@ -196,34 +210,11 @@ impl Worker {
             // they wait in the channel, where the sink spools them (a live
             // probe) or waits (an offline run: nothing lost, no hurry).
             if self.queue.len() < super::QUEUE || finishing.is_some() {
-                let timeout = self
-                    .next_try
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(50));
-                let mut next = self.rx.recv_timeout(timeout);
-                loop {
-                    match next {
-                        Ok(Msg::Batch(b)) => self.take(b),
-                        Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
-                            finishing.get_or_insert(Instant::now() + LAST_TRIES);
-                        }
-                        Err(RecvTimeoutError::Timeout) => break,
-                    }
-                    if self.queue.len() >= super::QUEUE && finishing.is_none() {
-                        break;
-                    }
-                    next = self.rx.try_recv().map_err(|e| match e {
-                        TryRecvError::Empty => RecvTimeoutError::Timeout,
-                        TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                    });
-                    if finishing.is_some() && matches!(next, Err(RecvTimeoutError::Disconnected)) {
-                        break;
-                    }
-                }
+                self.receive(&mut finishing);
             }
             let full = self.queue.len() >= super::QUEUE;
             if Instant::now() >= self.next_try || finishing.is_some() || full {
-                self.deliver();
+                self.deliver(finishing);
             }
             if let Some(deadline) = finishing {
                 if self.done(deadline) {
@@ -233,10 +224,36 @@ impl Worker {
         }
     }
 
-    /// Queues a batch handed over; while the server is away, or when
-    /// too many wait, it goes to the spool.
+    /// Takes what the sink handed over, waiting until the next try at most.
+    fn receive(&mut self, finishing: &mut Option<Instant>) {
+        let timeout = self
+            .next_try
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(50));
+        let mut next = self.rx.recv_timeout(timeout);
+        loop {
+            match next {
+                Ok(Msg::Batch(b)) => self.take(b),
+                Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
+                    finishing.get_or_insert(Instant::now() + LAST_TRIES);
+                }
+                Err(RecvTimeoutError::Timeout) => return,
+            }
+            if self.queue.len() >= super::QUEUE && finishing.is_none() {
+                return;
+            }
+            next = match self.rx.try_recv() {
+                Ok(m) => Ok(m),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) if finishing.is_some() => return,
+                Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            };
+        }
+    }
+
+    /// Queues a batch handed over; while no server answers it goes to the spool.
     fn take(&mut self, b: Batch) {
-        if self.attempts > 0 {
+        if self.outage {
             self.shared.spool(b);
         } else {
             self.queue.push_back(b);
@@ -247,8 +264,8 @@ impl Worker {
     /// safe in a spool directory, or the last tries are over (then what
     /// is held in memory is lost, and counted).
     fn done(&mut self, deadline: Instant) -> bool {
-        if self.attempts > 0 {
-            // The server did not answer: what is queued waits with the spool.
+        if self.outage || Instant::now() >= deadline {
+            // What is queued waits with the spool.
             for b in std::mem::take(&mut self.queue) {
                 self.shared.spool(b);
             }
@@ -266,12 +283,11 @@ impl Worker {
             );
             return false;
         }
-        let rows = spool.rows() + self.queue.iter().map(|b| b.rows).sum::<u64>();
+        let rows = spool.rows();
         while spool.len() > 0 {
             let _ = spool.pop_front();
         }
         drop(spool);
-        self.queue.clear();
         self.shared.dropped.fetch_add(rows, Relaxed);
         self.shared.failed(&format!(
             "{rows} rows dropped at the end of the run: the server did not take them"
@@ -302,73 +318,92 @@ impl Worker {
         }
     }
 
-    /// Sends batches oldest first until none is left or one fails.
-    fn deliver(&mut self) {
+    /// Sends batches oldest first until none is left, one fails, or (at
+    /// the end of a run, with a spool directory) the last tries are over.
+    fn deliver(&mut self, finishing: Option<Instant>) {
         while let Some((b, spooled)) = self.oldest() {
-            let sent = self.send(&b);
-            let done = match &sent {
-                Ok(()) => {
-                    self.shared.sent.fetch_add(b.rows, Relaxed);
-                    if spooled || self.attempts > 0 {
-                        self.shared.retried.fetch_add(b.rows, Relaxed);
-                    }
-                    true
+            let outcome = match self.send(&b) {
+                Ok(()) => Sent::Taken,
+                Err(e @ HttpError::Server { status: 0, .. }) => Sent::Rejected(e),
+                Err(e @ HttpError::Server { .. }) if self.refusals + 1 >= ATTEMPTS => {
+                    Sent::Rejected(e)
                 }
-                Err(e @ HttpError::Server { status, .. })
-                    if *status == 0 || self.attempts + 1 >= ATTEMPTS =>
-                {
-                    // Status 0: our own check of the tables, which no retry changes.
-                    self.shared.rejected.fetch_add(b.rows, Relaxed);
-                    self.shared
-                        .failed(&format!("{} rows rejected: {e}", b.rows));
-                    true
-                }
-                Err(_) => false,
+                Err(e) => Sent::Later(e),
             };
-            if done {
-                if spooled {
-                    let _ = self.shared.spool_lock().pop_front();
+            match outcome {
+                Sent::Taken => {
+                    self.shared.sent.fetch_add(b.rows, Relaxed);
+                    if spooled {
+                        self.shared.retried.fetch_add(b.rows, Relaxed);
+                        let _ = self.shared.spool_lock().pop_front();
+                    }
                 }
-                self.attempts = 0;
-                self.wait = FIRST_WAIT;
-                continue;
+                Sent::Rejected(e) => {
+                    self.shared.rejected.fetch_add(b.rows, Relaxed);
+                    let kept = if spooled {
+                        let mut spool = self.shared.spool_lock();
+                        let kept = spool.on_disk();
+                        let _ = spool.reject_front();
+                        kept
+                    } else {
+                        false
+                    };
+                    let aside = if kept {
+                        " (kept as .rejected in the spool)"
+                    } else {
+                        ""
+                    };
+                    self.shared
+                        .failed(&format!("{} rows rejected{aside}: {e}", b.rows));
+                }
+                Sent::Later(e) => {
+                    self.outage = matches!(e, HttpError::Network(_));
+                    if !self.outage {
+                        self.refusals += 1;
+                    }
+                    self.shared.failed(&format!(
+                        "{}: {e}; rows wait in the spool",
+                        self.server_names()
+                    ));
+                    if !spooled {
+                        // The queue's oldest, with the spool empty: it goes first there.
+                        self.shared.spool(b);
+                    }
+                    for b in std::mem::take(&mut self.queue) {
+                        self.shared.spool(b);
+                    }
+                    self.next_try = Instant::now() + self.wait;
+                    self.wait = (self.wait * 2).min(LONGEST_WAIT);
+                    return;
+                }
             }
-            if let Err(e) = sent {
-                self.shared.failed(&format!(
-                    "{}: {e}; rows wait in the spool",
-                    self.server_names()
-                ));
+            self.outage = false;
+            self.refusals = 0;
+            self.wait = FIRST_WAIT;
+            let on_disk = self.shared.spool_lock().on_disk();
+            if finishing.is_some_and(|d| Instant::now() >= d) && on_disk {
+                // The rest waits in the spool for the next run.
+                for b in std::mem::take(&mut self.queue) {
+                    self.shared.spool(b);
+                }
+                return;
             }
-            self.attempts += 1;
-            if !spooled {
-                // It was the oldest of the queue and the spool was empty: order holds.
-                self.shared.spool(b);
-            }
-            for b in std::mem::take(&mut self.queue) {
-                self.shared.spool(b);
-            }
-            self.next_try = Instant::now() + self.wait;
-            self.wait = (self.wait * 2).min(LONGEST_WAIT);
-            return;
         }
     }
 
     /// The servers, for messages.
     fn server_names(&self) -> String {
-        let names: Vec<String> = self
-            .endpoints
-            .iter()
-            .map(|e| e.addr().to_string())
-            .collect();
+        let names: Vec<&str> = self.endpoints.iter().map(Endpoint::host).collect();
         names.join(", ")
     }
 
     /// Inserts a batch into the current server, else into the next that
-    /// answers (any node of a cluster takes any row).
+    /// takes it (any node of a cluster takes any row). The error is a
+    /// refusal if any server refused, else the last server's silence.
     fn send(&mut self, b: &Batch) -> Result<(), HttpError> {
         self.make_tables_elsewhere();
         let n = self.endpoints.len();
-        let mut unanswered = None;
+        let (mut refused, mut unanswered) = (None, None);
         for k in 0..n {
             let i = (self.current + k) % n;
             match self.send_to(i, b) {
@@ -376,11 +411,14 @@ impl Worker {
                     self.current = i;
                     return Ok(());
                 }
-                Err(e @ HttpError::Network(_)) => unanswered = Some(e),
-                Err(e) => return Err(e),
+                Err(e @ HttpError::Server { status: 0, .. }) => return Err(e),
+                Err(e @ HttpError::Server { .. }) => refused = Some(e),
+                Err(e) => unanswered = Some(e),
             }
         }
-        Err(unanswered.unwrap_or_else(|| HttpError::Network(std::io::ErrorKind::NotFound.into())))
+        Err(refused
+            .or(unanswered)
+            .unwrap_or_else(|| HttpError::Network(std::io::ErrorKind::NotFound.into())))
     }
 
     fn send_to(&mut self, i: usize, b: &Batch) -> Result<(), HttpError> {
@@ -388,9 +426,7 @@ impl Worker {
             self.schema.make(&self.endpoints[i])?;
             self.ready[i] = true;
         }
-        let mut body = self.inserts[b.table as usize].clone().into_bytes();
-        body.extend_from_slice(&b.body);
-        self.endpoints[i].post(&body).map(drop)
+        self.endpoints[i].post(&b.body).map(drop)
     }
 
     /// Every server listed needs the tables, not only the one inserted

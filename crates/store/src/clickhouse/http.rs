@@ -5,8 +5,8 @@
 //! and rows are JSON escaped by serde (never SQL built from strings).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 /// Time to connect, and to wait on each read or write.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -43,11 +43,23 @@ impl std::fmt::Display for HttpError {
 /// Where a ClickHouse server's HTTP interface is, and who we are to it.
 #[derive(Clone)]
 pub struct Endpoint {
+    /// `HOST:PORT`, resolved at each connection (a service name that is
+    /// not up yet, or a server that moved, is found when it answers).
     host: String,
-    addr: SocketAddr,
     /// `Basic ...`.
     authorization: String,
 }
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the credentials.
+        write!(f, "Endpoint({})", self.host)
+    }
+}
+
+/// The whole of one request and its answer, at most: a server that
+/// trickles its answer byte by byte cannot hold the thread for longer.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 
 impl Endpoint {
     /// `http://HOST:PORT` (a path or trailing slash is refused: the
@@ -58,35 +70,46 @@ impl Endpoint {
             format!("{url}: give the HTTP interface as http://HOST:PORT (https is not spoken)")
         })?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['/', '?', '@', '#']) {
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b);
+        let port = rest
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok());
+        if rest.is_empty() || !rest.bytes().all(plain) || port.is_none() {
             return Err(format!(
-                "{url}: only http://HOST:PORT (the database, user and password have options of their own)"
+                "{url:?}: only http://HOST:PORT, such as http://127.0.0.1:8123 (the database, user and password have options of their own)"
             ));
         }
-        let addr = rest
-            .to_socket_addrs()
-            .map_err(|e| format!("{url}: {e} (give HOST:PORT, such as 127.0.0.1:8123)"))?
-            .next()
-            .ok_or_else(|| format!("{url}: the host has no address"))?;
         let authorization = format!("Basic {}", base64(format!("{user}:{password}").as_bytes()));
         Ok(Endpoint {
             host: rest.to_string(),
-            addr,
             authorization,
         })
     }
 
-    /// The server's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// `HOST:PORT`, for messages.
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
-    /// POSTs `body` (a query, then any data) and returns the response's body.
+    /// A connection to the first of the host's addresses that answers.
+    fn connect(&self) -> io::Result<TcpStream> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
+        for addr in self.host.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// POSTs `body` (a query, then any data) and returns the response's
+    /// body. An answer other than 200, or a 200 that reports an exception
+    /// (ClickHouse sends one after its headers when it streams progress),
+    /// is the server's error.
     pub fn post(&self, body: &[u8]) -> Result<Vec<u8>, HttpError> {
-        let mut s =
-            TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT).map_err(HttpError::Network)?;
-        s.set_read_timeout(Some(IO_TIMEOUT))
-            .map_err(HttpError::Network)?;
+        let deadline = Instant::now() + REQUEST_DEADLINE;
+        let mut s = self.connect().map_err(HttpError::Network)?;
         s.set_write_timeout(Some(IO_TIMEOUT))
             .map_err(HttpError::Network)?;
         let head = format!(
@@ -97,20 +120,52 @@ impl Endpoint {
         );
         s.write_all(head.as_bytes()).map_err(HttpError::Network)?;
         s.write_all(body).map_err(HttpError::Network)?;
-        let (status, answer) = read_response(BufReader::new(s)).map_err(HttpError::Network)?;
-        if status == 200 {
-            Ok(answer)
+        let reader = Deadline { s, deadline };
+        let r = read_response(BufReader::new(reader)).map_err(HttpError::Network)?;
+        let exception =
+            r.exception || (r.status == 200 && r.body.windows(15).any(|w| w == b"DB::Exception: "));
+        if r.status == 200 && !exception {
+            Ok(r.body)
         } else {
             Err(HttpError::Server {
-                status,
-                message: String::from_utf8_lossy(&answer[..answer.len().min(4096)]).into_owned(),
+                status: r.status,
+                message: String::from_utf8_lossy(&r.body[..r.body.len().min(4096)]).into_owned(),
             })
         }
     }
 }
 
+/// A connection whose every read waits at most until one deadline.
+struct Deadline {
+    s: TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the server took over a minute to answer",
+            ));
+        }
+        self.s.set_read_timeout(Some(left.min(IO_TIMEOUT)))?;
+        self.s.read(buf)
+    }
+}
+
+/// What came back.
+#[derive(Debug, PartialEq)]
+struct Response {
+    status: u16,
+    /// An `X-ClickHouse-Exception-Code` header was there.
+    exception: bool,
+    body: Vec<u8>,
+}
+
 /// The status and body of a response (chunked, sized, or up to the close).
-fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
+fn read_response(mut r: impl BufRead) -> io::Result<Response> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
     let mut line = String::new();
     r.by_ref().take(8192).read_line(&mut line)?;
@@ -119,7 +174,7 @@ fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .ok_or_else(|| bad("not an HTTP response"))?;
-    let (mut chunked, mut length) = (false, None);
+    let (mut chunked, mut length, mut exception) = (false, None, false);
     for _ in 0..200 {
         line.clear();
         r.by_ref().take(8192).read_line(&mut line)?;
@@ -133,6 +188,8 @@ fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
             chunked = value.eq_ignore_ascii_case("chunked");
         } else if name.eq_ignore_ascii_case("content-length") {
             length = value.parse::<usize>().ok();
+        } else if name.eq_ignore_ascii_case("x-clickhouse-exception-code") {
+            exception = true;
         }
     }
     let mut body = Vec::new();
@@ -140,16 +197,21 @@ fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
         loop {
             line.clear();
             r.by_ref().take(64).read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| bad("a chunk without a size"))?;
+            let digits = line.trim().split(';').next().unwrap_or("");
+            if digits.is_empty() || digits.len() > 8 {
+                return Err(bad("a chunk without a size, or too large"));
+            }
+            let size =
+                usize::from_str_radix(digits, 16).map_err(|_| bad("a chunk without a size"))?;
             if size == 0 {
                 break;
             }
-            if body.len() + size > MAX_RESPONSE {
+            let end = body.len().checked_add(size).filter(|&e| e <= MAX_RESPONSE);
+            let Some(end) = end else {
                 return Err(bad("response too long"));
-            }
+            };
             let start = body.len();
-            body.resize(start + size, 0);
+            body.resize(end, 0);
             r.read_exact(&mut body[start..])?;
             let mut crlf = [0u8; 2];
             r.read_exact(&mut crlf)?;
@@ -163,7 +225,11 @@ fn read_response(mut r: impl BufRead) -> io::Result<(u16, Vec<u8>)> {
     } else {
         r.take(MAX_RESPONSE as u64).read_to_end(&mut body)?;
     }
-    Ok((status, body))
+    Ok(Response {
+        status,
+        exception,
+        body,
+    })
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
@@ -206,19 +272,26 @@ mod tests {
 
     #[test]
     fn responses_are_read_sized_chunked_or_to_the_close() {
+        let ok = |status, body: &[u8]| Response {
+            status,
+            exception: false,
+            body: body.to_vec(),
+        };
         let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef";
-        assert_eq!(read_response(&sized[..]).unwrap(), (200, b"abc".to_vec()));
-        let chunked =
-            b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
-        assert_eq!(
-            read_response(&chunked[..]).unwrap(),
-            (500, b"abcde".to_vec())
-        );
+        assert_eq!(read_response(&sized[..]).unwrap(), ok(200, b"abc"));
+        let chunked = b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
+        assert_eq!(read_response(&chunked[..]).unwrap(), ok(500, b"abcde"));
         let closed = b"HTTP/1.0 200 OK\r\n\r\nall of it";
-        assert_eq!(
-            read_response(&closed[..]).unwrap(),
-            (200, b"all of it".to_vec())
-        );
+        assert_eq!(read_response(&closed[..]).unwrap(), ok(200, b"all of it"));
+        // A chunk size that would wrap the length is refused, not a panic.
+        let huge =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\nffffffffffffffff\r\n";
+        assert!(read_response(&huge[..]).is_err());
+        let big = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\nfffffff\r\n";
+        assert!(read_response(&big[..]).is_err());
+        let exception =
+            b"HTTP/1.1 200 OK\r\nX-ClickHouse-Exception-Code: 252\r\nContent-Length: 0\r\n\r\n";
+        assert!(read_response(&exception[..]).unwrap().exception);
         assert!(read_response(&b"SSH-2.0-x\r\n"[..]).is_err());
         assert!(
             read_response(&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..])
@@ -236,6 +309,8 @@ mod tests {
             "http://127.0.0.1:8123/db",
             "http://u:p@127.0.0.1:8123",
             "http://127.0.0.1",
+            "http://evil\r\nX-Injected: 1:8123",
+            "http://host name:8123",
         ] {
             assert!(Endpoint::new(bad, "default", "").is_err(), "{bad}");
         }

@@ -40,7 +40,7 @@ pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
 /// The most held in memory when no spool directory is given.
 pub const MEMORY_SPOOL_BYTES: u64 = 64 << 20;
 /// Batches waiting for the delivery thread before the writer spools them itself.
-const QUEUE: usize = 8;
+const QUEUE: usize = 4;
 
 /// A table the sink writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,8 @@ impl Table {
 }
 
 /// Where and how to write.
-#[derive(Debug, Clone)]
+/// (No `Debug`: it holds the password.)
+#[derive(Clone)]
 pub struct Config {
     /// `http://HOST:PORT` of each server's HTTP interface (several: nodes
     /// of one cluster, tried in turn).
@@ -125,27 +126,23 @@ impl Config {
 /// one); each server a probe or the console talks to needs these.
 pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
     let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
-    for (table, extra, defs, order) in [
-        (
-            Table::Calls,
-            "",
-            columns::clickhouse_definitions(columns::CALLS),
-            "invite_ns, record_id",
-        ),
-        (
-            Table::Streams,
-            "call_record_id Nullable(UInt64),\n    ",
-            columns::clickhouse_definitions(columns::STREAMS),
-            "record_id",
-        ),
-    ] {
+    for table in [Table::Calls, Table::Streams] {
         let name = table.name();
         let stored = match cluster {
             Some(_) => format!("{name}_local"),
             None => name.to_string(),
         };
+        let defs: Vec<String> = table_columns(table)
+            .iter()
+            .map(|(n, t)| format!("{n} {t}"))
+            .collect();
+        let order = match table {
+            Table::Calls => "invite_ns, record_id",
+            Table::Streams => "record_id",
+        };
         statements.push(format!(
-            "CREATE TABLE IF NOT EXISTS {database}.{stored} (\n    probe String,\n    record_id UInt64,\n    {extra}day Date,\n    {defs}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})"
+            "CREATE TABLE IF NOT EXISTS {database}.{stored} (\n    {}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})",
+            defs.join(",\n    ")
         ));
         if let Some(cluster) = cluster {
             statements.push(format!(
@@ -156,6 +153,24 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
     statements
 }
 
+/// A table's columns in ClickHouse, names and types: the head every row
+/// starts with, then [`crate::columns`]'s.
+fn table_columns(table: Table) -> Vec<(String, String)> {
+    let mut head = vec![
+        ("probe".to_string(), "String".to_string()),
+        ("record_id".to_string(), "UInt64".to_string()),
+    ];
+    if table == Table::Streams {
+        head.push(("call_record_id".into(), "Nullable(UInt64)".into()));
+    }
+    head.push(("day".into(), "Date".into()));
+    head.extend(match table {
+        Table::Calls => columns::clickhouse_columns(columns::CALLS),
+        Table::Streams => columns::clickhouse_columns(columns::STREAMS),
+    });
+    head
+}
+
 /// The tables a server must have, made if missing and then checked: a
 /// table of the same name made otherwise (a database first written without
 /// a cluster, then with one) is refused by name rather than written wrongly.
@@ -164,6 +179,21 @@ pub(crate) struct Schema {
     database: String,
     /// (table, engine) as `schema` makes them.
     engines: Vec<(String, &'static str)>,
+}
+
+/// The columns of each table name the schema makes (stored and `Distributed`).
+fn named_columns(engines: &[(String, &'static str)]) -> Vec<(String, Vec<(String, String)>)> {
+    engines
+        .iter()
+        .map(|(name, _)| {
+            let table = if name.starts_with("calls") {
+                Table::Calls
+            } else {
+                Table::Streams
+            };
+            (name.clone(), table_columns(table))
+        })
+        .collect()
 }
 
 impl Schema {
@@ -185,10 +215,15 @@ impl Schema {
         }
     }
 
-    /// Makes the tables on the server `e` speaks to, and checks their engines.
+    /// Makes the tables on the server `e` speaks to, checks their engines,
+    /// and adds the columns a table made by an earlier version lacks. A
+    /// refused `CREATE` (a user allowed to insert, not to create) is not an
+    /// error when the tables are there.
     pub(crate) fn make(&self, e: &Endpoint) -> Result<(), HttpError> {
         for statement in &self.statements {
-            e.post(statement.as_bytes())?;
+            if let Err(n @ HttpError::Network(_)) = e.post(statement.as_bytes()) {
+                return Err(n);
+            }
         }
         let answer = e.post(
             format!(
@@ -205,13 +240,33 @@ impl Schema {
                 return Err(HttpError::Server {
                     status: 0,
                     message: format!(
-                        "{}.{table} is {} on {}, where {engine} is wanted (a database made with{} --clickhouse-cluster): use another --clickhouse-database",
+                        "{}.{table} is {} on {}, where {engine} is wanted (a database made with{} --clickhouse-cluster, or none made: can this user create tables?): use another --clickhouse-database",
                         self.database,
                         have.unwrap_or("missing"),
-                        e.addr(),
+                        e.host(),
                         if *engine == "Distributed" || table.ends_with("_local") { "out" } else { "" },
                     ),
                 });
+            }
+        }
+        let answer = e.post(
+            format!(
+                "SELECT table, name FROM system.columns WHERE database = '{}' FORMAT TSV",
+                self.database
+            )
+            .as_bytes(),
+        )?;
+        let answer = String::from_utf8_lossy(&answer);
+        let have: Vec<(&str, &str)> = answer.lines().filter_map(|l| l.split_once('\t')).collect();
+        for (table, columns) in named_columns(&self.engines) {
+            for (name, ty) in columns {
+                if !have.contains(&(table.as_str(), name.as_str())) {
+                    let add = format!(
+                        "ALTER TABLE {}.{table} ADD COLUMN {name} {ty}",
+                        self.database
+                    );
+                    e.post(add.as_bytes())?;
+                }
             }
         }
         Ok(())
@@ -259,10 +314,21 @@ fn record_id(parts: &[&[u8]]) -> u64 {
 /// The rows of one table not yet handed over.
 #[derive(Default)]
 struct Open {
+    /// The insert statement, then the rows.
     body: Vec<u8>,
     rows: u64,
     since: Option<Instant>,
+    /// The days (partitions) its rows are in: ClickHouse refuses an insert
+    /// touching over 100, so a batch is handed over at [`MOST_DAYS`].
+    days: Vec<u16>,
 }
+
+/// Bytes after which a batch is handed over whatever its rows: bounds what
+/// is held (two open, [`QUEUE`] queued twice, one in flight) and what one
+/// request carries.
+const MOST_BYTES: usize = 8 << 20;
+/// Distinct days in one batch, at most.
+const MOST_DAYS: usize = 64;
 
 /// The ClickHouse sink.
 pub struct ClickHouse {
@@ -270,6 +336,8 @@ pub struct ClickHouse {
     batch_rows: u64,
     batch_interval: Duration,
     wait_when_slow: bool,
+    /// Each table's insert statement, which starts each of its batches.
+    inserts: [String; 2],
     open: [Open; 2],
     shared: Arc<deliver::Shared>,
     tx: Option<SyncSender<deliver::Msg>>,
@@ -322,13 +390,8 @@ impl ClickHouse {
         let shared = Arc::new(deliver::Shared::new(spool, say));
         let (tx, rx) = sync_channel(QUEUE);
         let inserts = [Table::Calls, Table::Streams].map(|t| insert(&cfg.database, t));
-        let worker = deliver::Worker::new(
-            endpoints,
-            Schema::new(&cfg.database, cfg.cluster.as_deref()),
-            inserts,
-            shared.clone(),
-            rx,
-        );
+        let schema = Schema::new(&cfg.database, cfg.cluster.as_deref());
+        let worker = deliver::Worker::new(endpoints, schema, shared.clone(), rx);
         let thread = std::thread::Builder::new()
             .name("calliper-clickhouse".into())
             .spawn(move || worker.run())
@@ -338,6 +401,7 @@ impl ClickHouse {
             batch_rows: cfg.batch_rows.max(1) as u64,
             batch_interval: cfg.batch_interval,
             wait_when_slow: cfg.wait_when_slow,
+            inserts,
             open: Default::default(),
             shared,
             tx: Some(tx),
@@ -357,31 +421,52 @@ impl ClickHouse {
         record: &R,
     ) -> Result<(), StoreError> {
         let values = columns::values(cols, record)?;
+        let day = row_binary::day(ns);
+        let open = &self.open[table as usize];
+        if !open.days.contains(&day) && open.days.len() >= MOST_DAYS {
+            self.hand_over(table);
+        }
         let open = &mut self.open[table as usize];
+        if open.rows == 0 {
+            open.body
+                .extend_from_slice(self.inserts[table as usize].as_bytes());
+        }
+        if !open.days.contains(&day) {
+            open.days.push(day);
+        }
         let b = &mut open.body;
         row_binary::text(b, self.probe.as_bytes());
         b.extend_from_slice(&id.to_le_bytes());
         if let Some(call) = call {
             row_binary::nullable_u64(b, call);
         }
-        b.extend_from_slice(&row_binary::day(ns).to_le_bytes());
+        b.extend_from_slice(&day.to_le_bytes());
         for (c, v) in cols.iter().zip(values) {
             row_binary::value(b, c, v);
         }
         open.rows += 1;
         open.since.get_or_insert_with(Instant::now);
-        if open.rows >= self.batch_rows {
+        if open.rows >= self.batch_rows || open.body.len() >= MOST_BYTES {
             self.hand_over(table);
         }
         Ok(())
     }
 
     fn call(&mut self, c: &CallRecord) -> Result<u64, StoreError> {
+        // Calls can share a Call-ID and a start (the engine keeps them apart):
+        // their parties and the engine's serial tell them apart here too.
         let id = record_id(&[
             b"call",
             self.probe.as_bytes(),
             c.call_id.as_bytes(),
             &c.invite_ns.to_le_bytes(),
+            &c.serial.to_le_bytes(),
+            c.caller_ip.to_string().as_bytes(),
+            &c.caller_port.to_le_bytes(),
+            c.callee_ip.to_string().as_bytes(),
+            &c.callee_port.to_le_bytes(),
+            c.from.uri.as_bytes(),
+            c.to.uri.as_bytes(),
         ]);
         self.row(Table::Calls, id, c.invite_ns, None, columns::CALLS, c)?;
         Ok(id)
@@ -513,12 +598,19 @@ impl crate::Sink for ClickHouse {
 }
 
 impl Drop for ClickHouse {
+    /// Without `finish` (the run failed elsewhere): what is open is handed
+    /// over and delivered or spooled as at the end of a run, and what
+    /// happened is said.
     fn drop(&mut self) {
-        // Without finish (a failed run): what is queued goes to the spool.
+        if self.thread.is_none() {
+            return;
+        }
+        self.hand_over_due(true);
         self.tx.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.shared.say(&self.report().to_string());
     }
 }
 

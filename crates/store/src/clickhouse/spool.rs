@@ -4,14 +4,22 @@
 //! spool is bounded in bytes; a batch that does not fit is dropped and
 //! counted, never waited for.
 //!
-//! A file is `SEQ-TABLE-ROWS.rows` (its rows as JSON lines), written as
-//! `.part` with `O_EXCL | O_NOFOLLOW`, 0600, synced, then renamed, so a
-//! crash leaves either a whole batch or a `.part` that is removed on open.
+//! A batch is the request's whole body: its insert statement (so a batch
+//! spooled by an older version goes into the columns it was made for),
+//! then its rows in RowBinary. A file is `SEQ-TABLE-ROWS.rows`, written as
+//! `.part` with `O_EXCL | O_NOFOLLOW`, 0600, synced, renamed, and the
+//! directory synced, so a crash leaves either a whole batch or a `.part`
+//! that is removed on open. A batch the server refuses for good is renamed
+//! `.rejected` and kept for the operator (its bytes still count).
+//!
+//! The directory must be this user's alone (0700), and one process uses
+//! it at a time (a lock file): another user could otherwise plant batches
+//! or links, and two probes would send each other's batches twice.
 
 use std::collections::VecDeque;
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::Table;
@@ -23,7 +31,7 @@ pub struct Batch {
     pub table: Table,
     /// How many.
     pub rows: u64,
-    /// The rows, one JSON object per line.
+    /// The insert statement, then the rows.
     pub body: Vec<u8>,
 }
 
@@ -62,13 +70,30 @@ pub enum Refused {
     Io(io::Error),
 }
 
+/// Rows a spool file's name may claim: more is not a batch of ours.
+const MOST_ROWS: u64 = 1 << 32;
+
 /// The spool.
 pub struct Spool {
     dir: Option<PathBuf>,
+    /// Held while the spool is open: one process per directory.
+    _lock: Option<File>,
     max_bytes: u64,
     held: VecDeque<Held>,
     bytes: u64,
     next_seq: u64,
+}
+
+fn refused(dir: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {why}", dir.display()),
+    )
+}
+
+/// This process's user (the owner of `/proc/self`).
+fn own_uid() -> io::Result<u32> {
+    Ok(fs::metadata("/proc/self")?.uid())
 }
 
 impl Spool {
@@ -77,6 +102,7 @@ impl Spool {
     pub fn open(dir: Option<&Path>, max_bytes: u64) -> io::Result<Spool> {
         let mut spool = Spool {
             dir: dir.map(Path::to_path_buf),
+            _lock: None,
             max_bytes,
             held: VecDeque::new(),
             bytes: 0,
@@ -85,7 +111,7 @@ impl Spool {
         let Some(dir) = dir else {
             return Ok(spool);
         };
-        if !dir.exists() {
+        if fs::symlink_metadata(dir).is_err() {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -93,14 +119,30 @@ impl Spool {
         }
         let meta = fs::symlink_metadata(dir)?;
         if !meta.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is not a directory (a symbolic link or a file): not a spool",
-                    dir.display()
+            return Err(refused(
+                dir,
+                "not a directory (a symbolic link or a file): not a spool",
+            ));
+        }
+        let uid = own_uid()?;
+        if meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+            return Err(refused(
+                dir,
+                &format!(
+                    "owned by user {} with mode {:o}: a spool must be this user's ({uid}) alone (chmod 700)",
+                    meta.uid(),
+                    meta.permissions().mode() & 0o777
                 ),
             ));
         }
+        let lock = open_private(&dir.join(".lock"), true)?;
+        if lock.try_lock().is_err() {
+            return Err(refused(
+                dir,
+                "another process uses this spool (its .lock is held)",
+            ));
+        }
+        spool._lock = Some(lock);
         let mut found = Vec::new();
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
@@ -112,9 +154,9 @@ impl Spool {
             }
             if name.ends_with(".part") {
                 fs::remove_file(entry.path())?;
-                continue;
-            }
-            if let Some((seq, table, rows)) = parse_name(name) {
+            } else if name.ends_with(".rejected") {
+                spool.bytes += entry.metadata()?.len();
+            } else if let Some((seq, table, rows)) = parse_name(name) {
                 found.push((seq, table, rows, entry.path(), entry.metadata()?.len()));
             }
         }
@@ -150,7 +192,7 @@ impl Spool {
     /// Keeps a batch after those held.
     pub fn push(&mut self, b: Batch) -> Result<(), Refused> {
         let len = b.body.len() as u64;
-        if self.bytes + len > self.max_bytes {
+        if self.bytes.saturating_add(len) > self.max_bytes {
             return Err(Refused::Full);
         }
         let held = match &self.dir {
@@ -158,7 +200,7 @@ impl Spool {
             Some(dir) => {
                 let name = format!("{:020}-{}-{}", self.next_seq, b.table.name(), b.rows);
                 let path = dir.join(format!("{name}.rows"));
-                write_file(&dir.join(format!("{name}.part")), &path, &b.body)
+                write_file(dir, &dir.join(format!("{name}.part")), &path, &b.body)
                     .map_err(Refused::Io)?;
                 Held::File {
                     path,
@@ -174,13 +216,15 @@ impl Spool {
         Ok(())
     }
 
-    /// The oldest batch held (read from its file).
+    /// The oldest batch held (read from its file: a regular file of this
+    /// user's with one name, no larger than the spool, never through a
+    /// link, never blocking on a FIFO put in its place).
     pub fn front(&self) -> Option<io::Result<Batch>> {
         Some(match self.held.front()? {
             Held::Memory(b) => Ok(b.clone()),
             Held::File {
                 path, table, rows, ..
-            } => fs::read(path).map(|body| Batch {
+            } => read_private(path, self.max_bytes).map(|body| Batch {
                 table: *table,
                 rows: *rows,
                 body,
@@ -188,7 +232,7 @@ impl Spool {
         })
     }
 
-    /// Forgets the oldest batch (sent, or dropped), removing its file.
+    /// Forgets the oldest batch (sent, or unreadable), removing its file.
     pub fn pop_front(&mut self) -> io::Result<()> {
         if let Some(h) = self.held.pop_front() {
             self.bytes -= h.bytes();
@@ -198,6 +242,19 @@ impl Spool {
         }
         Ok(())
     }
+
+    /// Sets the oldest batch aside for good: its file is renamed
+    /// `.rejected` and kept (its bytes still count); in memory it is gone.
+    pub fn reject_front(&mut self) -> io::Result<()> {
+        match self.held.pop_front() {
+            Some(Held::File { path, .. }) => fs::rename(&path, path.with_extension("rejected")),
+            Some(h @ Held::Memory(_)) => {
+                self.bytes -= h.bytes();
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// `SEQ-TABLE-ROWS.rows`.
@@ -205,13 +262,44 @@ fn parse_name(name: &str) -> Option<(u64, Table, u64)> {
     let mut parts = name.strip_suffix(".rows")?.split('-');
     let seq = parts.next()?.parse().ok()?;
     let table = Table::from_name(parts.next()?)?;
-    let rows = parts.next()?.parse().ok()?;
+    let rows = parts.next()?.parse().ok().filter(|&r| r <= MOST_ROWS)?;
     parts.next().is_none().then_some((seq, table, rows))
 }
 
+/// Opens (`create`: creating) a file of the spool, never through a link
+/// and never waiting on a FIFO, and checks it is a regular file of this
+/// user's with no other name.
+fn open_private(path: &Path, create: bool) -> io::Result<File> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.nlink() != 1 || m.uid() != own_uid()? {
+        return Err(refused(
+            path,
+            "not a regular file of this user's with one name",
+        ));
+    }
+    Ok(f)
+}
+
+fn read_private(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let f = open_private(path, false)?;
+    if f.metadata()?.len() > max {
+        return Err(refused(path, "larger than the spool"));
+    }
+    let mut body = Vec::new();
+    f.take(max).read_to_end(&mut body)?;
+    Ok(body)
+}
+
 /// Writes `body` to `part` (exclusively, 0600, never through a link),
-/// syncs it, and renames it to `path`.
-fn write_file(part: &Path, path: &Path, body: &[u8]) -> io::Result<()> {
+/// syncs it, renames it to `path`, and syncs the directory.
+fn write_file(dir: &Path, part: &Path, path: &Path, body: &[u8]) -> io::Result<()> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -223,7 +311,8 @@ fn write_file(part: &Path, path: &Path, body: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(part);
         return Err(e);
     }
-    fs::rename(part, path)
+    fs::rename(part, path)?;
+    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -242,10 +331,16 @@ mod tests {
         }
     }
 
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("calliper-spool-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
     #[test]
     fn batches_come_back_in_order_and_outlive_the_spool() {
-        let dir = std::env::temp_dir().join(format!("calliper-spool-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("order");
         let mut s = Spool::open(Some(&dir), 1000).unwrap();
         for n in 0..3 {
             s.push(batch(n)).unwrap();
@@ -261,7 +356,9 @@ mod tests {
             s.pop_front().unwrap();
         }
         assert!(s.front().is_none());
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+        drop(s);
+        // Only the lock file is left.
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -275,5 +372,53 @@ mod tests {
         s.pop_front().unwrap();
         s.push(batch(3)).unwrap();
         assert_eq!(s.rows(), 5);
+    }
+
+    #[test]
+    fn a_shared_or_open_directory_and_planted_files_are_refused() {
+        let dir = scratch("trust");
+        let s = Spool::open(Some(&dir), 1000).unwrap();
+        // One process at a time.
+        let e = Spool::open(Some(&dir), 1000).err().unwrap();
+        assert!(e.to_string().contains("another process"), "{e}");
+        drop(s);
+        // A directory others may write to.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Spool::open(Some(&dir), 1000).err().unwrap();
+        assert!(e.to_string().contains("chmod 700"), "{e}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        // A link and a FIFO named as batches; an absurd row count.
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("00000000000000000000-calls-1.rows"))
+            .unwrap();
+        let fifo = dir.join("00000000000000000001-calls-1.rows");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        fs::write(
+            dir.join("00000000000000000002-calls-99999999999999999999.rows"),
+            b"x",
+        )
+        .unwrap();
+        let s = Spool::open(Some(&dir), 1000).unwrap();
+        assert_eq!(s.len(), 0);
+        drop(s);
+        // A FIFO swapped in after opening is refused, not waited on.
+        let mut s = Spool::open(Some(&dir), 1000).unwrap();
+        s.push(batch(2)).unwrap();
+        let path = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains("-calls-2.rows"))
+            .unwrap();
+        fs::remove_file(&path).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success());
+        assert!(s.front().unwrap().is_err());
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
