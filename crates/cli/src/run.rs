@@ -47,6 +47,8 @@ pub struct Outputs {
     others: Vec<Box<dyn calliper_engine::Tracker>>,
     /// Call records handed to the writer so far.
     pub calls_written: u64,
+    /// What the ClickHouse sink delivered, spooled and lost (`--clickhouse`).
+    pub clickhouse: Option<calliper_store::clickhouse::Delivery>,
 }
 
 impl Outputs {
@@ -91,7 +93,9 @@ impl Outputs {
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
-        if let Some(ch) = o.clickhouse.sink(lossy)? {
+        let clickhouse = o.clickhouse.sink(lossy)?;
+        let delivery = clickhouse.as_ref().map(|c| c.delivery());
+        if let Some(ch) = clickhouse {
             sinks.sinks.push(Box::new(ch));
         }
         let hep = match o.hep {
@@ -114,6 +118,7 @@ impl Outputs {
                 .then(CallDetail::new),
             others: Vec::new(),
             calls_written: 0,
+            clickhouse: delivery,
         })
     }
 
@@ -190,7 +195,29 @@ impl Outputs {
     pub fn drops(&self) -> Vec<Dropped> {
         let mut drops = Vec::from(self.hep_drops());
         drops.extend(self.tracker_drops());
+        drops.extend(self.clickhouse_drops());
         drops
+    }
+
+    /// What the ClickHouse sink lost (`--clickhouse`; docs/scale-out.md).
+    fn clickhouse_drops(&self) -> Vec<Dropped> {
+        let Some(r) = self.clickhouse.as_ref().map(|d| d.report()) else {
+            return Vec::new();
+        };
+        vec![
+            Dropped {
+                what: "ClickHouse rows",
+                key: "clickhouse_dropped",
+                count: r.dropped,
+                why: "the spool was full or could not be written, or the run ended with rows held in memory".into(),
+            },
+            Dropped {
+                what: "ClickHouse rows",
+                key: "clickhouse_rejected",
+                count: r.rejected,
+                why: "the server refused them 5 times (kept as .rejected in a spool directory)".into(),
+            },
+        ]
     }
 
     /// What the HEP sender (`--hep`) dropped.

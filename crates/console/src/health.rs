@@ -60,6 +60,8 @@ pub struct HealthReport {
     pub dropped: BTreeMap<&'static str, u64>,
     /// The engine's counters, as the run's summary gives them.
     pub engine: serde_json::Value,
+    /// The ClickHouse sink's delivery (`--clickhouse`).
+    pub clickhouse: Option<calliper_store::clickhouse::Report>,
 }
 
 impl ProbeHealth {
@@ -218,6 +220,35 @@ pub(crate) fn escape_label(v: &str) -> String {
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The ClickHouse sink's delivery (docs/scale-out.md).
+fn render_clickhouse(c: &calliper_store::clickhouse::Report, o: &mut String) {
+    family(
+        o,
+        "calliper_clickhouse_rows_total",
+        "counter",
+        "Rows of calls and streams for ClickHouse, by what became of them: sent (taken by a server), spooled (kept while none answered or the queue was full), retried (sent from the spool), rejected (refused 5 times, set aside), dropped (lost: the spool full or unwritable).",
+    );
+    for (outcome, n) in [
+        ("sent", c.sent),
+        ("spooled", c.spooled),
+        ("retried", c.retried),
+        ("rejected", c.rejected),
+        ("dropped", c.dropped),
+    ] {
+        let _ = writeln!(
+            o,
+            "calliper_clickhouse_rows_total{{outcome=\"{outcome}\"}} {n}"
+        );
+    }
+    family(
+        o,
+        "calliper_clickhouse_rows_waiting",
+        "gauge",
+        "Rows in the spool now, waiting for a server.",
+    );
+    let _ = writeln!(o, "calliper_clickhouse_rows_waiting {}", c.waiting);
 }
 
 /// Counts by name.
@@ -389,6 +420,9 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
             escape_label(k)
         );
     }
+    if let Some(c) = &r.clickhouse {
+        render_clickhouse(c, o);
+    }
 }
 
 /// Metric family names the probe adds (for the docs' test).
@@ -397,6 +431,7 @@ pub(crate) fn families() -> Vec<String> {
     let h = ProbeHealth::new();
     h.publish(HealthReport {
         capture: Some(RingCounts::default()),
+        clickhouse: Some(Default::default()),
         ..HealthReport::default()
     });
     let mut o = String::new();
@@ -410,6 +445,35 @@ pub(crate) fn families() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clickhouse_sinks_counts_are_metrics() {
+        let h = ProbeHealth::new();
+        h.publish(HealthReport {
+            clickhouse: Some(calliper_store::clickhouse::Report {
+                sent: 7,
+                spooled: 5,
+                waiting: 3,
+                retried: 2,
+                rejected: 1,
+                dropped: 4,
+                ..Default::default()
+            }),
+            ..HealthReport::default()
+        });
+        let mut o = String::new();
+        render_metrics(&h, &mut o);
+        for line in [
+            "calliper_clickhouse_rows_total{outcome=\"sent\"} 7",
+            "calliper_clickhouse_rows_total{outcome=\"spooled\"} 5",
+            "calliper_clickhouse_rows_total{outcome=\"retried\"} 2",
+            "calliper_clickhouse_rows_total{outcome=\"rejected\"} 1",
+            "calliper_clickhouse_rows_total{outcome=\"dropped\"} 4",
+            "calliper_clickhouse_rows_waiting 3",
+        ] {
+            assert!(o.lines().any(|l| l == line), "{line} not in\n{o}");
+        }
+    }
 
     /// Both directions are read, since the probe captures both.
     #[test]

@@ -147,6 +147,7 @@ impl Running {
                 }))
                 .collect(),
             engine: crate::summary::counters_json(&self.engine.counters_so_far()),
+            clickhouse: self.outputs.clickhouse.as_ref().map(|d| d.report()),
         });
     }
 

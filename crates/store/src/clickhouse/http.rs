@@ -1,8 +1,8 @@
 //! The least HTTP/1.1 ClickHouse's HTTP interface needs: a POST whose body
-//! is the query (and, for an insert, its rows after it), one connection per
-//! request, basic authentication, and a response read whole up to a cap.
-//! Queries and rows travel in the body, so nothing is spliced into a URL,
-//! and rows are JSON escaped by serde (never SQL built from strings).
+//! is the query (and, for an insert, its rows after it, in RowBinary), one
+//! connection per request, basic authentication, a deadline for the whole
+//! exchange, and a response read whole up to a cap. Queries and rows
+//! travel in the body, so nothing is spliced into a URL or a header.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

@@ -539,6 +539,23 @@ impl ClickHouse {
     pub fn report(&self) -> Report {
         self.shared.report()
     }
+
+    /// A handle that reads [`ClickHouse::report`] from elsewhere (the
+    /// probe's health page) while the sink is the writer's.
+    pub fn delivery(&self) -> Delivery {
+        Delivery(self.shared.clone())
+    }
+}
+
+/// Reads a sink's delivery counts ([`ClickHouse::delivery`]).
+#[derive(Clone)]
+pub struct Delivery(Arc<deliver::Shared>);
+
+impl Delivery {
+    /// What was delivered, spooled and lost so far.
+    pub fn report(&self) -> Report {
+        self.0.report()
+    }
 }
 
 impl crate::Sink for ClickHouse {
