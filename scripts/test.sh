@@ -28,13 +28,14 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 mkdir -p target
-# The PESQ scorer and the loss injector are Python packages: used where they
-# are installed, else installed into a virtual environment under target/.
-modules="pesq numpy scipy soundfile netfilterqueue"
+# The PESQ scorer, the loss injector and chdb (a current ClickHouse, embedded)
+# are Python packages: used where they are installed, else installed into a
+# virtual environment under target/.
+modules="pesq numpy scipy soundfile netfilterqueue chdb"
 if ! python3 -c "import ${modules// /, }" 2>/dev/null; then
     venv=$PWD/target/pesq-python
     if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c "import ${modules// /, }" 2>/dev/null; then
-        echo "installing $modules into $venv (the PESQ comparison needs them)..."
+        echo "installing $modules into $venv (the PESQ comparison and the ClickHouse check need them)..."
         # pesq and netfilterqueue build C extensions: a compiler and Python's headers.
         for package in python3-venv python3-dev gcc; do
             dpkg -s "$package" >/dev/null 2>&1 || {

@@ -103,3 +103,25 @@ fn host_name() -> Result<String> {
         .context("cannot read the host's name (give --probe-name)")?;
     Ok(name.trim().to_string())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct SchemaArgs {
+    /// The database (letters, digits and _).
+    #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE)]
+    pub clickhouse_database: String,
+    /// The tables for writing through Distributed tables over this cluster
+    /// (run the statements on every node).
+    #[arg(long, value_name = "NAME")]
+    pub clickhouse_cluster: Option<String>,
+}
+
+/// `calliper clickhouse-schema`: each statement, ended by `;`.
+pub fn print_schema(a: &SchemaArgs) -> Result<()> {
+    let statements =
+        clickhouse::checked_schema(&a.clickhouse_database, a.clickhouse_cluster.as_deref())?;
+    let mut out = std::io::stdout().lock();
+    for s in statements {
+        std::io::Write::write_all(&mut out, format!("{s};\n\n").as_bytes())?;
+    }
+    Ok(())
+}

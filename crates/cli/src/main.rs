@@ -103,6 +103,12 @@ configuration, capture or output error; 3 the analysis itself failed.",
     Export(export::ExportCommand),
     /// The web console and JSON API over a database (loopback unless given a token).
     Serve(serve::ServeArgs),
+    /// Print the statements that make the ClickHouse tables --clickhouse writes
+    /// (for a server a probe never writes to directly, or a user not allowed to create).
+    #[command(
+        after_help = "Examples:\n  calliper clickhouse-schema | clickhouse-client --multiquery\n  calliper clickhouse-schema --clickhouse-cluster calliper_cluster   # run on every node"
+    )]
+    ClickhouseSchema(clickhouse::SchemaArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -168,6 +174,7 @@ fn main() -> ExitCode {
         Command::Crtp(c) => crtp::run(c),
         Command::Export(e) => export::run(e).map(|_| true),
         Command::Serve(s) => serve::run(s).map(|_| true),
+        Command::ClickhouseSchema(s) => clickhouse::print_schema(&s).map(|_| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

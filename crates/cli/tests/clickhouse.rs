@@ -639,3 +639,63 @@ fn tables_made_by_an_earlier_version_gain_the_columns_they_lack() {
     );
     assert!(assert_equal(&ch, &db_of("older"), "older", "older tables") > 0);
 }
+
+/// What the sink sends, checked against a current ClickHouse (chdb, the
+/// engine embedded: 25 or 26) where 18.16 is the server above: every
+/// statement of `calliper clickhouse-schema`, then each spooled batch as
+/// the sink would insert it, read back equal to SQLite's rows
+/// (tests/clickhouse/chdb_check.py).
+#[test]
+fn a_current_clickhouse_takes_the_schema_and_every_batch() {
+    let python = "python3";
+    let has = Command::new(python).args(["-c", "import chdb"]).status();
+    if !has.is_ok_and(|s| s.success())
+        && common::skip_requested(
+            "chdb",
+            "the chdb Python package is not installed (the README's test command installs it)",
+        )
+    {
+        return;
+    }
+    let dir = scratch("chdb");
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("schema.sql");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .arg("clickhouse-schema")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(&schema, &out.stdout).unwrap();
+    let impaired = dir.join("impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("chdb", common::IMPAIRED),
+    )
+    .unwrap();
+    let files = [impaired, hostile::storable_strings().save("chdb-strings")];
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    for (i, f) in files.iter().enumerate() {
+        let (db, spool) = (dir.join(format!("{i}.db")), dir.join(format!("spool-{i}")));
+        let spool_arg = spool.to_str().unwrap();
+        succeeded(
+            &analyze(f, &db, &dead, "chdb", &["--clickhouse-spool", spool_arg]),
+            "spooling",
+        );
+        let check = Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../tests/clickhouse/chdb_check.py"
+            ))
+            .args([&schema, &spool, &db])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            check.status.success(),
+            "{}: {said}{}",
+            f.display(),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(said.contains("rows equal in both directions"), "{said}");
+    }
+}

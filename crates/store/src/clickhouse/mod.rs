@@ -273,6 +273,23 @@ impl Schema {
     }
 }
 
+/// [`schema`] for names given by a user: refused unless plain identifiers.
+pub fn checked_schema(database: &str, cluster: Option<&str>) -> Result<Vec<String>, StoreError> {
+    check_names(database, cluster)?;
+    Ok(schema(database, cluster))
+}
+
+fn check_names(database: &str, cluster: Option<&str>) -> Result<(), StoreError> {
+    for (what, name) in [("database", Some(database)), ("cluster", cluster)] {
+        if let Some(name) = name.filter(|n| !plain_name(n)) {
+            return Err(StoreError::Invalid(format!(
+                "{name:?}: a ClickHouse {what} name here is letters, digits and _, not starting with a digit"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// True for a name ClickHouse takes without quoting (a database, a cluster).
 fn plain_name(name: &str) -> bool {
     !name.is_empty()
@@ -352,16 +369,7 @@ impl ClickHouse {
         cfg: &Config,
         say: Box<dyn Fn(&str) + Send + Sync>,
     ) -> Result<ClickHouse, StoreError> {
-        for (what, name) in [
-            ("database", Some(&cfg.database)),
-            ("cluster", cfg.cluster.as_ref()),
-        ] {
-            if let Some(name) = name.filter(|n| !plain_name(n)) {
-                return Err(StoreError::Invalid(format!(
-                    "{name:?}: a ClickHouse {what} name here is letters, digits and _, not starting with a digit"
-                )));
-            }
-        }
+        check_names(&cfg.database, cfg.cluster.as_deref())?;
         if cfg.urls.len() > 1 && cfg.cluster.is_none() {
             return Err(StoreError::Invalid(
                 "several servers are one cluster's nodes: name it with --clickhouse-cluster".into(),
