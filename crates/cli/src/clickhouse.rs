@@ -48,6 +48,12 @@ pub struct ClickHouseArgs {
     /// dropped and counted).
     #[arg(long, value_name = "MIB", default_value_t = clickhouse::DEFAULT_SPOOL_BYTES >> 20, requires = "clickhouse_spool")]
     pub clickhouse_spool_mib: u64,
+    /// With --clickhouse: keep this many days (at least 2), dropping older
+    /// ones (whole partitions, every probe's rows of that day) once an hour
+    /// on each server listed; days count back from the newest row written,
+    /// never from later than today.
+    #[arg(long, value_name = "DAYS", requires = "clickhouse", value_parser = clap::value_parser!(u16).range(2..))]
+    pub clickhouse_keep_days: Option<u16>,
     /// With --clickhouse: rows per insert, at most.
     #[arg(long, value_name = "ROWS", default_value_t = clickhouse::DEFAULT_BATCH_ROWS, requires = "clickhouse")]
     pub clickhouse_batch_rows: usize,
@@ -91,6 +97,7 @@ impl ClickHouseArgs {
         cfg.batch_rows = self.clickhouse_batch_rows;
         cfg.batch_interval = std::time::Duration::from_millis(self.clickhouse_batch_ms);
         cfg.wait_when_slow = !lossy;
+        cfg.keep_days = self.clickhouse_keep_days;
         let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
         let sink = ClickHouse::open(&cfg, say).with_context(|| format!("--clickhouse {url}"))?;
         Ok(Some(sink))

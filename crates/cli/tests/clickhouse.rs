@@ -699,3 +699,41 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
         assert!(said.contains("rows equal in both directions"), "{said}");
     }
 }
+
+#[test]
+fn keep_days_drops_the_days_before_the_kept_ones_and_no_others() {
+    let Some(ch) = Server::start("keep") else {
+        return;
+    };
+    let files = common::captures();
+    // Calls of 2023-11-14 (the crafted strings), then of 2026 (SIPp's).
+    let old = hostile::storable_strings().save("keep-old");
+    let new = files
+        .iter()
+        .find(|f| f.to_string_lossy().contains("sipp_calls"))
+        .unwrap();
+    succeeded(&analyze(&old, &db("keep-old"), &ch.url, "keep", &[]), "old");
+    let days =
+        |ch: &Server| ch.query("SELECT DISTINCT day FROM calliper.calls ORDER BY day FORMAT TSV");
+    assert_eq!(days(&ch).lines().count(), 1);
+    let err = succeeded(
+        &analyze(
+            new,
+            &db("keep-new"),
+            &ch.url,
+            "keep",
+            &["--clickhouse-keep-days", "2"],
+        ),
+        "new",
+    );
+    assert!(err.contains("old days dropped"), "{err}");
+    let left = days(&ch);
+    assert!(!left.contains("2023-11-14"), "{left}");
+    assert!(assert_equal(&ch, &db_of("keep-new"), "keep", "the kept day") > 0);
+    // A day kept is not enough: calls span midnight.
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", "--clickhouse-keep-days", "1", "x.pcap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "keep-days 1 is refused");
+}

@@ -48,6 +48,8 @@ pub struct Report {
     pub dropped: u64,
     /// Requests that failed.
     pub failures: u64,
+    /// Days dropped by `--clickhouse-keep-days` (partitions, on all servers).
+    pub partitions_dropped: u64,
     /// The last failure, as the server or the network said it.
     pub last_error: Option<String>,
 }
@@ -59,6 +61,9 @@ impl std::fmt::Display for Report {
             "clickhouse   sent {} rows, spooled {}, waiting in the spool {}, retried {}, rejected {}, dropped {}",
             self.sent, self.spooled, self.waiting, self.retried, self.rejected, self.dropped
         )?;
+        if self.partitions_dropped > 0 {
+            write!(f, "; {} old days dropped", self.partitions_dropped)?;
+        }
         if let Some(e) = &self.last_error {
             write!(f, "; last failure: {e}")?;
         }
@@ -75,6 +80,9 @@ pub(super) struct Shared {
     rejected: AtomicU64,
     dropped: AtomicU64,
     failures: AtomicU64,
+    /// The newest day a row was written for, plus one (0: none yet).
+    newest_day: AtomicU64,
+    partitions_dropped: AtomicU64,
     last_error: Mutex<Option<String>>,
     say: Box<dyn Fn(&str) + Send + Sync>,
 }
@@ -89,6 +97,8 @@ impl Shared {
             rejected: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            newest_day: AtomicU64::new(0),
+            partitions_dropped: AtomicU64::new(0),
             last_error: Mutex::new(None),
             say,
         }
@@ -116,6 +126,11 @@ impl Shared {
         }
     }
 
+    /// A row of `day` (days since 1970) was written.
+    pub(super) fn note_day(&self, day: u16) {
+        self.newest_day.fetch_max(u64::from(day) + 1, Relaxed);
+    }
+
     /// Passes a line to whoever listens (the CLI prints it).
     pub(super) fn say(&self, line: &str) {
         (self.say)(line);
@@ -140,6 +155,7 @@ impl Shared {
             rejected: self.rejected.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
             failures: self.failures.load(Relaxed),
+            partitions_dropped: self.partitions_dropped.load(Relaxed),
             last_error: self
                 .last_error
                 .lock()
@@ -169,6 +185,7 @@ pub(super) struct Worker {
     refusals: u32,
     wait: Duration,
     next_try: Instant,
+    retention: Option<super::retention::Retention>,
 }
 
 /// What became of one try of the oldest batch.
@@ -186,6 +203,7 @@ impl Worker {
         schema: super::Schema,
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
+        keep_days: Option<u16>,
     ) -> Worker {
         Worker {
             ready: vec![false; endpoints.len()],
@@ -200,6 +218,7 @@ impl Worker {
             refusals: 0,
             wait: FIRST_WAIT,
             next_try: Instant::now(),
+            retention: keep_days.map(super::retention::Retention::new),
         }
     }
 
@@ -216,6 +235,7 @@ impl Worker {
             if Instant::now() >= self.next_try || finishing.is_some() || full {
                 self.deliver(finishing);
             }
+            self.keep_days();
             if let Some(deadline) = finishing {
                 if self.done(deadline) {
                     return;
@@ -387,6 +407,33 @@ impl Worker {
                     self.shared.spool(b);
                 }
                 return;
+            }
+        }
+    }
+
+    /// Drops the days `--clickhouse-keep-days` no longer keeps, on every
+    /// server with the tables, once an hour while the servers answer.
+    fn keep_days(&mut self) {
+        let newest = self.shared.newest_day.load(Relaxed);
+        let Some(r) = self.retention.as_mut().filter(|r| r.due()) else {
+            return;
+        };
+        if self.outage || newest == 0 {
+            return;
+        }
+        let tables = self.schema.stored_tables();
+        for (e, ready) in self.endpoints.iter().zip(&self.ready) {
+            if !ready {
+                continue;
+            }
+            let database = self.schema.database();
+            match r.apply(e, database, &tables, (newest - 1) as u16) {
+                Ok(n) => {
+                    self.shared.partitions_dropped.fetch_add(n, Relaxed);
+                }
+                Err(err) => self
+                    .shared
+                    .failed(&format!("{}: dropping old days failed: {err}", e.host())),
             }
         }
     }
