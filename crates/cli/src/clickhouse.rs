@@ -11,10 +11,11 @@ pub const PASSWORD_VARIABLE: &str = "CALLIPER_CLICKHOUSE_PASSWORD";
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClickHouseArgs {
     /// Also write calls and streams to ClickHouse's HTTP interface,
-    /// `http://HOST:PORT`, or several nodes of one cluster, comma-separated,
-    /// tried in turn (the tables are made on each if missing; a server that
-    /// is down or slow never holds up capture: rows wait in the spool and
-    /// are sent when one answers). docs/scale-out.md.
+    /// `http://HOST:PORT`, or several nodes of one cluster (with
+    /// --clickhouse-cluster), comma-separated, tried in turn. The tables are
+    /// made on each if missing. A server that is down never stops the run:
+    /// rows wait in the spool and are sent when one answers; `probe` never
+    /// waits for a slow one either, `analyze` does. docs/scale-out.md.
     #[arg(long, value_name = "http://HOST:PORT[,...]")]
     pub clickhouse: Option<String>,
     /// With --clickhouse: the database (letters, digits and _).
@@ -46,7 +47,7 @@ pub struct ClickHouseArgs {
     pub clickhouse_spool: Option<PathBuf>,
     /// With --clickhouse-spool: the most it holds, MiB (what does not fit is
     /// dropped and counted).
-    #[arg(long, value_name = "MIB", default_value_t = clickhouse::DEFAULT_SPOOL_BYTES >> 20, requires = "clickhouse_spool")]
+    #[arg(long, value_name = "MIB", default_value_t = clickhouse::DEFAULT_SPOOL_BYTES >> 20, requires = "clickhouse_spool", value_parser = clap::value_parser!(u64).range(1..))]
     pub clickhouse_spool_mib: u64,
     /// With --clickhouse: keep this many days (at least 2), dropping older
     /// ones (whole partitions, every probe's rows of that day) once an hour
@@ -60,15 +61,21 @@ pub struct ClickHouseArgs {
     /// With --clickhouse: how long a row waits for its insert to fill, ms.
     #[arg(long, value_name = "MS", default_value_t = clickhouse::DEFAULT_BATCH_INTERVAL.as_millis() as u64, requires = "clickhouse")]
     pub clickhouse_batch_ms: u64,
-    /// The name every row this probe writes carries (default: the host's name).
+    /// With --clickhouse: the name every row carries, telling the probes
+    /// apart (default: the host's name).
     #[arg(long, value_name = "NAME", requires = "clickhouse")]
     pub probe_name: Option<String>,
 }
 
 impl ClickHouseArgs {
     /// The sink these options ask for, if any; `lossy` (a live probe):
-    /// never wait for a slow server, spool instead.
-    pub fn sink(&self, lossy: bool) -> Result<Option<ClickHouse>> {
+    /// never wait for a slow server, spool instead. `say` prints what the
+    /// delivery thread reports while it runs.
+    pub fn sink(
+        &self,
+        lossy: bool,
+        say: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<Option<ClickHouse>> {
         let Some(url) = &self.clickhouse else {
             return Ok(None);
         };
@@ -98,8 +105,7 @@ impl ClickHouseArgs {
         cfg.batch_interval = std::time::Duration::from_millis(self.clickhouse_batch_ms);
         cfg.wait_when_slow = !lossy;
         cfg.keep_days = self.clickhouse_keep_days;
-        let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
-        let sink = ClickHouse::open(&cfg, say).with_context(|| format!("--clickhouse {url}"))?;
+        let sink = ClickHouse::open(&cfg, say).context("--clickhouse")?;
         Ok(Some(sink))
     }
 }
@@ -131,4 +137,25 @@ pub fn print_schema(a: &SchemaArgs) -> Result<()> {
         std::io::Write::write_all(&mut out, format!("{s};\n\n").as_bytes())?;
     }
     Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FlushArgs {
+    #[command(flatten)]
+    pub clickhouse: ClickHouseArgs,
+}
+
+/// `calliper clickhouse-flush`: sends what waits in the spool, and ends.
+pub fn flush(a: &FlushArgs) -> Result<bool> {
+    if a.clickhouse.clickhouse_spool.is_none() {
+        bail!("give --clickhouse-spool DIR: the spool to send");
+    }
+    let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
+    let Some(mut sink) = a.clickhouse.sink(false, say)? else {
+        bail!("give --clickhouse URL: where to send the spool");
+    };
+    let finished = calliper_store::Sink::finish(&mut sink, "", &serde_json::Value::Null);
+    eprintln!("{}", sink.report());
+    finished?;
+    Ok(sink.report().waiting == 0)
 }

@@ -109,6 +109,11 @@ configuration, capture or output error; 3 the analysis itself failed.",
         after_help = "Examples:\n  calliper clickhouse-schema | clickhouse-client --multiquery\n  calliper clickhouse-schema --clickhouse-cluster calliper_cluster   # run on every node"
     )]
     ClickhouseSchema(clickhouse::SchemaArgs),
+    /// Send what waits in a ClickHouse spool (after an outage) without new input.
+    #[command(
+        after_help = "Example:\n  CALLIPER_CLICKHOUSE_PASSWORD=... calliper clickhouse-flush --clickhouse http://10.0.0.5:8123 --clickhouse-spool /var/spool/calliper\n\nExit status: 0 the spool is empty; 1 rows still wait (no server answered); 2 usage error, or rows lost or refused."
+    )]
+    ClickhouseFlush(clickhouse::FlushArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -175,6 +180,7 @@ fn main() -> ExitCode {
         Command::Export(e) => export::run(e).map(|_| true),
         Command::Serve(s) => serve::run(s).map(|_| true),
         Command::ClickhouseSchema(s) => clickhouse::print_schema(&s).map(|_| true),
+        Command::ClickhouseFlush(f) => clickhouse::flush(&f),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

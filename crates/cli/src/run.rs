@@ -93,7 +93,22 @@ impl Outputs {
                     .with_context(|| format!("cannot use database directory {}", dir.display()))?,
             ));
         }
-        let clickhouse = o.clickhouse.sink(lossy)?;
+        // A probe's lines are logfmt, as its own; analyze says it plainly.
+        let say: Box<dyn Fn(&str) + Send + Sync> = if lossy {
+            Box::new(|m: &str| {
+                eprintln!(
+                    "calliper probe: time={} event=clickhouse message={m:?}",
+                    calliper_store::rfc3339(
+                        std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_nanos() as i64)
+                    )
+                )
+            })
+        } else {
+            Box::new(|m: &str| eprintln!("calliper: {m}"))
+        };
+        let clickhouse = o.clickhouse.sink(lossy, say)?;
         let delivery = clickhouse.as_ref().map(|c| c.delivery());
         if let Some(ch) = clickhouse {
             sinks.sinks.push(Box::new(ch));
@@ -215,7 +230,7 @@ impl Outputs {
                 what: "ClickHouse rows",
                 key: "clickhouse_rejected",
                 count: r.rejected,
-                why: "the server refused them 5 times (kept as .rejected in a spool directory)".into(),
+                why: "refused by the server 5 times or by the check of its tables, and set aside: kept as .rejected files in a spool directory, lost without one".into(),
             },
         ]
     }

@@ -356,12 +356,28 @@ fn rows_wait_in_the_spool_while_the_server_is_down_and_are_sent_when_it_answers(
     let Some(ch) = Server::start_on("spool", port) else {
         return;
     };
-    // The next run sends what waited, then its own.
+    // clickhouse-flush sends what waited, with no input.
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "clickhouse-flush",
+            "--clickhouse",
+            &url,
+            "--clickhouse-spool",
+            spool_arg,
+        ])
+        .env("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    let flushed = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{flushed}");
+    assert_eq!(reported(&flushed, "retried "), waiting, "{flushed}");
+    assert_eq!(assert_equal(&ch, &db_a, "a", "flushed") as u64, waiting);
+    // The next run finds nothing waiting, and sends its own.
     let err = succeeded(
         &analyze(b, &db_b, &url, "b", &["--clickhouse-spool", spool_arg]),
         "up",
     );
-    assert_eq!(reported(&err, "retried "), waiting, "{err}");
+    assert_eq!(reported(&err, "retried "), 0, "{err}");
     assert_eq!(reported(&err, "waiting in the spool "), 0, "{err}");
     let batches = std::fs::read_dir(&spool)
         .unwrap()
@@ -380,8 +396,16 @@ fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
         .iter()
         .find(|f| f.to_string_lossy().contains("sipp_calls"))
         .unwrap();
-    // A spool with no room: the analysis still finishes and its database is whole.
+    // A spool with no room (a batch set aside earlier fills its 1 MiB):
+    // the analysis still finishes and its database is whole.
     let (dbf, spool) = (db("full"), scratch("full-spool"));
+    std::fs::create_dir(&spool).unwrap();
+    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        spool.join("00000000000000000000-calls-1.rejected"),
+        vec![0u8; 1 << 20],
+    )
+    .unwrap();
     let out = analyze(
         file,
         &dbf,
@@ -391,7 +415,7 @@ fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
             "--clickhouse-spool",
             spool.to_str().unwrap(),
             "--clickhouse-spool-mib",
-            "0",
+            "1",
         ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
@@ -609,7 +633,8 @@ fn a_database_of_another_layout_is_refused_by_name() {
             && err.contains("use another --clickhouse-database"),
         "{err}"
     );
-    assert!(err.contains("refused by the server and are lost"), "{err}");
+    // Said at the start, before any row.
+    assert!(!err.contains("clickhouse   sent"), "{err}");
     // Nothing of the refused run was written anywhere.
     assert_eq!(
         ch.query("SELECT count() FROM calliper.calls WHERE probe = 'layout'")
@@ -726,7 +751,7 @@ fn keep_days_drops_the_days_before_the_kept_ones_and_no_others() {
         ),
         "new",
     );
-    assert!(err.contains("old days dropped"), "{err}");
+    assert!(err.contains("1 old partitions (days) dropped"), "{err}");
     let left = days(&ch);
     assert!(!left.contains("2023-11-14"), "{left}");
     assert!(assert_equal(&ch, &db_of("keep-new"), "keep", "the kept day") > 0);
@@ -736,4 +761,47 @@ fn keep_days_drops_the_days_before_the_kept_ones_and_no_others() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "keep-days 1 is refused");
+}
+
+#[test]
+fn a_refused_login_stops_the_run_at_its_start_and_says_where_the_password_comes_from() {
+    let Some(ch) = Server::start("login") else {
+        return;
+    };
+    let files = common::captures();
+    let file = files
+        .iter()
+        .find(|f| f.to_string_lossy().contains("sipp_calls"))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--progress",
+            "never",
+            "--format",
+            "jsonl",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["--clickhouse", &ch.url])
+        .arg(file)
+        .env("CALLIPER_CLICKHOUSE_PASSWORD", "not-the-password")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("CALLIPER_CLICKHOUSE_PASSWORD"), "{err}");
+    // A password in the URL is never repeated back.
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args([
+            "analyze",
+            "--clickhouse",
+            "http://u:secret-word@127.0.0.1:1",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("secret-word"), "{err}");
 }

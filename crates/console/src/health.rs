@@ -228,7 +228,7 @@ fn render_clickhouse(c: &calliper_store::clickhouse::Report, o: &mut String) {
         o,
         "calliper_clickhouse_rows_total",
         "counter",
-        "Rows of calls and streams for ClickHouse, by what became of them: sent (taken by a server), spooled (kept while none answered or the queue was full), retried (sent from the spool), rejected (refused 5 times, set aside), dropped (lost: the spool full or unwritable).",
+        "Rows of calls and streams for ClickHouse, by what became of them: sent (taken by a server), spooled (kept while none answered or the queue was full), retried (sent from the spool), rejected (refused 5 times or by the check of the tables, set aside: kept as .rejected files in a spool directory), dropped (lost: the spool full or unwritable, or held in memory at the end).",
     );
     for (outcome, n) in [
         ("sent", c.sent),

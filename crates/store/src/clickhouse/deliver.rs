@@ -42,7 +42,8 @@ pub struct Report {
     pub waiting: u64,
     /// Sent again after a failure.
     pub retried: u64,
-    /// Refused by the server [`ATTEMPTS`] times, and dropped.
+    /// Refused by the server [`ATTEMPTS`] times, or by the check of the
+    /// tables: set aside (kept as `.rejected` in a spool directory).
     pub rejected: u64,
     /// Lost: the spool was full or could not be written.
     pub dropped: u64,
@@ -62,7 +63,11 @@ impl std::fmt::Display for Report {
             self.sent, self.spooled, self.waiting, self.retried, self.rejected, self.dropped
         )?;
         if self.partitions_dropped > 0 {
-            write!(f, "; {} old days dropped", self.partitions_dropped)?;
+            write!(
+                f,
+                "; {} old partitions (days) dropped",
+                self.partitions_dropped
+            )?;
         }
         if let Some(e) = &self.last_error {
             write!(f, "; last failure: {e}")?;
@@ -124,6 +129,11 @@ impl Shared {
                 self.failed(&format!("{rows} rows dropped: {why}"));
             }
         }
+    }
+
+    /// True when the spool keeps batches in files.
+    pub(super) fn on_disk(&self) -> bool {
+        self.spool_lock().on_disk()
     }
 
     /// A row of `day` (days since 1970) was written.
@@ -204,9 +214,12 @@ impl Worker {
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
         keep_days: Option<u16>,
+        first_ready: bool,
     ) -> Worker {
+        let mut ready = vec![false; endpoints.len()];
+        ready[0] = first_ready;
         Worker {
-            ready: vec![false; endpoints.len()],
+            ready,
             endpoints,
             current: 0,
             next_schema_try: Instant::now(),
@@ -345,7 +358,9 @@ impl Worker {
             let outcome = match self.send(&b) {
                 Ok(()) => Sent::Taken,
                 Err(e @ HttpError::Server { status: 0, .. }) => Sent::Rejected(e),
-                Err(e @ HttpError::Server { .. }) if self.refusals + 1 >= ATTEMPTS => {
+                Err(e @ HttpError::Server { .. })
+                    if !e.passes() && self.refusals + 1 >= ATTEMPTS =>
+                {
                     Sent::Rejected(e)
                 }
                 Err(e) => Sent::Later(e),
@@ -377,13 +392,16 @@ impl Worker {
                         .failed(&format!("{} rows rejected{aside}: {e}", b.rows));
                 }
                 Sent::Later(e) => {
-                    self.outage = matches!(e, HttpError::Network(_));
+                    // No answer, or one that says wait (authentication, a
+                    // proxy's 502-504, 429): like an outage, never rejected.
+                    self.outage = e.passes();
                     if !self.outage {
                         self.refusals += 1;
                     }
                     self.shared.failed(&format!(
-                        "{}: {e}; rows wait in the spool",
-                        self.server_names()
+                        "{}: {e}{}; rows wait in the spool",
+                        self.server_names(),
+                        e.hint()
                     ));
                     if !spooled {
                         // The queue's oldest, with the spool empty: it goes first there.

@@ -28,6 +28,30 @@ pub enum HttpError {
     },
 }
 
+impl HttpError {
+    /// True for what passes by itself and is waited out rather than
+    /// counted against a batch: no answer, a refused login (the password
+    /// may be fixed while rows wait), a proxy's 502-504, 408 and 429.
+    pub fn passes(&self) -> bool {
+        match self {
+            HttpError::Network(_) => true,
+            HttpError::Server { status, .. } => {
+                matches!(status, 401 | 403 | 407 | 408 | 429 | 502 | 503 | 504)
+            }
+        }
+    }
+
+    /// What to check, for the errors an operator fixes.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            HttpError::Server {
+                status: 401 | 403, ..
+            } => " (the login was refused: check --clickhouse-user and the password from --clickhouse-password-file or CALLIPER_CLICKHOUSE_PASSWORD)",
+            _ => "",
+        }
+    }
+}
+
 impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -66,9 +90,19 @@ impl Endpoint {
     /// database is given apart). HTTPS is not spoken: put ClickHouse or a
     /// TLS proxy on the probe's host or a private network.
     pub fn new(url: &str, user: &str, password: &str) -> Result<Endpoint, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("{url}: give the HTTP interface as http://HOST:PORT (https is not spoken)")
-        })?;
+        // Never repeat what may hold a password (`http://user:pw@host`).
+        let shown = match url.rsplit_once('@') {
+            Some((_, host)) => format!("http://...@{host}"),
+            None => url.to_string(),
+        };
+        let Some(rest) = url.strip_prefix("http://") else {
+            let why = if url.starts_with("https://") {
+                "https is not spoken: put a TLS proxy beside the probe, or use a private network"
+            } else {
+                "give the HTTP interface as http://HOST:PORT"
+            };
+            return Err(format!("{shown:?}: {why}"));
+        };
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let plain = |b: u8| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b);
         let port = rest
@@ -76,7 +110,7 @@ impl Endpoint {
             .and_then(|(_, p)| p.parse::<u16>().ok());
         if rest.is_empty() || !rest.bytes().all(plain) || port.is_none() {
             return Err(format!(
-                "{url:?}: only http://HOST:PORT, such as http://127.0.0.1:8123 (the database, user and password have options of their own)"
+                "{shown:?}: only http://HOST:PORT, such as http://127.0.0.1:8123 (the database, user and password have options of their own)"
             ));
         }
         let authorization = format!("Basic {}", base64(format!("{user}:{password}").as_bytes()));

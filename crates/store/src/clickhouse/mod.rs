@@ -124,6 +124,40 @@ impl Config {
     }
 }
 
+/// Makes the tables on the first server at start, so that what no retry
+/// mends (a refused login, tables of another layout) stops the run at once
+/// with its reason, rather than rows being refused one batch at a time. A
+/// server that does not answer yet is no error: rows wait in the spool.
+/// Returns whether the server has the tables.
+fn first_contact(
+    schema: &Schema,
+    e: &Endpoint,
+    shared: &deliver::Shared,
+) -> Result<bool, StoreError> {
+    match schema.make(e) {
+        Ok(()) => Ok(true),
+        Err(err @ HttpError::Server { status: 0, .. }) => {
+            Err(StoreError::Invalid(format!("clickhouse: {err}")))
+        }
+        Err(
+            err @ HttpError::Server {
+                status: 401 | 403, ..
+            },
+        ) => Err(StoreError::Invalid(format!(
+            "clickhouse: {}: {err}{}",
+            e.host(),
+            err.hint()
+        ))),
+        Err(err) => {
+            shared.say(&format!(
+                "clickhouse: {}: {err}; rows wait in the spool until it answers",
+                e.host()
+            ));
+            Ok(false)
+        }
+    }
+}
+
 /// A stable id: the same record from the same probe has the same id in
 /// every run, so a replayed row replaces itself. BLAKE3, a cryptographic
 /// hash, not a fast one: a sender cannot choose a Call-ID whose row would
@@ -214,7 +248,15 @@ impl ClickHouse {
                 "keep at least 2 days (calls span midnight)".into(),
             ));
         }
-        let worker = deliver::Worker::new(endpoints, schema, shared.clone(), rx, cfg.keep_days);
+        let first_ready = first_contact(&schema, &endpoints[0], &shared)?;
+        let worker = deliver::Worker::new(
+            endpoints,
+            schema,
+            shared.clone(),
+            rx,
+            cfg.keep_days,
+            first_ready,
+        );
         let thread = std::thread::Builder::new()
             .name("calliper-clickhouse".into())
             .spawn(move || worker.run())
@@ -416,16 +458,27 @@ impl crate::Sink for ClickHouse {
             })?;
         }
         let r = self.report();
+        let on_disk = self.shared.on_disk();
         if r.rejected > 0 {
+            let kept = if on_disk {
+                "kept as .rejected files in the spool directory (docs/scale-out.md: sending them again)"
+            } else {
+                "lost: no spool directory"
+            };
             return Err(StoreError::Invalid(format!(
-                "clickhouse: {} rows were refused by the server and are lost ({})",
+                "clickhouse: {} rows were refused by the server and set aside, {kept}; last failure: {}",
                 r.rejected,
                 r.last_error.as_deref().unwrap_or("")
             )));
         }
         if r.dropped > 0 {
+            let keep = if on_disk {
+                "raise --clickhouse-spool-mib, or free its disk"
+            } else {
+                "give --clickhouse-spool DIR to keep them for the next run"
+            };
             return Err(StoreError::Invalid(format!(
-                "clickhouse: {} rows were not delivered and are lost ({}); give --clickhouse-spool DIR to keep them for the next run",
+                "clickhouse: {} rows were not delivered and are lost ({}); {keep}",
                 r.dropped,
                 r.last_error.as_deref().unwrap_or("the spool was full")
             )));

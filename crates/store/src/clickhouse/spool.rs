@@ -112,10 +112,13 @@ impl Spool {
             return Ok(spool);
         };
         if fs::symlink_metadata(dir).is_err() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
+            // Only the last part: a mistyped path makes no tree of directories.
+            fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| {
+                refused(
+                    dir,
+                    &format!("cannot create the spool ({e}; its parent must exist)"),
+                )
+            })?;
         }
         let meta = fs::symlink_metadata(dir)?;
         if !meta.is_dir() {
