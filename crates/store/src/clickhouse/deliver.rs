@@ -40,7 +40,7 @@ pub struct Report {
     pub spooled: u64,
     /// In the spool now.
     pub waiting: u64,
-    /// Sent again after a failure.
+    /// Sent from the spool (kept there after a failure, or a full queue).
     pub retried: u64,
     /// Refused by the server [`ATTEMPTS`] times, or by the check of the
     /// tables: set aside (kept as `.rejected` in a spool directory).
