@@ -2,6 +2,7 @@
 //! started on loopback ports in a directory of its own (scripts/test.sh
 //! installs it), with a password, and stopped when dropped.
 
+use super::hostile::{Pcap, CALLEE, CALLER, SEC, T0};
 use super::{scratch, skip_requested};
 use calliper_store::clickhouse::Endpoint;
 use std::net::TcpListener;
@@ -208,4 +209,48 @@ fn write_config(dir: &std::path::Path, port: u16, tcp: u16, shards: &str) {
     );
     std::fs::write(dir.join("config.xml"), config).unwrap();
     std::fs::write(dir.join("users.xml"), users).unwrap();
+}
+
+/// Calls whose Call-ID, From display name and User-Agent hold what a
+/// database's escaping must carry: quotes, backslashes, tabs, a 4-byte
+/// UTF-8 character, SQL and JSON metacharacters, and bytes that are not
+/// UTF-8; answered, with a few RTP packets each way, then ended.
+pub fn storable_strings() -> Pcap {
+    let mut p = Pcap::default();
+    let nasty: [&[u8]; 4] = [
+        b"q\"uo'te\\back\tslash@h",
+        "emoji\u{1F600}-\u{10FFFF}@h".as_bytes(),
+        b"'); DROP TABLE calls; --{\"a\":1}@h",
+        b"not-utf8-\xff\xfe\xc3(@h",
+    ];
+    for (i, n) in nasty.iter().enumerate() {
+        let t = T0 + i as i64 * 10 * SEC;
+        let head = |start: &[u8], to_tag: &[u8], cseq: &[u8]| {
+            let mut m = Vec::new();
+            m.extend_from_slice(start);
+            m.extend_from_slice(b"\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK");
+            m.extend_from_slice(i.to_string().as_bytes());
+            m.extend_from_slice(b"\r\nFrom: \"");
+            m.extend_from_slice(n);
+            m.extend_from_slice(b"\" <sip:alice@10.0.0.1>;tag=a\r\nTo: <sip:bob@10.0.0.2>");
+            m.extend_from_slice(to_tag);
+            m.extend_from_slice(b"\r\nCall-ID: ");
+            m.extend_from_slice(n);
+            m.extend_from_slice(b"\r\nCSeq: ");
+            m.extend_from_slice(cseq);
+            m.extend_from_slice(b"\r\nUser-Agent: ");
+            m.extend_from_slice(n);
+            m.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+            m
+        };
+        let invite = head(b"INVITE sip:bob@10.0.0.2 SIP/2.0", b"", b"1 INVITE");
+        let ok = head(b"SIP/2.0 200 OK", b";tag=b", b"1 INVITE");
+        let bye = head(b"BYE sip:bob@10.0.0.2 SIP/2.0", b";tag=b", b"2 BYE");
+        let bye_ok = head(b"SIP/2.0 200 OK", b";tag=b", b"2 BYE");
+        p.udp(t, CALLER, CALLEE, &invite);
+        p.udp(t + SEC / 10, CALLEE, CALLER, &ok);
+        p.udp(t + 2 * SEC, CALLER, CALLEE, &bye);
+        p.udp(t + 2 * SEC + SEC / 100, CALLEE, CALLER, &bye_ok);
+    }
+    p
 }

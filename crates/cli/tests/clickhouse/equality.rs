@@ -1,0 +1,140 @@
+//! Equal to SQLite: every capture, twice sent, older tables, a current engine.
+
+use crate::common::clickhouse::{free_port, storable_strings, Server};
+use crate::common::{self, hostile, scratch};
+use crate::compare::*;
+use crate::run::*;
+use std::process::Command;
+
+#[test]
+fn every_call_and_stream_equals_the_sqlite_run_in_both_directions() {
+    let Some(ch) = Server::start("equal") else {
+        return;
+    };
+    let mut files = common::captures();
+    files.push(storable_strings().save("storable-strings"));
+    // Two calls sharing a Call-ID and a start time: two rows, not one.
+    files.push(hostile::call_id_reuse().save("call-id-reuse"));
+    let impaired = scratch("impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("impaired", common::IMPAIRED),
+    )
+    .unwrap();
+    files.push(impaired);
+    let mut total = 0;
+    for (i, f) in files.iter().enumerate() {
+        let probe = format!("p{i}");
+        let db = db(&probe);
+        succeeded(
+            &analyze(f, &db, &ch.url, &probe, &[]),
+            &f.display().to_string(),
+        );
+        total += assert_equal(&ch, &db, &probe, &f.display().to_string());
+    }
+    assert!(total > 1000, "only {total} rows compared");
+    // The crafted strings came back byte for byte (the comparison above
+    // is exact); and they are there to compare.
+    let ids = ch.query("SELECT call_id FROM calliper.calls FINAL WHERE call_id LIKE '%DROP TABLE%' OR call_id LIKE 'q\"uo%' FORMAT TSV");
+    assert_eq!(ids.lines().count(), 2, "{ids}");
+    // Each row's day is its time's (UTC).
+    let wrong = ch.query(
+        "SELECT count() FROM calliper.calls WHERE day != toDate(toDateTime(intDiv(invite_ns, 1000000000), 'UTC'))",
+    );
+    assert_eq!(wrong.trim(), "0");
+}
+
+#[test]
+fn a_run_sent_twice_is_stored_once() {
+    let Some(ch) = Server::start("twice") else {
+        return;
+    };
+    let file = &capture("sipp_calls");
+    let db = db("twice");
+    for _ in 0..2 {
+        std::fs::remove_file(&db).ok();
+        succeeded(&analyze(file, &db, &ch.url, "twice", &[]), "analyze");
+    }
+    let rows = assert_equal(&ch, &db, "twice", "sent twice");
+    assert!(rows > 0);
+    // Once merged, the table itself holds each row once.
+    ch.query("OPTIMIZE TABLE calliper.calls FINAL");
+    let calls = ch.query("SELECT count() FROM calliper.calls WHERE probe = 'twice'");
+    let sqlite = sqlite_rows(&db, "SELECT * FROM calls", &[]).len();
+    assert_eq!(calls.trim(), sqlite.to_string());
+}
+
+#[test]
+fn tables_made_by_an_earlier_version_gain_the_columns_they_lack() {
+    let Some(ch) = Server::start("older") else {
+        return;
+    };
+    ch.query("CREATE DATABASE calliper");
+    ch.query(
+        "CREATE TABLE calliper.calls (probe String, record_id UInt64, day Date, call_id String, invite_ns Int64) \
+         ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (invite_ns, record_id)",
+    );
+    let (file, db) = (&capture("sipp_calls"), db("older"));
+    succeeded(&analyze(file, &db, &ch.url, "older", &[]), "older tables");
+    assert!(assert_equal(&ch, &db, "older", "older tables") > 0);
+}
+
+/// What the sink sends, checked against a current ClickHouse (chdb, the
+/// engine embedded: 25 or 26) where 18.16 is the server above: every
+/// statement of `calliper clickhouse-schema`, then each spooled batch as
+/// the sink would insert it, read back equal to SQLite's rows
+/// (tests/clickhouse/chdb_check.py).
+#[test]
+fn a_current_clickhouse_takes_the_schema_and_every_batch() {
+    let python = "python3";
+    let has = Command::new(python).args(["-c", "import chdb"]).status();
+    if !has.is_ok_and(|s| s.success())
+        && common::skip_requested(
+            "chdb",
+            "the chdb Python package is not installed (the README's test command installs it)",
+        )
+    {
+        return;
+    }
+    let dir = scratch("chdb");
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("schema.sql");
+    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .arg("clickhouse-schema")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(&schema, &out.stdout).unwrap();
+    let impaired = dir.join("impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("chdb", common::IMPAIRED),
+    )
+    .unwrap();
+    let files = [impaired, storable_strings().save("chdb-strings")];
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    for (i, f) in files.iter().enumerate() {
+        let (db, spool) = (dir.join(format!("{i}.db")), dir.join(format!("spool-{i}")));
+        let spool_arg = spool.to_str().unwrap();
+        succeeded(
+            &analyze(f, &db, &dead, "chdb", &["--clickhouse-spool", spool_arg]),
+            "spooling",
+        );
+        let check = Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../tests/clickhouse/chdb_check.py"
+            ))
+            .args([&schema, &spool, &db])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            check.status.success(),
+            "{}: {said}{}",
+            f.display(),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(said.contains("rows equal in both directions"), "{said}");
+    }
+}
