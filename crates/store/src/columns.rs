@@ -17,6 +17,26 @@ pub(crate) enum Type {
     Text,
 }
 
+impl Type {
+    /// Its name in SQLite.
+    fn sqlite(self) -> &'static str {
+        match self {
+            Type::Integer => "INTEGER",
+            Type::Real => "REAL",
+            Type::Text => "TEXT",
+        }
+    }
+
+    /// Its name in ClickHouse.
+    fn clickhouse(self) -> &'static str {
+        match self {
+            Type::Integer => "Int64",
+            Type::Real => "Float64",
+            Type::Text => "String",
+        }
+    }
+}
+
 /// One column: its name, type, and the value a record gives it.
 pub(crate) struct Column<R> {
     pub(crate) name: &'static str,
@@ -189,13 +209,8 @@ pub(crate) fn sqlite_definitions<R>(columns: &[Column<R>]) -> String {
     let defs: Vec<_> = columns
         .iter()
         .map(|c| {
-            let ty = match c.ty {
-                Type::Integer => "INTEGER",
-                Type::Real => "REAL",
-                Type::Text => "TEXT",
-            };
             let null = if c.required { " NOT NULL" } else { "" };
-            format!("{} {ty}{null}", c.name)
+            format!("{} {}{null}", c.name, c.ty.sqlite())
         })
         .collect();
     defs.join(",\n    ")
@@ -205,11 +220,7 @@ pub(crate) fn clickhouse_columns<R>(columns: &[Column<R>]) -> Vec<(String, Strin
     columns
         .iter()
         .map(|c| {
-            let ty = match c.ty {
-                Type::Integer => "Int64",
-                Type::Real => "Float64",
-                Type::Text => "String",
-            };
+            let ty = c.ty.clickhouse();
             let ty = if c.required {
                 ty.to_string()
             } else {

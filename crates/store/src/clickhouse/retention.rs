@@ -42,10 +42,7 @@ impl Retention {
         newest: u16,
     ) -> Result<u64, super::HttpError> {
         self.next = Instant::now() + EVERY;
-        let today = (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-            / 86_400) as u16;
+        let today = super::row_binary::day(crate::now_ns());
         let cutoff = newest.min(today).saturating_sub(self.keep_days - 1);
         let mut dropped = 0;
         for table in tables {
@@ -74,23 +71,8 @@ impl Retention {
 
 /// `YYYY-MM-DD` as days since 1970-01-01 (None unless exactly a date).
 fn day_number(s: &str) -> Option<u16> {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return None;
-    }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    u16::try_from(era * 146_097 + doe - 719_468).ok()
+    let ns = crate::parse_rfc3339(s).filter(|_| s.len() == 10)?;
+    u16::try_from(ns.div_euclid(86_400_000_000_000)).ok()
 }
 
 #[cfg(test)]

@@ -139,11 +139,18 @@ impl Spool {
             ));
         }
         let lock = open_private(&dir.join(".lock"), true)?;
-        if lock.try_lock().is_err() {
-            return Err(refused(
-                dir,
-                "another process uses this spool (its .lock is held)",
-            ));
+        // A child forked by any thread of this process holds a copy of the
+        // lock until it execs: a lock held briefly is waited for, up to 1 s.
+        let mut tries = 0;
+        while lock.try_lock().is_err() {
+            tries += 1;
+            if tries == 20 {
+                return Err(refused(
+                    dir,
+                    "another process uses this spool (its .lock is held)",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         spool._lock = Some(lock);
         let mut found = Vec::new();
