@@ -244,7 +244,9 @@ impl Worker {
             if self.queue.len() < super::QUEUE || finishing.is_some() {
                 self.receive(&mut finishing);
             }
-            let full = self.queue.len() >= super::QUEUE;
+            // A full queue is sent at once, but never during a backoff:
+            // a refusal is waited out, not retried by every burst.
+            let full = self.queue.len() >= super::QUEUE && self.refusals == 0 && !self.outage;
             if Instant::now() >= self.next_try || finishing.is_some() || full {
                 self.deliver(finishing);
             }
@@ -355,11 +357,15 @@ impl Worker {
     /// the end of a run, with a spool directory) the last tries are over.
     fn deliver(&mut self, finishing: Option<Instant>) {
         while let Some((b, spooled)) = self.oldest() {
+            // A batch is set aside only from a spool directory (as a file
+            // kept), or when there is none: one from the queue goes to the
+            // spool first, as on any failure.
+            let may_reject = spooled || !self.shared.on_disk();
             let outcome = match self.send(&b) {
                 Ok(()) => Sent::Taken,
-                Err(e @ HttpError::Server { status: 0, .. }) => Sent::Rejected(e),
+                Err(e @ HttpError::Server { status: 0, .. }) if may_reject => Sent::Rejected(e),
                 Err(e @ HttpError::Server { .. })
-                    if !e.passes() && self.refusals + 1 >= ATTEMPTS =>
+                    if may_reject && !e.passes() && self.refusals + 1 >= ATTEMPTS =>
                 {
                     Sent::Rejected(e)
                 }
@@ -395,7 +401,9 @@ impl Worker {
                     // No answer, or one that says wait (authentication, a
                     // proxy's 502-504, 429): like an outage, never rejected.
                     self.outage = e.passes();
-                    if !self.outage {
+                    if self.outage {
+                        self.refusals = 0;
+                    } else {
                         self.refusals += 1;
                     }
                     self.shared.failed(&format!(

@@ -144,16 +144,14 @@ impl Endpoint {
     pub fn post(&self, body: &[u8]) -> Result<Vec<u8>, HttpError> {
         let deadline = Instant::now() + REQUEST_DEADLINE;
         let mut s = self.connect().map_err(HttpError::Network)?;
-        s.set_write_timeout(Some(IO_TIMEOUT))
-            .map_err(HttpError::Network)?;
         let head = format!(
             "POST / HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\nAuthorization: {}\r\n\r\n",
             self.host,
             body.len(),
             self.authorization
         );
-        s.write_all(head.as_bytes()).map_err(HttpError::Network)?;
-        s.write_all(body).map_err(HttpError::Network)?;
+        write_by(&mut s, head.as_bytes(), deadline).map_err(HttpError::Network)?;
+        write_by(&mut s, body, deadline).map_err(HttpError::Network)?;
         let reader = Deadline { s, deadline };
         let r = read_response(BufReader::new(reader)).map_err(HttpError::Network)?;
         let exception =
@@ -163,10 +161,31 @@ impl Endpoint {
         } else {
             Err(HttpError::Server {
                 status: r.status,
-                message: String::from_utf8_lossy(&r.body[..r.body.len().min(4096)]).into_owned(),
+                // Never a control character (a forged log line, a terminal escape).
+                message: String::from_utf8_lossy(&r.body[..r.body.len().min(4096)])
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect(),
             })
         }
     }
+}
+
+/// Writes `data` by pieces, each waiting at most until `deadline`: a
+/// server that reads a few bytes at a time cannot hold the thread longer.
+fn write_by(s: &mut TcpStream, data: &[u8], deadline: Instant) -> io::Result<()> {
+    for piece in data.chunks(64 << 10) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the server took over a minute to take the request",
+            ));
+        }
+        s.set_write_timeout(Some(left.min(IO_TIMEOUT)))?;
+        s.write_all(piece)?;
+    }
+    Ok(())
 }
 
 /// A connection whose every read waits at most until one deadline.

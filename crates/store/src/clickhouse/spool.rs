@@ -164,15 +164,19 @@ impl Spool {
             }
             if name.ends_with(".part") {
                 fs::remove_file(entry.path())?;
-            } else if name.ends_with(".rejected") {
+            } else if let Some(rejected) = name.strip_suffix(".rejected") {
                 spool.bytes += entry.metadata()?.len();
+                // Numbered after those set aside too: a new batch never takes a kept one's name.
+                if let Some((seq, ..)) = parse_name(&format!("{rejected}.rows")) {
+                    spool.next_seq = spool.next_seq.max(seq.saturating_add(1));
+                }
             } else if let Some((seq, table, rows)) = parse_name(name) {
                 found.push((seq, table, rows, entry.path(), entry.metadata()?.len()));
             }
         }
         found.sort_by_key(|f| f.0);
         for (seq, table, rows, path, bytes) in found {
-            spool.next_seq = seq + 1;
+            spool.next_seq = spool.next_seq.max(seq.saturating_add(1));
             spool.bytes += bytes;
             spool.held.push_back(Held::File {
                 path,
@@ -270,7 +274,7 @@ impl Spool {
 /// `SEQ-TABLE-ROWS.rows`.
 fn parse_name(name: &str) -> Option<(u64, Table, u64)> {
     let mut parts = name.strip_suffix(".rows")?.split('-');
-    let seq = parts.next()?.parse().ok()?;
+    let seq = parts.next()?.parse().ok().filter(|&s| s < u64::MAX)?;
     let table = Table::from_name(parts.next()?)?;
     let rows = parts.next()?.parse().ok().filter(|&r| r <= MOST_ROWS)?;
     parts.next().is_none().then_some((seq, table, rows))
@@ -369,6 +373,25 @@ mod tests {
         drop(s);
         // Only the lock file is left.
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_new_batch_never_takes_the_name_of_one_set_aside() {
+        let dir = scratch("aside");
+        let mut s = Spool::open(Some(&dir), 1000).unwrap();
+        s.push(batch(2)).unwrap();
+        s.reject_front().unwrap();
+        drop(s);
+        let mut s = Spool::open(Some(&dir), 1000).unwrap();
+        s.push(batch(2)).unwrap();
+        let names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        drop(s);
         fs::remove_dir_all(&dir).unwrap();
     }
 
