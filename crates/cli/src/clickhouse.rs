@@ -18,27 +18,13 @@ pub struct ClickHouseArgs {
     /// waits for a slow one either, `analyze` does. docs/scale-out.md.
     #[arg(long, value_name = "http://HOST:PORT[,...]")]
     pub clickhouse: Option<String>,
-    /// With --clickhouse: the database (letters, digits and _).
-    #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE, requires = "clickhouse")]
-    pub clickhouse_database: String,
+    #[command(flatten)]
+    pub login: Login,
     /// With --clickhouse: write through Distributed tables over this cluster
     /// (named in the servers' remote_servers): rows are kept in calls_local
     /// and streams_local on each shard, sharded by record id.
     #[arg(long, value_name = "NAME", requires = "clickhouse")]
     pub clickhouse_cluster: Option<String>,
-    /// With --clickhouse: the user.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "default",
-        requires = "clickhouse"
-    )]
-    pub clickhouse_user: String,
-    /// With --clickhouse: a file holding the user's password (its first
-    /// line; a regular file). Without it, the environment variable
-    /// CALLIPER_CLICKHOUSE_PASSWORD, if set, gives it.
-    #[arg(long, value_name = "FILE", requires = "clickhouse")]
-    pub clickhouse_password_file: Option<PathBuf>,
     /// With --clickhouse: keep rows the server has not taken in this
     /// directory (created 0700), so they outlive this run and the next run
     /// with the same directory sends them. Without it they wait in memory
@@ -67,6 +53,55 @@ pub struct ClickHouseArgs {
     pub probe_name: Option<String>,
 }
 
+/// The database, and who we are to the server: for writing and reading.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Login {
+    /// With --clickhouse: the database (letters, digits and _).
+    #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE, requires = "clickhouse")]
+    pub clickhouse_database: String,
+    /// With --clickhouse: the user.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "default",
+        requires = "clickhouse"
+    )]
+    pub clickhouse_user: String,
+    /// With --clickhouse: a file holding the user's password (its first
+    /// line; a regular file). Without it, the environment variable
+    /// CALLIPER_CLICKHOUSE_PASSWORD, if set, gives it.
+    #[arg(long, value_name = "FILE", requires = "clickhouse")]
+    pub clickhouse_password_file: Option<PathBuf>,
+}
+
+impl Login {
+    /// The password, from the file or the environment (empty for none).
+    pub fn password(&self) -> Result<String> {
+        Ok(match &self.clickhouse_password_file {
+            Some(f) => calliper_store::files::read_small(f, 4096)
+                .with_context(|| format!("cannot read --clickhouse-password-file {}", f.display()))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+            None => std::env::var(PASSWORD_VARIABLE).unwrap_or_default(),
+        })
+    }
+
+    /// The console's reader of the tables at `urls` (comma-separated).
+    pub fn reader(&self, urls: &str) -> Result<clickhouse::Reader> {
+        let urls: Vec<String> = urls.split(',').map(|u| u.trim().to_string()).collect();
+        let reader = clickhouse::Reader::new(
+            &urls,
+            &self.clickhouse_database,
+            &self.clickhouse_user,
+            &self.password()?,
+        )
+        .context("--clickhouse")?;
+        Ok(reader)
+    }
+}
+
 impl ClickHouseArgs {
     /// The sink these options ask for, if any; `lossy` (a live probe):
     /// never wait for a slow server, spool instead. `say` prints what the
@@ -87,18 +122,10 @@ impl ClickHouseArgs {
             bail!("--probe-name: give 1 to 255 bytes");
         }
         let mut cfg = Config::new(url, &probe);
-        cfg.database = self.clickhouse_database.clone();
+        cfg.database = self.login.clickhouse_database.clone();
         cfg.cluster = self.clickhouse_cluster.clone();
-        cfg.user = self.clickhouse_user.clone();
-        cfg.password = match &self.clickhouse_password_file {
-            Some(f) => calliper_store::files::read_small(f, 4096)
-                .with_context(|| format!("cannot read --clickhouse-password-file {}", f.display()))?
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string(),
-            None => std::env::var(PASSWORD_VARIABLE).unwrap_or_default(),
-        };
+        cfg.user = self.login.clickhouse_user.clone();
+        cfg.password = self.login.password()?;
         cfg.spool_dir = self.clickhouse_spool.clone();
         cfg.spool_bytes = self.clickhouse_spool_mib.saturating_mul(1 << 20);
         cfg.batch_rows = self.clickhouse_batch_rows;

@@ -24,8 +24,21 @@ curl -s 'http://127.0.0.1:8080/api/calls?caller=sipp&status=2xx&limit=10'"
 )]
 pub struct ServeArgs {
     /// The database to show (written by `analyze --db` or `probe --db`).
-    #[arg(long)]
-    db: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "clickhouse",
+        conflicts_with = "clickhouse"
+    )]
+    db: Option<PathBuf>,
+    /// Show the calls many probes wrote to ClickHouse (`--clickhouse` of
+    /// `analyze` and `probe`) instead: `http://HOST:PORT`, or several nodes
+    /// of one cluster, comma-separated, asked in turn. The search and each
+    /// call with its streams are served; the rest (SIP ladders, KPIs,
+    /// alerts, recordings) stays in each probe's own database for now.
+    #[arg(long, value_name = "http://HOST:PORT[,...]")]
+    clickhouse: Option<String>,
+    #[command(flatten)]
+    login: crate::clickhouse::Login,
     /// Address and port to listen on (`ADDR:PORT`, `localhost:PORT` or a
     /// port alone for loopback); anything but loopback needs a token.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080", value_parser = listen_address)]
@@ -84,21 +97,33 @@ pub(crate) fn token_from(file: Option<&PathBuf>, env: &str) -> Result<Option<Str
     Ok(Some(t.trim().to_string()))
 }
 
-pub fn run(a: ServeArgs) -> Result<()> {
-    let token = token(a.token_file.as_ref())?;
-    if a.db.is_dir() {
+/// A database file, there.
+fn check_database(db: &std::path::Path) -> Result<()> {
+    if db.is_dir() {
         bail!(
             "{} is a directory: --db names a database file",
-            a.db.display()
+            db.display()
         );
     }
-    if !a.db.is_file() {
+    if !db.is_file() {
         bail!(
             "{}: no such database (write one with `calliper analyze CAPTURE --db {}`)",
-            a.db.display(),
-            a.db.display()
+            db.display(),
+            db.display()
         );
     }
+    Ok(())
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    let token = token(a.token_file.as_ref())?;
+    if let Some(db) = &a.db {
+        check_database(db)?;
+    }
+    let clickhouse = match &a.clickhouse {
+        Some(urls) => Some(a.login.reader(urls)?),
+        None => None,
+    };
     if let Some(dir) = a.record_dir.as_ref().filter(|d| !d.is_dir()) {
         bail!(
             "{}: no such directory (--record-dir names the directory the run recorded into)",
@@ -107,7 +132,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let cfg = calliper_console::Config {
         listen: a.http,
-        db: Some(a.db),
+        db: a.db,
+        clickhouse,
         live: None,
         health: None,
         rules: None,

@@ -203,6 +203,7 @@ fn main() {
     let cfg = calliper_console::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         db: Some(db.clone()),
+        clickhouse: None,
         live: None,
         health: None,
         rules: None,

@@ -38,8 +38,8 @@ pub(crate) async fn calls(
     let Query(pairs) = query.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let search = params::search(&pairs, PAGE_LIMIT)?;
     let (limit, offset) = (search.limit, search.offset);
-    let body = crate::db::run(&state.db, &state.queries, move |c| {
-        let (calls, more) = calliper_store::search_calls(c, &search)?;
+    let body = crate::db::run(&state.db, &state.queries, move |store| {
+        let (calls, more) = store.search_calls(&search)?;
         Ok(serde_json::to_vec(&json!({
             "calls": calls,
             "limit": limit,
@@ -68,8 +68,8 @@ pub(crate) async fn call(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = call_id_param(path)?;
-    let detail = crate::db::run(&state.db, &state.queries, move |c| {
-        calliper_store::call_detail(c, id)
+    let detail = crate::db::run(&state.db, &state.queries, move |store| {
+        store.call_detail(id)
     })
     .await?;
     let Some(mut detail) = detail else {
@@ -79,6 +79,7 @@ pub(crate) async fn call(
     let call_id = detail["call_id"].as_str().unwrap_or_default().to_string();
     let invite_ns = detail["invite_ns"].as_i64().unwrap_or_default();
     let recorded = state.recordings.is_some()
+        && i64::try_from(id).is_ok()
         && crate::recording_api::find(&state, call_id, invite_ns)
             .await
             .is_ok_and(|f| !f.is_empty());
@@ -94,10 +95,11 @@ pub(crate) async fn call(
     Ok(json_body(body))
 }
 
-/// A call's record id from the path: a positive integer.
+/// A call's record id from the path: a positive integer (SQLite's row
+/// id, or ClickHouse's record id, which may pass 2^63).
 pub(crate) fn call_id_param(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Result<i64, ApiError> {
+) -> Result<u64, ApiError> {
     let bad_id = || {
         ApiError(
             StatusCode::BAD_REQUEST,
@@ -132,6 +134,11 @@ pub(crate) async fn parts(
 ) -> Response {
     let body = serde_json::json!({
         "database": state.db.is_some(),
+        "store": match state.db.as_deref() {
+            Some(crate::db::Store::ClickHouse(_)) => "clickhouse",
+            Some(crate::db::Store::Sqlite(_)) => "sqlite",
+            None => "none",
+        },
         "live": state.live.is_some(),
         "probe": state.health.is_some(),
         "rules": state.rules.is_some(),

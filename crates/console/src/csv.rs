@@ -48,7 +48,8 @@ pub(crate) async fn calls(
     if !pairs.iter().any(|(k, _)| k == "limit") {
         search.limit = calliper_store::MAX_LIMIT;
     }
-    let (body, rows, more) = crate::db::run(&state.db, &state.queries, move |c| {
+    let (body, rows, more) = crate::db::run(&state.db, &state.queries, move |store| {
+        let c = store.sqlite("the CSV export")?;
         let mut out = String::new();
         let mut rows = 0usize;
         let more = calliper_store::for_each_call(c, &search, |names, row| {

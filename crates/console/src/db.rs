@@ -10,6 +10,7 @@
 
 use crate::api::ApiError;
 use axum::http::StatusCode;
+use calliper_store::Source;
 use rusqlite::Connection;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -55,6 +56,15 @@ impl Pool {
     }
 }
 
+/// The store requests read.
+pub(crate) enum Store {
+    /// One database file.
+    Sqlite(Pool),
+    /// The tables many probes write to; a query's time is bounded on the
+    /// server (`max_execution_time`).
+    ClickHouse(calliper_store::clickhouse::Reader),
+}
+
 /// Set when the request's future is dropped (its client went away).
 struct Abandoned(Arc<AtomicBool>);
 
@@ -64,15 +74,15 @@ impl Drop for Abandoned {
     }
 }
 
-/// Runs `work` on a pooled connection, with a permit of `permits` (404
-/// when the console has no database).
+/// Runs `work` on the store (a pooled connection to SQLite), with a
+/// permit of `permits` (404 when the console has no database).
 pub(crate) async fn run<T: Send + 'static>(
-    pool: &Option<Arc<Pool>>,
+    store: &Option<Arc<Store>>,
     permits: &Arc<Semaphore>,
-    work: impl FnOnce(&Connection) -> Result<T, calliper_store::StoreError> + Send + 'static,
+    work: impl FnOnce(Source<'_>) -> Result<T, calliper_store::StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let arrived = Instant::now();
-    let Some(pool) = pool else {
+    let Some(store) = store else {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
             "this console has no database: start the probe with --db FILE to search stored calls (the live page needs none)".into(),
@@ -89,9 +99,13 @@ pub(crate) async fn run<T: Send + 'static>(
     };
     let gone = Arc::new(AtomicBool::new(false));
     let _guard = Abandoned(gone.clone());
-    let pool = pool.clone();
+    let store = store.clone();
     let joined = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let pool = match &*store {
+            Store::Sqlite(pool) => pool,
+            Store::ClickHouse(reader) => return work(Source::ClickHouse(reader)),
+        };
         let deadline = arrived + crate::QUERY_TIME_LIMIT;
         let (inode, conn) = pool.take()?;
         // Called every 1 000 virtual machine steps: true interrupts.
@@ -99,7 +113,7 @@ pub(crate) async fn run<T: Send + 'static>(
             1000,
             Some(move || gone.load(Ordering::Relaxed) || Instant::now() > deadline),
         );
-        let result = work(&conn);
+        let result = work(Source::Sqlite(&conn));
         conn.progress_handler(0, None::<fn() -> bool>);
         if result.is_ok() {
             pool.give_back(inode, conn);
@@ -119,6 +133,9 @@ pub(crate) async fn run<T: Send + 'static>(
                     crate::QUERY_TIME_LIMIT.as_secs()
                 ),
             ))
+        }
+        Ok(Err(calliper_store::StoreError::NotStored(why))) => {
+            Err(ApiError(StatusCode::NOT_FOUND, why))
         }
         Ok(Err(calliper_store::StoreError::Invalid(why))) => {
             Err(ApiError(StatusCode::INTERNAL_SERVER_ERROR, why))

@@ -52,6 +52,9 @@ pub struct Config {
     /// The call database (a probe may run without one: then only the live
     /// page is served, and the database's pages and metrics answer 404).
     pub db: Option<PathBuf>,
+    /// The ClickHouse tables many probes write to, read instead of `db`
+    /// (the search and calls' detail; the rest answers 404 with why).
+    pub clickhouse: Option<calliper_store::clickhouse::Reader>,
     /// The calls a running probe has open (the live page).
     pub live: Option<LiveCalls>,
     /// A running probe's health (the probe page and its metrics).
@@ -114,7 +117,7 @@ pub fn search_from_query(query: &str) -> Result<calliper_store::Search, String> 
 
 /// What every request shares.
 pub(crate) struct State {
-    pub(crate) db: Option<Arc<db::Pool>>,
+    pub(crate) db: Option<Arc<db::Store>>,
     pub(crate) live: Option<LiveCalls>,
     pub(crate) health: Option<ProbeHealth>,
     pub(crate) rules: Option<calliper_rules::Rules>,
@@ -192,6 +195,9 @@ pub fn serve_until(
     if let Some(db) = &cfg.db {
         calliper_store::open_searchable(db).map_err(|e| e.to_string())?;
     }
+    if let Some(reader) = &cfg.clickhouse {
+        reader.check().map_err(|e| e.to_string())?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(MAX_CONCURRENT_QUERIES + 1)
@@ -205,7 +211,11 @@ pub fn serve_until(
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let state = Arc::new(State {
             loopback_only_hosts: cfg.token.is_none(),
-            db: cfg.db.map(|d| Arc::new(db::Pool::new(d))),
+            db: match (cfg.db, cfg.clickhouse) {
+                (_, Some(reader)) => Some(Arc::new(db::Store::ClickHouse(reader))),
+                (Some(d), None) => Some(Arc::new(db::Store::Sqlite(db::Pool::new(d)))),
+                (None, None) => None,
+            },
             live: cfg.live,
             health: cfg.health,
             rules: cfg.rules,
@@ -254,6 +264,7 @@ mod tests {
         Config {
             listen: listen.parse().unwrap(),
             db: None,
+            clickhouse: None,
             live: None,
             health: None,
             token: token.map(str::to_string),

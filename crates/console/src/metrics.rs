@@ -395,11 +395,13 @@ pub(crate) async fn serve(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
     let totals = state.metrics.totals.clone();
-    let mut text = match (&state.db, &state.health) {
-        // A probe without a database: its own metrics only.
-        (None, Some(_)) => String::new(),
+    let mut text = match (state.db.as_deref(), &state.health) {
+        // A probe without a database: its own metrics only; ClickHouse
+        // has its own (system.metrics), and its calls are counted there.
+        (None, Some(_)) | (Some(crate::db::Store::ClickHouse(_)), _) => String::new(),
         _ => {
-            crate::db::run(&state.db, &state.scrapes, move |conn| {
+            crate::db::run(&state.db, &state.scrapes, move |store| {
+                let conn = store.sqlite("the database's metrics")?;
                 let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
                 // Updated on a copy: a failed read leaves the totals as they were.
                 let mut next = t.clone();

@@ -37,6 +37,10 @@ pub(crate) const PARAMETERS: &[(&str, &str)] = &[
         "either party's User-Agent, wildcards as for caller",
     ),
     ("call_id", "the Call-ID, exactly"),
+    (
+        "probe",
+        "the probe that saw the call (--probe-name; ClickHouse only)",
+    ),
     ("label", "a rule label the call carries"),
     (
         "alert",
@@ -138,6 +142,7 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
             "callee" => s.callee = text(),
             "user_agent" => s.user_agent = text(),
             "call_id" => s.call_id = text(),
+            "probe" => s.probe = text(),
             "label" => s.label = text(),
             "alert" => s.alert = text(),
             "codec" => s.codec = text(),

@@ -44,14 +44,14 @@ pub(crate) async fn find(
 /// Call `id` as stored, and its one recording.
 async fn recorded(
     state: &Arc<State>,
-    id: i64,
+    id: u64,
 ) -> Result<(calliper_store::StoredCall, std::path::PathBuf), ApiError> {
-    let call = crate::db::run(&state.db, &state.queries, move |c| {
-        calliper_store::find_calls(c, &id.to_string())
+    let call = crate::db::run(&state.db, &state.queries, move |store| {
+        calliper_store::find_calls(store.sqlite("recordings")?, &id.to_string())
     })
     .await?
     .into_iter()
-    .find(|c| c.id == id)
+    .find(|c| u64::try_from(c.id) == Ok(id))
     .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no call {id}")))?;
     let found = find(state, call.call_id.clone(), call.invite_ns).await?;
     match found.as_slice() {
@@ -83,7 +83,7 @@ fn turn(state: &Arc<State>) -> Result<tokio::sync::OwnedSemaphorePermit, ApiErro
 }
 
 /// The bytes of a recording, at most [`MAX_RECORDING_BYTES`] (blocking).
-fn read_recording(file: &std::path::Path, id: i64) -> Result<Vec<u8>, ApiError> {
+fn read_recording(file: &std::path::Path, id: u64) -> Result<Vec<u8>, ApiError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let unreadable = |e: std::io::Error| {

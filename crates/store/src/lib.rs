@@ -29,6 +29,7 @@ pub use lists::{list_rows, List, ListQuery};
 mod readonly;
 pub mod recordings;
 mod search;
+mod source;
 pub use detail::{
     call_detail, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
 };
@@ -37,6 +38,7 @@ pub use search::{
     for_each_call, search_calls, Network, Search, Sort, Status, MAX_ANSWER_BYTES, MAX_LIMIT,
     MAX_OFFSET,
 };
+pub use source::Source;
 mod schema;
 use schema::migrate;
 pub use schema::schema;
@@ -63,6 +65,8 @@ pub enum StoreError {
     Json(serde_json::Error),
     /// The database is not what it should be.
     Invalid(String),
+    /// What was asked is not in this kind of store (the reason).
+    NotStored(String),
 }
 
 impl fmt::Display for StoreError {
@@ -71,7 +75,7 @@ impl fmt::Display for StoreError {
             StoreError::Io(e) => write!(f, "write failed: {e}"),
             StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
             StoreError::Json(e) => write!(f, "json: {e}"),
-            StoreError::Invalid(why) => f.write_str(why),
+            StoreError::Invalid(why) | StoreError::NotStored(why) => f.write_str(why),
         }
     }
 }

@@ -20,7 +20,8 @@ pub enum List {
 }
 
 impl List {
-    fn table(self) -> &'static str {
+    /// Its table's name.
+    pub fn table(self) -> &'static str {
         match self {
             List::Alerts => "alerts",
             List::Registrations => "registrations",

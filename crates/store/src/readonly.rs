@@ -176,6 +176,29 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// Takes `row` into the budget when it fits: false when it does not
+    /// (the rows from there on are left out).
+    pub(crate) fn admit(&mut self, row: &Map<String, Value>) -> bool {
+        let cost: usize = row.iter().map(|(k, v)| k.len() + size(v)).sum();
+        match self.left.checked_sub(cost) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => {
+                self.left = 0;
+                false
+            }
+        }
+    }
+}
+
+/// Whether a column holds JSON text (given to clients as JSON).
+pub(crate) fn is_json_column(name: &str) -> bool {
+    JSON_COLUMNS.contains(&name)
+}
+
 /// The statement's column names; an error (not a panic) for one that is
 /// not UTF-8.
 pub(crate) fn column_names(q: &rusqlite::Statement<'_>) -> Result<Vec<String>, StoreError> {

@@ -94,7 +94,7 @@ impl Sort {
         ("status", Sort::Status),
     ];
 
-    fn column(self) -> &'static str {
+    pub(crate) fn column(self) -> &'static str {
         match self {
             Sort::Time => "invite_ns",
             Sort::Duration => "duration_ms",
@@ -136,6 +136,8 @@ pub struct Search {
     pub user_agent: Option<String>,
     /// The Call-ID, exactly.
     pub call_id: Option<String>,
+    /// The probe that saw the call (ClickHouse, where many probes write).
+    pub probe: Option<String>,
     /// A rule label the call carries.
     pub label: Option<String>,
     /// An alert of this kind named the call.
@@ -167,6 +169,7 @@ impl Default for Search {
             max_duration_ms: None,
             user_agent: None,
             call_id: None,
+            probe: None,
             label: None,
             alert: None,
             sort: Sort::Time,
@@ -301,10 +304,10 @@ fn build(s: &Search) -> Where {
     w
 }
 
-/// What a call list shows besides the call's own columns: its codecs and
-/// the worst loss of its streams.
+/// What a call list shows besides the call's own columns: its codecs
+/// (distinct, in order) and the worst loss of its streams.
 const LIST_EXTRAS: &str =
-    "(SELECT group_concat(DISTINCT st.codec) FROM streams st WHERE st.call = calls.id) AS codecs, \
+    "(SELECT group_concat(codec) FROM (SELECT DISTINCT st.codec FROM streams st WHERE st.call = calls.id ORDER BY st.codec)) AS codecs, \
      (SELECT max(st.loss_percent) FROM streams st WHERE st.call = calls.id) AS worst_loss_percent";
 
 /// Most bytes of rows one answer holds (a crafted database can make rows
@@ -312,7 +315,12 @@ const LIST_EXTRAS: &str =
 pub const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// The SQL of a search and its parameters.
-fn query(s: &Search) -> (String, Vec<rusqlite::types::Value>) {
+fn query(s: &Search) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
+    if s.probe.is_some() {
+        return Err(StoreError::NotStored(
+            "the probe filter needs the ClickHouse store (serve --clickhouse): a SQLite database holds one probe's calls".into(),
+        ));
+    }
     let w = build(s);
     let cond = match w.sql.is_empty() {
         true => String::new(),
@@ -325,7 +333,7 @@ fn query(s: &Search) -> (String, Vec<rusqlite::types::Value>) {
         s.limit.min(MAX_LIMIT) + 1,
         s.offset.min(MAX_OFFSET)
     );
-    (sql, w.params)
+    Ok((sql, w.params))
 }
 
 /// The calls `s` selects, in its order, and whether more follow.
@@ -333,7 +341,7 @@ pub fn search_calls(
     conn: &Connection,
     s: &Search,
 ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-    let (sql, params) = query(s);
+    let (sql, params) = query(s)?;
     let limit = s.limit.min(MAX_LIMIT) as usize;
     let mut calls =
         Budget::new(MAX_ANSWER_BYTES).rows(conn, &sql, rusqlite::params_from_iter(params))?;
@@ -350,7 +358,7 @@ pub fn for_each_call(
     s: &Search,
     mut each: impl FnMut(&[String], &rusqlite::Row<'_>) -> Result<bool, StoreError>,
 ) -> Result<bool, StoreError> {
-    let (sql, params) = query(s);
+    let (sql, params) = query(s)?;
     let limit = s.limit.min(MAX_LIMIT) as usize;
     let mut q = conn.prepare(&sql)?;
     let names = column_names(&q)?;

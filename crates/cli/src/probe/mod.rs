@@ -309,6 +309,7 @@ fn start_console(
     let addr = console::start(calliper_console::Config {
         listen,
         db: a.out.db.clone(),
+        clickhouse: None,
         live: Some(live.clone()),
         health: Some(h.clone()),
         token: crate::serve::token(a.token_file.as_ref())?,

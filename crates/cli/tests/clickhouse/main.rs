@@ -9,6 +9,9 @@ mod common;
 
 mod cluster;
 mod compare;
+mod console;
 mod delivery;
 mod equality;
 mod run;
+#[path = "../console/server.rs"]
+mod server;

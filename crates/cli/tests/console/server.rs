@@ -18,11 +18,16 @@ impl Server {
     /// `calliper serve --db DB --http LISTEN` with `extra` arguments and
     /// environment; waits for it to say where it listens.
     pub fn start(db: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let db = ["--db", db.to_str().unwrap()];
+        Server::serve(&[&db, extra].concat(), listen, env)
+    }
+
+    /// `calliper serve ARGS --http LISTEN` with `env`.
+    pub fn serve(args: &[&str], listen: &str, env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args(["serve", "--db"])
-            .arg(db)
+            .arg("serve")
+            .args(args)
             .args(["--http", listen])
-            .args(extra)
             .env_remove("CALLIPER_TOKEN")
             .envs(env.iter().copied())
             .stderr(Stdio::piped())

@@ -142,10 +142,67 @@ impl Endpoint {
     /// (ClickHouse sends one after its headers when it streams progress),
     /// is the server's error.
     pub fn post(&self, body: &[u8]) -> Result<Vec<u8>, HttpError> {
+        self.exchange("/", "", body)
+    }
+
+    /// Runs `sql` (text of ours: it travels in the URL) with `tables` as
+    /// external data, ClickHouse's temporary tables sent beside a query:
+    /// what a search has from its user reaches the server as rows of
+    /// these, never as SQL (18.16 has no query parameters). `settings`
+    /// are names and values of ours too.
+    pub fn query(
+        &self,
+        sql: &str,
+        tables: &[External],
+        settings: &[(&str, &str)],
+    ) -> Result<Vec<u8>, HttpError> {
+        let mut target = format!("/?query={}", percent(sql.as_bytes()));
+        for (name, value) in settings {
+            target += &format!("&{name}={}", percent(value.as_bytes()));
+        }
+        let mut boundary = String::from("calliper-external-data");
+        while tables.iter().any(|t| {
+            t.rows
+                .windows(boundary.len())
+                .any(|w| w == boundary.as_bytes())
+        }) {
+            boundary.push('-');
+        }
+        let mut body = Vec::new();
+        for t in tables {
+            target += &format!(
+                "&{0}_structure={1}&{0}_format=RowBinary",
+                t.name,
+                percent(t.structure.as_bytes())
+            );
+            body.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{0}\"; filename=\"{0}\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n",
+                    t.name
+                )
+                .as_bytes(),
+            );
+            body.extend_from_slice(&t.rows);
+            body.extend_from_slice(b"\r\n");
+        }
+        let content_type = match tables.is_empty() {
+            true => String::new(),
+            false => {
+                body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+                format!("Content-Type: multipart/form-data; boundary={boundary}\r\n")
+            }
+        };
+        self.exchange(&target, &content_type, &body)
+    }
+
+    /// One request to `target` with `headers` (each ending in CRLF) and
+    /// `body`, and its answer's body.
+    fn exchange(&self, target: &str, headers: &str, body: &[u8]) -> Result<Vec<u8>, HttpError> {
         let deadline = Instant::now() + REQUEST_DEADLINE;
         let mut s = self.connect().map_err(HttpError::Network)?;
         let head = format!(
-            "POST / HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\nAuthorization: {}\r\n\r\n",
+            "POST {target} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\nAuthorization: {}\r\n{headers}\r\n",
             self.host,
             body.len(),
             self.authorization
@@ -169,6 +226,30 @@ impl Endpoint {
             })
         }
     }
+}
+
+/// A temporary table sent with a query: its name, its columns (`a
+/// String, b Int64`) and its rows in RowBinary.
+pub struct External {
+    /// The name the query reads it by.
+    pub name: &'static str,
+    /// Its columns and types.
+    pub structure: String,
+    /// Its rows.
+    pub rows: Vec<u8>,
+}
+
+/// `bytes` percent-encoded for a URL's query (all but the unreserved).
+fn percent(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out += &format!("%{b:02X}");
+        }
+    }
+    out
 }
 
 /// Writes `data` by pieces, each waiting at most until `deadline`: a
@@ -350,6 +431,12 @@ mod tests {
             read_response(&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn urls_carry_only_unreserved_bytes() {
+        assert_eq!(percent(b"SELECT 1 FROM t"), "SELECT%201%20FROM%20t");
+        assert_eq!(percent("a&b=c\r\né".as_bytes()), "a%26b%3Dc%0D%0A%C3%A9");
     }
 
     #[test]

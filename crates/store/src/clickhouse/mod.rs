@@ -13,6 +13,7 @@
 
 mod deliver;
 mod http;
+mod read;
 mod retention;
 mod row_binary;
 mod schema;
@@ -20,6 +21,7 @@ mod spool;
 
 pub use deliver::Report;
 pub use http::{Endpoint, HttpError};
+pub use read::Reader;
 use schema::{check_names, insert, Schema};
 pub use schema::{checked_schema, schema};
 

@@ -1,0 +1,214 @@
+//! `serve --clickhouse` over a two-shard cluster that two probes wrote:
+//! each search answers what the two probes' own consoles (`serve --db`
+//! on their SQLite runs) answer together, call by call and field by
+//! field, in both directions; each call's streams too.
+
+use crate::common::clickhouse::{storable_strings, Server, CLUSTER, PASSWORD};
+use crate::common::{self, scratch};
+use crate::run::*;
+use crate::server::{enc, Server as Console};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The calls a console's search gives, as canonical JSON texts without
+/// the store's own id (and the probe, which SQLite has not), counted.
+fn calls(console: &Console, query: &str) -> (BTreeMap<String, usize>, Vec<Value>) {
+    let r = console.get(&format!("/api/calls?limit=1000&{query}"), &[]);
+    let body = r.json();
+    assert_eq!(r.status, 200, "{query}: {body}");
+    assert_eq!(body["more"], false, "{query}: more than a page");
+    let list = body["calls"].as_array().unwrap().clone();
+    let mut counted = BTreeMap::new();
+    for c in &list {
+        *counted.entry(canonical(c, &["id", "probe"])).or_default() += 1;
+    }
+    (counted, list)
+}
+
+fn canonical(v: &Value, without: &[&str]) -> String {
+    let m: Map<String, Value> = v
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !without.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    serde_json::to_string(&m).unwrap()
+}
+
+/// What is in `a` and not in `b`, for a message.
+fn missing(a: &BTreeMap<String, usize>, b: &BTreeMap<String, usize>) -> Vec<String> {
+    a.iter()
+        .filter(|(k, n)| b.get(*k) != Some(n))
+        .map(|(k, _)| k.chars().take(600).collect())
+        .take(3)
+        .collect()
+}
+
+#[test]
+fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
+    let Some(servers) = Server::cluster("console", 2) else {
+        return;
+    };
+    let impaired = scratch("console-impaired.pcap");
+    std::fs::write(
+        &impaired,
+        common::generated_capture("console", common::IMPAIRED),
+    )
+    .unwrap();
+    let strings = storable_strings().save("console-strings");
+    let urls = format!("{},{}", servers[0].url, servers[1].url);
+    let ipv6 = capture("sip_ipv6_udp");
+    let sites = [
+        ("site-a", capture("sipp_calls"), Some(ipv6), db("console-a")),
+        ("site-b", impaired, Some(strings), db("console-b")),
+    ];
+    for (probe, file, second, db) in &sites {
+        let mut extra = vec!["--clickhouse-cluster", CLUSTER];
+        extra.extend(second.iter().map(|f| f.to_str().unwrap()));
+        succeeded(&analyze(file, db, &urls, probe, &extra), probe);
+    }
+    for (probe, _, _, db) in &sites {
+        let sql = format!("SELECT count() FROM calliper.calls FINAL WHERE probe = '{probe}'");
+        wait_for(&servers[0], &sql, sqlite_count(db, "calls"));
+        let sql = format!("SELECT count() FROM calliper.streams FINAL WHERE probe = '{probe}'");
+        wait_for(&servers[0], &sql, sqlite_count(db, "streams"));
+    }
+    let env = [("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)];
+    let central = Console::serve(&["--clickhouse", &urls], "127.0.0.1:0", &env);
+    let own: Vec<Console> = sites
+        .iter()
+        .map(|(_, _, _, db)| Console::start(db, "127.0.0.1:0", &[], &[]))
+        .collect();
+    let (all, list) = calls(&central, "");
+    let total: usize = all.values().sum();
+    let mut invites: Vec<i64> = list
+        .iter()
+        .map(|c| c["invite_ns"].as_i64().unwrap())
+        .collect();
+    invites.sort_unstable();
+    let since = format!("from={}&to={}", invites[total / 2], invites[total - 5]);
+    let mut selective = 0;
+    for query in [
+        &since,
+        "",
+        "caller=sipp",
+        "caller=*a*",
+        "callee=?000",
+        "status=2xx",
+        "status=200",
+        "status=none",
+        "state=completed",
+        "codec=pcmu",
+        "codec=PCMA",
+        "ip=127.0.0.0/8",
+        "ip=10.0.0.0/8",
+        "ip=::/0",
+        "ip=fec0::/16",
+        "ip=fe80::21a:a0ff:fe07:32e0",
+        "mos_below=4",
+        "loss_above=2",
+        "min_duration=5",
+        "max_duration=2",
+        "user_agent=*",
+        "sort=mos&order=asc",
+        "sort=duration",
+        "sort=status&order=asc",
+        "sort=setup_delay",
+        "from=1700000000000000000&to=2000000000000000000",
+    ] {
+        let (got, list) = calls(&central, query);
+        let mut want = BTreeMap::new();
+        for (site, console) in sites.iter().zip(&own) {
+            let (theirs, _) = calls(console, query);
+            // The site's calls, and only those, carry its name.
+            let (mine, _) = calls(&central, &format!("{query}&probe={}", site.0));
+            assert_eq!(
+                mine,
+                theirs,
+                "{query} at {}: {:?}",
+                site.0,
+                missing(&mine, &theirs)
+            );
+            for (k, n) in theirs {
+                *want.entry(k).or_default() += n;
+            }
+        }
+        assert_eq!(
+            got,
+            want,
+            "{query}: only in ClickHouse {:?}, only in SQLite {:?}",
+            missing(&got, &want),
+            missing(&want, &got)
+        );
+        let n: usize = got.values().sum();
+        if n > 0 && n < total {
+            selective += 1;
+        }
+        // Each call's streams, as its own probe's console gives them.
+        if query.starts_with("codec=pcmu") {
+            for c in list.iter().take(20) {
+                let site = sites.iter().position(|s| s.0 == c["probe"]).unwrap();
+                let detail = central
+                    .get(&format!("/api/calls/{}", c["id"].as_str().unwrap()), &[])
+                    .json();
+                let (_, theirs) = calls(
+                    &own[site],
+                    &format!("call_id={}", enc(c["call_id"].as_str().unwrap())),
+                );
+                let theirs = theirs
+                    .iter()
+                    .find(|t| canonical(t, &["id"]) == canonical(c, &["id", "probe"]))
+                    .unwrap();
+                let local = own[site]
+                    .get(&format!("/api/calls/{}", theirs["id"]), &[])
+                    .json();
+                let streams = |d: &Value| -> Vec<String> {
+                    d["streams"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|s| canonical(s, &["id", "call", "intervals"]))
+                        .collect()
+                };
+                assert_eq!(
+                    streams(&detail),
+                    streams(&local),
+                    "streams of {}",
+                    c["call_id"]
+                );
+                assert!(!streams(&detail).is_empty());
+                assert_eq!(detail["loss_by_leg"], local["loss_by_leg"]);
+            }
+        }
+    }
+    assert!(
+        selective >= 15,
+        "only {selective} searches selected some calls of {total}"
+    );
+    // Hostile text is found by its exact bytes, and read back as stored.
+    let (_, nasty) = calls(
+        &central,
+        &format!("call_id={}", enc("'); DROP TABLE calls; --{\"a\":1}@h")),
+    );
+    assert_eq!(nasty.len(), 1);
+    assert_eq!(
+        nasty[0]["caller_user_agent"],
+        "'); DROP TABLE calls; --{\"a\":1}@h"
+    );
+    let (_, emoji) = calls(&central, &format!("user_agent={}", enc("emoji?-*")));
+    assert_eq!(emoji.len(), 1, "? is one character, a 4-byte one too");
+    // What ClickHouse does not hold answers 404 saying so, never a wrong answer.
+    for path in [
+        "/api/kpi",
+        "/api/alerts",
+        "/api/calls.csv",
+        "/api/calls?alert=low_mos",
+    ] {
+        let r = central.get(path, &[]);
+        assert_eq!(r.status, 404, "{path}");
+        assert!(r.text().contains("ClickHouse"), "{path}: {}", r.text());
+    }
+    let parts = central.get("/api/console", &[]).json();
+    assert_eq!(parts["store"], "clickhouse");
+}
