@@ -7,7 +7,11 @@ read back with FINAL and compared with the same run's SQLite database,
 field by field, in both directions. Also runs the sink's own checks of the
 tables (system.tables, system.columns) and asserts what it relies on.
 
-usage: chdb_check.py SCHEMA.sql SPOOL_DIR CALLS.db
+Then runs the console's searches (QUERIES_DIR: N.sql, its external table
+as N.bin and N.structure, and N.expected, the calls SQLite finds) and
+compares the number of calls each finds.
+
+usage: chdb_check.py SCHEMA.sql SPOOL_DIR CALLS.db QUERIES_DIR
 Prints the engine's version and the rows compared; exits 1 on a difference.
 """
 import json
@@ -19,7 +23,7 @@ import tempfile
 import chdb
 from chdb import session
 
-schema_file, spool_dir, db_file = sys.argv[1:4]
+schema_file, spool_dir, db_file, queries_dir = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="calliper-chdb-")
 s = session.Session(os.path.join(work, "db"))
 version = s.query("SELECT version()", "CSV").data().strip().strip('"')
@@ -124,3 +128,25 @@ for table, sql, skip in [
         sys.exit(1)
     compared += len(a)
 print(f"{batches} batches, {compared} rows equal in both directions")
+
+# The console's searches: the external table `_p` read from its file.
+searched = 0
+for name in sorted(os.listdir(queries_dir)):
+    if not name.endswith(".sql"):
+        continue
+    stem = os.path.join(queries_dir, name[: -len(".sql")])
+    sql = open(stem + ".sql").read()
+    assert sql.endswith(" FORMAT RowBinary"), sql
+    sql = sql[: -len(" FORMAT RowBinary")]
+    if os.path.exists(stem + ".bin"):
+        structure = open(stem + ".structure").read()
+        sql = sql.replace(" FROM _p)", f" FROM file('{stem}.bin', 'RowBinary', '{structure}'))")
+    assert "_p)" not in sql, sql
+    got = int(s.query(f"SELECT count() FROM ({sql})", "CSV").data().strip())
+    want = int(open(stem + ".expected").read())
+    if got != want:
+        print(f"{name}: {got} calls in ClickHouse {version}, {want} in SQLite: {sql}")
+        sys.exit(1)
+    searched += 1
+assert searched > 0, f"no queries in {queries_dir}"
+print(f"{searched} console searches equal SQLite's")

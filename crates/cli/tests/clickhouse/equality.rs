@@ -120,12 +120,13 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
             &analyze(f, &db, &dead, "chdb", &["--clickhouse-spool", spool_arg]),
             "spooling",
         );
+        let queries = console_queries(&db, &dir.join(format!("queries-{i}")));
         let check = Command::new(python)
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/../../tests/clickhouse/chdb_check.py"
             ))
-            .args([&schema, &spool, &db])
+            .args([&schema, &spool, &db, &queries])
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&check.stdout);
@@ -136,5 +137,49 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
             String::from_utf8_lossy(&check.stderr)
         );
         assert!(said.contains("rows equal in both directions"), "{said}");
+        assert!(said.contains("console searches equal"), "{said}");
     }
+}
+
+/// The console's search queries (`serve --clickhouse`), each with its
+/// external table and the number of calls the same search finds in the
+/// SQLite database `db`, written to `dir` for chdb_check.py to run.
+fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let conn = calliper_store::open_searchable(db).unwrap();
+    let searches = [
+        "",
+        "caller=*a*",
+        "callee=?0*",
+        "user_agent=*",
+        "ip=10.0.0.0/8",
+        "ip=::/0",
+        "status=2xx",
+        "status=none",
+        "state=completed",
+        "codec=pcmu",
+        "mos_below=4",
+        "loss_above=2",
+        "min_duration=5&max_duration=60",
+        "call_id=x",
+        "label=x",
+        "probe=chdb",
+        "sort=mos&order=asc",
+        "sort=setup_delay",
+        "from=2020-01-01&to=2040-01-01",
+    ];
+    for (n, q) in searches.iter().enumerate() {
+        let mut s = calliper_console::search_from_query(q).unwrap();
+        s.limit = calliper_store::MAX_LIMIT;
+        let query = calliper_store::clickhouse::search_query("calliper", &s).unwrap();
+        s.probe = None;
+        let (found, _) = calliper_store::search_calls(&conn, &s).unwrap();
+        std::fs::write(dir.join(format!("{n}.sql")), &query.sql).unwrap();
+        std::fs::write(dir.join(format!("{n}.expected")), found.len().to_string()).unwrap();
+        if let Some(p) = query.tables.first() {
+            std::fs::write(dir.join(format!("{n}.structure")), &p.structure).unwrap();
+            std::fs::write(dir.join(format!("{n}.bin")), &p.rows).unwrap();
+        }
+    }
+    dir.to_path_buf()
 }

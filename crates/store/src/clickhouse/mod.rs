@@ -20,8 +20,8 @@ mod schema;
 mod spool;
 
 pub use deliver::Report;
-pub use http::{Endpoint, HttpError};
-pub use read::Reader;
+pub use http::{Endpoint, External, HttpError};
+pub use read::{search_query, Query, Reader};
 use schema::{check_names, insert, Schema};
 pub use schema::{checked_schema, schema};
 

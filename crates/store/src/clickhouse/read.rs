@@ -244,6 +244,43 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
     Ok(w)
 }
 
+/// A query as the console sends it: its SQL and its external tables.
+pub struct Query {
+    /// The statement.
+    pub sql: String,
+    /// The tables sent with it.
+    pub tables: Vec<External>,
+}
+
+/// The query of a search over the tables in `database` (the page of calls;
+/// their streams' codecs and loss are a second query): public so that a
+/// test can run it on another engine.
+pub fn search_query(database: &str, s: &Search) -> Result<Query, StoreError> {
+    let mut p = Params::default();
+    let w = conditions(s, database, &mut p)?;
+    let cond = match w.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", w.join(" AND ")),
+    };
+    // SQLite puts NULL first going up and last going down.
+    let (dir, nulls) = match s.descending {
+        true => ("DESC", "LAST"),
+        false => ("ASC", "FIRST"),
+    };
+    let sql = format!(
+        "SELECT {} FROM {database}.calls FINAL {cond} ORDER BY {} {dir} NULLS {nulls}, record_id {dir} \
+         LIMIT {}, {} FORMAT RowBinary",
+        select_list(&call_columns()),
+        s.sort.column(),
+        s.offset.min(MAX_OFFSET),
+        s.limit.min(MAX_LIMIT) + 1
+    );
+    Ok(Query {
+        sql,
+        tables: p.tables(),
+    })
+}
+
 /// The calls' columns as the console gives them: `id` (the record id, as
 /// text: JSON numbers lose digits past 2^53), `probe`, then each column.
 fn call_columns() -> Vec<(&'static str, Type, bool)> {
@@ -363,29 +400,10 @@ impl Reader {
     /// The calls `s` selects, in its order, and whether more follow; each
     /// with its codecs and its streams' worst loss, as over SQLite.
     pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let db = &self.database;
-        let mut p = Params::default();
-        let w = conditions(s, db, &mut p)?;
-        let cond = match w.is_empty() {
-            true => String::new(),
-            false => format!("WHERE {}", w.join(" AND ")),
-        };
-        // SQLite puts NULL first going up and last going down.
-        let (dir, nulls) = match s.descending {
-            true => ("DESC", "LAST"),
-            false => ("ASC", "FIRST"),
-        };
+        let q = search_query(&self.database, s)?;
         let limit = s.limit.min(MAX_LIMIT) as usize;
         let columns = call_columns();
-        let sql = format!(
-            "SELECT {} FROM {db}.calls FINAL {cond} ORDER BY {} {dir} NULLS {nulls}, record_id {dir} \
-             LIMIT {}, {} FORMAT RowBinary",
-            select_list(&columns),
-            s.sort.column(),
-            s.offset.min(MAX_OFFSET),
-            limit + 1
-        );
-        let answer = self.query(&sql, p.tables())?;
+        let answer = self.query(&q.sql, q.tables)?;
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
         let (mut calls, cut) = decode(&answer, &columns, &mut budget)?;
         if cut {
