@@ -86,12 +86,16 @@ const FIELDS = [
   ["call_id", "Call-ID", ""],
   ["label", "Rule label", ""],
   ["alert", "Alert", "low_mos"],
+  ["probe", "Probe", "site-a"],
 ];
 const SORTS = ["time", "duration", "mos", "setup_delay", "status"];
 
 async function searchPage(params) {
   const form = el("form", { id: "search", class: "search" });
+  // Over ClickHouse: calls of many probes, and no alerts to search by.
+  const central = parts && parts.store === "clickhouse";
   for (const [name, label, hint] of FIELDS) {
+    if (name === (central ? "alert" : "probe")) continue;
     form.append(el("label", {}, label, el("input", { name, value: params.get(name) || "", placeholder: hint })));
   }
   const sort = el("select", { name: "sort" }, SORTS.map((s) => el("option", { value: s }, s)));
@@ -122,6 +126,7 @@ async function searchPage(params) {
   const rows = body.calls.map((c) =>
     el("tr", { "data-id": c.id, class: "call", onclick: () => (location.hash = "#/call/" + c.id) },
       el("td", {}, el("a", { href: "#/call/" + c.id }, time(c.invite_ns))),
+      central ? clip(c.probe || "") : null,
       clip(c.from_user || c.from_uri || ""),
       clip(c.to_user || c.to_uri || ""),
       clip(c.call_id || ""),
@@ -135,7 +140,7 @@ async function searchPage(params) {
       el("td", { class: "n" }, num(c.setup_delay_ms, 1)),
     ));
   const table = el("table", { id: "calls" },
-    el("thead", {}, el("tr", {}, ["Time (UTC)", "Caller", "Callee", "Call-ID", "Signalling", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["Time (UTC)", central ? "Probe" : null, "Caller", "Callee", "Call-ID", "Signalling", "State", "Status", "Duration", "Codecs", "MOS", "Loss %", "SRD ms"].filter((h) => h !== null).map((h) => el("th", {}, h)))),
     el("tbody", {}, rows));
   const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); if (o === 0) p.delete("offset"); return "#/calls?" + p.toString(); };
   const csv = new URLSearchParams(params); csv.delete("limit"); csv.delete("offset");
@@ -143,7 +148,7 @@ async function searchPage(params) {
   const nav = el("p", { class: "pages" },
     offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)), id: "prev" }, "← previous page") : null, " ",
     body.more ? el("a", { href: page(offset + limit), id: "next" }, "next page →") : null, " ",
-    el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
+    central ? null : el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
   document.getElementById("main").append(table, nav);
 }
 
@@ -331,19 +336,20 @@ function mosBars(bands, without) {
 // Which parts this console serves (GET /api/console): `serve` has a
 // database and no probe; a probe may have no database.
 let parts = null;
-const PAGE_PART = { "/live": "live", "/probe": "probe", "/rules": "rules", "/alerts": "database",
-  "/registrations": "database", "/kpi": "database", "/calls": "database", "/": "database", "": "database" };
+const PAGE_PART = { "/live": "live", "/probe": "probe", "/rules": "rules", "/alerts": "lists",
+  "/registrations": "lists", "/kpi": "lists", "/calls": "database", "/": "database", "": "database" };
 const PART_WHERE = {
   database: "a database: `calliper serve --db FILE`, or `calliper probe --db FILE --http ADDR`",
   live: "a running probe: `calliper probe -i IFACE --http ADDR`",
   probe: "a running probe: `calliper probe -i IFACE --http ADDR`",
   rules: "a running probe with rules: `calliper probe --rules FILE --http ADDR`",
+  lists: "a SQLite database (`calliper serve --db FILE`): ClickHouse holds calls and streams only, so open a probe's own console",
 };
 
 async function route() {
   leaveProbePages();
   if (parts === null) {
-    parts = await api("/api/console").catch(() => ({ database: true, live: true, probe: true, rules: true }));
+    parts = await api("/api/console").catch(() => ({ database: true, lists: true, live: true, probe: true, rules: true }));
     document.querySelectorAll("nav a[data-part]").forEach((a) => { a.hidden = !parts[a.dataset.part]; });
   }
   const hash = location.hash || (parts.database ? "#/calls" : "#/live");

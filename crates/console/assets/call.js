@@ -17,6 +17,7 @@ async function callPage(id) {
     ["Call-ID", c.call_id], ["Caller", c.from_uri], ["Callee", c.to_uri],
     ["Caller agent", c.caller_user_agent], ["Callee agent", c.callee_user_agent],
     ["Caller address", c.caller_ip ? `${c.caller_ip}:${c.caller_port}` : ""],
+    ["Probe", c.probe],
     ["Callee address", c.callee_ip ? `${c.callee_ip}:${c.callee_port}` : ""],
     ["INVITE", time(c.invite_ns)], ["Answered", time(c.answer_ns)], ["Ended", time(c.end_ns)],
     ["State", words(c.state)], ["Final status", [c.final_status, c.final_reason].filter((x) => x).join(" ")],
@@ -28,7 +29,10 @@ async function callPage(id) {
   const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
   const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message here; tick two to compare them."));
   const stored = c.messages.length > 0 || c.streams.some((s) => (s.intervals || []).length > 0);
-  const noDetail = stored ? null : el("p", { class: "note", id: "no-detail" },
+  const noDetail = c.not_stored ? el("p", { class: "note", id: "no-detail" },
+    `ClickHouse holds this call and its streams, not its ${c.not_stored.join(", ").replaceAll("_", " ")}: ` +
+    `open the console of probe ${c.probe} (its --db) for the SIP ladder and the charts.`)
+    : stored ? null : el("p", { class: "note", id: "no-detail" },
     "This database holds no SIP messages or interval reports for this call: it was written with --no-call-detail, " +
     "or by a version before the console. Analyse the capture into a new database to see the ladder and the charts.");
   show(

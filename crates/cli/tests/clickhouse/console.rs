@@ -211,4 +211,40 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
     }
     let parts = central.get("/api/console", &[]).json();
     assert_eq!(parts["store"], "clickhouse");
+    in_the_browser(&central);
+}
+
+/// The web console shows both probes' calls, and a call's page says
+/// what ClickHouse does not hold.
+fn in_the_browser(central: &Console) {
+    let Some(b) = crate::browser::Browser::start() else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/", central.addr.port());
+    b.go(&format!("{url}#/calls?limit=1000&sort=mos&order=asc"));
+    let probes = b.wait(
+        "the calls of both probes",
+        "const r = [...document.querySelectorAll('#calls tbody tr')].map((t) => t.children[1].textContent); \
+         return r.length ? [...new Set(r)].sort() : null",
+    );
+    assert_eq!(probes, serde_json::json!(["site-a", "site-b"]));
+    let hidden = b.js(
+        "return [...document.querySelectorAll('nav a[data-part=lists]')].every((a) => a.hidden)",
+    );
+    assert_eq!(
+        hidden, true,
+        "KPI, alert and registration links shown over ClickHouse"
+    );
+    b.screenshot("clickhouse-calls.png");
+    b.js("document.querySelector('#calls tbody tr').click()");
+    let note = b.wait(
+        "the call's page",
+        "const n = document.getElementById('no-detail'); return n && document.querySelector('.streams, table') ? n.textContent : null",
+    );
+    assert!(
+        note.as_str()
+            .unwrap()
+            .contains("ClickHouse holds this call"),
+        "{note}"
+    );
 }

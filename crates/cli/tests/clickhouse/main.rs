@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../console/browser.rs"]
+mod browser;
 mod cluster;
 mod compare;
 mod console;
