@@ -48,8 +48,10 @@ CREATE TABLE IF NOT EXISTS runs (
 /// caller and callee indexes with time (a search by user and time range);
 /// 8 the streams' outages (big jumps counted as loss); 9 their jitter
 /// within restart segments and restart times (JSON); 10 the calls' reports
-/// from capture agents over HEP (`agent_reports`, JSON).
-const SCHEMA_VERSION: i64 = 10;
+/// from capture agents over HEP (`agent_reports`, JSON); 11 the time
+/// series' packets of talkers beyond its top list, and when each row was
+/// released (every field of its JSON line is now stored).
+const SCHEMA_VERSION: i64 = 11;
 
 /// The columns each version added to a table: (version, table, the first
 /// column it adds, the statements that add them).
@@ -123,6 +125,12 @@ const ADDED_COLUMNS: &[(i64, &str, &str, &str)] = &[
         "agent_reports",
         "ALTER TABLE calls ADD COLUMN agent_reports TEXT;",
     ),
+    (
+        11,
+        "traffic",
+        "talkers_untracked_packets",
+        "ALTER TABLE traffic ADD COLUMN talkers_untracked_packets; ALTER TABLE traffic ADD COLUMN released_ns;",
+    ),
 ];
 
 /// Brings a database written by an earlier version up to [`schema`].
@@ -177,7 +185,8 @@ mod tests {
     fn an_old_database_gets_every_added_column() {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&schema()).unwrap();
-        let today: Vec<_> = ["calls", "streams"]
+        conn.execute_batch(&crate::tracked::schema()).unwrap();
+        let today: Vec<_> = ["calls", "streams", "traffic"]
             .iter()
             .map(|t| columns(&conn, t))
             .collect();
@@ -191,7 +200,7 @@ mod tests {
         assert!(columns(&conn, "calls").len() < today[0].len());
         conn.pragma_update(None, "user_version", 0).unwrap();
         migrate(&conn).unwrap();
-        let after: Vec<_> = ["calls", "streams"]
+        let after: Vec<_> = ["calls", "streams", "traffic"]
             .iter()
             .map(|t| columns(&conn, t))
             .collect();

@@ -2,6 +2,7 @@
 //! JSON fields of the tracker's line (one definition: the field names), so
 //! the database holds exactly what the JSON-lines output says.
 
+use crate::columns::Type::{self, Integer, Real, Text};
 use crate::StoreError;
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
@@ -12,8 +13,10 @@ use serde_json::Value;
 pub(crate) struct TrackedTable {
     pub(crate) kind: &'static str,
     pub(crate) table: &'static str,
-    pub(crate) columns: &'static [&'static str],
-    /// More columns, from a list defined with the row's type.
+    /// Names and types (SQLite's columns are untyped, so each value keeps
+    /// the type it had in JSON; ClickHouse's are these).
+    pub(crate) columns: &'static [(&'static str, Type)],
+    /// More columns, integers, from a list defined with the row's type.
     pub(crate) more_columns: &'static [&'static str],
     /// Array fields whose items go to their own tables, one row each,
     /// keyed by the parent's row id (`parent` column).
@@ -22,11 +25,13 @@ pub(crate) struct TrackedTable {
 
 impl TrackedTable {
     fn all_columns(&self) -> Vec<&'static str> {
-        self.columns
-            .iter()
-            .chain(self.more_columns)
-            .copied()
-            .collect()
+        self.typed_columns().into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Every column, with its type.
+    pub(crate) fn typed_columns(&self) -> Vec<(&'static str, Type)> {
+        let more = self.more_columns.iter().map(|n| (*n, Integer));
+        self.columns.iter().copied().chain(more).collect()
     }
 }
 
@@ -34,7 +39,13 @@ impl TrackedTable {
 pub(crate) struct Items {
     pub(crate) field: &'static str,
     pub(crate) table: &'static str,
-    pub(crate) columns: &'static [&'static str],
+    pub(crate) columns: &'static [(&'static str, Type)],
+}
+
+impl Items {
+    fn names(&self) -> Vec<&'static str> {
+        self.columns.iter().map(|(n, _)| *n).collect()
+    }
 }
 
 /// Every kind the database stores. Registrations are one row per REGISTER
@@ -45,20 +56,20 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "registration",
         table: "registrations",
         columns: &[
-            "ts_ns",
-            "request_ns",
-            "aor",
-            "contact",
-            "expires",
-            "status",
-            "outcome",
-            "user_agent",
-            "call_id",
-            "cseq",
-            "client",
-            "client_port",
-            "registrar",
-            "registrar_port",
+            ("ts_ns", Integer),
+            ("request_ns", Integer),
+            ("aor", Text),
+            ("contact", Text),
+            ("expires", Integer),
+            ("status", Integer),
+            ("outcome", Text),
+            ("user_agent", Text),
+            ("call_id", Text),
+            ("cseq", Integer),
+            ("client", Text),
+            ("client_port", Integer),
+            ("registrar", Text),
+            ("registrar_port", Integer),
         ],
         more_columns: &[],
         items: &[],
@@ -67,19 +78,19 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "user",
         table: "users",
         columns: &[
-            "aor",
-            "contacts",
-            "user_agent",
-            "expires",
-            "client",
-            "registered",
-            "unregistered",
-            "challenged",
-            "auth_failed",
-            "failed",
-            "last_success_ns",
-            "last_failure_ns",
-            "last_failure_status",
+            ("aor", Text),
+            ("contacts", Text),
+            ("user_agent", Text),
+            ("expires", Integer),
+            ("client", Text),
+            ("registered", Integer),
+            ("unregistered", Integer),
+            ("challenged", Integer),
+            ("auth_failed", Integer),
+            ("failed", Integer),
+            ("last_success_ns", Integer),
+            ("last_failure_ns", Integer),
+            ("last_failure_status", Integer),
         ],
         more_columns: &[],
         items: &[],
@@ -88,32 +99,40 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "traffic",
         table: "traffic",
         columns: &[
-            "start_ns",
-            "end_ns",
-            "packets",
-            "bytes",
-            "calls_open",
-            "calls_started",
-            "calls_ended",
-            "capture_dropped",
-            "streams",
-            "stream_packets",
-            "stream_expected",
-            "stream_lost",
-            "mos_mean",
-            "mos_min",
+            ("start_ns", Integer),
+            ("end_ns", Integer),
+            ("packets", Integer),
+            ("bytes", Integer),
+            ("calls_open", Integer),
+            ("calls_started", Integer),
+            ("calls_ended", Integer),
+            ("capture_dropped", Integer),
+            ("streams", Integer),
+            ("stream_packets", Integer),
+            ("stream_expected", Integer),
+            ("stream_lost", Integer),
+            ("mos_mean", Real),
+            ("mos_min", Real),
+            ("talkers_untracked_packets", Integer),
+            ("released_ns", Integer),
         ],
         more_columns: &[],
         items: &[
             Items {
                 field: "protocols",
                 table: "traffic_protocols",
-                columns: &["network", "transport", "application", "packets", "bytes"],
+                columns: &[
+                    ("network", Text),
+                    ("transport", Text),
+                    ("application", Text),
+                    ("packets", Integer),
+                    ("bytes", Integer),
+                ],
             },
             Items {
                 field: "top_talkers",
                 table: "traffic_talkers",
-                columns: &["address", "packets", "bytes"],
+                columns: &[("address", Text), ("packets", Integer), ("bytes", Integer)],
             },
         ],
     },
@@ -121,13 +140,13 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "alert",
         table: "alerts",
         columns: &[
-            "ts_ns",
-            "kind",
-            "call_id",
-            "source",
-            "key",
-            "value",
-            "threshold",
+            ("ts_ns", Integer),
+            ("kind", Text),
+            ("call_id", Text),
+            ("source", Text),
+            ("key", Text),
+            ("value", Real),
+            ("threshold", Real),
         ],
         more_columns: &[],
         items: &[],
@@ -136,18 +155,18 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "sip_message",
         table: "sip_messages",
         columns: &[
-            "ts_ns",
-            "call_id",
-            "src",
-            "src_port",
-            "dst",
-            "dst_port",
-            "transport",
-            "method",
-            "status",
-            "cseq_method",
-            "message",
-            "truncated",
+            ("ts_ns", Integer),
+            ("call_id", Text),
+            ("src", Text),
+            ("src_port", Integer),
+            ("dst", Text),
+            ("dst_port", Integer),
+            ("transport", Text),
+            ("method", Text),
+            ("status", Integer),
+            ("cseq_method", Text),
+            ("message", Text),
+            ("truncated", Integer),
         ],
         more_columns: &[],
         items: &[],
@@ -156,28 +175,28 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
         kind: "stream_interval",
         table: "stream_intervals",
         columns: &[
-            "src",
-            "src_port",
-            "dst",
-            "dst_port",
-            "ssrc",
-            "codec",
-            "start_ns",
-            "end_ns",
-            "packets",
-            "expected",
-            "lost",
-            "loss_percent",
-            "duplicates",
-            "late",
-            "loss_after_buffer_percent",
-            "buffer_delay_ms",
-            "jitter_ms",
-            "max_delta_ms",
-            "r_factor",
-            "mos",
-            "mos_scale",
-            "last",
+            ("src", Text),
+            ("src_port", Integer),
+            ("dst", Text),
+            ("dst_port", Integer),
+            ("ssrc", Integer),
+            ("codec", Text),
+            ("start_ns", Integer),
+            ("end_ns", Integer),
+            ("packets", Integer),
+            ("expected", Integer),
+            ("lost", Integer),
+            ("loss_percent", Real),
+            ("duplicates", Integer),
+            ("late", Integer),
+            ("loss_after_buffer_percent", Real),
+            ("buffer_delay_ms", Real),
+            ("jitter_ms", Real),
+            ("max_delta_ms", Real),
+            ("r_factor", Real),
+            ("mos", Real),
+            ("mos_scale", Text),
+            ("last", Integer),
         ],
         more_columns: &[],
         items: &[],
@@ -185,7 +204,12 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
     TrackedTable {
         kind: "kpi",
         table: "kpi",
-        columns: &["start_ns", "interval_s", "dimension", "key"],
+        columns: &[
+            ("start_ns", Integer),
+            ("interval_s", Real),
+            ("dimension", Text),
+            ("key", Text),
+        ],
         more_columns: calliper_model::kpi::COUNTER_NAMES,
         items: &[],
     },
@@ -233,7 +257,7 @@ pub(crate) fn schema() -> String {
                 "CREATE TABLE IF NOT EXISTS {} (parent INTEGER REFERENCES {}(id), {});\n",
                 i.table,
                 t.table,
-                i.columns.join(", ")
+                i.names().join(", ")
             );
             s += &format!(
                 "CREATE INDEX IF NOT EXISTS {0}_by_parent ON {0}(parent);\n",
@@ -287,7 +311,7 @@ pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<boo
             .into_iter()
             .flatten()
         {
-            insert_row(conn, items.table, items.columns, Some(parent), v)?;
+            insert_row(conn, items.table, &items.names(), Some(parent), v)?;
         }
     }
     Ok(true)

@@ -40,6 +40,7 @@ mod registrations;
 mod restart_jitter;
 mod rtcp_xr;
 mod rules;
+mod stored_fields;
 mod threads;
 mod time_jumps;
 mod traffic;
