@@ -50,7 +50,7 @@ pub struct OutputArgs {
     /// anomalies; or `all`.
     #[arg(long, value_name = "KINDS", value_parser = event_kinds)]
     pub events: Option<EventKinds>,
-    /// With --db or --db-dir: do not store each SIP message (the console's
+    /// With --db, --db-dir or --clickhouse: do not store each SIP message (the console's
     /// ladder, up to 16 KiB of text each) and each stream's interval reports
     /// (its quality charts); the calls and streams are stored all the same.
     #[arg(long)]

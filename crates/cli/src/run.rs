@@ -129,7 +129,8 @@ impl Outputs {
             event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
             kpis: Kpis::new(o.kpi.config()),
             alerts: Alerts::new(o.alerts.config(&o.kpi.trunks)),
-            detail: ((o.db.is_some() || o.db_dir.is_some()) && !o.no_call_detail)
+            detail: ((o.db.is_some() || o.db_dir.is_some() || o.clickhouse.clickhouse.is_some())
+                && !o.no_call_detail)
                 .then(CallDetail::new),
             others: Vec::new(),
             calls_written: 0,

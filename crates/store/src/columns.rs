@@ -28,7 +28,7 @@ impl Type {
     }
 
     /// Its name in ClickHouse.
-    fn clickhouse(self) -> &'static str {
+    pub(crate) fn clickhouse(self) -> &'static str {
         match self {
             Type::Integer => "Int64",
             Type::Real => "Float64",
@@ -214,19 +214,4 @@ pub(crate) fn sqlite_definitions<R>(columns: &[Column<R>]) -> String {
         })
         .collect();
     defs.join(",\n    ")
-}
-/// ClickHouse's name and type of each column (`Nullable` unless required).
-pub(crate) fn clickhouse_columns<R>(columns: &[Column<R>]) -> Vec<(String, String)> {
-    columns
-        .iter()
-        .map(|c| {
-            let ty = c.ty.clickhouse();
-            let ty = if c.required {
-                ty.to_string()
-            } else {
-                format!("Nullable({ty})")
-            };
-            (c.name.to_string(), ty)
-        })
-        .collect()
 }

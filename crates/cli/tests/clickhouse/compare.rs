@@ -111,7 +111,7 @@ pub fn clickhouse_rows(ch: &Server, table: &str, probe: &str) -> Vec<Row> {
             let mut row = Row::new();
             for (k, val) in r.as_object().unwrap() {
                 match k.as_str() {
-                    "probe" | "record_id" | "day" | "call_record_id" => {}
+                    "probe" | "record_id" | "day" | "call_record_id" | "parent_record_id" => {}
                     "parent" => {
                         let id = val.as_str().map(str::to_string).unwrap_or_default();
                         let call = calls.get(&id).cloned().unwrap_or(Value::Null);
@@ -129,9 +129,48 @@ pub fn clickhouse_rows(ch: &Server, table: &str, probe: &str) -> Vec<Row> {
     v
 }
 
-/// Both runs' calls and streams, as sorted rows.
-pub fn both(ch: &Server, db: &Path, probe: &str) -> [(Vec<Row>, Vec<Row>); 2] {
-    [
+/// The trackers' tables (registrations, SIP messages, KPIs, ...): their
+/// rows are compared without their links to their parents.
+pub const TRACKED: &[&str] = &[
+    "registrations",
+    "users",
+    "traffic",
+    "traffic_protocols",
+    "traffic_talkers",
+    "alerts",
+    "sip_messages",
+    "stream_intervals",
+    "kpi",
+];
+
+/// A tracker's table in SQLite, its values read as ClickHouse's column
+/// types have them (SQLite's columns are untyped: a JSON integer in a
+/// column of reals stays an integer there; a key column is never NULL in
+/// ClickHouse).
+fn sqlite_tracked(db: &Path, table: &str, ty: &HashMap<String, String>) -> Vec<Row> {
+    let mut rows = sqlite_rows(db, &format!("SELECT * FROM {table}"), &["id", "parent"]);
+    for row in &mut rows {
+        for (k, v) in row.iter_mut() {
+            let t = &ty[k];
+            if let (Some(i), true) = (v.strip_prefix("i:"), t.contains("Float")) {
+                *v = format!("r:{:?}", i.parse::<i64>().unwrap() as f64);
+            }
+            if v == "null" && !t.starts_with("Nullable") {
+                *v = if t.contains("Int") { "i:0" } else { "t:" }.into();
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Both runs' calls and streams, then the trackers' tables, as sorted rows.
+pub fn both(ch: &Server, db: &Path, probe: &str) -> Vec<(Vec<Row>, Vec<Row>)> {
+    let tracked = TRACKED.iter().map(|t| {
+        let ty = types(ch, t);
+        (sqlite_tracked(db, t, &ty), clickhouse_rows(ch, t, probe))
+    });
+    let mut all = vec![
         (
             sqlite_rows(db, "SELECT * FROM calls", &["id"]),
             clickhouse_rows(ch, "calls", probe),
@@ -144,14 +183,25 @@ pub fn both(ch: &Server, db: &Path, probe: &str) -> [(Vec<Row>, Vec<Row>); 2] {
             ),
             clickhouse_rows(ch, "streams", probe),
         ),
-    ]
+    ];
+    all.extend(tracked);
+    all
 }
 
 /// Each table equal in both directions: every SQLite row is in ClickHouse
 /// as often, and every ClickHouse row in SQLite.
 pub fn assert_equal(ch: &Server, db: &Path, probe: &str, what: &str) -> usize {
     let mut rows = 0;
-    for (table, (sqlite, clickhouse)) in ["calls", "streams"].iter().zip(both(ch, db, probe)) {
+    let names = ["calls", "streams"].iter().chain(TRACKED);
+    // A Distributed table forwards rows to the other shard in the
+    // background: wait up to 30 s for as many rows as SQLite has.
+    let started = std::time::Instant::now();
+    let mut tables = both(ch, db, probe);
+    while tables.iter().any(|(s, c)| s.len() != c.len()) && started.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        tables = both(ch, db, probe);
+    }
+    for (table, (sqlite, clickhouse)) in names.zip(tables) {
         for (r, there, here, other) in sqlite
             .iter()
             .map(|r| (r, &clickhouse, "SQLite", "ClickHouse"))

@@ -101,8 +101,11 @@ fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
         "{err}"
     );
     let dropped = reported(&err, "dropped ");
-    let sqlite = sqlite_rows(&dbf, "SELECT * FROM calls", &[]).len()
-        + sqlite_rows(&dbf, "SELECT * FROM streams", &[]).len();
+    let sqlite: usize = ["calls", "streams"]
+        .iter()
+        .chain(TRACKED)
+        .map(|t| sqlite_rows(&dbf, &format!("SELECT * FROM {t}"), &[]).len())
+        .sum();
     assert_eq!(dropped as usize, sqlite, "{err}");
     // No spool directory and no server: held in memory, then lost at the end, and said.
     let out = analyze(file, &db("memory"), &url, "memory", &[]);
@@ -169,9 +172,17 @@ fn keep_days_drops_the_days_before_the_kept_ones_and_no_others() {
         ),
         "new",
     );
-    assert!(err.contains("1 old partitions (days) dropped"), "{err}");
+    // That day, in every table that had it (calls, streams, SIP messages, ...).
+    assert!(
+        reported(&err, "dropped 0; ") > 1
+            && err.contains("old partitions (one table's day each) dropped"),
+        "{err}"
+    );
     let left = days(&ch);
     assert!(!left.contains("2023-11-14"), "{left}");
+    let parts =
+        ch.query("SELECT count() FROM system.parts WHERE active AND partition = '2023-11-14'");
+    assert_eq!(parts.trim(), "0");
     assert!(assert_equal(&ch, &new_db, "keep", "the kept day") > 0);
     // A day kept is not enough: calls span midnight.
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))

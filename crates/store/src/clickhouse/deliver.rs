@@ -65,7 +65,7 @@ impl std::fmt::Display for Report {
         if self.partitions_dropped > 0 {
             write!(
                 f,
-                "; {} old partitions (days) dropped",
+                "; {} old partitions (one table's day each) dropped",
                 self.partitions_dropped
             )?;
         }

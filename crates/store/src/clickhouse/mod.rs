@@ -18,14 +18,16 @@ mod retention;
 mod row_binary;
 mod schema;
 mod spool;
+mod tables;
 
 pub use deliver::Report;
 pub use http::{Endpoint, External, HttpError};
 pub use read::{search_query, Query, Reader};
 use schema::{check_names, insert, Schema};
 pub use schema::{checked_schema, schema};
+pub use tables::Table;
 
-use crate::columns::{self, Column};
+use crate::columns::{self, Type};
 use crate::StoreError;
 use calliper_model::{CallRecord, Record, StreamRecord};
 use spool::Batch;
@@ -47,31 +49,6 @@ pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
 pub const MEMORY_SPOOL_BYTES: u64 = 64 << 20;
 /// Batches waiting for the delivery thread before the writer spools them itself.
 const QUEUE: usize = 4;
-
-/// A table the sink writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Table {
-    /// One row per call.
-    Calls,
-    /// One row per RTP stream, with its call's `record_id`.
-    Streams,
-}
-
-impl Table {
-    /// Its name in the database.
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Calls => "calls",
-            Table::Streams => "streams",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Table> {
-        [Table::Calls, Table::Streams]
-            .into_iter()
-            .find(|t| t.name() == name)
-    }
-}
 
 /// Where and how to write.
 /// (No `Debug`: it holds the password.)
@@ -174,6 +151,19 @@ fn record_id(parts: &[&[u8]]) -> u64 {
     u64::from_le_bytes(d.as_bytes()[..8].try_into().unwrap_or([0; 8]))
 }
 
+/// A tracker's line's values for `table`'s columns, in order.
+fn typed_values(table: Table, line: &serde_json::Value) -> Vec<rusqlite::types::Value> {
+    let null = serde_json::Value::Null;
+    table
+        .def()
+        .columns
+        .iter()
+        .map(|(name, ty, _): &(&str, Type, bool)| {
+            tables::typed(line.get(*name).unwrap_or(&null), *ty)
+        })
+        .collect()
+}
+
 /// The rows of one table not yet handed over.
 #[derive(Default)]
 struct Open {
@@ -200,8 +190,11 @@ pub struct ClickHouse {
     batch_interval: Duration,
     wait_when_slow: bool,
     /// Each table's insert statement, which starts each of its batches.
-    inserts: [String; 2],
-    open: [Open; 2],
+    inserts: Vec<String>,
+    open: Vec<Open>,
+    /// Rows of trackers' lines so far (their ids: a run read again gives
+    /// the same ids, so its rows replace themselves).
+    tracked_rows: u64,
     shared: Arc<deliver::Shared>,
     tx: Option<SyncSender<deliver::Msg>>,
     thread: Option<JoinHandle<()>>,
@@ -243,7 +236,7 @@ impl ClickHouse {
         })?;
         let shared = Arc::new(deliver::Shared::new(spool, say));
         let (tx, rx) = sync_channel(QUEUE);
-        let inserts = [Table::Calls, Table::Streams].map(|t| insert(&cfg.database, t));
+        let inserts: Vec<String> = Table::all().map(|t| insert(&cfg.database, t)).collect();
         let schema = Schema::new(&cfg.database, cfg.cluster.as_deref());
         if cfg.keep_days.is_some_and(|d| d < 2) {
             return Err(StoreError::Invalid(
@@ -268,35 +261,34 @@ impl ClickHouse {
             batch_rows: cfg.batch_rows.max(1) as u64,
             batch_interval: cfg.batch_interval,
             wait_when_slow: cfg.wait_when_slow,
+            open: inserts.iter().map(|_| Open::default()).collect(),
             inserts,
-            open: Default::default(),
+            tracked_rows: 0,
             shared,
             tx: Some(tx),
             thread: Some(thread),
         })
     }
 
-    /// Appends one row to `table`'s open batch: its head (probe, id, day,
-    /// for streams the call's id), then each column.
-    fn row<R>(
+    /// Appends one row to `table`'s open batch: its head (probe, id, the
+    /// parent's id for a table that has one, day), then each column's value.
+    fn row(
         &mut self,
         table: Table,
         id: u64,
         ns: i64,
-        call: Option<Option<u64>>,
-        cols: &[Column<R>],
-        record: &R,
-    ) -> Result<(), StoreError> {
-        let values = columns::values(cols, record)?;
+        parent: Option<Option<u64>>,
+        values: Vec<rusqlite::types::Value>,
+    ) {
         let day = row_binary::day(ns);
-        let open = &self.open[table as usize];
+        let open = &self.open[table.index()];
         if !open.days.contains(&day) && open.days.len() >= MOST_DAYS {
             self.hand_over(table);
         }
-        let open = &mut self.open[table as usize];
+        let open = &mut self.open[table.index()];
         if open.rows == 0 {
             open.body
-                .extend_from_slice(self.inserts[table as usize].as_bytes());
+                .extend_from_slice(self.inserts[table.index()].as_bytes());
         }
         if !open.days.contains(&day) {
             open.days.push(day);
@@ -305,18 +297,48 @@ impl ClickHouse {
         let b = &mut open.body;
         row_binary::text(b, self.probe.as_bytes());
         b.extend_from_slice(&id.to_le_bytes());
-        if let Some(call) = call {
-            row_binary::nullable_u64(b, call);
+        match (parent, table.parent()) {
+            (Some(p), Some((_, "Nullable(UInt64)"))) => row_binary::nullable_u64(b, p),
+            (Some(p), Some(_)) => b.extend_from_slice(&p.unwrap_or(0).to_le_bytes()),
+            _ => {}
         }
         b.extend_from_slice(&day.to_le_bytes());
-        for (c, v) in cols.iter().zip(values) {
-            row_binary::value(b, c, v);
+        for ((_, ty, required), v) in table.def().columns.iter().zip(values) {
+            row_binary::value(b, *ty, *required, v);
         }
         open.rows += 1;
         open.since.get_or_insert_with(Instant::now);
         if open.rows >= self.batch_rows || open.body.len() >= MOST_BYTES {
             self.hand_over(table);
         }
+    }
+
+    /// A tracker's line: a row of its kind's table, and one per item of
+    /// its arrays (the time series' protocols and talkers) in theirs.
+    fn tracked(&mut self, kind: &str, line: &serde_json::Value) -> Result<(), StoreError> {
+        let Some(table) = Table::of_kind(kind) else {
+            return Ok(());
+        };
+        self.tracked_rows += 1;
+        let id = record_id(&[
+            b"tracked",
+            self.probe.as_bytes(),
+            kind.as_bytes(),
+            &self.tracked_rows.to_le_bytes(),
+            serde_json::to_string(line)?.as_bytes(),
+        ]);
+        let ns = tables::line_ns(line);
+        let values = typed_values(table, line);
+        self.row(table, id, ns, None, values);
+        for (items_table, items) in table.item_tables() {
+            let list = line.get(items.field).and_then(serde_json::Value::as_array);
+            for (n, item) in list.into_iter().flatten().enumerate() {
+                let item_id = record_id(&[b"item", &id.to_le_bytes(), &n.to_le_bytes()]);
+                let values = typed_values(items_table, item);
+                self.row(items_table, item_id, ns, Some(Some(id)), values);
+            }
+        }
+        self.hand_over_due(false);
         Ok(())
     }
 
@@ -336,7 +358,8 @@ impl ClickHouse {
             c.from.uri.as_bytes(),
             c.to.uri.as_bytes(),
         ]);
-        self.row(Table::Calls, id, c.invite_ns, None, columns::CALLS, c)?;
+        let values = columns::values(columns::CALLS, c)?;
+        self.row(Table::CALLS, id, c.invite_ns, None, values);
         Ok(id)
     }
 
@@ -352,20 +375,15 @@ impl ClickHouse {
             &s.ssrc.to_le_bytes(),
             &s.first_ns.to_le_bytes(),
         ]);
-        self.row(
-            Table::Streams,
-            id,
-            s.first_ns,
-            Some(call),
-            columns::STREAMS,
-            s,
-        )
+        let values = columns::values(columns::STREAMS, s)?;
+        self.row(Table::STREAMS, id, s.first_ns, Some(call), values);
+        Ok(())
     }
 
     /// Hands `table`'s open batch to the delivery thread, or spools it
     /// when the thread's queue is full (never waits).
     fn hand_over(&mut self, table: Table) {
-        let open = std::mem::take(&mut self.open[table as usize]);
+        let open = std::mem::take(&mut self.open[table.index()]);
         if open.rows == 0 {
             return;
         }
@@ -393,8 +411,8 @@ impl ClickHouse {
 
     /// Hands over every batch whose first row has waited long enough.
     fn hand_over_due(&mut self, all: bool) {
-        for t in [Table::Calls, Table::Streams] {
-            let due = self.open[t as usize]
+        for t in Table::all() {
+            let due = self.open[t.index()]
                 .since
                 .is_some_and(|s| all || s.elapsed() >= self.batch_interval);
             if due {
@@ -439,6 +457,14 @@ impl crate::Sink for ClickHouse {
         }
         self.hand_over_due(false);
         Ok(())
+    }
+
+    fn write_tracked(
+        &mut self,
+        kind: &'static str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.tracked(kind, value)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

@@ -3,7 +3,7 @@
 //! float written in text to within one unit in the last place, and a
 //! string travels as its bytes, with nothing to escape.
 
-use crate::columns::{Column, Type};
+use crate::columns::Type;
 use crate::StoreError;
 use rusqlite::types::Value as Sql;
 
@@ -41,15 +41,15 @@ pub(super) fn day(ns: i64) -> u16 {
 
 /// A column's value: a null flag unless it is required, then the value
 /// (a required column's value is never NULL; were it, its zero is written).
-pub(super) fn value<R>(b: &mut Vec<u8>, c: &Column<R>, v: Sql) {
-    if !c.required {
+pub(super) fn value(b: &mut Vec<u8>, ty: Type, required: bool, v: Sql) {
+    if !required {
         if matches!(v, Sql::Null) {
             b.push(1);
             return;
         }
         b.push(0);
     }
-    match (c.ty, v) {
+    match (ty, v) {
         (Type::Integer, Sql::Integer(i)) => b.extend_from_slice(&i.to_le_bytes()),
         (Type::Real, Sql::Real(f)) => b.extend_from_slice(&f.to_le_bytes()),
         (Type::Real, Sql::Integer(i)) => b.extend_from_slice(&(i as f64).to_le_bytes()),

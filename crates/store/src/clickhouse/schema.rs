@@ -4,8 +4,8 @@
 //! with.
 
 use super::http::Endpoint;
-use super::{HttpError, Table};
-use crate::columns;
+use super::HttpError;
+use super::Table;
 use crate::StoreError;
 
 /// The statements that make the database and its tables on one server
@@ -17,20 +17,18 @@ use crate::StoreError;
 /// one); each server a probe or the console talks to needs these.
 pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
     let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
-    for table in [Table::Calls, Table::Streams] {
+    for table in Table::all() {
         let name = table.name();
         let stored = match cluster {
             Some(_) => format!("{name}_local"),
             None => name.to_string(),
         };
-        let defs: Vec<String> = table_columns(table)
+        let defs: Vec<String> = table
+            .clickhouse_columns()
             .iter()
             .map(|(n, t)| format!("{n} {t}"))
             .collect();
-        let order = match table {
-            Table::Calls => "invite_ns, record_id",
-            Table::Streams => "record_id",
-        };
+        let order = table.order_by();
         statements.push(format!(
             "CREATE TABLE IF NOT EXISTS {database}.{stored} (\n    {}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})",
             defs.join(",\n    ")
@@ -42,24 +40,6 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
         }
     }
     statements
-}
-
-/// A table's columns in ClickHouse, names and types: the head every row
-/// starts with, then [`crate::columns`]'s.
-fn table_columns(table: Table) -> Vec<(String, String)> {
-    let mut head = vec![
-        ("probe".to_string(), "String".to_string()),
-        ("record_id".to_string(), "UInt64".to_string()),
-    ];
-    if table == Table::Streams {
-        head.push(("call_record_id".into(), "Nullable(UInt64)".into()));
-    }
-    head.push(("day".into(), "Date".into()));
-    head.extend(match table {
-        Table::Calls => columns::clickhouse_columns(columns::CALLS),
-        Table::Streams => columns::clickhouse_columns(columns::STREAMS),
-    });
-    head
 }
 
 /// The tables a server must have, made if missing and then checked: a
@@ -76,13 +56,9 @@ pub(crate) struct Schema {
 fn named_columns(engines: &[(String, &'static str)]) -> Vec<(String, Vec<(String, String)>)> {
     engines
         .iter()
-        .map(|(name, _)| {
-            let table = if name.starts_with("calls") {
-                Table::Calls
-            } else {
-                Table::Streams
-            };
-            (name.clone(), table_columns(table))
+        .filter_map(|(name, _)| {
+            let table = Table::from_name(name.strip_suffix("_local").unwrap_or(name))?;
+            Some((name.clone(), table.clickhouse_columns()))
         })
         .collect()
 }
@@ -90,7 +66,7 @@ fn named_columns(engines: &[(String, &'static str)]) -> Vec<(String, Vec<(String
 impl Schema {
     pub(super) fn new(database: &str, cluster: Option<&str>) -> Schema {
         let mut engines = Vec::new();
-        for t in [Table::Calls, Table::Streams] {
+        for t in Table::all() {
             match cluster {
                 Some(_) => {
                     engines.push((format!("{}_local", t.name()), "ReplacingMergeTree"));
@@ -206,15 +182,14 @@ fn plain_name(name: &str) -> bool {
 /// The insert of `table`'s rows ([`row_binary`]: each value in its
 /// binary form, exact for every float and every byte of text).
 pub(super) fn insert(database: &str, table: Table) -> String {
-    let (head, cols) = match table {
-        Table::Calls => ("probe, record_id, day", columns::names(columns::CALLS)),
-        Table::Streams => (
-            "probe, record_id, call_record_id, day",
-            columns::names(columns::STREAMS),
-        ),
-    };
+    let names: Vec<String> = table
+        .clickhouse_columns()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     format!(
-        "INSERT INTO {database}.{} ({head}, {cols}) FORMAT RowBinary\n",
-        table.name()
+        "INSERT INTO {database}.{} ({}) FORMAT RowBinary\n",
+        table.name(),
+        names.join(", ")
     )
 }

@@ -336,9 +336,9 @@ mod tests {
     fn batch(n: u8) -> Batch {
         Batch {
             table: if n.is_multiple_of(2) {
-                Table::Calls
+                Table::CALLS
             } else {
-                Table::Streams
+                Table::STREAMS
             },
             rows: n as u64,
             body: vec![b'a' + n; 10],
