@@ -29,10 +29,7 @@ async function callPage(id) {
   const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
   const viewer = el("div", { id: "message", class: "message" }, el("p", { class: "hint" }, "Click an arrow to read its message here; tick two to compare them."));
   const stored = c.messages.length > 0 || c.streams.some((s) => (s.intervals || []).length > 0);
-  const noDetail = c.not_stored ? el("p", { class: "note", id: "no-detail" },
-    `ClickHouse holds this call and its streams, not its ${c.not_stored.join(", ").replaceAll("_", " ")}: ` +
-    `open the console of probe ${c.probe} (its --db) for the SIP ladder and the charts.`)
-    : stored ? null : el("p", { class: "note", id: "no-detail" },
+  const noDetail = stored ? null : el("p", { class: "note", id: "no-detail" },
     "This database holds no SIP messages or interval reports for this call: it was written with --no-call-detail, " +
     "or by a version before the console. Analyse the capture into a new database to see the ladder and the charts.");
   show(

@@ -37,6 +37,12 @@ pub(crate) async fn calls(
 ) -> Result<Response, ApiError> {
     let Query(pairs) = query.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let search = params::search(&pairs, PAGE_LIMIT)?;
+    if search.probe.is_some() && matches!(state.db.as_deref(), Some(crate::db::Store::Sqlite(_))) {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "probe=...: this console reads one probe's SQLite database; the probe filter is for serve --clickhouse".into(),
+        ));
+    }
     let (limit, offset) = (search.limit, search.offset);
     let body = crate::db::run(&state.db, &state.queries, move |store| {
         let (calls, more) = store.search_calls(&search)?;
@@ -107,6 +113,10 @@ pub(crate) fn call_id_param(
         )
     };
     let Path(id) = path.map_err(|_| bad_id())?;
+    // Digits only, no leading zero: one id, one spelling.
+    if !id.bytes().all(|b| b.is_ascii_digit()) || id.starts_with('0') {
+        return Err(bad_id());
+    }
     id.parse().ok().filter(|n| *n > 0).ok_or_else(bad_id)
 }
 

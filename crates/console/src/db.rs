@@ -137,6 +137,9 @@ pub(crate) async fn run<T: Send + 'static>(
         Ok(Err(calliper_store::StoreError::NotStored(why))) => {
             Err(ApiError(StatusCode::NOT_FOUND, why))
         }
+        Ok(Err(calliper_store::StoreError::Busy(why))) => {
+            Err(ApiError(StatusCode::SERVICE_UNAVAILABLE, why))
+        }
         Ok(Err(calliper_store::StoreError::Invalid(why))) => {
             Err(ApiError(StatusCode::INTERNAL_SERVER_ERROR, why))
         }

@@ -67,6 +67,9 @@ pub enum StoreError {
     Invalid(String),
     /// What was asked is not in this kind of store (the reason).
     NotStored(String),
+    /// The database stopped the request for its cost, or could not take
+    /// it now (the reason): narrow it, or try again.
+    Busy(String),
 }
 
 impl fmt::Display for StoreError {
@@ -75,7 +78,9 @@ impl fmt::Display for StoreError {
             StoreError::Io(e) => write!(f, "write failed: {e}"),
             StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
             StoreError::Json(e) => write!(f, "json: {e}"),
-            StoreError::Invalid(why) | StoreError::NotStored(why) => f.write_str(why),
+            StoreError::Invalid(why) | StoreError::NotStored(why) | StoreError::Busy(why) => {
+                f.write_str(why)
+            }
         }
     }
 }

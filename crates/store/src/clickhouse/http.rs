@@ -84,6 +84,10 @@ impl std::fmt::Debug for Endpoint {
 /// The whole of one request and its answer, at most: a server that
 /// trickles its answer byte by byte cannot hold the thread for longer.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
+/// The same for a console's query: a little over the server's own limit
+/// (`max_execution_time`), so a node that hangs costs a request seconds,
+/// not a minute.
+pub const READ_DEADLINE: Duration = Duration::from_secs(12);
 
 impl Endpoint {
     /// `http://HOST:PORT` (a path or trailing slash is refused: the
@@ -142,21 +146,23 @@ impl Endpoint {
     /// (ClickHouse sends one after its headers when it streams progress),
     /// is the server's error.
     pub fn post(&self, body: &[u8]) -> Result<Vec<u8>, HttpError> {
-        self.exchange("/", "", body)
+        self.exchange("/", "", body, Exchange::Write)
     }
 
     /// Runs `sql` (text of ours: it travels in the URL) with `tables` as
     /// external data, ClickHouse's temporary tables sent beside a query:
     /// what a search has from its user reaches the server as rows of
     /// these, never as SQL (18.16 has no query parameters). `settings`
-    /// are names and values of ours too.
+    /// are names and values of ours too. The server answers once the query
+    /// has ended (`wait_end_of_query`), so an error is its status, never
+    /// text inside rows; the whole exchange takes at most [`READ_DEADLINE`].
     pub fn query(
         &self,
         sql: &str,
         tables: &[External],
         settings: &[(&str, &str)],
     ) -> Result<Vec<u8>, HttpError> {
-        let mut target = format!("/?query={}", percent(sql.as_bytes()));
+        let mut target = format!("/?wait_end_of_query=1&query={}", percent(sql.as_bytes()));
         for (name, value) in settings {
             target += &format!("&{name}={}", percent(value.as_bytes()));
         }
@@ -193,13 +199,23 @@ impl Endpoint {
                 format!("Content-Type: multipart/form-data; boundary={boundary}\r\n")
             }
         };
-        self.exchange(&target, &content_type, &body)
+        self.exchange(&target, &content_type, &body, Exchange::Read)
     }
 
     /// One request to `target` with `headers` (each ending in CRLF) and
     /// `body`, and its answer's body.
-    fn exchange(&self, target: &str, headers: &str, body: &[u8]) -> Result<Vec<u8>, HttpError> {
-        let deadline = Instant::now() + REQUEST_DEADLINE;
+    fn exchange(
+        &self,
+        target: &str,
+        headers: &str,
+        body: &[u8],
+        kind: Exchange,
+    ) -> Result<Vec<u8>, HttpError> {
+        let deadline = Instant::now()
+            + match kind {
+                Exchange::Write => REQUEST_DEADLINE,
+                Exchange::Read => READ_DEADLINE,
+            };
         let mut s = self.connect().map_err(HttpError::Network)?;
         let head = format!(
             "POST {target} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\nAuthorization: {}\r\n{headers}\r\n",
@@ -211,8 +227,12 @@ impl Endpoint {
         write_by(&mut s, body, deadline).map_err(HttpError::Network)?;
         let reader = Deadline { s, deadline };
         let r = read_response(BufReader::new(reader)).map_err(HttpError::Network)?;
-        let exception =
-            r.exception || (r.status == 200 && r.body.windows(15).any(|w| w == b"DB::Exception: "));
+        // A streamed answer (an insert's) reports a late exception in its
+        // body; a query's rows could hold that text, and need no such look
+        // (its answer waited for its end).
+        let streamed = kind == Exchange::Write;
+        let exception = r.exception
+            || (streamed && r.status == 200 && r.body.windows(15).any(|w| w == b"DB::Exception: "));
         if r.status == 200 && !exception {
             Ok(r.body)
         } else {
@@ -226,6 +246,14 @@ impl Endpoint {
             })
         }
     }
+}
+
+/// A statement that writes (answered as it runs), or a query that reads
+/// (answered once it has ended).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Exchange {
+    Write,
+    Read,
 }
 
 /// A temporary table sent with a query: its name, its columns (`a

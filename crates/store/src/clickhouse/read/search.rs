@@ -1,0 +1,343 @@
+//! The call search over ClickHouse: a [`Search`] as conditions on the
+//! calls table (and subqueries on the streams), each value a column of
+//! the external table `_p`.
+
+use super::{call_columns, decode, ns, record_id, select_list, Params, Reader};
+use crate::clickhouse::http::External;
+use crate::clickhouse::row_binary;
+use crate::columns::Type;
+use crate::readonly::Budget;
+use crate::search::{Search, Status, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET};
+use crate::StoreError;
+use serde_json::{Map, Value};
+use std::net::IpAddr;
+
+/// A wildcard pattern (`*` any run, `?` one character) as an RE2 regular
+/// expression matching the whole text: every other ASCII character but
+/// letters and digits escaped by its code, so none is an operator.
+fn regex(pattern: &str) -> String {
+    let mut re = String::from("(?s)^");
+    for c in pattern.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            c if c.is_ascii_alphanumeric() || !c.is_ascii() => re.push(c),
+            c => re += &format!("\\x{{{:02x}}}", c as u32),
+        }
+    }
+    re.push('$');
+    re
+}
+
+/// `column` (text holding an address) in the network, for IPv4 or IPv6
+/// text as SQLite's `in_network` takes them (an IPv4 network never
+/// matches IPv6 text, nor the other way round).
+fn in_network(p: &mut Params, column: &str, n: &crate::search::Network) -> String {
+    match n.addr {
+        IpAddr::V4(a) => {
+            let bits = u32::from(a);
+            let mask = u32::MAX.checked_shl(32 - u32::from(n.prefix)).unwrap_or(0);
+            let (lo, hi) = (bits & mask, bits | !mask);
+            // Text that is not an address reads as 0: it must read back.
+            format!(
+                "(position({column}, ':') = 0 AND IPv4NumToString(IPv4StringToNum({column})) = {column} \
+                 AND IPv4StringToNum({column}) BETWEEN {} AND {})",
+                p.int(lo.into()),
+                p.int(hi.into())
+            )
+        }
+        IpAddr::V6(a) => {
+            let bits = u128::from(a);
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(n.prefix))
+                .unwrap_or(0);
+            let (lo, hi) = (bits & mask, bits | !mask);
+            format!(
+                "(position({column}, ':') > 0 AND ({column} = '::' OR IPv6StringToNum({column}) != toFixedString('', 16)) \
+                 AND hex(IPv6StringToNum({column})) BETWEEN {} AND {})",
+                p.text(&format!("{lo:032X}")),
+                p.text(&format!("{hi:032X}"))
+            )
+        }
+    }
+}
+
+/// The conditions of a search, over the calls table, and their values.
+fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, StoreError> {
+    let mut w = Vec::new();
+    // Calls whose streams match: the streams' day is their first packet's,
+    // at or after their call's INVITE (a day's margin for clocks). No
+    // FINAL: a row sent twice is the same member of the set.
+    let streams = |p: &mut Params, cond: String| {
+        let after = match s.from_ns {
+            Some(t) => format!(" AND day >= {}", p.day(t, -1)),
+            None => String::new(),
+        };
+        format!(
+            "record_id GLOBAL IN (SELECT assumeNotNull(call_record_id) FROM {db}.streams \
+             WHERE call_record_id IS NOT NULL{after} AND {cond})"
+        )
+    };
+    if let Some(t) = s.from_ns {
+        w.push(format!(
+            "invite_ns >= {} AND day >= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
+    if let Some(t) = s.to_ns {
+        w.push(format!(
+            "invite_ns < {} AND day <= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
+    let mut text = |p: &mut Params, columns: &[&str], pattern: &str| {
+        let any: Vec<String> = columns
+            .iter()
+            .map(|c| match pattern.contains(['*', '?']) {
+                true => format!("match({c}, {})", p.text(&regex(pattern))),
+                false => format!("{c} = {}", p.text(pattern)),
+            })
+            .collect();
+        w.push(format!("({})", any.join(" OR ")));
+    };
+    if let Some(v) = &s.caller {
+        text(p, &["from_user"], v);
+    }
+    if let Some(v) = &s.callee {
+        text(p, &["to_user"], v);
+    }
+    if let Some(v) = &s.user_agent {
+        text(p, &["caller_user_agent", "callee_user_agent"], v);
+    }
+    if let Some(v) = &s.probe {
+        w.push(format!("probe = {}", p.text(v)));
+    }
+    if let Some(v) = &s.call_id {
+        w.push(format!("call_id = {}", p.text(v)));
+    }
+    if let Some(n) = &s.ip {
+        let streams_in = format!(
+            "({} OR {})",
+            in_network(p, "src", n),
+            in_network(p, "dst", n)
+        );
+        w.push(format!(
+            "({} OR {} OR {})",
+            in_network(p, "caller_ip", n),
+            in_network(p, "callee_ip", n),
+            streams(p, streams_in)
+        ));
+    }
+    match s.status {
+        Some(Status::Code(c)) => w.push(format!("final_status = {}", p.int(c.into()))),
+        Some(Status::Class(c)) => w.push(format!(
+            "final_status >= {} AND final_status < {}",
+            p.int(i64::from(c) * 100),
+            p.int(i64::from(c) * 100 + 100)
+        )),
+        Some(Status::None) => w.push("final_status IS NULL".into()),
+        None => {}
+    }
+    if let Some(v) = &s.state {
+        w.push(format!("state = {}", p.text(v)));
+    }
+    if let Some(v) = &s.codec {
+        let cond = format!("lower(codec) = lower({})", p.text(v));
+        w.push(streams(p, cond));
+    }
+    if let Some(v) = s.mos_below {
+        w.push(format!("worst_mos < {}", p.real(v)));
+    }
+    if let Some(v) = s.loss_above {
+        let cond = format!("loss_percent > {}", p.real(v));
+        w.push(streams(p, cond));
+    }
+    if let Some(v) = s.min_duration_ms {
+        w.push(format!("duration_ms >= {}", p.real(v)));
+    }
+    if let Some(v) = s.max_duration_ms {
+        w.push(format!("duration_ms <= {}", p.real(v)));
+    }
+    if let Some(v) = &s.label {
+        // Labels are a compact JSON array of strings: the label's JSON
+        // text, with the bracket or comma around it, is found only where
+        // it is a whole element (a quote inside a string is escaped).
+        let element = serde_json::to_string(v)?;
+        let any: Vec<String> = [("[", "]"), ("[", ","), (",", ","), (",", "]")]
+            .iter()
+            .map(|(a, b)| {
+                format!(
+                    "position(labels, {}) > 0",
+                    p.text(&format!("{a}{element}{b}"))
+                )
+            })
+            .collect();
+        w.push(format!("({})", any.join(" OR ")));
+    }
+    if s.alert.is_some() {
+        return Err(StoreError::NotStored(
+            "the alert filter needs the SQLite store: alerts are not written to ClickHouse yet (docs/scale-out.md)".into(),
+        ));
+    }
+    Ok(w)
+}
+
+/// A query as the console sends it: its SQL and its external tables.
+pub struct Query {
+    /// The statement.
+    pub sql: String,
+    /// The tables sent with it.
+    pub tables: Vec<External>,
+}
+
+/// The query of a search over the tables in `database` (the page of calls;
+/// their streams' codecs and loss are a second query): public so that a
+/// test can run it on another engine.
+pub fn search_query(database: &str, s: &Search) -> Result<Query, StoreError> {
+    let mut p = Params::default();
+    let w = conditions(s, database, &mut p)?;
+    let cond = match w.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", w.join(" AND ")),
+    };
+    // SQLite puts NULL first going up and last going down.
+    let (dir, nulls) = match s.descending {
+        true => ("DESC", "LAST"),
+        false => ("ASC", "FIRST"),
+    };
+    let sql = format!(
+        "SELECT {} FROM {database}.calls FINAL {cond} ORDER BY {} {dir} NULLS {nulls}, record_id {dir} \
+         LIMIT {}, {} FORMAT RowBinary",
+        select_list(&call_columns()),
+        s.sort.column(),
+        s.offset.min(MAX_OFFSET),
+        s.limit.min(MAX_LIMIT) + 1
+    );
+    Ok(Query {
+        sql,
+        tables: p.tables(),
+    })
+}
+
+impl Reader {
+    /// The calls `s` selects, in its order, and whether more follow; each
+    /// with its codecs and its streams' worst loss, as over SQLite.
+    pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+        let q = search_query(&self.database, s)?;
+        let limit = s.limit.min(MAX_LIMIT) as usize;
+        let columns = call_columns();
+        let answer = self.query(&q.sql, q.tables)?;
+        let mut budget = Budget::new(MAX_ANSWER_BYTES);
+        let (mut calls, cut) = decode(&answer, &columns, limit + 1, &mut budget)?;
+        if cut {
+            return Err(StoreError::Invalid(
+                "the answer would be larger than the console sends at once: narrow the search"
+                    .into(),
+            ));
+        }
+        let more = calls.len() > limit;
+        calls.truncate(limit);
+        self.add_stream_summaries(&mut calls)?;
+        Ok((calls, more))
+    }
+
+    /// Each call's `codecs` (distinct, in order, comma-separated) and
+    /// `worst_loss_percent`, from its streams: one query for the page,
+    /// grouped by the server (a row sent twice changes neither), reading
+    /// only the days its calls span.
+    fn add_stream_summaries(&self, calls: &mut [Map<String, Value>]) -> Result<(), StoreError> {
+        let ids: Vec<u64> = calls.iter().filter_map(record_id).collect();
+        let mut days: Vec<u16> = calls
+            .iter()
+            .flat_map(|c| {
+                let first = row_binary::day(ns(c, "invite_ns").unwrap_or(0)).saturating_sub(1);
+                let last = row_binary::day(ns(c, "end_ns").unwrap_or(0)).saturating_add(1);
+                first..=last.max(first).min(first.saturating_add(7))
+            })
+            .collect();
+        days.sort_unstable();
+        days.dedup();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "SELECT toString(assumeNotNull(call_record_id)), arrayStringConcat(arraySort(groupUniqArray(codec)), ','), \
+             max(loss_percent) FROM {}.streams WHERE day GLOBAL IN (SELECT d FROM _days) \
+             AND call_record_id GLOBAL IN (SELECT id FROM _ids) GROUP BY call_record_id FORMAT RowBinary",
+            self.database
+        );
+        let column = |name, structure: &str, rows: Vec<u8>| External {
+            name,
+            structure: structure.into(),
+            rows,
+        };
+        let tables = vec![
+            column(
+                "_ids",
+                "id UInt64",
+                ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
+            ),
+            column(
+                "_days",
+                "d Date",
+                days.iter().flat_map(|d| d.to_le_bytes()).collect(),
+            ),
+        ];
+        let answer = self.query(&sql, tables)?;
+        let columns = [
+            ("call", Type::Text, true),
+            ("codecs", Type::Text, true),
+            ("worst_loss_percent", Type::Real, false),
+        ];
+        let mut budget = Budget::new(MAX_ANSWER_BYTES);
+        let (found, _) = decode(&answer, &columns, ids.len(), &mut budget)?;
+        let by_call: std::collections::HashMap<&Value, &Map<String, Value>> = found
+            .iter()
+            .filter_map(|s| Some((s.get("call")?, s)))
+            .collect();
+        for call in calls.iter_mut() {
+            let summary = call.get("id").and_then(|id| by_call.get(id));
+            let codecs = summary
+                .and_then(|s| s.get("codecs")?.as_str())
+                .filter(|c| !c.is_empty())
+                .map(str::to_string);
+            let worst = summary.and_then(|s| s.get("worst_loss_percent").cloned());
+            call.insert("codecs".into(), codecs.into());
+            call.insert("worst_loss_percent".into(), worst.unwrap_or(Value::Null));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_become_anchored_expressions_with_nothing_else_special() {
+        assert_eq!(regex("al*"), "(?s)^al.*$");
+        assert_eq!(regex("a?c"), "(?s)^a.c$");
+        assert_eq!(regex("a.b(é)"), "(?s)^a\\x{2e}b\\x{28}é\\x{29}$");
+        assert_eq!(regex("\\\0"), "(?s)^\\x{5c}\\x{00}$");
+    }
+
+    #[test]
+    fn every_value_is_a_row_of_the_external_table_never_sql() {
+        let s = Search {
+            caller: Some("x' OR 1=1 --".into()),
+            label: Some("l\"]".into()),
+            ..Search::default()
+        };
+        let mut p = Params::default();
+        let w = conditions(&s, "calliper", &mut p).unwrap().join(" AND ");
+        assert!(!w.contains("OR 1=1") && !w.contains("l\\\""), "{w}");
+        assert_eq!(p.structure.len(), 5);
+        let alert = Search {
+            alert: Some("mos".into()),
+            ..Search::default()
+        };
+        assert!(conditions(&alert, "calliper", &mut Params::default()).is_err());
+    }
+}
