@@ -264,8 +264,12 @@ mod tests {
         p.day(0, -1);
         p.day(i64::MAX, 1);
         assert_eq!(p.row, [0, 0, 0xff, 0xff]);
-        assert!(stopped("Code: 159, e.displayText() = DB::Exception: Timeout exceeded"));
-        assert!(!stopped("Code: 60, e.displayText() = DB::Exception: Table doesn't exist"));
+        assert!(stopped(
+            "Code: 159, e.displayText() = DB::Exception: Timeout exceeded"
+        ));
+        assert!(!stopped(
+            "Code: 60, e.displayText() = DB::Exception: Table doesn't exist"
+        ));
     }
 
     #[test]
@@ -276,7 +280,10 @@ mod tests {
             row_binary::text(&mut answer, b"x");
         }
         let mut budget = Budget::new(1 << 20);
-        assert_eq!(decode(&answer, &columns, 3, &mut budget).unwrap().0.len(), 3);
+        assert_eq!(
+            decode(&answer, &columns, 3, &mut budget).unwrap().0.len(),
+            3
+        );
         assert!(decode(&answer, &columns, 2, &mut budget).is_err());
     }
 }
