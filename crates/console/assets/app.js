@@ -336,20 +336,19 @@ function mosBars(bands, without) {
 // Which parts this console serves (GET /api/console): `serve` has a
 // database and no probe; a probe may have no database.
 let parts = null;
-const PAGE_PART = { "/live": "live", "/probe": "probe", "/rules": "rules", "/alerts": "lists",
-  "/registrations": "lists", "/kpi": "lists", "/calls": "database", "/": "database", "": "database" };
+const PAGE_PART = { "/live": "live", "/probe": "probe", "/rules": "rules", "/alerts": "database",
+  "/registrations": "database", "/kpi": "database", "/calls": "database", "/": "database", "": "database" };
 const PART_WHERE = {
   database: "a database: `calliper serve --db FILE`, or `calliper probe --db FILE --http ADDR`",
   live: "a running probe: `calliper probe -i IFACE --http ADDR`",
   probe: "a running probe: `calliper probe -i IFACE --http ADDR`",
   rules: "a running probe with rules: `calliper probe --rules FILE --http ADDR`",
-  lists: "a SQLite database (`calliper serve --db FILE`): ClickHouse holds calls and streams only, so open a probe's own console",
 };
 
 async function route() {
   leaveProbePages();
   if (parts === null) {
-    parts = await api("/api/console").catch(() => ({ database: true, lists: true, live: true, probe: true, rules: true }));
+    parts = await api("/api/console").catch(() => ({ database: true, live: true, probe: true, rules: true }));
     document.querySelectorAll("nav a[data-part]").forEach((a) => { a.hidden = !parts[a.dataset.part]; });
   }
   const hash = location.hash || (parts.database ? "#/calls" : "#/live");

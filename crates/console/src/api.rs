@@ -144,8 +144,6 @@ pub(crate) async fn parts(
 ) -> Response {
     let body = serde_json::json!({
         "database": state.db.is_some(),
-        // KPIs, alerts and registrations: a SQLite database's alone.
-        "lists": matches!(state.db.as_deref(), Some(crate::db::Store::Sqlite(_))),
         "store": match state.db.as_deref() {
             Some(crate::db::Store::ClickHouse(_)) => "clickhouse",
             Some(crate::db::Store::Sqlite(_)) => "sqlite",

@@ -43,8 +43,7 @@ async fn list(state: Arc<State>, list: List, query: Pairs) -> Result<Response, A
     }
     let (limit, offset) = (q.limit, q.offset);
     let body = crate::db::run(&state.db, &state.queries, move |store| {
-        let c = store.sqlite(list.table())?;
-        let (rows, more) = calliper_store::list_rows(c, list, &q)?;
+        let (rows, more) = store.list_rows(list, &q)?;
         Ok(serde_json::to_vec(&json!({
             "rows": rows, "limit": limit, "offset": offset, "more": more,
         }))?)
@@ -81,9 +80,8 @@ pub(crate) async fn kpi(
         until,
     } = kpi_query(&pairs(query)?, &["dimension", "interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
-        let c = store.sqlite("KPIs")?;
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
-        let mut sums = calliper_store::kpi_sums_between(c, dimension.name(), interval_ns, from, until, MAX_KPI_ROWS + 1)?;
+        let mut sums = store.kpi_sums_between(dimension.name(), interval_ns, from, until, MAX_KPI_ROWS + 1)?;
         let more = sums.len() > MAX_KPI_ROWS;
         sums.truncate(MAX_KPI_ROWS);
         let rows: Vec<_> = sums
@@ -160,9 +158,8 @@ pub(crate) async fn load(
         ..
     } = kpi_query(&pairs(query)?, &["interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
-        let c = store.sqlite("the load chart")?;
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
-        let mut rows = calliper_store::load_between(c, interval_ns, from, until, MAX_KPI_ROWS + 1)?;
+        let mut rows = store.load_between(interval_ns, from, until, MAX_KPI_ROWS + 1)?;
         let more = rows.len() > MAX_KPI_ROWS;
         rows.truncate(MAX_KPI_ROWS);
         Ok(serde_json::to_vec(
@@ -181,8 +178,7 @@ pub(crate) async fn mos(
 ) -> Result<Response, ApiError> {
     let KpiQuery { from, until, .. } = kpi_query(&pairs(query)?, &["from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
-        let c = store.sqlite("the MOS chart")?;
-        let (counts, without) = calliper_store::mos_bands(c, from, until)?;
+        let (counts, without) = store.mos_bands(from, until)?;
         let bands: Vec<_> = calliper_store::MOS_BANDS
             .iter()
             .zip(counts)

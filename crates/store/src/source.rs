@@ -1,11 +1,13 @@
 //! Where the console reads calls: one SQLite database, or the ClickHouse
 //! tables many probes write to. The search and a call's detail read
-//! either; the rest (KPIs, lists, recordings) is SQLite's alone for now,
-//! and asking ClickHouse for it is a [`StoreError::NotStored`] that says so.
+//! either, and so do the KPI page and the lists; the CSV export and the
+//! recordings are SQLite's alone for now, and asking ClickHouse for them
+//! is a [`StoreError::NotStored`] that says so.
 
 use crate::clickhouse::Reader;
 use crate::search::Search;
 use crate::StoreError;
+use crate::{KpiSum, List, ListQuery, LoadSum, MOS_BANDS};
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
@@ -36,6 +38,63 @@ impl<'a> Source<'a> {
                 Err(_) => Ok(None),
             },
             Source::ClickHouse(r) => r.call_detail(id),
+        }
+    }
+
+    /// KPI counters summed per interval and key ([`crate::kpi_sums_between`]).
+    pub fn kpi_sums_between(
+        self,
+        dimension: &str,
+        interval_ns: i64,
+        from_ns: i64,
+        until_ns: i64,
+        max_rows: usize,
+    ) -> Result<Vec<KpiSum>, StoreError> {
+        match self {
+            Source::Sqlite(c) => {
+                crate::kpi_sums_between(c, dimension, interval_ns, from_ns, until_ns, max_rows)
+            }
+            Source::ClickHouse(r) => {
+                r.kpi_sums_between(dimension, interval_ns, from_ns, until_ns, max_rows)
+            }
+        }
+    }
+
+    /// Load per interval ([`crate::load_between`]).
+    pub fn load_between(
+        self,
+        interval_ns: i64,
+        from_ns: i64,
+        until_ns: i64,
+        max_rows: usize,
+    ) -> Result<Vec<LoadSum>, StoreError> {
+        match self {
+            Source::Sqlite(c) => crate::load_between(c, interval_ns, from_ns, until_ns, max_rows),
+            Source::ClickHouse(r) => r.load_between(interval_ns, from_ns, until_ns, max_rows),
+        }
+    }
+
+    /// Calls per MOS band ([`crate::mos_bands`]).
+    pub fn mos_bands(
+        self,
+        from_ns: i64,
+        until_ns: i64,
+    ) -> Result<([u64; MOS_BANDS.len()], u64), StoreError> {
+        match self {
+            Source::Sqlite(c) => crate::mos_bands(c, from_ns, until_ns),
+            Source::ClickHouse(r) => r.mos_bands(from_ns, until_ns),
+        }
+    }
+
+    /// A list's rows ([`crate::list_rows`]).
+    pub fn list_rows(
+        self,
+        list: List,
+        q: &ListQuery,
+    ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+        match self {
+            Source::Sqlite(c) => crate::list_rows(c, list, q),
+            Source::ClickHouse(r) => r.list_rows(list, q),
         }
     }
 

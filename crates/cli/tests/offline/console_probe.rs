@@ -291,7 +291,7 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
     }
     // It says which parts it serves, so the UI offers only those pages.
     let parts = s.get("/api/console", &[]).json();
-    let want = serde_json::json!({"database": true, "lists": true, "live": false, "probe": false, "rules": false, "store": "sqlite"});
+    let want = serde_json::json!({"database": true, "live": false, "probe": false, "rules": false, "store": "sqlite"});
     assert_eq!(parts, want);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], s.addr.port()));
     let r = request_with_body(addr, "POST", "/api/rules", &[], b"{}");
@@ -304,7 +304,7 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
     let args = ["-o", "/dev/null", "--rules", rules_file.to_str().unwrap()];
     let probe = Probe::start_with(&capture(), &args, &[]);
     let parts = request(probe.addr, "GET", "/api/console", &[]).json();
-    let want = serde_json::json!({"database": false, "lists": false, "live": true, "probe": true, "rules": true, "store": "none"});
+    let want = serde_json::json!({"database": false, "live": true, "probe": true, "rules": true, "store": "none"});
     assert_eq!(parts, want);
     let r = request(probe.addr, "GET", "/api/rules", &[]);
     assert_eq!(r.json()["writable"], false);

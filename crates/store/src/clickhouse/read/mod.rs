@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 mod detail;
+mod pages;
 mod search;
 pub use search::{search_query, Query};
 
