@@ -21,8 +21,9 @@ pub struct ClickHouseArgs {
     #[command(flatten)]
     pub login: Login,
     /// With --clickhouse: write through Distributed tables over this cluster
-    /// (named in the servers' remote_servers): rows are kept in calls_local
-    /// and streams_local on each shard, sharded by record id.
+    /// (named in the servers' remote_servers): rows are kept in each
+    /// table's *_local on each shard (calls_local, streams_local, ...),
+    /// sharded by record id.
     #[arg(long, value_name = "NAME", requires = "clickhouse")]
     pub clickhouse_cluster: Option<String>,
     /// With --clickhouse: keep rows the server has not taken in this
@@ -168,17 +169,38 @@ pub fn print_schema(a: &SchemaArgs) -> Result<()> {
 
 #[derive(clap::Args, Debug)]
 pub struct FlushArgs {
+    /// Where to send it: `http://HOST:PORT`, or several nodes of one
+    /// cluster (with --clickhouse-cluster), comma-separated, tried in turn.
+    /// Each batch goes to the table it was meant for, whatever
+    /// --clickhouse-database says.
+    #[arg(long, value_name = "http://HOST:PORT[,...]", required = true)]
+    pub clickhouse: Option<String>,
     #[command(flatten)]
-    pub clickhouse: ClickHouseArgs,
+    pub login: Login,
+    /// The cluster the probe wrote through (as its --clickhouse-cluster).
+    #[arg(long, value_name = "NAME")]
+    pub clickhouse_cluster: Option<String>,
+    /// The spool directory to send (the probe's --clickhouse-spool).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub clickhouse_spool: Option<PathBuf>,
 }
 
 /// `calliper clickhouse-flush`: sends what waits in the spool, and ends.
 pub fn flush(a: &FlushArgs) -> Result<bool> {
-    if a.clickhouse.clickhouse_spool.is_none() {
-        bail!("give --clickhouse-spool DIR: the spool to send");
-    }
+    let args = ClickHouseArgs {
+        clickhouse: a.clickhouse.clone(),
+        login: a.login.clone(),
+        clickhouse_cluster: a.clickhouse_cluster.clone(),
+        clickhouse_spool: a.clickhouse_spool.clone(),
+        clickhouse_spool_mib: clickhouse::DEFAULT_SPOOL_BYTES >> 20,
+        clickhouse_keep_days: None,
+        clickhouse_batch_rows: clickhouse::DEFAULT_BATCH_ROWS,
+        clickhouse_batch_ms: clickhouse::DEFAULT_BATCH_INTERVAL.as_millis() as u64,
+        // No new rows are written: the name is never stored.
+        probe_name: Some("clickhouse-flush".into()),
+    };
     let say = Box::new(|m: &str| eprintln!("calliper: {m}"));
-    let Some(mut sink) = a.clickhouse.sink(false, say)? else {
+    let Some(mut sink) = args.sink(false, say)? else {
         bail!("give --clickhouse URL: where to send the spool");
     };
     let finished = calliper_store::Sink::finish(&mut sink, "", &serde_json::Value::Null);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 const TOKEN_ENV: &str = "CALLIPER_TOKEN";
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("store").required(true).multiple(false)))]
 #[command(
     long_about = "Serve the web console over a database written with --db: the call search, each call's SIP \
 ladder, streams and quality charts, a CSV export, a JSON API under /api/ and Prometheus metrics at /metrics \
@@ -24,18 +25,17 @@ curl -s 'http://127.0.0.1:8080/api/calls?caller=sipp&status=2xx&limit=10'"
 )]
 pub struct ServeArgs {
     /// The database to show (written by `analyze --db` or `probe --db`).
-    #[arg(
-        long,
-        required_unless_present = "clickhouse",
-        conflicts_with = "clickhouse"
-    )]
+    #[arg(long, group = "store")]
     db: Option<PathBuf>,
     /// Show the calls many probes wrote to ClickHouse (`--clickhouse` of
     /// `analyze` and `probe`) instead: `http://HOST:PORT`, or several nodes
-    /// of one cluster, comma-separated, asked in turn. The search and each
-    /// call with its streams are served; the rest (SIP ladders, KPIs,
-    /// alerts, recordings) stays in each probe's own database for now.
-    #[arg(long, value_name = "http://HOST:PORT[,...]")]
+    /// of one cluster, comma-separated, asked in turn (it finds the
+    /// Distributed tables itself; --clickhouse-database must be the
+    /// probes'). Served: the search (with a probe filter), each call in
+    /// full (SIP ladder, streams, charts, alerts), the KPI page, alerts and
+    /// registrations. Not yet: the CSV export, recordings and the alert
+    /// filter (docs/scale-out.md).
+    #[arg(long, value_name = "http://HOST:PORT[,...]", group = "store")]
     clickhouse: Option<String>,
     #[command(flatten)]
     login: crate::clickhouse::Login,

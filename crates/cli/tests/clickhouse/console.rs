@@ -3,7 +3,7 @@
 //! on their SQLite runs) answer together, call by call and field by
 //! field, in both directions; each call's streams too.
 
-use crate::common::clickhouse::{storable_strings, Server, CLUSTER, PASSWORD};
+use crate::common::clickhouse::{storable_strings, Server, CLUSTER, PASSWORD, READER};
 use crate::common::{self, scratch};
 use crate::run::*;
 use crate::server::{enc, Server as Console};
@@ -85,7 +85,8 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
         wait_for(&servers[0], &sql, sqlite_count(db, "streams"));
     }
     let env = [("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)];
-    let central = Console::serve(&["--clickhouse", &urls], "127.0.0.1:0", &env);
+    let reader = ["--clickhouse", &urls, "--clickhouse-user", READER];
+    let central = Console::serve(&reader, "127.0.0.1:0", &env);
     let own: Vec<Console> = sites
         .iter()
         .map(|(_, _, _, db)| Console::start(db, "127.0.0.1:0", &[], &[]))

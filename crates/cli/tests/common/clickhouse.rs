@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 /// The test server's password for its `default` user.
 pub const PASSWORD: &str = "calliper-test-password";
+/// A user that may only read (and set its queries' own limits), as
+/// docs/scale-out.md advises for the console.
+pub const READER: &str = "reader";
 
 /// The cluster every test server's configuration names (all the servers
 /// started together, one shard each).
@@ -201,8 +204,9 @@ fn write_config(dir: &std::path::Path, port: u16, tcp: u16, shards: &str) {
     let users = format!(
         r#"<?xml version="1.0"?>
 <yandex>
-    <profiles><default></default></profiles>
-    <users><default><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+    <profiles><default></default><reader><readonly>2</readonly></reader></profiles>
+    <users><default><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>
+    <{READER}><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>reader</profile><quota>default</quota></{READER}></users>
     <quotas><default></default></quotas>
 </yandex>
 "#

@@ -90,9 +90,9 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 pub const READ_DEADLINE: Duration = Duration::from_secs(12);
 
 impl Endpoint {
-    /// `http://HOST:PORT` (a path or trailing slash is refused: the
+    /// `http://HOST:PORT`, or with a trailing slash (a path is refused: the
     /// database is given apart). HTTPS is not spoken: put ClickHouse or a
-    /// TLS proxy on the probe's host or a private network.
+    /// TLS proxy on this host or a private network.
     pub fn new(url: &str, user: &str, password: &str) -> Result<Endpoint, String> {
         // Never repeat what may hold a password (`http://user:pw@host`).
         let shown = match url.rsplit_once('@') {
@@ -101,7 +101,7 @@ impl Endpoint {
         };
         let Some(rest) = url.strip_prefix("http://") else {
             let why = if url.starts_with("https://") {
-                "https is not spoken: put a TLS proxy beside the probe, or use a private network"
+                "https is not spoken: put a TLS proxy on this host, or use a private network"
             } else {
                 "give the HTTP interface as http://HOST:PORT"
             };

@@ -184,7 +184,15 @@ impl Reader {
         p.text(&self.database);
         let answer = self.query(sql, p.tables())?;
         let answer = String::from_utf8_lossy(&answer);
-        for table in ["calls", "streams"] {
+        if answer.trim().is_empty() {
+            return Err(StoreError::Invalid(format!(
+                "clickhouse: there is no database {} (or this user may not see it): give the one the probes \
+                 write to with --clickhouse-database",
+                self.database
+            )));
+        }
+        // Every table the probes write, so the console's pages all answer.
+        for table in super::Table::all().map(super::Table::name) {
             if !answer.lines().any(|l| l == table) {
                 return Err(StoreError::Invalid(format!(
                     "clickhouse: the database {} has no table {table}: give the one the probes write to \
@@ -202,7 +210,7 @@ impl Reader {
     /// too many at once) is [`StoreError::Busy`].
     fn query(&self, sql: &str, tables: Vec<External>) -> Result<Vec<u8>, StoreError> {
         let settings = [("max_execution_time", MAX_EXECUTION_SECONDS)];
-        let mut last = None;
+        let mut failed = Vec::new();
         let first = self.answered.load(Relaxed);
         let n = self.endpoints.len();
         for i in (0..n).map(|k| (first + k) % n) {
@@ -218,7 +226,7 @@ impl Reader {
                         e.host()
                     )))
                 }
-                Err(err @ HttpError::Network(_)) => last = Some((e.host().to_string(), err)),
+                Err(err @ HttpError::Network(_)) => failed.push(format!("{}: {err}", e.host())),
                 Err(HttpError::Server { message, .. }) if stopped(&message) => {
                     return Err(StoreError::Busy(format!(
                         "the search was stopped by ClickHouse ({}): narrow it (a time range, a probe, an exact caller or callee)",
@@ -234,8 +242,11 @@ impl Reader {
                 }
             }
         }
-        let (host, err) = last.expect("at least one endpoint");
-        Err(StoreError::Invalid(format!("clickhouse: {host}: {err}")))
+        Err(StoreError::Busy(format!(
+            "clickhouse: no node answered ({}): is ClickHouse listening on that address (its listen_host) \
+             and reachable through the firewall?",
+            failed.join("; ")
+        )))
     }
 }
 
