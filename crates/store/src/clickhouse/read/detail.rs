@@ -51,7 +51,7 @@ impl Reader {
         budget: &mut Budget,
     ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
         let sql = format!(
-            "SELECT {} FROM {}.{} WHERE probe = {} AND day BETWEEN {} AND {} AND {} \
+            "SELECT {} FROM {}.{} PREWHERE probe = {} AND day BETWEEN {} AND {} AND {} \
              ORDER BY {} LIMIT 1 BY record_id LIMIT {} FORMAT RowBinary",
             select_list(&ask.columns),
             self.database,
@@ -76,7 +76,7 @@ impl Reader {
         let columns = call_columns();
         let mut p = Params::default();
         let sql = format!(
-            "SELECT {} FROM {}.calls FINAL WHERE record_id = {} LIMIT 1 FORMAT RowBinary",
+            "SELECT {} FROM {}.calls FINAL PREWHERE record_id = {} LIMIT 1 FORMAT RowBinary",
             select_list(&columns),
             self.database,
             p.uint(id)

@@ -45,7 +45,7 @@ impl Reader {
             .map(|c| format!("ifNull(toInt64(sum({c})), 0) AS {c}"))
             .collect();
         let sql = format!(
-            "SELECT {b} AS bucket, key, {} FROM {}.kpi FINAL WHERE dimension = {} \
+            "SELECT {b} AS bucket, key, {} FROM {}.kpi FINAL PREWHERE dimension = {} \
              AND start_ns >= {} AND start_ns <= {} AND day BETWEEN {} AND {} \
              GROUP BY bucket, key ORDER BY bucket, key LIMIT {} FORMAT RowBinary",
             sums.join(", "),
@@ -92,7 +92,7 @@ impl Reader {
         let sql = format!(
             "SELECT {b} AS bucket, ifNull(toInt64(max(calls_open)), 0), ifNull(toInt64(sum(calls_started)), 0), \
              ifNull(toInt64(sum(calls_ended)), 0) \
-             FROM {}.traffic FINAL WHERE start_ns >= {} AND start_ns <= {} AND day BETWEEN {} AND {} \
+             FROM {}.traffic FINAL PREWHERE start_ns >= {} AND start_ns <= {} AND day BETWEEN {} AND {} \
              GROUP BY bucket ORDER BY bucket LIMIT {} FORMAT RowBinary",
             self.database,
             p.int(from_ns),
@@ -135,13 +135,17 @@ impl Reader {
         let sql = format!(
             "SELECT least({last}, greatest(0, toInt64((assumeNotNull(worst_mos) - 1.0) * 2))) AS band, \
              toInt64(count()), toInt64(0) FROM {db}.calls FINAL \
-             WHERE invite_ns >= {from} AND invite_ns <= {until} AND worst_mos IS NOT NULL GROUP BY band \
+             PREWHERE invite_ns >= {from} AND invite_ns <= {until} AND day BETWEEN {first} AND {last_day} \
+             AND worst_mos IS NOT NULL GROUP BY band \
              UNION ALL SELECT toInt64(-1), toInt64(0), toInt64(count()) FROM {db}.calls FINAL \
-             WHERE invite_ns >= {from} AND invite_ns <= {until} AND answer_ns IS NOT NULL AND worst_mos IS NULL \
+             PREWHERE invite_ns >= {from} AND invite_ns <= {until} AND day BETWEEN {first} AND {last_day} \
+             AND answer_ns IS NOT NULL AND worst_mos IS NULL \
              FORMAT RowBinary",
             db = self.database,
             from = p.int(from_ns),
             until = p.int(until_ns),
+            first = p.day(from_ns, 0),
+            last_day = p.day(until_ns, 0),
         );
         let names = ["band", "calls", "without"];
         let columns: Vec<_> = names.iter().map(|n| (*n, Type::Integer, true)).collect();
@@ -197,7 +201,7 @@ impl Reader {
             list.table(),
             match cond.is_empty() {
                 true => String::new(),
-                false => format!("WHERE {}", cond.join(" AND ")),
+                false => format!("PREWHERE {}", cond.join(" AND ")),
             },
             q.offset.min(MAX_OFFSET),
             limit + 1

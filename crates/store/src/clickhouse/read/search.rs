@@ -7,7 +7,7 @@ use crate::clickhouse::http::External;
 use crate::clickhouse::row_binary;
 use crate::columns::Type;
 use crate::readonly::Budget;
-use crate::search::{Search, Status, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET};
+use crate::search::{Search, Status, DETAIL_MARGIN_NS, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET};
 use crate::StoreError;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
@@ -75,7 +75,7 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
         };
         format!(
             "record_id GLOBAL IN (SELECT assumeNotNull(call_record_id) FROM {db}.streams \
-             WHERE call_record_id IS NOT NULL{after} AND {cond})"
+             PREWHERE call_record_id IS NOT NULL{after} AND {cond})"
         )
     };
     if let Some(t) = s.from_ns {
@@ -192,15 +192,20 @@ pub struct Query {
     pub tables: Vec<External>,
 }
 
-/// The query of a search over the tables in `database` (the page of calls;
-/// their streams' codecs and loss are a second query): public so that a
-/// test can run it on another engine.
+/// The query of a search over the tables in `database`: the page's calls'
+/// ids and days, in order (their rows, and their streams' codecs and
+/// loss, are read next, by id: reading every column of every call that
+/// matches, to sort them, took seconds). Public so that a test can run it
+/// on another engine.
 pub fn search_query(database: &str, s: &Search) -> Result<Query, StoreError> {
     let mut p = Params::default();
     let w = conditions(s, database, &mut p)?;
     let cond = match w.is_empty() {
         true => String::new(),
-        false => format!("WHERE {}", w.join(" AND ")),
+        // PREWHERE: the conditions' columns are read first and the rest
+        // only for the rows that pass (18.16 does not move conditions
+        // there under FINAL by itself; 30 times faster at 100 M calls).
+        false => format!("PREWHERE {}", w.join(" AND ")),
     };
     // SQLite puts NULL first going up and last going down.
     let (dir, nulls) = match s.descending {
@@ -208,9 +213,8 @@ pub fn search_query(database: &str, s: &Search) -> Result<Query, StoreError> {
         false => ("ASC", "FIRST"),
     };
     let sql = format!(
-        "SELECT {} FROM {database}.calls FINAL {cond} ORDER BY {} {dir} NULLS {nulls}, record_id {dir} \
-         LIMIT {}, {} FORMAT RowBinary",
-        select_list(&call_columns()),
+        "SELECT toString(record_id) AS id, toInt64(day) AS page_day, invite_ns FROM {database}.calls FINAL {cond} \
+         ORDER BY {} {dir} NULLS {nulls}, record_id {dir} LIMIT {}, {} FORMAT RowBinary",
         s.sort.column(),
         s.offset.min(MAX_OFFSET),
         s.limit.min(MAX_LIMIT) + 1
@@ -227,20 +231,65 @@ impl Reader {
     pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
         let q = search_query(&self.database, s)?;
         let limit = s.limit.min(MAX_LIMIT) as usize;
-        let columns = call_columns();
         let answer = self.query(&q.sql, q.tables)?;
+        // (An alias `day` would stand for the column in the conditions.)
+        // (FINAL over a Distributed table in 18.16 needs the sort key's
+        // columns selected: `invite_ns`.)
+        let page = [
+            ("id", Type::Text, true),
+            ("page_day", Type::Integer, true),
+            ("invite_ns", Type::Integer, true),
+        ];
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
-        let (mut calls, cut) = decode(&answer, &columns, limit + 1, &mut budget)?;
+        let (page, _) = decode(&answer, &page, limit + 1, &mut budget)?;
+        let more = page.len() > limit;
+        let (mut calls, cut) = self.calls_by_id(&page[..page.len().min(limit)], &mut budget)?;
         if cut {
             return Err(StoreError::Invalid(
                 "the answer would be larger than the console sends at once: narrow the search"
                     .into(),
             ));
         }
-        let more = calls.len() > limit;
-        calls.truncate(limit);
         self.add_stream_summaries(&mut calls)?;
         Ok((calls, more))
+    }
+
+    /// The calls of `page` (ids and days), in its order.
+    fn calls_by_id(
+        &self,
+        page: &[Map<String, Value>],
+        budget: &mut Budget,
+    ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+        let ids: Vec<u64> = page.iter().filter_map(record_id).collect();
+        let mut days: Vec<i64> = page.iter().filter_map(|c| ns(c, "page_day")).collect();
+        days.sort_unstable();
+        days.dedup();
+        if ids.is_empty() {
+            return Ok((Vec::new(), false));
+        }
+        let columns = call_columns();
+        // Day numbers (ours) written here: only a literal set chooses partitions.
+        let sql = format!(
+            "SELECT {} FROM {}.calls FINAL PREWHERE day IN ({}) AND record_id GLOBAL IN (SELECT id FROM _ids) \
+             FORMAT RowBinary",
+            select_list(&columns),
+            self.database,
+            days.iter().map(|d| format!("toDate({d})")).collect::<Vec<_>>().join(", ")
+        );
+        let tables = vec![External {
+            name: "_ids",
+            structure: "id UInt64".into(),
+            rows: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
+        }];
+        let answer = self.query(&sql, tables)?;
+        let (rows, cut) = decode(&answer, &columns, ids.len(), budget)?;
+        let mut by_id: std::collections::HashMap<Option<u64>, Map<String, Value>> =
+            rows.into_iter().map(|r| (record_id(&r), r)).collect();
+        let calls = page
+            .iter()
+            .filter_map(|c| by_id.remove(&record_id(c)))
+            .collect();
+        Ok((calls, cut))
     }
 
     /// Each call's `codecs` (distinct, in order, comma-separated) and
@@ -252,8 +301,11 @@ impl Reader {
         let mut days: Vec<u16> = calls
             .iter()
             .flat_map(|c| {
-                let first = row_binary::day(ns(c, "invite_ns").unwrap_or(0)).saturating_sub(1);
-                let last = row_binary::day(ns(c, "end_ns").unwrap_or(0)).saturating_add(1);
+                // A stream starts after its call's INVITE (a margin for
+                // clocks) and before its end.
+                let invite = ns(c, "invite_ns").unwrap_or(0);
+                let first = row_binary::day(invite.saturating_sub(DETAIL_MARGIN_NS));
+                let last = row_binary::day(ns(c, "end_ns").unwrap_or(0));
                 first..=last.max(first).min(first.saturating_add(7))
             })
             .collect();
@@ -264,27 +316,18 @@ impl Reader {
         }
         let sql = format!(
             "SELECT toString(assumeNotNull(call_record_id)), arrayStringConcat(arraySort(groupUniqArray(codec)), ','), \
-             max(loss_percent) FROM {}.streams WHERE day GLOBAL IN (SELECT d FROM _days) \
+             max(loss_percent) FROM {}.streams PREWHERE day IN ({}) \
              AND call_record_id GLOBAL IN (SELECT id FROM _ids) GROUP BY call_record_id FORMAT RowBinary",
-            self.database
+            self.database,
+            // Day numbers written here: a set from a subquery does not
+            // choose partitions in 18.16 (every day's streams were read).
+            days.iter().map(|d| format!("toDate({d})")).collect::<Vec<_>>().join(", ")
         );
-        let column = |name, structure: &str, rows: Vec<u8>| External {
-            name,
-            structure: structure.into(),
-            rows,
-        };
-        let tables = vec![
-            column(
-                "_ids",
-                "id UInt64",
-                ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
-            ),
-            column(
-                "_days",
-                "d Date",
-                days.iter().flat_map(|d| d.to_le_bytes()).collect(),
-            ),
-        ];
+        let tables = vec![External {
+            name: "_ids",
+            structure: "id UInt64".into(),
+            rows: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
+        }];
         let answer = self.query(&sql, tables)?;
         let columns = [
             ("call", Type::Text, true),
