@@ -92,7 +92,7 @@ fn related_streams(
 /// when no call has this id.
 pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
     let mut budget = Budget::new(MAX_ANSWER_BYTES);
-    let Some(mut call) = budget
+    let Some(call) = budget
         .rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?
         .pop()
     else {
@@ -180,12 +180,37 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     if more {
         truncated.push("related_streams");
     }
-    call.insert("related_streams".into(), list(related));
-    let legs = crate::legs::loss_by_leg(&streams);
-    call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);
-    call.insert("streams".into(), list(streams));
-    call.insert("messages".into(), list(messages));
-    call.insert("alerts".into(), list(alerts));
-    call.insert("truncated".into(), truncated.into());
-    Ok(Some(Value::Object(call)))
+    let parts = Parts {
+        streams,
+        messages,
+        alerts,
+        related,
+        truncated,
+    };
+    Ok(Some(parts.into_detail(call)?))
+}
+
+/// What a call's detail holds besides its record, read from either store.
+pub(crate) struct Parts {
+    pub(crate) streams: Vec<Map<String, Value>>,
+    pub(crate) messages: Vec<Map<String, Value>>,
+    pub(crate) alerts: Vec<Map<String, Value>>,
+    pub(crate) related: Vec<Map<String, Value>>,
+    /// The kinds of which more were stored than are given.
+    pub(crate) truncated: Vec<&'static str>,
+}
+
+impl Parts {
+    /// The call's record with its parts, and where each direction's loss
+    /// was introduced ([`crate::legs`]).
+    pub(crate) fn into_detail(self, mut call: Map<String, Value>) -> Result<Value, StoreError> {
+        let legs = crate::legs::loss_by_leg(&self.streams);
+        call.insert("related_streams".into(), list(self.related));
+        call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);
+        call.insert("streams".into(), list(self.streams));
+        call.insert("messages".into(), list(self.messages));
+        call.insert("alerts".into(), list(self.alerts));
+        call.insert("truncated".into(), self.truncated.into());
+        Ok(Value::Object(call))
+    }
 }

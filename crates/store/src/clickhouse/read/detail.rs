@@ -9,7 +9,7 @@
 use super::{call_columns, decode, head_and, ns, select_list, Params, Reader};
 use crate::columns::{self, Type};
 use crate::detail::{
-    MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
+    Parts, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
     MAX_RELATED_STREAMS,
 };
 use crate::readonly::Budget;
@@ -82,7 +82,7 @@ impl Reader {
             p.uint(id)
         );
         let answer = self.query(&sql, p.tables())?;
-        let Some(mut call) = decode(&answer, &columns, 1, &mut budget)?.0.pop() else {
+        let Some(call) = decode(&answer, &columns, 1, &mut budget)?.0.pop() else {
             return Ok(None);
         };
         let text = |k: &str| {
@@ -175,16 +175,14 @@ impl Reader {
         if more {
             truncated.push("related_streams");
         }
-        let list =
-            |v: Vec<Map<String, Value>>| Value::Array(v.into_iter().map(Value::Object).collect());
-        call.insert("related_streams".into(), list(related));
-        let legs = crate::legs::loss_by_leg(&streams);
-        call.insert("loss_by_leg".into(), serde_json::to_value(legs)?);
-        call.insert("streams".into(), list(streams));
-        call.insert("messages".into(), list(messages));
-        call.insert("alerts".into(), list(alerts));
-        call.insert("truncated".into(), truncated.into());
-        Ok(Some(Value::Object(call)))
+        let parts = Parts {
+            streams,
+            messages,
+            alerts,
+            related,
+            truncated,
+        };
+        Ok(Some(parts.into_detail(call)?))
     }
 
     /// Each stream's interval reports (`intervals`), as SQLite's detail

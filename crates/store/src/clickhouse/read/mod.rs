@@ -250,6 +250,24 @@ impl Reader {
     }
 }
 
+/// Record ids as the external table `_ids` (`id UInt64`), for
+/// `GLOBAL IN (SELECT id FROM _ids)`.
+fn ids_table(ids: &[u64]) -> External {
+    External {
+        name: "_ids",
+        structure: "id UInt64".into(),
+        rows: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
+    }
+}
+
+/// Days (since 1970) as a literal set, `toDate(N), ...`: numbers written
+/// here, since only a literal set chooses partitions in 18.16 (a set from
+/// a subquery read every day).
+fn day_set<D: std::fmt::Display>(days: &[D]) -> String {
+    let days: Vec<String> = days.iter().map(|d| format!("toDate({d})")).collect();
+    days.join(", ")
+}
+
 /// True for ClickHouse's errors that stop a query for its cost: too long
 /// (159), too much memory (241), too many queries at once (202).
 fn stopped(message: &str) -> bool {

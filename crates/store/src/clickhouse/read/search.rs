@@ -2,7 +2,7 @@
 //! calls table (and subqueries on the streams), each value a column of
 //! the external table `_p`.
 
-use super::{call_columns, decode, ns, record_id, select_list, Params, Reader};
+use super::{call_columns, day_set, decode, ids_table, ns, record_id, select_list, Params, Reader};
 use crate::clickhouse::http::External;
 use crate::clickhouse::row_binary;
 use crate::columns::Type;
@@ -268,20 +268,14 @@ impl Reader {
             return Ok((Vec::new(), false));
         }
         let columns = call_columns();
-        // Day numbers (ours) written here: only a literal set chooses partitions.
         let sql = format!(
             "SELECT {} FROM {}.calls FINAL PREWHERE day IN ({}) AND record_id GLOBAL IN (SELECT id FROM _ids) \
              FORMAT RowBinary",
             select_list(&columns),
             self.database,
-            days.iter().map(|d| format!("toDate({d})")).collect::<Vec<_>>().join(", ")
+            day_set(&days)
         );
-        let tables = vec![External {
-            name: "_ids",
-            structure: "id UInt64".into(),
-            rows: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
-        }];
-        let answer = self.query(&sql, tables)?;
+        let answer = self.query(&sql, vec![ids_table(&ids)])?;
         let (rows, cut) = decode(&answer, &columns, ids.len(), budget)?;
         let mut by_id: std::collections::HashMap<Option<u64>, Map<String, Value>> =
             rows.into_iter().map(|r| (record_id(&r), r)).collect();
@@ -319,16 +313,9 @@ impl Reader {
              max(loss_percent) FROM {}.streams PREWHERE day IN ({}) \
              AND call_record_id GLOBAL IN (SELECT id FROM _ids) GROUP BY call_record_id FORMAT RowBinary",
             self.database,
-            // Day numbers written here: a set from a subquery does not
-            // choose partitions in 18.16 (every day's streams were read).
-            days.iter().map(|d| format!("toDate({d})")).collect::<Vec<_>>().join(", ")
+            day_set(&days)
         );
-        let tables = vec![External {
-            name: "_ids",
-            structure: "id UInt64".into(),
-            rows: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
-        }];
-        let answer = self.query(&sql, tables)?;
+        let answer = self.query(&sql, vec![ids_table(&ids)])?;
         let columns = [
             ("call", Type::Text, true),
             ("codecs", Type::Text, true),
