@@ -226,7 +226,12 @@ pub fn try_request(
         if let Some(e) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             break e;
         }
-        let n = s.read(&mut buf)?;
+        // A signal to this test process (a child ending) interrupts a read:
+        // read again, as `read_to_end` does.
+        let n = match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r?,
+        };
         if n == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
