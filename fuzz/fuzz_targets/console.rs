@@ -34,7 +34,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(search) = calliper_console::search_from_query(text) {
         let conn = calliper_store::open_searchable(database()).unwrap();
-        let (calls, _) = calliper_store::search_calls(&conn, &search).unwrap();
-        assert!(calls.len() <= search.limit as usize);
+        match calliper_store::search_calls(&conn, &search) {
+            Ok((calls, _)) => assert!(calls.len() <= search.limit as usize),
+            // One probe's SQLite file cannot filter by probe: a 404 that says why.
+            Err(calliper_store::StoreError::NotStored(_)) if search.probe.is_some() => {}
+            Err(e) => panic!("a search that was taken failed: {e}"),
+        }
     }
 });
