@@ -63,6 +63,13 @@ for name in sorted(os.listdir(spool_dir)):
     batches += 1
 assert batches > 0, f"no spooled batches in {spool_dir}"
 
+# The Call-ID lookup, filled by its materialised view: one row per call.
+def distinct_ids(table):
+    return int(s.query(f"SELECT count(DISTINCT record_id) FROM calliper.{table}", "CSV").data().strip())
+
+
+assert distinct_ids("call_ids") == distinct_ids("calls") > 0, (distinct_ids("call_ids"), distinct_ids("calls"))
+
 
 def canon(v):
     """A value as both databases' forms reduce to it."""

@@ -74,9 +74,28 @@ fn tables_made_by_an_earlier_version_gain_the_columns_they_lack() {
         "CREATE TABLE calliper.calls (probe String, record_id UInt64, day Date, call_id String, invite_ns Int64) \
          ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (invite_ns, record_id)",
     );
+    // Calls an earlier version wrote, before the Call-ID lookup existed.
+    ch.query(
+        "INSERT INTO calliper.calls (probe, record_id, day, call_id, invite_ns) VALUES \
+         ('old', 1, '2024-01-02', 'old-1@x', 1704153600000000000), ('old', 2, '2024-01-03', 'old-2@x', 1704240000000000000)",
+    );
     let (file, db) = (&capture("sipp_calls"), db("older"));
     succeeded(&analyze(file, &db, &ch.url, "older", &[]), "older tables");
     assert!(assert_equal(&ch, &db, "older", "older tables") > 0);
+    // The lookup holds every call: the earlier ones copied when it was
+    // made, the new ones through its view.
+    let count = |sql: &str| ch.query(sql).trim().parse::<u64>().unwrap();
+    let calls = count("SELECT count(DISTINCT record_id) FROM calliper.calls");
+    assert!(calls > 2);
+    assert_eq!(
+        count("SELECT count(DISTINCT record_id) FROM calliper.call_ids"),
+        calls
+    );
+    assert_eq!(
+        ch.query("SELECT toString(day) FROM calliper.call_ids WHERE call_id = 'old-2@x'")
+            .trim(),
+        "2024-01-03"
+    );
 }
 
 /// What the sink sends, checked against a current ClickHouse (chdb, the
@@ -171,7 +190,7 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
     for (n, q) in searches.iter().enumerate() {
         let mut s = calliper_console::search_from_query(q).unwrap();
         s.limit = calliper_store::MAX_LIMIT;
-        let query = calliper_store::clickhouse::search_query("calliper", &s).unwrap();
+        let query = calliper_store::clickhouse::search_query("calliper", &s, None).unwrap();
         s.probe = None;
         let (found, _) = calliper_store::search_calls(&conn, &s).unwrap();
         std::fs::write(dir.join(format!("{n}.sql")), &query.sql).unwrap();
@@ -181,5 +200,62 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
             std::fs::write(dir.join(format!("{n}.bin")), &p.rows).unwrap();
         }
     }
+    call_id_queries(&conn, dir, searches.len());
     dir.to_path_buf()
+}
+
+/// Two more queries for chdb_check.py, numbered from `n`: the Call-ID
+/// lookup of the database's first call (a row per day its Call-ID is on),
+/// and the search for that Call-ID narrowed to the places SQLite gives
+/// (the calls SQLite finds for it).
+fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize) {
+    use calliper_store::clickhouse::{call_id_lookup_query, search_query, CallIdPlaces};
+    let call_id: String = conn
+        .query_row("SELECT call_id FROM calls ORDER BY id LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let invites: Vec<i64> = conn
+        .prepare("SELECT invite_ns FROM calls WHERE call_id = ?1")
+        .unwrap()
+        .query_map([&call_id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut days: Vec<i64> = invites
+        .iter()
+        .map(|t| t.div_euclid(86_400_000_000_000))
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    let places = CallIdPlaces {
+        days: days.clone(),
+        invites: (
+            *invites.iter().min().unwrap(),
+            *invites.iter().max().unwrap(),
+        ),
+    };
+    let s = calliper_store::Search {
+        call_id: Some(call_id.clone()),
+        limit: calliper_store::MAX_LIMIT,
+        ..calliper_store::Search::default()
+    };
+    let (found, _) = calliper_store::search_calls(conn, &s).unwrap();
+    for (i, (query, expected)) in [
+        (call_id_lookup_query("calliper", &call_id), days.len()),
+        (
+            search_query("calliper", &s, Some(&places)).unwrap(),
+            found.len(),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = n + i;
+        std::fs::write(dir.join(format!("{k}.sql")), &query.sql).unwrap();
+        std::fs::write(dir.join(format!("{k}.expected")), expected.to_string()).unwrap();
+        let p = query.tables.first().unwrap();
+        std::fs::write(dir.join(format!("{k}.structure")), &p.structure).unwrap();
+        std::fs::write(dir.join(format!("{k}.bin")), &p.rows).unwrap();
+    }
 }

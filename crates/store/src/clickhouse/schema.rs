@@ -39,6 +39,45 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
             ));
         }
     }
+    statements.extend(call_id_lookup(database, cluster));
+    statements
+}
+
+/// The Call-ID lookup table: each call's Call-ID, day, INVITE time and id,
+/// sorted by Call-ID, so that a search for one Call-ID reads a few index
+/// marks per day and then only the granules of those days and times (the
+/// calls table is sorted by time: without it, such a search read every
+/// Call-ID of every day). The server fills it itself: a materialised view
+/// copies each block inserted into the calls table. Kept by day, like the
+/// calls, and dropped with them.
+pub(crate) const LOOKUP: &str = "call_ids";
+/// The materialised view that feeds [`LOOKUP`].
+const FEED: &str = "call_ids_feed";
+
+/// The lookup's statements: the table (with a cluster, `_local` on each
+/// shard behind a `Distributed` one, sharded as the calls are), then the
+/// view that fills it from the calls kept on the same server.
+fn call_id_lookup(database: &str, cluster: Option<&str>) -> Vec<String> {
+    let local = |name: &str| match cluster {
+        Some(_) => format!("{name}_local"),
+        None => name.to_string(),
+    };
+    let (stored, calls) = (local(LOOKUP), local(Table::CALLS.name()));
+    let mut statements = vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {database}.{stored} (call_id String, day Date, invite_ns Int64, record_id UInt64) \
+             ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (call_id, record_id)"
+        ),
+        format!(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.{FEED} TO {database}.{stored} \
+             AS SELECT call_id, day, invite_ns, record_id FROM {database}.{calls}"
+        ),
+    ];
+    if let Some(cluster) = cluster {
+        statements.push(format!(
+            "CREATE TABLE IF NOT EXISTS {database}.{LOOKUP} AS {database}.{stored} ENGINE = Distributed({cluster}, {database}, {stored}, record_id)"
+        ));
+    }
     statements
 }
 
@@ -75,6 +114,15 @@ impl Schema {
                 None => engines.push((t.name().to_string(), "ReplacingMergeTree")),
             }
         }
+        let lookup = match cluster {
+            Some(_) => {
+                engines.push((LOOKUP.to_string(), "Distributed"));
+                format!("{LOOKUP}_local")
+            }
+            None => LOOKUP.to_string(),
+        };
+        engines.push((lookup, "ReplacingMergeTree"));
+        engines.push((FEED.to_string(), "MaterializedView"));
         Schema {
             statements: schema(database, cluster),
             database: database.to_string(),
@@ -101,6 +149,7 @@ impl Schema {
     /// refused `CREATE` (a user allowed to insert, not to create) is not an
     /// error when the tables are there.
     pub(crate) fn make(&self, e: &Endpoint) -> Result<(), HttpError> {
+        let lookup_was_there = self.has_lookup(e)?;
         for statement in &self.statements {
             if let Err(n @ HttpError::Network(_)) = e.post(statement.as_bytes()) {
                 return Err(n);
@@ -150,7 +199,42 @@ impl Schema {
                 }
             }
         }
+        if !lookup_was_there {
+            // Calls written before the lookup existed (by an older
+            // version): the view sees only inserts from now on. A call
+            // both copied here and inserted meanwhile is one row once
+            // merged, and the search reads the lookup's days, not rows.
+            let (stored, calls) = self.lookup_names();
+            let fill = format!(
+                "INSERT INTO {db}.{stored} SELECT call_id, day, invite_ns, record_id FROM {db}.{calls}",
+                db = self.database
+            );
+            e.post(fill.as_bytes())?;
+        }
         Ok(())
+    }
+
+    /// The lookup's stored table and the calls table it is filled from, on
+    /// this server.
+    fn lookup_names(&self) -> (String, String) {
+        let calls = Table::CALLS.name();
+        match self.engines.iter().any(|(_, e)| *e == "Distributed") {
+            true => (format!("{LOOKUP}_local"), format!("{calls}_local")),
+            false => (LOOKUP.to_string(), calls.to_string()),
+        }
+    }
+
+    /// Whether the server already has the lookup's stored table.
+    fn has_lookup(&self, e: &Endpoint) -> Result<bool, HttpError> {
+        let (stored, _) = self.lookup_names();
+        let answer = e.post(
+            format!(
+                "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{stored}' FORMAT TSV",
+                self.database
+            )
+            .as_bytes(),
+        )?;
+        Ok(String::from_utf8_lossy(&answer).trim() != "0")
     }
 }
 

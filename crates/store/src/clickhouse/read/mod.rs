@@ -20,7 +20,7 @@ use std::sync::Arc;
 mod detail;
 mod pages;
 mod search;
-pub use search::{search_query, Query};
+pub use search::{call_id_lookup_query, search_query, CallIdPlaces, Query};
 
 /// Longest a console's query may run on the server (seconds).
 const MAX_EXECUTION_SECONDS: &str = "10";
@@ -192,7 +192,8 @@ impl Reader {
             )));
         }
         // Every table the probes write, so the console's pages all answer.
-        for table in super::Table::all().map(super::Table::name) {
+        let lookup = std::iter::once(super::schema::LOOKUP);
+        for table in super::Table::all().map(super::Table::name).chain(lookup) {
             if !answer.lines().any(|l| l == table) {
                 return Err(StoreError::Invalid(format!(
                     "clickhouse: the database {} has no table {table}: give the one the probes write to \

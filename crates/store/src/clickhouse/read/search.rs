@@ -192,14 +192,59 @@ pub struct Query {
     pub tables: Vec<External>,
 }
 
+/// Where the calls of one Call-ID are, from the lookup table: their days
+/// and the span of their INVITEs. A search for a Call-ID reads only there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallIdPlaces {
+    /// Days since 1970, in order (none: no call has that Call-ID).
+    pub days: Vec<i64>,
+    /// The first and last INVITE of those calls, ns.
+    pub invites: (i64, i64),
+}
+
+/// Days of one Call-ID past which the search does not narrow by them (a
+/// Call-ID reused on that many days is searched as without the lookup).
+const MAX_PLACE_DAYS: usize = 64;
+
+/// The lookup of a Call-ID's places: a row per day (its number, first and
+/// last INVITE), at most one more than [`MAX_PLACE_DAYS`]. Public so that a
+/// test can run it on another engine.
+pub fn call_id_lookup_query(database: &str, call_id: &str) -> Query {
+    let mut p = Params::default();
+    let sql = format!(
+        "SELECT toInt64(day), min(invite_ns), max(invite_ns) FROM {database}.{} PREWHERE call_id = {} \
+         GROUP BY day ORDER BY day LIMIT {} FORMAT RowBinary",
+        crate::clickhouse::schema::LOOKUP,
+        p.text(call_id),
+        MAX_PLACE_DAYS + 1
+    );
+    Query {
+        sql,
+        tables: p.tables(),
+    }
+}
+
 /// The query of a search over the tables in `database`: the page's calls'
 /// ids and days, in order (their rows, and their streams' codecs and
 /// loss, are read next, by id: reading every column of every call that
-/// matches, to sort them, took seconds). Public so that a test can run it
-/// on another engine.
-pub fn search_query(database: &str, s: &Search) -> Result<Query, StoreError> {
+/// matches, to sort them, took seconds). With a Call-ID's `places`, only
+/// those days and that span of INVITEs are read (the numbers come from the
+/// server, and only a literal set of days chooses partitions in 18.16).
+/// Public so that a test can run it on another engine.
+pub fn search_query(
+    database: &str,
+    s: &Search,
+    places: Option<&CallIdPlaces>,
+) -> Result<Query, StoreError> {
     let mut p = Params::default();
-    let w = conditions(s, database, &mut p)?;
+    let mut w = conditions(s, database, &mut p)?;
+    if let Some(places) = places {
+        let (first, last) = places.invites;
+        w.push(format!(
+            "day IN ({}) AND invite_ns BETWEEN {first} AND {last}",
+            day_set(&places.days)
+        ));
+    }
     let cond = match w.is_empty() {
         true => String::new(),
         // PREWHERE: the conditions' columns are read first and the rest
@@ -229,7 +274,14 @@ impl Reader {
     /// The calls `s` selects, in its order, and whether more follow; each
     /// with its codecs and its streams' worst loss, as over SQLite.
     pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let q = search_query(&self.database, s)?;
+        let places = match &s.call_id {
+            Some(id) => self.call_id_places(id)?,
+            None => None,
+        };
+        if places.as_ref().is_some_and(|p| p.days.is_empty()) {
+            return Ok((Vec::new(), false));
+        }
+        let q = search_query(&self.database, s, places.as_ref())?;
         let limit = s.limit.min(MAX_LIMIT) as usize;
         let answer = self.query(&q.sql, q.tables)?;
         // (An alias `day` would stand for the column in the conditions.)
@@ -252,6 +304,28 @@ impl Reader {
         }
         self.add_stream_summaries(&mut calls)?;
         Ok((calls, more))
+    }
+
+    /// Where the calls with `call_id` are (None: on too many days to say).
+    fn call_id_places(&self, call_id: &str) -> Result<Option<CallIdPlaces>, StoreError> {
+        let q = call_id_lookup_query(&self.database, call_id);
+        let answer = self.query(&q.sql, q.tables)?;
+        let columns = [
+            ("day", Type::Integer, true),
+            ("first", Type::Integer, true),
+            ("last", Type::Integer, true),
+        ];
+        let mut budget = Budget::new(MAX_ANSWER_BYTES);
+        let (rows, _) = decode(&answer, &columns, MAX_PLACE_DAYS + 1, &mut budget)?;
+        if rows.len() > MAX_PLACE_DAYS {
+            return Ok(None);
+        }
+        let first = rows.iter().filter_map(|r| ns(r, "first")).min();
+        let last = rows.iter().filter_map(|r| ns(r, "last")).max();
+        Ok(Some(CallIdPlaces {
+            days: rows.iter().filter_map(|r| ns(r, "day")).collect(),
+            invites: (first.unwrap_or(0), last.unwrap_or(0)),
+        }))
     }
 
     /// The calls of `page` (ids and days), in its order.
