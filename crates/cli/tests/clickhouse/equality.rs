@@ -82,18 +82,20 @@ fn tables_made_by_an_earlier_version_gain_the_columns_they_lack() {
     let (file, db) = (&capture("sipp_calls"), db("older"));
     succeeded(&analyze(file, &db, &ch.url, "older", &[]), "older tables");
     assert!(assert_equal(&ch, &db, "older", "older tables") > 0);
-    // The lookup holds every call: the earlier ones copied when it was
-    // made, the new ones through its view.
+    // The call index holds every call: the earlier ones copied when it
+    // was made, the new ones through its view.
     let count = |sql: &str| ch.query(sql).trim().parse::<u64>().unwrap();
     let calls = count("SELECT count(DISTINCT record_id) FROM calliper.calls");
     assert!(calls > 2);
     assert_eq!(
-        count("SELECT count(DISTINCT record_id) FROM calliper.call_ids"),
+        count("SELECT count(DISTINCT record_id) FROM calliper.call_index WHERE kind = 0"),
         calls
     );
     assert_eq!(
-        ch.query("SELECT toString(day) FROM calliper.call_ids WHERE call_id = 'old-2@x'")
-            .trim(),
+        ch.query(
+            "SELECT toString(day) FROM calliper.call_index WHERE kind = 0 AND key = 'old-2@x'"
+        )
+        .trim(),
         "2024-01-03"
     );
 }
@@ -204,47 +206,42 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
     dir.to_path_buf()
 }
 
-/// Two more queries for chdb_check.py, numbered from `n`: the Call-ID
-/// lookup of the database's first call (a row per day its Call-ID is on),
-/// and the search for that Call-ID narrowed to the places SQLite gives
-/// (the calls SQLite finds for it).
+/// Two more queries for chdb_check.py, numbered from `n`: the call index's
+/// answer for the Call-ID of the database's first call (a row per distinct
+/// day and INVITE time), and the search for that Call-ID narrowed to the
+/// times SQLite gives (the calls SQLite finds for it).
 fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize) {
-    use calliper_store::clickhouse::{call_id_lookup_query, search_query, CallIdPlaces};
+    use calliper_store::clickhouse::{index_query, search_query, Indexed};
     let call_id: String = conn
         .query_row("SELECT call_id FROM calls ORDER BY id LIMIT 1", [], |r| {
             r.get(0)
         })
         .unwrap();
-    let invites: Vec<i64> = conn
-        .prepare("SELECT invite_ns FROM calls WHERE call_id = ?1")
+    let mut invites: Vec<i64> = conn
+        .prepare("SELECT DISTINCT invite_ns FROM calls WHERE call_id = ?1")
         .unwrap()
         .query_map([&call_id], |r| r.get(0))
         .unwrap()
         .map(Result::unwrap)
         .collect();
+    invites.sort_unstable();
     let mut days: Vec<i64> = invites
         .iter()
         .map(|t| t.div_euclid(86_400_000_000_000))
         .collect();
-    days.sort_unstable();
     days.dedup();
-    let places = CallIdPlaces {
-        days: days.clone(),
-        invites: (
-            *invites.iter().min().unwrap(),
-            *invites.iter().max().unwrap(),
-        ),
-    };
     let s = calliper_store::Search {
         call_id: Some(call_id.clone()),
         limit: calliper_store::MAX_LIMIT,
         ..calliper_store::Search::default()
     };
     let (found, _) = calliper_store::search_calls(conn, &s).unwrap();
+    let n_invites = invites.len();
+    let indexed = Indexed { days, invites };
     for (i, (query, expected)) in [
-        (call_id_lookup_query("calliper", &call_id), days.len()),
+        (index_query("calliper", &s).unwrap(), n_invites),
         (
-            search_query("calliper", &s, Some(&places)).unwrap(),
+            search_query("calliper", &s, Some(&indexed)).unwrap(),
             found.len(),
         ),
     ]

@@ -16,6 +16,13 @@ use crate::StoreError;
 /// that a row sent twice meets itself on one shard (where `FINAL` makes it
 /// one); each server a probe or the console talks to needs these.
 pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
+    let mut statements = table_statements(database, cluster);
+    statements.extend(call_index(database, cluster));
+    statements
+}
+
+/// The database and the tables of [`Table::all`].
+fn table_statements(database: &str, cluster: Option<&str>) -> Vec<String> {
     let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
     for table in Table::all() {
         let name = table.name();
@@ -39,25 +46,54 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
             ));
         }
     }
-    statements.extend(call_id_lookup(database, cluster));
     statements
 }
 
-/// The Call-ID lookup table: each call's Call-ID, day, INVITE time and id,
-/// sorted by Call-ID, so that a search for one Call-ID reads a few index
-/// marks per day and then only the granules of those days and times (the
-/// calls table is sorted by time: without it, such a search read every
-/// Call-ID of every day). The server fills it itself: a materialised view
-/// copies each block inserted into the calls table. Kept by day, like the
-/// calls, and dropped with them.
-pub(crate) const LOOKUP: &str = "call_ids";
+/// The call index: for each call, a row per value a search names exactly
+/// (its Call-ID, its caller's and its callee's user part: [`IndexKey`]),
+/// with the call's day, INVITE time and id, sorted by kind, value and time.
+/// A search for one of them reads there the INVITE times it wants, then
+/// only those granules of the calls (sorted by time): without it, a
+/// search for a Call-ID read every Call-ID of every day, and one for a
+/// caller every caller of its days. The server fills it itself: a
+/// materialised view copies each block inserted into the calls table.
+/// Kept by day, like the calls, and dropped with them.
+pub(crate) const LOOKUP: &str = "call_index";
 /// The materialised view that feeds [`LOOKUP`].
-const FEED: &str = "call_ids_feed";
+const FEED: &str = "call_index_feed";
 
-/// The lookup's statements: the table (with a cluster, `_local` on each
+/// What a row of the call index is for (its `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum IndexKey {
+    /// The Call-ID.
+    CallId = 0,
+    /// The From user (the `caller` filter).
+    Caller = 1,
+    /// The To user (the `callee` filter).
+    Callee = 2,
+}
+
+/// The call index's rows of the calls in `database`.`calls`: the view's
+/// query, and the copy of calls an older version wrote.
+fn index_rows(database: &str, calls: &str) -> String {
+    format!(
+        "SELECT k.1 AS kind, k.2 AS key, day, invite_ns, record_id FROM {database}.{calls} \
+         ARRAY JOIN arrayFilter(x -> x.2 != '', [({}, call_id), ({}, ifNull(from_user, '')), ({}, ifNull(to_user, ''))]) AS k",
+        key_literal(IndexKey::CallId),
+        key_literal(IndexKey::Caller),
+        key_literal(IndexKey::Callee)
+    )
+}
+
+fn key_literal(k: IndexKey) -> String {
+    format!("toUInt8({})", k as u8)
+}
+
+/// The index's statements: the table (with a cluster, `_local` on each
 /// shard behind a `Distributed` one, sharded as the calls are), then the
 /// view that fills it from the calls kept on the same server.
-fn call_id_lookup(database: &str, cluster: Option<&str>) -> Vec<String> {
+fn call_index(database: &str, cluster: Option<&str>) -> Vec<String> {
     let local = |name: &str| match cluster {
         Some(_) => format!("{name}_local"),
         None => name.to_string(),
@@ -65,12 +101,12 @@ fn call_id_lookup(database: &str, cluster: Option<&str>) -> Vec<String> {
     let (stored, calls) = (local(LOOKUP), local(Table::CALLS.name()));
     let mut statements = vec![
         format!(
-            "CREATE TABLE IF NOT EXISTS {database}.{stored} (call_id String, day Date, invite_ns Int64, record_id UInt64) \
-             ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (call_id, record_id)"
+            "CREATE TABLE IF NOT EXISTS {database}.{stored} (kind UInt8, key String, day Date, invite_ns Int64, record_id UInt64) \
+             ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (kind, key, invite_ns, record_id)"
         ),
         format!(
-            "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.{FEED} TO {database}.{stored} \
-             AS SELECT call_id, day, invite_ns, record_id FROM {database}.{calls}"
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.{FEED} TO {database}.{stored} AS {}",
+            index_rows(database, &calls)
         ),
     ];
     if let Some(cluster) = cluster {
@@ -85,10 +121,15 @@ fn call_id_lookup(database: &str, cluster: Option<&str>) -> Vec<String> {
 /// table of the same name made otherwise (a database first written without
 /// a cluster, then with one) is refused by name rather than written wrongly.
 pub(crate) struct Schema {
+    /// The database and the tables of [`Table::all`].
     statements: Vec<String>,
+    /// The call index, made once the calls table has its columns.
+    index_statements: Vec<String>,
     database: String,
-    /// (table, engine) as `schema` makes them.
+    /// (table, engine) as `schema` makes them, the tables'.
     engines: Vec<(String, &'static str)>,
+    /// The same for the call index.
+    index_engines: Vec<(String, &'static str)>,
 }
 
 /// The columns of each table name the schema makes (stored and `Distributed`).
@@ -114,19 +155,22 @@ impl Schema {
                 None => engines.push((t.name().to_string(), "ReplacingMergeTree")),
             }
         }
+        let mut index_engines = Vec::new();
         let lookup = match cluster {
             Some(_) => {
-                engines.push((LOOKUP.to_string(), "Distributed"));
+                index_engines.push((LOOKUP.to_string(), "Distributed"));
                 format!("{LOOKUP}_local")
             }
             None => LOOKUP.to_string(),
         };
-        engines.push((lookup, "ReplacingMergeTree"));
-        engines.push((FEED.to_string(), "MaterializedView"));
+        index_engines.push((lookup, "ReplacingMergeTree"));
+        index_engines.push((FEED.to_string(), "MaterializedView"));
         Schema {
-            statements: schema(database, cluster),
+            statements: table_statements(database, cluster),
+            index_statements: call_index(database, cluster),
             database: database.to_string(),
             engines,
+            index_engines,
         }
     }
 
@@ -134,6 +178,7 @@ impl Schema {
     pub(crate) fn stored_tables(&self) -> Vec<&str> {
         self.engines
             .iter()
+            .chain(&self.index_engines)
             .filter(|(_, e)| *e == "ReplacingMergeTree")
             .map(|(t, _)| t.as_str())
             .collect()
@@ -149,12 +194,31 @@ impl Schema {
     /// refused `CREATE` (a user allowed to insert, not to create) is not an
     /// error when the tables are there.
     pub(crate) fn make(&self, e: &Endpoint) -> Result<(), HttpError> {
-        let lookup_was_there = self.has_lookup(e)?;
-        for statement in &self.statements {
-            if let Err(n @ HttpError::Network(_)) = e.post(statement.as_bytes()) {
-                return Err(n);
-            }
+        let index_was_there = self.has_lookup(e)?;
+        run(e, &self.statements)?;
+        self.check_engines(e, &self.engines)?;
+        self.add_columns(e)?;
+        // After the columns: the index's view reads the calls' users.
+        run(e, &self.index_statements)?;
+        self.check_engines(e, &self.index_engines)?;
+        if !index_was_there {
+            // Calls written before the index existed (by an older
+            // version): the view sees only inserts from now on. A call
+            // both copied here and inserted meanwhile is one row once
+            // merged (and the search reads distinct times).
+            let (stored, calls) = self.lookup_names();
+            let fill = format!(
+                "INSERT INTO {}.{stored} {}",
+                self.database,
+                index_rows(&self.database, &calls)
+            );
+            e.post(fill.as_bytes())?;
         }
+        Ok(())
+    }
+
+    /// Refuses tables of another engine (or missing) by name.
+    fn check_engines(&self, e: &Endpoint, engines: &[(String, &str)]) -> Result<(), HttpError> {
         let answer = e.post(
             format!(
                 "SELECT name, engine FROM system.tables WHERE database = '{}' FORMAT TSV",
@@ -164,7 +228,7 @@ impl Schema {
         )?;
         let answer = String::from_utf8_lossy(&answer);
         let found: Vec<(&str, &str)> = answer.lines().filter_map(|l| l.split_once('\t')).collect();
-        for (table, engine) in &self.engines {
+        for (table, engine) in engines {
             let have = found.iter().find(|(n, _)| n == table).map(|(_, e)| *e);
             if have != Some(*engine) {
                 return Err(HttpError::Server {
@@ -179,6 +243,11 @@ impl Schema {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Adds the columns a table made by an earlier version lacks.
+    fn add_columns(&self, e: &Endpoint) -> Result<(), HttpError> {
         let answer = e.post(
             format!(
                 "SELECT table, name FROM system.columns WHERE database = '{}' FORMAT TSV",
@@ -198,18 +267,6 @@ impl Schema {
                     e.post(add.as_bytes())?;
                 }
             }
-        }
-        if !lookup_was_there {
-            // Calls written before the lookup existed (by an older
-            // version): the view sees only inserts from now on. A call
-            // both copied here and inserted meanwhile is one row once
-            // merged, and the search reads the lookup's days, not rows.
-            let (stored, calls) = self.lookup_names();
-            let fill = format!(
-                "INSERT INTO {db}.{stored} SELECT call_id, day, invite_ns, record_id FROM {db}.{calls}",
-                db = self.database
-            );
-            e.post(fill.as_bytes())?;
         }
         Ok(())
     }
@@ -236,6 +293,17 @@ impl Schema {
         )?;
         Ok(String::from_utf8_lossy(&answer).trim() != "0")
     }
+}
+
+/// Runs `statements`; a refused one (a user allowed to insert, not to
+/// create) is not an error when what it makes is there, as checked next.
+fn run(e: &Endpoint, statements: &[String]) -> Result<(), HttpError> {
+    for statement in statements {
+        if let Err(n @ HttpError::Network(_)) = e.post(statement.as_bytes()) {
+            return Err(n);
+        }
+    }
+    Ok(())
 }
 
 /// [`schema`] for names given by a user: refused unless plain identifiers.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 mod detail;
 mod pages;
 mod search;
-pub use search::{call_id_lookup_query, search_query, CallIdPlaces, Query};
+pub use search::{index_query, search_query, Indexed, Query};
 
 /// Longest a console's query may run on the server (seconds).
 const MAX_EXECUTION_SECONDS: &str = "10";

@@ -5,6 +5,7 @@
 use super::{call_columns, day_set, decode, ids_table, ns, record_id, select_list, Params, Reader};
 use crate::clickhouse::http::External;
 use crate::clickhouse::row_binary;
+use crate::clickhouse::schema::IndexKey;
 use crate::columns::Type;
 use crate::readonly::Budget;
 use crate::search::{Search, Status, DETAIL_MARGIN_NS, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET};
@@ -192,57 +193,91 @@ pub struct Query {
     pub tables: Vec<External>,
 }
 
-/// Where the calls of one Call-ID are, from the lookup table: their days
-/// and the span of their INVITEs. A search for a Call-ID reads only there.
+/// The calls a search names exactly (by Call-ID, caller or callee), from
+/// the call index: their days and INVITE times. The search then reads only
+/// those granules of the calls table (sorted by INVITE time).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallIdPlaces {
-    /// Days since 1970, in order (none: no call has that Call-ID).
+pub struct Indexed {
+    /// Days since 1970, in order.
     pub days: Vec<i64>,
-    /// The first and last INVITE of those calls, ns.
-    pub invites: (i64, i64),
+    /// The INVITE times, in order (none: no call is named so).
+    pub invites: Vec<i64>,
 }
 
-/// Days of one Call-ID past which the search does not narrow by them (a
-/// Call-ID reused on that many days is searched as without the lookup).
-const MAX_PLACE_DAYS: usize = 64;
+/// INVITE times past which a search does not narrow by them (it reads as
+/// without the index): a literal list this long is about 4 KB of the query.
+const MAX_INDEXED: usize = 200;
 
-/// The lookup of a Call-ID's places: a row per day (its number, first and
-/// last INVITE), at most one more than [`MAX_PLACE_DAYS`]. Public so that a
-/// test can run it on another engine.
-pub fn call_id_lookup_query(database: &str, call_id: &str) -> Query {
+/// The value a search names exactly, which the call index can find:
+/// the Call-ID, else the caller, else the callee (a wildcard is not exact).
+fn index_key<'a>(s: &'a Search) -> Option<(IndexKey, &'a str)> {
+    let exact = |v: Option<&'a str>| v.filter(|v| !v.contains(['*', '?']));
+    // (The index keeps no empty value.)
+    let keys = [
+        (IndexKey::CallId, s.call_id.as_deref()),
+        (IndexKey::Caller, exact(s.caller.as_deref())),
+        (IndexKey::Callee, exact(s.callee.as_deref())),
+    ];
+    keys.into_iter()
+        .find_map(|(k, v)| Some((k, v.filter(|v| !v.is_empty())?)))
+}
+
+/// The call index's answer for a search that names a call exactly: its
+/// distinct days and INVITE times within the search's time range, at most
+/// one more than [`MAX_INDEXED`]. None when the search names none. Public
+/// so that a test can run it on another engine.
+pub fn index_query(database: &str, s: &Search) -> Option<Query> {
+    let (kind, key) = index_key(s)?;
     let mut p = Params::default();
+    let mut w = vec![format!("kind = {} AND key = {}", kind as u8, p.text(key))];
+    if let Some(t) = s.from_ns {
+        w.push(format!(
+            "invite_ns >= {} AND day >= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
+    if let Some(t) = s.to_ns {
+        w.push(format!(
+            "invite_ns < {} AND day <= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
     let sql = format!(
-        "SELECT toInt64(day), min(invite_ns), max(invite_ns) FROM {database}.{} PREWHERE call_id = {} \
-         GROUP BY day ORDER BY day LIMIT {} FORMAT RowBinary",
+        "SELECT DISTINCT toInt64(day), invite_ns FROM {database}.{} PREWHERE {} \
+         ORDER BY invite_ns LIMIT {} FORMAT RowBinary",
         crate::clickhouse::schema::LOOKUP,
-        p.text(call_id),
-        MAX_PLACE_DAYS + 1
+        w.join(" AND "),
+        MAX_INDEXED + 1
     );
-    Query {
+    Some(Query {
         sql,
         tables: p.tables(),
-    }
+    })
 }
 
 /// The query of a search over the tables in `database`: the page's calls'
 /// ids and days, in order (their rows, and their streams' codecs and
 /// loss, are read next, by id: reading every column of every call that
-/// matches, to sort them, took seconds). With a Call-ID's `places`, only
-/// those days and that span of INVITEs are read (the numbers come from the
-/// server, and only a literal set of days chooses partitions in 18.16).
+/// matches, to sort them, took seconds). With the calls the index found
+/// (`indexed`), only their days and INVITE times are read: the numbers
+/// come from the server, and only literal sets choose partitions and
+/// granules in 18.16.
 /// Public so that a test can run it on another engine.
 pub fn search_query(
     database: &str,
     s: &Search,
-    places: Option<&CallIdPlaces>,
+    indexed: Option<&Indexed>,
 ) -> Result<Query, StoreError> {
     let mut p = Params::default();
     let mut w = conditions(s, database, &mut p)?;
-    if let Some(places) = places {
-        let (first, last) = places.invites;
+    if let Some(i) = indexed {
+        let times: Vec<String> = i.invites.iter().map(i64::to_string).collect();
         w.push(format!(
-            "day IN ({}) AND invite_ns BETWEEN {first} AND {last}",
-            day_set(&places.days)
+            "day IN ({}) AND invite_ns IN ({})",
+            day_set(&i.days),
+            times.join(", ")
         ));
     }
     let cond = match w.is_empty() {
@@ -274,14 +309,11 @@ impl Reader {
     /// The calls `s` selects, in its order, and whether more follow; each
     /// with its codecs and its streams' worst loss, as over SQLite.
     pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let places = match &s.call_id {
-            Some(id) => self.call_id_places(id)?,
-            None => None,
-        };
-        if places.as_ref().is_some_and(|p| p.days.is_empty()) {
+        let indexed = self.indexed(s)?;
+        if indexed.as_ref().is_some_and(|i| i.invites.is_empty()) {
             return Ok((Vec::new(), false));
         }
-        let q = search_query(&self.database, s, places.as_ref())?;
+        let q = search_query(&self.database, s, indexed.as_ref())?;
         let limit = s.limit.min(MAX_LIMIT) as usize;
         let answer = self.query(&q.sql, q.tables)?;
         // (An alias `day` would stand for the column in the conditions.)
@@ -306,25 +338,28 @@ impl Reader {
         Ok((calls, more))
     }
 
-    /// Where the calls with `call_id` are (None: on too many days to say).
-    fn call_id_places(&self, call_id: &str) -> Result<Option<CallIdPlaces>, StoreError> {
-        let q = call_id_lookup_query(&self.database, call_id);
+    /// The calls the search names exactly, from the call index (None:
+    /// it names none, or more than the index narrows to).
+    fn indexed(&self, s: &Search) -> Result<Option<Indexed>, StoreError> {
+        let Some(q) = index_query(&self.database, s) else {
+            return Ok(None);
+        };
         let answer = self.query(&q.sql, q.tables)?;
         let columns = [
             ("day", Type::Integer, true),
-            ("first", Type::Integer, true),
-            ("last", Type::Integer, true),
+            ("invite_ns", Type::Integer, true),
         ];
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
-        let (rows, _) = decode(&answer, &columns, MAX_PLACE_DAYS + 1, &mut budget)?;
-        if rows.len() > MAX_PLACE_DAYS {
+        let (rows, _) = decode(&answer, &columns, MAX_INDEXED + 1, &mut budget)?;
+        if rows.len() > MAX_INDEXED {
             return Ok(None);
         }
-        let first = rows.iter().filter_map(|r| ns(r, "first")).min();
-        let last = rows.iter().filter_map(|r| ns(r, "last")).max();
-        Ok(Some(CallIdPlaces {
-            days: rows.iter().filter_map(|r| ns(r, "day")).collect(),
-            invites: (first.unwrap_or(0), last.unwrap_or(0)),
+        let mut days: Vec<i64> = rows.iter().filter_map(|r| ns(r, "day")).collect();
+        days.sort_unstable();
+        days.dedup();
+        Ok(Some(Indexed {
+            days,
+            invites: rows.iter().filter_map(|r| ns(r, "invite_ns")).collect(),
         }))
     }
 
