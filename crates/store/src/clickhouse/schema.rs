@@ -61,6 +61,9 @@ fn table_statements(database: &str, cluster: Option<&str>) -> Vec<String> {
 pub(crate) const LOOKUP: &str = "call_index";
 /// The materialised view that feeds [`LOOKUP`].
 const FEED: &str = "call_index_feed";
+/// A table whose presence says the calls written before the index existed
+/// have been copied into it (on this server).
+const FILLED: &str = "call_index_filled";
 
 /// What a row of the call index is for (its `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,26 +197,46 @@ impl Schema {
     /// refused `CREATE` (a user allowed to insert, not to create) is not an
     /// error when the tables are there.
     pub(crate) fn make(&self, e: &Endpoint) -> Result<(), HttpError> {
-        let index_was_there = self.has_lookup(e)?;
         run(e, &self.statements)?;
         self.check_engines(e, &self.engines)?;
         self.add_columns(e)?;
         // After the columns: the index's view reads the calls' users.
         run(e, &self.index_statements)?;
         self.check_engines(e, &self.index_engines)?;
-        if !index_was_there {
-            // Calls written before the index existed (by an older
-            // version): the view sees only inserts from now on. A call
-            // both copied here and inserted meanwhile is one row once
-            // merged (and the search reads distinct times).
-            let (stored, calls) = self.lookup_names();
+        if !self.index_filled(e)? {
+            self.fill_index(e)?;
+        }
+        Ok(())
+    }
+
+    /// Copies into the call index the calls written before it existed (by
+    /// an older version; its view sees only inserts from then on), a day
+    /// at a time so that each request ends within its deadline, then
+    /// marks it filled. Cut short, it is done again the next time: a call
+    /// copied twice, or both copied and inserted meanwhile, is one row once
+    /// merged, and the search reads distinct times.
+    fn fill_index(&self, e: &Endpoint) -> Result<(), HttpError> {
+        let (stored, calls) = self.lookup_names();
+        let db = &self.database;
+        let listed = e.post(
+            format!(
+                "SELECT DISTINCT partition FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
+            )
+            .as_bytes(),
+        )?;
+        for partition in String::from_utf8_lossy(&listed).lines() {
+            let Some(day) = super::retention::day_number(partition) else {
+                continue;
+            };
             let fill = format!(
-                "INSERT INTO {}.{stored} {}",
-                self.database,
-                index_rows(&self.database, &calls)
+                "INSERT INTO {db}.{stored} {} WHERE day = toDate({day})",
+                index_rows(db, &calls)
             );
             e.post(fill.as_bytes())?;
         }
+        let mark =
+            format!("CREATE TABLE IF NOT EXISTS {db}.{FILLED} (filled UInt8) ENGINE = TinyLog");
+        e.post(mark.as_bytes())?;
         Ok(())
     }
 
@@ -281,12 +304,11 @@ impl Schema {
         }
     }
 
-    /// Whether the server already has the lookup's stored table.
-    fn has_lookup(&self, e: &Endpoint) -> Result<bool, HttpError> {
-        let (stored, _) = self.lookup_names();
+    /// Whether the call index holds the calls written before it was made.
+    fn index_filled(&self, e: &Endpoint) -> Result<bool, HttpError> {
         let answer = e.post(
             format!(
-                "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{stored}' FORMAT TSV",
+                "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{FILLED}' FORMAT TSV",
                 self.database
             )
             .as_bytes(),
