@@ -31,10 +31,10 @@ pub struct ServeArgs {
     /// `analyze` and `probe`) instead: `http://HOST:PORT`, or several nodes
     /// of one cluster, comma-separated, asked in turn (it finds the
     /// Distributed tables itself; --clickhouse-database must be the
-    /// probes'). Served: the search (with a probe filter), each call in
-    /// full (SIP ladder, streams, charts, alerts), the KPI page, alerts and
-    /// registrations. Not yet: the CSV export, recordings and the alert
-    /// filter (docs/scale-out.md).
+    /// probes'). Served: the search (every filter, plus the probe) and its
+    /// CSV export, each call in full (SIP ladder, streams, charts, alerts),
+    /// the KPI page, alerts and registrations. Not: recordings, which stay
+    /// on each probe's disk (docs/scale-out.md).
     #[arg(long, value_name = "http://HOST:PORT[,...]", group = "store")]
     clickhouse: Option<String>,
     #[command(flatten)]

@@ -92,10 +92,10 @@ const SORTS = ["time", "duration", "mos", "setup_delay", "status"];
 
 async function searchPage(params) {
   const form = el("form", { id: "search", class: "search" });
-  // Over ClickHouse: calls of many probes, and no alerts to search by.
+  // Over ClickHouse: calls of many probes (a probe filter).
   const central = parts && parts.store === "clickhouse";
   for (const [name, label, hint] of FIELDS) {
-    if (name === (central ? "alert" : "probe")) continue;
+    if (name === "probe" && !central) continue;
     form.append(el("label", {}, label, el("input", { name, value: params.get(name) || "", placeholder: hint })));
   }
   const sort = el("select", { name: "sort" }, SORTS.map((s) => el("option", { value: s }, s)));
@@ -148,7 +148,7 @@ async function searchPage(params) {
   const nav = el("p", { class: "pages" },
     offset > 0 ? el("a", { href: page(Math.max(0, offset - limit)), id: "prev" }, "← previous page") : null, " ",
     body.more ? el("a", { href: page(offset + limit), id: "next" }, "next page →") : null, " ",
-    central ? null : el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
+    el("a", { href: "/api/calls.csv?" + csv.toString(), id: "csv" }, "CSV of this search"));
   document.getElementById("main").append(table, nav);
 }
 

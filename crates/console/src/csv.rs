@@ -1,8 +1,9 @@
 //! `GET /api/calls.csv`: a search as CSV (RFC 4180): the INVITE time in
 //! RFC 3339, then the `calls` table's columns and the list's extras, up to
 //! [`calliper_store::MAX_LIMIT`] calls or [`MAX_CSV_BYTES`] a request
-//! (header `X-Calliper-More` says whether more follow). Rows go straight
-//! from SQLite to text, never all held as JSON. Text that a spreadsheet would run as a
+//! (header `X-Calliper-More` says whether more follow). Rows go to text
+//! one by one (over ClickHouse, read a thousand at a time), never all held
+//! as JSON. Text that a spreadsheet would run as a
 //! formula (starting `=`, `+`, `-`, `@`) is prefixed with `'`: caller names
 //! come from packets, and packets come from anyone.
 
@@ -49,10 +50,9 @@ pub(crate) async fn calls(
         search.limit = calliper_store::MAX_LIMIT;
     }
     let (body, rows, more) = crate::db::run(&state.db, &state.queries, move |store| {
-        let c = store.sqlite("the CSV export")?;
         let mut out = String::new();
         let mut rows = 0usize;
-        let more = calliper_store::for_each_call(c, &search, |names, row| {
+        let more = store.for_each_call(&search, |names, values| {
             if rows == 0 {
                 // A readable time first: a spreadsheet shows ns as 1.8E+18.
                 out.push_str("invite_utc");
@@ -68,12 +68,11 @@ pub(crate) async fn calls(
             let invite = names
                 .iter()
                 .position(|n| n == "invite_ns")
-                .and_then(|i| row.get_ref(i).ok()?.as_i64().ok());
+                .and_then(|i| values.get(i)?.as_i64());
             out.push_str(&invite.map(calliper_store::rfc3339).unwrap_or_default());
-            for i in 0..names.len() {
+            for v in values {
                 out.push(',');
-                let v = row.get_ref(i)?;
-                field(&mut out, Some(&calliper_store::json_value(v)));
+                field(&mut out, Some(v));
             }
             out.push_str("\r\n");
             rows += 1;

@@ -35,8 +35,7 @@ pub use detail::{
 };
 pub use readonly::{json_value, open_searchable, MAX_SCHEMA_ENTRIES, MAX_VALUE_BYTES};
 pub use search::{
-    for_each_call, search_calls, Network, Search, Sort, Status, MAX_ANSWER_BYTES, MAX_LIMIT,
-    MAX_OFFSET,
+    search_calls, Network, Search, Sort, Status, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET,
 };
 pub use source::Source;
 mod schema;

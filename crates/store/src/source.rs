@@ -1,8 +1,8 @@
 //! Where the console reads calls: one SQLite database, or the ClickHouse
 //! tables many probes write to. The search and a call's detail read
-//! either, and so do the KPI page and the lists; the CSV export and the
-//! recordings are SQLite's alone for now, and asking ClickHouse for them
-//! is a [`StoreError::NotStored`] that says so.
+//! either, and so do the KPI page, the lists and the CSV export; the
+//! recordings are on each probe's disk, and asking ClickHouse for them is
+//! a [`StoreError::NotStored`] that says so.
 
 use crate::clickhouse::Reader;
 use crate::search::Search;
@@ -26,6 +26,26 @@ impl<'a> Source<'a> {
         match self {
             Source::Sqlite(c) => crate::search_calls(c, s),
             Source::ClickHouse(r) => r.search_calls(s),
+        }
+    }
+
+    /// Hands each call `s` selects to `each` as (column names, values), in
+    /// its order, without holding them all (an export of many calls);
+    /// `each` returns false to stop early. Returns whether more calls
+    /// follow the last one handed over.
+    pub fn for_each_call(
+        self,
+        s: &Search,
+        mut each: impl FnMut(&[String], &[Value]) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
+        match self {
+            Source::Sqlite(c) => crate::search::for_each_call(c, s, |names, row| {
+                let values = (0..names.len())
+                    .map(|i| Ok(crate::json_value(row.get_ref(i)?)))
+                    .collect::<Result<Vec<Value>, StoreError>>()?;
+                each(names, &values)
+            }),
+            Source::ClickHouse(r) => r.for_each_call(s, each),
         }
     }
 

@@ -192,7 +192,8 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
     for (n, q) in searches.iter().enumerate() {
         let mut s = calliper_console::search_from_query(q).unwrap();
         s.limit = calliper_store::MAX_LIMIT;
-        let query = calliper_store::clickhouse::search_query("calliper", &s, None).unwrap();
+        let query =
+            calliper_store::clickhouse::search_query("calliper", &s, &Default::default()).unwrap();
         s.probe = None;
         let (found, _) = calliper_store::search_calls(&conn, &s).unwrap();
         std::fs::write(dir.join(format!("{n}.sql")), &query.sql).unwrap();
@@ -211,7 +212,7 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
 /// day and INVITE time), and the search for that Call-ID narrowed to the
 /// times SQLite gives (the calls SQLite finds for it).
 fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize) {
-    use calliper_store::clickhouse::{index_query, search_query, Indexed};
+    use calliper_store::clickhouse::{index_query, search_query, Indexed, Narrowed};
     let call_id: String = conn
         .query_row("SELECT call_id FROM calls ORDER BY id LIMIT 1", [], |r| {
             r.get(0)
@@ -237,11 +238,14 @@ fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize)
     };
     let (found, _) = calliper_store::search_calls(conn, &s).unwrap();
     let n_invites = invites.len();
-    let indexed = Indexed { days, invites };
+    let narrowed = Narrowed {
+        indexed: Some(Indexed { days, invites }),
+        alerted: None,
+    };
     for (i, (query, expected)) in [
         (index_query("calliper", &s).unwrap(), n_invites),
         (
-            search_query("calliper", &s, Some(&indexed)).unwrap(),
+            search_query("calliper", &s, &narrowed).unwrap(),
             found.len(),
         ),
     ]

@@ -22,7 +22,7 @@ mod tables;
 
 pub use deliver::Report;
 pub use http::{Endpoint, External, HttpError};
-pub use read::{index_query, search_query, Indexed, Query, Reader};
+pub use read::{index_query, search_query, Indexed, Narrowed, Query, Reader};
 use schema::{check_names, insert, Schema};
 pub use schema::{checked_schema, schema};
 pub use tables::Table;

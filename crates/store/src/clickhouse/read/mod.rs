@@ -17,10 +17,13 @@ use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
+mod alerted;
 mod detail;
+mod indexed;
 mod pages;
 mod search;
-pub use search::{index_query, search_query, Indexed, Query};
+pub use indexed::{index_query, Indexed};
+pub use search::{search_query, Narrowed, Query};
 
 /// Longest a console's query may run on the server (seconds).
 const MAX_EXECUTION_SECONDS: &str = "10";

@@ -2,10 +2,10 @@
 //! calls table (and subqueries on the streams), each value a column of
 //! the external table `_p`.
 
+use super::indexed::Indexed;
 use super::{call_columns, day_set, decode, ids_table, ns, record_id, select_list, Params, Reader};
 use crate::clickhouse::http::External;
 use crate::clickhouse::row_binary;
-use crate::clickhouse::schema::IndexKey;
 use crate::columns::Type;
 use crate::readonly::Budget;
 use crate::search::{Search, Status, DETAIL_MARGIN_NS, MAX_ANSWER_BYTES, MAX_LIMIT, MAX_OFFSET};
@@ -177,11 +177,8 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
             .collect();
         w.push(format!("({})", any.join(" OR ")));
     }
-    if s.alert.is_some() {
-        return Err(StoreError::NotStored(
-            "the alert filter needs the SQLite store: alerts are not written to ClickHouse yet (docs/scale-out.md)".into(),
-        ));
-    }
+    // The alert filter: see `Narrowed::alerted` (ClickHouse 18.16 has no
+    // correlated subquery to say "an alert of this call's").
     Ok(w)
 }
 
@@ -193,70 +190,6 @@ pub struct Query {
     pub tables: Vec<External>,
 }
 
-/// The calls a search names exactly (by Call-ID, caller or callee), from
-/// the call index: their days and INVITE times. The search then reads only
-/// those granules of the calls table (sorted by INVITE time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Indexed {
-    /// Days since 1970, in order.
-    pub days: Vec<i64>,
-    /// The INVITE times, in order (none: no call is named so).
-    pub invites: Vec<i64>,
-}
-
-/// INVITE times past which a search does not narrow by them (it reads as
-/// without the index): a literal list this long is about 4 KB of the query.
-const MAX_INDEXED: usize = 200;
-
-/// The value a search names exactly, which the call index can find:
-/// the Call-ID, else the caller, else the callee (a wildcard is not exact).
-fn index_key<'a>(s: &'a Search) -> Option<(IndexKey, &'a str)> {
-    let exact = |v: Option<&'a str>| v.filter(|v| !v.contains(['*', '?']));
-    // (The index keeps no empty value.)
-    let keys = [
-        (IndexKey::CallId, s.call_id.as_deref()),
-        (IndexKey::Caller, exact(s.caller.as_deref())),
-        (IndexKey::Callee, exact(s.callee.as_deref())),
-    ];
-    keys.into_iter()
-        .find_map(|(k, v)| Some((k, v.filter(|v| !v.is_empty())?)))
-}
-
-/// The call index's answer for a search that names a call exactly: its
-/// distinct days and INVITE times within the search's time range, at most
-/// one more than [`MAX_INDEXED`]. None when the search names none. Public
-/// so that a test can run it on another engine.
-pub fn index_query(database: &str, s: &Search) -> Option<Query> {
-    let (kind, key) = index_key(s)?;
-    let mut p = Params::default();
-    let mut w = vec![format!("kind = {} AND key = {}", kind as u8, p.text(key))];
-    if let Some(t) = s.from_ns {
-        w.push(format!(
-            "invite_ns >= {} AND day >= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
-    if let Some(t) = s.to_ns {
-        w.push(format!(
-            "invite_ns < {} AND day <= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
-    let sql = format!(
-        "SELECT DISTINCT toInt64(day), invite_ns FROM {database}.{} PREWHERE {} \
-         ORDER BY invite_ns LIMIT {} FORMAT RowBinary",
-        crate::clickhouse::schema::LOOKUP,
-        w.join(" AND "),
-        MAX_INDEXED + 1
-    );
-    Some(Query {
-        sql,
-        tables: p.tables(),
-    })
-}
-
 /// The query of a search over the tables in `database`: the page's calls'
 /// ids and days, in order (their rows, and their streams' codecs and
 /// loss, are read next, by id: reading every column of every call that
@@ -265,14 +198,23 @@ pub fn index_query(database: &str, s: &Search) -> Option<Query> {
 /// come from the server, and only literal sets choose partitions and
 /// granules in 18.16.
 /// Public so that a test can run it on another engine.
-pub fn search_query(
-    database: &str,
-    s: &Search,
-    indexed: Option<&Indexed>,
-) -> Result<Query, StoreError> {
+pub fn search_query(database: &str, s: &Search, n: &Narrowed) -> Result<Query, StoreError> {
     let mut p = Params::default();
     let mut w = conditions(s, database, &mut p)?;
-    if let Some(i) = indexed {
+    let mut tables = Vec::new();
+    match (&s.alert, &n.alerted) {
+        (Some(_), Some(ids)) => {
+            w.push("record_id GLOBAL IN (SELECT id FROM _ids)".into());
+            tables.push(ids_table(ids));
+        }
+        (Some(_), None) => {
+            return Err(StoreError::Invalid(
+                "the alert filter needs the calls the alerts named, read first".into(),
+            ))
+        }
+        (None, _) => {}
+    }
+    if let Some(i) = &n.indexed {
         let times: Vec<String> = i.invites.iter().map(i64::to_string).collect();
         w.push(format!(
             "day IN ({}) AND invite_ns IN ({})",
@@ -299,21 +241,95 @@ pub fn search_query(
         s.offset.min(MAX_OFFSET),
         s.limit.min(MAX_LIMIT) + 1
     );
-    Ok(Query {
-        sql,
-        tables: p.tables(),
-    })
+    tables.extend(p.tables());
+    Ok(Query { sql, tables })
+}
+
+/// Calls an export reads by id at a time.
+const EXPORT_CHUNK: usize = 1_000;
+
+/// What a search reads besides its conditions, found first by other
+/// queries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Narrowed {
+    /// The calls the search names exactly, from the call index.
+    pub indexed: Option<Indexed>,
+    /// The calls an alert of the searched kind named (the `alert` filter).
+    pub alerted: Option<Vec<u64>>,
+}
+
+impl Narrowed {
+    /// True when what was found first leaves no call to search.
+    fn leaves_none(&self) -> bool {
+        self.indexed.as_ref().is_some_and(|i| i.invites.is_empty())
+            || self.alerted.as_ref().is_some_and(Vec::is_empty)
+    }
 }
 
 impl Reader {
     /// The calls `s` selects, in its order, and whether more follow; each
     /// with its codecs and its streams' worst loss, as over SQLite.
     pub fn search_calls(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let indexed = self.indexed(s)?;
-        if indexed.as_ref().is_some_and(|i| i.invites.is_empty()) {
+        let (page, more) = self.page(s)?;
+        let mut budget = Budget::new(MAX_ANSWER_BYTES);
+        let (mut calls, cut) = self.calls_by_id(&page, &mut budget)?;
+        if cut {
+            return Err(StoreError::Invalid(
+                "the answer would be larger than the console sends at once: narrow the search"
+                    .into(),
+            ));
+        }
+        self.add_stream_summaries(&mut calls)?;
+        Ok((calls, more))
+    }
+
+    /// Hands each call `s` selects to `each` as (column names, values), in
+    /// its order: the page's ids first, then their rows [`EXPORT_CHUNK`] at
+    /// a time (as `Source::for_each_call`).
+    pub fn for_each_call(
+        &self,
+        s: &Search,
+        mut each: impl FnMut(&[String], &[Value]) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let (page, more) = self.page(s)?;
+        let names: Vec<String> = call_columns()
+            .iter()
+            .map(|(n, _, _)| n.to_string())
+            .chain(["codecs".into(), "worst_loss_percent".into()])
+            .collect();
+        for chunk in page.chunks(EXPORT_CHUNK) {
+            let mut budget = Budget::new(MAX_ANSWER_BYTES);
+            let (mut calls, cut) = self.calls_by_id(chunk, &mut budget)?;
+            if cut {
+                return Err(StoreError::Invalid(
+                    "these calls' rows are larger than the console reads at once".into(),
+                ));
+            }
+            self.add_stream_summaries(&mut calls)?;
+            for c in &calls {
+                let values: Vec<Value> = names
+                    .iter()
+                    .map(|n| c.get(n).cloned().unwrap_or(Value::Null))
+                    .collect();
+                if !each(&names, &values)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(more)
+    }
+
+    /// The ids and days of the calls `s` selects, in its order (at most
+    /// its limit), and whether more follow.
+    fn page(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
+        let narrowed = Narrowed {
+            indexed: self.indexed(s)?,
+            alerted: self.alerted(s)?,
+        };
+        if narrowed.leaves_none() {
             return Ok((Vec::new(), false));
         }
-        let q = search_query(&self.database, s, indexed.as_ref())?;
+        let q = search_query(&self.database, s, &narrowed)?;
         let limit = s.limit.min(MAX_LIMIT) as usize;
         let answer = self.query(&q.sql, q.tables)?;
         // (An alias `day` would stand for the column in the conditions.)
@@ -325,42 +341,10 @@ impl Reader {
             ("invite_ns", Type::Integer, true),
         ];
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
-        let (page, _) = decode(&answer, &page, limit + 1, &mut budget)?;
+        let (mut page, _) = decode(&answer, &page, limit + 1, &mut budget)?;
         let more = page.len() > limit;
-        let (mut calls, cut) = self.calls_by_id(&page[..page.len().min(limit)], &mut budget)?;
-        if cut {
-            return Err(StoreError::Invalid(
-                "the answer would be larger than the console sends at once: narrow the search"
-                    .into(),
-            ));
-        }
-        self.add_stream_summaries(&mut calls)?;
-        Ok((calls, more))
-    }
-
-    /// The calls the search names exactly, from the call index (None:
-    /// it names none, or more than the index narrows to).
-    fn indexed(&self, s: &Search) -> Result<Option<Indexed>, StoreError> {
-        let Some(q) = index_query(&self.database, s) else {
-            return Ok(None);
-        };
-        let answer = self.query(&q.sql, q.tables)?;
-        let columns = [
-            ("day", Type::Integer, true),
-            ("invite_ns", Type::Integer, true),
-        ];
-        let mut budget = Budget::new(MAX_ANSWER_BYTES);
-        let (rows, _) = decode(&answer, &columns, MAX_INDEXED + 1, &mut budget)?;
-        if rows.len() > MAX_INDEXED {
-            return Ok(None);
-        }
-        let mut days: Vec<i64> = rows.iter().filter_map(|r| ns(r, "day")).collect();
-        days.sort_unstable();
-        days.dedup();
-        Ok(Some(Indexed {
-            days,
-            invites: rows.iter().filter_map(|r| ns(r, "invite_ns")).collect(),
-        }))
+        page.truncate(limit);
+        Ok((page, more))
     }
 
     /// The calls of `page` (ids and days), in its order.
@@ -477,6 +461,7 @@ mod tests {
             alert: Some("mos".into()),
             ..Search::default()
         };
-        assert!(conditions(&alert, "calliper", &mut Params::default()).is_err());
+        // The alert filter is never silently left out.
+        assert!(search_query("calliper", &alert, &Narrowed::default()).is_err());
     }
 }
