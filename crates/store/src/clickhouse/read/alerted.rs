@@ -5,6 +5,7 @@
 //! then the calls with their Call-IDs, and decides in between, by probe:
 //! an alert speaks of the calls its own probe saw.
 
+use super::search::time_range;
 use super::{call_columns, decode, ns, record_id, Params, Reader};
 use crate::clickhouse::http::External;
 use crate::clickhouse::row_binary;
@@ -95,20 +96,7 @@ impl Reader {
         }
         let mut p = Params::default();
         let mut w = vec!["call_id GLOBAL IN (SELECT call_id FROM _alerted)".to_string()];
-        if let Some(t) = s.from_ns {
-            w.push(format!(
-                "invite_ns >= {} AND day >= {}",
-                p.int(t),
-                p.day(t, 0)
-            ));
-        }
-        if let Some(t) = s.to_ns {
-            w.push(format!(
-                "invite_ns < {} AND day <= {}",
-                p.int(t),
-                p.day(t, 0)
-            ));
-        }
+        w.extend(time_range(s, &mut p));
         // (FINAL over a Distributed table in 18.16 needs the sort key's
         // columns selected: `invite_ns`.)
         let sql = format!(

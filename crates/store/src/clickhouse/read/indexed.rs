@@ -2,6 +2,7 @@
 //! search names exactly (by Call-ID, caller or callee), read from the
 //! server-filled `call_index` before the calls themselves.
 
+use super::search::time_range;
 use super::search::Query;
 use super::{decode, ns, Params, Reader};
 use crate::clickhouse::schema::IndexKey;
@@ -47,20 +48,7 @@ pub fn index_query(database: &str, s: &Search) -> Option<Query> {
     let (kind, key) = index_key(s)?;
     let mut p = Params::default();
     let mut w = vec![format!("kind = {} AND key = {}", kind as u8, p.text(key))];
-    if let Some(t) = s.from_ns {
-        w.push(format!(
-            "invite_ns >= {} AND day >= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
-    if let Some(t) = s.to_ns {
-        w.push(format!(
-            "invite_ns < {} AND day <= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
+    w.extend(time_range(s, &mut p));
     let sql = format!(
         "SELECT DISTINCT toInt64(day), invite_ns FROM {database}.{} PREWHERE {} \
          ORDER BY invite_ns LIMIT {} FORMAT RowBinary",

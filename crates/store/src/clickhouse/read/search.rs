@@ -63,6 +63,27 @@ fn in_network(p: &mut Params, column: &str, n: &crate::search::Network) -> Strin
     }
 }
 
+/// The search's time range as conditions on a table with `invite_ns`
+/// and its `day` (the day too, so that only its partitions are read).
+pub(super) fn time_range(s: &Search, p: &mut Params) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(t) = s.from_ns {
+        w.push(format!(
+            "invite_ns >= {} AND day >= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
+    if let Some(t) = s.to_ns {
+        w.push(format!(
+            "invite_ns < {} AND day <= {}",
+            p.int(t),
+            p.day(t, 0)
+        ));
+    }
+    w
+}
+
 /// The conditions of a search, over the calls table, and their values.
 fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, StoreError> {
     let mut w = Vec::new();
@@ -79,20 +100,7 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
              PREWHERE call_record_id IS NOT NULL{after} AND {cond})"
         )
     };
-    if let Some(t) = s.from_ns {
-        w.push(format!(
-            "invite_ns >= {} AND day >= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
-    if let Some(t) = s.to_ns {
-        w.push(format!(
-            "invite_ns < {} AND day <= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
-    }
+    w.extend(time_range(s, p));
     let mut text = |p: &mut Params, columns: &[&str], pattern: &str| {
         let any: Vec<String> = columns
             .iter()
