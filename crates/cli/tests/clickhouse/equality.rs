@@ -98,6 +98,11 @@ fn tables_made_by_an_earlier_version_gain_the_columns_they_lack() {
         .trim(),
         "2024-01-03"
     );
+    // And says so, for the console to use it.
+    assert_eq!(
+        count("SELECT count() FROM system.tables WHERE database = 'calliper' AND name = 'call_index_filled'"),
+        1
+    );
 }
 
 /// What the sink sends, checked against a current ClickHouse (chdb, the

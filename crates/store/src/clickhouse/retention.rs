@@ -70,7 +70,7 @@ impl Retention {
 }
 
 /// `YYYY-MM-DD` as days since 1970-01-01 (None unless exactly a date).
-pub(super) fn day_number(s: &str) -> Option<u16> {
+fn day_number(s: &str) -> Option<u16> {
     let ns = crate::parse_rfc3339(s).filter(|_| s.len() == 10)?;
     u16::try_from(ns.div_euclid(86_400_000_000_000)).ok()
 }

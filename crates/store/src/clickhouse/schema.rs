@@ -62,8 +62,9 @@ pub(crate) const LOOKUP: &str = "call_index";
 /// The materialised view that feeds [`LOOKUP`].
 const FEED: &str = "call_index_feed";
 /// A table whose presence says the calls written before the index existed
-/// have been copied into it (on this server).
-const FILLED: &str = "call_index_filled";
+/// have been copied into it (on this server): the console uses the index
+/// only where every node it lists has it.
+pub(crate) const FILLED: &str = "call_index_filled";
 
 /// What a row of the call index is for (its `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,8 +204,10 @@ impl Schema {
         // After the columns: the index's view reads the calls' users.
         run(e, &self.index_statements)?;
         self.check_engines(e, &self.index_engines)?;
+        // Not fatal: until the copy is done (or where this user may not
+        // make its marker) the console searches without the index.
         if !self.index_filled(e)? {
-            self.fill_index(e)?;
+            let _ = self.fill_index(e);
         }
         Ok(())
     }
@@ -220,12 +223,13 @@ impl Schema {
         let db = &self.database;
         let listed = e.post(
             format!(
-                "SELECT DISTINCT partition FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
+                "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
             )
             .as_bytes(),
         )?;
-        for partition in String::from_utf8_lossy(&listed).lines() {
-            let Some(day) = super::retention::day_number(partition) else {
+        // Days as numbers (a partition of day 0 is named 0000-00-00).
+        for day in String::from_utf8_lossy(&listed).lines() {
+            let Ok(day) = day.parse::<u16>() else {
                 continue;
             };
             let fill = format!(

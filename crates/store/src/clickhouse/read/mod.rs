@@ -36,6 +36,8 @@ pub struct Reader {
     database: String,
     /// The node that answered last, asked first.
     answered: Arc<AtomicUsize>,
+    /// Whether the call index is complete on every node listed.
+    index: Arc<indexed::Readiness>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -176,6 +178,7 @@ impl Reader {
             endpoints,
             database: database.to_string(),
             answered: Arc::new(AtomicUsize::new(0)),
+            index: Arc::default(),
         })
     }
 
