@@ -21,15 +21,31 @@ pub fn schema(database: &str, cluster: Option<&str>) -> Vec<String> {
     statements
 }
 
+/// Where a table's rows are kept on each server: `NAME_local` behind a
+/// `Distributed` table of its own name with a cluster, the table itself
+/// without.
+fn stored(name: &str, cluster: Option<&str>) -> String {
+    match cluster {
+        Some(_) => format!("{name}_local"),
+        None => name.to_string(),
+    }
+}
+
+/// The (table, engine) pairs a server must have for `name`.
+fn engines_of(name: &str, cluster: Option<&str>) -> Vec<(String, &'static str)> {
+    let mut engines = vec![(stored(name, cluster), "ReplacingMergeTree")];
+    if cluster.is_some() {
+        engines.push((name.to_string(), "Distributed"));
+    }
+    engines
+}
+
 /// The database and the tables of [`Table::all`].
 fn table_statements(database: &str, cluster: Option<&str>) -> Vec<String> {
     let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
     for table in Table::all() {
         let name = table.name();
-        let stored = match cluster {
-            Some(_) => format!("{name}_local"),
-            None => name.to_string(),
-        };
+        let stored = stored(name, cluster);
         let defs: Vec<String> = table
             .clickhouse_columns()
             .iter()
@@ -58,8 +74,8 @@ fn table_statements(database: &str, cluster: Option<&str>) -> Vec<String> {
 /// caller every caller of its days. The server fills it itself: a
 /// materialised view copies each block inserted into the calls table.
 /// Kept by day, like the calls, and dropped with them.
-pub(crate) const LOOKUP: &str = "call_index";
-/// The materialised view that feeds [`LOOKUP`].
+pub(crate) const INDEX: &str = "call_index";
+/// The materialised view that feeds [`INDEX`].
 const FEED: &str = "call_index_feed";
 /// A table whose presence says the calls written before the index existed
 /// have been copied into it (on this server): the console uses the index
@@ -98,11 +114,7 @@ fn key_literal(k: IndexKey) -> String {
 /// shard behind a `Distributed` one, sharded as the calls are), then the
 /// view that fills it from the calls kept on the same server.
 fn call_index(database: &str, cluster: Option<&str>) -> Vec<String> {
-    let local = |name: &str| match cluster {
-        Some(_) => format!("{name}_local"),
-        None => name.to_string(),
-    };
-    let (stored, calls) = (local(LOOKUP), local(Table::CALLS.name()));
+    let (stored, calls) = (stored(INDEX, cluster), stored(Table::CALLS.name(), cluster));
     let mut statements = vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {database}.{stored} (kind UInt8, key String, day Date, invite_ns Int64, record_id UInt64) \
@@ -115,7 +127,7 @@ fn call_index(database: &str, cluster: Option<&str>) -> Vec<String> {
     ];
     if let Some(cluster) = cluster {
         statements.push(format!(
-            "CREATE TABLE IF NOT EXISTS {database}.{LOOKUP} AS {database}.{stored} ENGINE = Distributed({cluster}, {database}, {stored}, record_id)"
+            "CREATE TABLE IF NOT EXISTS {database}.{INDEX} AS {database}.{stored} ENGINE = Distributed({cluster}, {database}, {stored}, record_id)"
         ));
     }
     statements
@@ -134,6 +146,9 @@ pub(crate) struct Schema {
     engines: Vec<(String, &'static str)>,
     /// The same for the call index.
     index_engines: Vec<(String, &'static str)>,
+    /// The index's stored table and the calls table it is filled from, on
+    /// each server.
+    index_names: (String, String),
 }
 
 /// The columns of each table name the schema makes (stored and `Distributed`).
@@ -149,25 +164,10 @@ fn named_columns(engines: &[(String, &'static str)]) -> Vec<(String, Vec<(String
 
 impl Schema {
     pub(super) fn new(database: &str, cluster: Option<&str>) -> Schema {
-        let mut engines = Vec::new();
-        for t in Table::all() {
-            match cluster {
-                Some(_) => {
-                    engines.push((format!("{}_local", t.name()), "ReplacingMergeTree"));
-                    engines.push((t.name().to_string(), "Distributed"));
-                }
-                None => engines.push((t.name().to_string(), "ReplacingMergeTree")),
-            }
-        }
-        let mut index_engines = Vec::new();
-        let lookup = match cluster {
-            Some(_) => {
-                index_engines.push((LOOKUP.to_string(), "Distributed"));
-                format!("{LOOKUP}_local")
-            }
-            None => LOOKUP.to_string(),
-        };
-        index_engines.push((lookup, "ReplacingMergeTree"));
+        let engines = Table::all()
+            .flat_map(|t| engines_of(t.name(), cluster))
+            .collect();
+        let mut index_engines = engines_of(INDEX, cluster);
         index_engines.push((FEED.to_string(), "MaterializedView"));
         Schema {
             statements: table_statements(database, cluster),
@@ -175,6 +175,7 @@ impl Schema {
             database: database.to_string(),
             engines,
             index_engines,
+            index_names: (stored(INDEX, cluster), stored(Table::CALLS.name(), cluster)),
         }
     }
 
@@ -219,7 +220,7 @@ impl Schema {
     /// copied twice, or both copied and inserted meanwhile, is one row once
     /// merged, and the search reads distinct times.
     fn fill_index(&self, e: &Endpoint) -> Result<(), HttpError> {
-        let (stored, calls) = self.lookup_names();
+        let (stored, calls) = &self.index_names;
         let db = &self.database;
         let listed = e.post(
             format!(
@@ -234,7 +235,7 @@ impl Schema {
             };
             let fill = format!(
                 "INSERT INTO {db}.{stored} {} WHERE day = toDate({day})",
-                index_rows(db, &calls)
+                index_rows(db, calls)
             );
             e.post(fill.as_bytes())?;
         }
@@ -296,16 +297,6 @@ impl Schema {
             }
         }
         Ok(())
-    }
-
-    /// The lookup's stored table and the calls table it is filled from, on
-    /// this server.
-    fn lookup_names(&self) -> (String, String) {
-        let calls = Table::CALLS.name();
-        match self.engines.iter().any(|(_, e)| *e == "Distributed") {
-            true => (format!("{LOOKUP}_local"), format!("{calls}_local")),
-            false => (LOOKUP.to_string(), calls.to_string()),
-        }
     }
 
     /// Whether the call index holds the calls written before it was made.

@@ -57,7 +57,7 @@ pub fn index_query(database: &str, s: &Search) -> Option<Query> {
     let sql = format!(
         "SELECT DISTINCT toInt64(day), invite_ns FROM {database}.{} PREWHERE {} \
          LIMIT {} FORMAT RowBinary",
-        crate::clickhouse::schema::LOOKUP,
+        crate::clickhouse::schema::INDEX,
         w.join(" AND "),
         MAX_INDEXED + 1
     );

@@ -198,7 +198,7 @@ impl Reader {
             )));
         }
         // Every table the probes write, so the console's pages all answer.
-        let lookup = std::iter::once(super::schema::LOOKUP);
+        let lookup = std::iter::once(super::schema::INDEX);
         for table in super::Table::all().map(super::Table::name).chain(lookup) {
             if !answer.lines().any(|l| l == table) {
                 return Err(StoreError::Invalid(format!(
