@@ -2,6 +2,12 @@
 # Installs what the tests need (tshark, the oracle) and runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step says how long it took, so a slow CI run shows where its time went.
+step_start=$SECONDS
+took() {
+    echo "test.sh: $1 took $((SECONDS - step_start)) s (the whole run so far: $SECONDS s)"
+    step_start=$SECONDS
+}
 # The oracle (tshark, mergecap), the real peers of the namespace tests, and
 # the browser (Chromium and its WebDriver) of the console test, and valgrind
 # (callgrind counts the packet path's instructions: benches/budget.sh), and
@@ -54,6 +60,7 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust (rustup) first" >&2
     exit 1
 fi
+took "installing what the tests need"
 # Every test binary runs even after one fails, and the closing line always prints.
 status=0
 cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log || status=$?
@@ -61,6 +68,7 @@ cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log || st
 # run in a second build of the audio crate and the command-line tool.
 cargo test --release -p calliper-audio --features g729 2>&1 | tee -a target/test.log || status=$?
 cargo test --release -p calliper --features g729 --test pesq g729 2>&1 | tee -a target/test.log || status=$?
+took "building and running the tests"
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
 if [ "$status" != 0 ]; then
@@ -72,7 +80,9 @@ if ! benches/budget.sh; then
     echo "the instruction budget check failed (benches/budget.sh; its output above says why)" >&2
     exit 1
 fi
+took "the instruction budget"
 # Every fuzz target under libFuzzer for a bounded time (FUZZ_SECONDS each).
 if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
     fuzz/run.sh "${FUZZ_SECONDS:-15}"
+    took "building and running the fuzz targets"
 fi
