@@ -531,6 +531,7 @@ impl<R: Read> CaptureReader<R> {
 }
 
 mod error;
+pub mod files;
 pub mod filter;
 pub mod hep_listen;
 #[cfg(target_os = "linux")]

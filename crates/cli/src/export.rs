@@ -278,7 +278,7 @@ fn feed(source: &Path, decoding: &mut CallAudio) -> Result<()> {
     let mut times = calliper_engine::time_guard::TimeGuard::default();
     loop {
         let batch = input
-            .next_batch(crate::inputs::READ_BATCH)
+            .next_batch(calliper_engine::READ_BATCH)
             .with_context(|| format!("reading {}", source.display()))?;
         if batch.is_empty() {
             return Ok(());

@@ -1,12 +1,12 @@
 //! `calliper`: the command-line front end.
 
 use anyhow::{bail, Result};
+use calliper_capture::files::Inputs;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
-use calliper_engine::RawPacket;
+use calliper_engine::READ_BATCH;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use inputs::{Inputs, READ_BATCH};
 use options::{EngineArgs, Format, OutputArgs};
 use run::Outputs;
 use std::io::{self, IsTerminal};
@@ -18,7 +18,6 @@ mod crtp;
 mod export;
 mod files;
 mod generate;
-mod inputs;
 mod options;
 mod probe;
 mod recording;
@@ -350,12 +349,8 @@ fn read_all(
     let mut n = 0u64;
     let mut say = |m: &str| bar.suspend(|| eprintln!("{m}"));
     while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
-        let mut raw = [RawPacket::default(); READ_BATCH];
-        for (r, p) in raw.iter_mut().zip(b.iter()) {
-            *r = p.into();
-        }
         let read = b.len();
-        if let Err(f) = engine.packets(&mut raw[..read]) {
+        if let Err(f) = engine.captured(b.iter()) {
             return Ok(Some((inputs.name().to_string(), f)));
         }
         let before = n;

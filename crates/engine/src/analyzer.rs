@@ -7,6 +7,9 @@ use crate::workers::{guard, WorkerFailed};
 use crate::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
+/// Packets read and handed to the analysis at a time: one prefetch group.
+pub const READ_BATCH: usize = crate::LOOKAHEAD;
+
 /// One engine, or shards on several threads: the same records either way.
 pub struct Analyzer {
     run: Run,
@@ -63,6 +66,28 @@ impl Analyzer {
                     .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data))
             }
         }
+    }
+
+    /// Analyses packets as a capture reader gives them, [`READ_BATCH`] at a
+    /// time: the one way files and live rings feed the analysis.
+    pub fn captured<'a>(
+        &mut self,
+        packets: impl IntoIterator<Item = calliper_capture::Packet<'a>>,
+    ) -> Result<(), WorkerFailed> {
+        let mut raw = [RawPacket::default(); READ_BATCH];
+        let mut n = 0;
+        for p in packets {
+            raw[n] = p.into();
+            n += 1;
+            if n == READ_BATCH {
+                self.packets(&mut raw)?;
+                n = 0;
+            }
+        }
+        if n > 0 {
+            self.packets(&mut raw[..n])?;
+        }
+        Ok(())
     }
 
     /// Lets capture time pass without packets, so idle calls expire.

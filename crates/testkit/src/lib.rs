@@ -1,8 +1,16 @@
-//! What the workspace's tests share. A test whose prerequisite (a tool, a
-//! capability, a capture collection) is missing fails with a message saying
-//! what is missing, unless its group was named in `CALLIPER_SKIP`
-//! (comma-separated; README): a test that cannot run is never reported as
-//! passed by accident.
+//! What the workspace's tests share: the captures they compare on
+//! ([`captures`]), tshark and what is read from it ([`oracle`]), the
+//! in-process probe ([`probe`]: frames in; records, events and counters
+//! out), and the reading of `CALLIPER_SKIP`.
+//!
+//! A test whose prerequisite (a tool, a capability, a capture collection)
+//! is missing fails with a message saying what is missing, unless its group
+//! was named in `CALLIPER_SKIP` (comma-separated; README): a test that
+//! cannot run is never reported as passed by accident.
+
+pub mod captures;
+pub mod oracle;
+pub mod probe;
 
 /// The environment variable naming the groups to skip.
 pub const SKIP_VAR: &str = "CALLIPER_SKIP";

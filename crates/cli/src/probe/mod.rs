@@ -9,10 +9,10 @@ mod running;
 pub(crate) mod signals;
 mod source;
 
-use crate::inputs::Inputs;
 use crate::options::{load_rules, EngineArgs, Format, OutputArgs};
 use crate::run::Outputs;
 use anyhow::{bail, Result};
+use calliper_capture::files::Inputs;
 use calliper_capture::filter::Filter;
 use calliper_capture::live::{Direction, LiveCapture, LiveConfig, LiveStats};
 use calliper_engine::{Analyzer, Config};

@@ -2,7 +2,6 @@
 //! the outputs, the console's health page and the log as it goes.
 
 use super::{drops, log, realtime_ns, ProbeArgs, Source};
-use crate::inputs::READ_BATCH;
 use crate::run::{Outputs, EMIT_EVERY};
 use anyhow::Result;
 use calliper_capture::hep_listen::HepListenStats;
@@ -10,7 +9,7 @@ use calliper_capture::live::LiveStats;
 use calliper_capture::Packet;
 use calliper_console::{LiveCalls, ProbeHealth};
 use calliper_engine::workers::WorkerFailed;
-use calliper_engine::{Analyzer, RawPacket};
+use calliper_engine::Analyzer;
 
 /// What the probe's console shows of it: its health, published, and its
 /// live calls, whose clock the probe moves on a quiet link.
@@ -62,19 +61,13 @@ impl Running {
 
     /// Analyses what the source read, however many packets it gives at once.
     pub fn packets(&mut self, b: &[Packet<'_>]) {
-        for chunk in b.chunks(READ_BATCH) {
-            if self.failure.is_some() {
-                return;
-            }
-            let mut raw = [RawPacket::default(); READ_BATCH];
-            for (r, p) in raw.iter_mut().zip(chunk) {
-                *r = (*p).into();
-            }
-            self.packets += chunk.len() as u64;
-            self.since_emit += chunk.len() as u64;
-            if let Err(f) = self.engine.packets(&mut raw[..chunk.len()]) {
-                self.failure = Some(f);
-            }
+        if self.failure.is_some() {
+            return;
+        }
+        self.packets += b.len() as u64;
+        self.since_emit += b.len() as u64;
+        if let Err(f) = self.engine.captured(b.iter().copied()) {
+            self.failure = Some(f);
         }
     }
 

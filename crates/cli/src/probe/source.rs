@@ -2,12 +2,13 @@
 //! collector, or both; or capture files, at their own pace if asked.
 
 use super::{log, signals, ProbeArgs};
-use crate::inputs::{Inputs, READ_BATCH};
 use anyhow::{bail, Context, Result};
+use calliper_capture::files::Inputs;
 use calliper_capture::filter::Filter;
 use calliper_capture::hep_listen::{HepListenConfig, HepListenStats, HepListener, HepTransport};
 use calliper_capture::live::{LiveCapture, LiveConfig, LiveStats};
 use calliper_capture::Packet;
+use calliper_engine::READ_BATCH;
 use std::time::{Duration, Instant};
 
 /// Where packets come from.

@@ -138,67 +138,12 @@ pub const IMPAIRED: &[&str] = &[
     "9",
 ];
 
+// One definition, in testkit; each test binary uses some.
+#[allow(unused_imports)]
+pub use calliper_testkit::captures::{at_least, capture_dirs, captures, write_pcap};
+#[allow(unused_imports)]
+pub use calliper_testkit::oracle::{tshark, KNOWN_DIFFERENCES};
 pub use calliper_testkit::skip_requested;
-
-/// The capture directories compared against: ../shared/pcaps (public and
-/// generated), or only the repository's testdata/ when `shared-pcaps` is
-/// in `CALLIPER_SKIP`.
-pub fn capture_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let shared = root.join("../shared/pcaps");
-    if shared.is_dir() {
-        vec![shared.join("public"), shared.join("generated")]
-    } else {
-        skip_requested(
-            "shared-pcaps",
-            &format!(
-                "{} not found: the captures the tests compare on",
-                shared.display()
-            ),
-        );
-        vec![root.join("testdata")]
-    }
-}
-
-/// The least a comparison must cover: `shared` on ../shared/pcaps, or
-/// `testdata_only` when only the repository's four captures are there.
-pub fn at_least(shared: usize, testdata_only: usize) -> usize {
-    if capture_dirs()[0].ends_with("public") {
-        shared
-    } else {
-        testdata_only
-    }
-}
-
-pub fn captures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = capture_dirs()
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).unwrap_or_else(|e| panic!("{}: {e}", d.display())))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no captures found");
-    v
-}
-
-/// Runs tshark (the oracle) on `file` with `args` and returns its standard
-/// output. Fails the test if tshark is missing or exits with an error: an
-/// oracle that did not run must not look like one that found nothing.
-pub fn tshark(file: &Path, args: &[&str]) -> String {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-n").arg("-r").arg(file).args(args);
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("tshark cannot run ({e}): run the README's test command, which installs it")
-    });
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
 pub fn wireshark_tool(tool: &str, args: &[&str]) {
@@ -306,31 +251,6 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
         dropped_total += dropped;
     }
     (n, dropped_total)
-}
-
-/// Streams where Calliper deliberately differs from tshark, with the reason.
-/// The test checks each is still reported by tshark, so the list stays true.
-pub const KNOWN_DIFFERENCES: &[(&str, u32, &str)] = &[
-    (
-        "heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap",
-        0x0EAF0EAF,
-        "tshark also applies SDP from MEGACO (H.248) messages, which move 10.23.1.52:16756 to T.38; \
-         Calliper reads SDP from SIP only and keeps counting the RTP packets (same SSRC) on that address",
-    ),
-    ("ndpi__stun_dtls_rtp.pcapng", 795438192, "RTP inside TURN ChannelData over TCP is not analysed"),
-    ("ndpi__stun_dtls_rtp.pcapng", 840771771, "RTP inside TURN ChannelData over TCP is not analysed"),
-];
-
-/// Writes a nanosecond pcap of `link_type` holding (timestamp ns, frame).
-pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
-    use calliper_capture::pcap_out::{file_header, record_header, Resolution};
-    let mut out = file_header(link_type, 262_144, Resolution::Nanos).to_vec();
-    for (ts, f) in packets {
-        let len = f.len() as u32;
-        out.extend_from_slice(&record_header(*ts, len, len, Resolution::Nanos));
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
 }
 
 /// KPI rows with equal interval, dimension and key summed into one (rows

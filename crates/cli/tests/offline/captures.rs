@@ -191,3 +191,32 @@ fn output_dash_is_stdout() {
         "{text}"
     );
 }
+
+/// The in-process probe the library crates' tests use
+/// (`calliper_testkit::probe`) gives, on every capture, exactly the call and
+/// stream lines `calliper analyze --format jsonl` writes: the tests moved
+/// out of this crate (such as `crates/engine/tests/tshark_oracle.rs`)
+/// still speak for the command-line tool.
+#[test]
+fn the_in_process_probe_gives_the_command_lines_records() {
+    let mut compared = 0;
+    for file in common::captures() {
+        let records = |lines: Vec<Value>| -> Vec<Value> {
+            lines
+                .into_iter()
+                .filter(|l| l["type"] == "call" || l["type"] == "stream")
+                .collect()
+        };
+        let cli = records(calliper_jsonl(&file, &[]));
+        let in_process = records(calliper_testkit::probe::analyze(&file));
+        assert_eq!(cli.len(), in_process.len(), "{}", file.display());
+        for (a, b) in cli.iter().zip(&in_process) {
+            assert_eq!(a, b, "{}", file.display());
+        }
+        compared += cli.len();
+    }
+    assert!(
+        compared >= common::at_least(100, 3),
+        "only {compared} records compared"
+    );
+}

@@ -44,5 +44,4 @@ mod stored_fields;
 mod threads;
 mod time_jumps;
 mod traffic;
-mod tshark_oracle;
 mod wrong_input;

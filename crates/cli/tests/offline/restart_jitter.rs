@@ -7,7 +7,7 @@
 //! numbering jump.
 
 use crate::common;
-use crate::tshark_oracle::tshark_streams;
+use calliper_testkit::oracle::tshark_streams;
 use common::{calliper_jsonl, tshark};
 use serde_json::Value;
 use std::path::Path;

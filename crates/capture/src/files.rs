@@ -1,15 +1,28 @@
 //! Capture files read one after another as one capture: the one reading
-//! loop of `analyze` and `probe --read`.
+//! loop of `analyze`, `probe --read` and the engine's in-process tests.
 
-use anyhow::{bail, Context, Result};
-use calliper_capture::{Batch, CaptureReader};
+use crate::{Batch, CaptureReader};
+use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Packets read and handed on at a time (several prefetch groups of
-/// [`calliper_engine::LOOKAHEAD`]).
-pub const READ_BATCH: usize = 64;
+/// Why the inputs could not be opened, naming the file.
+#[derive(Debug)]
+pub struct OpenError(String);
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// An [`OpenError`] saying `what` of `path`, with the cause.
+fn open_error(what: &str, path: &Path, cause: impl fmt::Display) -> OpenError {
+    OpenError(format!("{what} {}: {cause}", path.display()))
+}
 
 /// Files read in the order given, as one capture. A file that cannot be
 /// read is reported and skipped, a damaged one is read up to the damage,
@@ -35,25 +48,28 @@ pub struct Inputs {
 impl Inputs {
     /// Opens every file before any is read, so that a typo or a file that
     /// is not a capture fails before any work; a directory is refused.
-    pub fn open(paths: &[PathBuf]) -> Result<Inputs> {
+    pub fn open(paths: &[PathBuf]) -> Result<Inputs, OpenError> {
         let mut files = Vec::new();
         let mut total_bytes = 0;
         for path in paths {
-            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let f = File::open(path).map_err(|e| open_error("cannot open", path, e))?;
             let meta = f
                 .metadata()
-                .with_context(|| format!("cannot read {}", path.display()))?;
+                .map_err(|e| open_error("cannot read", path, e))?;
             if meta.is_dir() {
-                bail!("{} is a directory, not a capture file", path.display());
+                return Err(OpenError(format!(
+                    "{} is a directory, not a capture file",
+                    path.display()
+                )));
             }
             if meta.is_file() {
                 // A pipe's start cannot be read twice: it is checked when read.
                 let mut first = [0u8; 4];
                 let n = f
                     .read_at(&mut first, 0)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                calliper_capture::check_start(&first[..n])
-                    .with_context(|| path.display().to_string())?;
+                    .map_err(|e| open_error("cannot read", path, e))?;
+                crate::check_start(&first[..n])
+                    .map_err(|e| OpenError(format!("{}: {e}", path.display())))?;
             }
             total_bytes += meta.len();
             files.push((path.clone(), f));

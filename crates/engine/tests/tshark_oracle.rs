@@ -5,61 +5,17 @@
 //! reports must be one tshark finds. tshark is the oracle; it must be
 //! installed (the README's test command installs it) and exit cleanly — a
 //! missing or failing tshark fails the test, it does not skip.
+//!
+//! Calliper's side runs in process (`calliper_testkit::probe`); the
+//! command-line tool's own output is checked against it in
+//! `crates/cli/tests/offline/captures.rs`.
 
-use crate::common;
-
-use common::{calliper_jsonl, capture_dirs, captures, tshark};
+use calliper_testkit::captures::{at_least, capture_dirs, captures, write_pcap};
+use calliper_testkit::oracle::{tshark, tshark_streams, KNOWN_DIFFERENCES};
+use calliper_testkit::probe::analyze;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-
-#[derive(Debug, Clone)]
-pub(crate) struct TsharkStream {
-    pub(crate) key: (String, u16, String, u16, u32),
-    pub(crate) packets: u64,
-    pub(crate) lost: i64,
-    pub(crate) max_delta: f64,
-    pub(crate) mean_jitter: f64,
-    pub(crate) max_jitter: f64,
-}
-
-pub(crate) fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
-    let text = if heuristic {
-        tshark(
-            file,
-            &["-q", "-z", "rtp,streams", "-o", "rtp.heuristic_rtp:TRUE"],
-        )
-    } else {
-        tshark(file, &["-q", "-z", "rtp,streams"])
-    };
-    let mut streams = Vec::new();
-    for line in text.lines() {
-        let mut f: Vec<&str> = line.split_whitespace().collect();
-        // start end src sport dst dport ssrc payload... pkts lost (pct) mind meand maxd minj meanj maxj [X]
-        if f.len() < 17 || !f[6].starts_with("0x") {
-            continue;
-        }
-        if f.last() == Some(&"X") {
-            f.pop();
-        }
-        let n = f.len();
-        streams.push(TsharkStream {
-            key: (
-                f[2].into(),
-                f[3].parse().unwrap(),
-                f[4].into(),
-                f[5].parse().unwrap(),
-                u32::from_str_radix(&f[6][2..], 16).unwrap(),
-            ),
-            packets: f[n - 9].parse().unwrap(),
-            lost: f[n - 8].parse().unwrap(),
-            max_delta: f[n - 4].parse().unwrap(),
-            mean_jitter: f[n - 2].parse().unwrap(),
-            max_jitter: f[n - 1].parse().unwrap(),
-        });
-    }
-    streams
-}
 
 fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Value> {
     let mut m = HashMap::new();
@@ -100,7 +56,7 @@ fn every_tshark_stream_matches() {
         if ts.is_empty() {
             continue;
         }
-        let ours = all_streams(&calliper_jsonl(&file, &[]));
+        let ours = all_streams(&analyze(&file));
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         // The other direction: every stream Calliper reports must be one
         // tshark finds too (by SDP or, for streams without signalling, by
@@ -114,7 +70,7 @@ fn every_tshark_stream_matches() {
             failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
         }
         for t in &ts {
-            if let Some((_, _, why)) = common::KNOWN_DIFFERENCES
+            if let Some((_, _, why)) = KNOWN_DIFFERENCES
                 .iter()
                 .find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4)
             {
@@ -180,13 +136,13 @@ fn every_tshark_stream_matches() {
         failures.join("\n")
     );
     assert!(
-        compared >= common::at_least(60, 15),
+        compared >= at_least(60, 15),
         "only {compared} streams compared"
     );
     if capture_dirs()[0].ends_with("public") {
         assert_eq!(
             known_seen,
-            common::KNOWN_DIFFERENCES.len(),
+            KNOWN_DIFFERENCES.len(),
             "a known difference no longer appears in tshark's output"
         );
     }
@@ -201,7 +157,7 @@ fn sequence_restart_is_not_negative_loss() {
         .into_iter()
         .find(|d| d.join("sipp_hold_dtmf.pcap").exists())
         .expect("sipp_hold_dtmf.pcap");
-    let lines = calliper_jsonl(&dir.join("sipp_hold_dtmf.pcap"), &[]);
+    let lines = analyze(&dir.join("sipp_hold_dtmf.pcap"));
     let streams = all_streams(&lines);
     let pcma: Vec<&Value> = streams.values().filter(|s| s["codec"] == "PCMA").collect();
     assert_eq!(pcma.len(), 6);
@@ -299,7 +255,7 @@ fn dtmf_events_match_tshark() {
     let mut failures = vec![];
     for file in captures() {
         // tshark reads this capture's payload types from MEGACO (H.248) SDP
-        // as well as SIP (see common::KNOWN_DIFFERENCES), so it decodes other packets
+        // as well as SIP (see KNOWN_DIFFERENCES), so it decodes other packets
         // as events; not comparable.
         if file.ends_with("heplify__FAX-Call-t38-CA-TDM-SIP-FB-1.pcap") {
             continue;
@@ -309,10 +265,7 @@ fn dtmf_events_match_tshark() {
             continue;
         }
         let mut seen = std::collections::HashSet::new();
-        for call in calliper_jsonl(&file, &[])
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
+        for call in analyze(&file).iter().filter(|l| l["type"] == "call") {
             for s in call["streams"].as_array().unwrap() {
                 let key = (
                     s["src"].as_str().unwrap().to_string(),
@@ -397,10 +350,7 @@ fn rtcp_reports_match_tshark() {
         if max_jitter.is_empty() {
             continue;
         }
-        for call in calliper_jsonl(&file, &[])
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
+        for call in analyze(&file).iter().filter(|l| l["type"] == "call") {
             for s in call["streams"].as_array().unwrap() {
                 let codec = s["codec"].as_str().unwrap().to_ascii_uppercase();
                 if s["rtcp_reports"].as_u64().unwrap() == 0 || !(codec == "PCMA" || codec == "PCMU")
@@ -465,9 +415,9 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
         frames.push((p.ts_ns, frame));
     }
     let path = dir.join("heuristic-cn.pcap");
-    common::write_pcap(&path, link_type, &frames);
+    write_pcap(&path, link_type, &frames);
     let theirs = tshark_streams(&path, true);
-    let ours = all_streams(&calliper_jsonl(&path, &[]));
+    let ours = all_streams(&analyze(&path));
     std::fs::remove_dir_all(&dir).ok();
     assert!(theirs.len() >= 9, "tshark found {} streams", theirs.len());
     for t in &theirs {

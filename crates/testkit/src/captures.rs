@@ -1,0 +1,65 @@
+//! The captures the comparisons run on: `../shared/pcaps` (public and
+//! generated), or only the repository's `testdata/` when `shared-pcaps`
+//! is in `CALLIPER_SKIP`.
+
+use crate::skip_requested;
+use std::path::{Path, PathBuf};
+
+/// The capture directories compared against: ../shared/pcaps (public and
+/// generated), or only the repository's testdata/ when `shared-pcaps` is
+/// in `CALLIPER_SKIP`.
+pub fn capture_dirs() -> Vec<PathBuf> {
+    let root = repo_root();
+    let shared = root.join("../shared/pcaps");
+    if shared.is_dir() {
+        vec![shared.join("public"), shared.join("generated")]
+    } else {
+        skip_requested(
+            "shared-pcaps",
+            &format!(
+                "{} not found: the captures the tests compare on",
+                shared.display()
+            ),
+        );
+        vec![root.join("testdata")]
+    }
+}
+
+/// The least a comparison must cover: `shared` on ../shared/pcaps, or
+/// `testdata_only` when only the repository's four captures are there.
+pub fn at_least(shared: usize, testdata_only: usize) -> usize {
+    if capture_dirs()[0].ends_with("public") {
+        shared
+    } else {
+        testdata_only
+    }
+}
+
+pub fn captures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = capture_dirs()
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap_or_else(|e| panic!("{}: {e}", d.display())))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no captures found");
+    v
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Writes a nanosecond pcap of `link_type` holding (timestamp ns, frame).
+pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
+    use calliper_capture::pcap_out::{file_header, record_header, Resolution};
+    let mut out = file_header(link_type, 262_144, Resolution::Nanos).to_vec();
+    for (ts, f) in packets {
+        let len = f.len() as u32;
+        out.extend_from_slice(&record_header(*ts, len, len, Resolution::Nanos));
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
