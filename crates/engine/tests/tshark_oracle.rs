@@ -56,7 +56,7 @@ fn every_tshark_stream_matches() {
         if ts.is_empty() {
             continue;
         }
-        let ours = all_streams(&analyze(&file));
+        let ours = all_streams(&analyze(&file).lines());
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         // The other direction: every stream Calliper reports must be one
         // tshark finds too (by SDP or, for streams without signalling, by
@@ -157,7 +157,7 @@ fn sequence_restart_is_not_negative_loss() {
         .into_iter()
         .find(|d| d.join("sipp_hold_dtmf.pcap").exists())
         .expect("sipp_hold_dtmf.pcap");
-    let lines = analyze(&dir.join("sipp_hold_dtmf.pcap"));
+    let lines = analyze(&dir.join("sipp_hold_dtmf.pcap")).lines();
     let streams = all_streams(&lines);
     let pcma: Vec<&Value> = streams.values().filter(|s| s["codec"] == "PCMA").collect();
     assert_eq!(pcma.len(), 6);
@@ -265,7 +265,11 @@ fn dtmf_events_match_tshark() {
             continue;
         }
         let mut seen = std::collections::HashSet::new();
-        for call in analyze(&file).iter().filter(|l| l["type"] == "call") {
+        for call in analyze(&file)
+            .lines()
+            .iter()
+            .filter(|l| l["type"] == "call")
+        {
             for s in call["streams"].as_array().unwrap() {
                 let key = (
                     s["src"].as_str().unwrap().to_string(),
@@ -350,7 +354,11 @@ fn rtcp_reports_match_tshark() {
         if max_jitter.is_empty() {
             continue;
         }
-        for call in analyze(&file).iter().filter(|l| l["type"] == "call") {
+        for call in analyze(&file)
+            .lines()
+            .iter()
+            .filter(|l| l["type"] == "call")
+        {
             for s in call["streams"].as_array().unwrap() {
                 let codec = s["codec"].as_str().unwrap().to_ascii_uppercase();
                 if s["rtcp_reports"].as_u64().unwrap() == 0 || !(codec == "PCMA" || codec == "PCMU")
@@ -417,7 +425,7 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
     let path = dir.join("heuristic-cn.pcap");
     write_pcap(&path, link_type, &frames);
     let theirs = tshark_streams(&path, true);
-    let ours = all_streams(&analyze(&path));
+    let ours = all_streams(&analyze(&path).lines());
     std::fs::remove_dir_all(&dir).ok();
     assert!(theirs.len() >= 9, "tshark found {} streams", theirs.len());
     for t in &theirs {

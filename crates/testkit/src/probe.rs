@@ -80,6 +80,16 @@ impl Probe {
 }
 
 impl Outcome {
+    /// The summary line `analyze --format jsonl` ends with: the counters
+    /// (without the fields only the command adds: input, rules, drops).
+    pub fn summary(&self) -> Value {
+        let mut v = serde_json::to_value(&self.counters).expect("counters serialise");
+        if let Value::Object(o) = &mut v {
+            o.insert("type".into(), "summary".into());
+        }
+        v
+    }
+
     /// The records as `analyze --format jsonl` writes them, a value a line.
     pub fn lines(&self) -> Vec<Value> {
         let mut out = Vec::new();
@@ -93,11 +103,11 @@ impl Outcome {
 }
 
 /// The analysis of one capture file with the default configuration, one
-/// engine: the records' JSON lines.
-pub fn analyze(path: &Path) -> Vec<Value> {
+/// engine, as `analyze FILE` runs it.
+pub fn analyze(path: &Path) -> Outcome {
     let mut p = Probe::new(Config::default(), 1);
     p.capture(path);
-    p.finish().lines()
+    p.finish()
 }
 
 fn json_lines(bytes: &[u8]) -> Vec<Value> {

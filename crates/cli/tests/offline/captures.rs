@@ -194,29 +194,56 @@ fn output_dash_is_stdout() {
 
 /// The in-process probe the library crates' tests use
 /// (`calliper_testkit::probe`) gives, on every capture, exactly the call and
-/// stream lines `calliper analyze --format jsonl` writes: the tests moved
-/// out of this crate (such as `crates/engine/tests/tshark_oracle.rs`)
-/// still speak for the command-line tool.
+/// stream lines and the event lines of `calliper analyze --format jsonl
+/// --events all`, each in its order: the tests moved out of this crate
+/// (`crates/engine/tests`) still speak for the command-line tool.
 #[test]
-fn the_in_process_probe_gives_the_command_lines_records() {
-    let mut compared = 0;
+fn the_in_process_probe_gives_the_command_lines_records_and_events() {
+    // Lines of the command's own trackers (and its summary), not events.
+    const ROWS: &[&str] = &["kpi", "traffic", "registration", "alert", "user", "summary"];
+    let (mut records, mut events) = (0, 0);
     for file in common::captures() {
-        let records = |lines: Vec<Value>| -> Vec<Value> {
-            lines
-                .into_iter()
-                .filter(|l| l["type"] == "call" || l["type"] == "stream")
-                .collect()
+        let cli = calliper_jsonl(&file, &["--events", "all"]);
+        let is_record = |l: &&Value| l["type"] == "call" || l["type"] == "stream";
+        let cli_records: Vec<&Value> = cli.iter().filter(is_record).collect();
+        let cli_events: Vec<&Value> = cli
+            .iter()
+            .filter(|l| !is_record(l) && !ROWS.iter().any(|r| l["type"] == *r))
+            .collect();
+        let out = calliper_testkit::probe::analyze(&file);
+        let lines = out.lines();
+        let name = file.display();
+        same_lines(&name.to_string(), "records", &cli_records, &lines);
+        // The events of a finished call come when its record is taken,
+        // which the command does every 4 096 packets and the probe after
+        // every batch it reads: the same events, in another order across calls.
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
         };
-        let cli = records(calliper_jsonl(&file, &[]));
-        let in_process = records(calliper_testkit::probe::analyze(&file));
-        assert_eq!(cli.len(), in_process.len(), "{}", file.display());
-        for (a, b) in cli.iter().zip(&in_process) {
-            assert_eq!(a, b, "{}", file.display());
-        }
-        compared += cli.len();
+        assert_eq!(
+            sorted(cli_events.iter().map(|v| v.to_string()).collect()),
+            sorted(out.events.iter().map(|v| v.to_string()).collect()),
+            "{name}: events"
+        );
+        records += lines.len();
+        events += out.events.len();
     }
     assert!(
-        compared >= common::at_least(100, 3),
-        "only {compared} records compared"
+        records >= common::at_least(100, 3) && events >= common::at_least(800, 30),
+        "only {records} records and {events} events compared"
     );
+}
+
+/// Fails at the first line where the command and the probe differ, showing
+/// those two lines only.
+fn same_lines(file: &str, what: &str, cli: &[&Value], in_process: &[Value]) {
+    let differ = cli.iter().zip(in_process).position(|(a, b)| *a != b);
+    if let Some(n) = differ {
+        panic!(
+            "{file}: {what} differ at line {n}:\ncommand:    {}\nin process: {}",
+            cli[n], in_process[n]
+        );
+    }
+    assert_eq!(cli.len(), in_process.len(), "{file}: {what}: lines");
 }

@@ -311,3 +311,24 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
         "cannot read the HEP key file /nonexistent/hep.key",
     );
 }
+
+#[test]
+fn bad_event_kinds_and_formats_are_refused() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .arg("analyze")
+            .args(args)
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--format", "jsonl", "--events", "calls,bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`bogus` is not an event kind"));
+    let o = run(&["--events", "calls"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--format jsonl"));
+    let o = run(&["--format", "jsonl", "--interval", "0.5"]);
+    assert_eq!(o.status.code(), Some(2));
+}

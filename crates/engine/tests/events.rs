@@ -4,8 +4,10 @@
 //! stream's record; hold offers, DTMF digits and RTCP report blocks are
 //! the ones tshark decodes; a sharded run delivers the same events.
 
-use crate::common;
-use common::{calliper_jsonl, captures, tshark};
+use calliper_engine::Config;
+use calliper_testkit::captures::{at_least, captures, repo_root};
+use calliper_testkit::oracle::{tshark, KNOWN_DIFFERENCES};
+use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,10 +27,21 @@ fn key(v: &Value) -> Key {
     )
 }
 
-fn events(file: &Path, kinds: &str, extra: &[&str]) -> Vec<Value> {
-    let mut args = vec!["--events", kinds, "--interval", "1", "--dedup-window", "0"];
-    args.extend_from_slice(extra);
-    calliper_jsonl(file, &args)
+/// What `analyze --format jsonl --events all --interval 1 --dedup-window 0
+/// --threads N` writes for `file`: the records, every event, the summary.
+fn events(file: &Path, threads: usize) -> Vec<Value> {
+    let cfg = Config {
+        interval_ns: INTERVAL_NS,
+        dedup_window_ns: 0,
+        ..Config::default()
+    };
+    let mut probe = Probe::new(cfg, threads);
+    probe.capture(file);
+    let out = probe.finish();
+    let mut lines = out.lines();
+    lines.extend(out.events.iter().cloned());
+    lines.push(out.summary());
+    lines
 }
 
 /// "1795310759.744595000" as ns.
@@ -106,7 +119,7 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
     let mut compared_streams = 0;
     let mut compared_intervals = 0;
     for file in captures() {
-        let lines = events(&file, "streams,intervals", &[]);
+        let lines = events(&file, 1);
         let ended: BTreeMap<Key, &Value> = lines
             .iter()
             .filter(|l| l["type"] == "stream_ended")
@@ -168,7 +181,7 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
         // Streams tshark sees differently on purpose (the stream oracle's list).
         let name = file.file_name().unwrap().to_str().unwrap();
         let known = |k: &Key| {
-            common::KNOWN_DIFFERENCES
+            KNOWN_DIFFERENCES
                 .iter()
                 .any(|(f, ssrc, _)| *f == name && *ssrc as u64 == k.4)
         };
@@ -197,7 +210,7 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
         compared_streams += ended.len();
         compared_intervals += ours.len();
     }
-    let least = common::at_least(40, 8);
+    let least = at_least(40, 8);
     assert!(
         compared_streams >= least,
         "only {compared_streams} streams compared (expected at least {least})"
@@ -207,7 +220,7 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
 
 #[test]
 fn hold_and_resume_follow_the_offers_tshark_decodes() {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let file = repo_root().join("testdata/sipp_hold_dtmf.pcap");
     // tshark: INVITE requests whose SDP offers audio send-only or inactive
     // (hold), and re-INVITEs offering send-receive (resume), by Call-ID.
     let offers = |filter: &str| -> Vec<String> {
@@ -219,7 +232,7 @@ fn hold_and_resume_follow_the_offers_tshark_decodes() {
     let holds = offers(
         r#"sip.Method == "INVITE" && (sdp.media_attr == "sendonly" || sdp.media_attr == "inactive")"#,
     );
-    let lines = events(&file, "calls", &[]);
+    let lines = events(&file, 1);
     let phase = |p: &str| -> Vec<String> {
         lines
             .iter()
@@ -288,7 +301,7 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
             );
             theirs.entry(k).or_default().push(f[6].parse().unwrap());
         }
-        let lines = events(&file, "dtmf", &[]);
+        let lines = events(&file, 1);
         let mut ours: BTreeMap<Key, Vec<u64>> = BTreeMap::new();
         for d in lines.iter().filter(|l| l["type"] == "dtmf") {
             let digit = d["digit"].as_str().unwrap();
@@ -313,7 +326,7 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
 fn rtcp_events_are_the_report_blocks_tshark_decodes() {
     let mut compared = 0;
     for file in captures() {
-        let lines = events(&file, "rtcp,streams", &[]);
+        let lines = events(&file, 1);
         // A block is about a stream when its receiver sends it: keyed by
         // (reporter = the stream's receiver, the stream's sender, SSRC) — a
         // proxied call's legs carry the same SSRC between other addresses.
@@ -371,11 +384,9 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
 #[test]
 fn two_threads_deliver_the_same_events() {
     for name in ["sipp_hold_dtmf.pcap", "heplify__rtp_rtcp_sip_ipv4_udp.pcap"] {
-        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../testdata")
-            .join(name);
-        let sorted = |threads: &str| -> Vec<String> {
-            let mut v: Vec<String> = events(&file, "all", &["--threads", threads])
+        let file = repo_root().join("testdata").join(name);
+        let sorted = |threads: usize| -> Vec<String> {
+            let mut v: Vec<String> = events(&file, threads)
                 .into_iter()
                 .filter(|l| !matches!(l["type"].as_str(), Some("call" | "stream" | "summary")))
                 .map(|l| l.to_string())
@@ -383,9 +394,9 @@ fn two_threads_deliver_the_same_events() {
             v.sort();
             v
         };
-        let one = sorted("1");
+        let one = sorted(1);
         assert!(one.len() > 10, "{name}: only {} events", one.len());
-        assert_eq!(one, sorted("2"), "{name}: events differ with two threads");
+        assert_eq!(one, sorted(2), "{name}: events differ with two threads");
     }
 }
 
@@ -393,8 +404,8 @@ fn two_threads_deliver_the_same_events() {
 fn anomaly_events_count_what_the_summary_counts() {
     let mut kinds = 0;
     for file in captures() {
-        for threads in ["1", "2"] {
-            let lines = events(&file, "anomalies", &["--threads", threads]);
+        for threads in [1, 2] {
+            let lines = events(&file, threads);
             let mut ours: BTreeMap<String, u64> = BTreeMap::new();
             for a in lines.iter().filter(|l| l["type"] == "anomaly") {
                 *ours.entry(a["kind"].as_str().unwrap().into()).or_default() +=
@@ -411,27 +422,6 @@ fn anomaly_events_count_what_the_summary_counts() {
             kinds += counted.len();
         }
     }
-    let least = common::at_least(8, 4);
+    let least = at_least(8, 4);
     assert!(kinds >= least, "only {kinds} anomaly kinds compared");
-}
-
-#[test]
-fn bad_event_kinds_and_formats_are_refused() {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .arg("analyze")
-            .args(args)
-            .arg(&file)
-            .output()
-            .unwrap()
-    };
-    let o = run(&["--format", "jsonl", "--events", "calls,bogus"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("`bogus` is not an event kind"));
-    let o = run(&["--events", "calls"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--format jsonl"));
-    let o = run(&["--format", "jsonl", "--interval", "0.5"]);
-    assert_eq!(o.status.code(), Some(2));
 }

@@ -1,8 +1,9 @@
 //! Quality inputs against an oracle: the RTCP round trip against
 //! Wireshark's, on every capture with sender reports and reports on them.
 
-use crate::common;
-use common::*;
+use calliper_testkit::captures::{captures, repo_root};
+use calliper_testkit::oracle::tshark;
+use calliper_testkit::probe::analyze;
 use std::collections::HashMap;
 
 /// Wireshark's round trips (`rtcp.roundtrip-delay`, computed from the
@@ -64,7 +65,7 @@ fn rtcp_round_trip_matches_tshark() {
     let mut compared = 0;
     for file in captures() {
         let theirs = tshark_round_trips(&file);
-        let lines = calliper_jsonl(&file, &[]);
+        let lines = analyze(&file).lines();
         let streams = lines
             .iter()
             .filter(|l| l["type"] == "call")
@@ -117,8 +118,7 @@ fn rtcp_round_trip_matches_tshark() {
 /// would encrypt, is no longer read; the capture as it is reads it.
 #[test]
 fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
-    let original = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
+    let original = repo_root().join("testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
     let bytes = std::fs::read(&original).unwrap();
     let (from, to) = (b"a=rtpmap:8 PCMA/8000", b"a=crypto:1 AES_CM_12");
     assert_eq!(from.len(), to.len());
@@ -132,7 +132,8 @@ fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
     std::fs::write(&path, &srtp).unwrap();
     // The stream to the offered address 200.57.7.196:40376.
     let offered = |file: &std::path::Path| {
-        calliper_jsonl(file, &[])
+        analyze(file)
+            .lines()
             .into_iter()
             .filter(|l| l["type"] == "call")
             .flat_map(|c| c["streams"].as_array().unwrap().clone())
@@ -158,12 +159,13 @@ fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
 /// the record had been made before the final interval was cut (review).
 #[test]
 fn worst_interval_mos_includes_the_final_interval() {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    let repo = repo_root().join("testdata");
     let mut checked = 0;
     for f in ["sipp_hold_dtmf.pcap", "heplify__rtp_rtcp_sip_ipv4_udp.pcap"] {
-        let lines = calliper_jsonl(&repo.join(f), &["--events", "intervals"]);
+        let out = analyze(&repo.join(f));
+        let lines = out.lines();
         let mut lowest: HashMap<(u64, u64), f64> = HashMap::new();
-        for i in lines.iter().filter(|l| l["type"] == "interval") {
+        for i in out.events.iter().filter(|l| l["type"] == "interval") {
             if i["expected"].as_u64().unwrap_or(0) >= 50 {
                 if let Some(m) = i["mos"].as_f64() {
                     let k = (i["ssrc"].as_u64().unwrap(), i["src_port"].as_u64().unwrap());
