@@ -40,7 +40,6 @@ fn events(file: &Path, threads: usize) -> Vec<Value> {
     let out = probe.finish();
     let mut lines = out.lines();
     lines.extend(out.events.iter().cloned());
-    lines.push(out.summary());
     lines
 }
 

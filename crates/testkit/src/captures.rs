@@ -63,3 +63,12 @@ pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
     }
     std::fs::write(path, out).unwrap();
 }
+
+/// A path under the system's temporary directory that no other test of
+/// this run uses: the tests of one binary share its process id, so a
+/// counter tells them apart.
+pub fn scratch(name: &str) -> PathBuf {
+    static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("calliper-{}-{n}-{name}", std::process::id()))
+}

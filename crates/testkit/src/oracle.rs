@@ -82,3 +82,16 @@ pub fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
     }
     streams
 }
+
+/// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
+pub fn wireshark_tool(tool: &str, args: &[&str]) {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
+    assert!(
+        out.status.success(),
+        "{tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

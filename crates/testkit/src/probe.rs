@@ -90,7 +90,8 @@ impl Outcome {
         v
     }
 
-    /// The records as `analyze --format jsonl` writes them, a value a line.
+    /// What `analyze --format jsonl` writes, a value a line: the records,
+    /// then the summary.
     pub fn lines(&self) -> Vec<Value> {
         let mut out = Vec::new();
         let mut sink = JsonLines::new(&mut out);
@@ -98,7 +99,9 @@ impl Outcome {
             sink.write(r).expect("a record that does not serialise");
         }
         drop(sink);
-        json_lines(&out)
+        let mut lines = json_lines(&out);
+        lines.push(self.summary());
+        lines
     }
 }
 

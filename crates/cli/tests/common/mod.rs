@@ -9,7 +9,7 @@ pub mod runs;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -140,23 +140,10 @@ pub const IMPAIRED: &[&str] = &[
 
 // One definition, in testkit; each test binary uses some.
 #[allow(unused_imports)]
-pub use calliper_testkit::captures::{at_least, capture_dirs, captures, write_pcap};
+pub use calliper_testkit::captures::{at_least, capture_dirs, captures, scratch, write_pcap};
 #[allow(unused_imports)]
-pub use calliper_testkit::oracle::{tshark, KNOWN_DIFFERENCES};
+pub use calliper_testkit::oracle::{tshark, wireshark_tool, KNOWN_DIFFERENCES};
 pub use calliper_testkit::skip_requested;
-
-/// Runs a capture tool of Wireshark's (`editcap`, `mergecap`).
-pub fn wireshark_tool(tool: &str, args: &[&str]) {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
-    assert!(
-        out.status.success(),
-        "{tool}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
@@ -190,15 +177,6 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
         .status()
         .unwrap();
     assert!(st.success());
-}
-
-/// A path under the system's temporary directory that no other test of
-/// this run uses: the tests of one binary share its process id, so a
-/// counter tells them apart.
-pub fn scratch(name: &str) -> PathBuf {
-    static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = TAKEN.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("calliper-{}-{n}-{name}", std::process::id()))
 }
 
 /// Runs `calliper generate ARGS` into a temporary directory and returns the

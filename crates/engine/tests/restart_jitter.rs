@@ -6,16 +6,15 @@
 //! restart's time must be that of the packet where tshark sees the
 //! numbering jump.
 
-use crate::common;
-use calliper_testkit::oracle::tshark_streams;
-use common::{calliper_jsonl, tshark};
+use calliper_testkit::captures::{repo_root, scratch};
+use calliper_testkit::oracle::{tshark, tshark_streams, wireshark_tool};
+use calliper_testkit::probe::analyze;
 use serde_json::Value;
-use std::path::Path;
 
 #[test]
 fn jitter_within_segments_is_tsharks_on_each_segment() {
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let lines = calliper_jsonl(&capture, &[]);
+    let capture = repo_root().join("testdata/sipp_hold_dtmf.pcap");
+    let lines = analyze(&capture).lines();
     let streams: Vec<&Value> = lines
         .iter()
         .filter(|l| l["type"] == "call")
@@ -23,7 +22,7 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
         .filter(|s| s["seq_resets"] == 1)
         .collect();
     assert_eq!(streams.len(), 6, "SIPp's six PCMA streams restart once");
-    let dir = common::scratch("restart-jitter");
+    let dir = scratch("restart-jitter");
     std::fs::create_dir_all(&dir).unwrap();
     // Frame number, time (ns), ports, sequence number and SSRC of each RTP packet.
     let frames: Vec<(u64, i64, u16, u16, u16, u32)> = tshark(
@@ -94,7 +93,7 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
         let mut max = 0f64;
         for (name, range) in parts {
             let part = dir.join(format!("{sport}-{name}.pcap"));
-            common::wireshark_tool(
+            wireshark_tool(
                 "editcap",
                 &[
                     "-r",

@@ -7,18 +7,16 @@
 //! the unwrapped capture, and tshark must find the same SIP INVITEs in the
 //! wrapped file (so the wrapping is real, not something only we accept).
 
-use crate::common;
-
 use calliper_capture::CaptureReader;
+use calliper_testkit::captures::{repo_root, scratch, write_pcap};
+use calliper_testkit::oracle::tshark;
+use calliper_testkit::probe::analyze;
 use calliper_wire::emit::{self, ethertype_of};
-use common::calliper_jsonl;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata")
-        .join(name)
+    repo_root().join("testdata").join(name)
 }
 
 /// (timestamp ns, IP packet) of every packet of a capture.
@@ -163,8 +161,9 @@ fn wrap(kind: &str, ip: &[u8]) -> Vec<u8> {
     }
 }
 
-fn write_pcap(path: &Path, packets: &[(i64, Vec<u8>)]) {
-    common::write_pcap(path, 1, packets);
+/// An Ethernet capture of `packets`.
+fn write_ethernet(path: &Path, packets: &[(i64, Vec<u8>)]) {
+    write_pcap(path, 1, packets);
 }
 
 fn records(lines: Vec<Value>) -> Vec<Value> {
@@ -176,14 +175,14 @@ fn records(lines: Vec<Value>) -> Vec<Value> {
 }
 
 fn tshark_invites(path: &Path) -> usize {
-    common::tshark(path, &["-Y", "sip.Method == \"INVITE\""])
+    tshark(path, &["-Y", "sip.Method == \"INVITE\""])
         .lines()
         .count()
 }
 
 /// tshark's RTP stream table (one line per stream).
 fn tshark_rtp(path: &Path) -> Vec<String> {
-    common::tshark(path, &["-q", "-z", "rtp,streams"])
+    tshark(path, &["-q", "-z", "rtp,streams"])
         .lines()
         .filter(|l| l.contains(" 0x"))
         .map(str::to_string)
@@ -197,7 +196,7 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
     let mut failures = vec![];
     for capture in ["sipp_hold_dtmf.pcap", "sngrep__ipv6frag.pcap"] {
         let original = testdata(capture);
-        let want = records(calliper_jsonl(&original, &[]));
+        let want = records(analyze(&original).lines());
         assert!(!want.is_empty());
         let invites = tshark_invites(&original);
         assert!(invites > 0);
@@ -224,8 +223,8 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
             let wrapped: Vec<(i64, Vec<u8>)> =
                 packets.iter().map(|(t, ip)| (*t, wrap(kind, ip))).collect();
             let path = dir.join(format!("{kind}-{capture}"));
-            write_pcap(&path, &wrapped);
-            let got = records(calliper_jsonl(&path, &[]));
+            write_ethernet(&path, &wrapped);
+            let got = records(analyze(&path).lines());
             if got != want {
                 failures.push(format!("{capture} in {kind}: calliper's records differ"));
             }
@@ -254,10 +253,10 @@ fn every_encapsulation_gives_the_records_of_the_plain_capture() {
 /// removed as a duplicate, and the records are those of the plain capture.
 #[test]
 fn a_packet_seen_on_two_gtpu_legs_counts_once() {
-    let dir = common::scratch("gtpu-legs");
+    let dir = scratch("gtpu-legs");
     std::fs::create_dir_all(&dir).unwrap();
     let original = testdata("sipp_hold_dtmf.pcap");
-    let want = records(calliper_jsonl(&original, &[]));
+    let want = records(analyze(&original).lines());
     let packets = ip_packets(&original);
     let mut legs = Vec::new();
     for (t, ip) in &packets {
@@ -274,8 +273,8 @@ fn a_packet_seen_on_two_gtpu_legs_counts_once() {
         legs.push((t + 1_000, second));
     }
     let path = dir.join("two-legs.pcap");
-    write_pcap(&path, &legs);
-    let lines = calliper_jsonl(&path, &[]);
+    write_ethernet(&path, &legs);
+    let lines = analyze(&path).lines();
     let summary = lines.last().unwrap().clone();
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(summary["duplicates_removed"], packets.len(), "{summary}");
@@ -311,8 +310,8 @@ fn frames_that_are_not_ip_are_counted_by_type() {
         .map(|(i, f)| (1_700_000_000_000_000_000 + i as i64 * 1000, f))
         .collect();
     let path = dir.join("not-ip.pcap");
-    write_pcap(&path, &packets);
-    let lines = calliper_jsonl(&path, &[]);
+    write_ethernet(&path, &packets);
+    let lines = analyze(&path).lines();
     let summary = lines.last().unwrap();
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(summary["not_ip"], 5, "{summary}");
