@@ -2,23 +2,13 @@
 //! forking with early media, CANCEL, authentication challenges, PRACK and
 //! UPDATE, REFER, NAT.
 
-use calliper_engine::{CallRecord, CallState, Config, Engine, Record, Side, StreamDirection};
-use std::net::Ipv4Addr;
+use calliper_engine::{CallRecord, CallState, Config, Side, StreamDirection};
+use calliper_testkit::probe::Probe;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 const MS: i64 = 1_000_000;
 const CALLER: [u8; 4] = [10, 0, 0, 1];
 const PROXY: [u8; 4] = [10, 0, 0, 2];
-
-/// A raw IPv4/UDP packet (LINKTYPE_RAW).
-fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, payload: &[u8]) -> Vec<u8> {
-    use calliper_wire::{emit, ipproto};
-    emit::Ipv4 {
-        id: 1,
-        frag: 0x4000,
-        ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP)
-    }
-    .emit(&emit::udp(sport, dport, payload))
-}
 
 fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {
     calliper_wire::emit::rtp(8, seq, seq as u32 * 160, ssrc, &[0xD5; 160])
@@ -49,52 +39,50 @@ fn sip(first: &str, cseq: &str, to_tag: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A call flow fed to the in-process probe, 10 ms between messages and
+/// 20 ms between media packets.
 struct Run {
-    e: Engine,
+    probe: Probe,
     t: i64,
+}
+
+/// An address of `ip`'s, at `port`.
+fn at(ip: [u8; 4], port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(ip.into(), port)
 }
 
 impl Run {
     fn new() -> Run {
         Run {
-            e: Engine::new(Config::default()),
+            probe: Probe::new(Config::default(), 1),
             t: 1_700_000_000_000_000_000,
         }
     }
     /// Caller to proxy.
     fn up(&mut self, m: Vec<u8>) {
         self.t += 10 * MS;
-        self.e
-            .packet(self.t, 101, &udp(CALLER, 5060, PROXY, 5060, &m));
+        self.probe
+            .udp(self.t, at(CALLER, 5060), at(PROXY, 5060), &m);
     }
     /// Proxy to caller.
     fn down(&mut self, m: Vec<u8>) {
         self.t += 10 * MS;
-        self.e
-            .packet(self.t, 101, &udp(PROXY, 5060, CALLER, 5060, &m));
+        self.probe
+            .udp(self.t, at(PROXY, 5060), at(CALLER, 5060), &m);
     }
     fn media(&mut self, src: ([u8; 4], u16), dst: ([u8; 4], u16), ssrc: u32, n: u16) {
         for seq in 0..n {
             self.t += 20 * MS;
-            self.e.packet(
-                self.t,
-                101,
-                &udp(src.0, src.1, dst.0, dst.1, &rtp(seq, ssrc)),
-            );
+            let (from, to) = (at(src.0, src.1), at(dst.0, dst.1));
+            self.probe.udp(self.t, from, to, &rtp(seq, ssrc));
         }
     }
-    fn call(mut self) -> CallRecord {
-        self.e.finish();
-        let mut calls: Vec<CallRecord> = self
-            .e
-            .drain()
-            .filter_map(|r| match r {
-                Record::Call(c) => Some(*c),
-                Record::Stream(_) => None,
-            })
-            .collect();
+    /// The one call the flow made.
+    fn call(self) -> CallRecord {
+        let out = self.probe.finish();
+        let calls: Vec<&CallRecord> = out.calls().collect();
         assert_eq!(calls.len(), 1, "{calls:?}");
-        calls.pop().unwrap()
+        calls[0].clone()
     }
 }
 
@@ -296,9 +284,10 @@ fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
         "",
         &sdp(relay2.0, relay2.1),
     );
-    r.e.packet(r.t, 101, &udp(PROXY, 5060, callee, 5060, &leg2));
+    r.probe.udp(r.t, at(PROXY, 5060), at(callee, 5060), &leg2);
     let ok2 = sip("SIP/2.0 200 OK", "1 INVITE", "b", &sdp(callee, 9000));
-    r.e.packet(r.t + MS, 101, &udp(callee, 5060, PROXY, 5060, &ok2));
+    r.probe
+        .udp(r.t + MS, at(callee, 5060), at(PROXY, 5060), &ok2);
     r.down(sip(
         "SIP/2.0 200 OK",
         "1 INVITE",

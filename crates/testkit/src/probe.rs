@@ -4,10 +4,11 @@
 //! process: one engine, or shards, exactly as `analyze` runs them.
 
 use calliper_capture::files::Inputs;
-use calliper_engine::{Analyzer, Config, Counters, RawPacket, Record};
+use calliper_engine::{Analyzer, CallRecord, Config, Counters, RawPacket, Record};
 use calliper_store::{JsonLines, Sink};
 use calliper_trackers::{EventKind, EventLog};
 use serde_json::Value;
+use std::net::SocketAddrV4;
 use std::path::Path;
 
 /// An analysis fed in process.
@@ -53,6 +54,18 @@ impl Probe {
         self.records.extend(self.analyzer.drain());
     }
 
+    /// A UDP datagram over IPv4 (a raw IP frame) from `src` to `dst`.
+    pub fn udp(&mut self, ts_ns: i64, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) {
+        use calliper_wire::{emit, ipproto, linktype};
+        let packet = emit::Ipv4 {
+            id: 1,
+            frag: 0x4000,
+            ..emit::Ipv4::new(*src.ip(), *dst.ip(), ipproto::UDP)
+        }
+        .emit(&emit::udp(src.port(), dst.port(), payload));
+        self.frame(ts_ns, linktype::RAW, &packet);
+    }
+
     /// Every packet of a capture file, read as `analyze` reads it.
     pub fn capture(&mut self, path: &Path) {
         let mut inputs = Inputs::open(&[path.to_path_buf()])
@@ -80,6 +93,14 @@ impl Probe {
 }
 
 impl Outcome {
+    /// The call records.
+    pub fn calls(&self) -> impl Iterator<Item = &CallRecord> {
+        self.records.iter().filter_map(|r| match r {
+            Record::Call(c) => Some(&**c),
+            Record::Stream(_) => None,
+        })
+    }
+
     /// The summary line `analyze --format jsonl` ends with: the counters
     /// (without the fields only the command adds: input, rules, drops).
     pub fn summary(&self) -> Value {
