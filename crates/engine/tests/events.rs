@@ -6,7 +6,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{at_least, captures, repo_root};
-use calliper_testkit::oracle::{tshark, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{tshark, tshark_fields, KNOWN_DIFFERENCES};
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,30 +57,18 @@ fn last(field: &str) -> &str {
 
 /// tshark's RTP packets per (stream, interval start), for the streams in `keep`.
 fn tshark_intervals(file: &Path, keep: &BTreeSet<Key>) -> BTreeMap<(Key, i64), u64> {
-    let out = tshark(
+    let out = tshark_fields(
         file,
+        &["rtp.heuristic_rtp:TRUE"],
+        "rtp",
         &[
-            "-o",
-            "rtp.heuristic_rtp:TRUE",
-            "-Y",
-            "rtp",
-            "-T",
-            "fields",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "ip.src",
-            "-e",
             "ipv6.src",
-            "-e",
             "udp.srcport",
-            "-e",
             "ip.dst",
-            "-e",
             "ipv6.dst",
-            "-e",
             "udp.dstport",
-            "-e",
             "rtp.ssrc",
         ],
     );
@@ -259,28 +247,17 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
     let mut compared = 0;
     for file in captures() {
         // tshark: the first end packet of each event (stream, RTP timestamp).
-        let out = tshark(
+        let out = tshark_fields(
             &file,
+            &["rtp.heuristic_rtp:TRUE"],
+            "rtpevent.end_of_event == 1",
             &[
-                "-o",
-                "rtp.heuristic_rtp:TRUE",
-                "-Y",
-                "rtpevent.end_of_event == 1",
-                "-T",
-                "fields",
-                "-e",
                 "ip.src",
-                "-e",
                 "udp.srcport",
-                "-e",
                 "ip.dst",
-                "-e",
                 "udp.dstport",
-                "-e",
                 "rtp.ssrc",
-                "-e",
                 "rtp.timestamp",
-                "-e",
                 "rtpevent.event_id",
             ],
         );

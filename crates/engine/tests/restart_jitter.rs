@@ -7,7 +7,7 @@
 //! numbering jump.
 
 use calliper_testkit::captures::{repo_root, scratch};
-use calliper_testkit::oracle::{tshark, tshark_streams, wireshark_tool};
+use calliper_testkit::oracle::{tshark_fields, tshark_streams, wireshark_tool};
 use calliper_testkit::probe::analyze;
 use serde_json::Value;
 
@@ -25,26 +25,16 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
     let dir = scratch("restart-jitter");
     std::fs::create_dir_all(&dir).unwrap();
     // Frame number, time (ns), ports, sequence number and SSRC of each RTP packet.
-    let frames: Vec<(u64, i64, u16, u16, u16, u32)> = tshark(
+    let frames: Vec<(u64, i64, u16, u16, u16, u32)> = tshark_fields(
         &capture,
+        &["rtp.heuristic_rtp:TRUE"],
+        "rtp",
         &[
-            "-o",
-            "rtp.heuristic_rtp:TRUE",
-            "-Y",
-            "rtp",
-            "-T",
-            "fields",
-            "-e",
             "frame.number",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "udp.srcport",
-            "-e",
             "udp.dstport",
-            "-e",
             "rtp.seq",
-            "-e",
             "rtp.ssrc",
         ],
     )

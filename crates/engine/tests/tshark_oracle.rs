@@ -11,7 +11,7 @@
 //! `crates/cli/tests/offline/captures.rs`.
 
 use calliper_testkit::captures::{at_least, capture_dirs, captures, write_pcap};
-use calliper_testkit::oracle::{tshark, tshark_streams, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{tshark_fields, tshark_streams, KNOWN_DIFFERENCES};
 use calliper_testkit::probe::analyze;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -175,32 +175,20 @@ fn sequence_restart_is_not_negative_loss() {
 type Events = HashMap<(String, u16, String, u16, u32), Vec<(String, u64)>>;
 
 fn tshark_dtmf(file: &Path) -> Events {
-    let out = tshark(
+    let out = tshark_fields(
         file,
+        &[],
+        "rtpevent",
         &[
-            "-Y",
-            "rtpevent",
-            "-T",
-            "fields",
-            "-e",
             "ip.src",
-            "-e",
             "ipv6.src",
-            "-e",
             "udp.srcport",
-            "-e",
             "ip.dst",
-            "-e",
             "ipv6.dst",
-            "-e",
             "udp.dstport",
-            "-e",
             "rtp.ssrc",
-            "-e",
             "rtp.timestamp",
-            "-e",
             "rtpevent.event_id",
-            "-e",
             "rtpevent.duration",
         ],
     );
@@ -322,18 +310,11 @@ fn rtcp_reports_match_tshark() {
     let mut compared = 0;
     let mut failures = vec![];
     for file in captures() {
-        let out = tshark(
+        let out = tshark_fields(
             &file,
-            &[
-                "-Y",
-                "rtcp.ssrc.identifier",
-                "-T",
-                "fields",
-                "-e",
-                "rtcp.ssrc.identifier",
-                "-e",
-                "rtcp.ssrc.jitter",
-            ],
+            &[],
+            "rtcp.ssrc.identifier",
+            &["rtcp.ssrc.identifier", "rtcp.ssrc.jitter"],
         );
         // Per reported SSRC: largest jitter in any block.
         let mut max_jitter: HashMap<u32, u64> = HashMap::new();

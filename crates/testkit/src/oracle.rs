@@ -95,3 +95,18 @@ pub fn wireshark_tool(tool: &str, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// tshark's `-T fields` output for the packets matching `filter`: a line a
+/// packet, the `fields` separated by tabs. `prefs` are `-o` settings
+/// (`rtp.heuristic_rtp:TRUE`).
+pub fn tshark_fields(file: &Path, prefs: &[&str], filter: &str, fields: &[&str]) -> String {
+    let mut args = Vec::new();
+    for p in prefs {
+        args.extend(["-o", p]);
+    }
+    args.extend(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    tshark(file, &args)
+}
