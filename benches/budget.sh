@@ -34,7 +34,8 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/calliper-budget.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
 # count SECONDS: writes "instructions packets" for a capture of that length
-# (run in this shell, so a failure stops the script with its message).
+# (run in a background subshell: a failure exits it with its message, and
+# the wait below fails the script).
 count() {
     local file=$out/g729-$1s.pcap
     "$CALLIPER" generate --calls 200000 --concurrent 5000 --warm-start --duration "$1" \
@@ -69,7 +70,7 @@ count 2 &
 two=$!
 count 4 &
 four=$!
-wait "$two" || exit 1
+wait "$two" || { kill "$four" 2>/dev/null; wait "$four" 2>/dev/null; exit 1; }
 wait "$four" || exit 1
 read -r ir2 p2 <"$out/count.2"
 read -r ir4 p4 <"$out/count.4"

@@ -13,7 +13,9 @@ shift || true
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
 cargo +nightly fuzz build -O
-mapfile -t known < <(cargo +nightly fuzz list)
+listed=$(cargo +nightly fuzz list)
+mapfile -t known <<<"$listed"
+[ -n "${known[0]}" ] || { echo "fuzz: cargo fuzz list named no target" >&2; exit 1; }
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${known[@]}")
 for t in "${targets[@]}"; do
@@ -34,13 +36,21 @@ fuzz_one() {
         sip) dict=(-dict=dict/sip.dict) ;;
         sdp | engine | whole_path | tcp) dict=(-dict=dict/sdp.dict) ;;
     esac
+    local ran=0
     {
         echo "fuzz: $t for ${secs}s"
         cargo +nightly fuzz run -O "$t" "corpus/$t" -- "${dict[@]}" \
-            -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 2>&1 |
-            grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+== ERROR|SUMMARY)|panicked" || true
+            -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 \
+            >"$logs/$t.full" 2>&1 || ran=$?
+        grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+== ERROR|SUMMARY)|panicked" "$logs/$t.full" || true
     } >"$logs/$t"
-    # cargo fuzz exits non-zero on a crash; pipefail is masked by grep, so check artifacts.
+    # A fuzzer that did not run to its time (killed, failed to start) fails
+    # too, even without an artifact.
+    if [ "$ran" != 0 ]; then
+        { echo "fuzz: $t exited with status $ran:"; tail -20 "$logs/$t.full"; } >>"$logs/$t"
+        return 1
+    fi
+    # And a crash's input left from this or an earlier run fails it.
     if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null ||
         compgen -G "artifacts/$t/timeout-*" >/dev/null; then
         echo "fuzz: $t found a crash:" >>"$logs/$t"

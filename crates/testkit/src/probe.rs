@@ -42,7 +42,9 @@ impl Probe {
         }
     }
 
-    /// One frame of `link_type` captured at `ts_ns`.
+    /// One frame of `link_type` captured at `ts_ns`, as a batch of its own
+    /// (the engine judges capture times by batch: `analyze` reads 64 at a
+    /// time; [`Probe::capture`] reads as it does).
     pub fn frame(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
         let mut p = [RawPacket {
             ts_ns,
@@ -83,6 +85,7 @@ impl Probe {
     pub fn finish(mut self) -> Outcome {
         self.analyzer.finish().expect("the analysis failed");
         self.records.extend(self.analyzer.drain());
+        assert_eq!(self.events.dropped(), 0, "the event log dropped events");
         let events = self.events.take();
         Outcome {
             records: self.records,

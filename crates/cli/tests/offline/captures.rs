@@ -193,52 +193,117 @@ fn output_dash_is_stdout() {
 }
 
 /// The in-process probe the library crates' tests use
-/// (`calliper_testkit::probe`) gives, on every capture, exactly the call and
-/// stream lines and the event lines of `calliper analyze --format jsonl
-/// --events all`, each in its order: the tests moved out of this crate
+/// (`calliper_testkit::probe`) gives, on every capture, what `calliper
+/// analyze --format jsonl --events all` writes: the same call and stream
+/// lines (in order, with one thread), the same event lines (in any order:
+/// a finished call's events come when its record is taken, which the
+/// command does every 4 096 packets and the probe after every batch it
+/// reads) and the same counters in the summary. With the default options,
+/// and with those the engine's event tests use (`--interval 1
+/// --dedup-window 0`) on two threads. So the tests moved out of this crate
 /// (`crates/engine/tests`) still speak for the command-line tool.
 #[test]
-fn the_in_process_probe_gives_the_command_lines_records_and_events() {
-    // Lines of the command's own trackers (and its summary), not events.
-    const ROWS: &[&str] = &["kpi", "traffic", "registration", "alert", "user", "summary"];
+fn the_in_process_probe_gives_the_command_lines_records_events_and_counters() {
+    let event_tests = calliper_engine::Config {
+        interval_ns: 1_000_000_000,
+        dedup_window_ns: 0,
+        ..calliper_engine::Config::default()
+    };
+    let runs: [(&[&str], calliper_engine::Config, usize); 2] = [
+        (&[], calliper_engine::Config::default(), 1),
+        (
+            &["--interval", "1", "--dedup-window", "0", "--threads", "2"],
+            event_tests,
+            2,
+        ),
+    ];
     let (mut records, mut events) = (0, 0);
-    for file in common::captures() {
-        let cli = calliper_jsonl(&file, &["--events", "all"]);
-        let is_record = |l: &&Value| l["type"] == "call" || l["type"] == "stream";
-        let cli_records: Vec<&Value> = cli.iter().filter(is_record).collect();
-        let cli_events: Vec<&Value> = cli
-            .iter()
-            .filter(|l| !is_record(l) && !ROWS.iter().any(|r| l["type"] == *r))
-            .collect();
-        let out = calliper_testkit::probe::analyze(&file);
-        let lines: Vec<Value> = out.lines().into_iter().filter(|l| is_record(&l)).collect();
-        let name = file.display();
-        same_lines(&name.to_string(), "records", &cli_records, &lines);
-        // The events of a finished call come when its record is taken,
-        // which the command does every 4 096 packets and the probe after
-        // every batch it reads: the same events, in another order across calls.
-        let sorted = |mut v: Vec<String>| {
-            v.sort();
-            v
-        };
-        assert_eq!(
-            sorted(cli_events.iter().map(|v| v.to_string()).collect()),
-            sorted(out.events.iter().map(|v| v.to_string()).collect()),
-            "{name}: events"
-        );
-        records += lines.len();
-        events += out.events.len();
+    for (flags, cfg, threads) in runs {
+        for file in common::captures() {
+            let name = format!("{} {flags:?}", file.display());
+            let mut args = vec!["--events", "all"];
+            args.extend_from_slice(flags);
+            let cli = Lines::of(calliper_jsonl(&file, &args));
+            let mut probe = calliper_testkit::probe::Probe::new(cfg.clone(), threads);
+            probe.capture(&file);
+            let out = probe.finish();
+            let ours = Lines::of(out.lines().into_iter().chain(out.events).collect());
+            if threads == 1 {
+                same_lines(&name, "records", &cli.records, &ours.records);
+            }
+            assert_eq!(
+                sorted(&cli.records),
+                sorted(&ours.records),
+                "{name}: records"
+            );
+            assert_eq!(sorted(&cli.events), sorted(&ours.events), "{name}: events");
+            same_counters(&name, &cli.summary, &ours.summary);
+            records += ours.records.len();
+            events += ours.events.len();
+        }
     }
     assert!(
-        records >= common::at_least(100, 3) && events >= common::at_least(800, 30),
+        records >= common::at_least(200, 6) && events >= common::at_least(1600, 60),
         "only {records} records and {events} events compared"
     );
 }
 
+/// One run's lines by kind.
+struct Lines {
+    records: Vec<Value>,
+    events: Vec<Value>,
+    summary: Value,
+}
+
+impl Lines {
+    fn of(lines: Vec<Value>) -> Lines {
+        // Lines of the command's own trackers, neither records nor events.
+        const ROWS: &[&str] = &["kpi", "traffic", "registration", "alert", "user"];
+        let mut l = Lines {
+            records: Vec::new(),
+            events: Vec::new(),
+            summary: Value::Null,
+        };
+        for v in lines {
+            match v["type"].as_str().unwrap_or("") {
+                "call" | "stream" => l.records.push(v),
+                "summary" => l.summary = v,
+                t if ROWS.contains(&t) => {}
+                _ => l.events.push(v),
+            }
+        }
+        l
+    }
+}
+
+fn sorted(v: &[Value]) -> Vec<String> {
+    let mut s: Vec<String> = v.iter().map(Value::to_string).collect();
+    s.sort();
+    s
+}
+
+/// Every counter of the probe's summary is the command's; the command
+/// adds only the name of its input and its own trackers' figures.
+fn same_counters(name: &str, cli: &Value, ours: &Value) {
+    const COMMAND_ONLY: &[&str] = &["input", "late_stream_intervals"];
+    let (Some(cli), Some(ours)) = (cli.as_object(), ours.as_object()) else {
+        panic!("{name}: a summary is missing");
+    };
+    for (k, v) in ours {
+        assert_eq!(cli.get(k), Some(v), "{name}: summary {k}");
+    }
+    for k in cli.keys().filter(|k| !ours.contains_key(*k)) {
+        assert!(
+            COMMAND_ONLY.contains(&k.as_str()),
+            "{name}: summary {k} only from the command"
+        );
+    }
+}
+
 /// Fails at the first line where the command and the probe differ, showing
 /// those two lines only.
-fn same_lines(file: &str, what: &str, cli: &[&Value], in_process: &[Value]) {
-    let differ = cli.iter().zip(in_process).position(|(a, b)| *a != b);
+fn same_lines(file: &str, what: &str, cli: &[Value], in_process: &[Value]) {
+    let differ = cli.iter().zip(in_process).position(|(a, b)| a != b);
     if let Some(n) = differ {
         panic!(
             "{file}: {what} differ at line {n}:\ncommand:    {}\nin process: {}",

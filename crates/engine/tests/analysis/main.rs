@@ -1,0 +1,12 @@
+//! The engine's tests through testkit's in-process probe, one binary (each
+//! test binary is linked on its own, and linking dominates their build):
+//! call flows built message by message, and the figures of every capture
+//! against tshark's (streams, events, RTCP, DTMF, quality, encapsulations,
+//! sequence restarts).
+
+mod call_flows;
+mod encapsulations;
+mod events;
+mod quality;
+mod restart_jitter;
+mod tshark_oracle;
