@@ -211,7 +211,7 @@ fn hold_and_resume_follow_the_offers_tshark_decodes() {
     // tshark: INVITE requests whose SDP offers audio send-only or inactive
     // (hold), and re-INVITEs offering send-receive (resume), by Call-ID.
     let offers = |filter: &str| -> Vec<String> {
-        tshark(&file, &["-Y", filter, "-T", "fields", "-e", "sip.Call-ID"])
+        tshark_fields(&file, &[], filter, &["sip.Call-ID"])
             .lines()
             .map(str::to_string)
             .collect()
