@@ -135,7 +135,9 @@ impl Inputs {
                 say(&format!(
                     "calliper: warning: {name} starts {:.3} s before the previous file ended: \
                      files are read as one capture in the order given, so give them in time order",
-                    (self.files_end - first) as f64 / 1e9
+                    // In floating point: a pcapng interface's offset can put
+                    // a time at i64::MIN, and the difference would overflow.
+                    (self.files_end as f64 - first as f64) / 1e9
                 ));
             }
             self.started = true;
