@@ -88,7 +88,11 @@ else
 fi
 relay_pid=$!
 pids+=($relay_pid)
-sleep 0.5
+if [ "$relay" = calliper ]; then
+    sleep 0.5
+else
+    await_line "$out/rtpengine.log" "Startup complete" rtpengine
+fi
 ipa "$P" kamailio -f "$here/kamailio.cfg" -A WITH_RTPENGINE -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
 pids+=($!)
 for i in pa pb; do

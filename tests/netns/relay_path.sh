@@ -67,6 +67,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$here/sipp_calls.sh"
+. "$here/ready.sh"
 if ! ip netns add "$A" 2>/dev/null; then
     echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
     exit 77
@@ -202,6 +203,9 @@ else
             --port-min=40000 --port-max=40999 --foreground --log-stderr \
             >"$out/rtpengine-${ns#*:}.log" 2>&1 &
         pids+=($!)
+    done
+    for a in 10.90.1.1 10.90.2.1; do
+        await_line "$out/rtpengine-$a.log" "Startup complete" "rtpengine at $a"
     done
 fi
 ipa "$EA" kamailio -f "$here/kamailio-edge.cfg" -A PATH_A -DD -E -P "$out/kamailio-a.pid" \

@@ -3,7 +3,7 @@
 #
 #   A 10.90.1.2 (a0) ── (pa) 10.90.1.1  P  10.90.2.1 (pb) ── (b0) 10.90.2.2 B
 #
-# with default routes through P, defines `ipa NS CMD...`, `sipp_calls` (sipp_calls.sh) and `pids` (killed,
+# with default routes through P, defines `ipa NS CMD...`, `sipp_calls` (sipp_calls.sh), `await_line` (ready.sh) and `pids` (killed,
 # with P's processes, when the script exits, before the namespaces go).
 # Exits 77 (skip) when namespaces cannot be created.
 pids=()
@@ -36,3 +36,4 @@ ipa "$A" ip route add default via 10.90.1.1
 ipa "$B" ip route add default via 10.90.2.1
 
 . "$here/sipp_calls.sh"
+. "$here/ready.sh"
