@@ -2,7 +2,8 @@
 # The namespace topology (topology.sh) with the media relayed by rtpengine,
 # which sends the RTCP it relays to a HEP collector (`--homer`, type 5
 # JSON), while Kamailio mirrors its SIP there too (siptrace); the collector
-# is `calliper probe --hep-listen udp:127.0.0.1:9060` in the proxy. One
+# is `calliper probe --hep-listen udp:127.0.0.1:9060` in the proxy (a
+# 300 ms reorder window, --hep-reorder-ms, as on a loaded host). One
 # baresip call (real RTCP, every few seconds) crosses it. Writes to OUT:
 #   hep.jsonl    the collector's records
 #   rtcp.pcap    what the proxy received (both interfaces, inbound only):
@@ -18,7 +19,7 @@ A=cal-ha-$$ B=cal-hb-$$ P=cal-hp-$$
 . "$here/baresip.sh"
 ipa "$P" sysctl -qw net.ipv4.ip_forward=1
 
-ip netns exec "$P" "$CALLIPER" probe --hep-listen udp:127.0.0.1:9060 --status-every 1 \
+ip netns exec "$P" "$CALLIPER" probe --hep-listen udp:127.0.0.1:9060 --hep-reorder-ms 300 --status-every 1 \
     --format jsonl -o "$out/hep.jsonl" 2>"$out/hep-probe.log" &
 probe=$!
 ip netns exec "$P" rtpengine --table=-1 --interface=10.90.1.1 --listen-ng=127.0.0.1:2223 \

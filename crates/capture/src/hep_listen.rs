@@ -51,7 +51,8 @@ const MAX_MESSAGE: usize = 0xFFFF - 20 - 8;
 /// Messages handed over at once.
 const BATCH: usize = 64;
 
-/// Where to listen, and the key agents must carry.
+/// Where to listen, the key agents must carry, and how long messages wait
+/// for ones sent before them.
 #[derive(Debug, Clone)]
 pub struct HepListenConfig {
     /// UDP or TCP.
@@ -61,6 +62,9 @@ pub struct HepListenConfig {
     /// When set, a message is taken only if its authentication key chunk
     /// (0x000e) equals this.
     pub key: Option<Vec<u8>>,
+    /// How long each message is held so that one sent earlier can overtake
+    /// it ([`DEFAULT_REORDER`] unless the operator says otherwise).
+    pub reorder: Duration,
 }
 
 /// What the collector received and what it left out.
@@ -122,8 +126,12 @@ type HoldKey = (i64, u64);
 /// process of the same agent can overtake it: Kamailio and OpenSIPS trace
 /// from several worker processes, each with its own socket, so a response
 /// handled by one can reach the collector before its request, handled by
-/// another. Held messages go on in the agents' time order.
-pub const REORDER: Duration = Duration::from_millis(100);
+/// another. Held messages go on in the agents' time order. A loaded host
+/// delays one process more than another, so the window can be widened.
+pub const DEFAULT_REORDER: Duration = Duration::from_millis(100);
+/// The widest reorder window taken: what is held counts in the queue's
+/// bounds, and the calls' signalling reaches the engine that much later.
+pub const MAX_REORDER: Duration = Duration::from_secs(10);
 
 /// What the receiving threads share.
 struct Shared {
@@ -141,7 +149,9 @@ struct Shared {
 pub struct HepListener {
     shared: Arc<Shared>,
     rx: Receiver<Message>,
-    /// Messages waiting out [`REORDER`], by agent time (then arrival).
+    /// How long each message is held ([`HepListenConfig::reorder`]).
+    reorder: Duration,
+    /// Messages waiting out `reorder`, by agent time (then arrival).
     held: std::collections::BTreeMap<HoldKey, Message>,
     /// The same, in arrival order (entries already handed over are skipped).
     arrivals: std::collections::VecDeque<(Instant, HoldKey)>,
@@ -187,6 +197,7 @@ impl HepListener {
             }
         }
         Ok(HepListener {
+            reorder: cfg.reorder.min(MAX_REORDER),
             shared,
             rx,
             held: std::collections::BTreeMap::new(),
@@ -203,7 +214,7 @@ impl HepListener {
         self.shared.local
     }
 
-    /// Hands the messages received at least [`REORDER`] ago (at most a
+    /// Hands the messages received at least the reorder window ago (at most a
     /// batch) to `f`, in their agents' time order, waiting up to `wait` for
     /// one; how many it handed. Each is stamped with when it arrived (never
     /// before the previous one handed over).
@@ -220,7 +231,7 @@ impl HepListener {
     }
 
     /// Hands over everything received and held, without waiting out
-    /// [`REORDER`]: for a probe that stops, so nothing received is lost.
+    /// the reorder window: for a probe that stops, so nothing received is lost.
     pub fn drain(&mut self, f: &mut dyn FnMut(&[Packet<'_>])) -> usize {
         while let Ok(m) = self.rx.try_recv() {
             self.hold(m);
@@ -254,7 +265,7 @@ impl HepListener {
     /// Moves what the threads queued into `held`, waiting until `deadline`
     /// or until the first held message is due.
     fn receive(&mut self, deadline: Instant) {
-        let due = self.held.values().next().map(|m| m.arrived + REORDER);
+        let due = self.held.values().next().map(|m| m.arrived + self.reorder);
         let until = due.map_or(deadline, |d| d.min(deadline));
         let first = self
             .rx
@@ -276,7 +287,7 @@ impl HepListener {
         self.held.insert(key, m);
     }
 
-    /// Moves into `batch` the held messages whose [`REORDER`] has passed,
+    /// Moves into `batch` the held messages whose reorder window has passed,
     /// earliest agent time first: one not yet due holds back those after
     /// it, but none waits past twice the window (an agent whose clock runs
     /// ahead sorts last, and steady traffic must not hold it for ever: all
@@ -286,7 +297,7 @@ impl HepListener {
         self.batch.clear();
         while let Some(&(arrived, key)) = self.arrivals.front() {
             let gone = !self.held.contains_key(&key);
-            if !gone && arrived + 2 * REORDER > now {
+            if !gone && arrived + 2 * self.reorder > now {
                 break;
             }
             if !gone {
@@ -299,7 +310,7 @@ impl HepListener {
                 break;
             };
             let due = all
-                || m.arrived + REORDER <= now
+                || m.arrived + self.reorder <= now
                 || self.overdue.is_some_and(|o| key <= o)
                 || self.held.len() > QUEUE;
             if !due {

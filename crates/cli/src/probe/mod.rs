@@ -57,6 +57,19 @@ pub struct ProbeArgs {
         conflicts_with = "read"
     )]
     hep_listen_key: Option<PathBuf>,
+    /// With --hep-listen: how long each message waits for ones its agent
+    /// sent before it (Kamailio and OpenSIPS trace from several processes,
+    /// so a reply can arrive before its request). Widen it on a loaded host
+    /// whose replies show as sip_response_unmatched; at most 10 000.
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "hep_listen",
+        conflicts_with = "read",
+        default_value_t = calliper_capture::hep_listen::DEFAULT_REORDER.as_millis() as u64,
+        value_parser = clap::value_parser!(u64).range(0..=calliper_capture::hep_listen::MAX_REORDER.as_millis() as u64)
+    )]
+    hep_reorder_ms: u64,
     #[command(flatten)]
     out: OutputArgs,
     #[command(flatten)]

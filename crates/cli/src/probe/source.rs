@@ -265,6 +265,7 @@ pub(super) fn open_hep(
         transport,
         address,
         key,
+        reorder: std::time::Duration::from_millis(a.hep_reorder_ms),
     })
     .with_context(|| format!("cannot listen for HEP on {shown}"))
 }
