@@ -7,12 +7,8 @@ use calliper_engine::{Config, Engine};
 use calliper_wire::Transport;
 use std::sync::atomic::Ordering;
 
-mod common;
-mod tracking;
-use tracking::ALLOCATIONS;
-
-/// The allocation counter is global: tests that read it take turns.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use crate::common;
+use crate::tracking::ALLOCATIONS;
 
 /// 400 calls arriving within about a second, holding ~30 s: a steady state.
 fn steady_capture() -> Vec<u8> {
@@ -33,7 +29,7 @@ fn steady_capture() -> Vec<u8> {
 
 #[test]
 fn rtp_packets_allocate_nothing_after_warm_up() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = crate::turn();
     let data = steady_capture();
 
     let mut engine = Engine::new(Config::default());
@@ -83,7 +79,7 @@ fn rtp_packets_allocate_nothing_after_warm_up() {
 /// packets per call): a steady-state batch allocates nothing either.
 #[test]
 fn batches_allocate_nothing_after_warm_up() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = crate::turn();
     let data = steady_capture();
     let mut engine = Engine::new(Config::default());
     let mut reader = CaptureReader::new(&data[..]).unwrap();

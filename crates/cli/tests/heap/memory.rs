@@ -8,12 +8,12 @@ use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine};
 use std::sync::atomic::Ordering;
 
-mod common;
-mod tracking;
-use tracking::LIVE;
+use crate::common;
+use crate::tracking::LIVE;
 
 #[test]
 fn state_per_concurrent_call_stays_within_budget() {
+    let _turn = crate::turn();
     let data = common::generated_capture(
         "memory",
         &[

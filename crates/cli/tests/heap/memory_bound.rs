@@ -5,17 +5,14 @@
 //! the engine's peak heap stays under `Config::memory_bound` — and every
 //! cap was really reached.
 
-mod common;
-mod tracking;
-
+use crate::common::hostile::{self, ipv4, rtp, sctp, tcp, Pcap, SEC, T0};
+use crate::tracking::{LIVE, PEAK};
 use calliper_capture::CaptureReader;
 use calliper_engine::defrag::DefragConfig;
 use calliper_engine::tcp::TcpConfig;
 use calliper_engine::{Config, Engine};
-use common::hostile::{self, ipv4, rtp, sctp, tcp, Pcap, SEC, T0};
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
-use tracking::{LIVE, PEAK};
 
 fn config() -> Config {
     Config {
@@ -180,6 +177,7 @@ fn hostile_everything() -> Pcap {
 
 #[test]
 fn peak_heap_stays_under_the_documented_bound() {
+    let _turn = crate::turn();
     let capture = hostile_everything();
     let cfg = config();
     let bound = cfg.memory_bound();

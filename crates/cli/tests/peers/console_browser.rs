@@ -7,22 +7,16 @@
 //! `target/console-screenshots/`. `CALLIPER_SKIP=browser` skips it on
 //! purpose where Chromium cannot be installed.
 
-#[path = "console/browser.rs"]
-mod browser;
-mod common;
-#[path = "console/flow.rs"]
-mod flow;
-#[path = "console/server.rs"]
-mod server;
-
-use browser::Browser;
+use crate::browser::Browser;
+use crate::server::{enc, temp, Server};
+use crate::{common, flow, server};
 use serde_json::{json, Value};
-use server::{enc, temp, Server};
 use std::path::Path;
 use std::time::Duration;
 
 #[test]
 fn the_console_shows_what_the_api_gives() {
+    let _turn = crate::turn();
     let Some(browser) = Browser::start() else {
         return;
     };
@@ -327,6 +321,7 @@ fn the_console_shows_what_the_api_gives() {
 
 #[test]
 fn the_live_page_follows_a_replay() {
+    let _turn = crate::turn();
     let Some(browser) = Browser::start() else {
         return;
     };
@@ -382,6 +377,7 @@ fn the_live_page_follows_a_replay() {
 
 #[test]
 fn the_probe_and_rules_pages_show_and_change_the_probe() {
+    let _turn = crate::turn();
     let Some(browser) = Browser::start() else {
         return;
     };
@@ -464,6 +460,7 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
 
 #[test]
 fn the_loss_by_leg_table_shows_what_the_api_gives() {
+    let _turn = crate::turn();
     let Some(browser) = Browser::start() else {
         return;
     };
@@ -523,6 +520,7 @@ fn wav_peaks(wav: &[u8], slices: usize) -> Vec<Vec<f64>> {
 
 #[test]
 fn the_call_page_plays_the_recording_and_draws_its_waveform() {
+    let _turn = crate::turn();
     let Some(browser) = Browser::start() else {
         return;
     };

@@ -7,8 +7,7 @@
 //! and largest jitter equal what tshark reads in the RTCP packets the
 //! proxy received, compared both ways.
 
-mod common;
-
+use crate::common;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -67,6 +66,7 @@ fn tshark_blocks(pcap: &Path) -> Blocks {
 
 #[test]
 fn rtpengine_rtcp_over_hep_joins_the_call() {
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-hep-rtcp-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/hep_rtcp.sh"));

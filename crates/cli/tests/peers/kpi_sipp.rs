@@ -5,8 +5,7 @@
 //! times (-trace_rtt); Calliper's KPIs, from tcpdump's capture of the same
 //! calls, must agree with both.
 
-mod common;
-
+use crate::common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,6 +119,7 @@ fn mean(v: &[f64]) -> f64 {
 
 #[test]
 fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-kpi-sipp-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/kpi/run.sh"));

@@ -7,12 +7,9 @@
 //! each direction exactly what nftables dropped on it, and the relayed hop
 //! of a direction must carry the loss of the hop before it as well.
 
-mod common;
-#[path = "console/server.rs"]
-mod server;
-
+use crate::common;
+use crate::server::{temp, Server};
 use serde_json::Value;
-use server::{temp, Server};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -53,6 +50,7 @@ fn hop_key(h: &Value) -> String {
 
 #[test]
 fn each_hop_is_charged_the_loss_nftables_made_on_it() {
+    let _turn = crate::turn();
     // One after the other: two rigs at once would share two vCPUs.
     for relay in ["rtpengine", "calliper"] {
         if !hops_are_charged(relay) {

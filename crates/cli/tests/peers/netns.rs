@@ -9,9 +9,7 @@
 //! also mirrors its SIP as HEP3 (siptrace, with a key) to a second probe
 //! that only listens for HEP: its calls must be the captured calls.
 
-mod common;
-
-use common::calliper_jsonl;
+use crate::common::{self, calliper_jsonl};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +37,7 @@ fn drop_counters(path: &Path) -> HashMap<Key, u64> {
 
 #[test]
 fn calls_through_kamailio_report_the_loss_nftables_counted() {
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/run.sh"));

@@ -2,8 +2,7 @@
 //! expression (tcpdump is the oracle), so the probe's records on a capture
 //! equal `analyze` of tcpdump's filtered copy — compared both ways.
 
-mod common;
-
+use crate::common;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -48,6 +47,7 @@ fn tcpdump_filter(input: &Path, expr: &str, out: &Path) {
 
 #[test]
 fn filtered_records_equal_analysis_of_tcpdumps_filtered_copy() {
+    let _turn = crate::turn();
     let dir = std::env::temp_dir().join(format!("calliper-filter-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exprs = [

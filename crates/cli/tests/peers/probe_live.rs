@@ -10,8 +10,7 @@
 
 #![allow(unsafe_code)] // libc::kill, to signal the probe
 
-mod common;
-
+use crate::common;
 use serde_json::Value;
 use std::net::UdpSocket;
 use std::path::PathBuf;
@@ -234,6 +233,7 @@ fn call_then_sigterm(p: Probe, call: &mut Call, packets: u16) -> (Vec<Value>, Va
 
 #[test]
 fn sigterm_writes_the_open_call_as_ongoing() {
+    let _turn = crate::turn();
     let Some(p) = Probe::start("term", &[]) else {
         return;
     };
@@ -260,6 +260,7 @@ fn sigterm_writes_the_open_call_as_ongoing() {
 
 #[test]
 fn a_call_is_written_when_it_ends_so_sigkill_loses_nothing_before() {
+    let _turn = crate::turn();
     let Some(p) = Probe::start("kill", &["--call-grace", "0"]) else {
         return;
     };
@@ -282,6 +283,7 @@ fn a_call_is_written_when_it_ends_so_sigkill_loses_nothing_before() {
 
 #[test]
 fn packets_the_ring_dropped_are_in_the_call_and_the_summary() {
+    let _turn = crate::turn();
     // One 64 KiB block: a stalled probe overflows it quickly.
     let Some(p) = Probe::start("drops", &["--block-size", "65536", "--block-count", "1"]) else {
         return;
@@ -326,6 +328,7 @@ fn packets_the_ring_dropped_are_in_the_call_and_the_summary() {
 
 #[test]
 fn sighup_reloads_the_rules() {
+    let _turn = crate::turn();
     let dir = std::env::temp_dir().join(format!("calliper-live-rules-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rules = dir.join("rules.toml");
@@ -374,6 +377,7 @@ fn sighup_reloads_the_rules() {
 
 #[test]
 fn the_filter_runs_in_the_kernel_on_the_live_interface() {
+    let _turn = crate::turn();
     // Everything but b's media: the call is seen, b's stream is not.
     let Some(p) = Probe::start(
         "filter",
@@ -413,6 +417,7 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
 /// counted; the SIP it carries makes the call.
 #[test]
 fn hep_through_a_captured_interface_is_read_once() {
+    let _turn = crate::turn();
     use calliper_wire::hep::{kind, Hep};
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()

@@ -5,8 +5,7 @@
 //! Kamailio proxies steer SIPp calls into two edge nodes joined by a lossy
 //! link (tests/netns/edge_overlay.sh).
 
-mod common;
-
+use crate::common;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +19,7 @@ fn json(p: &Path) -> Value {
 
 #[test]
 fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
-    let _one = RIG.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-relay-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/relay.sh"));
@@ -70,9 +69,6 @@ fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// One rig at a time: two at once would share two vCPUs.
-static RIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Counter `key` of a node's `--stats` section `part`.
 fn counter(stats: &Value, part: &str, key: &str) -> u64 {
     stats[part][key]
@@ -88,7 +84,7 @@ fn counter(stats: &Value, part: &str, key: &str) -> u64 {
 /// lost: every RTP stream reaches its party whole.
 #[test]
 fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
-    let _one = RIG.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-edges-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/edge_overlay.sh"));

@@ -8,8 +8,7 @@
 //! core made-up datagrams of every kind. Measured at each party by `calliper
 //! probe`, and late packets by tshark's reading of the same interface.
 
-mod common;
-
+use crate::common;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -175,6 +174,7 @@ fn node(dir: &Path, id: u8) -> Value {
 
 #[test]
 fn the_overlay_delivers_what_a_lossy_path_takes_from_rtpengine() {
+    let _turn = crate::turn();
     let Some(base) = run("rtpengine") else {
         return;
     };

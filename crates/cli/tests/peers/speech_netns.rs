@@ -6,8 +6,7 @@
 //! (but for any packet the export says came too late for the receiver's
 //! jitter buffer: a listener did not hear it either).
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 use std::process::Command;
 
@@ -44,6 +43,7 @@ fn wav(path: &Path) -> (Vec<i16>, u16) {
 
 #[test]
 fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
+    let _turn = crate::turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-speech-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/speech.sh"));
