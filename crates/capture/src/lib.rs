@@ -246,6 +246,7 @@ impl<'a> Batch<'a> {
 }
 
 impl Rec {
+    #[inline]
     fn packet(self, buf: &[u8]) -> Packet<'_> {
         Packet {
             ts_ns: self.ts_ns,

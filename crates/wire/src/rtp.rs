@@ -35,6 +35,8 @@ pub enum RtpError {
 
 impl RtpHeader {
     /// Parses the fixed header, CSRC count, extension and padding.
+    /// Inline: it runs on every RTP packet, in another crate.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<RtpHeader, RtpError> {
         if b.len() < 12 {
             return Err(RtpError::TooShort);
@@ -73,7 +75,9 @@ impl RtpHeader {
 /// True when the datagram looks like RTCP (version 2, packet type 200..=207,
 /// a length that fits). RTCP and RTP share a port under RFC 5761, so this is
 /// checked before treating a packet as RTP: payload types 72..=76 with the
-/// marker bit set collide with RTCP types 200..=204.
+/// marker bit set collide with RTCP types 200..=204. Inline: it runs on
+/// every UDP datagram, in another crate.
+#[inline]
 pub fn looks_like_rtcp(b: &[u8]) -> bool {
     if b.len() < 8 || b[0] >> 6 != 2 {
         return false;
