@@ -215,9 +215,6 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Calls still open at the end of the input written per batch.
-const FINISH_GROUP: usize = 1024;
-
 /// Runs an analysis. Ok(false) means some input was damaged but results were written.
 fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if a.out.events.is_some() && a.out.format != Format::Jsonl {
@@ -245,7 +242,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     if failure.is_none() {
         // The calls still open are written a group at a time, not held all at once.
         let mut written = Ok(());
-        let finished = engine.finish_in_groups(FINISH_GROUP, |records| {
+        let finished = engine.finish_in_groups(calliper_engine::FINISH_GROUP, |records| {
             if written.is_ok() {
                 written = outputs.emit_records(records.collect(), false);
             }
@@ -361,7 +358,7 @@ fn read_all(
                 bar.set_message(format!("{open} calls open"));
             }
         }
-        if n / run::EMIT_EVERY != before / run::EMIT_EVERY {
+        if n / calliper_engine::EMIT_EVERY != before / calliper_engine::EMIT_EVERY {
             outputs.emit(engine, false)?;
         }
     }

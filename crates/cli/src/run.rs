@@ -7,40 +7,16 @@ use crate::writer::{Batch, Finish, Sinks, Writer};
 use anyhow::{Context, Result};
 use calliper_engine::{Analyzer, Counters, Record, TrackerHub};
 use calliper_store::{JsonLines, Sqlite};
-use calliper_trackers::{
-    Alerts, CallDetail, EventLog, HepOut, HepTarget, Kpis, RegistrationLog, TimeSeries, UserTracker,
-};
+pub use calliper_trackers::Dropped;
+use calliper_trackers::{HepOut, HepTarget, TrackerSet, TrackerSetConfig};
 use std::io::{self, BufWriter, Write};
 use std::sync::atomic::Ordering;
-
-/// Packets analysed between two writes of what the analysis finished
-/// (`analyze` and `probe` alike).
-pub const EMIT_EVERY: u64 = 4096;
-
-/// Something the outputs or a tracker dropped, counted.
-pub struct Dropped {
-    /// What it is, for a warning.
-    pub what: &'static str,
-    /// Its key in the summary.
-    pub key: &'static str,
-    /// How many so far.
-    pub count: u64,
-    /// Why, for a warning.
-    pub why: String,
-}
 
 /// Everything results are written to (through the [`Writer`] thread), and
 /// the trackers that produce some.
 pub struct Outputs {
     writer: Writer,
-    users: UserTracker,
-    registrations: RegistrationLog,
-    time_series: TimeSeries,
-    event_log: EventLog,
-    kpis: Kpis,
-    alerts: Alerts,
-    /// SIP messages and interval reports, when a database keeps them.
-    detail: Option<CallDetail>,
+    trackers: TrackerSet,
     /// SIP messages sent as HEP to a collector (`--hep`).
     hep: Option<HepOut>,
     /// Trackers that write nothing here (the console's live calls).
@@ -123,35 +99,26 @@ impl Outputs {
         Ok(Outputs {
             hep,
             writer: Writer::start(sinks, lossy),
-            users: UserTracker::new(),
-            registrations: RegistrationLog::new(),
-            time_series: TimeSeries::new(),
-            event_log: EventLog::new(o.events.as_ref().map_or(&[], |k| &k.0)),
-            kpis: Kpis::new(o.kpi.config()),
-            alerts: Alerts::new(o.alerts.config(&o.kpi.trunks)),
-            detail: ((o.db.is_some() || o.db_dir.is_some() || o.clickhouse.clickhouse.is_some())
-                && !o.no_call_detail)
-                .then(CallDetail::new),
+            trackers: TrackerSet::new(&TrackerSetConfig {
+                events: o.events.as_ref().map_or(Vec::new(), |k| k.0.clone()),
+                kpi: o.kpi.config(),
+                alerts: o.alerts.config(&o.kpi.trunks),
+                // SIP messages and interval reports, when a database keeps them.
+                call_detail: (o.db.is_some()
+                    || o.db_dir.is_some()
+                    || o.clickhouse.clickhouse.is_some())
+                    && !o.no_call_detail,
+            }),
             others: Vec::new(),
             calls_written: 0,
             clickhouse: delivery,
         })
     }
 
-    /// The trackers, for the analyser: registrations per user, each
-    /// registration transaction, the time series, the event log, the KPIs and the alerts.
+    /// The trackers, for the analyser: the run's [`TrackerSet`], the HEP
+    /// sender's and those added.
     pub fn hub(&mut self) -> TrackerHub {
-        let mut trackers: Vec<Box<dyn calliper_engine::Tracker>> = vec![
-            Box::new(self.users.clone()),
-            Box::new(self.registrations.clone()),
-            Box::new(self.time_series.clone()),
-            Box::new(self.event_log.clone()),
-            Box::new(self.kpis.clone()),
-            Box::new(self.alerts.clone()),
-        ];
-        if let Some(d) = &self.detail {
-            trackers.push(Box::new(d.clone()));
-        }
+        let mut trackers = self.trackers.trackers();
         if let Some(h) = &self.hep {
             trackers.push(h.tracker());
         }
@@ -182,22 +149,8 @@ impl Outputs {
             .iter()
             .filter(|r| matches!(r, Record::Call(_)))
             .count() as u64;
-        for r in self.registrations.take() {
-            b.tracked.push(("registration", serde_json::to_value(&r)?));
-        }
-        for v in self.time_series.take() {
-            b.tracked.push(("traffic", v));
-        }
-        for v in self.kpis.take() {
-            b.tracked.push(("kpi", v));
-        }
-        for a in self.alerts.take() {
-            b.tracked.push(("alert", serde_json::to_value(&a)?));
-        }
-        if let Some(d) = &self.detail {
-            b.tracked.extend(d.take());
-        }
-        b.lines = self.event_log.take();
+        let taken = self.trackers.take(false)?;
+        (b.tracked, b.lines) = (taken.rows, taken.lines);
         let dropped = self.writer.dropped;
         self.writer.send(b)?;
         if self.writer.dropped == dropped {
@@ -210,7 +163,13 @@ impl Outputs {
     /// key and why (the summary line and the probe's health page).
     pub fn drops(&self) -> Vec<Dropped> {
         let mut drops = Vec::from(self.hep_drops());
-        drops.extend(self.tracker_drops());
+        drops.push(Dropped {
+            what: "records and rows",
+            key: "output_dropped",
+            count: self.writer.dropped,
+            why: "the output could not keep up with the capture".into(),
+        });
+        drops.extend(self.trackers.drops());
         drops.extend(self.clickhouse_drops());
         drops
     }
@@ -282,84 +241,20 @@ impl Outputs {
         ]
     }
 
-    /// What the writer and the other trackers dropped.
-    fn tracker_drops(&self) -> [Dropped; 7] {
-        [
-            Dropped {
-                what: "events",
-                key: "events_dropped",
-                count: self.event_log.dropped(),
-                why: format!(
-                    "more than {} MiB of them between two writes",
-                    calliper_trackers::MAX_BACKLOG_BYTES >> 20
-                ),
-            },
-            Dropped {
-                what: "empty time-series rows",
-                key: "traffic_rows_dropped",
-                count: self.time_series.dropped(),
-                why: format!(
-                    "more than {} between two writes",
-                    calliper_trackers::MAX_TRAFFIC_ROWS
-                ),
-            },
-            Dropped {
-                what: "records and rows",
-                key: "output_dropped",
-                count: self.writer.dropped,
-                why: "the output could not keep up with the capture".into(),
-            },
-            Dropped {
-                what: "KPI counts (calls and registrations)",
-                key: "kpi_dropped",
-                count: self.kpis.dropped(),
-                why: format!(
-                    "more than {} KPI rows held at once",
-                    calliper_trackers::MAX_KPI_ROWS
-                ),
-            },
-            Dropped {
-                what: "alerts",
-                key: "alerts_dropped",
-                count: self.alerts.dropped(),
-                why: format!(
-                    "more than {} between two writes",
-                    calliper_trackers::MAX_ALERTS
-                ),
-            },
-            Dropped {
-                what: "alert checks (sources and trunks beyond the followed ones)",
-                key: "alerts_untracked",
-                count: self.alerts.untracked(),
-                why: format!(
-                    "more than {} followed at once",
-                    calliper_trackers::MAX_FOLLOWED
-                ),
-            },
-            Dropped {
-                what: "SIP messages and interval reports (call detail)",
-                key: "call_detail_dropped",
-                count: self.detail.as_ref().map_or(0, CallDetail::dropped),
-                why: format!(
-                    "more than {} MiB of them between two writes",
-                    calliper_trackers::MAX_DETAIL_BYTES >> 20
-                ),
-            },
-        ]
-    }
-
     /// Waits for what was handed over to be written, without a summary
-    /// (the analysis failed); the alerts still waiting for their place
-    /// among the records are judged and written first.
+    /// (the analysis failed); what the trackers still hold (the alerts
+    /// still waiting for their place among the records judged now) is
+    /// written first.
     pub fn close(mut self) -> Result<()> {
         if let Some(h) = &mut self.hep {
             h.finish();
         }
-        let mut last = Batch::default();
-        for a in self.alerts.take_all() {
-            last.tracked.push(("alert", serde_json::to_value(&a)?));
-        }
-        self.writer.send(last)?;
+        let taken = self.trackers.take(true)?;
+        self.writer.send(Batch {
+            tracked: taken.rows,
+            lines: taken.lines,
+            ..Batch::default()
+        })?;
         self.writer.close()
     }
 
@@ -372,8 +267,9 @@ impl Outputs {
         input: &str,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<()> {
-        // What still waits is judged (and sent) before the drops are counted.
-        let alerts = self.alerts.take_all();
+        // What the trackers still hold (the alerts still waiting are judged
+        // now) is taken before the drops are counted, and goes before the end.
+        let taken = self.trackers.take(true)?;
         if let Some(h) = &mut self.hep {
             h.finish();
         }
@@ -398,40 +294,25 @@ impl Outputs {
                 h.counts().sent.load(Ordering::Relaxed).into(),
             );
         }
-        let late = self.time_series.late();
+        let late = self.trackers.late_stream_intervals();
         if late > 0 {
             fields.insert("late_stream_intervals".into(), late.into());
         }
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);
         }
-        // Whatever the trackers still hold goes before the end.
-        let mut last = Batch::default();
-        for r in self.registrations.take() {
-            last.tracked
-                .push(("registration", serde_json::to_value(&r)?));
-        }
-        for v in self.time_series.take() {
-            last.tracked.push(("traffic", v));
-        }
-        for v in self.kpis.take_all() {
-            last.tracked.push(("kpi", v));
-        }
-        for a in alerts {
-            last.tracked.push(("alert", serde_json::to_value(&a)?));
-        }
-        if let Some(d) = &self.detail {
-            last.tracked.extend(d.take());
-        }
-        last.lines = self.event_log.take();
-        self.writer.send(last)?;
+        self.writer.send(Batch {
+            tracked: taken.rows,
+            lines: taken.lines,
+            ..Batch::default()
+        })?;
         self.writer.finish(Finish {
             input: input.to_string(),
             summary,
             counters: counters.clone(),
             rules: rule_list,
-            users: self.users.users(),
-            kpis: self.kpis.run_total(),
+            users: self.trackers.users(),
+            kpis: self.trackers.kpi_run_total(),
         })
     }
 }

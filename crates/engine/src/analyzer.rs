@@ -10,6 +10,16 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 /// Packets read and handed to the analysis at a time: one prefetch group.
 pub const READ_BATCH: usize = crate::LOOKAHEAD;
 
+/// Packets analysed between two takings of what the analysis and its
+/// trackers finished (`analyze`, `probe` and the tests' in-process probe
+/// alike). It shapes the output, not only its timing: a KPI interval that
+/// gains a late call after its row was taken gets a second row.
+pub const EMIT_EVERY: u64 = 4096;
+
+/// Calls still open at the end of the input finished (and taken) a group
+/// at a time ([`Analyzer::finish_in_groups`]), not held all at once.
+pub const FINISH_GROUP: usize = 1024;
+
 /// One engine, or shards on several threads: the same records either way.
 pub struct Analyzer {
     run: Run,

@@ -56,7 +56,7 @@ pub(crate) use report::dtmf_digits;
 use report::{canonical_codec, resolve};
 use rtcp::RtcpView;
 
-pub use analyzer::{Analyzer, READ_BATCH};
+pub use analyzer::{Analyzer, EMIT_EVERY, FINISH_GROUP, READ_BATCH};
 use calliper_model::event::{CallPhase, SipTransport};
 /// The record types live in their own crate, so consumers need not depend
 /// on the engine; re-exported here for the engine's callers.

@@ -1,12 +1,15 @@
 //! The engine's in-process probe, after quinn-proto's `tests/util.rs`:
-//! frames or capture files in; records (and the JSON lines `analyze
-//! --format jsonl` writes for them), event lines and counters out. No child
-//! process: one engine, or shards, exactly as `analyze` runs them.
+//! frames or capture files in; records, the trackers' rows (KPIs, traffic,
+//! registrations, alerts, users), event lines and counters out, and the
+//! JSON lines `analyze --format jsonl` writes for them. No child process:
+//! one engine, or shards, and the trackers, exactly as `analyze` runs them.
 
 use calliper_capture::files::Inputs;
-use calliper_engine::{Analyzer, CallRecord, Config, Counters, RawPacket, Record};
+use calliper_engine::{
+    Analyzer, CallRecord, Config, Counters, RawPacket, Record, EMIT_EVERY, FINISH_GROUP,
+};
 use calliper_store::{JsonLines, Sink};
-use calliper_trackers::{EventKind, EventLog};
+use calliper_trackers::{EventKind, TrackerSet, TrackerSetConfig};
 use serde_json::Value;
 use std::net::SocketAddrV4;
 use std::path::Path;
@@ -14,8 +17,13 @@ use std::path::Path;
 /// An analysis fed in process.
 pub struct Probe {
     analyzer: Analyzer,
-    events: EventLog,
+    trackers: TrackerSet,
     records: Vec<Record>,
+    rows: Vec<(&'static str, Value)>,
+    events: Vec<u8>,
+    /// Packets fed so far: what is finished is taken every
+    /// [`EMIT_EVERY`] of them, as the command takes it.
+    packets: u64,
 }
 
 /// What an analysis gave.
@@ -26,20 +34,52 @@ pub struct Outcome {
     pub counters: Counters,
     /// The event log (every kind), a JSON value a line.
     pub events: Vec<Value>,
+    /// The trackers' rows by line type (`kpi`, `traffic`, `registration`,
+    /// `alert`, `user`), as the command writes them.
+    pub rows: Vec<(&'static str, Value)>,
+    /// The summary's fields from the trackers: `late_stream_intervals` and
+    /// what they dropped (only when not 0, as the command writes them).
+    pub tracker_fields: serde_json::Map<String, Value>,
 }
 
 impl Probe {
-    /// One engine (`threads` 1) or shards, with every event logged.
+    /// One engine (`threads` 1) or shards, with the trackers `analyze`
+    /// runs by default and every event logged.
     pub fn new(cfg: Config, threads: usize) -> Probe {
-        let events = EventLog::new(&EventKind::ALL);
-        let hub = std::sync::Arc::new(std::sync::Mutex::new(vec![
-            Box::new(events.clone()) as Box<dyn calliper_engine::Tracker>
-        ]));
+        let trackers = TrackerSet::new(&TrackerSetConfig {
+            events: EventKind::ALL.to_vec(),
+            ..TrackerSetConfig::default()
+        });
+        let hub = std::sync::Arc::new(std::sync::Mutex::new(trackers.trackers()));
         Probe {
             analyzer: Analyzer::new(cfg, threads, hub),
-            events,
+            trackers,
             records: Vec::new(),
+            rows: Vec::new(),
+            events: Vec::new(),
+            packets: 0,
         }
+    }
+
+    /// Counts `n` packets fed, and takes what is finished when they cross
+    /// a multiple of [`EMIT_EVERY`].
+    fn fed(&mut self, n: usize) {
+        let before = self.packets;
+        self.packets += n as u64;
+        if self.packets / EMIT_EVERY != before / EMIT_EVERY {
+            self.take(false);
+        }
+    }
+
+    /// Takes what the analysis and the trackers finished.
+    fn take(&mut self, end: bool) {
+        self.records.extend(self.analyzer.drain());
+        let taken = self
+            .trackers
+            .take(end)
+            .expect("a tracker row that does not serialise");
+        self.rows.extend(taken.rows);
+        self.events.extend(taken.lines);
     }
 
     /// One frame of `link_type` captured at `ts_ns`, as a batch of its own
@@ -53,7 +93,7 @@ impl Probe {
             ..RawPacket::default()
         }];
         self.analyzer.packets(&mut p).expect("the analysis failed");
-        self.records.extend(self.analyzer.drain());
+        self.fed(1);
     }
 
     /// A UDP datagram over IPv4 (a raw IP frame) from `src` to `dst`.
@@ -77,20 +117,50 @@ impl Probe {
             self.analyzer
                 .captured(b.iter())
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            self.records.extend(self.analyzer.drain());
+            self.fed(b.len());
         }
     }
 
     /// Ends the input: open calls are finished as they stand.
     pub fn finish(mut self) -> Outcome {
-        self.analyzer.finish().expect("the analysis failed");
-        self.records.extend(self.analyzer.drain());
-        assert_eq!(self.events.dropped(), 0, "the event log dropped events");
-        let events = self.events.take();
+        // As `analyze` ends: the open calls a group at a time, each group
+        // taken, then what is left, then what the trackers still hold.
+        let mut groups = Vec::new();
+        self.analyzer
+            .finish_in_groups(FINISH_GROUP, |records| {
+                groups.push(records.collect::<Vec<_>>())
+            })
+            .expect("the analysis failed");
+        for g in groups {
+            self.records.extend(g);
+            self.take(false);
+        }
+        self.take(false);
+        self.take(true);
+        let mut tracker_fields = serde_json::Map::new();
+        for d in self.trackers.drops() {
+            assert!(
+                d.key != "events_dropped" || d.count == 0,
+                "the event log dropped events"
+            );
+            if d.count > 0 {
+                tracker_fields.insert(d.key.into(), d.count.into());
+            }
+        }
+        let late = self.trackers.late_stream_intervals();
+        if late > 0 {
+            tracker_fields.insert("late_stream_intervals".into(), late.into());
+        }
+        for u in self.trackers.users().users.values() {
+            let v = serde_json::to_value(u).expect("a user that does not serialise");
+            self.rows.push(("user", v));
+        }
         Outcome {
             records: self.records,
             counters: self.analyzer.counters().clone(),
-            events: json_lines(&events),
+            events: json_lines(&self.events),
+            rows: self.rows,
+            tracker_fields,
         }
     }
 }
@@ -105,22 +175,29 @@ impl Outcome {
     }
 
     /// The summary line `analyze --format jsonl` ends with: the counters
-    /// (without the fields only the command adds: input, rules, drops).
+    /// and the trackers' fields (without those only the command adds: its
+    /// input, rules, and its outputs' drops).
     pub fn summary(&self) -> Value {
         let mut v = serde_json::to_value(&self.counters).expect("counters serialise");
         if let Value::Object(o) = &mut v {
             o.insert("type".into(), "summary".into());
+            o.extend(self.tracker_fields.clone());
         }
         v
     }
 
     /// What `analyze --format jsonl` writes, a value a line: the records,
+    /// the trackers' rows (the command interleaves them by its writes),
     /// then the summary.
     pub fn lines(&self) -> Vec<Value> {
         let mut out = Vec::new();
         let mut sink = JsonLines::new(&mut out);
         for r in &self.records {
             sink.write(r).expect("a record that does not serialise");
+        }
+        for (kind, v) in &self.rows {
+            sink.write_tracked(kind, v)
+                .expect("a row that does not serialise");
         }
         drop(sink);
         let mut lines = json_lines(&out);

@@ -9,6 +9,8 @@
 //! [`Kpis`] keeps the service KPIs per interval and dimension; [`Alerts`]
 //! raises alerts when thresholds are crossed; [`CallDetail`] keeps SIP
 //! messages and interval reports for a database (the console's call view).
+//! [`TrackerSet`] makes the ones a run keeps, attaches them and takes their
+//! rows.
 
 mod alerts;
 mod call_detail;
@@ -17,6 +19,7 @@ mod hep_out;
 mod hep_quality;
 mod hep_rtcp;
 mod kpi;
+mod set;
 mod time_series;
 pub use alerts::{Alert, AlertConfig, Alerts, MAX_ALERTS, MAX_FOLLOWED, SCANNER_AGENTS};
 pub use call_detail::{
@@ -30,6 +33,7 @@ pub use hep_out::{
 };
 pub use hep_quality::MAX_CALLS as MAX_HEP_CALLS;
 pub use kpi::{KpiConfig, Kpis, Trunk, MAX_ROWS as MAX_KPI_ROWS, OTHER, SETTLE_NS};
+pub use set::{Dropped, TrackedRows, TrackerSet, TrackerSetConfig};
 pub use time_series::{TimeSeries, MAX_TRAFFIC_ROWS};
 
 use calliper_model::event::{Registration, RegistrationOutcome};

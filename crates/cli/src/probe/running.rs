@@ -2,7 +2,7 @@
 //! the outputs, the console's health page and the log as it goes.
 
 use super::{drops, log, realtime_ns, ProbeArgs, Source};
-use crate::run::{Outputs, EMIT_EVERY};
+use crate::run::Outputs;
 use anyhow::Result;
 use calliper_capture::hep_listen::HepListenStats;
 use calliper_capture::live::LiveStats;
@@ -10,6 +10,7 @@ use calliper_capture::Packet;
 use calliper_console::{LiveCalls, ProbeHealth};
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
+use calliper_engine::EMIT_EVERY;
 
 /// What the probe's console shows of it: its health, published, and its
 /// live calls, whose clock the probe moves on a quiet link.

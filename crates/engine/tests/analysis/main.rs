@@ -2,11 +2,12 @@
 //! test binary is linked on its own, and linking dominates their build):
 //! call flows built message by message, and the figures of every capture
 //! against tshark's (streams, events, RTCP, DTMF, quality, encapsulations,
-//! sequence restarts).
+//! sequence restarts, registrations).
 
 mod call_flows;
 mod encapsulations;
 mod events;
 mod quality;
+mod registrations;
 mod restart_jitter;
 mod tshark_oracle;
