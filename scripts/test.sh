@@ -75,9 +75,12 @@ if [ "$status" = 0 ]; then
     took "running the tests"
 fi
 # G.729 (libbcg729, GPL) is a cargo feature: its decoder and its PESQ call
-# run in a second build of the audio crate and the command-line tool.
-cargo test --release -p calliper-audio --features g729 2>&1 | tee -a target/test.log || status=$?
-cargo test --release -p calliper --features g729 --test pesq g729 2>&1 | tee -a target/test.log || status=$?
+# run in a second build of the audio crate and the command-line tool. Both
+# commands name the same packages, so cargo resolves their dependencies'
+# features once (naming the audio crate alone rebuilt serde and others).
+g729=(--release -p calliper-audio -p calliper --features calliper/g729)
+cargo test "${g729[@]}" --lib --test spandsp 2>&1 | tee -a target/test.log || status=$?
+cargo test "${g729[@]}" --test pesq g729 2>&1 | tee -a target/test.log || status=$?
 took "the G.729 build's tests"
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
