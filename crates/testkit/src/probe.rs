@@ -125,16 +125,18 @@ impl Probe {
     pub fn finish(mut self) -> Outcome {
         // As `analyze` ends: the open calls a group at a time, each group
         // taken, then what is left, then what the trackers still hold.
-        let mut groups = Vec::new();
+        let (trackers, records) = (&self.trackers, &mut self.records);
+        let (rows, events) = (&mut self.rows, &mut self.events);
         self.analyzer
-            .finish_in_groups(FINISH_GROUP, |records| {
-                groups.push(records.collect::<Vec<_>>())
+            .finish_in_groups(FINISH_GROUP, |group| {
+                records.extend(group);
+                let taken = trackers
+                    .take(false)
+                    .expect("a tracker row that does not serialise");
+                rows.extend(taken.rows);
+                events.extend(taken.lines);
             })
             .expect("the analysis failed");
-        for g in groups {
-            self.records.extend(g);
-            self.take(false);
-        }
         self.take(false);
         self.take(true);
         let mut tracker_fields = serde_json::Map::new();

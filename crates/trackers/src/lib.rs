@@ -123,6 +123,11 @@ impl UserTracker {
         lock(&self.state).clone()
     }
 
+    /// Registrations of new addresses refused beyond [`MAX_USERS`].
+    pub fn dropped(&self) -> u64 {
+        lock(&self.state).dropped
+    }
+
     fn registration(u: &mut Users, r: &Registration<'_>) {
         let aor = cut(r.aor);
         if !u.users.contains_key(&aor) && u.users.len() >= MAX_USERS {

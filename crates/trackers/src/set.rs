@@ -136,8 +136,14 @@ impl TrackerSet {
     }
 
     /// What the trackers dropped so far, each with its summary key and why.
-    pub fn drops(&self) -> [Dropped; 6] {
+    pub fn drops(&self) -> [Dropped; 7] {
         [
+            Dropped {
+                what: "registrations of new users",
+                key: "users_dropped",
+                count: self.users.dropped(),
+                why: format!("more than {} users followed", crate::MAX_USERS),
+            },
             Dropped {
                 what: "events",
                 key: "events_dropped",

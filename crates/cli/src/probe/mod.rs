@@ -60,7 +60,9 @@ pub struct ProbeArgs {
     /// With --hep-listen: how long each message waits for ones its agent
     /// sent before it (Kamailio and OpenSIPS trace from several processes,
     /// so a reply can arrive before its request). Widen it on a loaded host
-    /// whose replies show as sip_response_unmatched; at most 10 000.
+    /// whose replies show as sip_response_unmatched; at most 2 000 (what
+    /// is held counts in the collector's queue, and calls end that much
+    /// later).
     #[arg(
         long,
         value_name = "MS",
@@ -267,9 +269,13 @@ fn capture(
     // Due at once: the console's health page has a first report at start.
     let mut last_flush = Instant::now() - Duration::from_secs(1);
     let mut last_status = Instant::now();
-    // A block may hold packets up to its timeout old: idle time passes only
+    // A block may hold packets up to its timeout old, and the HEP collector
+    // holds messages up to twice its reorder window: idle time passes only
     // up to there, so no call expires before its last packets are read.
-    let lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
+    let mut lag_ns = 2 * a.block_timeout as i64 * 1_000_000;
+    if a.hep_listen.is_some() {
+        lag_ns = lag_ns.max(2 * a.hep_reorder_ms as i64 * 1_000_000);
+    }
     while !signals::stop_requested() {
         if signals::take_reload() {
             reload(a, rules);

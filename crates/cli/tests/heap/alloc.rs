@@ -27,9 +27,7 @@ fn steady_capture() -> Vec<u8> {
     common::generated_capture("alloc", &args)
 }
 
-#[test]
-fn rtp_packets_allocate_nothing_after_warm_up() {
-    let _turn = crate::turn();
+pub(crate) fn rtp_packets_allocate_nothing_after_warm_up() {
     let data = steady_capture();
 
     let mut engine = Engine::new(Config::default());
@@ -77,9 +75,7 @@ fn rtp_packets_allocate_nothing_after_warm_up() {
 
 /// The same through the batched path the CLI uses (`Engine::packets`, 64
 /// packets per call): a steady-state batch allocates nothing either.
-#[test]
-fn batches_allocate_nothing_after_warm_up() {
-    let _turn = crate::turn();
+pub(crate) fn batches_allocate_nothing_after_warm_up() {
     let data = steady_capture();
     let mut engine = Engine::new(Config::default());
     let mut reader = CaptureReader::new(&data[..]).unwrap();

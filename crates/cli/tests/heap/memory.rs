@@ -11,9 +11,7 @@ use std::sync::atomic::Ordering;
 use crate::common;
 use crate::tracking::LIVE;
 
-#[test]
-fn state_per_concurrent_call_stays_within_budget() {
-    let _turn = crate::turn();
+pub(crate) fn state_per_concurrent_call_stays_within_budget() {
     let data = common::generated_capture(
         "memory",
         &[

@@ -175,9 +175,7 @@ fn hostile_everything() -> Pcap {
     p
 }
 
-#[test]
-fn peak_heap_stays_under_the_documented_bound() {
-    let _turn = crate::turn();
+pub(crate) fn peak_heap_stays_under_the_documented_bound() {
     let capture = hostile_everything();
     let cfg = config();
     let bound = cfg.memory_bound();

@@ -1,6 +1,6 @@
 //! A global allocator that counts allocations and live bytes, for the tests
 //! that measure the engine's heap use. Only they are in this binary, one at
-//! a time, so no other test's allocations mix in.
+//! a time, on one thread, so no other test's allocations mix in.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
