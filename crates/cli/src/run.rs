@@ -249,12 +249,7 @@ impl Outputs {
         if let Some(h) = &mut self.hep {
             h.finish();
         }
-        let taken = self.trackers.take(true)?;
-        self.writer.send(Batch {
-            tracked: taken.rows,
-            lines: taken.lines,
-            ..Batch::default()
-        })?;
+        self.writer.send(self.trackers.take(true)?.into())?;
         self.writer.close()
     }
 
@@ -301,11 +296,7 @@ impl Outputs {
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);
         }
-        self.writer.send(Batch {
-            tracked: taken.rows,
-            lines: taken.lines,
-            ..Batch::default()
-        })?;
+        self.writer.send(taken.into())?;
         self.writer.finish(Finish {
             input: input.to_string(),
             summary,

@@ -39,6 +39,17 @@ pub struct Batch {
     pub flush: bool,
 }
 
+impl From<calliper_trackers::TrackedRows> for Batch {
+    /// The trackers' rows and event lines, without records.
+    fn from(t: calliper_trackers::TrackedRows) -> Batch {
+        Batch {
+            tracked: t.rows,
+            lines: t.lines,
+            ..Batch::default()
+        }
+    }
+}
+
 impl Batch {
     /// True when there is nothing to write or do.
     pub fn is_empty(&self) -> bool {

@@ -74,12 +74,7 @@ impl Probe {
     /// Takes what the analysis and the trackers finished.
     fn take(&mut self, end: bool) {
         self.records.extend(self.analyzer.drain());
-        let taken = self
-            .trackers
-            .take(end)
-            .expect("a tracker row that does not serialise");
-        self.rows.extend(taken.rows);
-        self.events.extend(taken.lines);
+        take_rows(&self.trackers, end, &mut self.rows, &mut self.events);
     }
 
     /// One frame of `link_type` captured at `ts_ns`, as a batch of its own
@@ -130,11 +125,7 @@ impl Probe {
         self.analyzer
             .finish_in_groups(FINISH_GROUP, |group| {
                 records.extend(group);
-                let taken = trackers
-                    .take(false)
-                    .expect("a tracker row that does not serialise");
-                rows.extend(taken.rows);
-                events.extend(taken.lines);
+                take_rows(trackers, false, rows, events);
             })
             .expect("the analysis failed");
         self.take(false);
@@ -214,6 +205,20 @@ pub fn analyze(path: &Path) -> Outcome {
     let mut p = Probe::new(Config::default(), 1);
     p.capture(path);
     p.finish()
+}
+
+/// Adds what the trackers finished to `rows` and `events`.
+fn take_rows(
+    trackers: &TrackerSet,
+    end: bool,
+    rows: &mut Vec<(&'static str, Value)>,
+    events: &mut Vec<u8>,
+) {
+    let taken = trackers
+        .take(end)
+        .expect("a tracker row that does not serialise");
+    rows.extend(taken.rows);
+    events.extend(taken.lines);
 }
 
 fn json_lines(bytes: &[u8]) -> Vec<Value> {
