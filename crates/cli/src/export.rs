@@ -140,7 +140,7 @@ fn recording(dir: &Path, call: &StoredCall) -> Result<PathBuf> {
             dir.display()
         );
     }
-    let found = calliper_store::recordings::find(dir, call.invite_ns, &call.call_id);
+    let found = calliper_store::callpcap_paths::find(dir, call.invite_ns, &call.call_id);
     match found.as_slice() {
         [] => bail!(
             "no recording of call {} under {} (was it recorded: --record, or a `record` rule? deleted for the budget?)",

@@ -13,6 +13,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod callpcap;
 mod clickhouse;
 mod crtp;
 mod export;
@@ -20,7 +21,6 @@ mod files;
 mod generate;
 mod options;
 mod probe;
-mod recording;
 mod relay;
 mod relay_stats;
 mod report;
@@ -135,7 +135,7 @@ struct AnalyzeArgs {
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
-    record: recording::RecordArgs,
+    record: callpcap::RecordArgs,
     /// Progress bar on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     progress: Progress,
@@ -260,7 +260,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     drop(engine);
     let mut extra = serde_json::Map::new();
     if let Some(r) = recorder {
-        extra.insert("recording".into(), recording::summary(&r.finish()));
+        extra.insert("recording".into(), callpcap::summary(&r.finish()));
     }
     let calls_written = outputs.calls_written;
     outputs.finish(&counters, rules.as_ref(), &input_names(&a.files), extra)?;

@@ -86,7 +86,7 @@ pub(crate) async fn call(
     let invite_ns = detail["invite_ns"].as_i64().unwrap_or_default();
     let recorded = state.recordings.is_some()
         && i64::try_from(id).is_ok()
-        && crate::recording_api::find(&state, call_id, invite_ns)
+        && crate::callpcap_api::find(&state, call_id, invite_ns)
             .await
             .is_ok_and(|f| !f.is_empty());
     crate::offers::mark(&mut detail);

@@ -12,6 +12,7 @@
 
 mod api;
 mod auth;
+mod callpcap_api;
 mod csv;
 mod db;
 mod health;
@@ -22,7 +23,6 @@ mod live_api;
 mod metrics;
 mod offers;
 mod params;
-mod recording_api;
 mod rules_api;
 mod ui;
 
@@ -147,8 +147,8 @@ fn router(state: Arc<State>) -> Router {
         .route("/api/calls", get(api::calls))
         .route("/api/calls.csv", get(csv::calls))
         .route("/api/calls/{id}", get(api::call))
-        .route("/api/calls/{id}/pcap", get(recording_api::pcap))
-        .route("/api/calls/{id}/audio", get(recording_api::audio))
+        .route("/api/calls/{id}/pcap", get(callpcap_api::pcap))
+        .route("/api/calls/{id}/audio", get(callpcap_api::audio))
         .route("/api/alerts", get(lists_api::alerts))
         .route("/api/registrations", get(lists_api::registrations))
         .route("/api/kpi", get(lists_api::kpi))
@@ -226,7 +226,7 @@ pub fn serve_until(
             scrapes: Arc::new(tokio::sync::Semaphore::new(1)),
             metrics: metrics::Metrics::default(),
             watchers: Arc::new(tokio::sync::Semaphore::new(live_api::MAX_WATCHERS)),
-            downloads: Arc::new(tokio::sync::Semaphore::new(recording_api::MAX_DOWNLOADS)),
+            downloads: Arc::new(tokio::sync::Semaphore::new(callpcap_api::MAX_DOWNLOADS)),
             live_json: Default::default(),
         });
         ready(addr);

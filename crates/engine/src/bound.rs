@@ -157,7 +157,7 @@ impl Config {
             // Frames of messages not yet whole, held for the recorder.
             parts.push(part(
                 "recording hold",
-                crate::recording::memory_bound(),
+                crate::callpcap::memory_bound(),
                 "fixed (with --record-dir)",
             ));
         }

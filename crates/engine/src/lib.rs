@@ -30,6 +30,7 @@ pub mod time_guard;
 pub mod websocket;
 pub mod workers;
 
+pub mod callpcap;
 mod config;
 mod dialogs;
 mod events;
@@ -40,7 +41,6 @@ mod media;
 mod media_events;
 mod pipeline;
 mod prefetch;
-pub mod recording;
 mod report;
 mod route;
 mod rtcp;
@@ -68,6 +68,7 @@ use calliper_sip::sdp::{self, Direction};
 use calliper_sip::{NameAddr, SipMessage, StartLine};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
 use calliper_wire::{Frame, Transport};
+pub use callpcap::{CallTag, PacketSink, RecordingMode, SinkFactory};
 pub use config::*;
 pub use counters::{Counters, Sum};
 use dedup::Dedup;
@@ -77,7 +78,6 @@ use flow::flow;
 pub use flow::Flow;
 use hashbrown::HashMap;
 use lru::{Idx, Linked, Links, Slab};
-pub use recording::{CallTag, PacketSink, RecordingMode, SinkFactory};
 pub use route::{Routed, Router, Routing};
 use sctp::Sctp;
 use std::net::IpAddr;
@@ -406,8 +406,8 @@ pub struct Engine {
     /// Duplicates of media this shard owns, removed (counted as `owned`:
     /// only the owner filters them).
     owned_duplicates: u64,
-    /// Where recorded calls' packets go, and what waits for them ([`recording`]).
-    recorder: Option<Box<recording::Hook>>,
+    /// Where recorded calls' packets go, and what waits for them ([`callpcap`]).
+    recorder: Option<Box<callpcap::Hook>>,
 }
 
 impl Engine {
@@ -455,7 +455,7 @@ impl Engine {
             recorder: cfg
                 .record_sink
                 .as_ref()
-                .map(|f| recording::Hook::new((f.0)())),
+                .map(|f| callpcap::Hook::new((f.0)())),
             cfg,
         }
     }

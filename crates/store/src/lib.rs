@@ -26,8 +26,8 @@ pub use files::{append_private, create_private};
 pub mod legs;
 mod lists;
 pub use lists::{list_rows, List, ListQuery};
+pub mod callpcap_paths;
 mod readonly;
-pub mod recordings;
 mod search;
 mod source;
 pub use detail::{

@@ -77,7 +77,7 @@ pub struct ProbeArgs {
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
-    record: crate::recording::RecordArgs,
+    record: crate::callpcap::RecordArgs,
     /// Bytes per ring block: a power of two, 4096 to 134217728, larger than
     /// the largest packet.
     #[arg(long, default_value_t = LiveConfig::default().block_size, value_name = "BYTES")]
@@ -345,7 +345,7 @@ fn start_console(
 /// Ends the analysis (open calls written as ongoing) and the outputs.
 fn finish(
     r: Running,
-    recorder: Option<calliper_recorder::Recorder>,
+    recorder: Option<calliper_callpcap::Recorder>,
     rules: Option<&calliper_rules::Rules>,
     filtered_out: Option<u64>,
 ) -> Result<()> {
@@ -364,7 +364,7 @@ fn finish(
     drop(engine);
     let mut extra = serde_json::Map::new();
     if let Some(r) = recorder {
-        extra.insert("recording".into(), crate::recording::summary(&r.finish()));
+        extra.insert("recording".into(), crate::callpcap::summary(&r.finish()));
     }
     if let Some(s) = stats {
         extra.insert(

@@ -1,10 +1,10 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod callpcaps;
 pub mod clickhouse;
 pub mod forged;
 pub mod hostile;
-pub mod recorded;
 pub mod runs;
 
 use serde_json::Value;

@@ -6,8 +6,8 @@
 
 use crate::common;
 
+use common::callpcaps::{calliper, files, temp};
 use common::hostile;
-use common::recorded::{calliper, files, temp};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
-//! Where recordings live: one pcap file per call under `DIR/YYYY-MM-DD/`
+//! Where callpcaps (recordings) live: one pcap file per call under `DIR/YYYY-MM-DD/`
 //! (the UTC day of its INVITE), named `HHMMSS.mmm_N_HASH_CALLID.pcap`: the
 //! INVITE's time, the call's number in its run (with `-K` when a file of
 //! that name was already there: another run's, or not ours), a hash of the
 //! whole Call-ID (calls whose Call-IDs read alike once made safe stay
 //! apart) and the Call-ID made safe for a file name. Written by
-//! `calliper-recorder`; found again from a stored call's Call-ID and
+//! `calliper-callpcap`; found again from a stored call's Call-ID and
 //! INVITE time.
 
 use std::path::{Path, PathBuf};

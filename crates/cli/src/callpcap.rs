@@ -2,8 +2,8 @@
 //! while the analysis runs (docs/recording.md).
 
 use anyhow::{bail, Context, Result};
+use calliper_callpcap::{Counts, Recorder, RecorderConfig};
 use calliper_engine::{Config, RecordingMode};
-use calliper_recorder::{Counts, Recorder, RecorderConfig};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -9,7 +9,7 @@ use crate::common;
 use crate::server;
 
 use common::calliper_jsonl;
-use common::recorded::{calliper, calls, files, temp};
+use common::callpcaps::{calliper, calls, files, temp};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;

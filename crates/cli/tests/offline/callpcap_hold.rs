@@ -5,8 +5,8 @@
 
 use crate::common;
 
+use common::callpcaps::{files, temp};
 use common::hostile::{ipv4, sctp, sip, tcp, udp, Pcap, CALLEE, CALLER};
-use common::recorded::{files, temp};
 use serde_json::Value;
 use std::collections::BTreeMap;
 

@@ -36,9 +36,11 @@ pub(crate) async fn find(
             "this console has no recordings: give it the run's --record-dir DIR".into(),
         ));
     };
-    tokio::task::spawn_blocking(move || calliper_store::recordings::find(&dir, invite_ns, &call_id))
-        .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    tokio::task::spawn_blocking(move || {
+        calliper_store::callpcap_paths::find(&dir, invite_ns, &call_id)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// Call `id` as stored, and its one recording.

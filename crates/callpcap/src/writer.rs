@@ -73,7 +73,7 @@ struct Stock {
 impl Stock {
     /// Every recording under `DIR/YYYY-MM-DD/`: day directories only, and
     /// in them only files named as Calliper names recordings
-    /// (`recordings::is_recording_name`): nothing else is counted or ever
+    /// (`callpcap_paths::is_recording_name`): nothing else is counted or ever
     /// deleted, an operator's own `.pcap` there included.
     fn scan(dir: &std::path::Path) -> Stock {
         let mut s = Stock {
@@ -93,8 +93,9 @@ impl Stock {
                 .flatten()
                 .flatten()
             {
-                let is_pcap =
-                    calliper_store::recordings::is_recording_name(&f.file_name().to_string_lossy());
+                let is_pcap = calliper_store::callpcap_paths::is_recording_name(
+                    &f.file_name().to_string_lossy(),
+                );
                 // Neither followed nor counted: a link is none of ours.
                 let plain = f.file_type().is_ok_and(|t| t.is_file());
                 if let (true, true, Ok(m)) = (is_pcap, plain, f.metadata()) {

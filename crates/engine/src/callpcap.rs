@@ -1,6 +1,6 @@
-//! The recording hook: the packets of the calls chosen for recording go,
+//! The callpcap hook (`--record`): the packets of the calls chosen for recording go,
 //! as captured, to a [`PacketSink`] (the per-call capture writer of
-//! `calliper-recorder`), each tagged with its call. Handling a packet marks
+//! `calliper-callpcap`), each tagged with its call. Handling a packet marks
 //! the call it belonged to (its SIP message's, its stream's, its RTCP's);
 //! the packet loop then hands the frame over. Signalling every shard
 //! handles is recorded by the first shard only; media by its owner. A

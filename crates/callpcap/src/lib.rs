@@ -1,5 +1,5 @@
-//! Per-call capture files, written while calls run. Each packet thread's
-//! [`Sink`] copies the frames of recorded calls into a batch and hands full
+//! Callpcaps: per-call capture files (what `--record` writes), written
+//! while calls run. Each packet thread's [`Sink`] copies the frames of recorded calls into a batch and hands full
 //! batches to one writer thread ([`writer`]), which appends them to each
 //! call's pcap file under `DIR/YYYY-MM-DD/` ([`files`]). Memory is bounded
 //! (a batch holds at most [`BATCH_BYTES`], at most [`QUEUE`] batches wait;

@@ -1,13 +1,13 @@
 //! A call's capture file: created 0600 (in directories made 0700) with a
 //! pcap header, then packet records; where it goes is
-//! [`calliper_store::recordings`].
+//! [`calliper_store::callpcap_paths`].
 
 use calliper_capture::pcap_out::{self, Resolution};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
-pub use calliper_store::recordings::{day_dir, relative_path, safe_call_id};
+pub use calliper_store::callpcap_paths::{day_dir, relative_path, safe_call_id};
 
 /// Largest packet a recording keeps whole (the pcap header's snap length).
 pub const SNAPLEN: u32 = 262_144;

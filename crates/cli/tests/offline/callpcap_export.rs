@@ -6,7 +6,7 @@ use crate::common;
 use crate::server;
 
 use common::calliper_jsonl;
-use common::recorded::{calliper, calls, temp};
+use common::callpcaps::{calliper, calls, temp};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -130,7 +130,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
         );
     }
     // Never into the recordings: another call's file is not replaced.
-    let other = &common::recorded::files(&dir)[0];
+    let other = &common::callpcaps::files(&dir)[0];
     let before = std::fs::read(other).unwrap();
     let into = calliper(&[
         "export",
@@ -174,7 +174,7 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
             r.header("content-type"),
             Some("application/vnd.tcpdump.pcap")
         );
-        let file = calliper_store::recordings::find(
+        let file = calliper_store::callpcap_paths::find(
             &dir,
             c["invite_ns"].as_i64().unwrap(),
             c["call_id"].as_str().unwrap(),

@@ -1,4 +1,4 @@
-//! Helpers of the recording tests (`recording.rs`, `recording_export.rs`).
+//! Helpers of the recording tests (`callpcap.rs`, `callpcap_export.rs`).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
