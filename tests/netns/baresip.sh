@@ -2,7 +2,9 @@
 # PORTS` writes a 20 s, 440 Hz WAV and two baresip configurations under OUT,
 # alice (side a, 10.90.1.2, UDP) and bob (side b, 10.90.2.2, TCP, answering
 # by itself), sending the WAV as PCMA with RTP on PORTS (`MIN-MAX`) and RTCP
-# on its own port.
+# on its own port. `baresip_call OUT SECONDS` then starts bob, and a second
+# later alice dialling bob and hanging up after SECONDS; it sets `caller` and
+# `callee` to their pids and adds both to `pids`.
 baresip_setup() {
     local out=$1 ports=$2 side ip user
     python3 - "$out/tone.wav" <<'PY'
@@ -33,4 +35,15 @@ CFG
         echo "<sip:$user@$ip;transport=$([ $side = b ] && echo tcp || echo udp)>;regint=0;answermode=auto;audio_codecs=PCMA" \
             >"$out/baresip-$side/accounts"
     done
+}
+
+baresip_call() {
+    local out=$1 seconds=$2
+    ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
+    callee=$!
+    pids+=("$callee")
+    sleep 1
+    ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t "$seconds" >"$out/baresip-a.log" 2>&1 &
+    caller=$!
+    pids+=("$caller")
 }

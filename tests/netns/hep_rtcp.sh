@@ -37,13 +37,7 @@ done
 sleep 1.5
 
 baresip_setup "$out" 20000-20999
-ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
-callee=$!
-pids+=($callee)
-sleep 1
-ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t 13 >"$out/baresip-a.log" 2>&1 &
-caller=$!
-pids+=($caller)
+baresip_call "$out" 13
 wait "$caller" || true
 wait "$callee" || true
 # The call ends 5 s after its BYE (--call-grace): written before the signal.

@@ -85,13 +85,7 @@ sleep 1
 # A baresip call through the same proxy: audio from a WAV file, real RTCP.
 if command -v baresip >/dev/null; then
     baresip_setup "$out" 40000-40999
-    ipa "$B" baresip -f "$out/baresip-b" -t 16 >"$out/baresip-b.log" 2>&1 &
-    callee=$!
-    pids+=($callee)
-    sleep 1
-    ipa "$A" baresip -f "$out/baresip-a" -e "/dial sip:bob@10.90.1.1" -t 12 >"$out/baresip-a.log" 2>&1 &
-    caller=$!
-    pids+=($caller)
+    baresip_call "$out" 12
     # Start dropping once media flows, so no stream loses its first packet
     # (a loss before the first packet is invisible to any receiver).
     sleep 2

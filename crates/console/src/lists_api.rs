@@ -81,7 +81,14 @@ pub(crate) async fn kpi(
     } = kpi_query(&pairs(query)?, &["dimension", "interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
-        let mut sums = store.kpi_sums_between(dimension.name(), interval_ns, from, until, MAX_KPI_ROWS + 1)?;
+        let window = calliper_store::KpiWindow {
+            dimension: dimension.name(),
+            interval_ns,
+            from_ns: from,
+            until_ns: until,
+            max_rows: MAX_KPI_ROWS + 1,
+        };
+        let mut sums = store.kpi_sums_between(&window)?;
         let more = sums.len() > MAX_KPI_ROWS;
         sums.truncate(MAX_KPI_ROWS);
         let rows: Vec<_> = sums

@@ -107,7 +107,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     };
     let (invite, end) = (num(&call, "invite_ns"), num(&call, "end_ns"));
     let call_id = text(&call, "call_id");
-    let mut truncated = Vec::new();
+    let mut truncated = Truncated::default();
     let (mut streams, more) = capped(
         &mut budget,
         conn,
@@ -115,9 +115,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         &[&id],
         MAX_DETAIL_STREAMS,
     )?;
-    if more {
-        truncated.push("streams");
-    }
+    truncated.note("streams", more);
     let mut intervals_left = MAX_DETAIL_INTERVALS;
     for s in &mut streams {
         let (ssrc, src, src_port, dst, dst_port) = (
@@ -142,9 +140,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
             &[&ssrc, &from, &to, &src, &src_port, &dst, &dst_port],
             intervals_left,
         )?;
-        if more && !truncated.contains(&"intervals") {
-            truncated.push("intervals");
-        }
+        truncated.note("intervals", more);
         intervals_left -= intervals.len();
         s.insert("intervals".into(), list(intervals));
     }
@@ -161,9 +157,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         &[&call_id, &invite, &to],
         MAX_DETAIL_ALERTS,
     )?;
-    if more {
-        truncated.push("alerts");
-    }
+    truncated.note("alerts", more);
     alerts.iter_mut().for_each(crate::lists::with_unit);
     let (messages, more) = capped(
         &mut budget,
@@ -173,13 +167,9 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         &[&call_id, &from, &to],
         MAX_DETAIL_MESSAGES,
     )?;
-    if more {
-        truncated.push("messages");
-    }
+    truncated.note("messages", more);
     let (related, more) = related_streams(&mut budget, conn, &streams, from, to)?;
-    if more {
-        truncated.push("related_streams");
-    }
+    truncated.note("related_streams", more);
     let parts = Parts {
         streams,
         messages,
@@ -197,7 +187,20 @@ pub(crate) struct Parts {
     pub(crate) alerts: Vec<Map<String, Value>>,
     pub(crate) related: Vec<Map<String, Value>>,
     /// The kinds of which more were stored than are given.
-    pub(crate) truncated: Vec<&'static str>,
+    pub(crate) truncated: Truncated,
+}
+
+/// The kinds of a call's detail of which more were stored than are given.
+#[derive(Default)]
+pub(crate) struct Truncated(Vec<&'static str>);
+
+impl Truncated {
+    /// Notes `kind` (once) when a capped read left some out.
+    pub(crate) fn note(&mut self, kind: &'static str, more: bool) {
+        if more && !self.0.contains(&kind) {
+            self.0.push(kind);
+        }
+    }
 }
 
 impl Parts {
@@ -210,7 +213,7 @@ impl Parts {
         call.insert("streams".into(), list(self.streams));
         call.insert("messages".into(), list(self.messages));
         call.insert("alerts".into(), list(self.alerts));
-        call.insert("truncated".into(), self.truncated.into());
+        call.insert("truncated".into(), self.truncated.0.into());
         Ok(Value::Object(call))
     }
 }

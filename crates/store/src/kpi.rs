@@ -41,6 +41,37 @@ pub fn kpi_intervals(conn: &Connection) -> Result<Vec<f64>, StoreError> {
     Ok(v)
 }
 
+/// Which KPI sums to read: `dimension`'s rows that start from `from_ns` to
+/// `until_ns` (both included), summed per interval of `interval_ns` and
+/// key, at most `max_rows` sums (the first ones).
+#[derive(Clone, Copy, Debug)]
+pub struct KpiWindow<'a> {
+    /// `call_type`, `direction`, `peer`, … (docs/kpi.md).
+    pub dimension: &'a str,
+    /// The width of the intervals summed into one.
+    pub interval_ns: i64,
+    /// The first interval start read.
+    pub from_ns: i64,
+    /// The last interval start read.
+    pub until_ns: i64,
+    /// Sums given at most.
+    pub max_rows: usize,
+}
+
+impl<'a> KpiWindow<'a> {
+    /// Every row of `dimension`, per interval of `interval_ns`.
+    pub fn all(dimension: &'a str, interval_ns: i64) -> KpiWindow<'a> {
+        let (from_ns, until_ns, max_rows) = (i64::MIN, i64::MAX, usize::MAX);
+        KpiWindow {
+            dimension,
+            interval_ns,
+            from_ns,
+            until_ns,
+            max_rows,
+        }
+    }
+}
+
 /// Sums of `dimension`'s rows per interval of `interval_ns` and key, in
 /// time order.
 pub fn kpi_sums(
@@ -48,19 +79,11 @@ pub fn kpi_sums(
     dimension: &str,
     interval_ns: i64,
 ) -> Result<Vec<KpiSum>, StoreError> {
-    kpi_sums_between(conn, dimension, interval_ns, i64::MIN, i64::MAX, usize::MAX)
+    kpi_sums_between(conn, &KpiWindow::all(dimension, interval_ns))
 }
 
-/// [`kpi_sums`] of the rows that start from `from_ns` to `until_ns`, both
-/// included, at most `max_rows` sums (the first ones).
-pub fn kpi_sums_between(
-    conn: &Connection,
-    dimension: &str,
-    interval_ns: i64,
-    from_ns: i64,
-    until_ns: i64,
-    max_rows: usize,
-) -> Result<Vec<KpiSum>, StoreError> {
+/// The sums `w` asks for, in time order.
+pub fn kpi_sums_between(conn: &Connection, w: &KpiWindow) -> Result<Vec<KpiSum>, StoreError> {
     let sums: Vec<String> = COUNTER_NAMES.iter().map(|c| format!("SUM({c})")).collect();
     let sql = format!(
         "SELECT (start_ns - (start_ns % ?1 + ?1) % ?1) AS bucket, key, {} FROM kpi
@@ -69,9 +92,9 @@ pub fn kpi_sums_between(
         sums.join(", ")
     );
     let mut q = conn.prepare(&sql)?;
-    let limit = i64::try_from(max_rows).unwrap_or(i64::MAX);
+    let limit = i64::try_from(w.max_rows).unwrap_or(i64::MAX);
     let rows = q.query_map(
-        rusqlite::params![interval_ns, dimension, from_ns, until_ns, limit],
+        rusqlite::params![w.interval_ns, w.dimension, w.from_ns, w.until_ns, limit],
         |r| {
             let mut counts = KpiCounts::default();
             for i in 0..COUNTERS {

@@ -14,7 +14,7 @@ pub mod clickhouse;
 mod columns;
 mod daily;
 mod kpi;
-pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum};
+pub use kpi::{kpi_intervals, kpi_sums, kpi_sums_between, open_read_only, KpiSum, KpiWindow};
 mod load;
 pub use load::{load_between, mos_bands, LoadSum, MOS_BANDS};
 mod lookup;

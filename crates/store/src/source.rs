@@ -7,7 +7,7 @@
 use crate::clickhouse::Reader;
 use crate::search::Search;
 use crate::StoreError;
-use crate::{KpiSum, List, ListQuery, LoadSum, MOS_BANDS};
+use crate::{KpiSum, KpiWindow, List, ListQuery, LoadSum, MOS_BANDS};
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
@@ -62,21 +62,10 @@ impl<'a> Source<'a> {
     }
 
     /// KPI counters summed per interval and key ([`crate::kpi_sums_between`]).
-    pub fn kpi_sums_between(
-        self,
-        dimension: &str,
-        interval_ns: i64,
-        from_ns: i64,
-        until_ns: i64,
-        max_rows: usize,
-    ) -> Result<Vec<KpiSum>, StoreError> {
+    pub fn kpi_sums_between(self, w: &KpiWindow) -> Result<Vec<KpiSum>, StoreError> {
         match self {
-            Source::Sqlite(c) => {
-                crate::kpi_sums_between(c, dimension, interval_ns, from_ns, until_ns, max_rows)
-            }
-            Source::ClickHouse(r) => {
-                r.kpi_sums_between(dimension, interval_ns, from_ns, until_ns, max_rows)
-            }
+            Source::Sqlite(c) => crate::kpi_sums_between(c, w),
+            Source::ClickHouse(r) => r.kpi_sums_between(w),
         }
     }
 

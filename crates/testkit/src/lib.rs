@@ -1,5 +1,6 @@
 //! What the workspace's tests share: the captures they compare on
-//! ([`captures`]), tshark and what is read from it ([`oracle`]), the
+//! ([`captures`]) and those the generator makes ([`generated`]), tshark
+//! and what is read from it ([`oracle`]), the
 //! in-process probe ([`probe`]: frames in; records, events and counters
 //! out), and the reading of `CALLIPER_SKIP`.
 //!
@@ -9,6 +10,7 @@
 //! cannot run is never reported as passed by accident.
 
 pub mod captures;
+pub mod generated;
 pub mod oracle;
 pub mod probe;
 

@@ -96,15 +96,16 @@ pub fn wireshark_tool(tool: &str, args: &[&str]) {
     );
 }
 
-/// tshark's `-T fields` output for the packets matching `filter`: a line a
-/// packet, the `fields` separated by tabs. `prefs` are `-o` settings
-/// (`rtp.heuristic_rtp:TRUE`).
-pub fn tshark_fields(file: &Path, prefs: &[&str], filter: &str, fields: &[&str]) -> String {
-    let mut args = Vec::new();
-    for p in prefs {
-        args.extend(["-o", p]);
+/// tshark's `-T fields` output for the packets matching `filter` (all when
+/// empty): a line a packet, the `fields` separated by tabs unless `opts`
+/// (tshark's own options: `-o rtp.heuristic_rtp:TRUE`, `-E separator=|`,
+/// `-d` decode-as) say otherwise.
+pub fn tshark_fields(file: &Path, opts: &[&str], filter: &str, fields: &[&str]) -> String {
+    let mut args = opts.to_vec();
+    if !filter.is_empty() {
+        args.extend(["-Y", filter]);
     }
-    args.extend(["-Y", filter, "-T", "fields"]);
+    args.extend(["-T", "fields"]);
     for f in fields {
         args.extend(["-e", f]);
     }

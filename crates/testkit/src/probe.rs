@@ -91,6 +91,25 @@ impl Probe {
         self.fed(1);
     }
 
+    /// Frames of `link_type` as `analyze` reads a capture of them: in
+    /// batches of [`calliper_engine::READ_BATCH`], each batch's capture
+    /// times judged together.
+    pub fn frames(&mut self, link_type: u16, frames: &[(i64, Vec<u8>)]) {
+        for chunk in frames.chunks(calliper_engine::READ_BATCH) {
+            let packets = chunk.iter().map(|(ts_ns, data)| calliper_capture::Packet {
+                ts_ns: *ts_ns,
+                link_type,
+                data,
+                orig_len: data.len() as u32,
+                ..calliper_capture::Packet::EMPTY
+            });
+            self.analyzer
+                .captured(packets)
+                .expect("the analysis failed");
+            self.fed(chunk.len());
+        }
+    }
+
     /// A UDP datagram over IPv4 (a raw IP frame) from `src` to `dst`.
     pub fn udp(&mut self, ts_ns: i64, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) {
         use calliper_wire::{emit, ipproto, linktype};
@@ -205,6 +224,50 @@ pub fn analyze(path: &Path) -> Outcome {
     let mut p = Probe::new(Config::default(), 1);
     p.capture(path);
     p.finish()
+}
+
+/// KPI rows with equal interval, dimension and key summed into one (rows
+/// add up, docs/kpi.md; how a run splits them depends on when records
+/// arrive, which differs between one thread and several), after the other
+/// lines in their order.
+///
+/// Where a dimension had more keys than it follows (an `other` key), which
+/// keys got named places depends on that order too: its keys are summed
+/// into one, `*`, so every attempt must still be counted once.
+pub fn kpi_rows_summed(lines: Vec<Value>) -> Vec<Value> {
+    let full: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l["type"] == "kpi" && l["key"] == "other")
+        .map(|l| format!("{} {}", l["start_ns"], l["dimension"]))
+        .collect();
+    let mut rows: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut out = Vec::new();
+    for mut l in lines {
+        if l["type"] != "kpi" {
+            out.push(l);
+            continue;
+        }
+        if full.contains(&format!("{} {}", l["start_ns"], l["dimension"])) {
+            l["key"] = "*".into();
+        }
+        let id = format!("{} {} {}", l["start_ns"], l["dimension"], l["key"]);
+        match rows.get_mut(&id) {
+            None => {
+                rows.insert(id, l);
+            }
+            Some(sum) => {
+                for (k, v) in l.as_object().unwrap() {
+                    if let (Some(a), Some(b)) = (sum[k].as_u64(), v.as_u64()) {
+                        if k != "start_ns" {
+                            sum[k] = (a + b).into();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.extend(rows.into_values());
+    out
 }
 
 /// Adds what the trackers finished to `rows` and `events`.

@@ -1,7 +1,7 @@
 //! Two shards: two probes, and both servers stopped mid-run.
 
 use crate::common::clickhouse::{Server, CLUSTER, PASSWORD};
-use crate::common::{self, scratch};
+use crate::common::scratch;
 use crate::compare::*;
 use crate::run::*;
 use std::path::Path;
@@ -15,7 +15,7 @@ fn two_probes_on_a_two_shard_cluster_equal_their_sqlite_runs_from_either_server(
     let impaired = scratch("cluster-impaired.pcap");
     std::fs::write(
         &impaired,
-        common::generated_capture("cluster", common::IMPAIRED),
+        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
     )
     .unwrap();
     let runs = [
@@ -56,7 +56,7 @@ fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing
     let Some(mut servers) = Server::cluster("fault", 2) else {
         return;
     };
-    let capture = common::generated_capture("fault", common::IMPAIRED);
+    let capture = calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired());
     let (db, spool) = (db("fault"), scratch("fault-spool"));
     let urls = format!("{},{}", servers[0].url, servers[1].url);
     let extra = [

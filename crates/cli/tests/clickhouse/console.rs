@@ -4,7 +4,7 @@
 //! field, in both directions; each call's streams too.
 
 use crate::common::clickhouse::{storable_strings, Server, CLUSTER, PASSWORD, READER};
-use crate::common::{self, scratch};
+use crate::common::scratch;
 use crate::run::*;
 use crate::server::{enc, Server as Console};
 use serde_json::{Map, Value};
@@ -53,7 +53,7 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
     let impaired = scratch("console-impaired.pcap");
     std::fs::write(
         &impaired,
-        common::generated_capture("console", common::IMPAIRED),
+        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
     )
     .unwrap();
     let strings = storable_strings().save("console-strings");

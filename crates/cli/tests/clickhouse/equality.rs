@@ -18,7 +18,7 @@ fn every_call_and_stream_equals_the_sqlite_run_in_both_directions() {
     let impaired = scratch("impaired.pcap");
     std::fs::write(
         &impaired,
-        common::generated_capture("impaired", common::IMPAIRED),
+        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
     )
     .unwrap();
     files.push(impaired);
@@ -134,7 +134,7 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
     let impaired = dir.join("impaired.pcap");
     std::fs::write(
         &impaired,
-        common::generated_capture("chdb", common::IMPAIRED),
+        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
     )
     .unwrap();
     let files = [impaired, storable_strings().save("chdb-strings")];

@@ -10,12 +10,20 @@ pub fn temp(name: &str) -> PathBuf {
     p
 }
 
-/// `calliper ARGS`, run to its end.
-pub fn calliper(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(args)
-        .output()
-        .unwrap()
+/// `calliper analyze --format jsonl` of `pcap` with every call recorded
+/// under `dir` within `budget` bytes, and `extra` options: its lines.
+pub fn record_within(pcap: &Path, dir: &Path, budget: u64, extra: &[&str]) -> Vec<Value> {
+    let budget = budget.to_string();
+    let dir = dir.to_str().unwrap();
+    let record = [
+        "--record",
+        "all",
+        "--record-dir",
+        dir,
+        "--record-max-size",
+        &budget,
+    ];
+    super::calliper_jsonl(pcap, &[&record[..], extra].concat())
 }
 
 /// The recordings under `dir`, by day directory, sorted.

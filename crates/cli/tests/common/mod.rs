@@ -117,33 +117,37 @@ pub fn run_measured(cmd: &mut Command) -> Measured {
     }
 }
 
-/// Generator options for a busy capture with every impairment the analysis
-/// must survive unchanged across ways of running it (threads, batches).
-pub const IMPAIRED: &[&str] = &[
-    "--calls",
-    "400",
-    "--concurrent",
-    "150",
-    "--hold-mean",
-    "10",
-    "--loss",
-    "2",
-    "--burst",
-    "0.5",
-    "--duplicate",
-    "1",
-    "--reorder",
-    "1",
-    "--seed",
-    "9",
-];
-
 // One definition, in testkit; each test binary uses some.
 #[allow(unused_imports)]
 pub use calliper_testkit::captures::{at_least, capture_dirs, captures, scratch, write_pcap};
 #[allow(unused_imports)]
-pub use calliper_testkit::oracle::{tshark, wireshark_tool, KNOWN_DIFFERENCES};
+pub use calliper_testkit::oracle::{tshark, tshark_fields, wireshark_tool, KNOWN_DIFFERENCES};
+pub use calliper_testkit::probe::kpi_rows_summed;
 pub use calliper_testkit::skip_requested;
+
+/// `calliper ARGS`, run to its end.
+pub fn calliper(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `calliper export audio CALL --db DB --pcap PCAP -o WAV`, run to its end.
+pub fn export_audio(call: &str, db: &str, pcap: &str, wav: &str) -> std::process::Output {
+    calliper(&[
+        "export", "audio", call, "--db", db, "--pcap", pcap, "-o", wav,
+    ])
+}
+
+/// Fails, with the command's standard error, unless it succeeded.
+pub fn succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
@@ -231,50 +235,6 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
     (n, dropped_total)
 }
 
-/// KPI rows with equal interval, dimension and key summed into one (rows
-/// add up, docs/kpi.md; how a run splits them depends on when records
-/// arrive, which differs between one thread and several), after the other
-/// lines in their order.
-///
-/// Where a dimension had more keys than it follows (an `other` key), which
-/// keys got named places depends on that order too: its keys are summed
-/// into one, `*`, so every attempt must still be counted once.
-pub fn kpi_rows_summed(lines: Vec<Value>) -> Vec<Value> {
-    let full: std::collections::BTreeSet<String> = lines
-        .iter()
-        .filter(|l| l["type"] == "kpi" && l["key"] == "other")
-        .map(|l| format!("{} {}", l["start_ns"], l["dimension"]))
-        .collect();
-    let mut rows: std::collections::BTreeMap<String, Value> = Default::default();
-    let mut out = Vec::new();
-    for mut l in lines {
-        if l["type"] != "kpi" {
-            out.push(l);
-            continue;
-        }
-        if full.contains(&format!("{} {}", l["start_ns"], l["dimension"])) {
-            l["key"] = "*".into();
-        }
-        let id = format!("{} {} {}", l["start_ns"], l["dimension"], l["key"]);
-        match rows.get_mut(&id) {
-            None => {
-                rows.insert(id, l);
-            }
-            Some(sum) => {
-                for (k, v) in l.as_object().unwrap() {
-                    if let (Some(a), Some(b)) = (sum[k].as_u64(), v.as_u64()) {
-                        if k != "start_ns" {
-                            sum[k] = (a + b).into();
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out.extend(rows.into_values());
-    out
-}
-
 /// Runs a rig script that builds network namespaces (`tests/netns`,
 /// `tests/kpi`): its output, or None when it could not make them (exit 77)
 /// and that skip was requested (`skip_requested`); any other failure fails.
@@ -313,11 +273,7 @@ pub fn analyze_into_db_append(pcap: &Path, db: &Path, extra: &[&str]) {
         .arg(pcap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
 }
 
 /// `calliper report kpi --db DB --format jsonl` with `extra` options: its rows.
@@ -328,11 +284,7 @@ pub fn report_kpi(db: &Path, extra: &[&str]) -> Vec<Value> {
         .args(extra)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -81,6 +81,11 @@ pub fn both_ways(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Ru
     one
 }
 
+/// [`both_ways`] with no extra options, under the small memory bound.
+pub fn small(name: &str, capture: &Pcap) -> Run {
+    both_ways(name, capture, &[], SMALL_RSS_KIB)
+}
+
 /// As [`both_ways`], comparing counters only (for a cap reached, where
 /// which entries got the last places may depend on thread timing).
 pub fn both_ways_counters(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {

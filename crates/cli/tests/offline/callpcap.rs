@@ -8,8 +8,9 @@
 use crate::common;
 use crate::server;
 
+use common::calliper;
 use common::calliper_jsonl;
-use common::callpcaps::{calliper, calls, files, temp};
+use common::callpcaps::{calls, files, record_within, temp};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -60,28 +61,22 @@ fn key(c: &Value) -> String {
 /// WebSocket: a call's file starts after the connection's upgrade, without
 /// which tshark does not read WebSocket (our re-analysis below does).
 fn tshark_messages(file: &Path) -> BTreeMap<String, Vec<(i64, String)>> {
-    let out = common::tshark(
+    let out = common::tshark_fields(
         file,
         &[
             "-d",
             "tcp.port==6060,sip",
-            "-Y",
-            "sip && !websocket",
-            "-T",
-            "fields",
             "-E",
             "occurrence=a",
             "-E",
             "aggregator=\x1f",
-            "-e",
+        ],
+        "sip && !websocket",
+        &[
             "frame.time_epoch",
-            "-e",
             "sip.Call-ID",
-            "-e",
             "sip.Request-Line",
-            "-e",
             "sip.Status-Line",
-            "-e",
             "sip.CSeq",
         ],
     );
@@ -293,17 +288,7 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let dir = temp("budget");
     let budget = 700_000u64;
-    let lines = calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--record-max-size",
-            &budget.to_string(),
-        ],
-    );
+    let lines = record_within(&pcap, &dir, budget, &[]);
     let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
     let kept = files(&dir);
     let size: u64 = kept
@@ -363,11 +348,7 @@ fn the_probe_records_as_analyze_does() {
         "--read",
         pcap.to_str().unwrap(),
     ]);
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    common::succeeded(&st);
     let lines: Vec<Value> = std::fs::read_to_string(&out)
         .unwrap()
         .lines()
@@ -480,19 +461,7 @@ fn a_flood_of_calls_keeps_to_the_budget() {
     );
     let dir = temp("flood");
     let budget = 256 * 1024u64;
-    let lines = calliper_jsonl(
-        &pcap,
-        &[
-            "--record",
-            "all",
-            "--record-dir",
-            dir.to_str().unwrap(),
-            "--record-max-size",
-            &budget.to_string(),
-            "--max-unanswered",
-            "100",
-        ],
-    );
+    let lines = record_within(&pcap, &dir, budget, &["--max-unanswered", "100"]);
     let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
     // On disk: whole blocks, as du counts them.
     let used: u64 = files(&dir)

@@ -5,8 +5,9 @@
 use crate::common;
 use crate::server;
 
+use common::calliper;
 use common::calliper_jsonl;
-use common::callpcaps::{calliper, calls, temp};
+use common::callpcaps::{calls, temp};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -27,27 +28,24 @@ fn recorded_sample(name: &str) -> (PathBuf, PathBuf, PathBuf) {
 #[test]
 fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     let (pcap, dir, db) = recorded_sample("export");
-    let run = |args: &[&str]| {
-        let out = calliper(&[&["export"], args].concat());
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let call = "2-836@127.0.1.1";
     let (db_s, dir_s) = (db.to_str().unwrap(), dir.to_str().unwrap());
+    // `calliper export WHAT` of the call from its recording, to `to`.
+    let from_recording = |what: &str, to: &str| {
+        calliper(&[
+            "export",
+            what,
+            call,
+            "--db",
+            db_s,
+            "--record-dir",
+            dir_s,
+            "-o",
+            to,
+        ])
+    };
     let out = temp("call.pcap");
-    run(&[
-        "pcap",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        dir_s,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    common::succeeded(&from_recording("pcap", out.to_str().unwrap()));
     assert_eq!(
         std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
         0o600
@@ -58,47 +56,16 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     assert_eq!(alone[0]["call_id"], call);
     // The audio from the recording is the audio from the whole capture.
     let (a, b) = (temp("from-capture.wav"), temp("from-recording.wav"));
-    run(&[
-        "audio",
-        call,
-        "--db",
-        db_s,
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "-o",
-        a.to_str().unwrap(),
-    ]);
-    run(&[
-        "audio",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        dir_s,
-        "-o",
-        b.to_str().unwrap(),
-    ]);
+    let (pcap_s, a_s) = (pcap.to_str().unwrap(), a.to_str().unwrap());
+    common::succeeded(&common::export_audio(call, db_s, pcap_s, a_s));
+    common::succeeded(&from_recording("audio", b.to_str().unwrap()));
     let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
     assert!(a.len() > 100_000);
     assert!(a == b, "the WAVs differ");
     // `-o -` writes to standard output (a player, a pipe), not a file named "-".
     for (what, want) in [("audio", &a), ("pcap", &std::fs::read(&out).unwrap())] {
-        let piped = calliper(&[
-            "export",
-            what,
-            call,
-            "--db",
-            db_s,
-            "--record-dir",
-            dir_s,
-            "-o",
-            "-",
-        ]);
-        assert!(
-            piped.status.success(),
-            "{}",
-            String::from_utf8_lossy(&piped.stderr)
-        );
+        let piped = from_recording(what, "-");
+        common::succeeded(&piped);
         assert!(
             &piped.stdout == want,
             "export {what} -o - is not the file's bytes"
@@ -132,17 +99,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     // Never into the recordings: another call's file is not replaced.
     let other = &common::callpcaps::files(&dir)[0];
     let before = std::fs::read(other).unwrap();
-    let into = calliper(&[
-        "export",
-        "audio",
-        call,
-        "--db",
-        db_s,
-        "--record-dir",
-        dir_s,
-        "-o",
-        other.to_str().unwrap(),
-    ]);
+    let into = from_recording("audio", other.to_str().unwrap());
     assert!(!into.status.success());
     assert!(String::from_utf8_lossy(&into.stderr).contains("inside the recordings"));
     assert_eq!(std::fs::read(other).unwrap(), before);

@@ -21,22 +21,14 @@ struct InviteMessage {
 /// Every message whose CSeq method is INVITE, in capture order.
 fn tshark_invite_messages(file: &Path) -> Vec<InviteMessage> {
     // The heplify TCP capture runs SIP on port 6060.
-    let out = common::tshark(
+    let out = common::tshark_fields(
         file,
+        &["-d", "tcp.port==6060,sip"],
+        "sip.CSeq.method == \"INVITE\"",
         &[
-            "-d",
-            "tcp.port==6060,sip",
-            "-Y",
-            "sip.CSeq.method == \"INVITE\"",
-            "-T",
-            "fields",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "sip.Call-ID",
-            "-e",
             "sip.Method",
-            "-e",
             "sip.Status-Code",
         ],
     );
@@ -223,11 +215,7 @@ fn sqlite_store_holds_calls_and_streams() {
         .arg(repo("testdata/sipp_hold_dtmf.pcap"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     // Call records name people and numbers: owner-only, as is the -o output.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;

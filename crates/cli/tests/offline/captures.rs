@@ -179,11 +179,7 @@ fn output_dash_is_stdout() {
         .unwrap();
     let created = dir.join("-").exists();
     std::fs::remove_dir_all(&dir).ok();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     assert!(!created, "a file named - was written");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -19,20 +19,14 @@ fn calls_appear_live_as_the_capture_unfolds() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     // The oracle: each call's first INVITE, its offset in the capture and
     // its parties.
-    let invites: Vec<(f64, String, String, String)> = common::tshark(
+    let invites: Vec<(f64, String, String, String)> = common::tshark_fields(
         &pcap,
+        &[],
+        "sip.Method == \"INVITE\" && !sip.to.tag",
         &[
-            "-Y",
-            "sip.Method == \"INVITE\" && !sip.to.tag",
-            "-T",
-            "fields",
-            "-e",
             "frame.time_relative",
-            "-e",
             "sip.Call-ID",
-            "-e",
             "sip.from.user",
-            "-e",
             "sip.to.user",
         ],
     )

@@ -387,21 +387,12 @@ fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
         .collect();
     // First INVITEs only (the calls re-INVITE for hold and resume).
     let mut seen = std::collections::HashSet::new();
-    let theirs: Vec<String> = tshark(
-        &link,
-        &[
-            "-Y",
-            "sip.Method == \"INVITE\"",
-            "-T",
-            "fields",
-            "-e",
-            "sip.Call-ID",
-        ],
-    )
-    .lines()
-    .filter(|id| seen.insert(id.to_string()))
-    .map(str::to_string)
-    .collect();
+    let theirs: Vec<String> =
+        common::tshark_fields(&link, &[], "sip.Method == \"INVITE\"", &["sip.Call-ID"])
+            .lines()
+            .filter(|id| seen.insert(id.to_string()))
+            .map(str::to_string)
+            .collect();
     assert!(!theirs.is_empty(), "tshark found no INVITE on the link");
     assert_eq!(calls, theirs, "{summary}");
     let compressed = tshark(

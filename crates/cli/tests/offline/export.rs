@@ -7,12 +7,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-fn calliper(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::calliper;
 
 /// (first arrival ns, RTP timestamp, payload) of one stream, from tshark.
 fn packets(capture: &Path, filter: &str) -> Vec<(i64, u32, Vec<u8>)> {
@@ -37,11 +32,7 @@ fn packets(capture: &Path, filter: &str) -> Vec<(i64, u32, Vec<u8>)> {
         ])
         .output()
         .expect("tshark is needed (scripts/test.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -99,27 +90,14 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
         db.to_str().unwrap(),
         capture.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = calliper(&[
-        "export",
-        "audio",
+    common::succeeded(&out);
+    let out = common::export_audio(
         "1-836@127.0.1.1",
-        "--db",
         db.to_str().unwrap(),
-        "--pcap",
         capture.to_str().unwrap(),
-        "-o",
         wav.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
+    common::succeeded(&out);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&wav).unwrap().permissions().mode() & 0o777,
@@ -204,34 +182,19 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
         );
     }
 
-    let out = calliper(&[
-        "export",
-        "audio",
+    let out = common::export_audio(
         "no-such-call",
-        "--db",
         db.to_str().unwrap(),
-        "--pcap",
         capture.to_str().unwrap(),
-        "-o",
         dir.join("x.wav").to_str().unwrap(),
-    ]);
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no call no-such-call"));
     // The database is not overwritten by the WAV (found by an attacker
     // review), and a record id names its record.
     let before = std::fs::read(&db).unwrap();
     let db_path = db.to_str().unwrap();
-    let out = calliper(&[
-        "export",
-        "audio",
-        "1",
-        "--db",
-        db_path,
-        "--pcap",
-        capture.to_str().unwrap(),
-        "-o",
-        db_path,
-    ]);
+    let out = common::export_audio("1", db_path, capture.to_str().unwrap(), db_path);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("are the same file"));
     assert_eq!(std::fs::read(&db).unwrap(), before);
@@ -266,24 +229,8 @@ fn export_audio_takes_only_packets_within_the_calls_time() {
         &db,
         capture.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let export = |pcap: &str, wav: &str| {
-        calliper(&[
-            "export",
-            "audio",
-            "1-836@127.0.1.1",
-            "--db",
-            &db,
-            "--pcap",
-            pcap,
-            "-o",
-            wav,
-        ])
-    };
+    common::succeeded(&out);
+    let export = |pcap: &str, wav: &str| common::export_audio("1-836@127.0.1.1", &db, pcap, wav);
 
     let out = export(&earlier, &path("wrong.wav"));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -295,11 +242,7 @@ fn export_audio_takes_only_packets_within_the_calls_time() {
     );
 
     let out = export(capture.to_str().unwrap(), &path("own.wav"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     let out = export(&both, &path("both.wav"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

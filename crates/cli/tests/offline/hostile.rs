@@ -8,18 +8,13 @@ use crate::common;
 
 use common::hostile;
 use common::run_measured;
-use common::runs::{analyze, both_ways, both_ways_counters, SMALL_RSS_KIB};
+use common::runs::{analyze, both_ways, both_ways_counters, small, Run, SMALL_RSS_KIB};
 use serde_json::Value;
 use std::process::Command;
 
 #[test]
 fn non_ascii_rtpmap_then_rtp() {
-    let run = both_ways(
-        "non-ascii",
-        &hostile::non_ascii_rtpmap(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("non-ascii", &hostile::non_ascii_rtpmap());
     let calls = run.calls();
     assert_eq!(calls.len(), 1);
     let streams = calls[0]["streams"].as_array().unwrap();
@@ -31,7 +26,7 @@ fn non_ascii_rtpmap_then_rtp() {
 #[test]
 fn nested_fragments_5000_levels() {
     let capture = hostile::nested_fragments(5000);
-    let run = both_ways("nested-fragments", &capture, &[], SMALL_RSS_KIB);
+    let run = small("nested-fragments", &capture);
     let s = run.summary();
     // Reassembly counts as nesting: the chain stops at the depth limit.
     assert_eq!(s["anomalies"]["encapsulation_too_deep"], 1, "{s}");
@@ -42,12 +37,7 @@ fn nested_fragments_5000_levels() {
 
 #[test]
 fn invented_methods_200000() {
-    let run = both_ways(
-        "invented-methods",
-        &hostile::invented_methods(200_000),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("invented-methods", &hostile::invented_methods(200_000));
     let s = run.summary();
     let kinds = s["sip_by_kind"].as_object().unwrap();
     assert_eq!(kinds.len(), 1, "{kinds:?}");
@@ -108,7 +98,7 @@ fn nan_and_infinite_timeouts_rejected() {
 
 #[test]
 fn dtmf_duration_in_16khz_event_clock() {
-    let run = both_ways("dtmf-16k", &hostile::dtmf_16k(1600), &[], SMALL_RSS_KIB);
+    let run = small("dtmf-16k", &hostile::dtmf_16k(1600));
     let calls = run.calls();
     assert_eq!(calls[0]["dtmf_digits"], "5");
     let ev = &calls[0]["streams"][0]["dtmf"][0];
@@ -118,15 +108,9 @@ fn dtmf_duration_in_16khz_event_clock() {
 
 #[test]
 fn ssrc_churn_counted_alike_with_threads() {
-    let run = both_ways("ssrc-churn", &hostile::ssrc_churn(300), &[], SMALL_RSS_KIB);
-    let s = run.summary();
+    let run = small("ssrc-churn", &hostile::ssrc_churn(300));
     // 256 streams per call; the other 44 SSRCs' 3 packets each are refused.
-    assert_eq!(
-        s["anomalies"]["rtp_too_many_streams_per_call"],
-        44 * 3,
-        "{s}"
-    );
-    assert_eq!(run.calls()[0]["streams"].as_array().unwrap().len(), 256);
+    capped_at_256_streams(&run, 44 * 3);
 }
 
 #[test]
@@ -225,12 +209,7 @@ fn ipv6_sources_cancelling_the_hash_constant() {
 #[test]
 fn tcp_body_one_byte_per_segment() {
     // Each segment parsed the 60 KB header section again.
-    let run = both_ways(
-        "tcp-slow-body",
-        &hostile::tcp_slow_body(150_000),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("tcp-slow-body", &hostile::tcp_slow_body(150_000));
     let s = run.summary();
     assert_eq!(s["sip_messages"], 1, "{s}");
     assert_eq!(s["calls"], 1, "{s}");
@@ -260,12 +239,14 @@ fn streams_per_call_capped_across_shards() {
         &[],
         SMALL_RSS_KIB,
     );
+    capped_at_256_streams(&run, 144 * 5);
+}
+
+/// One call's 256 streams kept, and `refused` RTP packets of others counted.
+fn capped_at_256_streams(run: &Run, refused: u64) {
     let s = run.summary();
-    assert_eq!(
-        s["anomalies"]["rtp_too_many_streams_per_call"],
-        144 * 5,
-        "{s}"
-    );
+    let counted = &s["anomalies"]["rtp_too_many_streams_per_call"];
+    assert_eq!(counted, refused, "{s}");
     assert_eq!(run.calls()[0]["streams"].as_array().unwrap().len(), 256);
 }
 
@@ -294,12 +275,7 @@ fn same_call_id_and_start_time_stay_two_calls() {
 
 #[test]
 fn rtcp_on_another_shard_than_its_rtp() {
-    let run = both_ways(
-        "rtcp-odd-ports",
-        &hostile::rtcp_on_odd_ports(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("rtcp-odd-ports", &hostile::rtcp_on_odd_ports());
     for c in run.calls() {
         assert_eq!(c["streams"][0]["rtcp_reports"], 4, "{}", c["call_id"]);
     }
@@ -307,12 +283,7 @@ fn rtcp_on_another_shard_than_its_rtp() {
 
 #[test]
 fn different_sip_messages_with_equal_first_bytes_are_not_duplicates() {
-    let run = both_ways(
-        "equal-start",
-        &hostile::equal_starting_invites(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("equal-start", &hostile::equal_starting_invites());
     let s = run.summary();
     assert_eq!(
         (s["calls"].as_u64(), s["duplicates_removed"].as_u64()),
@@ -322,12 +293,7 @@ fn different_sip_messages_with_equal_first_bytes_are_not_duplicates() {
 
 #[test]
 fn session_refreshes_do_not_use_up_media_descriptions() {
-    let run = both_ways(
-        "refresh",
-        &hostile::session_refresh_then_move(100),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("refresh", &hostile::session_refresh_then_move(100));
     let s = run.summary();
     assert!(
         s["anomalies"].get("sdp_too_many_media_per_call").is_none(),

@@ -6,7 +6,8 @@
 
 use crate::common;
 
-use common::callpcaps::{calliper, files, temp};
+use common::calliper;
+use common::callpcaps::{files, temp};
 use common::hostile;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -90,11 +91,7 @@ fn outputs_are_never_written_through_symbolic_links() {
         db_s,
         pcap.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     let recordings = files(&dir);
     assert!(recordings.len() >= 2);
     let victim = &recordings[1];
@@ -161,11 +158,7 @@ fn the_recordings_budget_deletes_only_what_calliper_named() {
         "700000",
         sample().to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     assert_eq!(
         std::fs::metadata(&mine).unwrap().len(),
         2 << 20,

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::forged;
-use common::runs::{both_ways, Run, SMALL_RSS_KIB};
+use common::runs::{both_ways, small, Run, SMALL_RSS_KIB};
 use serde_json::Value;
 
 fn alerts<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
@@ -17,12 +17,7 @@ fn alerts<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
 
 #[test]
 fn fake_answers_from_a_scanner_are_not_answers() {
-    let run = both_ways(
-        "fake-answers",
-        &forged::fake_answers(25),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("fake-answers", &forged::fake_answers(25));
     let calls = run.calls();
     assert_eq!(calls.len(), 25);
     for c in &calls {
@@ -39,12 +34,7 @@ fn fake_answers_from_a_scanner_are_not_answers() {
 
 #[test]
 fn foreign_media_does_not_join_the_call() {
-    let run = both_ways(
-        "foreign-media",
-        &forged::foreign_media(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("foreign-media", &forged::foreign_media());
     let calls = run.calls();
     assert_eq!(calls.len(), 1);
     let streams = calls[0]["streams"].as_array().unwrap();
@@ -65,7 +55,7 @@ fn foreign_media_does_not_join_the_call() {
 
 #[test]
 fn outage_counts_as_loss_not_as_a_restart() {
-    let run = both_ways("outage", &forged::outage(), &[], SMALL_RSS_KIB);
+    let run = small("outage", &forged::outage());
     let calls = run.calls();
     let streams = calls[0]["streams"].as_array().unwrap();
     let caller = streams
@@ -93,7 +83,7 @@ fn silent_call_without_bye_raises_no_rtp() {
     // Cut off by the end of input 60 s on, and expired idle (300 s) 400 s on.
     for later_s in [60, 400] {
         let name = format!("silent-{later_s}");
-        let run = both_ways(&name, &forged::silent_call(later_s), &[], SMALL_RSS_KIB);
+        let run = small(&name, &forged::silent_call(later_s));
         let no_rtp = alerts(&run, "no_rtp");
         assert_eq!(no_rtp.len(), 1, "{name}: {:?}", run.lines);
         assert_eq!(no_rtp[0]["call_id"], "silent");
@@ -102,12 +92,7 @@ fn silent_call_without_bye_raises_no_rtp() {
 
 #[test]
 fn display_name_cannot_stand_in_for_the_uri() {
-    let run = both_ways(
-        "display-name",
-        &forged::display_name_uri(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("display-name", &forged::display_name_uri());
     let from = &run.calls()[0]["from"];
     assert_eq!(from["user"], "attacker");
     assert_eq!(from["uri"], "sip:attacker@evil.example");
@@ -119,12 +104,7 @@ fn time_series_gaps_of_days_stay_small_and_alike() {
     // 20 packets 22 hours apart (1.5 days was 100 008 rows, 164 180 with
     // two threads, and 274 MB; more than a day between lone packets is
     // now not believed: time_jumps.rs).
-    let run = both_ways(
-        "quiet-gaps",
-        &forged::quiet_gaps(20, 79_200),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("quiet-gaps", &forged::quiet_gaps(20, 79_200));
     let rows: Vec<&Value> = run
         .lines
         .iter()
@@ -180,12 +160,7 @@ fn anomaly_events_are_dated_by_their_packet() {
 
 #[test]
 fn a_scanner_answering_copies_of_its_own_is_not_answered() {
-    let run = both_ways(
-        "self-answered",
-        &forged::self_answered_copies(25),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("self-answered", &forged::self_answered_copies(25));
     let calls = run.calls();
     assert_eq!(calls.len(), 25);
     for c in &calls {
@@ -200,7 +175,7 @@ fn a_scanner_answering_copies_of_its_own_is_not_answered() {
 
 #[test]
 fn a_bye_from_outside_the_call_does_not_end_it() {
-    let run = both_ways("outsider-bye", &forged::outsider_bye(), &[], SMALL_RSS_KIB);
+    let run = small("outsider-bye", &forged::outsider_bye());
     let c = &run.calls()[0];
     assert_eq!(c["state"], "answered", "{c}");
     assert!(c["hangup_by"].is_null(), "{c}");
@@ -210,12 +185,7 @@ fn a_bye_from_outside_the_call_does_not_end_it() {
 
 #[test]
 fn behind_nat_only_the_signalling_address_sends_the_callers_media() {
-    let run = both_ways(
-        "nat-stranger",
-        &forged::natted_caller_and_a_stranger(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("nat-stranger", &forged::natted_caller_and_a_stranger());
     let streams = run.calls()[0]["streams"].as_array().unwrap().clone();
     let sources: Vec<&str> = streams.iter().map(|s| s["src"].as_str().unwrap()).collect();
     assert_eq!(sources.len(), 2, "{sources:?}");
@@ -228,12 +198,7 @@ fn behind_nat_only_the_signalling_address_sends_the_callers_media() {
 
 #[test]
 fn an_outsiders_own_leg_neither_answers_nor_ends_the_call() {
-    let run = both_ways(
-        "outsider-legs",
-        &forged::outsider_legs(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("outsider-legs", &forged::outsider_legs());
     let c = &run.calls()[0];
     assert_eq!(
         (&c["state"], &c["final_status"]),
@@ -258,12 +223,7 @@ fn an_outsiders_own_leg_neither_answers_nor_ends_the_call() {
 
 #[test]
 fn another_calls_sdp_cannot_take_this_calls_media() {
-    let run = both_ways(
-        "sdp-thief",
-        &forged::sdp_of_another_call(),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run = small("sdp-thief", &forged::sdp_of_another_call());
     let victim = run
         .calls()
         .into_iter()

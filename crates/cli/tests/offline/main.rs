@@ -9,7 +9,6 @@ mod common;
 mod server;
 
 mod alerts;
-mod batches;
 mod callpcap;
 mod callpcap_export;
 mod callpcap_hold;
@@ -37,7 +36,6 @@ mod registrations;
 mod rtcp_xr;
 mod rules;
 mod stored_fields;
-mod threads;
 mod time_jumps;
 mod traffic;
 mod wrong_input;

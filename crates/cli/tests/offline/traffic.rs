@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{calliper_jsonl, tshark};
+use common::{calliper_jsonl, tshark_fields};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,24 +31,16 @@ fn testdata() -> Vec<PathBuf> {
 /// protocol (for IPv6, the next header after a hop-by-hop or fragment
 /// header: MLD reports carry a hop-by-hop header).
 fn tshark_bins(file: &Path) -> Bins {
-    let out = tshark(
+    let out = tshark_fields(
         file,
+        &["-E", "separator=|"],
+        "",
         &[
-            "-T",
-            "fields",
-            "-E",
-            "separator=|",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "frame.cap_len",
-            "-e",
             "ip.proto",
-            "-e",
             "ipv6.nxt",
-            "-e",
             "ipv6.fraghdr.nxt",
-            "-e",
             "ipv6.hopopts.nxt",
         ],
     );
@@ -269,22 +261,11 @@ fn two_threads_give_the_same_series_and_the_database_holds_it() {
 
 /// (interval start, source address) → (packets, bytes), as tshark sees them.
 fn tshark_talkers(file: &Path) -> BTreeMap<(i64, String), (u64, u64)> {
-    let out = tshark(
+    let out = tshark_fields(
         file,
-        &[
-            "-T",
-            "fields",
-            "-E",
-            "separator=|",
-            "-e",
-            "frame.time_epoch",
-            "-e",
-            "frame.cap_len",
-            "-e",
-            "ip.src",
-            "-e",
-            "ipv6.src",
-        ],
+        &["-E", "separator=|"],
+        "",
+        &["frame.time_epoch", "frame.cap_len", "ip.src", "ipv6.src"],
     );
     let mut talkers = BTreeMap::new();
     for line in out.lines() {

@@ -6,12 +6,7 @@ use crate::common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn calliper(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::calliper;
 
 /// Asserts a refusal: exit 2, nothing on standard output, and `words` in
 /// the one line on standard error.
@@ -72,17 +67,12 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
     // A directory, or a missing one, as the WAV: refused before decoding
     // (which would print each stream's notes first).
     let export = |output: &str| {
-        calliper(&[
-            "export",
-            "audio",
+        common::export_audio(
             "1-836@127.0.1.1",
-            "--db",
             db.to_str().unwrap(),
-            "--pcap",
             capture.to_str().unwrap(),
-            "-o",
             output,
-        ])
+        )
     };
     refused(&export(d), &format!("cannot create {d}: a directory"));
     let missing = dir.join("no-such-dir/call.wav");
@@ -100,18 +90,11 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
 fn the_text_report_speaks_plainly() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let fields = common::tshark(
+    let fields = common::tshark_fields(
         &capture,
-        &[
-            "-Y",
-            "sip.CSeq.method == \"INVITE\"",
-            "-T",
-            "fields",
-            "-e",
-            "frame.time_epoch",
-            "-e",
-            "sip.Call-ID",
-        ],
+        &[],
+        "sip.CSeq.method == \"INVITE\"",
+        &["frame.time_epoch", "sip.Call-ID"],
     );
     // The first INVITE and the first response after it, per call.
     let mut first: Vec<(String, f64, Option<f64>)> = Vec::new();
@@ -137,11 +120,7 @@ fn the_text_report_speaks_plainly() {
         capture.to_str().unwrap(),
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     assert_eq!(first.len(), 3);
     for (id, invite, response) in &first {
         let setup = (response.unwrap() - invite) * 1e3;

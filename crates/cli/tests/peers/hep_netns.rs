@@ -18,28 +18,17 @@ use std::process::Command;
 type Blocks = BTreeMap<(String, u64, u64, u64), (u64, u64, i64, u64)>;
 
 fn tshark_blocks(pcap: &Path) -> Blocks {
-    let out = common::tshark(
+    let out = common::tshark_fields(
         pcap,
+        &["-E", "occurrence=f"],
+        "rtcp.ssrc.fraction",
         &[
-            "-Y",
-            "rtcp.ssrc.fraction",
-            "-T",
-            "fields",
-            "-E",
-            "occurrence=f",
-            "-e",
             "ip.src",
-            "-e",
             "udp.srcport",
-            "-e",
             "rtcp.senderssrc",
-            "-e",
             "rtcp.ssrc.identifier",
-            "-e",
             "rtcp.ssrc.fraction",
-            "-e",
             "rtcp.ssrc.cum_nr",
-            "-e",
             "rtcp.ssrc.jitter",
         ],
     );

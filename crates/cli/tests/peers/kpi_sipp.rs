@@ -50,22 +50,15 @@ struct Delays {
 }
 
 fn tshark_delays(pcap: &Path) -> Delays {
-    let text = common::tshark(
+    let text = common::tshark_fields(
         pcap,
+        &[],
+        "sip",
         &[
-            "-Y",
-            "sip",
-            "-T",
-            "fields",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "sip.Call-ID",
-            "-e",
             "sip.Method",
-            "-e",
             "sip.Status-Code",
-            "-e",
             "sip.CSeq.method",
         ],
     );

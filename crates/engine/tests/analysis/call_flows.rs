@@ -39,6 +39,17 @@ fn sip(first: &str, cseq: &str, to_tag: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The caller's request `method` to bob, CSeq `n method`.
+fn req(method: &str, n: u32, to_tag: &str, body: &str) -> Vec<u8> {
+    let first = format!("{method} sip:bob@b.example SIP/2.0");
+    sip(&first, &format!("{n} {method}"), to_tag, body)
+}
+
+/// A response `status` to the request of CSeq `cseq`.
+fn resp(status: &str, cseq: &str, to_tag: &str, body: &str) -> Vec<u8> {
+    sip(&format!("SIP/2.0 {status}"), cseq, to_tag, body)
+}
+
 /// A call flow fed to the in-process probe, 10 ms between messages and
 /// 20 ms between media packets.
 struct Run {
@@ -89,38 +100,33 @@ impl Run {
 #[test]
 fn forked_call_keeps_early_media_of_both_branches() {
     let mut r = Run::new();
-    r.up(sip(
-        "INVITE sip:bob@b.example SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp(CALLER, 4000),
-    ));
-    r.down(sip("SIP/2.0 100 Trying", "1 INVITE", "", ""));
+    r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
+    r.down(resp("100 Trying", "1 INVITE", "", ""));
     // Two branches answer with early media from different gateways.
-    r.down(sip(
-        "SIP/2.0 183 Session Progress",
+    r.down(resp(
+        "183 Session Progress",
         "1 INVITE",
         "fork1",
         &sdp([10, 0, 1, 1], 6000),
     ));
-    r.down(sip(
-        "SIP/2.0 183 Session Progress",
+    r.down(resp(
+        "183 Session Progress",
         "1 INVITE",
         "fork2",
         &sdp([10, 0, 2, 1], 7000),
     ));
     r.media(([10, 0, 1, 1], 6000), (CALLER, 4000), 111, 20);
     r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 20);
-    r.down(sip(
-        "SIP/2.0 200 OK",
+    r.down(resp(
+        "200 OK",
         "1 INVITE",
         "fork2",
         &sdp([10, 0, 2, 1], 7000),
     ));
-    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "fork2", ""));
+    r.up(req("ACK", 1, "fork2", ""));
     r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 10);
-    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "fork2", ""));
-    r.down(sip("SIP/2.0 200 OK", "2 BYE", "fork2", ""));
+    r.up(req("BYE", 2, "fork2", ""));
+    r.down(resp("200 OK", "2 BYE", "fork2", ""));
     let c = r.call();
     assert_eq!(c.final_status, Some(200));
     assert_eq!(c.state, CallState::Completed);
@@ -142,17 +148,12 @@ fn forked_call_keeps_early_media_of_both_branches() {
 #[test]
 fn cancel_before_answer_ends_cancelled_with_487() {
     let mut r = Run::new();
-    r.up(sip(
-        "INVITE sip:bob@b.example SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp(CALLER, 4000),
-    ));
-    r.down(sip("SIP/2.0 180 Ringing", "1 INVITE", "b", ""));
-    r.up(sip("CANCEL sip:bob@b.example SIP/2.0", "1 CANCEL", "", ""));
-    r.down(sip("SIP/2.0 200 OK", "1 CANCEL", "b", ""));
-    r.down(sip("SIP/2.0 487 Request Terminated", "1 INVITE", "b", ""));
-    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
+    r.down(resp("180 Ringing", "1 INVITE", "b", ""));
+    r.up(req("CANCEL", 1, "", ""));
+    r.down(resp("200 OK", "1 CANCEL", "b", ""));
+    r.down(resp("487 Request Terminated", "1 INVITE", "b", ""));
+    r.up(req("ACK", 1, "b", ""));
     let c = r.call();
     assert_eq!(c.final_status, Some(487));
     assert_eq!(c.state, CallState::Cancelled);
@@ -164,25 +165,15 @@ fn cancel_before_answer_ends_cancelled_with_487() {
 fn challenge_and_retry_on_the_same_call_id_is_one_answered_call() {
     for code in ["401 Unauthorized", "407 Proxy Authentication Required"] {
         let mut r = Run::new();
-        r.up(sip(
-            "INVITE sip:bob@b.example SIP/2.0",
-            "1 INVITE",
-            "",
-            &sdp(CALLER, 4000),
-        ));
-        r.down(sip(&format!("SIP/2.0 {code}"), "1 INVITE", "x", ""));
-        r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "x", ""));
-        r.up(sip(
-            "INVITE sip:bob@b.example SIP/2.0",
-            "2 INVITE",
-            "",
-            &sdp(CALLER, 4000),
-        ));
-        r.down(sip("SIP/2.0 100 Trying", "2 INVITE", "", ""));
-        r.down(sip("SIP/2.0 200 OK", "2 INVITE", "b", &sdp(PROXY, 8000)));
-        r.up(sip("ACK sip:bob@b.example SIP/2.0", "2 ACK", "b", ""));
+        r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
+        r.down(resp(code, "1 INVITE", "x", ""));
+        r.up(req("ACK", 1, "x", ""));
+        r.up(req("INVITE", 2, "", &sdp(CALLER, 4000)));
+        r.down(resp("100 Trying", "2 INVITE", "", ""));
+        r.down(resp("200 OK", "2 INVITE", "b", &sdp(PROXY, 8000)));
+        r.up(req("ACK", 2, "b", ""));
         r.media((CALLER, 4000), (PROXY, 8000), 5, 10);
-        r.up(sip("BYE sip:bob@b.example SIP/2.0", "3 BYE", "b", ""));
+        r.up(req("BYE", 3, "b", ""));
         let c = r.call();
         assert_eq!(c.final_status, Some(200), "{code}");
         assert_eq!(c.state, CallState::Completed, "{code}");
@@ -194,29 +185,19 @@ fn challenge_and_retry_on_the_same_call_id_is_one_answered_call() {
 #[test]
 fn prack_and_update_move_the_media() {
     let mut r = Run::new();
-    r.up(sip(
-        "INVITE sip:bob@b.example SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp(CALLER, 4000),
-    ));
-    r.down(sip(
-        "SIP/2.0 183 Session Progress",
+    r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
+    r.down(resp(
+        "183 Session Progress",
         "1 INVITE",
         "b",
         &sdp(PROXY, 8000),
     ));
-    r.up(sip("PRACK sip:bob@b.example SIP/2.0", "2 PRACK", "b", ""));
-    r.down(sip("SIP/2.0 200 OK", "2 PRACK", "b", ""));
+    r.up(req("PRACK", 2, "b", ""));
+    r.down(resp("200 OK", "2 PRACK", "b", ""));
     // UPDATE moves the caller's media before the answer.
-    r.up(sip(
-        "UPDATE sip:bob@b.example SIP/2.0",
-        "3 UPDATE",
-        "b",
-        &sdp(CALLER, 4100),
-    ));
-    r.down(sip("SIP/2.0 200 OK", "3 UPDATE", "b", &sdp(PROXY, 8000)));
-    r.down(sip("SIP/2.0 200 OK", "1 INVITE", "b", ""));
+    r.up(req("UPDATE", 3, "b", &sdp(CALLER, 4100)));
+    r.down(resp("200 OK", "3 UPDATE", "b", &sdp(PROXY, 8000)));
+    r.down(resp("200 OK", "1 INVITE", "b", ""));
     r.media((PROXY, 8000), (CALLER, 4100), 9, 10);
     // REFER and NOTIFY inside the dialog change nothing.
     r.down(sip(
@@ -225,8 +206,8 @@ fn prack_and_update_move_the_media() {
         "caller",
         "",
     ));
-    r.up(sip("SIP/2.0 202 Accepted", "1 REFER", "caller", ""));
-    r.up(sip("BYE sip:bob@b.example SIP/2.0", "4 BYE", "b", ""));
+    r.up(resp("202 Accepted", "1 REFER", "caller", ""));
+    r.up(req("BYE", 4, "b", ""));
     let c = r.call();
     assert_eq!(c.state, CallState::Completed);
     assert_eq!(c.streams.len(), 1);
@@ -241,17 +222,12 @@ fn media_from_behind_nat_is_tied_by_the_other_end() {
     // pooling), and the callee answers to that address.
     let public = (CALLER, 61000);
     let mut r = Run::new();
-    r.up(sip(
-        "INVITE sip:bob@b.example SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp([192, 168, 1, 10], 4000),
-    ));
-    r.down(sip("SIP/2.0 200 OK", "1 INVITE", "b", &sdp(PROXY, 8000)));
-    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    r.up(req("INVITE", 1, "", &sdp([192, 168, 1, 10], 4000)));
+    r.down(resp("200 OK", "1 INVITE", "b", &sdp(PROXY, 8000)));
+    r.up(req("ACK", 1, "b", ""));
     r.media(public, (PROXY, 8000), 1, 10);
     r.media((PROXY, 8000), public, 2, 10);
-    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "b", ""));
+    r.up(req("BYE", 2, "b", ""));
     let c = r.call();
     let dirs: Vec<(u32, StreamDirection)> =
         c.streams.iter().map(|s| (s.ssrc, s.direction)).collect();
@@ -271,12 +247,7 @@ fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
     let relay2 = ([10, 0, 0, 2], 30002);
     let mut r = Run::new();
     // Leg 1 caller -> proxy; leg 2 proxy -> callee with the SDP rewritten.
-    r.up(sip(
-        "INVITE sip:bob@b.example SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp(CALLER, 4000),
-    ));
+    r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
     r.t += MS;
     let leg2 = sip(
         "INVITE sip:bob@10.0.0.3 SIP/2.0",
@@ -285,21 +256,16 @@ fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
         &sdp(relay2.0, relay2.1),
     );
     r.probe.udp(r.t, at(PROXY, 5060), at(callee, 5060), &leg2);
-    let ok2 = sip("SIP/2.0 200 OK", "1 INVITE", "b", &sdp(callee, 9000));
+    let ok2 = resp("200 OK", "1 INVITE", "b", &sdp(callee, 9000));
     r.probe
         .udp(r.t + MS, at(callee, 5060), at(PROXY, 5060), &ok2);
-    r.down(sip(
-        "SIP/2.0 200 OK",
-        "1 INVITE",
-        "b",
-        &sdp(relay.0, relay.1),
-    ));
-    r.up(sip("ACK sip:bob@b.example SIP/2.0", "1 ACK", "b", ""));
+    r.down(resp("200 OK", "1 INVITE", "b", &sdp(relay.0, relay.1)));
+    r.up(req("ACK", 1, "b", ""));
     r.media((CALLER, 4000), relay, 1, 10);
     r.media(relay2, (callee, 9000), 1, 10);
     r.media((callee, 9000), relay2, 2, 10);
     r.media(relay, (CALLER, 4000), 2, 10);
-    r.up(sip("BYE sip:bob@b.example SIP/2.0", "2 BYE", "b", ""));
+    r.up(req("BYE", 2, "b", ""));
     let c = r.call();
     assert_eq!(c.invites, 2);
     assert_eq!(c.state, CallState::Completed);

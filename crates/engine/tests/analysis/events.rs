@@ -6,7 +6,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{at_least, captures, repo_root};
-use calliper_testkit::oracle::{tshark, tshark_fields, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{tshark_fields, KNOWN_DIFFERENCES};
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,7 +59,7 @@ fn last(field: &str) -> &str {
 fn tshark_intervals(file: &Path, keep: &BTreeSet<Key>) -> BTreeMap<(Key, i64), u64> {
     let out = tshark_fields(
         file,
-        &["rtp.heuristic_rtp:TRUE"],
+        &["-o", "rtp.heuristic_rtp:TRUE"],
         "rtp",
         &[
             "frame.time_epoch",
@@ -249,7 +249,7 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
         // tshark: the first end packet of each event (stream, RTP timestamp).
         let out = tshark_fields(
             &file,
-            &["rtp.heuristic_rtp:TRUE"],
+            &["-o", "rtp.heuristic_rtp:TRUE"],
             "rtpevent.end_of_event == 1",
             &[
                 "ip.src",
@@ -319,22 +319,14 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
                 .or_default()
                 .push(r["cumulative_lost"].as_i64().unwrap());
         }
-        let out = tshark(
+        let out = tshark_fields(
             &file,
+            &["-E", "occurrence=a"],
+            "rtcp.ssrc.identifier",
             &[
-                "-Y",
-                "rtcp.ssrc.identifier",
-                "-T",
-                "fields",
-                "-E",
-                "occurrence=a",
-                "-e",
                 "ip.src",
-                "-e",
                 "ip.dst",
-                "-e",
                 "rtcp.ssrc.identifier",
-                "-e",
                 "rtcp.ssrc.cum_nr",
             ],
         );

@@ -2,7 +2,7 @@
 //! Wireshark's, on every capture with sender reports and reports on them.
 
 use calliper_testkit::captures::{captures, repo_root};
-use calliper_testkit::oracle::tshark;
+use calliper_testkit::oracle::tshark_fields;
 use calliper_testkit::probe::analyze;
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 /// capture's own times like Calliper's) by (reporter address, SSRC reported
 /// on), from packets with one report block (the value is the first block's).
 fn tshark_round_trips(file: &std::path::Path) -> HashMap<(String, u32), Vec<f64>> {
-    let out = tshark(
+    let out = tshark_fields(
         file,
         &[
             "-o",
@@ -19,19 +19,14 @@ fn tshark_round_trips(file: &std::path::Path) -> HashMap<(String, u32), Vec<f64>
             "rtcp.roundtrip_min_threshhold:0",
             "-d",
             "udp.port==0-65535,rtp",
-            "-Y",
-            "rtcp.roundtrip-delay",
-            "-T",
-            "fields",
             "-E",
             "separator=/t",
-            "-e",
+        ],
+        "rtcp.roundtrip-delay",
+        &[
             "ip.src",
-            "-e",
             "rtcp.rc",
-            "-e",
             "rtcp.ssrc.identifier",
-            "-e",
             "rtcp.roundtrip-delay",
         ],
     );

@@ -27,7 +27,7 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
     // Frame number, time (ns), ports, sequence number and SSRC of each RTP packet.
     let frames: Vec<(u64, i64, u16, u16, u16, u32)> = tshark_fields(
         &capture,
-        &["rtp.heuristic_rtp:TRUE"],
+        &["-o", "rtp.heuristic_rtp:TRUE"],
         "rtp",
         &[
             "frame.number",

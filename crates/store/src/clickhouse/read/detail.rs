@@ -9,8 +9,8 @@
 use super::{call_columns, decode, head_and, ns, select_list, Params, Reader};
 use crate::columns::{self, Type};
 use crate::detail::{
-    Parts, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES, MAX_DETAIL_STREAMS,
-    MAX_RELATED_STREAMS,
+    Parts, Truncated, MAX_DETAIL_ALERTS, MAX_DETAIL_INTERVALS, MAX_DETAIL_MESSAGES,
+    MAX_DETAIL_STREAMS, MAX_RELATED_STREAMS,
 };
 use crate::readonly::Budget;
 use crate::search::{DETAIL_MARGIN_NS, MAX_ANSWER_BYTES};
@@ -101,7 +101,7 @@ impl Reader {
             end.saturating_add(DETAIL_MARGIN_NS),
         );
         let span = (probe.as_str(), from, to);
-        let mut truncated = Vec::new();
+        let mut truncated = Truncated::default();
         let mut p = Params::default();
         let filter = format!("call_record_id = {}", p.uint(id));
         let ask = Ask {
@@ -112,12 +112,11 @@ impl Reader {
             cap: MAX_DETAIL_STREAMS,
         };
         let (mut streams, more) = self.kind(ask, p, span, &mut budget)?;
-        if more {
-            truncated.push("streams");
-        }
-        if self.add_intervals(&mut streams, span, &mut budget)? {
-            truncated.push("intervals");
-        }
+        truncated.note("streams", more);
+        truncated.note(
+            "intervals",
+            self.add_intervals(&mut streams, span, &mut budget)?,
+        );
         let mut p = Params::default();
         let filter = format!(
             "call_id = {} AND ts_ns BETWEEN {} AND {}",
@@ -134,9 +133,7 @@ impl Reader {
             cap: MAX_DETAIL_ALERTS,
         };
         let (mut alerts, more) = self.kind(ask, p, span, &mut budget)?;
-        if more {
-            truncated.push("alerts");
-        }
+        truncated.note("alerts", more);
         alerts.iter_mut().for_each(crate::lists::with_unit);
         let mut p = Params::default();
         let filter = format!(
@@ -168,13 +165,9 @@ impl Reader {
             cap: MAX_DETAIL_MESSAGES,
         };
         let (messages, more) = self.kind(ask, p, span, &mut budget)?;
-        if more {
-            truncated.push("messages");
-        }
+        truncated.note("messages", more);
         let (related, more) = self.related_streams(&streams, span, &mut budget)?;
-        if more {
-            truncated.push("related_streams");
-        }
+        truncated.note("related_streams", more);
         let parts = Parts {
             streams,
             messages,

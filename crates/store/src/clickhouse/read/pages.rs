@@ -6,7 +6,7 @@
 
 use super::{decode, Params, Reader};
 use crate::columns::Type;
-use crate::kpi::KpiSum;
+use crate::kpi::{KpiSum, KpiWindow};
 use crate::lists::{with_unit, List, ListQuery};
 use crate::load::{LoadSum, MOS_BANDS};
 use crate::readonly::Budget;
@@ -30,14 +30,14 @@ fn int(m: &Map<String, Value>, key: &str) -> i64 {
 
 impl Reader {
     /// KPI counters summed per interval and key of a dimension.
-    pub fn kpi_sums_between(
-        &self,
-        dimension: &str,
-        interval_ns: i64,
-        from_ns: i64,
-        until_ns: i64,
-        max_rows: usize,
-    ) -> Result<Vec<KpiSum>, StoreError> {
+    pub fn kpi_sums_between(&self, w: &KpiWindow) -> Result<Vec<KpiSum>, StoreError> {
+        let KpiWindow {
+            dimension,
+            interval_ns,
+            from_ns,
+            until_ns,
+            max_rows,
+        } = *w;
         let mut p = Params::default();
         let b = bucket(interval_ns);
         let sums: Vec<String> = COUNTER_NAMES

@@ -3,10 +3,9 @@
 //! at a time: every record and every counter, on every capture and on a
 //! generated one with duplicates, reordering and bursty loss.
 
-use crate::common;
-
 use calliper_capture::CaptureReader;
 use calliper_engine::{Config, Engine, RawPacket, Record};
+use calliper_testkit::{captures::captures, generated};
 
 /// Records in order and the counters, printed.
 fn finish(mut e: Engine, mut out: Vec<Record>) -> (Vec<Record>, String) {
@@ -44,17 +43,17 @@ fn batched(data: &[u8], max: usize) -> (Vec<Record>, String) {
 
 #[test]
 fn batches_match_one_packet_at_a_time() {
-    let generated = common::generated_capture("batches", common::IMPAIRED);
-    let mut inputs: Vec<(String, Vec<u8>)> = common::captures()
+    let impaired = generated::pcap(&generated::impaired());
+    let mut inputs: Vec<(String, Vec<u8>)> = captures()
         .into_iter()
         .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
         .collect();
-    inputs.push(("generated".into(), generated));
+    inputs.push(("generated".into(), impaired));
     let mut records = 0;
     for (name, data) in &inputs {
         let want = one_at_a_time(data);
         records += want.0.len();
-        // 64 is the CLI's batch; 7 leaves partial groups and pipeline tails.
+        // 64 is the command's batch; 7 leaves partial groups and pipeline tails.
         for max in [7, 64, 200] {
             let got = batched(data, max);
             assert_eq!(got.1, want.1, "{name}: counters differ in batches of {max}");

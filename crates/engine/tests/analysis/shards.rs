@@ -1,0 +1,97 @@
+//! Sharded analysis gives exactly the single-thread results: every record,
+//! tracker row and counter, on every capture and on generated ones with
+//! loss, duplicates and reordering. (The command's `--threads` gives what
+//! this probe gives: `crates/cli/tests/offline/captures.rs`.)
+
+use calliper_engine::Config;
+use calliper_generate::Spec;
+use calliper_testkit::captures::{captures, scratch};
+use calliper_testkit::generated;
+use calliper_testkit::probe::{kpi_rows_summed, Probe};
+use serde_json::Value;
+use std::path::Path;
+
+/// Lines sorted (shards finish calls in their own order), KPI rows summed,
+/// and the summary.
+fn run(file: &Path, threads: usize, cfg: &Config) -> (Vec<String>, Value) {
+    let mut p = Probe::new(cfg.clone(), threads);
+    p.capture(file);
+    let mut lines = kpi_rows_summed(p.finish().lines());
+    let i = lines.iter().position(|l| l["type"] == "summary").unwrap();
+    let summary = lines.remove(i);
+    let mut records: Vec<String> = lines.iter().map(Value::to_string).collect();
+    records.sort();
+    (records, summary)
+}
+
+/// `spec`'s capture, in a scratch file named after `name`.
+fn generated_file(name: &str, spec: &Spec) -> std::path::PathBuf {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("gen.pcap");
+    std::fs::write(&pcap, generated::pcap(spec)).unwrap();
+    pcap
+}
+
+#[test]
+fn two_and_three_shards_match_one_thread() {
+    let mut files = captures();
+    let impaired = generated_file("shards", &generated::impaired());
+    files.push(impaired.clone());
+    let mut checked = 0;
+    for f in &files {
+        let mut cfg = Config::default();
+        if f.ends_with("heplify__sip_ipv6_udp.pcap") {
+            cfg.call_idle_timeout_ns = 300_000_000 * 1_000_000_000;
+            cfg.unanswered_timeout_ns = 300_000_000 * 1_000_000_000;
+        }
+        let one = run(f, 1, &cfg);
+        for t in [2, 3] {
+            let many = run(f, t, &cfg);
+            let name = f.display();
+            assert_eq!(many.0, one.0, "{name}: records differ with {t} threads");
+            assert_eq!(many.1, one.1, "{name}: counters differ with {t} threads");
+        }
+        checked += one.0.len();
+    }
+    std::fs::remove_dir_all(impaired.parent().unwrap()).ok();
+    assert!(checked > 400, "only {checked} records compared");
+}
+
+/// One engine finishes the calls still open at the end of the input a
+/// group of 1 024 at a time (so it never holds all their records), shards
+/// all at once: the records, alerts, KPIs and counters are the same.
+#[test]
+fn calls_open_at_the_end_come_out_the_same_in_groups() {
+    let spec = Spec {
+        calls: 3000,
+        concurrent: 2600.0,
+        warm_start: true,
+        duration: Some(4.0),
+        codecs: "g729:1".into(),
+        loss: 0.5,
+        seed: 5,
+        ..Spec::default()
+    };
+    let pcap = generated_file("open-at-end", &spec);
+    let cfg = Config::default();
+    let one = run(&pcap, 1, &cfg);
+    let ongoing = one
+        .0
+        .iter()
+        .filter(|r| r.contains("\"ongoing\":true"))
+        .count();
+    assert!(
+        ongoing > 2 * 1024,
+        "only {ongoing} calls open at the end: one group"
+    );
+    let alert = one.0.iter().any(|r| r.contains("\"type\":\"alert\""));
+    assert!(alert, "no alert to compare");
+    let two = run(&pcap, 2, &cfg);
+    assert_eq!(two.0, one.0, "records differ between one engine and shards");
+    assert_eq!(
+        two.1, one.1,
+        "counters differ between one engine and shards"
+    );
+    std::fs::remove_dir_all(pcap.parent().unwrap()).ok();
+}
