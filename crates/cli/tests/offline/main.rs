@@ -25,6 +25,7 @@ mod daily;
 mod example_tracker;
 mod export;
 mod flood;
+mod generate;
 mod hep;
 mod hep_out;
 mod hostile;
