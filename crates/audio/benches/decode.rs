@@ -67,10 +67,8 @@ fn opus_one_second(bencher: Bencher) {
             (4000.0 * voiced + f64::from(noise[i as usize % 8000]) * 4.0) as i16
         })
         .collect();
-    let packets: Vec<Vec<u8>> = pcm
-        .chunks(960)
-        .map(|frame| enc.encode_vec(frame, 1500).unwrap())
-        .collect();
+    let packets: Vec<Vec<u8>> =
+        pcm.chunks(960).map(|frame| enc.encode_vec(frame, 1500).unwrap()).collect();
     let mut out = Vec::with_capacity(48_000);
     bencher.bench_local(|| {
         let mut decoder = opus::Decoder::default();

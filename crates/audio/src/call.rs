@@ -38,10 +38,7 @@ struct Window {
 impl Window {
     fn of(call: &StoredCall, s: &StoredStream) -> Window {
         Window {
-            from_ns: s
-                .first_ns
-                .min(call.invite_ns)
-                .saturating_sub(WINDOW_SLACK_NS),
+            from_ns: s.first_ns.min(call.invite_ns).saturating_sub(WINDOW_SLACK_NS),
             to_ns: s.last_ns.max(call.end_ns).saturating_add(WINDOW_SLACK_NS),
         }
     }
@@ -181,8 +178,7 @@ impl CallAudio {
                     continue;
                 }
             };
-            a.index
-                .insert(k, (Window::of(call, s), Target::Voice(a.decodings.len())));
+            a.index.insert(k, (Window::of(call, s), Target::Voice(a.decodings.len())));
             a.legs.push((caller, s.ssrc));
             a.decodings.push(Decoding {
                 caller,
@@ -206,17 +202,8 @@ impl CallAudio {
     /// The stored call is input too: a caller with less memory to give
     /// refuses a call whose bound is over it before decoding.
     pub fn memory_bound(&self) -> usize {
-        let timelines: usize = self
-            .decodings
-            .iter()
-            .map(|d| d.timeline.max_samples())
-            .sum();
-        let rate = self
-            .decodings
-            .iter()
-            .map(|d| d.timeline.rate())
-            .max()
-            .unwrap_or(8000) as usize;
+        let timelines: usize = self.decodings.iter().map(|d| d.timeline.max_samples()).sum();
+        let rate = self.decodings.iter().map(|d| d.timeline.rate()).max().unwrap_or(8000) as usize;
         let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
         2 * timelines + 2 * 2 * seconds * rate
     }
@@ -238,9 +225,8 @@ impl CallAudio {
         }
         let start = rtp.header_len as usize;
         let voice = &payload[start..start + rtp.payload_len as usize];
-        let Some((window, target)) = self
-            .index
-            .get_mut(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
+        let Some((window, target)) =
+            self.index.get_mut(&(frame.src, sport, frame.dst, dport, rtp.ssrc))
         else {
             return;
         };
@@ -256,11 +242,7 @@ impl CallAudio {
                 if *last != Some(rtp.timestamp) && !voice.is_empty() && self.dtmf.len() < MAX_DTMF {
                     *last = Some(rtp.timestamp);
                     self.event_streams[*stream].1 += 1;
-                    self.dtmf.push(Dtmf {
-                        arrival_ns: ts_ns,
-                        caller: *caller,
-                        event: voice[0],
-                    });
+                    self.dtmf.push(Dtmf { arrival_ns: ts_ns, caller: *caller, event: voice[0] });
                 }
                 return;
             }
@@ -268,14 +250,7 @@ impl CallAudio {
         self.matched += 1;
         let d = &mut self.decodings[i];
         d.first_ns.get_or_insert(ts_ns);
-        d.timeline.push(
-            ts_ns,
-            rtp.seq,
-            rtp.timestamp,
-            rtp.marker,
-            rtp.payload_type,
-            voice,
-        );
+        d.timeline.push(ts_ns, rtp.seq, rtp.timestamp, rtp.marker, rtp.payload_type, voice);
     }
 
     /// Mixes each direction's timelines into its channel, placed by their
@@ -291,44 +266,27 @@ impl CallAudio {
                 self.outside
             ));
         }
-        let start = self
-            .decodings
-            .iter()
-            .filter_map(|d| d.first_ns)
-            .min()
-            .unwrap_or(0);
-        let rate = self
-            .decodings
-            .iter()
-            .map(|t| t.timeline.rate())
-            .max()
-            .unwrap_or(8000);
+        let start = self.decodings.iter().filter_map(|d| d.first_ns).min().unwrap_or(0);
+        let rate = self.decodings.iter().map(|t| t.timeline.rate()).max().unwrap_or(8000);
         let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
         let limit = seconds * rate as usize;
         let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
         // DTMF marks (seconds into the WAV, side, event): the voice
         // streams' own, placed by their samples, then those of event streams.
         let mut marks: Vec<(f64, bool, u8)> = Vec::new();
-        for Decoding {
-            caller,
-            timeline,
-            name,
-            first_ns,
-        } in self.decodings
-        {
+        for Decoding { caller, timeline, name, first_ns } in self.decodings {
             let Some(first) = first_ns else {
                 notes.push(format!("stream {name}: no packets in the capture"));
                 continue;
             };
             let dtmf = timeline.dtmf.len();
             let begins = (first - start).max(0) as f64 / 1e9;
-            marks.extend(timeline.dtmf.iter().map(|m| {
-                (
-                    begins + m.at as f64 / f64::from(timeline.rate()),
-                    caller,
-                    m.event,
-                )
-            }));
+            marks.extend(
+                timeline
+                    .dtmf
+                    .iter()
+                    .map(|m| (begins + m.at as f64 / f64::from(timeline.rate()), caller, m.event)),
+            );
             let (samples, own_rate, s) = timeline.finish();
             notes.push(format!(
                 "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable, {} over the decoding budget",
@@ -365,23 +323,15 @@ impl CallAudio {
                 *at = at.saturating_add(x);
             }
         }
-        let start = if start == 0 {
-            self.dtmf.first().map_or(0, |d| d.arrival_ns)
-        } else {
-            start
-        };
-        marks.extend(self.dtmf.iter().map(|d| {
-            (
-                (d.arrival_ns - start).max(0) as f64 / 1e9,
-                d.caller,
-                d.event,
-            )
-        }));
+        let start = if start == 0 { self.dtmf.first().map_or(0, |d| d.arrival_ns) } else { start };
+        marks.extend(
+            self.dtmf
+                .iter()
+                .map(|d| ((d.arrival_ns - start).max(0) as f64 / 1e9, d.caller, d.event)),
+        );
         marks.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (name, events) in &self.event_streams {
-            notes.push(format!(
-                "stream {name}: {events} DTMF events on an SSRC of their own"
-            ));
+            notes.push(format!("stream {name}: {events} DTMF events on an SSRC of their own"));
         }
         let seconds = left.len().max(right.len()) as f64 / f64::from(rate);
         for (caller, side) in [(true, "caller"), (false, "callee")] {
@@ -389,11 +339,7 @@ impl CallAudio {
                 .iter()
                 .filter(|m| m.1 == caller)
                 .map(|&(at, _, event)| {
-                    let after = if at > seconds {
-                        " (after the voice ended)"
-                    } else {
-                        ""
-                    };
+                    let after = if at > seconds { " (after the voice ended)" } else { "" };
                     format!("{} at {at:.2} s{after}", dtmf_name(event))
                 })
                 .collect();
@@ -401,12 +347,7 @@ impl CallAudio {
                 notes.push(format!("DTMF from the {side}: {}", listed.join(", ")));
             }
         }
-        Mixed {
-            rate,
-            left,
-            right,
-            notes,
-        }
+        Mixed { rate, left, right, notes }
     }
 }
 
@@ -422,13 +363,7 @@ fn dtmf_name(event: u8) -> String {
 }
 
 fn key(s: &StoredStream) -> Option<Key> {
-    Some((
-        s.src.parse().ok()?,
-        s.src_port,
-        s.dst.parse().ok()?,
-        s.dst_port,
-        s.ssrc,
-    ))
+    Some((s.src.parse().ok()?, s.src_port, s.dst.parse().ok()?, s.dst_port, s.ssrc))
 }
 
 fn side(direction: &str) -> Option<bool> {

@@ -72,25 +72,13 @@ impl Band {
         let sign_differs = |x: i32, y: i32| (x ^ y) & 0x8000 != 0;
         // UPPOL2.
         let wd1 = sat16(self.a[0] << 2);
-        let wd32 = (if sign_differs(p, self.p[0]) {
-            wd1
-        } else {
-            -wd1
-        })
-        .min(32767);
-        let wd3 = (if sign_differs(p, self.p[1]) {
-            -128
-        } else {
-            128
-        }) + (wd32 >> 7)
+        let wd32 = (if sign_differs(p, self.p[0]) { wd1 } else { -wd1 }).min(32767);
+        let wd3 = (if sign_differs(p, self.p[1]) { -128 } else { 128 })
+            + (wd32 >> 7)
             + ((self.a[1] * 32512) >> 15);
         let a2 = wd3.clamp(-12288, 12288);
         // UPPOL1.
-        let wd1 = if sign_differs(p, self.p[0]) {
-            -192
-        } else {
-            192
-        };
+        let wd1 = if sign_differs(p, self.p[0]) { -192 } else { 192 };
         let wd2 = (self.a[0] * 32640) >> 15;
         let limit = sat16(15360 - a2);
         let a1 = sat16(wd1 + wd2).clamp(-limit, limit);
@@ -106,11 +94,7 @@ impl Band {
         self.d[0] = dx;
         let mut sz = 0;
         for i in (0..6).rev() {
-            let wd2 = if sign_differs(self.d[i + 1], dx) {
-                -step
-            } else {
-                step
-            };
+            let wd2 = if sign_differs(self.d[i + 1], dx) { -step } else { step };
             let wd3 = (self.b[i] * 32640) >> 15;
             self.b[i] = sat16(wd2 + wd3);
             sz += (self.b[i] * sat16(self.d[i] + self.d[i])) >> 15;
@@ -127,11 +111,7 @@ impl Band {
         self.nb = (((self.nb * 127) >> 7) + adaptation).clamp(0, ceiling);
         let wd1 = ((self.nb >> 6) & 31) as usize;
         let wd2 = shift - (self.nb >> 11);
-        let wd3 = if wd2 < 0 {
-            ILB[wd1] << -wd2
-        } else {
-            ILB[wd1] >> wd2
-        };
+        let wd3 = if wd2 < 0 { ILB[wd1] << -wd2 } else { ILB[wd1] >> wd2 };
         self.det = (wd3 << 2) as i16 as i32;
     }
 }
@@ -155,14 +135,8 @@ impl Decoder {
     /// A decoder in the recommendation's reset state.
     pub fn new() -> Decoder {
         Decoder {
-            low: Band {
-                det: 32,
-                ..Band::default()
-            },
-            high: Band {
-                det: 8,
-                ..Band::default()
-            },
+            low: Band { det: 32, ..Band::default() },
+            high: Band { det: 8, ..Band::default() },
             x: [0; 24],
         }
     }

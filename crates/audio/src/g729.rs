@@ -40,9 +40,7 @@ unsafe impl Send for Decoder {}
 impl Default for Decoder {
     fn default() -> Self {
         // SAFETY: no arguments; a null result is checked before every use.
-        Decoder {
-            ctx: unsafe { initBcg729DecoderChannel() },
-        }
+        Decoder { ctx: unsafe { initBcg729DecoderChannel() } }
     }
 }
 

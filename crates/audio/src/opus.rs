@@ -79,10 +79,7 @@ mod tests {
         let hz = crossings as f64 / 2.0 / (tail.len() as f64 / f64::from(RATE));
         assert!((hz - 440.0).abs() < 5.0, "{hz} Hz");
         let before = got.len();
-        assert!(
-            !dec.decode(&[0xFF, 0xFF, 0xFF], &mut got),
-            "no valid Opus packet"
-        );
+        assert!(!dec.decode(&[0xFF, 0xFF, 0xFF], &mut got), "no valid Opus packet");
         assert!(!dec.decode(&[], &mut got));
         assert_eq!(got.len(), before);
     }

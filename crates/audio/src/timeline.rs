@@ -203,10 +203,7 @@ impl Timeline {
         if Some(pt) == self.events_payload_type {
             // RFC 4733: one mark per event (its packets share a timestamp).
             if self.last_event_ts != Some(ts) && !payload.is_empty() {
-                self.dtmf.push(DtmfMark {
-                    at,
-                    event: payload[0],
-                });
+                self.dtmf.push(DtmfMark { at, event: payload[0] });
                 self.last_event_ts = Some(ts);
             }
             return;
@@ -223,8 +220,7 @@ impl Timeline {
             return;
         }
         let late_before = self.playout.adaptive_late();
-        self.playout
-            .update(arrival_ns, seq, ts, marker, self.codec.clock());
+        self.playout.update(arrival_ns, seq, ts, marker, self.codec.clock());
         if self.playout.adaptive_late() != late_before {
             self.stats.late += 1;
             return;
@@ -336,10 +332,7 @@ impl Timeline {
             // is its peak over √3.
             let peak = 32768.0 * 10f64.powf(-f64::from(level) / 20.0) * 3f64.sqrt();
             for s in gap.iter_mut() {
-                self.noise_seed = self
-                    .noise_seed
-                    .wrapping_mul(1_103_515_245)
-                    .wrapping_add(12_345);
+                self.noise_seed = self.noise_seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                 let u = f64::from(self.noise_seed >> 8) / f64::from(1u32 << 24) * 2.0 - 1.0;
                 *s = (u * peak).clamp(-32768.0, 32767.0) as i16;
             }
@@ -385,10 +378,7 @@ mod tests {
         assert!(samples[4 * 160..5 * 160].iter().all(|&s| s == level(3) / 2));
         assert!(samples[5 * 160..6 * 160].iter().all(|&s| s == 0));
         assert!(samples[6 * 160..7 * 160].iter().all(|&s| s == level(6)));
-        assert_eq!(
-            (stats.played, stats.concealed_samples, stats.silent_samples),
-            (8, 160, 160)
-        );
+        assert_eq!((stats.played, stats.concealed_samples, stats.silent_samples), (8, 160, 160));
     }
 
     #[test]
@@ -409,14 +399,7 @@ mod tests {
     fn g722_takes_two_samples_per_tick() {
         let mut t = Timeline::new(Codec::G722, 9, None);
         for k in 0..5u16 {
-            t.push(
-                k as i64 * 20 * MS,
-                k,
-                1000 + k as u32 * 160,
-                false,
-                9,
-                &[0x55; 160],
-            );
+            t.push(k as i64 * 20 * MS, k, 1000 + k as u32 * 160, false, 9, &[0x55; 160]);
         }
         let (samples, rate, _) = t.finish();
         assert_eq!((samples.len(), rate), (5 * 320, 16_000));
@@ -432,14 +415,7 @@ mod tests {
         let n = enc.encode(&[1000i16; 960], &mut packet).unwrap();
         // Packets 0, 1 and 3 of 20 ms (960 ticks); 2 is lost.
         for k in [0u16, 1, 3] {
-            t.push(
-                k as i64 * 20 * MS,
-                k,
-                7 + k as u32 * 960,
-                false,
-                111,
-                &packet[..n],
-            );
+            t.push(k as i64 * 20 * MS, k, 7 + k as u32 * 960, false, 111, &packet[..n]);
         }
         t.push(80 * MS, 4, 7 + 4 * 960, false, 0, &[0xFF; 160]);
         t.push(100 * MS, 5, 7 + 5 * 960, false, 111, &[0xFF, 0xFF, 0xFF]);
@@ -497,10 +473,7 @@ mod tests {
         let (samples, _, stats) = t.finish();
         assert_eq!(stats.played, 100, "2 × 8 000 samples of 160");
         assert!(stats.over_budget > 0);
-        assert_eq!(
-            stats.played + stats.over_budget + stats.late + stats.out_of_range,
-            1000
-        );
+        assert_eq!(stats.played + stats.over_budget + stats.late + stats.out_of_range, 1000);
         assert!(samples.len() <= 8000);
     }
 
@@ -509,14 +482,7 @@ mod tests {
         // 1 s of speech, a 3 s hold, then timestamps from 0 again.
         let mut t = Timeline::new(Codec::Pcma, 8, None);
         for k in 0..50u16 {
-            t.push(
-                k as i64 * 20 * MS,
-                k,
-                k as u32 * 160,
-                k == 0,
-                8,
-                &[0xAA; 160],
-            );
+            t.push(k as i64 * 20 * MS, k, k as u32 * 160, k == 0, 8, &[0xAA; 160]);
         }
         for k in 0..50u16 {
             let at = (4000 + k as i64 * 20) * MS;
@@ -526,11 +492,7 @@ mod tests {
         assert_eq!(stats.resyncs, 1);
         assert_eq!(samples.len(), 5 * 8000);
         // The speech before the hold is still there, the second part after it.
-        assert!(samples[..8000]
-            .iter()
-            .all(|&s| s == g711::alaw_to_linear(0xAA)));
-        assert!(samples[4 * 8000..]
-            .iter()
-            .all(|&s| s == g711::alaw_to_linear(0xD5)));
+        assert!(samples[..8000].iter().all(|&s| s == g711::alaw_to_linear(0xAA)));
+        assert!(samples[4 * 8000..].iter().all(|&s| s == g711::alaw_to_linear(0xD5)));
     }
 }

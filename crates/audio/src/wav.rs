@@ -11,10 +11,7 @@ pub fn stereo_size(frames: usize) -> io::Result<u32> {
         .and_then(|d| u32::try_from(d).ok())
         .filter(|&d| d <= u32::MAX - 36)
         .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "over 4 GiB of audio: too long for WAV",
-            )
+            io::Error::new(io::ErrorKind::InvalidInput, "over 4 GiB of audio: too long for WAV")
         })
 }
 

@@ -9,10 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn samples(bytes: &[u8]) -> Vec<i16> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| i16::from_le_bytes([c[0], c[1]]))
-        .collect()
+    bytes.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]])).collect()
 }
 
 #[test]

@@ -13,10 +13,7 @@ pub use calliper_store::callpcap_paths::{day_dir, relative_path, safe_call_id};
 pub const SNAPLEN: u32 = 262_144;
 /// Creates `dir` (and its parents) readable by its owner only.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Creates a call's file, 0600, with a pcap header (nanosecond times,
@@ -39,11 +36,7 @@ pub fn create(path: &Path, link_type: u16) -> std::io::Result<std::fs::File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
-    f.write_all(&pcap_out::file_header(
-        u32::from(link_type),
-        SNAPLEN,
-        Resolution::Nanos,
-    ))?;
+    f.write_all(&pcap_out::file_header(u32::from(link_type), SNAPLEN, Resolution::Nanos))?;
     Ok(f)
 }
 
@@ -55,10 +48,7 @@ pub fn append(path: &Path) -> std::io::Result<std::fs::File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
     if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a file",
-            path.display()
-        )));
+        return Err(std::io::Error::other(format!("{} is not a file", path.display())));
     }
     Ok(f)
 }
@@ -94,15 +84,8 @@ mod tests {
         assert!(create(&dir.join("linked-day/new.pcap"), 1).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         let fifo = dir.join("day/fifo.pcap");
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
-        assert!(
-            append(&fifo).is_err(),
-            "a FIFO must be refused, not waited on"
-        );
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(append(&fifo).is_err(), "a FIFO must be refused, not waited on");
         create(&dir.join("day/own.pcap"), 113).unwrap();
         append(&dir.join("day/own.pcap")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

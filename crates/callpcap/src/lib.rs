@@ -130,12 +130,7 @@ impl Recorder {
         let thread = std::thread::Builder::new()
             .name("recorder".into())
             .spawn(move || writer::run(cfg, rx, c))?;
-        Ok(Recorder {
-            tx: Some(tx),
-            lossy,
-            counts,
-            thread: Some(thread),
-        })
+        Ok(Recorder { tx: Some(tx), lossy, counts, thread: Some(thread) })
     }
 
     /// Makes a sink per engine (shard) of a run. Every engine holding one

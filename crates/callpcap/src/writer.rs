@@ -76,10 +76,7 @@ impl Stock {
     /// (`callpcap_paths::is_recording_name`): nothing else is counted or ever
     /// deleted, an operator's own `.pcap` there included.
     fn scan(dir: &std::path::Path) -> Stock {
-        let mut s = Stock {
-            files: Default::default(),
-            bytes: 0,
-        };
+        let mut s = Stock { files: Default::default(), bytes: 0 };
         let Ok(days) = std::fs::read_dir(dir) else {
             return s;
         };
@@ -88,11 +85,7 @@ impl Stock {
             if !is_day(&name) || !day.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            for f in std::fs::read_dir(day.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
+            for f in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
                 let is_pcap = calliper_store::callpcap_paths::is_recording_name(
                     &f.file_name().to_string_lossy(),
                 );
@@ -114,9 +107,7 @@ fn is_day(name: &str) -> bool {
     b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 /// The writer's state.
@@ -176,12 +167,8 @@ pub(crate) fn run(cfg: RecorderConfig, rx: Receiver<Batch>, counts: Arc<Counts>)
             }
         }
         if w.calls.len() > MAX_CALLS {
-            let idle: Vec<u64> = w
-                .calls
-                .iter()
-                .filter(|(_, c)| c.waiting.is_empty())
-                .map(|(s, _)| *s)
-                .collect();
+            let idle: Vec<u64> =
+                w.calls.iter().filter(|(_, c)| c.waiting.is_empty()).map(|(s, _)| *s).collect();
             for s in idle {
                 w.forget(s);
             }
@@ -367,9 +354,7 @@ impl Writer {
             })
             // This run's own files are not aged out (an old capture analysed today).
             .filter(|(p, _)| {
-                std::fs::symlink_metadata(p)
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|m| m < started)
+                std::fs::symlink_metadata(p).and_then(|m| m.modified()).is_ok_and(|m| m < started)
             })
             .map(|(p, s)| (p.clone(), *s))
             .collect();

@@ -53,9 +53,7 @@ impl Inputs {
         let mut total_bytes = 0;
         for path in paths {
             let f = File::open(path).map_err(|e| open_error("cannot open", path, e))?;
-            let meta = f
-                .metadata()
-                .map_err(|e| open_error("cannot read", path, e))?;
+            let meta = f.metadata().map_err(|e| open_error("cannot read", path, e))?;
             if meta.is_dir() {
                 return Err(OpenError(format!(
                     "{} is a directory, not a capture file",
@@ -65,19 +63,14 @@ impl Inputs {
             if meta.is_file() {
                 // A pipe's start cannot be read twice: it is checked when read.
                 let mut first = [0u8; 4];
-                let n = f
-                    .read_at(&mut first, 0)
-                    .map_err(|e| open_error("cannot read", path, e))?;
+                let n = f.read_at(&mut first, 0).map_err(|e| open_error("cannot read", path, e))?;
                 crate::check_start(&first[..n])
                     .map_err(|e| OpenError(format!("{}: {e}", path.display())))?;
             }
             total_bytes += meta.len();
             files.push((path.clone(), f));
         }
-        Ok(Inputs {
-            total_bytes,
-            ..Inputs::new(files)
-        })
+        Ok(Inputs { total_bytes, ..Inputs::new(files) })
     }
 
     /// The files, in the order to read them.
@@ -115,9 +108,7 @@ impl Inputs {
             let read = match reader.next_batch(max) {
                 Ok(b) => b.len(),
                 Err(e) => {
-                    say(&format!(
-                        "calliper: {name}: {e}; results up to this point are kept"
-                    ));
+                    say(&format!("calliper: {name}: {e}; results up to this point are kept"));
                     self.clean = false;
                     0
                 }

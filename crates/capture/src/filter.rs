@@ -100,19 +100,12 @@ pub fn compile(expr: &str, link_type: u16) -> Result<Program, FilterError> {
         let close: Close = std::mem::transmute(sym(c"pcap_close")?);
         let handle = open_dead(dlt(link_type), 262_144);
         if handle.is_null() {
-            return Err(FilterError(format!(
-                "libpcap cannot filter link type {link_type}"
-            )));
+            return Err(FilterError(format!("libpcap cannot filter link type {link_type}")));
         }
-        let mut prog = BpfProgram {
-            len: 0,
-            insns: std::ptr::null_mut(),
-        };
+        let mut prog = BpfProgram { len: 0, insns: std::ptr::null_mut() };
         const NETMASK_UNKNOWN: u32 = 0xffff_ffff;
         let result = if compile(handle, &mut prog, text.as_ptr(), 1, NETMASK_UNKNOWN) != 0 {
-            let why = CStr::from_ptr(get_err(handle))
-                .to_string_lossy()
-                .into_owned();
+            let why = CStr::from_ptr(get_err(handle)).to_string_lossy().into_owned();
             Err(FilterError(format!("bad filter `{expr}`: {why}")))
         } else {
             let insns = if prog.insns.is_null() {
@@ -299,17 +292,9 @@ impl Filter {
                 let (program, error) = match compile(&self.expr, link_type) {
                     Ok(p) => (p, None),
                     // `ret #0`: nothing of this link type is kept.
-                    Err(e) => (
-                        Program {
-                            insns: vec![Insn {
-                                code: 0x06,
-                                jt: 0,
-                                jf: 0,
-                                k: 0,
-                            }],
-                        },
-                        Some(e),
-                    ),
+                    Err(e) => {
+                        (Program { insns: vec![Insn { code: 0x06, jt: 0, jf: 0, k: 0 }] }, Some(e))
+                    }
                 };
                 self.programs.push((link_type, program));
                 if let Some(e) = error {

@@ -42,11 +42,8 @@ pub const IDLE: Duration = Duration::from_secs(120);
 /// Longest a TCP message may take from its first byte to its last, and a
 /// connection from its start to its first message (shorter in unit tests,
 /// which wait it out).
-pub const MESSAGE_WITHIN: Duration = if cfg!(test) {
-    Duration::from_millis(500)
-} else {
-    Duration::from_secs(10)
-};
+pub const MESSAGE_WITHIN: Duration =
+    if cfg!(test) { Duration::from_millis(500) } else { Duration::from_secs(10) };
 /// How often the receiving threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
 /// The largest message that fits one UDP datagram in the frames made here.
@@ -272,9 +269,7 @@ impl HepListener {
     fn receive(&mut self, deadline: Instant) {
         let due = self.held.values().next().map(|m| m.arrived + self.reorder);
         let until = due.map_or(deadline, |d| d.min(deadline));
-        let first = self
-            .rx
-            .recv_timeout(until.saturating_duration_since(Instant::now()));
+        let first = self.rx.recv_timeout(until.saturating_duration_since(Instant::now()));
         let Ok(first) = first else { return };
         self.hold(first);
         while let Ok(m) = self.rx.try_recv() {
@@ -419,12 +414,7 @@ impl Shared {
         c.received.fetch_add(1, Relaxed);
         let ts_ns = now_ns();
         let hep_ns = parsed.map_or(ts_ns, |h| h.ts_ns);
-        match tx.try_send(Message {
-            ts_ns,
-            arrived: Instant::now(),
-            hep_ns,
-            frame,
-        }) {
+        match tx.try_send(Message { ts_ns, arrived: Instant::now(), hep_ns, frame }) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 c.received.fetch_sub(1, Relaxed);

@@ -33,13 +33,8 @@ pub struct Packet<'a> {
 
 impl Packet<'_> {
     /// No packet: what arrays of packets are filled with before use.
-    pub const EMPTY: Packet<'static> = Packet {
-        ts_ns: 0,
-        link_type: 0,
-        data: &[],
-        orig_len: 0,
-        file_offset: 0,
-    };
+    pub const EMPTY: Packet<'static> =
+        Packet { ts_ns: 0, link_type: 0, data: &[], orig_len: 0, file_offset: 0 };
 }
 
 /// Largest record we accept. Real snap lengths are at most 256 KiB; pcapng blocks
@@ -111,16 +106,8 @@ struct Interface {
 
 #[derive(Debug)]
 enum Format {
-    Pcap {
-        endian: Endian,
-        nanos: bool,
-        link_type: u16,
-        record_header: usize,
-    },
-    Pcapng {
-        endian: Endian,
-        interfaces: Vec<Interface>,
-    },
+    Pcap { endian: Endian, nanos: bool, link_type: u16, record_header: usize },
+    Pcapng { endian: Endian, interfaces: Vec<Interface> },
 }
 
 /// Which container the file is.
@@ -151,11 +138,7 @@ pub fn check_start(first: &[u8]) -> Result<FileKind, CaptureError> {
 fn sniff(first: &[u8]) -> Result<Sniffed, CaptureError> {
     if first.is_empty() {
         // Said as such: "not a capture (first bytes 00000000)" misleads.
-        return Err(CaptureError::Truncated {
-            offset: 0,
-            needed: 4,
-            available: 0,
-        });
+        return Err(CaptureError::Truncated { offset: 0, needed: 4, available: 0 });
     }
     if first.len() < 4 {
         return Err(CaptureError::Truncated {
@@ -284,19 +267,11 @@ impl<R: Read> CaptureReader<R> {
             r.need(24, 0)?;
             let h = &r.buf[r.pos..r.pos + 24];
             let link_type = (endian.u32(&h[20..24]) & 0xFFFF) as u16;
-            r.format = Format::Pcap {
-                endian,
-                nanos,
-                link_type,
-                record_header,
-            };
+            r.format = Format::Pcap { endian, nanos, link_type, record_header };
             r.pos += 24;
             Ok(r)
         } else {
-            r.format = Format::Pcapng {
-                endian: Endian::Little,
-                interfaces: Vec::new(),
-            };
+            r.format = Format::Pcapng { endian: Endian::Little, interfaces: Vec::new() };
             Ok(r)
         }
     }
@@ -408,19 +383,13 @@ impl<R: Read> CaptureReader<R> {
             self.hold = true;
         }
         self.hold = false;
-        Ok(Batch {
-            buf: &self.buf,
-            recs: &self.batch,
-        })
+        Ok(Batch { buf: &self.buf, recs: &self.batch })
     }
 
     /// The batch the last [`CaptureReader::next_batch`] returned, again (so
     /// a caller can decide what to do with the reader before borrowing it).
     pub fn last_batch(&self) -> Batch<'_> {
-        Batch {
-            buf: &self.buf,
-            recs: &self.batch,
-        }
+        Batch { buf: &self.buf, recs: &self.batch }
     }
 
     fn next_record(&mut self) -> Result<Step, CaptureError> {
@@ -435,11 +404,7 @@ impl<R: Read> CaptureReader<R> {
     fn record_buffered(&self) -> bool {
         let avail = &self.buf[self.pos..self.end];
         match self.format {
-            Format::Pcap {
-                endian,
-                record_header,
-                ..
-            } => {
+            Format::Pcap { endian, record_header, .. } => {
                 avail.len() >= record_header && {
                     let incl = endian.u32(&avail[8..12]) as usize;
                     incl > MAX_RECORD || avail.len() >= record_header + incl
@@ -462,13 +427,7 @@ impl<R: Read> CaptureReader<R> {
     /// packet (benches/budget.sh).
     #[inline(always)]
     fn buffered_pcap(&mut self) -> Option<Rec> {
-        let Format::Pcap {
-            endian,
-            nanos,
-            link_type,
-            record_header,
-        } = self.format
-        else {
+        let Format::Pcap { endian, nanos, link_type, record_header } = self.format else {
             return None;
         };
         let avail = &self.buf[self.pos..self.end];
@@ -494,12 +453,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn next_pcap(&mut self) -> Result<Step, CaptureError> {
-        let Format::Pcap {
-            endian,
-            record_header,
-            ..
-        } = self.format
-        else {
+        let Format::Pcap { endian, record_header, .. } = self.format else {
             unreachable!("pcap reader state")
         };
         if let Some(r) = self.buffered_pcap() {

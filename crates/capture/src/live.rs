@@ -190,9 +190,7 @@ impl LiveCapture {
             )));
         }
         if !(1..=60_000).contains(&cfg.block_timeout_ms) {
-            return Err(LiveError::Config(
-                "block timeout must be 1 to 60000 ms".into(),
-            ));
+            return Err(LiveError::Config("block timeout must be 1 to 60000 ms".into()));
         }
         if cfg.interfaces.is_empty() {
             return Err(LiveError::Config("no interface to capture on".into()));
@@ -203,11 +201,8 @@ impl LiveCapture {
                 cfg.interfaces.len()
             )));
         }
-        let indexes = cfg
-            .interfaces
-            .iter()
-            .map(|n| interface_index(n))
-            .collect::<Result<Vec<_>, _>>()?;
+        let indexes =
+            cfg.interfaces.iter().map(|n| interface_index(n)).collect::<Result<Vec<_>, _>>()?;
         // Protocol 0: nothing is received before `bind` chooses.
         // SAFETY: plain system call.
         let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -295,11 +290,7 @@ impl LiveCapture {
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         addr.sll_family = libc::AF_PACKET as u16;
         addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        addr.sll_ifindex = if indexes.len() == 1 {
-            indexes[0] as i32
-        } else {
-            0
-        };
+        addr.sll_ifindex = if indexes.len() == 1 { indexes[0] as i32 } else { 0 };
         // SAFETY: `addr` is a valid sockaddr_ll of the size given.
         let r = unsafe {
             libc::bind(
@@ -390,10 +381,7 @@ impl LiveCapture {
                 if e.kind() == io::ErrorKind::Interrupted {
                     return Ok(0);
                 }
-                return Err(LiveError::Os {
-                    what: "waiting for packets failed",
-                    error: e,
-                });
+                return Err(LiveError::Os { what: "waiting for packets failed", error: e });
             }
             if pfd.revents & libc::POLLERR != 0 {
                 return Err(self.socket_error());
@@ -413,13 +401,8 @@ impl LiveCapture {
                 std::ptr::read_volatile(std::ptr::addr_of!((*h).offset_to_first_pkt)),
             )
         };
-        let mut batch = [Packet {
-            ts_ns: 0,
-            link_type: 0,
-            data: &[],
-            orig_len: 0,
-            file_offset: 0,
-        }; BATCH];
+        let mut batch =
+            [Packet { ts_ns: 0, link_type: 0, data: &[], orig_len: 0, file_offset: 0 }; BATCH];
         let mut n = 0;
         let mut delivered = 0;
         let mut off = first as usize;
@@ -450,11 +433,8 @@ impl LiveCapture {
                 _ => None,
             };
             let sent = sll.sll_pkttype == libc::PACKET_OUTGOING;
-            let skip = if self.outgoing_only {
-                !sent
-            } else {
-                sent && sll.sll_hatype == ARPHRD_LOOPBACK
-            };
+            let skip =
+                if self.outgoing_only { !sent } else { sent && sll.sll_hatype == ARPHRD_LOOPBACK };
             if let (Some(link_type), false) = (link, skip) {
                 // SAFETY: inside the block, which stays ours until released below.
                 let data = unsafe { std::slice::from_raw_parts(block.add(start), len) };
@@ -512,11 +492,7 @@ impl LiveCapture {
 
     /// The kernel's totals for this socket so far.
     pub fn stats(&mut self) -> Result<LiveStats, LiveError> {
-        let mut s = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
-        };
+        let mut s = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
         let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: `s` and `len` are valid; the kernel writes at most `len` bytes.
         let r = unsafe {

@@ -63,10 +63,7 @@ mod tests {
             let mut r = CaptureReader::new(&file[..]).unwrap();
             let b = r.next_batch(8).unwrap();
             let p = b.iter().next().unwrap();
-            assert_eq!(
-                (p.ts_ns, p.link_type, p.data, p.orig_len),
-                (ts, 1, &frame[..], 1514)
-            );
+            assert_eq!((p.ts_ns, p.link_type, p.data, p.orig_len), (ts, 1, &frame[..], 1514));
         }
     }
 }

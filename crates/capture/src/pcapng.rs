@@ -15,18 +15,13 @@ impl<R: Read> CaptureReader<R> {
             }
             self.need(12, 0)?;
             let offset = self.position();
-            let raw_type = u32::from_le_bytes(
-                self.buf[self.pos..self.pos + 4]
-                    .try_into()
-                    .unwrap_or_default(),
-            );
+            let raw_type =
+                u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap_or_default());
             if raw_type == 0x0A0D0D0A {
                 self.read_section_header(offset)?;
                 continue;
             }
-            let Format::Pcapng { endian, .. } = self.format else {
-                unreachable!("pcapng state")
-            };
+            let Format::Pcapng { endian, .. } = self.format else { unreachable!("pcapng state") };
             let b = &self.buf[self.pos..];
             let btype = endian.u32(&b[0..4]);
             let blen = endian.u32(&b[4..8]) as usize;
@@ -166,10 +161,7 @@ impl<R: Read> CaptureReader<R> {
         }
         self.need(blen, 0)?;
         self.pos += blen;
-        self.format = Format::Pcapng {
-            endian,
-            interfaces: Vec::new(),
-        };
+        self.format = Format::Pcapng { endian, interfaces: Vec::new() };
         Ok(())
     }
 }

@@ -3,20 +3,10 @@ use super::*;
 
 fn pcap_header(magic: u32, link: u32, big: bool) -> Vec<u8> {
     let mut v = Vec::new();
-    let w32 = |v: &mut Vec<u8>, x: u32| {
-        v.extend(if big {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
-    let w16 = |v: &mut Vec<u8>, x: u16| {
-        v.extend(if big {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
+    let w32 =
+        |v: &mut Vec<u8>, x: u32| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
+    let w16 =
+        |v: &mut Vec<u8>, x: u16| v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
     w32(&mut v, magic);
     w16(&mut v, 2);
     w16(&mut v, 4);
@@ -29,11 +19,7 @@ fn pcap_header(magic: u32, link: u32, big: bool) -> Vec<u8> {
 
 fn record(v: &mut Vec<u8>, big: bool, sec: u32, frac: u32, data: &[u8]) {
     for x in [sec, frac, data.len() as u32, data.len() as u32] {
-        v.extend(if big {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        });
+        v.extend(if big { x.to_be_bytes() } else { x.to_le_bytes() });
     }
     v.extend_from_slice(data);
 }
@@ -69,11 +55,7 @@ fn truncated_record_names_offset() {
     let mut r = CaptureReader::new(&f[..]).unwrap();
     assert!(r.next_packet().unwrap().is_some());
     match r.next_packet() {
-        Err(CaptureError::Truncated {
-            offset,
-            needed,
-            available,
-        }) => {
+        Err(CaptureError::Truncated { offset, needed, available }) => {
             assert_eq!(offset, 24 + 16 + 6);
             assert_eq!(needed, 26);
             assert_eq!(available, 22);
@@ -91,20 +73,10 @@ fn not_a_capture() {
     // Two bytes are too few to say what they are: said as such, with no
     // padding shown as if it were the file's.
     let short = CaptureReader::new(&b"he"[..]).err().unwrap();
-    assert!(matches!(
-        short,
-        CaptureError::Truncated {
-            offset: 0,
-            available: 2,
-            ..
-        }
-    ));
+    assert!(matches!(short, CaptureError::Truncated { offset: 0, available: 2, .. }));
     assert_eq!(short.to_string(), "too short for a capture header: 2 bytes");
     let text = CaptureReader::new(&b"# Calliper"[..]).err().unwrap();
-    assert_eq!(
-        text.to_string(),
-        "not a capture file (pcap or pcapng): it begins with \"# Ca\""
-    );
+    assert_eq!(text.to_string(), "not a capture file (pcap or pcapng): it begins with \"# Ca\"");
 }
 
 #[test]
@@ -114,10 +86,7 @@ fn hostile_record_length_is_corrupt_not_oom() {
         f.extend(x.to_le_bytes());
     }
     let mut r = CaptureReader::new(&f[..]).unwrap();
-    assert!(matches!(
-        r.next_packet(),
-        Err(CaptureError::Corrupt { offset: 24, .. })
-    ));
+    assert!(matches!(r.next_packet(), Err(CaptureError::Corrupt { offset: 24, .. })));
 }
 
 fn block(v: &mut Vec<u8>, big: bool, btype: u32, body: &[u8]) {
@@ -182,20 +151,13 @@ fn pcapng_file_offset(big: bool, tsresol: u8, tsoffset: Option<i64>) -> Vec<u8> 
     if let Some(off) = tsoffset {
         idb1.extend(w16(14));
         idb1.extend(w16(8));
-        idb1.extend(if big {
-            off.to_be_bytes()
-        } else {
-            off.to_le_bytes()
-        });
+        idb1.extend(if big { off.to_be_bytes() } else { off.to_le_bytes() });
     }
     idb1.extend(w16(0));
     idb1.extend(w16(0));
     block(&mut f, big, 1, &idb1);
     block(&mut f, big, 5, &[0; 8]); // interface statistics: skipped
-    for (iface, ticks, data) in [
-        (0u32, 1_500_000u64, &b"eth"[..]),
-        (1, 3 << 30, &b"ip!!x"[..]),
-    ] {
+    for (iface, ticks, data) in [(0u32, 1_500_000u64, &b"eth"[..]), (1, 3 << 30, &b"ip!!x"[..])] {
         let mut epb = Vec::new();
         epb.extend(w32(iface));
         epb.extend(w32((ticks >> 32) as u32));
@@ -216,15 +178,9 @@ fn pcapng_interfaces_resolutions_and_byte_orders() {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         assert_eq!(r.kind(), FileKind::Pcapng);
         let p = r.next_packet().unwrap().unwrap();
-        assert_eq!(
-            (p.link_type, p.ts_ns, p.data),
-            (1, 1_500_000_000, &b"eth"[..])
-        );
+        assert_eq!((p.link_type, p.ts_ns, p.data), (1, 1_500_000_000, &b"eth"[..]));
         let p = r.next_packet().unwrap().unwrap();
-        assert_eq!(
-            (p.link_type, p.ts_ns, p.data),
-            (101, 3_000_000_000, &b"ip!!x"[..])
-        );
+        assert_eq!((p.link_type, p.ts_ns, p.data), (101, 3_000_000_000, &b"ip!!x"[..]));
         assert!(r.next_packet().unwrap().is_none());
         assert_eq!(r.skipped_blocks, 1);
         // 10^-9 s ticks.
@@ -242,11 +198,7 @@ fn pcapng_tsoffset_is_one_64_bit_integer_in_the_sections_byte_order() {
         let mut r = CaptureReader::new(&f[..]).unwrap();
         r.next_packet().unwrap();
         let ts = r.next_packet().unwrap().unwrap().ts_ns;
-        assert_eq!(
-            ts,
-            1_700_000_000 * 1_000_000_000 + (3 << 30),
-            "big endian: {big}"
-        );
+        assert_eq!(ts, 1_700_000_000 * 1_000_000_000 + (3 << 30), "big endian: {big}");
     }
 }
 
@@ -329,10 +281,7 @@ fn by_batch(f: &[u8], chunk: usize, max: usize) -> (Seen, Option<String>) {
             Ok(b) if b.is_empty() => return (v, None),
             Ok(b) => {
                 assert!(b.len() <= max);
-                v.extend(
-                    b.iter()
-                        .map(|p| (p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)),
-                )
+                v.extend(b.iter().map(|p| (p.ts_ns, p.link_type, p.data.to_vec(), p.file_offset)))
             }
             Err(e) => return (v, Some(e.to_string())),
         }
@@ -362,11 +311,7 @@ fn batches_give_the_same_packets_and_errors() {
             assert_eq!(want.0.len(), packets, "{name}");
             assert_eq!(want.1.is_some(), error, "{name}");
             for max in [1, 2, 64] {
-                assert_eq!(
-                    by_batch(f, chunk, max),
-                    want,
-                    "{name}, chunk {chunk}, max {max}"
-                );
+                assert_eq!(by_batch(f, chunk, max), want, "{name}, chunk {chunk}, max {max}");
             }
         }
     }

@@ -14,10 +14,7 @@ use calliper_store::{Sink, Sqlite};
 use std::time::Instant;
 
 fn template() -> calliper_engine::CallRecord {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../testdata/sipp_hold_dtmf.pcap"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/sipp_hold_dtmf.pcap");
     let mut reader =
         calliper_capture::CaptureReader::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut e = Engine::new(Config::default());
@@ -53,10 +50,7 @@ fn fill(sink: &mut dyn Sink, call: &calliper_engine::CallRecord, n: u64) -> f64 
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let n: u64 = args.first().map_or(100_000, |a| a.parse().expect("CALLS"));
     let call = template();
     let streams = call.streams.len();
@@ -85,9 +79,7 @@ fn main() {
         println!(
             "clickhouse  {n} calls ({streams} streams each) in {s:.2} s: {:.0} calls/s ({}; {r})",
             n as f64 / s,
-            cfg.cluster
-                .as_deref()
-                .map_or("one server".to_string(), |c| format!("cluster {c}"))
+            cfg.cluster.as_deref().map_or("one server".to_string(), |c| format!("cluster {c}"))
         );
     }
     std::fs::remove_dir_all(&dir).ok();

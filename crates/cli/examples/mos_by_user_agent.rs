@@ -26,10 +26,7 @@ impl Tracker for MosByUserAgent {
             return;
         };
         let mut t = self.table.lock().unwrap();
-        let mut ua = c
-            .caller_user_agent
-            .clone()
-            .unwrap_or_else(|| "(none)".into());
+        let mut ua = c.caller_user_agent.clone().unwrap_or_else(|| "(none)".into());
         if !t.contains_key(&ua) && t.len() >= MAX_AGENTS {
             ua = "(other)".into();
         }
@@ -77,10 +74,7 @@ fn main() -> anyhow::Result<()> {
     if files.is_empty() {
         anyhow::bail!("usage: mos_by_user_agent CAPTURE...");
     }
-    println!(
-        "{:<50} {:>6} {:>8}",
-        "caller user agent", "calls", "mean MOS"
-    );
+    println!("{:<50} {:>6} {:>8}", "caller user agent", "calls", "mean MOS");
     for (ua, calls, mos) in run(&files)? {
         let mos = mos.map_or("-".into(), |m| format!("{m:.2}"));
         println!("{ua:<50} {calls:>6} {mos:>8}");

@@ -51,9 +51,7 @@ const DEFAULT_MAX_SIZE: u64 = 10 << 30;
 fn size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 10G, 500M)"))?;
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size (e.g. 10G, 500M)"))?;
     let shift = match unit.to_ascii_uppercase().as_str() {
         "" | "B" => 0,
         "K" | "KB" | "KIB" => 10,
@@ -61,9 +59,7 @@ fn size(s: &str) -> Result<u64, String> {
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
         _ => {
-            return Err(format!(
-                "`{s}`: a whole number, then K, M, G or T (e.g. 1536M, not 1.5G)"
-            ))
+            return Err(format!("`{s}`: a whole number, then K, M, G or T (e.g. 1536M, not 1.5G)"))
         }
     };
     n.checked_shl(shift)
@@ -81,19 +77,13 @@ impl RecordArgs {
                 bail!("--record-max-size and --record-max-days hold --record-dir: give it too");
             }
             if self.record != RecordArg::None {
-                let what = if self.record == RecordArg::All {
-                    "all"
-                } else {
-                    "sip"
-                };
+                let what = if self.record == RecordArg::All { "all" } else { "sip" };
                 bail!("--record {what} needs --record-dir DIR (where the files go)");
             }
             return Ok(None);
         };
-        let rule_selects = cfg
-            .rules
-            .as_ref()
-            .is_some_and(|r| r.list().iter().any(|r| r.action == "record"));
+        let rule_selects =
+            cfg.rules.as_ref().is_some_and(|r| r.list().iter().any(|r| r.action == "record"));
         if self.record == RecordArg::None && !rule_selects {
             eprintln!(
                 "calliper: warning: --record none and no `record` rule: nothing is recorded \

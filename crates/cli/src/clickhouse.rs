@@ -61,12 +61,7 @@ pub struct Login {
     #[arg(long, value_name = "NAME", default_value = clickhouse::DEFAULT_DATABASE, requires = "clickhouse")]
     pub clickhouse_database: String,
     /// With --clickhouse: the user.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "default",
-        requires = "clickhouse"
-    )]
+    #[arg(long, value_name = "NAME", default_value = "default", requires = "clickhouse")]
     pub clickhouse_user: String,
     /// With --clickhouse: a file holding the user's password (its first
     /// line; a regular file). Without it, the environment variable

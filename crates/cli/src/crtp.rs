@@ -90,10 +90,7 @@ pub struct LinkArgs {
 impl LinkArgs {
     fn config(&self) -> Result<Config> {
         if !(self.max_time == 0.0 || (0.001..=3600.0).contains(&self.max_time)) {
-            bail!(
-                "--max-time must be 0 (never) or 0.001-3600 seconds, not {}",
-                self.max_time
-            );
+            bail!("--max-time must be 0 (never) or 0.001-3600 seconds, not {}", self.max_time);
         }
         let config = Config {
             contexts: self.contexts,
@@ -123,9 +120,8 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     let mut out = Output::new(&a.output, LINKTYPE_PPP);
     let (mut link, mut frame) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
     let (mut not_ip, mut ipv6, mut bytes_in, mut bytes_out) = (0u64, 0u64, 0u64, 0u64);
-    while let Some(p) = input
-        .next_packet()
-        .with_context(|| format!("reading {}", a.input.display()))?
+    while let Some(p) =
+        input.next_packet().with_context(|| format!("reading {}", a.input.display()))?
     {
         if p.link_type as u32 == LINKTYPE_PPP {
             bail!(
@@ -196,9 +192,8 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
     let mut out = Output::new(&a.output, linktype::RAW as u32);
     let mut ip = Vec::with_capacity(2048);
     let (mut not_ppp, mut context_states) = (0u64, 0u64);
-    while let Some(p) = input
-        .next_packet()
-        .with_context(|| format!("reading {}", a.input.display()))?
+    while let Some(p) =
+        input.next_packet().with_context(|| format!("reading {}", a.input.display()))?
     {
         if p.link_type as u32 != LINKTYPE_PPP {
             bail!(
@@ -216,10 +211,7 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
             continue;
         }
         let ts = u64::try_from(p.ts_ns).unwrap_or(0);
-        if decompressor
-            .decompress(protocol, payload, ts, &mut ip)
-            .is_ok()
-        {
+        if decompressor.decompress(protocol, payload, ts, &mut ip).is_ok() {
             out.write(p.ts_ns, &ip)?;
         }
     }
@@ -267,21 +259,14 @@ struct Output<'a> {
 
 impl<'a> Output<'a> {
     fn new(path: &'a Path, link_type: u32) -> Output<'a> {
-        Output {
-            path,
-            link_type,
-            writer: None,
-        }
+        Output { path, link_type, writer: None }
     }
 
     fn write(&mut self, ts_ns: i64, frame: &[u8]) -> Result<()> {
         if self.writer.is_none() {
             self.writer = Some(PcapWriter::create(self.path, self.link_type)?);
         }
-        self.writer
-            .as_mut()
-            .expect("just created")
-            .write(ts_ns, frame)
+        self.writer.as_mut().expect("just created").write(ts_ns, frame)
     }
 
     fn finish(self) -> Result<()> {
@@ -304,24 +289,17 @@ impl PcapWriter {
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&pcap_out::file_header(link_type, 65535, Resolution::Nanos))?;
-        Ok(PcapWriter {
-            out,
-            path: path.to_path_buf(),
-        })
+        Ok(PcapWriter { out, path: path.to_path_buf() })
     }
 
     fn write(&mut self, ts_ns: i64, frame: &[u8]) -> Result<()> {
         let len = frame.len() as u32;
         let record = pcap_out::record_header(ts_ns, len, len, Resolution::Nanos);
         self.out.write_all(&record)?;
-        self.out
-            .write_all(frame)
-            .with_context(|| format!("writing {}", self.path.display()))
+        self.out.write_all(frame).with_context(|| format!("writing {}", self.path.display()))
     }
 
     fn finish(mut self) -> Result<()> {
-        self.out
-            .flush()
-            .with_context(|| format!("writing {}", self.path.display()))
+        self.out.flush().with_context(|| format!("writing {}", self.path.display()))
     }
 }

@@ -9,11 +9,7 @@ use std::path::Path;
 /// reader has only its start in memory.
 pub fn distinct(input: &Path, output: &Path) -> Result<()> {
     if calliper_store::files::same_file(input, output) {
-        bail!(
-            "{} and {} are the same file",
-            input.display(),
-            output.display()
-        );
+        bail!("{} and {} are the same file", input.display(), output.display());
     }
     Ok(())
 }
@@ -33,25 +29,16 @@ pub fn creatable(output: &Path) -> Result<()> {
         return Ok(());
     }
     if output.is_dir() {
-        bail!(
-            "cannot create {}: a directory, give a file name",
-            output.display()
-        );
+        bail!("cannot create {}: a directory, give a file name", output.display());
     }
     let parent = directory_of(output);
     if !parent.is_dir() {
-        bail!(
-            "cannot create {}: no directory {}",
-            output.display(),
-            parent.display()
-        );
+        bail!("cannot create {}: no directory {}", output.display(), parent.display());
     }
     Ok(())
 }
 
 /// The directory a file is (to be) in: `.` for a bare name.
 pub fn directory_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }

@@ -153,9 +153,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let with_config = argv
-        .iter()
-        .any(|a| a == "--config" || a.to_string_lossy().starts_with("--config="));
+    let with_config =
+        argv.iter().any(|a| a == "--config" || a.to_string_lossy().starts_with("--config="));
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
@@ -389,10 +388,7 @@ fn say_stored(db: &std::path::Path, calls_written: u64) {
 pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> Result<()> {
     for out in o.output.iter().chain(&o.db) {
         if inputs.iter().any(|f| same_file(f, out)) {
-            bail!(
-                "{} is also an input: refusing to overwrite it",
-                out.display()
-            );
+            bail!("{} is also an input: refusing to overwrite it", out.display());
         }
     }
     Ok(())
@@ -402,9 +398,5 @@ use calliper_store::files::same_file;
 
 /// The inputs' names, as one string for messages and the `runs` table.
 pub(crate) fn input_names(files: &[PathBuf]) -> String {
-    files
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ")
+    files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
 }

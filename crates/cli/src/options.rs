@@ -156,9 +156,7 @@ fn count(s: &str) -> Result<Threshold, String> {
 fn asr_window(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(v) if (60..=3600).contains(&v) && v % 60 == 0 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not whole minutes in seconds from 60 to 3600"
-        )),
+        _ => Err(format!("`{s}` is not whole minutes in seconds from 60 to 3600")),
     }
 }
 
@@ -166,10 +164,7 @@ impl AlertArgs {
     /// The alert tracker's configuration (trunks named as for the KPIs).
     pub fn config(&self, trunks: &[calliper_trackers::Trunk]) -> calliper_trackers::AlertConfig {
         let agents = match self.alert_scanner_agents.as_deref() {
-            None => calliper_trackers::SCANNER_AGENTS
-                .iter()
-                .map(|a| a.to_string())
-                .collect(),
+            None => calliper_trackers::SCANNER_AGENTS.iter().map(|a| a.to_string()).collect(),
             Some("off") => Vec::new(),
             Some(list) => list
                 .split(',')
@@ -184,10 +179,7 @@ impl AlertArgs {
             asr_below: self.alert_asr_below.0,
             asr_window_ns: i64::from(self.alert_asr_window) * 1_000_000_000,
             asr_min_attempts: self.alert_asr_min_attempts,
-            scan_failures: self
-                .alert_scan_failures
-                .0
-                .map(|n| n.min(u32::MAX as f64) as u32),
+            scan_failures: self.alert_scan_failures.0.map(|n| n.min(u32::MAX as f64) as u32),
             scanner_agents: agents,
             trunks: trunks.to_vec(),
         }
@@ -351,10 +343,7 @@ impl EngineArgs {
 pub fn load_rules(path: &std::path::Path) -> Result<calliper_rules::Rules> {
     let rules = calliper_rules::Rules::new();
     if calliper_rules::load_file(path, &rules)? == 0 {
-        eprintln!(
-            "calliper: warning: {} has no [[rule]]: everything is tracked",
-            path.display()
-        );
+        eprintln!("calliper: warning: {} has no [[rule]]: everything is tracked", path.display());
     }
     Ok(rules)
 }
@@ -366,10 +355,7 @@ const MAX_SECONDS: f64 = 315_576_000.0;
 /// A duration in seconds, 0 allowed: finite and at most [`MAX_SECONDS`]
 /// (NaN or infinity would make every call expire at once or never).
 pub fn nonnegative_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
     if !(0.0..=MAX_SECONDS).contains(&v) {
         return Err(format!("`{s}` must be between 0 and {MAX_SECONDS} seconds"));
     }

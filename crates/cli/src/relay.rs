@@ -220,15 +220,7 @@ fn start_edge(
 
 impl NodeArgs {
     fn run(self) -> Result<()> {
-        let NodeArgs {
-            config,
-            duration,
-            stats,
-            stats_every,
-            cut,
-            seed,
-            busy_poll,
-        } = self;
+        let NodeArgs { config, duration, stats, stats_every, cut, seed, busy_poll } = self;
         if let Some(s) = stats_every {
             anyhow::ensure!(
                 (0.1..=86_400.0).contains(&s),
@@ -247,26 +239,18 @@ impl NodeArgs {
                 *k = base.join(&*k);
             }
         }
-        cfg.validate()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+        cfg.validate().map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
         let mut cuts = Vec::new();
         for c in &cut {
             let (id, at) = c.split_once(':').context("--cut takes ID:SECONDS")?;
             cuts.push((id.parse::<u16>()?, at.parse::<f64>()?));
         }
         let mut node = calliper_relay::udp::UdpNode::bind(&cfg, seed).with_context(|| {
-            format!(
-                "{}: cannot start the node on {}",
-                config.display(),
-                cfg.listen
-            )
+            format!("{}: cannot start the node on {}", config.display(), cfg.listen)
         })?;
         let mut stats = StatsWriter::start(stats.as_deref(), stats_every, &config, &cfg)?;
         let n = cfg.neighbours.len();
-        eprintln!(
-            "calliper relay: node {} on {} with {n} neighbours",
-            cfg.id, cfg.listen
-        );
+        eprintln!("calliper relay: node {} on {} with {n} neighbours", cfg.id, cfg.listen);
         let edge = start_edge(&cfg, &config)?;
         // SIGINT and SIGTERM stop the node cleanly, so --stats is written.
         crate::probe::signals::install();
@@ -300,14 +284,7 @@ impl NodeArgs {
 
 impl SendArgs {
     fn run(self) -> Result<()> {
-        let SendArgs {
-            node,
-            dest,
-            vport,
-            count,
-            interval_ms,
-            size,
-        } = self;
+        let SendArgs { node, dest, vport, count, interval_ms, size } = self;
         anyhow::ensure!(size >= 12, "--size must be at least 12 bytes");
         anyhow::ensure!(
             interval_ms == 0.0 || (0.1..=60_000.0).contains(&interval_ms),
@@ -331,13 +308,7 @@ impl SendArgs {
 
 impl RecvArgs {
     fn run(self) -> Result<()> {
-        let RecvArgs {
-            node,
-            vport,
-            count,
-            idle,
-            budget_ms,
-        } = self;
+        let RecvArgs { node, vport, count, idle, budget_ms } = self;
         anyhow::ensure!(vport != 0, "--vport 0 cannot be bound (send only)");
         anyhow::ensure!(
             (0.001..=86_400.0).contains(&idle),
@@ -393,16 +364,7 @@ impl RecvArgs {
 
 impl SimulateArgs {
     fn run(self) -> Result<()> {
-        let SimulateArgs {
-            file,
-            seed,
-            nack_rounds,
-            loss,
-            calls,
-            no_recovery,
-            crtp,
-            json,
-        } = self;
+        let SimulateArgs { file, seed, nack_rounds, loss, calls, no_recovery, crtp, json } = self;
         let text = calliper_store::files::read_small(&file, 1 << 20)
             .with_context(|| format!("cannot read {}", file.display()))?;
         let mut topo: sim::Topology =
@@ -424,14 +386,9 @@ impl SimulateArgs {
         if let Some(scheme) = crtp {
             topo.settings.crtp_repeats = if scheme == CrtpScheme::Rfc3545 { 2 } else { 0 };
         }
-        topo.validate()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        topo.validate().map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         let r = sim::run(&topo)?;
-        let out = if json {
-            simulation_json(&r)
-        } else {
-            simulation_text(&r, &topo)?
-        };
+        let out = if json { simulation_json(&r) } else { simulation_text(&r, &topo)? };
         write_stdout(&out)
     }
 }

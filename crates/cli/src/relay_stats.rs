@@ -35,10 +35,7 @@ impl Target {
     /// file by the store's rules: a regular file of one name, never
     /// through a symbolic link, or /dev/null.
     fn check(path: &Path, inputs: &[&Path]) -> Result<Target> {
-        if let Some(input) = inputs
-            .iter()
-            .find(|i| calliper_store::files::same_file(path, i))
-        {
+        if let Some(input) = inputs.iter().find(|i| calliper_store::files::same_file(path, i)) {
             anyhow::bail!(
                 "--stats {}: that is {}, an input of the node, not a file to write",
                 path.display(),
@@ -47,10 +44,7 @@ impl Target {
         }
         let file = calliper_store::create_private(path)
             .with_context(|| format!("cannot write --stats {}", path.display()))?;
-        Ok(Target {
-            path: path.to_path_buf(),
-            regular: file.metadata()?.is_file(),
-        })
+        Ok(Target { path: path.to_path_buf(), regular: file.metadata()?.is_file() })
     }
 
     /// Writes `v` whole: a regular file through a new private file beside
@@ -156,8 +150,7 @@ impl StatsWriter {
     pub fn finish(mut self, node: &mut UdpNode, edge: Option<EdgeCounters>) -> Result<()> {
         self.to_thread = None;
         if let Some(h) = self.thread.take() {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("the --stats-every writer panicked"))?;
+            h.join().map_err(|_| anyhow::anyhow!("the --stats-every writer panicked"))?;
         }
         if self.skipped > 0 {
             eprintln!(

@@ -94,19 +94,14 @@ fn duration_ns(s: &str) -> Result<i64, String> {
     };
     match num.parse::<i64>() {
         Ok(n) if n > 0 && n <= 366 * 86400 / scale => Ok(n * scale * 1_000_000_000),
-        _ => Err(format!(
-            "`{s}` is not a whole number of {unit} between 1 and a year"
-        )),
+        _ => Err(format!("`{s}` is not a whole number of {unit} between 1 and a year")),
     }
 }
 
 pub fn run(cmd: ReportCommand) -> Result<()> {
     let ReportCommand::Kpi(a) = cmd;
     if !a.db.exists() {
-        bail!(
-            "{} does not exist (write one with `calliper analyze --db FILE`)",
-            a.db.display()
-        );
+        bail!("{} does not exist (write one with `calliper analyze --db FILE`)", a.db.display());
     }
     let conn = calliper_store::open_read_only(&a.db)
         .with_context(|| format!("cannot open {}", a.db.display()))?;
@@ -121,10 +116,7 @@ pub fn run(cmd: ReportCommand) -> Result<()> {
         }
     })?;
     if stored.is_empty() {
-        bail!(
-            "{} holds no KPI rows (no calls or registrations were stored)",
-            a.db.display()
-        );
+        bail!("{} holds no KPI rows (no calls or registrations were stored)", a.db.display());
     }
     for s in &stored {
         let ns = (s * 1e9).round() as i64;
@@ -164,11 +156,8 @@ fn top(rows: &[KpiSum], n: usize) -> Vec<KpiSum> {
     });
     if rows.len() > n {
         let rest = rows.split_off(n);
-        let mut other = KpiSum {
-            start_ns: rows[0].start_ns,
-            key: OTHER.into(),
-            counts: KpiCounts::default(),
-        };
+        let mut other =
+            KpiSum { start_ns: rows[0].start_ns, key: OTHER.into(), counts: KpiCounts::default() };
         for r in &rest {
             other.counts.add(&r.counts);
         }
@@ -203,12 +192,7 @@ fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
         return Ok(());
     };
     let start = calliper_store::rfc3339(first.start_ns);
-    writeln!(
-        out,
-        "{} + {}",
-        &start[..16.min(start.len())].replace('T', " "),
-        human(a.interval)
-    )?;
+    writeln!(out, "{} + {}", &start[..16.min(start.len())].replace('T', " "), human(a.interval))?;
     writeln!(
         out,
         "  {:<28} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6} {:>7}",

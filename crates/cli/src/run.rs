@@ -32,42 +32,36 @@ impl Outputs {
     /// to an existing --output file instead of replacing it; `lossy` drops
     /// (and counts) what the writer cannot take instead of waiting.
     pub fn open(o: &OutputArgs, append: bool, lossy: bool) -> Result<Outputs> {
-        let open = if append {
-            calliper_store::append_private
-        } else {
-            calliper_store::create_private
-        };
+        let open =
+            if append { calliper_store::append_private } else { calliper_store::create_private };
         let out: Box<dyn Write + Send> = match &o.output {
             Some(p) if p.as_os_str() != "-" => Box::new(BufWriter::new(
                 open(p).with_context(|| format!("cannot create {}", p.display()))?,
             )),
             _ => Box::new(BufWriter::new(io::stdout())),
         };
-        let mut sinks = Sinks {
-            sinks: Vec::new(),
-            text: None,
-        };
+        let mut sinks = Sinks { sinks: Vec::new(), text: None };
         match o.format {
             Format::Jsonl => sinks.sinks.push(Box::new(JsonLines::new(out))),
             // A probe (which appends) runs for ever: its orphans go at once.
             Format::Text => sinks.text = Some(summary::TextReport::new(out, !append)),
         }
         if let Some(db) = &o.db {
-            sinks
-                .sinks
-                .push(Box::new(Sqlite::open(db).with_context(|| {
-                    format!("cannot open database {}", db.display())
-                })?));
+            sinks.sinks.push(Box::new(
+                Sqlite::open(db)
+                    .with_context(|| format!("cannot open database {}", db.display()))?,
+            ));
         }
         if let Some(dir) = &o.db_dir {
             let retention = calliper_store::Retention {
                 keep_days: o.keep_days,
                 max_bytes: o.max_db_mib.map(|m| m.saturating_mul(1 << 20)),
             };
-            sinks.sinks.push(Box::new(
-                calliper_store::Daily::open(dir, retention)
-                    .with_context(|| format!("cannot use database directory {}", dir.display()))?,
-            ));
+            sinks
+                .sinks
+                .push(Box::new(calliper_store::Daily::open(dir, retention).with_context(
+                    || format!("cannot use database directory {}", dir.display()),
+                )?));
         }
         // A probe's lines are logfmt, as its own; analyze says it plainly.
         let say: Box<dyn Fn(&str) + Send + Sync> = if lossy {
@@ -139,16 +133,8 @@ impl Outputs {
 
     /// As [`Outputs::emit`], with records already drained.
     pub fn emit_records(&mut self, records: Vec<Record>, flush: bool) -> Result<()> {
-        let mut b = Batch {
-            records,
-            flush,
-            ..Batch::default()
-        };
-        let calls = b
-            .records
-            .iter()
-            .filter(|r| matches!(r, Record::Call(_)))
-            .count() as u64;
+        let mut b = Batch { records, flush, ..Batch::default() };
+        let calls = b.records.iter().filter(|r| matches!(r, Record::Call(_))).count() as u64;
         let taken = self.trackers.take(false)?;
         (b.tracked, b.lines) = (taken.rows, taken.lines);
         let dropped = self.writer.dropped;
@@ -198,9 +184,7 @@ impl Outputs {
     /// What the HEP sender (`--hep`) dropped.
     fn hep_drops(&self) -> [Dropped; 4] {
         let hep = |f: fn(&calliper_trackers::HepCounts) -> &std::sync::atomic::AtomicU64| {
-            self.hep
-                .as_ref()
-                .map_or(0, |h| f(h.counts()).load(Ordering::Relaxed))
+            self.hep.as_ref().map_or(0, |h| f(h.counts()).load(Ordering::Relaxed))
         };
         [
             Dropped {
@@ -276,18 +260,12 @@ impl Outputs {
         }
         for d in self.drops() {
             if d.count > 0 {
-                eprintln!(
-                    "calliper: warning: {} {} dropped ({})",
-                    d.count, d.what, d.why
-                );
+                eprintln!("calliper: warning: {} {} dropped ({})", d.count, d.what, d.why);
                 fields.insert(d.key.into(), d.count.into());
             }
         }
         if let Some(h) = &self.hep {
-            fields.insert(
-                "hep_sent".into(),
-                h.counts().sent.load(Ordering::Relaxed).into(),
-            );
+            fields.insert("hep_sent".into(), h.counts().sent.load(Ordering::Relaxed).into());
         }
         let late = self.trackers.late_stream_intervals();
         if late > 0 {
@@ -318,12 +296,7 @@ fn hep_target(
         Some(path) => Some(read_hep_key(path)?),
         None => None,
     };
-    Ok(HepTarget {
-        transport,
-        addr,
-        capture_id: o.hep_id,
-        auth_key,
-    })
+    Ok(HepTarget { transport, addr, capture_id: o.hep_id, auth_key })
 }
 
 /// Longest HEP key taken (Homer's are a few dozen bytes).
@@ -349,10 +322,7 @@ pub(crate) fn read_hep_key(path: &std::path::Path) -> Result<Vec<u8>> {
         .and_then(|f| f.take(4096).read_to_string(&mut text))
         .with_context(|| format!("cannot read the HEP key file {shown}"))?;
     let key = text.lines().next().unwrap_or("").trim().as_bytes().to_vec();
-    anyhow::ensure!(
-        !key.is_empty(),
-        "{shown}: the HEP key file's first line is empty"
-    );
+    anyhow::ensure!(!key.is_empty(), "{shown}: the HEP key file's first line is empty");
     anyhow::ensure!(
         key.len() <= MAX_HEP_KEY,
         "{shown}: a HEP key of {} bytes; at most {MAX_HEP_KEY}",

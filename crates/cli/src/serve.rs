@@ -61,10 +61,7 @@ pub(crate) fn listen_address(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    if let Some(port) = s
-        .strip_prefix("localhost:")
-        .and_then(|p| p.parse::<u16>().ok())
-    {
+    if let Some(port) = s.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()) {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     s.parse().map_err(|_| {
@@ -86,11 +83,7 @@ pub(crate) fn token_from(file: Option<&PathBuf>, env: &str) -> Result<Option<Str
     let meta = std::fs::metadata(f)
         .with_context(|| format!("cannot read the token file {}", f.display()))?;
     if meta.permissions().mode() & 0o077 != 0 {
-        bail!(
-            "the token file {} can be read by others: `chmod 600 {}`",
-            f.display(),
-            f.display()
-        );
+        bail!("the token file {} can be read by others: `chmod 600 {}`", f.display(), f.display());
     }
     let t = calliper_store::files::read_small(f, 4096)
         .with_context(|| format!("cannot read the token file {}", f.display()))?;
@@ -100,10 +93,7 @@ pub(crate) fn token_from(file: Option<&PathBuf>, env: &str) -> Result<Option<Str
 /// A database file, there.
 fn check_database(db: &std::path::Path) -> Result<()> {
     if db.is_dir() {
-        bail!(
-            "{} is a directory: --db names a database file",
-            db.display()
-        );
+        bail!("{} is a directory: --db names a database file", db.display());
     }
     if !db.is_file() {
         bail!(

@@ -190,8 +190,7 @@ impl<W: Write> TextReport<W> {
             printable(c.final_reason.as_deref().unwrap_or("")),
             c.state.words(),
             c.duration_ms / 1000.0,
-            c.setup_delay_ms
-                .map_or("-".into(), |d| format!("{d:.1} ms")),
+            c.setup_delay_ms.map_or("-".into(), |d| format!("{d:.1} ms")),
         )?;
         if !c.dtmf_digits.is_empty() {
             writeln!(self.w, "    dtmf {}", printable(&c.dtmf_digits))?;
@@ -203,10 +202,7 @@ impl<W: Write> TextReport<W> {
             writeln!(self.w, "    selected for payload recording by a rule")?;
         }
         if c.ongoing {
-            writeln!(
-                self.w,
-                "    still open when the input ended: shown as it stood"
-            )?;
+            writeln!(self.w, "    still open when the input ended: shown as it stood")?;
         }
         if c.capture_dropped > 0 {
             writeln!(
@@ -305,10 +301,7 @@ impl<W: Write> TextReport<W> {
             .map(|c| format!("call {}", printable(c)))
             .or_else(|| a["source"].as_str().map(|s| format!("source {s}")))
             .unwrap_or_default();
-        let key = a["key"]
-            .as_str()
-            .map(|k| format!(" {}", printable(k)))
-            .unwrap_or_default();
+        let key = a["key"].as_str().map(|k| format!(" {}", printable(k))).unwrap_or_default();
         let kind = a["kind"].as_str().unwrap_or("?");
         let unit = match calliper_model::alert::unit(kind) {
             "" => String::new(),
@@ -363,22 +356,15 @@ pub fn print_recording(w: &mut impl Write, summary: &serde_json::Value) -> io::R
     writeln!(
         w,
         "recording    {}",
-        if parts.is_empty() {
-            "nothing recorded".into()
-        } else {
-            parts.join(", ")
-        }
+        if parts.is_empty() { "nothing recorded".into() } else { parts.join(", ") }
     )
 }
 
 /// One line per rule: what it matches, what it does, how often it decided.
 pub fn print_rules(w: &mut impl Write, rules: &[RuleInfo]) -> io::Result<()> {
     for r in rules {
-        let name = if r.name.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", printable(&r.name))
-        };
+        let name =
+            if r.name.is_empty() { String::new() } else { format!(" ({})", printable(&r.name)) };
         let label = r.label.as_deref().map(|l| format!(" {}", printable(l)));
         writeln!(
             w,

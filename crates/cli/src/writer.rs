@@ -42,11 +42,7 @@ pub struct Batch {
 impl From<calliper_trackers::TrackedRows> for Batch {
     /// The trackers' rows and event lines, without records.
     fn from(t: calliper_trackers::TrackedRows) -> Batch {
-        Batch {
-            tracked: t.rows,
-            lines: t.lines,
-            ..Batch::default()
-        }
+        Batch { tracked: t.rows, lines: t.lines, ..Batch::default() }
     }
 }
 
@@ -165,12 +161,7 @@ impl Writer {
     /// (`lossy`, live capture), or on the caller's thread.
     pub fn start(sinks: Sinks, lossy: bool) -> Writer {
         if !lossy {
-            return Writer {
-                tx: None,
-                handle: None,
-                inline: Some(sinks),
-                dropped: 0,
-            };
+            return Writer { tx: None, handle: None, inline: Some(sinks), dropped: 0 };
         }
         let mut sinks = sinks;
         let (tx, rx): (SyncSender<Msg>, Receiver<Msg>) = sync_channel(QUEUE);
@@ -186,12 +177,7 @@ impl Writer {
                 Ok(())
             })
             .ok();
-        Writer {
-            tx: Some(tx),
-            handle,
-            inline: None,
-            dropped: 0,
-        }
+        Writer { tx: Some(tx), handle, inline: None, dropped: 0 }
     }
 
     /// Queues a batch. An error is the writer's (a full disk, a closed
@@ -291,10 +277,7 @@ mod tests {
     }
 
     fn row() -> Batch {
-        Batch {
-            tracked: vec![("traffic", Value::Null)],
-            ..Batch::default()
-        }
+        Batch { tracked: vec![("traffic", Value::Null)], ..Batch::default() }
     }
 
     #[test]
@@ -303,10 +286,7 @@ mod tests {
         let rows = Arc::new(Mutex::new(0));
         let stall = gate.lock().unwrap();
         let sinks = Sinks {
-            sinks: vec![Box::new(Stalled {
-                gate: gate.clone(),
-                rows: rows.clone(),
-            })],
+            sinks: vec![Box::new(Stalled { gate: gate.clone(), rows: rows.clone() })],
             text: None,
         };
         let mut w = Writer::start(sinks, true);

@@ -108,23 +108,13 @@ fn prerequisites() -> Result<(), String> {
     if !python.is_ok_and(|o| o.status.success()) {
         return Err("python3 with pesq, numpy, scipy, soundfile and netfilterqueue, and libspandsp2, are needed (the README's test command installs them)".into());
     }
-    for tool in [
-        "linphonec",
-        "espeak-ng",
-        "sox",
-        "soxi",
-        "iptables",
-        "tcpdump",
-        "ip",
-    ] {
+    for tool in ["linphonec", "espeak-ng", "sox", "soxi", "iptables", "tcpdump", "ip"] {
         if Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
             .map_or(true, |o| !o.status.success())
         {
-            return Err(format!(
-                "{tool} is needed (the README's test command installs it)"
-            ));
+            return Err(format!("{tool} is needed (the README's test command installs it)"));
         }
     }
     Ok(())
@@ -159,9 +149,7 @@ fn calliper_mos_follows_pesq() {
             r.name
         );
     }
-    let [none, r3, r10, bursty] = &rows[..] else {
-        unreachable!()
-    };
+    let [none, r3, r10, bursty] = &rows[..] else { unreachable!() };
     for (what, [clean, some, more]) in [
         ("Calliper", [none.calliper, r3.calliper, r10.calliper]),
         ("PESQ linphone", [none.linphone, r3.linphone, r10.linphone]),
@@ -186,11 +174,7 @@ fn calliper_mos_follows_pesq() {
             r.spandsp
         );
     }
-    assert!(
-        none.export >= 4.0,
-        "lossless export: PESQ {:.2}\n{log}",
-        none.export
-    );
+    assert!(none.export >= 4.0, "lossless export: PESQ {:.2}\n{log}", none.export);
     for r in [r3, r10, bursty] {
         assert!(
             (r.export - r.linphone).abs() <= 0.5,

@@ -42,8 +42,7 @@ fn fill(db: &Path, calls: u64) {
     // The schema is the store's: opening with its sink creates it.
     drop(calliper_store::Sqlite::open(db).expect("create the database"));
     let conn = rusqlite::Connection::open(db).unwrap();
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; BEGIN")
-        .unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; BEGIN").unwrap();
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let started = Instant::now();
     {
@@ -75,11 +74,7 @@ fn fill(db: &Path, calls: u64) {
                 _ => (None, "", "no_final_response"),
             };
             let answered = status == Some(200);
-            let duration_ms = if answered {
-                rng.below(600_000) as f64
-            } else {
-                0.0
-            };
+            let duration_ms = if answered { rng.below(600_000) as f64 } else { 0.0 };
             let srd = 50.0 + rng.below(3000) as f64;
             let answer = answered.then(|| invite + (srd * 1e6) as i64 + 2_000_000_000);
             let end = answer.unwrap_or(invite) + (duration_ms * 1e6) as i64;
@@ -99,12 +94,8 @@ fn fill(db: &Path, calls: u64) {
                 from,
                 format!("sip:{to}@carrier.example"),
                 to,
-                [
-                    "Polycom/7.1",
-                    "Yealink SIP-T46S",
-                    "Linphone/5.2",
-                    "Cisco-SIPGateway/IOS-16"
-                ][rng.below(4) as usize],
+                ["Polycom/7.1", "Yealink SIP-T46S", "Linphone/5.2", "Cisco-SIPGateway/IOS-16"]
+                    [rng.below(4) as usize],
                 caller_ip,
                 callee_ip,
                 invite,
@@ -162,20 +153,13 @@ fn fill(db: &Path, calls: u64) {
         }
     }
     conn.execute_batch("COMMIT").unwrap();
-    eprintln!(
-        "\nfilled {calls} calls in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("\nfilled {calls} calls in {:.0} s", started.elapsed().as_secs_f64());
 }
 
 /// GET over a fresh connection: (status, body bytes).
 fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
@@ -261,10 +245,7 @@ fn main() {
             "one day, codec G722, loss above 5 %",
             Box::new(move |r: &mut Rng| {
                 let f = day_from(r);
-                format!(
-                    "/api/calls?codec=G722&loss_above=5&from={f}&to={}",
-                    f + DAY_NS
-                )
+                format!("/api/calls?codec=G722&loss_above=5&from={f}&to={}", f + DAY_NS)
             }),
         ),
         (
@@ -274,10 +255,7 @@ fn main() {
         (
             "callee exact, all time, sorted by MOS",
             Box::new(|r: &mut Rng| {
-                format!(
-                    "/api/calls?callee={}&sort=mos",
-                    r.user().replace('+', "%2B")
-                )
+                format!("/api/calls?callee={}&sort=mos", r.user().replace('+', "%2B"))
             }),
         ),
         (
@@ -304,10 +282,7 @@ fn main() {
     }
     let t = Instant::now();
     let (_, list) = get(port, "/api/calls");
-    println!(
-        "newest 50 calls (no filter): {:.1} ms",
-        t.elapsed().as_secs_f64() * 1000.0
-    );
+    println!("newest 50 calls (no filter): {:.1} ms", t.elapsed().as_secs_f64() * 1000.0);
     let page: usize = ["/", "/assets/app.js", "/assets/style.css"]
         .iter()
         .map(|p| get(port, p).1.len())

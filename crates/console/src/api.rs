@@ -74,10 +74,8 @@ pub(crate) async fn call(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = call_id_param(path)?;
-    let detail = crate::db::run(&state.db, &state.queries, move |store| {
-        store.call_detail(id)
-    })
-    .await?;
+    let detail =
+        crate::db::run(&state.db, &state.queries, move |store| store.call_detail(id)).await?;
     let Some(mut detail) = detail else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no call {id}")));
     };
@@ -86,9 +84,7 @@ pub(crate) async fn call(
     let invite_ns = detail["invite_ns"].as_i64().unwrap_or_default();
     let recorded = state.recordings.is_some()
         && i64::try_from(id).is_ok()
-        && crate::callpcap_api::find(&state, call_id, invite_ns)
-            .await
-            .is_ok_and(|f| !f.is_empty());
+        && crate::callpcap_api::find(&state, call_id, invite_ns).await.is_ok_and(|f| !f.is_empty());
     crate::offers::mark(&mut detail);
     if let serde_json::Value::Object(o) = &mut detail {
         let link = recorded.then(|| format!("/api/calls/{id}/pcap"));

@@ -67,17 +67,14 @@ fn loopback_host(headers: &HeaderMap) -> bool {
         None => host.rsplit_once(':').map_or(host, |(h, _)| h),
     };
     name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A refusal; the connection is closed after it (`Connection: close`), so
 /// a client that is refused cannot keep the connection to hold a place.
 fn refuse(status: StatusCode, why: &str) -> Response {
     let mut r = (status, axum::Json(serde_json::json!({ "error": why }))).into_response();
-    r.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -97,9 +94,7 @@ fn foreign_or_framed(headers: &HeaderMap) -> Option<&'static str> {
     // Every Sec-Fetch-Dest given is looked at, in any case.
     let framed = headers.get_all("sec-fetch-dest").iter().any(|v| {
         let v = v.to_str().ok();
-        ["iframe", "frame", "fencedframe", "embed", "object"]
-            .iter()
-            .any(|f| is(v, f))
+        ["iframe", "frame", "fencedframe", "embed", "object"].iter().any(|f| is(v, f))
     });
     if framed {
         return Some("the console is not shown in frames (Sec-Fetch-Dest names a frame)");
@@ -119,10 +114,7 @@ pub(crate) async fn check(
     req: Request<Body>,
     next: Next,
 ) -> Response {
-    let writer = state
-        .write_token
-        .as_deref()
-        .is_some_and(|w| bearer(req.headers(), w));
+    let writer = state.write_token.as_deref().is_some_and(|w| bearer(req.headers(), w));
     if let Some(token) = &state.token {
         if !writer && !authorised(req.headers(), token) {
             return with_headers(refuse(
@@ -170,15 +162,9 @@ pub(crate) async fn check(
 
 fn with_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
@@ -186,8 +172,7 @@ fn with_headers(mut r: Response) -> Response {
             "default-src 'self'; img-src 'self' data:; media-src 'self' blob:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
-    h.entry(header::CACHE_CONTROL)
-        .or_insert(HeaderValue::from_static("no-store"));
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     r
 }
 
@@ -206,53 +191,23 @@ mod tests {
     #[test]
     fn bearer_and_basic_carry_the_token() {
         let t = "0123456789abcdef";
-        assert!(authorised(
-            &headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdef")]),
-            t
-        ));
-        assert!(!authorised(
-            &headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdeF")]),
-            t
-        ));
-        assert!(!authorised(
-            &headers(&[(header::AUTHORIZATION, "Bearer ")]),
-            t
-        ));
+        assert!(authorised(&headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdef")]), t));
+        assert!(!authorised(&headers(&[(header::AUTHORIZATION, "Bearer 0123456789abcdeF")]), t));
+        assert!(!authorised(&headers(&[(header::AUTHORIZATION, "Bearer ")]), t));
         assert!(!authorised(&headers(&[]), t));
         let basic = base64::engine::general_purpose::STANDARD.encode("ops:0123456789abcdef");
-        assert!(authorised(
-            &headers(&[(header::AUTHORIZATION, &format!("Basic {basic}"))]),
-            t
-        ));
+        assert!(authorised(&headers(&[(header::AUTHORIZATION, &format!("Basic {basic}"))]), t));
         let wrong = base64::engine::general_purpose::STANDARD.encode("0123456789abcdef:x");
-        assert!(!authorised(
-            &headers(&[(header::AUTHORIZATION, &format!("Basic {wrong}"))]),
-            t
-        ));
-        assert!(!authorised(
-            &headers(&[(header::AUTHORIZATION, "Basic !!!")]),
-            t
-        ));
+        assert!(!authorised(&headers(&[(header::AUTHORIZATION, &format!("Basic {wrong}"))]), t));
+        assert!(!authorised(&headers(&[(header::AUTHORIZATION, "Basic !!!")]), t));
     }
 
     #[test]
     fn only_loopback_names_pass_without_a_token() {
-        for ok in [
-            "localhost:8080",
-            "127.0.0.1:8080",
-            "127.9.9.9",
-            "[::1]:80",
-            "LOCALHOST",
-        ] {
+        for ok in ["localhost:8080", "127.0.0.1:8080", "127.9.9.9", "[::1]:80", "LOCALHOST"] {
             assert!(loopback_host(&headers(&[(header::HOST, ok)])), "{ok}");
         }
-        for bad in [
-            "evil.example:8080",
-            "192.0.2.1",
-            "localhost.evil.example",
-            "[::2]:80",
-            "",
-        ] {
+        for bad in ["evil.example:8080", "192.0.2.1", "localhost.evil.example", "[::2]:80", ""] {
             assert!(!loopback_host(&headers(&[(header::HOST, bad)])), "{bad}");
         }
         assert!(!loopback_host(&headers(&[])));

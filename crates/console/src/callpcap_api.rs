@@ -89,10 +89,7 @@ fn read_recording(file: &std::path::Path, id: u64) -> Result<Vec<u8>, ApiError> 
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let unreadable = |e: std::io::Error| {
-        ApiError(
-            StatusCode::NOT_FOUND,
-            format!("the recording cannot be read: {e}"),
-        )
+        ApiError(StatusCode::NOT_FOUND, format!("the recording cannot be read: {e}"))
     };
     // Never through a link put in a recording's place.
     let f = std::fs::OpenOptions::new()
@@ -114,9 +111,7 @@ fn read_recording(file: &std::path::Path, id: u64) -> Result<Vec<u8>, ApiError> 
         ));
     }
     let mut v = Vec::new();
-    f.take(MAX_RECORDING_BYTES)
-        .read_to_end(&mut v)
-        .map_err(unreadable)?;
+    f.take(MAX_RECORDING_BYTES).read_to_end(&mut v).map_err(unreadable)?;
     Ok(v)
 }
 
@@ -142,11 +137,7 @@ pub(crate) async fn pcap(
         read_recording(&file, id)
     })
     .await?;
-    Ok(attachment(
-        bytes,
-        "application/vnd.tcpdump.pcap",
-        &format!("call-{id}.pcap"),
-    ))
+    Ok(attachment(bytes, "application/vnd.tcpdump.pcap", &format!("call-{id}.pcap")))
 }
 
 /// `GET /api/calls/{id}/audio`: the call's voice decoded from its
@@ -190,10 +181,7 @@ fn decode(call: &calliper_store::StoredCall, recording: Vec<u8>) -> Result<Vec<u
         ));
     }
     let unreadable = |e: calliper_capture::CaptureError| {
-        ApiError(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("the recording cannot be read: {e}"),
-        )
+        ApiError(StatusCode::UNPROCESSABLE_ENTITY, format!("the recording cannot be read: {e}"))
     };
     let mut input = calliper_capture::CaptureReader::new(std::io::Cursor::new(recording))
         .map_err(unreadable)?;

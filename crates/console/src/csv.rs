@@ -65,10 +65,8 @@ pub(crate) async fn calls(
             if out.len() > MAX_CSV_BYTES {
                 return Ok(false);
             }
-            let invite = names
-                .iter()
-                .position(|n| n == "invite_ns")
-                .and_then(|i| values.get(i)?.as_i64());
+            let invite =
+                names.iter().position(|n| n == "invite_ns").and_then(|i| values.get(i)?.as_i64());
             out.push_str(&invite.map(calliper_store::rfc3339).unwrap_or_default());
             for v in values {
                 out.push(',');
@@ -83,18 +81,12 @@ pub(crate) async fn calls(
     .await?;
     let mut r = body.into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8"));
     h.insert(
         header::CONTENT_DISPOSITION,
         HeaderValue::from_static("attachment; filename=\"calls.csv\""),
     );
-    h.insert(
-        "x-calliper-more",
-        HeaderValue::from_static(if more { "true" } else { "false" }),
-    );
+    h.insert("x-calliper-more", HeaderValue::from_static(if more { "true" } else { "false" }));
     h.insert("x-calliper-rows", HeaderValue::from(rows));
     Ok(r)
 }

@@ -28,10 +28,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn new(path: PathBuf) -> Self {
-        Pool {
-            path,
-            idle: Mutex::new((0, Vec::new())),
-        }
+        Pool { path, idle: Mutex::new((0, Vec::new())) }
     }
 
     fn take(&self) -> Result<(u64, Connection), calliper_store::StoreError> {

@@ -101,9 +101,7 @@ fn interface_name(name: &str) -> bool {
         && name != "."
         && name != ".."
         && !name.contains('/')
-        && !name
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        && !name.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
 }
 
 fn interface_counts(name: &str) -> InterfaceCounts {
@@ -132,12 +130,7 @@ fn memory() -> (Option<u64>, Option<u64>) {
     };
     let field = |key: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(key))?;
-        let kib: u64 = line[key.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
+        let kib: u64 = line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kib * 1024)
     };
     (field("VmRSS:"), field("VmHWM:"))
@@ -156,14 +149,8 @@ fn answer(r: &HealthReport) -> serde_json::Value {
         r.interfaces.iter().map(|n| interface_counts(n)).collect();
     let mut v = serde_json::to_value(r).unwrap_or_default();
     if let serde_json::Value::Object(o) = &mut v {
-        o.insert(
-            "started".into(),
-            calliper_store::rfc3339(r.started_ns).into(),
-        );
-        o.insert(
-            "updated".into(),
-            calliper_store::rfc3339(r.updated_ns).into(),
-        );
+        o.insert("started".into(), calliper_store::rfc3339(r.started_ns).into());
+        o.insert("updated".into(), calliper_store::rfc3339(r.updated_ns).into());
         o.insert(
             "uptime_seconds".into(),
             (now_ns().saturating_sub(r.started_ns).max(0) / 1_000_000_000).into(),
@@ -172,10 +159,7 @@ fn answer(r: &HealthReport) -> serde_json::Value {
             "memory".into(),
             serde_json::json!({ "resident_bytes": rss, "peak_resident_bytes": peak }),
         );
-        o.insert(
-            "interfaces".into(),
-            serde_json::to_value(interfaces).unwrap_or_default(),
-        );
+        o.insert("interfaces".into(), serde_json::to_value(interfaces).unwrap_or_default());
     }
     v
 }
@@ -237,10 +221,7 @@ fn render_clickhouse(c: &calliper_store::clickhouse::Report, o: &mut String) {
         ("rejected", c.rejected),
         ("dropped", c.dropped),
     ] {
-        let _ = writeln!(
-            o,
-            "calliper_clickhouse_rows_total{{outcome=\"{outcome}\"}} {n}"
-        );
+        let _ = writeln!(o, "calliper_clickhouse_rows_total{{outcome=\"{outcome}\"}} {n}");
     }
     family(
         o,
@@ -288,33 +269,15 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
     let Some(r) = health.latest() else {
         return;
     };
-    family(
-        o,
-        "calliper_probe_uptime_seconds",
-        "gauge",
-        "Seconds since the probe started.",
-    );
+    family(o, "calliper_probe_uptime_seconds", "gauge", "Seconds since the probe started.");
     let up = now_ns().saturating_sub(r.started_ns).max(0) as f64 / 1e9;
     let _ = writeln!(o, "calliper_probe_uptime_seconds {up:.3}");
-    family(
-        o,
-        "calliper_probe_packets_total",
-        "counter",
-        "Packets handed to the analysis.",
-    );
+    family(o, "calliper_probe_packets_total", "counter", "Packets handed to the analysis.");
     let _ = writeln!(o, "calliper_probe_packets_total {}", r.packets);
     if let Some(c) = r.capture {
         for (name, help, n) in [
-            (
-                "received",
-                "Packets the kernel put in the capture ring.",
-                c.received,
-            ),
-            (
-                "dropped",
-                "Packets the kernel dropped because the capture ring was full.",
-                c.dropped,
-            ),
+            ("received", "Packets the kernel put in the capture ring.", c.received),
+            ("dropped", "Packets the kernel dropped because the capture ring was full.", c.dropped),
             ("ring_full", "Times the capture ring was full.", c.ring_full),
         ] {
             let metric = format!("calliper_probe_capture_{name}_total");
@@ -330,21 +293,13 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
             "Packets the interface received (kernel counter).",
             (|i: &InterfaceCounts| i.rx_packets) as fn(&InterfaceCounts) -> Option<u64>,
         ),
-        (
-            "bytes",
-            "Bytes the interface received (kernel counter).",
-            |i| i.rx_bytes,
-        ),
+        ("bytes", "Bytes the interface received (kernel counter).", |i| i.rx_bytes),
         (
             "dropped",
             "Packets the interface's driver or stack dropped on receipt (kernel counter).",
             |i| i.rx_dropped,
         ),
-        (
-            "errors",
-            "Receive errors of the interface (kernel counter).",
-            |i| i.rx_errors,
-        ),
+        ("errors", "Receive errors of the interface (kernel counter).", |i| i.rx_errors),
     ] {
         let metric = format!("calliper_probe_interface_receive_{name}_total");
         family(o, &metric, "counter", help);
@@ -364,12 +319,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
     if let Some(rss) = rss {
         let _ = writeln!(o, "calliper_probe_resident_memory_bytes {rss}");
     }
-    family(
-        o,
-        "calliper_probe_calls_open",
-        "gauge",
-        "Calls open now (one analysis thread only).",
-    );
+    family(o, "calliper_probe_calls_open", "gauge", "Calls open now (one analysis thread only).");
     if let Some(n) = r.calls_open {
         let _ = writeln!(o, "calliper_probe_calls_open {n}");
     }
@@ -387,11 +337,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         "What the probe's output queues and trackers dropped, by what (the summary's key).",
     );
     for (k, n) in &r.dropped {
-        let _ = writeln!(
-            o,
-            "calliper_probe_dropped_total{{what=\"{}\"}} {n}",
-            escape_label(k)
-        );
+        let _ = writeln!(o, "calliper_probe_dropped_total{{what=\"{}\"}} {n}", escape_label(k));
     }
     let (counters, anomalies) = engine_counters(&r.engine);
     family(
@@ -401,11 +347,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         "The engine's counters (docs/architecture.md), by name.",
     );
     for (k, n) in &counters {
-        let _ = writeln!(
-            o,
-            "calliper_engine_counter_total{{counter=\"{}\"}} {n}",
-            escape_label(k)
-        );
+        let _ = writeln!(o, "calliper_engine_counter_total{{counter=\"{}\"}} {n}", escape_label(k));
     }
     family(
         o,
@@ -414,11 +356,7 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         "Malformed or hostile input the engine counted, by kind.",
     );
     for (k, n) in &anomalies {
-        let _ = writeln!(
-            o,
-            "calliper_engine_anomalies_total{{kind=\"{}\"}} {n}",
-            escape_label(k)
-        );
+        let _ = writeln!(o, "calliper_engine_anomalies_total{{kind=\"{}\"}} {n}", escape_label(k));
     }
     if let Some(c) = &r.clickhouse {
         render_clickhouse(c, o);
@@ -488,16 +426,7 @@ mod tests {
         for ok in ["eth0", "ens3f1", "veth-a.100"] {
             assert!(interface_name(ok), "{ok}");
         }
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../../etc",
-            "a/b",
-            "eth 0",
-            "a\nb",
-            "0123456789abcdefg",
-        ] {
+        for bad in ["", ".", "..", "../../etc", "a/b", "eth 0", "a\nb", "0123456789abcdefg"] {
             assert!(!interface_name(bad), "{bad:?}");
         }
     }
@@ -517,10 +446,7 @@ mod tests {
             "udp": 3, "anomalies": {"sip_bad_line": 2}, "defrag": {"evicted": 1}, "input": "x"
         });
         let (c, a) = engine_counters(&v);
-        assert_eq!(
-            c,
-            vec![("defrag_evicted".to_string(), 1), ("udp".to_string(), 3)]
-        );
+        assert_eq!(c, vec![("defrag_evicted".to_string(), 1), ("udp".to_string(), 3)]);
         assert_eq!(a, vec![("sip_bad_line".to_string(), 2)]);
         assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }

@@ -91,7 +91,7 @@ impl Config {
         }
         if self.write_token.is_some() && self.rules.is_none() {
             return Err(
-                "a write token without a rule table: only a probe's rules can be changed".into(),
+                "a write token without a rule table: only a probe's rules can be changed".into()
             );
         }
         if self.token.is_none() && !self.listen.ip().is_loopback() {
@@ -162,18 +162,13 @@ fn router(state: Arc<State>) -> Router {
             "/api/rules",
             get(rules_api::list)
                 .post(rules_api::add)
-                .layer(axum::extract::DefaultBodyLimit::max(
-                    rules_api::MAX_RULE_BYTES,
-                )),
+                .layer(axum::extract::DefaultBodyLimit::max(rules_api::MAX_RULE_BYTES)),
         )
         .route("/api/rules/{id}", delete(rules_api::remove))
         .route("/metrics", get(metrics::serve))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::check,
-        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::check))
         .with_state(state)
 }
 
@@ -280,11 +275,7 @@ mod tests {
         assert!(cfg("[::1]:8080", None).check().is_ok());
         assert!(cfg("0.0.0.0:8080", None).check().is_err());
         assert!(cfg("192.0.2.1:8080", Some("short")).check().is_err());
-        assert!(cfg("0.0.0.0:8080", Some("a-long-enough-token"))
-            .check()
-            .is_ok());
-        assert!(cfg("0.0.0.0:8080", Some("a long enough token"))
-            .check()
-            .is_err());
+        assert!(cfg("0.0.0.0:8080", Some("a-long-enough-token")).check().is_ok());
+        assert!(cfg("0.0.0.0:8080", Some("a long enough token")).check().is_err());
     }
 }

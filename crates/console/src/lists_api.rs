@@ -20,18 +20,14 @@ pub const MAX_KPI_ROWS: usize = 10_000;
 type Pairs = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
 
 fn pairs(q: Pairs) -> Result<Vec<(String, String)>, ApiError> {
-    q.map(|Query(p)| p)
-        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    q.map(|Query(p)| p).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
 }
 
 async fn list(state: Arc<State>, list: List, query: Pairs) -> Result<Response, ApiError> {
     let pairs = pairs(query)?;
     let mut allowed = vec!["from", "to", "limit", "offset"];
     allowed.extend(list.filters());
-    let mut q = ListQuery {
-        limit: 50,
-        ..ListQuery::default()
-    };
+    let mut q = ListQuery { limit: 50, ..ListQuery::default() };
     for (name, v) in simple(&pairs, &allowed)? {
         match name {
             "from" => q.from_ns = Some(instant(name, v)?),
@@ -73,12 +69,8 @@ pub(crate) async fn kpi(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Pairs,
 ) -> Result<Response, ApiError> {
-    let KpiQuery {
-        dimension,
-        interval_s,
-        from,
-        until,
-    } = kpi_query(&pairs(query)?, &["dimension", "interval", "from", "to"])?;
+    let KpiQuery { dimension, interval_s, from, until } =
+        kpi_query(&pairs(query)?, &["dimension", "interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
         let window = calliper_store::KpiWindow {
@@ -126,16 +118,13 @@ fn kpi_query(pairs: &[(String, String)], allowed: &[&'static str]) -> Result<Kpi
     for (name, v) in simple(pairs, allowed)? {
         match name {
             "dimension" => {
-                dimension = Dimension::ALL
-                    .into_iter()
-                    .find(|d| d.name() == v)
-                    .ok_or_else(|| {
-                        bad(
-                            name,
-                            v,
-                            "total, trunk, caller_domain, callee_domain or user_agent expected",
-                        )
-                    })?
+                dimension = Dimension::ALL.into_iter().find(|d| d.name() == v).ok_or_else(|| {
+                    bad(
+                        name,
+                        v,
+                        "total, trunk, caller_domain, callee_domain or user_agent expected",
+                    )
+                })?
             }
             "interval" => interval_s = whole(name, v, 1..=31 * 86_400)?,
             "from" => from = instant(name, v)?,
@@ -143,12 +132,7 @@ fn kpi_query(pairs: &[(String, String)], allowed: &[&'static str]) -> Result<Kpi
             _ => until = instant(name, v)?.saturating_sub(1),
         }
     }
-    Ok(KpiQuery {
-        dimension,
-        interval_s,
-        from,
-        until,
-    })
+    Ok(KpiQuery { dimension, interval_s, from, until })
 }
 
 /// `GET /api/kpi/load?interval=3600&from=...&to=...`: concurrent calls
@@ -158,20 +142,14 @@ pub(crate) async fn load(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     query: Pairs,
 ) -> Result<Response, ApiError> {
-    let KpiQuery {
-        interval_s,
-        from,
-        until,
-        ..
-    } = kpi_query(&pairs(query)?, &["interval", "from", "to"])?;
+    let KpiQuery { interval_s, from, until, .. } =
+        kpi_query(&pairs(query)?, &["interval", "from", "to"])?;
     let body = crate::db::run(&state.db, &state.queries, move |store| {
         let interval_ns = i64::from(interval_s) * 1_000_000_000;
         let mut rows = store.load_between(interval_ns, from, until, MAX_KPI_ROWS + 1)?;
         let more = rows.len() > MAX_KPI_ROWS;
         rows.truncate(MAX_KPI_ROWS);
-        Ok(serde_json::to_vec(
-            &json!({ "interval_s": interval_s, "rows": rows, "more": more }),
-        )?)
+        Ok(serde_json::to_vec(&json!({ "interval_s": interval_s, "rows": rows, "more": more }))?)
     })
     .await?;
     Ok(json_body(body))
@@ -191,9 +169,7 @@ pub(crate) async fn mos(
             .zip(counts)
             .map(|((lo, hi), calls)| json!({ "from": lo, "to": hi, "calls": calls }))
             .collect();
-        Ok(serde_json::to_vec(
-            &json!({ "bands": bands, "answered_without_mos": without }),
-        )?)
+        Ok(serde_json::to_vec(&json!({ "bands": bands, "answered_without_mos": without }))?)
     })
     .await?;
     Ok(json_body(body))

@@ -135,10 +135,7 @@ impl Table {
     /// the oldest. True when a call was taken off.
     fn make_room(&mut self) -> bool {
         while let Some(serial) = self.unanswered.pop_front() {
-            if self
-                .calls
-                .get(&serial)
-                .is_some_and(|c| c.answer_ns.is_none() && c.end_ns.is_none())
+            if self.calls.get(&serial).is_some_and(|c| c.answer_ns.is_none() && c.end_ns.is_none())
             {
                 self.calls.remove(&serial);
                 return true;
@@ -310,11 +307,7 @@ impl Tracker for LiveCalls {
                     s.at_ns = i.figures.end_ns;
                 };
                 let full = call.streams.len() >= MAX_STREAMS;
-                match call
-                    .streams
-                    .iter_mut()
-                    .find(|s| s.src == src && s.dst == dst)
-                {
+                match call.streams.iter_mut().find(|s| s.src == src && s.dst == dst) {
                     Some(s) => figures(s),
                     None if !full => {
                         let mut s = LiveStream {
@@ -398,18 +391,12 @@ mod tests {
         let s = t.snapshot(10);
         assert!(s.version > v);
         let c = &s.calls[0];
-        assert_eq!(
-            (c.answer_ns, c.end_ns, c.status),
-            (Some(2_000), Some(3_000), Some(200))
-        );
+        assert_eq!((c.answer_ns, c.end_ns, c.status), (Some(2_000), Some(3_000), Some(200)));
         // Another call's event 30 s later lets the ended one go.
         invite(&mut t, 2, 3_000 + ENDED_KEPT_NS + 1);
         phase(&mut t, 2, 3_000 + ENDED_KEPT_NS + 2, CallPhase::Ringing);
         let s = t.snapshot(10);
-        assert_eq!(
-            s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(),
-            vec![2]
-        );
+        assert_eq!(s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(), vec![2]);
     }
 
     /// On a quiet link the probe's clock, not the next event, lets an
@@ -427,10 +414,7 @@ mod tests {
         let v = t.version();
         t.tick(3_000 + ENDED_KEPT_NS + 1);
         let s = t.snapshot(10);
-        assert_eq!(
-            s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(),
-            vec![2]
-        );
+        assert_eq!(s.calls.iter().map(|c| c.serial).collect::<Vec<_>>(), vec![2]);
         assert!(s.version > v, "the page is told");
         assert_eq!(s.now_ns, 3_000 + ENDED_KEPT_NS + 1, "ages run on the clock");
         // The clock never goes back.
@@ -457,10 +441,7 @@ mod tests {
         assert_eq!(s.evicted, 3);
         let table = t.lock();
         assert_eq!(table.calls.len(), MAX_LIVE_CALLS);
-        assert!(
-            (0..10).all(|s| table.calls.contains_key(&s)),
-            "answered calls stay"
-        );
+        assert!((0..10).all(|s| table.calls.contains_key(&s)), "answered calls stay");
         assert!(!table.calls.contains_key(&10) && !table.calls.contains_key(&12));
     }
 

@@ -48,9 +48,7 @@ fn snapshot_json(state: &State, live: &crate::LiveCalls) -> Bytes {
 pub(crate) async fn snapshot(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
 ) -> Result<Response, ApiError> {
-    Ok(crate::api::json_body(
-        snapshot_json(&state, live(&state)?).to_vec(),
-    ))
+    Ok(crate::api::json_body(snapshot_json(&state, live(&state)?).to_vec()))
 }
 
 /// `GET /api/live/events`.
@@ -92,10 +90,7 @@ pub(crate) async fn events(
         });
     let mut r = Body::from_stream(stream).into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(r)
 }

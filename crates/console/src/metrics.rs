@@ -23,27 +23,13 @@ use crate::params::STATES;
 /// Request methods by name: the SIP parser's list (one definition).
 use calliper_sip::METHODS;
 const CLASSES: &[&str] = &["1xx", "2xx", "3xx", "4xx", "5xx", "6xx"];
-const ALERTS: &[&str] = &[
-    "low_mos",
-    "high_loss",
-    "no_rtp",
-    "one_way_audio",
-    "low_asr",
-    "scanning",
-    "scanner_agent",
-];
-const OUTCOMES: &[&str] = &[
-    "registered",
-    "unregistered",
-    "challenged",
-    "auth_failed",
-    "failed",
-];
+const ALERTS: &[&str] =
+    &["low_mos", "high_loss", "no_rtp", "one_way_audio", "low_asr", "scanning", "scanner_agent"];
+const OUTCOMES: &[&str] = &["registered", "unregistered", "challenged", "auth_failed", "failed"];
 
 /// `v` if it is in `known`, else `other`.
 fn label(known: &[&'static str], v: Option<&str>) -> &'static str {
-    v.and_then(|v| known.iter().find(|k| **k == v).copied())
-        .unwrap_or("other")
+    v.and_then(|v| known.iter().find(|k| **k == v).copied()).unwrap_or("other")
 }
 
 fn class(status: Option<i64>) -> &'static str {
@@ -65,12 +51,7 @@ struct Histogram {
 
 impl Histogram {
     fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
-            bounds,
-            counts: vec![0; bounds.len()],
-            sum: 0.0,
-            count: 0,
-        }
+        Histogram { bounds, counts: vec![0; bounds.len()], sum: 0.0, count: 0 }
     }
 
     fn observe(&mut self, v: f64) {
@@ -209,43 +190,35 @@ impl Totals {
     /// Prometheus takes that as a counter reset.
     fn update(&mut self, conn: &Connection) -> Result<(), calliper_store::StoreError> {
         for (table, last) in &self.last {
-            let top: i64 = conn.query_row(
-                &format!("SELECT coalesce(max(rowid), 0) FROM {table}"),
-                [],
-                |r| r.get(0),
-            )?;
+            let top: i64 =
+                conn.query_row(&format!("SELECT coalesce(max(rowid), 0) FROM {table}"), [], |r| {
+                    r.get(0)
+                })?;
             if top < *last {
                 *self = Totals::default();
                 break;
             }
         }
         self.catching_up = false;
-        self.read(
-            conn,
-            "calls",
-            "state, final_status, worst_mos, setup_delay_ms",
-            |t, r| {
-                let state = label(STATES, text(r, 1).as_deref());
-                *t.calls.entry((state, class(int(r, 2)))).or_default() += 1;
-                if let Some(m) = real(r, 3) {
-                    t.mos.observe(m);
-                }
-                if let Some(d) = real(r, 4) {
-                    t.setup_delay.observe(d / 1000.0);
-                }
-            },
-        )?;
+        self.read(conn, "calls", "state, final_status, worst_mos, setup_delay_ms", |t, r| {
+            let state = label(STATES, text(r, 1).as_deref());
+            *t.calls.entry((state, class(int(r, 2)))).or_default() += 1;
+            if let Some(m) = real(r, 3) {
+                t.mos.observe(m);
+            }
+            if let Some(d) = real(r, 4) {
+                t.setup_delay.observe(d / 1000.0);
+            }
+        })?;
         self.read(conn, "streams", "packets, lost", |t, r| {
             t.streams += 1;
             let count = |i| int(r, i).unwrap_or(0).max(0) as u64;
             t.stream_packets = t.stream_packets.saturating_add(count(1));
             t.stream_lost = t.stream_lost.saturating_add(count(2));
         })?;
-        self.read(conn, "sip_messages", "method, status", |t, r| {
-            match text(r, 1) {
-                Some(m) => *t.requests.entry(label(METHODS, Some(&m))).or_default() += 1,
-                None => *t.responses.entry(class(int(r, 2))).or_default() += 1,
-            }
+        self.read(conn, "sip_messages", "method, status", |t, r| match text(r, 1) {
+            Some(m) => *t.requests.entry(label(METHODS, Some(&m))).or_default() += 1,
+            None => *t.responses.entry(class(int(r, 2))).or_default() += 1,
         })?;
         self.read(conn, "alerts", "kind", |t, r| {
             let k = label(ALERTS, text(r, 1).as_deref());
@@ -284,22 +257,13 @@ impl Totals {
                 "calliper_calls_total{{state=\"{state}\",status_class=\"{class}\"}} {n}"
             );
         }
-        self.mos.write(
-            &mut o,
-            "calliper_call_mos",
-            "Worst stream MOS of each scored call.",
-        );
+        self.mos.write(&mut o, "calliper_call_mos", "Worst stream MOS of each scored call.");
         self.setup_delay.write(
             &mut o,
             "calliper_call_setup_delay_seconds",
             "Session request delay (RFC 6076 SRD: INVITE to its first response other than 100) of each call.",
         );
-        family(
-            &mut o,
-            "calliper_streams_total",
-            "counter",
-            "RTP streams stored.",
-        );
+        family(&mut o, "calliper_streams_total", "counter", "RTP streams stored.");
         let _ = writeln!(o, "calliper_streams_total {}", self.streams);
         family(
             &mut o,
@@ -315,12 +279,7 @@ impl Totals {
             "RTP packets the stored streams lost (by sequence numbers).",
         );
         let _ = writeln!(o, "calliper_stream_lost_packets_total {}", self.stream_lost);
-        family(
-            &mut o,
-            "calliper_sip_requests_total",
-            "counter",
-            "SIP requests stored, by method.",
-        );
+        family(&mut o, "calliper_sip_requests_total", "counter", "SIP requests stored, by method.");
         for (m, n) in &self.requests {
             let _ = writeln!(o, "calliper_sip_requests_total{{method=\"{m}\"}} {n}");
         }
@@ -331,17 +290,9 @@ impl Totals {
             "SIP responses stored, by status class.",
         );
         for (c, n) in &self.responses {
-            let _ = writeln!(
-                o,
-                "calliper_sip_responses_total{{status_class=\"{c}\"}} {n}"
-            );
+            let _ = writeln!(o, "calliper_sip_responses_total{{status_class=\"{c}\"}} {n}");
         }
-        family(
-            &mut o,
-            "calliper_alerts_total",
-            "counter",
-            "Alerts raised, by kind.",
-        );
+        family(&mut o, "calliper_alerts_total", "counter", "Alerts raised, by kind.");
         for (k, n) in &self.alerts {
             let _ = writeln!(o, "calliper_alerts_total{{kind=\"{k}\"}} {n}");
         }
@@ -375,11 +326,7 @@ impl Totals {
             "gauge",
             "1 when the last scrape left rows for the next (a large database, first scrapes).",
         );
-        let _ = writeln!(
-            o,
-            "calliper_console_catching_up {}",
-            u8::from(self.catching_up)
-        );
+        let _ = writeln!(o, "calliper_console_catching_up {}", u8::from(self.catching_up));
         o
     }
 }
@@ -466,10 +413,7 @@ mod tests {
         let doc = std::fs::read_to_string(root.join("console.md")).unwrap();
         let names = families();
         for n in &names {
-            assert!(
-                doc.contains(&format!("`{n}`")),
-                "docs/console.md does not describe {n}"
-            );
+            assert!(doc.contains(&format!("`{n}`")), "docs/console.md does not describe {n}");
         }
         for (p, _) in crate::params::PARAMETERS {
             assert!(

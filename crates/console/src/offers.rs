@@ -72,11 +72,7 @@ pub(crate) fn mark(detail: &mut Value) {
 }
 
 fn endpoint(m: &Value, side: &str) -> String {
-    format!(
-        "{}:{}",
-        m[side].as_str().unwrap_or_default(),
-        m[format!("{side}_port")]
-    )
+    format!("{}:{}", m[side].as_str().unwrap_or_default(), m[format!("{side}_port")])
 }
 
 /// The offer in a message's SDP body (by its Content-Type, as the engine
@@ -90,20 +86,15 @@ fn offer_of(message: &str) -> Option<Offer> {
     if sdp.media.is_empty() {
         return None;
     }
-    let codec = sdp
-        .media
-        .iter()
-        .find(|m| m.kind.eq_ignore_ascii_case("audio") && m.port != 0)
-        .and_then(|m| {
-            let pt = *m.formats.first()?;
-            let map = m.rtpmap(pt).map(|r| (r.encoding, r.clock_rate));
-            Some(Codec::resolve(pt, map).name)
-        });
-    Some(Offer {
-        hold: sdp.audio_hold(),
-        t38: sdp.t38(),
-        codec,
-    })
+    let codec =
+        sdp.media.iter().find(|m| m.kind.eq_ignore_ascii_case("audio") && m.port != 0).and_then(
+            |m| {
+                let pt = *m.formats.first()?;
+                let map = m.rtpmap(pt).map(|r| (r.encoding, r.clock_rate));
+                Some(Codec::resolve(pt, map).name)
+            },
+        );
+    Some(Offer { hold: sdp.audio_hold(), t38: sdp.t38(), codec })
 }
 
 /// What changed from one offer to the next on a hop.
@@ -144,20 +135,14 @@ mod tests {
         let mut cut = invite(AUDIO);
         cut["truncated"] = json!(1);
         let mut not_sdp = invite(AUDIO);
-        not_sdp["message"] = json!(not_sdp["message"]
-            .as_str()
-            .unwrap()
-            .replace("application/sdp", "text/plain"));
+        not_sdp["message"] =
+            json!(not_sdp["message"].as_str().unwrap().replace("application/sdp", "text/plain"));
         let mut detail = json!({"messages": [
             invite(&hold), ok, invite(&hold), invite(&hold), cut, not_sdp, invite(AUDIO), invite(g729), invite(fax)
         ]});
         mark(&mut detail);
-        let marks: Vec<Value> = detail["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["marks"].clone())
-            .collect();
+        let marks: Vec<Value> =
+            detail["messages"].as_array().unwrap().iter().map(|m| m["marks"].clone()).collect();
         let n = Value::Null;
         let want = [
             &n,

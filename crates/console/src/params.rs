@@ -8,44 +8,23 @@ use calliper_store::{Network, Search, Sort, Status};
 /// Every parameter a search takes, with what it means (the 400 for an
 /// unknown one lists them).
 pub(crate) const PARAMETERS: &[(&str, &str)] = &[
-    (
-        "from",
-        "INVITE at or after: RFC 3339 (2026-11-24T10:00:00Z) or ns since the epoch",
-    ),
+    ("from", "INVITE at or after: RFC 3339 (2026-11-24T10:00:00Z) or ns since the epoch"),
     ("to", "INVITE before: as for from"),
     ("caller", "caller user (From), * and ? as wildcards"),
     ("callee", "callee user (To), wildcards as for caller"),
-    (
-        "ip",
-        "a party's or a stream's address, or a network (10.0.0.0/8)",
-    ),
-    (
-        "status",
-        "final status: a code (486), a class (4xx) or none",
-    ),
-    (
-        "state",
-        "completed, answered, failed, cancelled, no_final_response or evicted",
-    ),
+    ("ip", "a party's or a stream's address, or a network (10.0.0.0/8)"),
+    ("status", "final status: a code (486), a class (4xx) or none"),
+    ("state", "completed, answered, failed, cancelled, no_final_response or evicted"),
     ("codec", "a stream's codec, any case (PCMU, G722, ...)"),
     ("mos_below", "worst stream MOS below this"),
     ("loss_above", "a stream losing more than this percentage"),
     ("min_duration", "duration at least this many seconds"),
     ("max_duration", "duration at most this many seconds"),
-    (
-        "user_agent",
-        "either party's User-Agent, wildcards as for caller",
-    ),
+    ("user_agent", "either party's User-Agent, wildcards as for caller"),
     ("call_id", "the Call-ID, exactly"),
-    (
-        "probe",
-        "the probe that saw the call (--probe-name; ClickHouse only)",
-    ),
+    ("probe", "the probe that saw the call (--probe-name; ClickHouse only)"),
     ("label", "a rule label the call carries"),
-    (
-        "alert",
-        "an alert kind that named the call (low_mos, high_loss, no_rtp, one_way_audio, ...)",
-    ),
+    ("alert", "an alert kind that named the call (low_mos, high_loss, no_rtp, one_way_audio, ...)"),
     ("sort", "time, duration, mos, setup_delay or status"),
     ("order", "desc (default) or asc"),
     ("limit", "calls per page"),
@@ -53,14 +32,8 @@ pub(crate) const PARAMETERS: &[(&str, &str)] = &[
 ];
 
 /// The call states a record can have.
-pub(crate) const STATES: &[&str] = &[
-    "completed",
-    "answered",
-    "failed",
-    "cancelled",
-    "no_final_response",
-    "evicted",
-];
+pub(crate) const STATES: &[&str] =
+    &["completed", "answered", "failed", "cancelled", "no_final_response", "evicted"];
 
 /// Most `*` in one wildcard pattern.
 const MAX_STARS: usize = 4;
@@ -83,11 +56,7 @@ fn number(name: &str, v: &str, range: std::ops::RangeInclusive<f64>) -> Result<f
         _ => Err(bad(
             name,
             v,
-            &format!(
-                "a number from {} to {} expected",
-                range.start(),
-                range.end()
-            ),
+            &format!("a number from {} to {} expected", range.start(), range.end()),
         )),
     }
 }
@@ -115,11 +84,7 @@ fn status(v: &str) -> Result<Status, BadParameter> {
     }
     match v.parse::<u16>() {
         Ok(c) if (100..=699).contains(&c) => Ok(Status::Code(c)),
-        _ => Err(bad(
-            "status",
-            v,
-            "a code (100-699), a class (1xx-6xx) or none expected",
-        )),
+        _ => Err(bad("status", v, "a code (100-699), a class (1xx-6xx) or none expected")),
     }
 }
 
@@ -148,21 +113,13 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
             "codec" => s.codec = text(),
             "state" => {
                 if !STATES.contains(&v) {
-                    return Err(bad(
-                        known,
-                        v,
-                        &format!("one of {} expected", STATES.join(", ")),
-                    ));
+                    return Err(bad(known, v, &format!("one of {} expected", STATES.join(", "))));
                 }
                 s.state = text()
             }
             "ip" => {
                 s.ip = Some(Network::parse(v).ok_or_else(|| {
-                    bad(
-                        known,
-                        v,
-                        "an IPv4 or IPv6 address, optionally /PREFIX, expected",
-                    )
+                    bad(known, v, "an IPv4 or IPv6 address, optionally /PREFIX, expected")
                 })?)
             }
             "status" => s.status = Some(status(v)?),
@@ -171,16 +128,9 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
             "min_duration" => s.min_duration_ms = Some(number(known, v, 0.0..=1e9)? * 1000.0),
             "max_duration" => s.max_duration_ms = Some(number(known, v, 0.0..=1e9)? * 1000.0),
             "sort" => {
-                s.sort = Sort::ALL
-                    .iter()
-                    .find(|(n, _)| *n == v)
-                    .map(|(_, k)| *k)
-                    .ok_or_else(|| {
-                        bad(
-                            known,
-                            v,
-                            "time, duration, mos, setup_delay or status expected",
-                        )
+                s.sort =
+                    Sort::ALL.iter().find(|(n, _)| *n == v).map(|(_, k)| *k).ok_or_else(|| {
+                        bad(known, v, "time, duration, mos, setup_delay or status expected")
                     })?
             }
             "order" => {
@@ -198,11 +148,8 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
                     .ok_or_else(|| bad(known, v, &format!("1 to {max_limit} expected")))?
             }
             "offset" => {
-                s.offset = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n <= calliper_store::MAX_OFFSET)
-                    .ok_or_else(|| {
+                s.offset = v.parse().ok().filter(|n| *n <= calliper_store::MAX_OFFSET).ok_or_else(
+                    || {
                         bad(
                             known,
                             v,
@@ -211,7 +158,8 @@ pub(crate) fn search(pairs: &[(String, String)], max_limit: u32) -> Result<Searc
                                 calliper_store::MAX_OFFSET
                             ),
                         )
-                    })?
+                    },
+                )?
             }
             _ => unreachable!("every parameter of PARAMETERS is matched"),
         }
@@ -241,11 +189,7 @@ pub(crate) fn simple<'a>(
         seen.push(known);
         let v = value.trim();
         if v.len() > MAX_TEXT || v.chars().any(char::is_control) {
-            return Err(bad(
-                known,
-                v,
-                &format!("at most {MAX_TEXT} bytes, no control characters"),
-            ));
+            return Err(bad(known, v, &format!("at most {MAX_TEXT} bytes, no control characters")));
         }
         if !v.is_empty() {
             out.push((known, v));
@@ -260,13 +204,10 @@ pub(crate) fn whole(
     v: &str,
     range: std::ops::RangeInclusive<u32>,
 ) -> Result<u32, BadParameter> {
-    v.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
-        bad(
-            name,
-            v,
-            &format!("{} to {} expected", range.start(), range.end()),
-        )
-    })
+    v.parse()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| bad(name, v, &format!("{} to {} expected", range.start(), range.end())))
 }
 
 #[cfg(test)]
@@ -274,10 +215,8 @@ mod tests {
     use super::*;
 
     fn p(pairs: &[(&str, &str)]) -> Result<Search, BadParameter> {
-        let v: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+        let v: Vec<(String, String)> =
+            pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         search(&v, 1000)
     }
 
@@ -297,19 +236,13 @@ mod tests {
             ("codec", ""),
         ])
         .unwrap();
-        assert_eq!(
-            s.from_ns,
-            calliper_store::parse_rfc3339("2026-11-24T10:00:00Z")
-        );
+        assert_eq!(s.from_ns, calliper_store::parse_rfc3339("2026-11-24T10:00:00Z"));
         assert_eq!(s.to_ns, Some(1_800_000_000_000_000_000));
         assert_eq!(s.status, Some(Status::Class(4)));
         assert_eq!(s.min_duration_ms, Some(2000.0));
         assert_eq!((s.sort, s.descending, s.limit), (Sort::Mos, false, 10));
         assert_eq!(s.codec, None);
-        assert_eq!(
-            p(&[("status", "486")]).unwrap().status,
-            Some(Status::Code(486))
-        );
+        assert_eq!(p(&[("status", "486")]).unwrap().status, Some(Status::Code(486)));
         assert_eq!(p(&[("status", "none")]).unwrap().status, Some(Status::None));
     }
 

@@ -93,9 +93,8 @@ pub(crate) async fn add(
             ),
         )
     })?;
-    let (name, priority, filter, action) = spec
-        .parts()
-        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let (name, priority, filter, action) =
+        spec.parts().map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.to_string()))?;
     let id = rules
         .insert(&name, priority, filter, action)
         .map_err(|e| ApiError(StatusCode::CONFLICT, e.to_string()))?;
@@ -116,10 +115,7 @@ pub(crate) async fn remove(
     let rules = writable(&state)?;
     let Path(id) = id.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let id: u64 = id.parse().map_err(|_| {
-        ApiError(
-            StatusCode::BAD_REQUEST,
-            format!("rule id {id:?} is not a whole number"),
-        )
+        ApiError(StatusCode::BAD_REQUEST, format!("rule id {id:?} is not a whole number"))
     })?;
     if !rules.delete(id) {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no rule {id}")));

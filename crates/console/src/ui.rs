@@ -8,46 +8,22 @@ use axum::response::{IntoResponse, Response};
 
 /// The assets, by name: (name, content type, content).
 const ASSETS: &[(&str, &str, &str)] = &[
-    (
-        "app.js",
-        "text/javascript; charset=utf-8",
-        include_str!("../assets/app.js"),
-    ),
-    (
-        "call.js",
-        "text/javascript; charset=utf-8",
-        include_str!("../assets/call.js"),
-    ),
-    (
-        "probe.js",
-        "text/javascript; charset=utf-8",
-        include_str!("../assets/probe.js"),
-    ),
-    (
-        "kpi.md",
-        "text/plain; charset=utf-8",
-        include_str!("../../../docs/kpi.md"),
-    ),
-    (
-        "style.css",
-        "text/css; charset=utf-8",
-        include_str!("../assets/style.css"),
-    ),
+    ("app.js", "text/javascript; charset=utf-8", include_str!("../assets/app.js")),
+    ("call.js", "text/javascript; charset=utf-8", include_str!("../assets/call.js")),
+    ("probe.js", "text/javascript; charset=utf-8", include_str!("../assets/probe.js")),
+    ("kpi.md", "text/plain; charset=utf-8", include_str!("../../../docs/kpi.md")),
+    ("style.css", "text/css; charset=utf-8", include_str!("../assets/style.css")),
 ];
 
 fn page(content_type: &'static str, body: &'static str) -> Response {
     let mut r = body.into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 /// `GET /`.
 pub(crate) async fn index() -> Response {
-    page(
-        "text/html; charset=utf-8",
-        include_str!("../assets/index.html"),
-    )
+    page("text/html; charset=utf-8", include_str!("../assets/index.html"))
 }
 
 /// `GET /assets/{file}`.

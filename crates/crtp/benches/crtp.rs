@@ -19,9 +19,8 @@ fn packets() -> Vec<Vec<u8>> {
     let mut out = Vec::with_capacity(FLOWS * PER_FLOW);
     for i in 0..PER_FLOW {
         for f in 0..FLOWS {
-            let mut p = vec![
-                0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, f as u8, 10, 0, 1, 1,
-            ];
+            let mut p =
+                vec![0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, f as u8, 10, 0, 1, 1];
             p[4..6].copy_from_slice(&(i as u16).to_be_bytes());
             calliper_crtp::set_ip_checksum(&mut p, 20);
             p.extend_from_slice(&(4000 + 2 * f as u16).to_be_bytes());
@@ -41,13 +40,11 @@ fn compress(bencher: Bencher) {
     let packets = packets();
     let mut c = Compressor::new(Config::default()).unwrap();
     let mut link = Vec::with_capacity(256);
-    bencher
-        .counter(ItemsCount::new(packets.len()))
-        .bench_local(|| {
-            for p in &packets {
-                divan::black_box(c.compress(p, 0, &mut link));
-            }
-        });
+    bencher.counter(ItemsCount::new(packets.len())).bench_local(|| {
+        for p in &packets {
+            divan::black_box(c.compress(p, 0, &mut link));
+        }
+    });
 }
 
 #[divan::bench]
@@ -58,14 +55,7 @@ fn compress_and_decompress(bencher: Bencher) {
 /// The same with RFC 3545's repeats (N = 2) and header checksum on.
 #[divan::bench]
 fn robust_compress_and_decompress(bencher: Bencher) {
-    round_trip(
-        bencher,
-        Config {
-            repeats: 2,
-            header_checksum: true,
-            ..Config::default()
-        },
-    );
+    round_trip(bencher, Config { repeats: 2, header_checksum: true, ..Config::default() });
 }
 
 /// Compresses each packet and decompresses it at once, with `config`.
@@ -74,12 +64,10 @@ fn round_trip(bencher: Bencher, config: Config) {
     let mut c = Compressor::new(config).unwrap();
     let mut d = Decompressor::new(config).unwrap();
     let (mut link, mut back) = (Vec::with_capacity(256), Vec::with_capacity(256));
-    bencher
-        .counter(ItemsCount::new(packets.len()))
-        .bench_local(|| {
-            for p in &packets {
-                let kind = c.compress(p, 0, &mut link);
-                let _ = divan::black_box(d.decompress(kind.protocol(&config), &link, 0, &mut back));
-            }
-        });
+    bencher.counter(ItemsCount::new(packets.len())).bench_local(|| {
+        for p in &packets {
+            let kind = c.compress(p, 0, &mut link);
+            let _ = divan::black_box(d.decompress(kind.protocol(&config), &link, 0, &mut back));
+        }
+    });
 }

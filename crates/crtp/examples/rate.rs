@@ -24,9 +24,7 @@ fn main() {
         std::fs::write(&out, steady_g729()).unwrap_or_else(|e| panic!("{out}: {e}"));
         return;
     }
-    let rounds: u32 = args
-        .next()
-        .map_or(1, |r| r.parse().expect("ROUNDS: a number"));
+    let rounds: u32 = args.next().map_or(1, |r| r.parse().expect("ROUNDS: a number"));
     let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let link = u32::from_le_bytes(file[20..24].try_into().unwrap());
     let unit = match file[..4] {
@@ -60,9 +58,7 @@ fn main() {
             // The capture's clock, a round 1 000 s after the last.
             let now = round as u64 * 1_000_000_000_000 + at;
             let kind = c.compress(p, now, &mut link);
-            let ok = d
-                .decompress(kind.protocol(&config), &link, now, &mut back)
-                .is_ok();
+            let ok = d.decompress(kind.protocol(&config), &link, now, &mut back).is_ok();
             wrong += (!ok || back != p) as u64;
             if round == 0 {
                 let ihl = (p[0] & 15) as usize * 4;
@@ -90,9 +86,7 @@ fn steady_g729() -> Vec<u8> {
     pcap.extend_from_slice(&101u32.to_le_bytes());
     for i in 0..500u32 {
         for f in 0..100u8 {
-            let mut p = vec![
-                0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, f, 10, 0, 1, 1,
-            ];
+            let mut p = vec![0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, f, 10, 0, 1, 1];
             p[4..6].copy_from_slice(&(i as u16).to_be_bytes());
             calliper_crtp::set_ip_checksum(&mut p, 20);
             p.extend_from_slice(&(4000 + 2 * f as u16).to_be_bytes());

@@ -130,9 +130,7 @@ impl Compressor {
             non_tcp_flows: HashMap::new(),
             contexts: (0..config.contexts).map(|_| None).collect(),
             // Initially id 0 is the oldest, so ids are taken in order.
-            recency: (0..config.contexts)
-                .map(|i| (i + 1, i.wrapping_sub(1)))
-                .collect(),
+            recency: (0..config.contexts).map(|i| (i + 1, i.wrapping_sub(1))).collect(),
             newest: config.contexts - 1,
             oldest: 0,
             stats: CompressorStats::default(),
@@ -151,9 +149,7 @@ impl Compressor {
         let key = header::key(packet, view);
         let (cid, fresh) = self.context_for(FlowKey::Rtp(key));
         let config = self.config;
-        let ctx = self.contexts[cid as usize]
-            .as_mut()
-            .expect("context_for fills it");
+        let ctx = self.contexts[cid as usize].as_mut().expect("context_for fills it");
         let restart = fresh || needs_full(ctx, packet, view, now_ns, &config);
         let kind = if restart || ctx.full_left > 0 {
             full_header(ctx, cid, packet, view, now_ns, restart, &config, out);
@@ -174,15 +170,12 @@ impl Compressor {
     fn compress_non_tcp(&mut self, packet: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Kind {
         let Some(view) = header::non_tcp_view(packet) else {
             out.extend_from_slice(packet);
-            self.stats
-                .count(Kind::Ip, View { ihl: 0, len: 0 }, packet.len(), out.len());
+            self.stats.count(Kind::Ip, View { ihl: 0, len: 0 }, packet.len(), out.len());
             return Kind::Ip;
         };
         let (cid, fresh) = self.context_for(FlowKey::NonTcp(non_tcp::key(packet, view)));
         let config = self.config;
-        let ctx = self.contexts[cid as usize]
-            .as_mut()
-            .expect("context_for fills it");
+        let ctx = self.contexts[cid as usize].as_mut().expect("context_for fills it");
         let kind = non_tcp::compress(ctx, cid, fresh, packet, view, now_ns, &config, out);
         self.stats.count(kind, view, packet.len(), out.len());
         kind
@@ -206,11 +199,8 @@ impl Compressor {
             return;
         }
         for e in payload[2..].chunks_exact(entry) {
-            let (cid, flags) = if wide {
-                (get16(e, 0) as usize, e[2])
-            } else {
-                (e[0] as usize, e[1])
-            };
+            let (cid, flags) =
+                if wide { (get16(e, 0) as usize, e[2]) } else { (e[0] as usize, e[1]) };
             if flags & 0x80 != 0 {
                 if let Some(Some(ctx)) = self.contexts.get_mut(cid) {
                     ctx.invalid = true;

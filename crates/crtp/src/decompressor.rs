@@ -126,26 +126,14 @@ impl Decompressor {
                 Ok(Kind::Ip)
             }
             protocol::FULL_HEADER => self.full_header(payload, out).map(|_| Kind::FullHeader),
-            protocol::COMPRESSED_NON_TCP => self
-                .non_tcp(payload, now_ns, out)
-                .map(|_| Kind::CompressedNonTcp),
+            protocol::COMPRESSED_NON_TCP => {
+                self.non_tcp(payload, now_ns, out).map(|_| Kind::CompressedNonTcp)
+            }
             protocol::COMPRESSED_RTP_8 | protocol::COMPRESSED_RTP_16 => self
-                .compressed(
-                    payload,
-                    protocol == protocol::COMPRESSED_RTP_16,
-                    true,
-                    now_ns,
-                    out,
-                )
+                .compressed(payload, protocol == protocol::COMPRESSED_RTP_16, true, now_ns, out)
                 .map(|_| Kind::CompressedRtp),
             protocol::COMPRESSED_UDP_8 | protocol::COMPRESSED_UDP_16 => self
-                .compressed(
-                    payload,
-                    protocol == protocol::COMPRESSED_UDP_16,
-                    false,
-                    now_ns,
-                    out,
-                )
+                .compressed(payload, protocol == protocol::COMPRESSED_UDP_16, false, now_ns, out)
                 .map(|_| Kind::CompressedUdp),
             other => Err(Error::Protocol(other)),
         };
@@ -270,26 +258,17 @@ impl Decompressor {
             (second as usize, (first & 0x0F) as u8, c, first & 0x00E0)
         } else {
             let c = second & 0x10 != 0;
-            (
-                (first & 0xFF) as usize,
-                (second & 0x0F) as u8,
-                c,
-                second & 0xFFE0,
-            )
+            ((first & 0xFF) as usize, (second & 0x0F) as u8, c, second & 0xFFE0)
         };
         if zeros != 0 {
-            return Err(Error::Malformed(
-                "full header: bits that must be zero are not",
-            ));
+            return Err(Error::Malformed("full header: bits that must be zero are not"));
         }
         if cid >= self.contexts.len() {
             return Err(Error::Malformed("full header: context id out of range"));
         }
         let length = payload.len() - if first_at == 4 { 40 } else { 0 };
         if length > u16::MAX as usize {
-            return Err(Error::Malformed(
-                "full header: longer than its length field",
-            ));
+            return Err(Error::Malformed("full header: longer than its length field"));
         }
         out.extend_from_slice(payload);
         put16(out, first_at, length as u16);
@@ -299,10 +278,7 @@ impl Decompressor {
         let rtp = (first_at == 2 && out.len() >= ihl + 8 + 12 && out[ihl + 8] >> 6 == 2)
             .then(|| ihl + 8 + 12 + 4 * (out[ihl + 8] & 0x0F) as usize)
             .filter(|&len| len <= out.len() && len <= MAX_HEADER);
-        let view = View {
-            ihl,
-            len: rtp.unwrap_or(ihl + 8),
-        };
+        let view = View { ihl, len: rtp.unwrap_or(ihl + 8) };
         if flag_c {
             if rtp.is_none() {
                 return Err(Error::Malformed("full header: header checksum without RTP"));
@@ -332,15 +308,9 @@ impl Decompressor {
     /// COMPRESSED_NON_TCP (RFC 2507 §6 c, d): nothing coded as a
     /// difference, so only a context of another generation drops it.
     fn non_tcp(&mut self, payload: &[u8], now_ns: u64, out: &mut Vec<u8>) -> Result<(), Error> {
-        let wide = payload
-            .get(1)
-            .ok_or(Error::Malformed("non-TCP: context id"))?
-            & 0x80
-            != 0;
+        let wide = payload.get(1).ok_or(Error::Malformed("non-TCP: context id"))? & 0x80 != 0;
         let (cid, flags, at) = if wide {
-            let lsb = *payload
-                .get(2)
-                .ok_or(Error::Malformed("non-TCP: context id"))?;
+            let lsb = *payload.get(2).ok_or(Error::Malformed("non-TCP: context id"))?;
             ((payload[0] as usize) << 8 | lsb as usize, payload[1], 3)
         } else {
             (payload[0] as usize, payload[1], 2)
@@ -381,11 +351,7 @@ impl Decompressor {
         if payload.len() < id_len + 1 {
             return Err(Error::Malformed("compressed: context id"));
         }
-        let cid = if wide {
-            get16(payload, 0) as usize
-        } else {
-            payload[0] as usize
-        };
+        let cid = if wide { get16(payload, 0) as usize } else { payload[0] as usize };
         let flags = payload[id_len];
         let Some(slot) = self.contexts.get_mut(cid) else {
             return Err(Error::Malformed("compressed: context id out of range"));
@@ -439,11 +405,7 @@ impl Decompressor {
         let Some(ctx) = self.contexts[cid].as_mut() else {
             return;
         };
-        if !ctx.listed
-            && ctx
-                .asked_ns
-                .is_none_or(|t| now_ns < t || now_ns - t >= RETRY_NS)
-        {
+        if !ctx.listed && ctx.asked_ns.is_none_or(|t| now_ns < t || now_ns - t >= RETRY_NS) {
             ctx.asked_ns = Some(now_ns);
             ctx.listed = true;
             self.pending.push_back(cid as u32);

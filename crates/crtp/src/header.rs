@@ -112,11 +112,7 @@ pub fn udp_checksum_ok(p: &[u8], ihl: usize) -> bool {
 
 /// The sum of UDP's pseudo-header: addresses, protocol, UDP length.
 fn pseudo_header(p: &[u8], ihl: usize) -> u32 {
-    let addresses = if p[0] >> 4 == 6 {
-        &p[8..40]
-    } else {
-        &p[12..20]
-    };
+    let addresses = if p[0] >> 4 == 6 { &p[8..40] } else { &p[12..20] };
     !checksum(addresses, 0) as u32 + 17 + (p.len() - ihl) as u32
 }
 

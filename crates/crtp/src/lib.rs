@@ -95,10 +95,7 @@ impl Config {
             return Err(format!("contexts must be 1-65536, not {}", self.contexts));
         }
         if self.repeats > MAX_REPEATS {
-            return Err(format!(
-                "repeats must be 0-{MAX_REPEATS}, not {}",
-                self.repeats
-            ));
+            return Err(format!("repeats must be 0-{MAX_REPEATS}, not {}", self.repeats));
         }
         Ok(())
     }

@@ -38,11 +38,7 @@ pub(crate) fn key(p: &[u8], v: View) -> NonTcpKey {
     } else {
         addresses[..8].copy_from_slice(&p[12..20]);
     }
-    NonTcpKey {
-        v6,
-        addresses,
-        ports: u32::from_be_bytes(p[v.ihl..v.ihl + 4].try_into().unwrap()),
-    }
+    NonTcpKey { v6, addresses, ports: u32::from_be_bytes(p[v.ihl..v.ihl + 4].try_into().unwrap()) }
 }
 
 /// Where the first length field is: IPv4's total length, IPv6's payload
@@ -80,11 +76,7 @@ pub(crate) fn compress(
         ctx.full_left -= 1;
         true
     } else if ctx.since_full >= ctx.full_period {
-        let ceiling = if config.max_period == 0 {
-            u32::MAX
-        } else {
-            config.max_period
-        };
+        let ceiling = if config.max_period == 0 { u32::MAX } else { config.max_period };
         ctx.full_period = ctx.full_period.saturating_mul(2).min(ceiling);
         true
     } else {

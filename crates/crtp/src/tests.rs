@@ -106,8 +106,7 @@ fn a_steady_g729_stream_takes_two_header_bytes() {
             assert_eq!(link.len(), 2 + 20, "packet {n}");
         }
         previous = kind;
-        d.decompress(kind.protocol(&config), &link, 0, &mut back)
-            .unwrap();
+        d.decompress(kind.protocol(&config), &link, 0, &mut back).unwrap();
         assert_eq!(back, bytes, "packet {n}");
     }
     // A full header at the start and every 5 s (F_MAX_TIME: 250 packets).
@@ -119,10 +118,7 @@ fn a_steady_g729_stream_takes_two_header_bytes() {
 #[test]
 fn the_full_header_carries_context_and_sequence_in_the_lengths() {
     for (contexts, first, second) in [(256, 0x4000u16, 0u16), (1000, 0xC000, 0)] {
-        let config = Config {
-            contexts,
-            ..Config::default()
-        };
+        let config = Config { contexts, ..Config::default() };
         let mut c = Compressor::new(config).unwrap();
         let bytes = voice(1, 1)[0].bytes();
         let mut link = Vec::new();
@@ -176,13 +172,7 @@ fn what_cannot_come_back_byte_for_byte_crosses_unchanged() {
     set_ip_checksum(&mut fragment, 20);
     let mut bad_udp_checksum = voice(1, 1)[0].bytes();
     bad_udp_checksum[26] = 0x12;
-    for p in [
-        bad_checksum,
-        fragment,
-        bad_udp_checksum,
-        vec![0x60; 48],
-        vec![0x45; 3],
-    ] {
+    for p in [bad_checksum, fragment, bad_udp_checksum, vec![0x60; 48], vec![0x45; 3]] {
         assert_eq!(c.compress(&p, 0, &mut link), Kind::Ip);
         assert_eq!(link, p);
     }
@@ -355,10 +345,7 @@ proptest! {
 
 #[test]
 fn a_new_flow_takes_the_least_recently_used_context() {
-    let config = Config {
-        contexts: 2,
-        ..Config::default()
-    };
+    let config = Config { contexts: 2, ..Config::default() };
     let mut c = Compressor::new(config).unwrap();
     let mut link = Vec::new();
     let (a, b, new) = (voice(1, 3), voice(2, 3), voice(3, 3));
@@ -413,28 +400,21 @@ fn a_checksum_catches_sixteen_losses_the_link_sequence_misses() {
 #[test]
 fn either_context_id_width_is_read() {
     let narrow = Config::default();
-    let wide = Config {
-        contexts: 300,
-        ..Config::default()
-    };
+    let wide = Config { contexts: 300, ..Config::default() };
     let mut c = Compressor::new(narrow).unwrap();
     let mut d = Decompressor::new(wide).unwrap();
     let (mut link, mut back) = (Vec::new(), Vec::new());
     for p in voice(1, 5) {
         let bytes = p.bytes();
         let kind = c.compress(&bytes, 0, &mut link);
-        d.decompress(kind.protocol(&narrow), &link, 0, &mut back)
-            .unwrap();
+        d.decompress(kind.protocol(&narrow), &link, 0, &mut back).unwrap();
         assert_eq!(back, bytes);
     }
 }
 
 #[test]
 fn the_header_checksum_catches_what_the_link_sequence_misses() {
-    let config = Config {
-        header_checksum: true,
-        ..Config::default()
-    };
+    let config = Config { header_checksum: true, ..Config::default() };
     // No UDP checksum.
     let d = sixteen_lost(config, &voice(1, 40), |n, link| {
         if n == 0 {
@@ -468,12 +448,7 @@ fn the_refresh_list_holds_each_context_once_however_often_it_is_damaged() {
         if n % 20 == 10 {
             c.context_state(&[1, 1, 0, 0x80, 0]); // as if asked: a refresh follows
         }
-        let _ = d.decompress(
-            kind.protocol(&config),
-            &link,
-            n as u64 * 2_000_000_000,
-            &mut back,
-        );
+        let _ = d.decompress(kind.protocol(&config), &link, n as u64 * 2_000_000_000, &mut back);
     }
     assert!(d.stats.sequence_gaps >= 19);
     assert!(d.listed() <= 1, "{} entries for one context", d.listed());
@@ -484,10 +459,7 @@ fn the_refresh_list_holds_each_context_once_however_often_it_is_damaged() {
 
 #[test]
 fn every_damaged_context_is_asked_for_in_turn_and_a_clock_step_back_does_not_stall_it() {
-    let config = Config {
-        contexts: 300,
-        ..Config::default()
-    };
+    let config = Config { contexts: 300, ..Config::default() };
     let mut d = Decompressor::new(config).unwrap();
     let (mut back, mut feedback) = (Vec::new(), Vec::new());
     // 300 contexts never set up: each compressed packet is damage.
@@ -511,11 +483,7 @@ fn every_damaged_context_is_asked_for_in_turn_and_a_clock_step_back_does_not_sta
             damage(&mut d, cid, 11_000_000_000, &mut back);
         }
     }
-    assert_eq!(
-        asked.len(),
-        300,
-        "every context asked for within two rounds"
-    );
+    assert_eq!(asked.len(), 300, "every context asked for within two rounds");
     // The clock steps back 5 s: a context is asked for again all the same.
     while d.context_state(&mut feedback) {}
     damage(&mut d, 42, 6_000_000_000, &mut back);

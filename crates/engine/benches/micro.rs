@@ -15,12 +15,8 @@ fn main() {
 
 /// Raw IPv4/UDP packet (LINKTYPE_RAW).
 fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
-    emit::Ipv4 {
-        id: 1,
-        frag: 0x4000,
-        ..emit::Ipv4::new(src, dst, calliper_wire::ipproto::UDP)
-    }
-    .emit(&emit::udp(sport, dport, payload))
+    emit::Ipv4 { id: 1, frag: 0x4000, ..emit::Ipv4::new(src, dst, calliper_wire::ipproto::UDP) }
+        .emit(&emit::udp(sport, dport, payload))
 }
 
 fn ethernet(ip: &[u8]) -> Vec<u8> {
@@ -65,13 +61,7 @@ fn invite(i: u32) -> Vec<u8> {
 }
 
 fn ok(i: u32) -> Vec<u8> {
-    sip(
-        "SIP/2.0 200 OK",
-        i,
-        "1 INVITE",
-        true,
-        &sdp(callee(i), 30_000),
-    )
+    sip("SIP/2.0 200 OK", i, "1 INVITE", true, &sdp(callee(i), 30_000))
 }
 
 #[divan::bench(sample_size = 1000)]
@@ -83,33 +73,19 @@ fn decode_ethernet_ipv4_udp(b: Bencher) {
 #[divan::bench(sample_size = 1000)]
 fn sip_parse_invite_with_sdp(b: Bencher) {
     let m = invite(42);
-    b.bench(|| {
-        calliper_sip::parse(black_box(&m), false)
-            .map(|m| m.len)
-            .ok()
-    });
+    b.bench(|| calliper_sip::parse(black_box(&m), false).map(|m| m.len).ok());
 }
 
 #[divan::bench(sample_size = 1000)]
 fn sdp_parse(b: Bencher) {
     let s = sdp(caller(1), 20_000);
-    b.bench(|| {
-        calliper_sip::sdp::parse(black_box(s.as_bytes()))
-            .media
-            .len()
-    });
+    b.bench(|| calliper_sip::sdp::parse(black_box(s.as_bytes())).media.len());
 }
 
 #[divan::bench(sample_size = 1000)]
 fn stream_update(b: Bencher) {
-    let first = Packet {
-        arrival_ns: 0,
-        seq: 0,
-        timestamp: 0,
-        payload_type: 18,
-        marker: false,
-        bytes: 32,
-    };
+    let first =
+        Packet { arrival_ns: 0, seq: 0, timestamp: 0, payload_type: 18, marker: false, bytes: 32 };
     let mut s = StreamStats::new(&first, ClockRate::Hz(8000));
     let mut n: u32 = 0;
     b.bench_local(|| {
@@ -177,29 +153,28 @@ fn engine_rtp_packets_64(b: Bencher, calls: u32) {
     let (mut e, mut frames) = established(calls);
     let mut t: i64 = 2_000_000_000;
     let mut i = 0usize;
-    b.counter(divan::counter::ItemsCount::new(64usize))
-        .bench_local(|| {
-            let start = i;
-            let n = frames.len();
-            for k in 0..64 {
-                let f = &mut frames[(start + k) % n];
-                let seq = u16::from_be_bytes([f[30], f[31]]).wrapping_add(1);
-                f[30..32].copy_from_slice(&seq.to_be_bytes());
-                f[32..36].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
-            }
-            let mut raw = [RawPacket::default(); 64];
-            for (k, r) in raw.iter_mut().enumerate() {
-                t += 400;
-                *r = RawPacket {
-                    ts_ns: t,
-                    link_type: 101,
-                    data: &frames[(start + k) % n],
-                    ..RawPacket::default()
-                };
-            }
-            e.packets(black_box(&raw));
-            i = (start + 64) % n;
-        });
+    b.counter(divan::counter::ItemsCount::new(64usize)).bench_local(|| {
+        let start = i;
+        let n = frames.len();
+        for k in 0..64 {
+            let f = &mut frames[(start + k) % n];
+            let seq = u16::from_be_bytes([f[30], f[31]]).wrapping_add(1);
+            f[30..32].copy_from_slice(&seq.to_be_bytes());
+            f[32..36].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
+        }
+        let mut raw = [RawPacket::default(); 64];
+        for (k, r) in raw.iter_mut().enumerate() {
+            t += 400;
+            *r = RawPacket {
+                ts_ns: t,
+                link_type: 101,
+                data: &frames[(start + k) % n],
+                ..RawPacket::default()
+            };
+        }
+        e.packets(black_box(&raw));
+        i = (start + 64) % n;
+    });
 }
 
 /// New calls through the call table: INVITE and 200 OK, both with SDP
@@ -214,14 +189,13 @@ fn call_setup_invite_and_200(b: Bencher) {
             )
         })
         .collect();
-    b.with_inputs(|| Engine::new(Config::default()))
-        .bench_local_values(|mut e| {
-            let mut t = 1_000_000_000;
-            for (inv, ok) in &packets {
-                t += 1000;
-                e.packet(t, 101, inv);
-                e.packet(t + 10, 101, ok);
-            }
-            e
-        });
+    b.with_inputs(|| Engine::new(Config::default())).bench_local_values(|mut e| {
+        let mut t = 1_000_000_000;
+        for (inv, ok) in &packets {
+            t += 1000;
+            e.packet(t, 101, inv);
+            e.packet(t + 10, 101, ok);
+        }
+        e
+    });
 }

@@ -107,15 +107,13 @@ impl Engine {
                         self.agent_report(call, key, |e| {
                             let percent = f64::from(b.fraction_lost) * 100.0 / 256.0;
                             e.max_fraction_lost_percent = Some(
-                                e.max_fraction_lost_percent
-                                    .map_or(percent, |m| m.max(percent)),
+                                e.max_fraction_lost_percent.map_or(percent, |m| m.max(percent)),
                             );
                             if let Some(lost) = signed24(b.packets_lost) {
                                 e.cumulative_lost = Some(lost);
                             }
                             e.max_jitter_units = Some(
-                                e.max_jitter_units
-                                    .map_or(b.ia_jitter, |m| m.max(b.ia_jitter)),
+                                e.max_jitter_units.map_or(b.ia_jitter, |m| m.max(b.ia_jitter)),
                             );
                         })
                         .not()
@@ -125,11 +123,7 @@ impl Engine {
             },
             _ => match serde_json::from_slice::<QualityJson>(h.payload) {
                 Ok(q) => {
-                    let key = AgentReport {
-                        kind: AgentReportKind::Quality,
-                        ssrc: q.SSRC,
-                        ..base
-                    };
+                    let key = AgentReport { kind: AgentReportKind::Quality, ssrc: q.SSRC, ..base };
                     self.agent_report(call, key, |e| {
                         // A MOS is 1 to 5: anything else is not one.
                         if let Some(m) = q.MOS.filter(|m| (1.0..=5.0).contains(m)) {
@@ -145,8 +139,7 @@ impl Engine {
             },
         };
         if refused > 0 {
-            self.counters
-                .count_anomalies("hep_report_table_full", refused as u64);
+            self.counters.count_anomalies("hep_report_table_full", refused as u64);
         }
     }
 
@@ -163,23 +156,16 @@ impl Engine {
         };
         let reports = &mut c.agent_reports.get_or_insert_with(Default::default).0;
         let same = |e: &AgentReport| {
-            (
-                e.kind,
-                e.src,
-                e.src_port,
-                e.dst,
-                e.dst_port,
-                e.ssrc,
-                e.source_ssrc,
-            ) == (
-                key.kind,
-                key.src,
-                key.src_port,
-                key.dst,
-                key.dst_port,
-                key.ssrc,
-                key.source_ssrc,
-            )
+            (e.kind, e.src, e.src_port, e.dst, e.dst_port, e.ssrc, e.source_ssrc)
+                == (
+                    key.kind,
+                    key.src,
+                    key.src_port,
+                    key.dst,
+                    key.dst_port,
+                    key.ssrc,
+                    key.source_ssrc,
+                )
         };
         let at = match reports.iter().position(same) {
             Some(i) => i,
@@ -229,13 +215,7 @@ mod call_tests {
         let m = crate::framing::tests::hep_message(kind, payload, at, ends, id, false);
         // Ports as an RTCP datagram's, not SIP's.
         let h = Hep::parse(&m).unwrap();
-        Hep {
-            sport: 30_001,
-            dport: 40_001,
-            ..h
-        }
-        .emit()
-        .unwrap()
+        Hep { sport: 30_001, dport: 40_001, ..h }.emit().unwrap()
     }
 
     /// The call record `e` writes when its input ends.
@@ -252,10 +232,7 @@ mod call_tests {
     /// An engine reading HEP, with the call `rtcp-1@192.0.2.1` open (its
     /// INVITE arrived as HEP at `T`).
     fn engine_with_call() -> Engine {
-        let mut e = Engine::new(Config {
-            hep_port: Some(9060),
-            ..Config::default()
-        });
+        let mut e = Engine::new(Config { hep_port: Some(9060), ..Config::default() });
         let invite = b"INVITE sip:b@192.0.2.2 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>\r\nCall-ID: rtcp-1@192.0.2.1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
         e.hep_datagram(T, &hep(kind::SIP, invite, T));
         e
@@ -272,20 +249,14 @@ mod call_tests {
                 "{{ \"sender_information\":{{\"ntp_timestamp_sec\":1,\"ntp_timestamp_usec\":2,\"octets\":3,\"rtp_timestamp\":4, \"packets\":5}},\"ssrc\":1111,\"type\":200,\"report_count\":1,\"report_blocks\":[{{\"source_ssrc\":2222,\"highest_seq_no\":9,\"fraction_lost\":{fraction},\"ia_jitter\":{jitter},\"packets_lost\":{lost},\"lsr\":0,\"dlsr\":0}}] }}"
             )
         };
-        e.hep_datagram(
-            T + 1_000,
-            &hep(kind::RTCP_JSON, rr(3, 64, 40).as_bytes(), T + 1_000),
-        );
+        e.hep_datagram(T + 1_000, &hep(kind::RTCP_JSON, rr(3, 64, 40).as_bytes(), T + 1_000));
         e.hep_datagram(
             T + 2_000,
             &hep(kind::RTCP_JSON, rr(0xFF_FFFF, 0, 10).as_bytes(), T + 2_000),
         );
         let q = br#"{"CORRELATION_ID":"rtcp-1@192.0.2.1","MOS":4.1,"SSRC":2222,"TOTAL_PK":100,"EXPECTED_PK":102,"PACKET_LOSS":2,"TYPE":"PERIODIC"}"#;
         e.hep_datagram(T + 3_000, &hep(kind::QUALITY_JSON, q, T + 3_000));
-        e.hep_datagram(
-            T + 4_000,
-            &hep(kind::QUALITY_JSON, b"{\"MOS\": [", T + 4_000),
-        );
+        e.hep_datagram(T + 4_000, &hep(kind::QUALITY_JSON, b"{\"MOS\": [", T + 4_000));
         let mut other = hep(kind::RTCP_JSON, rr(1, 1, 1).as_bytes(), T + 5_000);
         let at = other.windows(6).position(|w| w == b"rtcp-1").unwrap();
         other[at..at + 6].copy_from_slice(b"rtcp-9");
@@ -295,16 +266,9 @@ mod call_tests {
         assert_eq!(r.len(), 2, "{r:?}");
         let rtcp = &r[0];
         assert_eq!(rtcp.kind, AgentReportKind::Rtcp);
-        assert_eq!(
-            (rtcp.ssrc, rtcp.source_ssrc, rtcp.reports),
-            (Some(1111), Some(2222), 2)
-        );
+        assert_eq!((rtcp.ssrc, rtcp.source_ssrc, rtcp.reports), (Some(1111), Some(2222), 2));
         assert_eq!(rtcp.max_fraction_lost_percent, Some(25.0));
-        assert_eq!(
-            rtcp.cumulative_lost,
-            Some(-1),
-            "the last report's, 24-bit signed"
-        );
+        assert_eq!(rtcp.cumulative_lost, Some(-1), "the last report's, 24-bit signed");
         assert_eq!(rtcp.max_jitter_units, Some(40));
         assert_eq!((rtcp.first_ns, rtcp.last_ns), (T + 1_000, T + 2_000));
         assert_eq!((rtcp.src_port, rtcp.dst_port), (30_001, 40_001));

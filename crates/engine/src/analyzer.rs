@@ -43,10 +43,7 @@ impl Analyzer {
             e.set_trackers(hub, true, true);
             Run::Single(Box::new(e))
         };
-        Analyzer {
-            run,
-            time: TimeGuard::default(),
-        }
+        Analyzer { run, time: TimeGuard::default() }
     }
 
     /// Analyses packets, each at the time [`TimeGuard`] believes; an error
@@ -54,10 +51,7 @@ impl Analyzer {
     /// what it finished can still be drained.
     pub fn packets(&mut self, batch: &mut [RawPacket<'_>]) -> Result<(), WorkerFailed> {
         let judged = self.time.admit_packets(batch);
-        let counts = [
-            ("time_implausible", judged.implausible),
-            ("time_jump", judged.jumps),
-        ];
+        let counts = [("time_implausible", judged.implausible), ("time_jump", judged.jumps)];
         match &mut self.run {
             Run::Single(e) => {
                 for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
@@ -71,9 +65,7 @@ impl Analyzer {
                 for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
                     s.reader_anomalies(kind, n, at);
                 }
-                batch
-                    .iter()
-                    .try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data))
+                batch.iter().try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data))
             }
         }
     }

@@ -61,11 +61,7 @@ impl MemoryBound {
 }
 
 fn part(what: &'static str, bytes: usize, bounded_by: &'static str) -> Part {
-    Part {
-        what,
-        bytes,
-        bounded_by,
-    }
+    Part { what, bytes, bounded_by }
 }
 
 /// A call's reports from capture agents over HEP, when full: the box, the
@@ -81,11 +77,7 @@ impl Config {
         let calls = self.max_calls;
         let streams = self.max_streams;
         // Only HEP (`--hep-port`, or the probe's collector) brings them.
-        let agents = if self.hep_port.is_some() {
-            agent_reports_heap()
-        } else {
-            0
-        };
+        let agents = if self.hep_port.is_some() { agent_reports_heap() } else { 0 };
         // Texts, the Call-ID (in the call and as its table key), SDP media
         // descriptions with their rtpmaps, media addresses, stream indices.
         let call_heap = 2 * (MAX_CALL_ID + ALLOC)
@@ -173,25 +165,11 @@ impl Config {
         if threads <= 1 {
             return one;
         }
-        let records = one
-            .parts
-            .iter()
-            .find(|p| p.what == "records")
-            .map_or(0, |p| p.bytes);
+        let records = one.parts.iter().find(|p| p.what == "records").map_or(0, |p| p.bytes);
         // Each shard's rows: the same flags, and --threads.
-        let mut parts: Vec<Part> = one
-            .parts
-            .iter()
-            .map(|p| Part {
-                bytes: p.bytes * threads,
-                ..*p
-            })
-            .collect();
-        parts.push(part(
-            "records merged by the reader",
-            records,
-            "--max-calls, --max-streams",
-        ));
+        let mut parts: Vec<Part> =
+            one.parts.iter().map(|p| Part { bytes: p.bytes * threads, ..*p }).collect();
+        parts.push(part("records merged by the reader", records, "--max-calls, --max-streams"));
         parts.push(part(
             "packet chunks queued",
             crate::parallel::queued_bytes(threads),
@@ -258,15 +236,7 @@ mod tests {
     /// the call's hops, 32 B).
     #[test]
     fn call_and_stream_state_stay_within_budget() {
-        assert!(
-            size_of::<crate::Stream>() <= 528,
-            "{}",
-            size_of::<crate::Stream>()
-        );
-        assert!(
-            size_of::<crate::Call>() <= 592,
-            "{}",
-            size_of::<crate::Call>()
-        );
+        assert!(size_of::<crate::Stream>() <= 528, "{}", size_of::<crate::Stream>());
+        assert!(size_of::<crate::Call>() <= 592, "{}", size_of::<crate::Call>());
     }
 }

@@ -19,11 +19,7 @@ impl SipClassifier {
         for &p in &cfg.sip_ports {
             ports[p as usize >> 6] |= 1 << (p & 63);
         }
-        SipClassifier {
-            ports,
-            any_port: cfg.sip_any_port,
-            hep_port: cfg.hep_port,
-        }
+        SipClassifier { ports, any_port: cfg.sip_any_port, hep_port: cfg.hep_port }
     }
 
     /// Either port is a configured SIP port.
@@ -71,10 +67,7 @@ pub struct Batcher {
 
 impl Default for Batcher {
     fn default() -> Self {
-        Batcher {
-            packets: 0,
-            start_ns: i64::MIN,
-        }
+        Batcher { packets: 0, start_ns: i64::MIN }
     }
 }
 
@@ -201,10 +194,7 @@ mod tests {
     /// `Engine::rtp_key` relies on this to skip the SIP test.
     #[test]
     fn rtp_is_never_sip() {
-        let cfg = Config {
-            sip_any_port: true,
-            ..Config::default()
-        };
+        let cfg = Config { sip_any_port: true, ..Config::default() };
         let sip = SipClassifier::new(&cfg);
         let mut payload = *b"\x80INVITE sip:a@b SIP/2.0\r\n\r\n";
         for first in 0x80..=0xBF {

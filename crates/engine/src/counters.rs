@@ -191,10 +191,7 @@ mod tests {
 
     #[test]
     fn sum_adds_every_field_and_nested_map() {
-        let mut a = Counters {
-            packets: 3,
-            ..Default::default()
-        };
+        let mut a = Counters { packets: 3, ..Default::default() };
         a.defrag.fragments = 1;
         a.anomalies.insert("x", 1);
         let mut b = a.clone();

@@ -86,15 +86,8 @@ impl Dedup {
     /// A filter treating equal packets within `window_ns` as copies.
     pub fn new(window_ns: i64) -> Self {
         Dedup {
-            sets: vec![
-                Set {
-                    hashes: [0; WAYS],
-                    times: [i64::MIN; WAYS],
-                    next: 0,
-                };
-                SETS
-            ]
-            .into_boxed_slice(),
+            sets: vec![Set { hashes: [0; WAYS], times: [i64::MIN; WAYS], next: 0 }; SETS]
+                .into_boxed_slice(),
             window_ns,
             // A per-process seed, so nobody can aim packets at one set.
             seed: fasthash::seed(),
@@ -121,11 +114,7 @@ impl Dedup {
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
         let (kind, a, b, payload, scope) = match f.transport {
             Transport::Tcp { payload: [], .. } => return None,
-            Transport::Udp {
-                sport,
-                dport,
-                payload,
-            } => {
+            Transport::Udp { sport, dport, payload } => {
                 // RTCP (what the engine reads as RTCP) is not RTP here: its
                 // reports lie past any short prefix.
                 let rtp_like =
@@ -133,13 +122,7 @@ impl Dedup {
                 let scope = if rtp_like { Scope::Ends } else { Scope::Whole };
                 (17u64, sport as u64, dport as u64, payload, scope)
             }
-            Transport::Tcp {
-                sport,
-                dport,
-                seq,
-                flags,
-                payload,
-            } => (
+            Transport::Tcp { sport, dport, seq, flags, payload } => (
                 6 | (flags as u64) << 8,
                 sport as u64,
                 ((dport as u64) << 32) | seq as u64,
@@ -185,10 +168,7 @@ impl Dedup {
     pub fn check(&mut self, now: i64, hash: u64) -> bool {
         let window = self.window_ns;
         // Empty entries hold i64::MIN: the subtraction overflows, never within.
-        let within = |t: i64| {
-            now.checked_sub(t)
-                .is_some_and(|d| (0..=window).contains(&d))
-        };
+        let within = |t: i64| now.checked_sub(t).is_some_and(|d| (0..=window).contains(&d));
         let set = &mut self.sets[hash as usize & (SETS - 1)];
         if (set.hashes.iter().zip(&set.times)).any(|(&h, &t)| h == hash && within(t)) {
             self.removed += 1;
@@ -199,11 +179,7 @@ impl Dedup {
         // `next` is always below WAYS; `min` (not `%`, a multiply-shift
         // sequence for 7) only spares the bounds checks.
         let oldest = (set.next as usize).min(WAYS - 1);
-        set.next = if oldest + 1 < WAYS {
-            oldest as u64 + 1
-        } else {
-            0
-        };
+        set.next = if oldest + 1 < WAYS { oldest as u64 + 1 } else { 0 };
         self.overflow += within(set.times[oldest]) as u64;
         set.hashes[oldest] = hash;
         set.times[oldest] = now;
@@ -224,11 +200,7 @@ mod tests {
             tunnels: 0,
             depth: 0,
             ip_id: Some(1),
-            transport: Transport::Udp {
-                sport: 4000,
-                dport: 5000,
-                payload,
-            },
+            transport: Transport::Udp { sport: 4000, dport: 5000, payload },
         }
     }
 
@@ -247,15 +219,7 @@ mod tests {
     fn rtp_is_told_apart_by_both_ends_and_rtcp_and_other_udp_by_every_byte() {
         let mut d = Dedup::new(1000);
         // IPv6-like: no IP ID to tell packets apart.
-        let dup = |d: &mut Dedup, p: &[u8]| {
-            d.is_duplicate(
-                10,
-                &Frame {
-                    ip_id: None,
-                    ..udp(p)
-                },
-            )
-        };
+        let dup = |d: &mut Dedup, p: &[u8]| d.is_duplicate(10, &Frame { ip_id: None, ..udp(p) });
         let rtp = |seq: u16, ts: u32| {
             let mut p = [0u8; 172];
             p[0] = 0x80;
@@ -269,10 +233,7 @@ mod tests {
         assert!(dup(&mut d, &rtp(2, 320)), "a copy");
         let mut forged = rtp(2, 320);
         forged[171] = 1;
-        assert!(
-            !dup(&mut d, &forged),
-            "the same header, another payload end"
-        );
+        assert!(!dup(&mut d, &forged), "the same header, another payload end");
         // RTCP: a report differing only in its jitter (bytes 28..32), which
         // neither 16-byte end of a 52-byte payload holds.
         let mut rr = [0u8; 52];

@@ -36,11 +36,7 @@ pub struct DefragConfig {
 
 impl Default for DefragConfig {
     fn default() -> Self {
-        DefragConfig {
-            timeout_ns: 30_000_000_000,
-            max_datagrams: 8192,
-            max_bytes: 64 << 20,
-        }
+        DefragConfig { timeout_ns: 30_000_000_000, max_datagrams: 8192, max_bytes: 64 << 20 }
     }
 }
 
@@ -215,9 +211,7 @@ impl Defragmenter {
         if copy_uncovered(p, start as u32, piece) {
             self.counters.overlap_conflicts += 1;
         }
-        let complete = p
-            .total
-            .is_some_and(|t| p.ranges.len() == 1 && p.ranges[0] == (0, t))
+        let complete = p.total.is_some_and(|t| p.ranges.len() == 1 && p.ranges[0] == (0, t))
             || p.total == Some(0);
         if !complete {
             return None;
@@ -226,10 +220,7 @@ impl Defragmenter {
         self.counters.reassembled += 1;
         let mut payload = p.data;
         payload.truncate(p.total.unwrap_or(0) as usize);
-        Some(Datagram {
-            protocol: frag.protocol,
-            payload,
-        })
+        Some(Datagram { protocol: frag.protocol, payload })
     }
 
     /// Gives a datagram's buffer back for reuse.
@@ -260,13 +251,7 @@ impl Defragmenter {
         let data = self.pool.pop().unwrap_or_default();
         let idx = self
             .pending
-            .insert(Pending {
-                links: Links::default(),
-                key,
-                data,
-                ranges: Vec::new(),
-                total: None,
-            })
+            .insert(Pending { links: Links::default(), key, data, ranges: Vec::new(), total: None })
             .ok()?;
         self.pending.touch(idx, LIST, now);
         self.index.insert(key, idx);
@@ -340,12 +325,7 @@ mod tests {
     const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 
     fn frag(offset: u32, more: bool) -> Fragment {
-        Fragment {
-            id: 7,
-            offset,
-            more,
-            protocol: 17,
-        }
+        Fragment { id: 7, offset, more, protocol: 17 }
     }
 
     fn payload(n: usize) -> Vec<u8> {
@@ -415,10 +395,7 @@ mod tests {
     #[test]
     fn incomplete_datagrams_time_out() {
         let data = payload(100);
-        let cfg = DefragConfig {
-            timeout_ns: 1000,
-            ..Default::default()
-        };
+        let cfg = DefragConfig { timeout_ns: 1000, ..Default::default() };
         let mut d = Defragmenter::new(cfg);
         assert!(d.add(0, A, B, frag(0, true), &data[..48]).is_none());
         // The rest arrives too late: its piece starts a new datagram.
@@ -429,70 +406,28 @@ mod tests {
 
     #[test]
     fn caps_evict_oldest_and_count() {
-        let cfg = DefragConfig {
-            max_datagrams: 4,
-            ..Default::default()
-        };
+        let cfg = DefragConfig { max_datagrams: 4, ..Default::default() };
         let mut d = Defragmenter::new(cfg);
         let data = payload(16);
         for id in 0..10 {
-            let f = Fragment {
-                id,
-                ..frag(0, true)
-            };
+            let f = Fragment { id, ..frag(0, true) };
             d.add(id as i64, A, B, f, &data);
         }
         assert_eq!(d.len(), 4);
         assert_eq!(d.counters.evicted, 6);
-        let cfg = DefragConfig {
-            max_bytes: 1000,
-            ..Default::default()
-        };
+        let cfg = DefragConfig { max_bytes: 1000, ..Default::default() };
         let mut d = Defragmenter::new(cfg);
         for id in 0..10 {
-            let f = Fragment {
-                id,
-                ..frag(0, true)
-            };
+            let f = Fragment { id, ..frag(0, true) };
             d.add(0, A, B, f, &payload(400));
         }
         assert!(d.bytes() <= 1000);
         assert_eq!(d.counters.evicted, 8);
         // Pieces that grow a held datagram respect the cap too.
-        let mut d = Defragmenter::new(DefragConfig {
-            max_bytes: 1000,
-            ..Default::default()
-        });
-        d.add(
-            0,
-            A,
-            B,
-            Fragment {
-                id: 1,
-                ..frag(0, true)
-            },
-            &payload(400),
-        );
-        d.add(
-            0,
-            A,
-            B,
-            Fragment {
-                id: 2,
-                ..frag(0, true)
-            },
-            &payload(400),
-        );
-        d.add(
-            0,
-            A,
-            B,
-            Fragment {
-                id: 2,
-                ..frag(400, true)
-            },
-            &payload(400),
-        );
+        let mut d = Defragmenter::new(DefragConfig { max_bytes: 1000, ..Default::default() });
+        d.add(0, A, B, Fragment { id: 1, ..frag(0, true) }, &payload(400));
+        d.add(0, A, B, Fragment { id: 2, ..frag(0, true) }, &payload(400));
+        d.add(0, A, B, Fragment { id: 2, ..frag(400, true) }, &payload(400));
         assert!(d.bytes() <= 1000, "{}", d.bytes());
         assert_eq!(d.len(), 1);
     }

@@ -6,12 +6,7 @@ use crate::transactions::Answer;
 
 impl Engine {
     pub(crate) fn sip_message(&mut self, now: i64, flow: &Flow, m: &SipMessage<'_>) {
-        let Flow {
-            src,
-            sport,
-            dst,
-            dport,
-        } = *flow;
+        let Flow { src, sport, dst, dport } = *flow;
         self.counters.sip_messages += 1;
         self.message_completed();
         // Keys come from a fixed set (methods by name, others as one key;
@@ -42,13 +37,7 @@ impl Engine {
             self.counters.anomaly("sip_call_id_too_long");
             return self.sip_event(now, from, to, m, None);
         }
-        let is_invite = matches!(
-            m.start,
-            Some(StartLine::Request {
-                method: "INVITE",
-                ..
-            })
-        );
+        let is_invite = matches!(m.start, Some(StartLine::Request { method: "INVITE", .. }));
         let (idx, started) = match self.call_ids.get(call_id) {
             Some(&i) => (i, false),
             None if is_invite => match self.new_call(now, call_id, flow, m) {
@@ -81,13 +70,8 @@ impl Engine {
             if m.has_sdp() {
                 let hold = self.apply_sdp(idx, side, m.body, src);
                 // Offers decide (an answer to a hold says recvonly).
-                let offer = matches!(
-                    m.start,
-                    Some(StartLine::Request {
-                        method: "INVITE" | "UPDATE",
-                        ..
-                    })
-                );
+                let offer =
+                    matches!(m.start, Some(StartLine::Request { method: "INVITE" | "UPDATE", .. }));
                 if let (Some(hold), true) = (hold, offer) {
                     self.hold_change(idx, now, side, hold);
                 }
@@ -128,11 +112,7 @@ impl Engine {
             return;
         }
         call.held = hold;
-        let phase = if hold {
-            CallPhase::Held
-        } else {
-            CallPhase::Resumed
-        };
+        let phase = if hold { CallPhase::Held } else { CallPhase::Resumed };
         self.call_event(idx, now, phase, None, Some(by));
     }
 
@@ -184,10 +164,8 @@ impl Engine {
                 self.finish_call(oldest, Ending::Evicted);
             }
         }
-        let (from_na, to_na) = (
-            NameAddr::parse(m.from.unwrap_or("")),
-            NameAddr::parse(m.to.unwrap_or("")),
-        );
+        let (from_na, to_na) =
+            (NameAddr::parse(m.from.unwrap_or("")), NameAddr::parse(m.to.unwrap_or("")));
         let rule = if self.rules.no_sip_rules() {
             None
         } else {
@@ -377,11 +355,7 @@ impl Engine {
         };
         match m.start? {
             StartLine::Request { method, .. } => {
-                let sender = if from_is_caller {
-                    Side::Caller
-                } else {
-                    Side::Callee
-                };
+                let sender = if from_is_caller { Side::Caller } else { Side::Callee };
                 match method {
                     "INVITE" => {
                         call.invites += 1;
@@ -424,11 +398,7 @@ impl Engine {
                 Some(sender)
             }
             StartLine::Response { code, reason } => {
-                let sender = if from_is_caller {
-                    Side::Callee
-                } else {
-                    Side::Caller
-                };
+                let sender = if from_is_caller { Side::Callee } else { Side::Caller };
                 if m.cseq_method == Some("BYE") {
                     // SDD: the BYE that ended the call, to its first final answer.
                     if code >= 200 && call.ended_by_bye() && call.bye_answer_ns.is_none() {

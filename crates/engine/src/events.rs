@@ -64,9 +64,7 @@ fn expiry(m: &SipMessage<'_>) -> Option<u32> {
         let params = c.rfind('>').map_or(c, |gt| &c[gt + 1..]);
         params.split(';').skip(1).find_map(|p| {
             let (k, v) = p.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("expires")
-                .then(|| v.trim().parse().ok())?
+            k.trim().eq_ignore_ascii_case("expires").then(|| v.trim().parse().ok())?
         })
     });
     param.or_else(|| m.expires.and_then(|e| e.trim().parse().ok()))
@@ -120,11 +118,7 @@ impl Engine {
     /// until the clock or after.
     pub(crate) fn record_events(&self) {
         if let (Some(hub), true) = (&self.events.hub, self.events.records) {
-            let before = if self.events.finishing {
-                i64::MIN
-            } else {
-                self.now
-            };
+            let before = if self.events.finishing { i64::MIN } else { self.now };
             deliver_records(hub, &self.out, before);
         }
     }
@@ -372,11 +366,7 @@ pub(crate) fn phase_change(
     if after.2 && !before.2 {
         Some(CallPhase::Answered)
     } else if after.1 && !before.1 {
-        Some(if m.has_sdp() {
-            CallPhase::EarlyMedia
-        } else {
-            CallPhase::Ringing
-        })
+        Some(if m.has_sdp() { CallPhase::EarlyMedia } else { CallPhase::Ringing })
     } else if after.0 && !before.0 && m.status().is_some_and(|s| s < 200) {
         Some(CallPhase::Trying)
     } else {

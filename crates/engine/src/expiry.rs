@@ -92,9 +92,8 @@ impl Engine {
         let ms = |a: i64, b: i64| (i128::from(b) - i128::from(a)) as f64 / 1e6;
         let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
         let bye_ns = call.end_ns.filter(|_| call.ended_by_bye());
-        let disconnect_delay_ms = bye_ns
-            .zip(call.bye_answer_ns)
-            .map(|(bye, answer)| ms(bye, answer.get()).max(0.0));
+        let disconnect_delay_ms =
+            bye_ns.zip(call.bye_answer_ns).map(|(bye, answer)| ms(bye, answer.get()).max(0.0));
         let mut record = Box::new(CallRecord {
             serial: call.serial,
             call_id: call.call_id.into(),
@@ -131,9 +130,8 @@ impl Engine {
             mos_scale: None,
             labels: call.labels.iter().map(|l| l.to_string()).collect(),
             record_payload: call.record_payload,
-            capture_dropped: self
-                .capture_dropped
-                .wrapping_sub(call.capture_dropped_at_start) as u64,
+            capture_dropped: self.capture_dropped.wrapping_sub(call.capture_dropped_at_start)
+                as u64,
             // A call in its grace after BYE, CANCEL or failure has ended.
             ongoing: ending == Ending::Open && call.closing.is_none(),
             held_until_ns: self.now.max(end_ns),
@@ -210,11 +208,7 @@ impl Engine {
             .streams
             .live_indices()
             .into_iter()
-            .filter_map(|i| {
-                self.streams
-                    .get(i)
-                    .map(|s| (s.stats.first_ns, i, s.probation == 0))
-            })
+            .filter_map(|i| self.streams.get(i).map(|s| (s.stats.first_ns, i, s.probation == 0)))
             .collect();
         orphans.sort_unstable();
         for (_, i, confirmed) in orphans {

@@ -62,10 +62,7 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
 pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     let s2 = other(seed);
     let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
-        ^ mum(
-            words[2] ^ seed.rotate_left(17) ^ K2,
-            words[3] ^ s2.rotate_left(23) ^ K3,
-        );
+        ^ mum(words[2] ^ seed.rotate_left(17) ^ K2, words[3] ^ s2.rotate_left(23) ^ K3);
     let (step, chunk_hi) = (s2.wrapping_shl(1), seed.rotate_left(41) ^ K2);
     // The key of chunk n (from 1) is the odd multiple (2n + 1) of `s2`.
     let mut key = s2;
@@ -78,10 +75,7 @@ pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     }
     if !rest.is_empty() {
         let (lo, hi) = tail(rest);
-        h ^= mum(
-            lo ^ seed.rotate_left(7) ^ K3 ^ rest.len() as u64,
-            hi ^ s2.rotate_left(53) ^ K0,
-        );
+        h ^= mum(lo ^ seed.rotate_left(7) ^ K3 ^ rest.len() as u64, hi ^ s2.rotate_left(53) ^ K0);
     }
     mum(h ^ s2 ^ K0, (bytes.len() as u64) ^ K1 ^ seed)
 }
@@ -97,10 +91,7 @@ fn tail(b: &[u8]) -> (u64, u64) {
     match n {
         8.. => (word(0), word(n - 8)),
         4.. => (half(0), half(n - 4)),
-        _ => (
-            (b[0] as u64) << 16 | (b[n / 2] as u64) << 8 | b[n - 1] as u64,
-            0,
-        ),
+        _ => ((b[0] as u64) << 16 | (b[n / 2] as u64) << 8 | b[n - 1] as u64, 0),
     }
 }
 
@@ -143,9 +134,8 @@ mod tests {
     fn no_operand_zeroes_a_multiply_without_the_seed() {
         let s = seed();
         let prefix = (K3 as u128) << 64;
-        let words: std::collections::HashSet<u64> = (0..10_000u128)
-            .map(|i| ip_word(IpAddr::V6((prefix | i).into()), s))
-            .collect();
+        let words: std::collections::HashSet<u64> =
+            (0..10_000u128).map(|i| ip_word(IpAddr::V6((prefix | i).into()), s)).collect();
         assert_eq!(words.len(), 10_000);
         // The same for payload chunks and words cancelling a constant.
         let mut chunk = [0u8; 16];
@@ -189,9 +179,8 @@ mod tests {
             (0..64u64).map(|i| tail_cancelling(7 * i)).collect();
         assert_eq!(hashes.len(), 64, "the tail cancels the words");
         // The words against each other: w3 = w0 ^ K0 ^ K3, w2 = w1 ^ K1 ^ K2.
-        let hashes: std::collections::HashSet<u64> = (0..64u64)
-            .map(|i| hash(s, [i, 5 * i, (5 * i) ^ K1 ^ K2, i ^ K0 ^ K3], &[]))
-            .collect();
+        let hashes: std::collections::HashSet<u64> =
+            (0..64u64).map(|i| hash(s, [i, 5 * i, (5 * i) ^ K1 ^ K2, i ^ K0 ^ K3], &[])).collect();
         assert_eq!(hashes.len(), 64, "the words cancel each other");
     }
 

@@ -43,10 +43,5 @@ impl Flow {
 /// The flow of a frame's transport ports.
 #[inline]
 pub(crate) fn flow(f: &calliper_wire::Frame<'_>, sport: u16, dport: u16) -> Flow {
-    Flow {
-        src: f.src,
-        sport,
-        dst: f.dst,
-        dport,
-    }
+    Flow { src: f.src, sport, dst: f.dst, dport }
 }

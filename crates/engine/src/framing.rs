@@ -163,11 +163,7 @@ impl Engine {
                 return self.counters.anomaly(anomaly);
             }
         }
-        let payload = if h.compressed {
-            &inflated[..]
-        } else {
-            h.payload
-        };
+        let payload = if h.compressed { &inflated[..] } else { h.payload };
         let at = if (now.saturating_sub(HEP_MAX_AGE_NS)..=now.saturating_add(HEP_MAX_AHEAD_NS))
             .contains(&h.ts_ns)
         {
@@ -198,12 +194,7 @@ impl Engine {
             132 => SipTransport::Sctp,
             _ => SipTransport::Udp,
         };
-        let flow = Flow {
-            src: h.src,
-            sport: h.sport,
-            dst: h.dst,
-            dport: h.dport,
-        };
+        let flow = Flow { src: h.src, sport: h.sport, dst: h.dst, dport: h.dport };
         self.sip_via_hep = true;
         self.sip_datagram(at, &flow, sip);
         self.sip_via_hep = false;
@@ -228,19 +219,13 @@ const HEP_INFLATE_FLOOR: usize = 4096;
 fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), &'static str> {
     use std::io::Read;
     out.clear();
-    let most = payload
-        .len()
-        .saturating_mul(HEP_INFLATE_RATIO)
-        .clamp(HEP_INFLATE_FLOOR, HEP_INFLATED_MAX);
+    let most =
+        payload.len().saturating_mul(HEP_INFLATE_RATIO).clamp(HEP_INFLATE_FLOOR, HEP_INFLATED_MAX);
     let limit = most as u64 + 1;
     let read = if payload.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(payload)
-            .take(limit)
-            .read_to_end(out)
+        flate2::read::GzDecoder::new(payload).take(limit).read_to_end(out)
     } else {
-        flate2::read::ZlibDecoder::new(payload)
-            .take(limit)
-            .read_to_end(out)
+        flate2::read::ZlibDecoder::new(payload).take(limit).read_to_end(out)
     };
     match read {
         Err(_) => Err("hep_bad_compression"),
@@ -268,10 +253,7 @@ pub(crate) mod tests {
     const MESSAGE: &[u8] = b"OPTIONS sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nCall-ID: inflate-1@192.0.2.1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
 
     fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     /// `MESSAGE` compressed by another implementation (Python's `zlib` and
@@ -315,11 +297,7 @@ pub(crate) mod tests {
         assert!(bomb.len() < 8 << 10, "{} bytes", bomb.len());
         let mut out = Vec::new();
         assert_eq!(inflate(&bomb, &mut out), Err("hep_inflated_too_long"));
-        assert!(
-            out.len() <= HEP_INFLATE_RATIO * bomb.len() + 1,
-            "{}",
-            out.len()
-        );
+        assert!(out.len() <= HEP_INFLATE_RATIO * bomb.len() + 1, "{}", out.len());
         // Under HEP's limit but far beyond the ratio: refused as well.
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
         z.write_all(&vec![b'A'; 60_000]).unwrap();
@@ -362,19 +340,12 @@ pub(crate) mod tests {
     #[test]
     fn hep_times_never_go_back() {
         let msg = |start: &str, at: i64, from: &str, to: &str| {
-            let to_tag = if start.starts_with("SIP/") {
-                ";tag=2"
-            } else {
-                ""
-            };
+            let to_tag = if start.starts_with("SIP/") { ";tag=2" } else { "" };
             let sip = format!("{start}\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bK1\r\nFrom: <sip:a@192.0.2.1>;tag=1\r\nTo: <sip:b@192.0.2.2>{to_tag}\r\nCall-ID: back-1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
             hep_message(kind::SIP, sip.as_bytes(), at, (from, to), None, false)
         };
         let t = 1_700_000_000_000_000_000;
-        let mut e = Engine::new(Config {
-            hep_port: Some(9060),
-            ..Config::default()
-        });
+        let mut e = Engine::new(Config { hep_port: Some(9060), ..Config::default() });
         let (a, b) = ("192.0.2.1", "192.0.2.2");
         e.hep_datagram(t, &msg("INVITE sip:b@192.0.2.2 SIP/2.0", t, a, b));
         let early = t - 30_000_000_000;
@@ -389,33 +360,18 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(c.final_status, Some(486));
         assert_eq!((c.invite_ns, c.end_ns), (t, t));
-        assert!(
-            c.setup_delay_ms.is_none_or(|d| d >= 0.0),
-            "{:?}",
-            c.setup_delay_ms
-        );
+        assert!(c.setup_delay_ms.is_none_or(|d| d >= 0.0), "{:?}", c.setup_delay_ms);
     }
 
     /// The floor follows a capture clock stepped back: after an hour's step
     /// a message is taken at its own time, not pinned an hour ahead.
     #[test]
     fn the_floor_follows_a_clock_stepped_back() {
-        let mut e = Engine::new(Config {
-            hep_port: Some(9060),
-            ..Config::default()
-        });
+        let mut e = Engine::new(Config { hep_port: Some(9060), ..Config::default() });
         let (t, back) = (1_700_000_000_000_000_000, 3_600_000_000_000);
         let ends = ("192.0.2.1", "192.0.2.2");
-        let m = |at| {
-            hep_message(
-                kind::SIP,
-                b"OPTIONS sip:b SIP/2.0\r\n\r\n",
-                at,
-                ends,
-                None,
-                false,
-            )
-        };
+        let m =
+            |at| hep_message(kind::SIP, b"OPTIONS sip:b SIP/2.0\r\n\r\n", at, ends, None, false);
         e.hep_datagram(t, &m(t));
         e.hep_datagram(t - back, &m(t - back));
         assert_eq!(e.hep_floor_ns, t - back);
@@ -427,10 +383,7 @@ pub(crate) mod tests {
     fn compressed_hep_is_read_as_sip() {
         let ends = ("192.0.2.1", "192.0.2.2");
         let hep = |payload: &[u8]| hep_message(kind::SIP, payload, 1_000_000_000, ends, None, true);
-        let mut e = Engine::new(Config {
-            hep_port: Some(9060),
-            ..Config::default()
-        });
+        let mut e = Engine::new(Config { hep_port: Some(9060), ..Config::default() });
         let [zlib, gzip] = by_python();
         for m in [hep(&zlib), hep(&gzip), hep(b"not compressed")] {
             e.hep_datagram(1_000_000_000, &m);

@@ -33,10 +33,7 @@ pub struct StreamIndex {
 
 impl Default for StreamIndex {
     fn default() -> Self {
-        StreamIndex {
-            slots: vec![EMPTY; MIN_SLOTS],
-            len: 0,
-        }
+        StreamIndex { slots: vec![EMPTY; MIN_SLOTS], len: 0 }
     }
 }
 
@@ -140,11 +137,7 @@ impl StreamIndex {
         let mut j = (i + 1) & mask;
         while self.slots[j] != EMPTY {
             let home = self.home((self.slots[j] >> 32) as u32);
-            let stays = if hole <= j {
-                hole < home && home <= j
-            } else {
-                hole < home || home <= j
-            };
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
             if !stays {
                 self.slots[hole] = self.slots[j];
                 hole = j;

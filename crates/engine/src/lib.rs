@@ -296,10 +296,7 @@ impl StreamKey {
     /// The key's hash under `seed`, as the stream index stores it.
     fn hash(&self, seed: u64) -> u64 {
         let ports = (self.sport as u64) << 48 | (self.dport as u64) << 32 | self.ssrc as u64;
-        let (src, dst) = (
-            fasthash::ip_word(self.src, seed),
-            fasthash::ip_word(self.dst, seed),
-        );
+        let (src, dst) = (fasthash::ip_word(self.src, seed), fasthash::ip_word(self.dst, seed));
         fasthash::hash(seed, [ports, src, dst, 0], &[])
     }
 }
@@ -437,10 +434,7 @@ impl Engine {
             counters: Counters::default(),
             owned: Counters::default(),
             total: Counters::default(),
-            rules: cfg
-                .rules
-                .as_ref()
-                .map_or_else(RuleTable::empty, |r| r.table()),
+            rules: cfg.rules.as_ref().map_or_else(RuleTable::empty, |r| r.table()),
             packet_rule: None,
             events: events::Events::default(),
             sip_transport: SipTransport::Udp,
@@ -452,10 +446,7 @@ impl Engine {
             traffic: traffic::Traffic::default(),
             traffic_rows: std::collections::VecDeque::new(),
             owned_duplicates: 0,
-            recorder: cfg
-                .record_sink
-                .as_ref()
-                .map(|f| callpcap::Hook::new((f.0)())),
+            recorder: cfg.record_sink.as_ref().map(|f| callpcap::Hook::new((f.0)())),
             cfg,
         }
     }

@@ -24,12 +24,7 @@ pub struct Links {
 
 impl Default for Links {
     fn default() -> Self {
-        Links {
-            prev: NIL,
-            next: NIL,
-            list: NONE,
-            stamp: 0,
-        }
+        Links { prev: NIL, next: NIL, list: NONE, stamp: 0 }
     }
 }
 
@@ -125,10 +120,7 @@ impl<T: Linked> Slab<T> {
     }
 
     fn links(&mut self, i: Idx) -> &mut Links {
-        self.slots[i as usize]
-            .as_mut()
-            .expect("linked slot is live")
-            .links()
+        self.slots[i as usize].as_mut().expect("linked slot is live").links()
     }
 
     /// Takes entry `i` off whatever list it is on; it stays in the slab.
@@ -211,12 +203,7 @@ impl<T: Linked> Slab<T> {
 
     /// Indices of all live entries (for the final flush only).
     pub fn live_indices(&self) -> Vec<Idx> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| i as Idx)
-            .collect()
+        self.slots.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i as Idx).collect()
     }
 }
 

@@ -42,11 +42,7 @@ impl Engine {
             if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
                 continue;
             }
-            let holder = self
-                .media
-                .get(&(addr, port))
-                .map(|e| e.call)
-                .filter(|&c| c != idx);
+            let holder = self.media.get(&(addr, port)).map(|e| e.call).filter(|&c| c != idx);
             let stranger = holder
                 .and_then(|c| self.calls.get(c))
                 .is_some_and(|other| addr != sender && !other.hops.contains(sender, self.key_seed));
@@ -74,14 +70,7 @@ impl Engine {
                     break;
                 }
                 None => {
-                    push_exact(
-                        &mut call.media,
-                        MediaDesc {
-                            owner: side,
-                            rtpmaps,
-                            encrypted,
-                        },
-                    );
+                    push_exact(&mut call.media, MediaDesc { owner: side, rtpmaps, encrypted });
                     (call.media.len() - 1) as u16
                 }
             };
@@ -96,15 +85,8 @@ impl Engine {
                     self.counters.media_refused += 1;
                     continue;
                 } else {
-                    self.media.insert(
-                        key,
-                        MediaEntry {
-                            call: idx,
-                            desc,
-                            rtp,
-                            streams: Vec::new(),
-                        },
-                    );
+                    self.media
+                        .insert(key, MediaEntry { call: idx, desc, rtp, streams: Vec::new() });
                 }
                 if !call.media_keys.contains(&key) {
                     push_exact(&mut call.media_keys, key);
@@ -132,11 +114,7 @@ impl Engine {
     /// The media entry for a stream: by destination (where SDP says the
     /// receiver listens), else by source (symmetric RTP).
     pub(crate) fn media_entry(&self, k: &StreamKey) -> Option<(MediaRef, bool)> {
-        let r = |e: &MediaEntry| MediaRef {
-            call: e.call,
-            desc: e.desc,
-            rtp: e.rtp,
-        };
+        let r = |e: &MediaEntry| MediaRef { call: e.call, desc: e.desc, rtp: e.rtp };
         self.media
             .get(&(k.dst, k.dport))
             .map(|e| (r(e), true))
@@ -193,12 +171,7 @@ impl Rtpmap {
         }
         let mut name = [0; 15];
         name[..cut].copy_from_slice(&encoding.as_bytes()[..cut]);
-        Rtpmap {
-            payload_type,
-            name_len: cut as u8,
-            name,
-            clock_rate,
-        }
+        Rtpmap { payload_type, name_len: cut as u8, name, clock_rate }
     }
 
     pub(crate) fn name(&self) -> &str {

@@ -126,10 +126,7 @@ impl Engine {
             return record;
         }
         if let Some(call) = event_call(call) {
-            self.events.deliver(&Event::StreamEnded(&StreamEnded {
-                call,
-                record: &record,
-            }));
+            self.events.deliver(&Event::StreamEnded(&StreamEnded { call, record: &record }));
         }
         record
     }
@@ -151,10 +148,7 @@ impl Engine {
         let signalling = self.signalling_events();
         let seen = &mut self.events.anomalies_seen;
         let mut fresh: Vec<(&'static str, u64)> = Vec::new();
-        let maps = [
-            signalling.then_some(&self.counters.anomalies),
-            Some(&self.owned.anomalies),
-        ];
+        let maps = [signalling.then_some(&self.counters.anomalies), Some(&self.owned.anomalies)];
         for (which, map) in maps.into_iter().enumerate() {
             let Some(map) = map else { continue };
             let total: u64 = map.values().fold(0, |a, &b| a.saturating_add(b));
@@ -170,8 +164,7 @@ impl Engine {
             seen[which] = (total, map.clone());
         }
         for (kind, count) in fresh {
-            self.events
-                .deliver(&Event::Anomaly(&Anomaly { ts_ns, kind, count }));
+            self.events.deliver(&Event::Anomaly(&Anomaly { ts_ns, kind, count }));
         }
     }
 }

@@ -163,9 +163,7 @@ impl Parallel {
             let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
             handles.push(std::thread::spawn(move || {
                 let gate = exchange.gate.clone();
-                guard(i, Some(&gate), || {
-                    shard(i, n, shard_cfg, caps, rx, &exchange, result_tx)
-                })?
+                guard(i, Some(&gate), || shard(i, n, shard_cfg, caps, rx, &exchange, result_tx))?
             }));
         }
         Parallel {
@@ -264,10 +262,7 @@ impl Parallel {
         let oldest_free = self.sent.len() > QUEUE + 1
             && self.sent.front().is_some_and(|c| Arc::strong_count(c) == 1);
         let mut fresh = if oldest_free {
-            self.sent
-                .pop_front()
-                .and_then(Arc::into_inner)
-                .unwrap_or_default()
+            self.sent.pop_front().and_then(Arc::into_inner).unwrap_or_default()
         } else {
             Chunk::default()
         };
@@ -286,11 +281,7 @@ impl Parallel {
     /// Merges what the shards wrote; `wait` blocks until every shard is done.
     fn collect(&mut self, wait: bool) {
         loop {
-            let got = if wait {
-                self.results.recv().ok()
-            } else {
-                self.results.try_recv().ok()
-            };
+            let got = if wait { self.results.recv().ok() } else { self.results.try_recv().ok() };
             let Some((shard, records, now)) = got else {
                 return;
             };
@@ -332,8 +323,7 @@ impl Parallel {
             return;
         }
         let mut m = merged;
-        m.streams
-            .sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
+        m.streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
         m.dtmf_digits = crate::dtmf_digits(&m.streams);
         m.summarise_quality();
         self.out.push(Record::Call(Box::new(m)));
@@ -355,9 +345,7 @@ impl Parallel {
     /// records every shard had finished are still in [`Parallel::drain`].
     pub fn finish(&mut self) -> Result<(), WorkerFailed> {
         let dropped = self.capture_dropped;
-        let sent = self
-            .flush()
-            .and_then(|_| self.send(|| Msg::Finish(dropped)));
+        let sent = self.flush().and_then(|_| self.send(|| Msg::Finish(dropped)));
         if let Err(f) = &sent {
             // Release shards waiting at the gate for the failed one.
             self.gate.break_with(f.clone());
@@ -416,10 +404,7 @@ impl Parallel {
     /// and the reader's own packet count (whole even when a shard stopped
     /// early).
     fn merged_counters(&self, shards: &[(Counters, Counters)]) -> Counters {
-        let mut c = shards
-            .first()
-            .map(|(shared, _)| shared.clone())
-            .unwrap_or_default();
+        let mut c = shards.first().map(|(shared, _)| shared.clone()).unwrap_or_default();
         for (_, owned) in shards {
             c.add(owned);
         }
@@ -439,11 +424,7 @@ impl Parallel {
             None => self.reader_anomalies.push((kind, n)),
         }
         if let Some(hub) = &self.trackers {
-            let a = calliper_model::event::Anomaly {
-                ts_ns,
-                kind,
-                count: n,
-            };
+            let a = calliper_model::event::Anomaly { ts_ns, kind, count: n };
             crate::events::deliver_to(hub, &crate::Event::Anomaly(&a));
         }
     }

@@ -7,12 +7,7 @@ use super::*;
 impl Engine {
     /// Analyses one captured frame.
     pub fn packet(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
-        self.packets(&[RawPacket {
-            ts_ns,
-            link_type,
-            data,
-            routing: Routing::Unknown,
-        }]);
+        self.packets(&[RawPacket { ts_ns, link_type, data, routing: Routing::Unknown }]);
     }
 
     /// Analyses captured frames in order, with the same results as one
@@ -94,14 +89,7 @@ impl Engine {
             }
         };
         for i in 0..n.min(INDEX_AHEAD) {
-            decode(
-                self,
-                i,
-                &mut decoded,
-                &mut dedup_hash,
-                &mut stream_hash,
-                &mut media,
-            );
+            decode(self, i, &mut decoded, &mut dedup_hash, &mut stream_hash, &mut media);
         }
         for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
             load_stream(self, sh);
@@ -200,10 +188,7 @@ impl Engine {
         if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
             return None;
         }
-        if self
-            .shard
-            .is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i)
-        {
+        if self.shard.is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i) {
             return None;
         }
         Some(StreamKey {
@@ -281,13 +266,8 @@ impl Engine {
             self.fragment_seen(key, known, d.is_some());
         }
         let d = d?;
-        let outer = Frame {
-            transport: Transport::Other {
-                protocol: d.protocol,
-                payload: &[],
-            },
-            ..*f
-        };
+        let outer =
+            Frame { transport: Transport::Other { protocol: d.protocol, payload: &[] }, ..*f };
         Some((d, outer))
     }
 
@@ -302,22 +282,14 @@ impl Engine {
             Transport::Fragment { .. } => return false,
             Transport::Other { protocol, payload } => match payload {
                 // SCTP's common header starts with the ports.
-                [a, b, c, d, ..] if protocol == 132 => (
-                    protocol,
-                    u16::from_be_bytes([*a, *b]),
-                    u16::from_be_bytes([*c, *d]),
-                ),
+                [a, b, c, d, ..] if protocol == 132 => {
+                    (protocol, u16::from_be_bytes([*a, *b]), u16::from_be_bytes([*c, *d]))
+                }
                 _ => (protocol, 0, 0),
             },
         };
-        let flow = calliper_rules::Flow {
-            vlan: f.vlan,
-            protocol,
-            src: f.src,
-            dst: f.dst,
-            sport,
-            dport,
-        };
+        let flow =
+            calliper_rules::Flow { vlan: f.vlan, protocol, src: f.src, dst: f.dst, sport, dport };
         self.packet_rule = None;
         match self.rules.lookup(&flow) {
             Some(RuleAction::Ignore) => {
@@ -342,11 +314,7 @@ impl Engine {
     /// Handles a frame's transport payload (never a fragment).
     pub(crate) fn transport(&mut self, now: i64, f: &Frame<'_>) {
         match f.transport {
-            Transport::Udp {
-                sport,
-                dport,
-                payload,
-            } => {
+            Transport::Udp { sport, dport, payload } => {
                 let flow = flow(f, sport, dport);
                 // Signalling is counted by every shard alike (`counters`),
                 // media only by the shard that owns its address pair (`owned`).
@@ -375,13 +343,7 @@ impl Engine {
                     self.media_datagram(now, &flow, payload);
                 }
             }
-            Transport::Tcp {
-                sport,
-                dport,
-                seq,
-                flags,
-                payload,
-            } => {
+            Transport::Tcp { sport, dport, seq, flags, payload } => {
                 self.counters.tcp += 1;
                 let key = flow(f, sport, dport);
                 // Track a direction from its SYN to a SIP port or from its
@@ -431,10 +393,7 @@ impl Engine {
             }
             // Handled by `frame`, which loops over nested reassemblies.
             Transport::Fragment { .. } => {}
-            Transport::Other {
-                protocol: 132,
-                payload,
-            } => {
+            Transport::Other { protocol: 132, payload } => {
                 self.counters.other_ip += 1;
                 // Taken out for the length of the call so messages can reach
                 // the call table; an empty map, so nothing is allocated.

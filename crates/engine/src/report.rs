@@ -45,11 +45,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         bytes: st.bytes,
         expected,
         lost,
-        loss_percent: if expected == 0 {
-            0.0
-        } else {
-            lost as f64 * 100.0 / expected as f64
-        },
+        loss_percent: if expected == 0 { 0.0 } else { lost as f64 * 100.0 / expected as f64 },
         duplicates: st.seq.duplicates as u64,
         out_of_order: st.seq.out_of_order as u64,
         seq_resets: st.seq.resets as u64,
@@ -60,10 +56,7 @@ pub(crate) fn stream_record(s: &Stream, desc: Option<&MediaDesc>) -> StreamRecor
         max_jitter_ms: st.ws.max_jitter,
         segment_mean_jitter_ms: st.segments.as_ref().map(|s| s.mean_jitter),
         segment_max_jitter_ms: st.segments.as_ref().map(|s| s.max_jitter),
-        restarts_ns: st
-            .segments
-            .as_ref()
-            .map_or_else(Vec::new, |s| s.restarts_ns.clone()),
+        restarts_ns: st.segments.as_ref().map_or_else(Vec::new, |s| s.restarts_ns.clone()),
         min_delta_ms: st.ws.min_delta(),
         mean_delta_ms: st.ws.mean_delta,
         max_delta_ms: st.ws.max_delta,

@@ -50,10 +50,7 @@ impl Routed {
         if self.shard as usize == index {
             Routing::Owned
         } else if index == 0 {
-            Routing::Counted {
-                class: self.class,
-                src: self.src,
-            }
+            Routing::Counted { class: self.class, src: self.src }
         } else {
             Routing::Skipped
         }
@@ -69,10 +66,7 @@ pub struct Router {
 impl Router {
     /// For a run of `shards` shards configured with `cfg`.
     pub fn new(cfg: &Config, shards: usize) -> Router {
-        Router {
-            sip: SipClassifier::new(cfg),
-            shards: shards.max(1) as u64,
-        }
+        Router { sip: SipClassifier::new(cfg), shards: shards.max(1) as u64 }
     }
 
     /// The packet's owner when it is media on the short decoding path;
@@ -116,11 +110,8 @@ mod tests {
 
     fn udp4(src: [u8; 4], dst: [u8; 4], ports: (u16, u16), payload: &[u8], id: u16) -> Vec<u8> {
         let (sport, dport) = ports;
-        let ip = emit::Ipv4 {
-            id,
-            ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP)
-        }
-        .emit(&emit::udp(sport, dport, payload));
+        let ip = emit::Ipv4 { id, ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP) }
+            .emit(&emit::udp(sport, dport, payload));
         emit::ethernet(&[], emit::ethertype::IPV4, &ip)
     }
 
@@ -164,10 +155,7 @@ mod tests {
                 for i in 0..shards {
                     let expect = match (i as u64 == owner, i) {
                         (true, _) => Routing::Owned,
-                        (false, 0) => Routing::Counted {
-                            class: r.class,
-                            src: near(id).into(),
-                        },
+                        (false, 0) => Routing::Counted { class: r.class, src: near(id).into() },
                         (false, _) => Routing::Skipped,
                     };
                     assert_eq!(r.for_shard(i), expect);

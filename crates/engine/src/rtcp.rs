@@ -47,10 +47,8 @@ impl Engine {
             // An SR names its sender's stream, a block or XR metrics the
             // stream its sender receives: each is one search, counted
             // against the cap.
-            let sr = report.and_then(|r| {
-                r.sender
-                    .map(|(ntp, ..)| Part::SenderReport(ntp, r.reporter))
-            });
+            let sr =
+                report.and_then(|r| r.sender.map(|(ntp, ..)| Part::SenderReport(ntp, r.reporter)));
             let report_blocks = report.into_iter().flat_map(|r| r.blocks().map(Part::Block));
             for part in sr.into_iter().chain(report_blocks).chain(xr) {
                 blocks += 1;
@@ -60,9 +58,7 @@ impl Engine {
                     return;
                 }
                 let readable = |si: &Idx, is: &dyn Fn(&StreamKey) -> bool| {
-                    self.streams
-                        .get(*si)
-                        .is_some_and(|s| is(&s.key) && !encrypted(c, s))
+                    self.streams.get(*si).is_some_and(|s| is(&s.key) && !encrypted(c, s))
                 };
                 match part {
                     Part::SenderReport(ntp, reporter) => {
@@ -157,9 +153,7 @@ const MAX_RTCP_BLOCKS: usize = 64;
 
 /// The stream's SDP says SRTP.
 fn encrypted(c: &Call, s: &Stream) -> bool {
-    s.desc
-        .and_then(|d| c.media.get(d as usize))
-        .is_some_and(|d| d.encrypted)
+    s.desc.and_then(|d| c.media.get(d as usize)).is_some_and(|d| d.encrypted)
 }
 
 /// Longest round trip taken as a measurement (G.114's upper limit on

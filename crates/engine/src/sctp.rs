@@ -117,12 +117,7 @@ impl Sctp {
             sport: u16::from_be_bytes([p[0], p[1]]),
             dport: u16::from_be_bytes([p[2], p[3]]),
         };
-        let key = Flow {
-            src,
-            sport: ports.sport,
-            dst,
-            dport: ports.dport,
-        };
+        let key = Flow { src, sport: ports.sport, dst, dport: ports.dport };
         let mut rest = &p[12..];
         while rest.len() >= 4 {
             let kind = rest[0];
@@ -308,11 +303,7 @@ mod tests {
             0,
             a,
             a,
-            &[0; 12]
-                .iter()
-                .chain(&[0, 3, 0xFF, 0xFF])
-                .copied()
-                .collect::<Vec<u8>>(),
+            &[0; 12].iter().chain(&[0, 3, 0xFF, 0xFF]).copied().collect::<Vec<u8>>(),
             |_, _| {},
         );
         assert_eq!(s.counters.dropped_pieces, 2);

@@ -50,11 +50,7 @@ impl SharedCaps {
         if let Some(c) = self.candidates.get(shard) {
             c.store(own, Relaxed);
         }
-        self.candidates
-            .iter()
-            .map(|c| c.load(Relaxed))
-            .sum::<usize>()
-            >= cap
+        self.candidates.iter().map(|c| c.load(Relaxed)).sum::<usize>() >= cap
     }
 
     /// Takes a place for one more stream in the call in `slot` (number

@@ -94,12 +94,11 @@ impl Engine {
         if pkt.payload_type != s.last_pt {
             s.last_pt = pkt.payload_type;
             s.last_clock = match (s.call, s.desc) {
-                (Some(c), Some(d)) => self
-                    .calls
-                    .get(c)
-                    .map_or(Codec::static_clock(pkt.payload_type), |call| {
+                (Some(c), Some(d)) => {
+                    self.calls.get(c).map_or(Codec::static_clock(pkt.payload_type), |call| {
                         resolve(call.media.get(d as usize), pkt.payload_type).clock
-                    }),
+                    })
+                }
                 _ => Codec::static_clock(pkt.payload_type),
             };
         }
@@ -145,8 +144,7 @@ impl Engine {
             None => k.hash(self.key_seed),
         };
         let streams = &self.streams;
-        self.stream_ids
-            .find(hash, |i| streams.get(i).is_some_and(|s| s.key == *k))
+        self.stream_ids.find(hash, |i| streams.get(i).is_some_and(|s| s.key == *k))
     }
 
     /// A packet of a stream without a call: confirm candidates, adopt the
@@ -214,10 +212,7 @@ impl Engine {
             return false;
         };
         call.streams.len() < MAX_STREAMS_PER_CALL
-            && self
-                .shared
-                .as_ref()
-                .is_none_or(|c| c.admit_call_stream(idx, call.serial))
+            && self.shared.as_ref().is_none_or(|c| c.admit_call_stream(idx, call.serial))
     }
 
     /// Gives back a place [`Self::admit_call_stream`] took.
@@ -261,9 +256,7 @@ impl Engine {
         };
         push_exact(&mut call.streams, si);
         let desc = call.media.get(e.desc as usize);
-        let direction = desc.map_or(StreamDirection::Unknown, |d| {
-            Self::direction(d.owner, by_dst)
-        });
+        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
         let Some(s) = self.streams.get_mut(si) else {
             return false;
         };
@@ -302,9 +295,7 @@ impl Engine {
         };
         let desc = call.media.get(e.desc as usize);
         let codec = resolve(desc, pkt.payload_type);
-        let direction = desc.map_or(StreamDirection::Unknown, |d| {
-            Self::direction(d.owner, by_dst)
-        });
+        let direction = desc.map_or(StreamDirection::Unknown, |d| Self::direction(d.owner, by_dst));
         let stream = Stream {
             links: Links::default(),
             key,

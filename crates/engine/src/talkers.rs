@@ -54,10 +54,7 @@ impl Talkers {
         // Odd, so never the free tag.
         let tag = (h >> 16) as u16 as u64 | 1;
         let t = self.table.get_or_insert_with(|| {
-            Box::new(Table {
-                tags: [0; GROUPS],
-                slots: [(0, 0, 0); SLOTS],
-            })
+            Box::new(Table { tags: [0; GROUPS], slots: [(0, 0, 0); SLOTS] })
         });
         let word = t.tags[group];
         let mut matches = zero_lanes(word ^ tag.wrapping_mul(LANES_LOW));
@@ -102,18 +99,12 @@ impl Talkers {
             }
         }
         all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
-        let mut top = [Talker {
-            address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            packets: 0,
-            bytes: 0,
-        }; TOP_TALKERS];
+        let mut top =
+            [Talker { address: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), packets: 0, bytes: 0 };
+                TOP_TALKERS];
         let n = all.len().min(TOP_TALKERS);
         for (t, &(address, packets, bytes)) in top.iter_mut().zip(&all) {
-            *t = Talker {
-                address,
-                packets,
-                bytes,
-            };
+            *t = Talker { address, packets, bytes };
         }
         (top, n)
     }
@@ -128,9 +119,8 @@ mod tests {
     #[test]
     fn sources_are_kept_until_their_group_is_full() {
         let mut t = Talkers::default();
-        let sources: Vec<IpAddr> = (0..2000u32)
-            .map(|i| IpAddr::V4((0x0A00_0000 + i * 7).into()))
-            .collect();
+        let sources: Vec<IpAddr> =
+            (0..2000u32).map(|i| IpAddr::V4((0x0A00_0000 + i * 7).into())).collect();
         for round in 1..=3u64 {
             for (i, &s) in sources.iter().enumerate() {
                 t.add(s, 100 + i as u64);
@@ -164,22 +154,11 @@ mod tests {
 
     #[test]
     fn zero_lanes_flags_the_lowest_zero_exactly() {
-        for x in [
-            0u64,
-            1,
-            0x0001_0000,
-            0x0000_0001_0000_0000,
-            0xFFFF_0001_0000_8000,
-            u64::MAX,
-        ] {
+        for x in [0u64, 1, 0x0001_0000, 0x0000_0001_0000_0000, 0xFFFF_0001_0000_8000, u64::MAX] {
             let lanes: Vec<u16> = (0..4).map(|k| (x >> (16 * k)) as u16).collect();
             let lowest = lanes.iter().position(|&l| l == 0);
             let z = zero_lanes(x);
-            assert_eq!(
-                (z != 0).then(|| z.trailing_zeros() as usize / 16),
-                lowest,
-                "{x:#x}"
-            );
+            assert_eq!((z != 0).then(|| z.trailing_zeros() as usize / 16), lowest, "{x:#x}");
         }
     }
 }

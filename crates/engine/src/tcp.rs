@@ -208,10 +208,7 @@ impl TcpReassembler {
         if !payload.is_empty() {
             self.data(now, idx, seq, payload);
         }
-        Some(Offered {
-            flow: idx,
-            closing: flags & (FIN | RST) != 0,
-        })
+        Some(Offered { flow: idx, closing: flags & (FIN | RST) != 0 })
     }
 
     /// Takes a flow's buffer to frame messages in it; give it back with
@@ -220,10 +217,7 @@ impl TcpReassembler {
         match self.flows.get_mut(flow) {
             Some(f) => {
                 self.bytes -= f.buf.len();
-                (
-                    std::mem::take(&mut f.buf),
-                    std::mem::replace(&mut f.resync, false),
-                )
+                (std::mem::take(&mut f.buf), std::mem::replace(&mut f.resync, false))
             }
             None => (Vec::new(), false),
         }
@@ -270,9 +264,7 @@ impl TcpReassembler {
     /// Whether the flow holds bytes not yet framed (part of a message, or
     /// segments beyond a gap).
     pub fn pending(&self, flow: Idx) -> bool {
-        self.flows
-            .get(flow)
-            .is_some_and(|f| !f.buf.is_empty() || !f.ooo.is_empty())
+        self.flows.get(flow).is_some_and(|f| !f.buf.is_empty() || !f.ooo.is_empty())
     }
 
     /// Tells the flow not to be framed again until its buffer holds `bytes`.
@@ -396,10 +388,7 @@ impl TcpReassembler {
             return;
         };
         self.counters.out_of_order += 1;
-        if f.ooo
-            .iter()
-            .any(|(s, _, b)| *s == seq && b.len() >= payload.len())
-        {
+        if f.ooo.iter().any(|(s, _, b)| *s == seq && b.len() >= payload.len()) {
             self.counters.retransmitted_bytes += payload.len() as u64;
             return;
         }
@@ -443,11 +432,10 @@ impl TcpReassembler {
     }
 
     fn skip_stale_gap(&mut self, now: i64, idx: Idx) {
-        let stale = self.flows.get(idx).is_some_and(|f| {
-            f.ooo
-                .iter()
-                .any(|&(_, t, _)| now - t >= self.cfg.gap_timeout_ns)
-        });
+        let stale = self
+            .flows
+            .get(idx)
+            .is_some_and(|f| f.ooo.iter().any(|&(_, t, _)| now - t >= self.cfg.gap_timeout_ns));
         if stale {
             self.skip_gap(idx);
         }

@@ -86,9 +86,9 @@ impl TimeGuard {
         if self.reference.is_none() {
             self.reference = Some(median(batch));
         }
-        let (lo, hi) = batch.iter().fold((i64::MAX, i64::MIN), |(lo, hi), p| {
-            (lo.min(p.ts_ns()), hi.max(p.ts_ns()))
-        });
+        let (lo, hi) = batch
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), p| (lo.min(p.ts_ns()), hi.max(p.ts_ns())));
         if self.admit_span(first, last, lo, hi) {
             return Judged::default();
         }
@@ -98,10 +98,7 @@ impl TimeGuard {
             let ts = self.admit(batch[i].ts_ns(), next);
             batch[i].set_ts_ns(ts);
         }
-        Judged {
-            implausible: self.implausible - implausible,
-            jumps: self.jumps - jumps,
-        }
+        Judged { implausible: self.implausible - implausible, jumps: self.jumps - jumps }
     }
 
     /// Whether a batch whose times run from `first` to `last`, all within
@@ -200,13 +197,7 @@ mod tests {
 
     /// Packets stamped `times`, as a batch.
     fn batch(times: &[i64]) -> Vec<RawPacket<'static>> {
-        times
-            .iter()
-            .map(|&ts_ns| RawPacket {
-                ts_ns,
-                ..RawPacket::default()
-            })
-            .collect()
+        times.iter().map(|&ts_ns| RawPacket { ts_ns, ..RawPacket::default() }).collect()
     }
 
     #[test]
@@ -215,40 +206,18 @@ mod tests {
             let mut g = TimeGuard::default();
             let mut b = batch(&[first, T, T + 1, T + 2]);
             let judged = g.admit_packets(&mut b);
-            assert_eq!(
-                judged,
-                Judged {
-                    implausible: 1,
-                    jumps: 0
-                },
-                "{first}"
-            );
-            assert!(
-                (T..=T + 2).contains(&b[0].ts_ns),
-                "{first}: at the batch's median"
-            );
-            assert_eq!(
-                b[1..].iter().map(|p| p.ts_ns).collect::<Vec<_>>(),
-                [T, T + 1, T + 2]
-            );
+            assert_eq!(judged, Judged { implausible: 1, jumps: 0 }, "{first}");
+            assert!((T..=T + 2).contains(&b[0].ts_ns), "{first}: at the batch's median");
+            assert_eq!(b[1..].iter().map(|p| p.ts_ns).collect::<Vec<_>>(), [T, T + 1, T + 2]);
         }
         // A batch within a day is believed whole, and counts nothing.
         let mut g = TimeGuard::default();
         let mut b = batch(&[T, T + DAY / 2, T + 1]);
         assert_eq!(g.admit_packets(&mut b), Judged::default());
-        assert_eq!(
-            b.iter().map(|p| p.ts_ns).collect::<Vec<_>>(),
-            [T, T + DAY / 2, T + 1]
-        );
+        assert_eq!(b.iter().map(|p| p.ts_ns).collect::<Vec<_>>(), [T, T + DAY / 2, T + 1]);
         // A jump the next packet agrees with is believed and counted.
         let mut b = batch(&[T + 2, T + 900 * DAY, T + 900 * DAY + 1]);
-        assert_eq!(
-            g.admit_packets(&mut b),
-            Judged {
-                implausible: 0,
-                jumps: 1
-            }
-        );
+        assert_eq!(g.admit_packets(&mut b), Judged { implausible: 0, jumps: 1 });
     }
 
     #[test]
@@ -265,46 +234,19 @@ mod tests {
         assert_eq!(g.admit(T + 2, || None), T + 2);
         assert_eq!(g.implausible, 2);
         // The packet after, when known, agrees at once.
-        assert_eq!(
-            g.admit(later + DAY * 3, || Some(later + DAY * 3 + 1)),
-            later + DAY * 3
-        );
-        assert_eq!(
-            g.admit(T + 10, || Some(T + 11 + 400 * DAY)),
-            later + DAY * 3
-        );
+        assert_eq!(g.admit(later + DAY * 3, || Some(later + DAY * 3 + 1)), later + DAY * 3);
+        assert_eq!(g.admit(T + 10, || Some(T + 11 + 400 * DAY)), later + DAY * 3);
         assert_eq!(g.implausible, 3);
-        let stamped = [
-            T + 12,
-            T + 13,
-            T + 13 + 400 * DAY,
-            T + 14,
-            T + 900 * DAY,
-            T + 900 * DAY + 1,
-        ];
+        let stamped =
+            [T + 12, T + 13, T + 13 + 400 * DAY, T + 14, T + 900 * DAY, T + 900 * DAY + 1];
         let times: Vec<i64> = (0..stamped.len())
             .map(|i| g.admit(stamped[i], || stamped.get(i + 1).copied()))
             .collect();
-        assert_eq!(
-            times,
-            [
-                T + 12,
-                T + 13,
-                T + 13,
-                T + 14,
-                T + 900 * DAY,
-                T + 900 * DAY + 1
-            ]
-        );
+        assert_eq!(times, [T + 12, T + 13, T + 13, T + 14, T + 900 * DAY, T + 900 * DAY + 1]);
         assert_eq!(g.implausible, 4);
         // A batch within a day of its reference and spanning less is
         // believed whole; one that is not is left to each packet's turn.
-        assert!(g.admit_span(
-            T + 900 * DAY + 2,
-            T + 900 * DAY + 5,
-            T + 900 * DAY,
-            T + 901 * DAY
-        ));
+        assert!(g.admit_span(T + 900 * DAY + 2, T + 900 * DAY + 5, T + 900 * DAY, T + 901 * DAY));
         assert!(!g.admit_span(T + 900 * DAY + 6, T + 900 * DAY + 7, T, T + 900 * DAY + 7));
         assert!(!g.admit_span(T + 902 * DAY, T + 902 * DAY, T + 902 * DAY, T + 902 * DAY));
         assert_eq!(g.implausible, 4);

@@ -115,11 +115,7 @@ fn classify(f: &Frame<'_>, sip: &SipClassifier) -> (usize, usize, usize) {
         }
     };
     match f.transport {
-        Transport::Udp {
-            sport,
-            dport,
-            payload,
-        } => {
+        Transport::Udp { sport, dport, payload } => {
             let app = app_of_ports(sport, dport).unwrap_or_else(|| match payload {
                 [b0, b1, ..] if b0 >> 6 == 2 && (200..=204).contains(b1) => 2,
                 [b0, ..] if b0 >> 6 == 2 && payload.len() >= 12 => 1,
@@ -297,26 +293,17 @@ impl Engine {
 
     fn traffic_deliver(&mut self, start_ns: i64, end_ns: i64) {
         let tr = &self.traffic;
-        let mut protocols = [TrafficClass {
-            network: "",
-            transport: "",
-            application: "",
-            packets: 0,
-            bytes: 0,
-        }; CLASSES];
+        let mut protocols =
+            [TrafficClass { network: "", transport: "", application: "", packets: 0, bytes: 0 };
+                CLASSES];
         let mut n = 0;
         for (i, network) in NETWORKS.iter().enumerate() {
             for (j, transport) in TRANSPORTS.iter().enumerate() {
                 for (k, application) in APPLICATIONS.iter().enumerate() {
                     let (packets, bytes) = tr.counts[class_index(i, j, k)];
                     if packets > 0 {
-                        protocols[n] = TrafficClass {
-                            network,
-                            transport,
-                            application,
-                            packets,
-                            bytes,
-                        };
+                        protocols[n] =
+                            TrafficClass { network, transport, application, packets, bytes };
                         n += 1;
                     }
                 }

@@ -36,10 +36,7 @@ const OTHERS: usize = 3;
 
 /// The methods whose responses change a call (others are only shown).
 fn tracked(method: &str) -> bool {
-    matches!(
-        method,
-        "INVITE" | "BYE" | "CANCEL" | "UPDATE" | "PRACK" | "REFER"
-    )
+    matches!(method, "INVITE" | "BYE" | "CANCEL" | "UPDATE" | "PRACK" | "REFER")
 }
 
 /// The latest requests of a call, as keys; 0 marks an empty slot.
@@ -85,11 +82,8 @@ impl Transactions {
             self.keys[0] = key;
             return;
         }
-        let (ring, base, len) = if establishing {
-            (0, 1, INVITES - 1)
-        } else {
-            (1, INVITES, OTHERS)
-        };
+        let (ring, base, len) =
+            if establishing { (0, 1, INVITES - 1) } else { (1, INVITES, OTHERS) };
         let at = self.next[ring] as usize % len;
         self.keys[base + at] = key;
         self.next[ring] = ((at + 1) % len) as u8;
@@ -108,9 +102,7 @@ impl Transactions {
         };
         let key = key(seed, m, method, dst, src);
         match self.keys.iter().find(|&&k| k & !1 == key) {
-            Some(k) => Answer::Matched {
-                establishing: k & 1 == 1,
-            },
+            Some(k) => Answer::Matched { establishing: k & 1 == 1 },
             None => Answer::Unmatched,
         }
     }
@@ -164,17 +156,10 @@ mod tests {
 
     #[test]
     fn responses_match_direction_cseq_and_branch() {
-        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.2".parse().unwrap(),
-            "10.0.0.3".parse().unwrap(),
-        );
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), "10.0.0.3".parse().unwrap());
         let seed = fasthash::seed();
-        let invite = msg(
-            "INVITE sip:b@h SIP/2.0",
-            "SIP/2.0/UDP a;branch=z9hG4bK1",
-            "1 INVITE",
-        );
+        let invite = msg("INVITE sip:b@h SIP/2.0", "SIP/2.0/UDP a;branch=z9hG4bK1", "1 INVITE");
         let invite = calliper_sip::parse(&invite, false).unwrap();
         let mut t = Transactions::default();
         t.request(seed, &invite, a, b, true);
@@ -183,19 +168,13 @@ mod tests {
             t.response(seed, &calliper_sip::parse(&r, false).unwrap(), src, dst)
         };
         let via = "SIP/2.0/UDP a;branch=z9hG4bK1";
-        assert_eq!(
-            answer(via, "1 INVITE", b, a),
-            Answer::Matched { establishing: true }
-        );
+        assert_eq!(answer(via, "1 INVITE", b, a), Answer::Matched { establishing: true });
         // The scanner's own 200, sent the INVITE's way.
         assert_eq!(answer(via, "1 INVITE", a, b), Answer::Unmatched);
         assert_eq!(answer(via, "1 INVITE", c, a), Answer::Unmatched);
         assert_eq!(answer(via, "2 INVITE", b, a), Answer::Unmatched);
         assert_eq!(answer(via, "1 BYE", b, a), Answer::Unmatched);
-        assert_eq!(
-            answer("SIP/2.0/UDP a;branch=z9hG4bK2", "1 INVITE", b, a),
-            Answer::Unmatched
-        );
+        assert_eq!(answer("SIP/2.0/UDP a;branch=z9hG4bK2", "1 INVITE", b, a), Answer::Unmatched);
         assert_eq!(answer(via, "1 INFO", b, a), Answer::Untracked);
     }
 
@@ -204,18 +183,8 @@ mod tests {
         let seed = fasthash::seed();
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let mut t = Transactions::default();
-        let invite = msg(
-            "INVITE sip:b@h SIP/2.0",
-            "SIP/2.0/UDP a;branch=i",
-            "1 INVITE",
-        );
-        t.request(
-            seed,
-            &calliper_sip::parse(&invite, false).unwrap(),
-            a,
-            b,
-            true,
-        );
+        let invite = msg("INVITE sip:b@h SIP/2.0", "SIP/2.0/UDP a;branch=i", "1 INVITE");
+        t.request(seed, &calliper_sip::parse(&invite, false).unwrap(), a, b, true);
         for n in 2..100 {
             let u = msg(
                 "UPDATE sip:b@h SIP/2.0",

@@ -49,8 +49,7 @@ pub fn starts_sip_frame(p: &[u8]) -> bool {
 }
 
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
+    hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// One frame's header.
@@ -94,10 +93,9 @@ pub fn frame(b: &[u8]) -> Result<Option<Frame>, FrameTooLarge> {
     let masked = b[1] & 0x80 != 0;
     let (len, mut header) = match b[1] & 0x7F {
         126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as u64, 4),
-        127 if b.len() >= 10 => (
-            u64::from_be_bytes([b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]),
-            10,
-        ),
+        127 if b.len() >= 10 => {
+            (u64::from_be_bytes([b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]), 10)
+        }
         126 | 127 => return Ok(None),
         n => (n as u64, 2),
     };
@@ -117,13 +115,7 @@ pub fn frame(b: &[u8]) -> Result<Option<Frame>, FrameTooLarge> {
     if b.len() < total {
         return Ok(None);
     }
-    Ok(Some(Frame {
-        fin,
-        opcode,
-        mask,
-        header,
-        len: total,
-    }))
+    Ok(Some(Frame { fin, opcode, mask, header, len: total }))
 }
 
 #[cfg(test)]
@@ -173,8 +165,6 @@ mod tests {
         assert!(is_sip_upgrade(
             b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: sip\r\n\r\n"
         ));
-        assert!(!is_sip_upgrade(
-            b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"
-        ));
+        assert!(!is_sip_upgrade(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"));
     }
 }

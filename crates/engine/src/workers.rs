@@ -42,10 +42,7 @@ pub fn guard<T>(
     f: impl FnOnce() -> T,
 ) -> Result<T, WorkerFailed> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        let failed = WorkerFailed {
-            worker,
-            message: panic_message(&panic),
-        };
+        let failed = WorkerFailed { worker, message: panic_message(&panic) };
         if let Some(g) = gate {
             g.break_with(failed.clone());
         }
@@ -81,11 +78,7 @@ struct GateState {
 impl Gate {
     /// A gate that opens when `n` workers wait at it.
     pub fn new(n: usize) -> Gate {
-        Gate {
-            n: n.max(1),
-            state: Mutex::new(GateState::default()),
-            turn: Condvar::new(),
-        }
+        Gate { n: n.max(1), state: Mutex::new(GateState::default()), turn: Condvar::new() }
     }
 
     fn lock(&self) -> MutexGuard<'_, GateState> {

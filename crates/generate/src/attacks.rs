@@ -11,13 +11,8 @@ pub(crate) const HOSTILE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 66);
 /// The 407 a proxy that authenticates answers a flood INVITE with: a scan
 /// against such a proxy leaves a challenged call per INVITE.
 pub(crate) fn challenge(invite: &str) -> String {
-    let header = |name: &str| {
-        invite
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_default()
-            .to_string()
-    };
+    let header =
+        |name: &str| invite.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
     format!(
         "SIP/2.0 407 Proxy Authentication Required\r\n{}\r\n{}\r\n{};tag=p1\r\n{}\r\nCSeq: 1 INVITE\r\nProxy-Authenticate: Digest realm=\"x\", nonce=\"1\"\r\nContent-Length: 0\r\n\r\n",
         header("Via:"),
@@ -62,9 +57,8 @@ pub(crate) fn hostile_message(rng: &mut Rng, k: u64) -> Vec<u8> {
             head("", "0").replace(&id, &long).into_bytes()
         }
         3 => {
-            let media: String = (0..2000)
-                .map(|i| format!("m=audio {} RTP/AVP 0\r\n", 2000 + 2 * i))
-                .collect();
+            let media: String =
+                (0..2000).map(|i| format!("m=audio {} RTP/AVP 0\r\n", 2000 + 2 * i)).collect();
             let body = format!("v=0\r\nc=IN IP4 192.0.2.66\r\n{media}");
             let mut m = head("Content-Type: application/sdp\r\n", &body.len().to_string());
             m.push_str(&body);

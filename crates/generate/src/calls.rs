@@ -16,24 +16,12 @@ pub(crate) struct Loss {
 impl Loss {
     pub(crate) fn new(avg: f64, b: f64) -> Loss {
         // With b = P(loss | loss), stationary loss avg: p = avg (1 - b) / (1 - avg).
-        let p = if b > 0.0 {
-            avg * (1.0 - b) / (1.0 - avg)
-        } else {
-            avg
-        };
-        Loss {
-            p_good_to_bad: p,
-            b,
-            last_lost: false,
-        }
+        let p = if b > 0.0 { avg * (1.0 - b) / (1.0 - avg) } else { avg };
+        Loss { p_good_to_bad: p, b, last_lost: false }
     }
 
     pub(crate) fn drop(&mut self, rng: &mut Rng) -> bool {
-        let p = if self.last_lost && self.b > 0.0 {
-            self.b
-        } else {
-            self.p_good_to_bad
-        };
+        let p = if self.last_lost && self.b > 0.0 { self.b } else { self.p_good_to_bad };
         self.last_lost = rng.uniform() < p;
         self.last_lost
     }
@@ -163,10 +151,7 @@ pub(crate) fn sip_message(i: u32, kind: u8, c: &Call) -> (bool, String) {
         ),
         1 => (false, hdr("SIP/2.0 100 Trying", "1 INVITE", "")),
         2 => (false, hdr("SIP/2.0 180 Ringing", "1 INVITE", "")),
-        3 => (
-            false,
-            hdr("SIP/2.0 200 OK", "1 INVITE", &sdp(b, rtp_port(i), &c.codec)),
-        ),
+        3 => (false, hdr("SIP/2.0 200 OK", "1 INVITE", &sdp(b, rtp_port(i), &c.codec))),
         4 => (true, hdr(&format!("ACK sip:d{i}@{b} SIP/2.0"), "1 ACK", "")),
         5 => (true, hdr(&format!("BYE sip:d{i}@{b} SIP/2.0"), "2 BYE", "")),
         _ => (false, hdr("SIP/2.0 200 OK", "2 BYE", "")),

@@ -76,12 +76,7 @@ pub fn write_pcap(
     out.write_all(&pcap_out::file_header(1, 65535, Resolution::Micros))?;
     let mut record = |ts_ns: i64, frame: &[u8]| {
         let len = frame.len() as u32;
-        out.write_all(&pcap_out::record_header(
-            ts_ns,
-            len,
-            len,
-            Resolution::Micros,
-        ))?;
+        out.write_all(&pcap_out::record_header(ts_ns, len, len, Resolution::Micros))?;
         out.write_all(frame)
     };
     generate(spec, &mut record, truth)
@@ -108,17 +103,10 @@ pub fn generate(
         hostile_sent: 0,
         hostile_every: (attacks / spec.hostile.max(1)).max(1),
         rtp: vec![0u8; 12 + 160],
-        out: Out {
-            frame,
-            truth,
-            packets: 0,
-        },
+        out: Out { frame, truth, packets: 0 },
     };
     run.run()?;
-    Ok(Made {
-        packets: run.out.packets,
-        calls: run.calls.len() as u64,
-    })
+    Ok(Made { packets: run.out.packets, calls: run.calls.len() as u64 })
 }
 
 /// What happens next to a call (or the attack traffic).
@@ -213,10 +201,7 @@ impl Run<'_, '_, '_> {
         if self.spec.flood + self.spec.hostile > 0 {
             self.agenda.push(T0, Ev::Flood(0));
         }
-        let stop = self
-            .spec
-            .duration
-            .map_or(i64::MAX, |d| T0 + (d * 1e9) as i64);
+        let stop = self.spec.duration.map_or(i64::MAX, |d| T0 + (d * 1e9) as i64);
         while let Some(Reverse((t, _, i, kind, arg))) = self.agenda.heap.pop() {
             if t > stop {
                 break;
@@ -254,9 +239,7 @@ impl Run<'_, '_, '_> {
             pick -= wgt;
         }
         let rng = &mut self.rng;
-        let hold = rng
-            .inverse_gaussian(spec.hold_mean, spec.hold_shape)
-            .max(0.5);
+        let hold = rng.inverse_gaussian(spec.hold_mean, spec.hold_shape).max(0.5);
         let answer = t + 1000 * MS;
         let call = Call {
             codec,
@@ -335,8 +318,7 @@ impl Run<'_, '_, '_> {
             self.out.udp(t, src, 5060, VICTIM, 5060, m.as_bytes())?;
             if spec.flood_challenged {
                 let answer = challenge(&m);
-                self.out
-                    .udp(t + MS, VICTIM, 5060, src, 5060, answer.as_bytes())?;
+                self.out.udp(t + MS, VICTIM, 5060, src, 5060, answer.as_bytes())?;
             }
         }
         if k + 1 < spec.flood + spec.hostile {
@@ -395,14 +377,12 @@ impl Run<'_, '_, '_> {
             c.dropped[d] += 1;
         } else if hold {
             c.reordered[d] += 1;
-            self.late
-                .push(Reverse((t + 30 * MS, src, dst, port, self.rtp.clone())));
+            self.late.push(Reverse((t + 30 * MS, src, dst, port, self.rtp.clone())));
         } else {
             self.out.udp(t, src, port, dst, port, &self.rtp)?;
             if spec.duplicate > 0.0 && self.rng.uniform() * 100.0 < spec.duplicate {
                 c.duplicated[d] += 1;
-                self.late
-                    .push(Reverse((t + MS, src, dst, port, self.rtp.clone())));
+                self.late.push(Reverse((t + MS, src, dst, port, self.rtp.clone())));
             }
         }
         self.agenda.push(t + 20 * MS, Ev::Rtp(i, arg));

@@ -80,18 +80,9 @@ fn codec(name: &str) -> Result<Codec, String> {
         "pcma" => ("PCMA", 8, 160),
         "g729" => ("G729", 18, 20),
         "g722" => ("G722", 9, 160),
-        other => {
-            return Err(format!(
-                "unknown codec {other:?} (use pcmu, pcma, g729, g722)"
-            ))
-        }
+        other => return Err(format!("unknown codec {other:?} (use pcmu, pcma, g729, g722)")),
     };
-    Ok(Codec {
-        name,
-        pt,
-        payload,
-        ts_step: 160,
-    })
+    Ok(Codec { name, pt, payload, ts_step: 160 })
 }
 
 impl Spec {
@@ -114,7 +105,7 @@ impl Spec {
         let positive = |x: f64| x > 0.0 && x.is_finite();
         if self.flood + self.hostile > u32::MAX as u64 || !positive(self.flood_rate) {
             return Err(
-                "--flood plus --hostile must fit in 32 bits and --flood-rate be positive".into(),
+                "--flood plus --hostile must fit in 32 bits and --flood-rate be positive".into()
             );
         }
         if self.calls == 0
@@ -124,7 +115,7 @@ impl Spec {
             || !positive(self.hold_shape)
         {
             return Err(
-                "--calls, --concurrent, --hold-mean and --hold-shape must be positive".into(),
+                "--calls, --concurrent, --hold-mean and --hold-shape must be positive".into()
             );
         }
         if self.duration.is_some_and(|d| !positive(d)) {
@@ -133,11 +124,10 @@ impl Spec {
         let mut mix = Vec::new();
         for part in self.codecs.split(',') {
             let (name, w) = part.split_once(':').unwrap_or((part, "1"));
-            let w: f64 = w
-                .parse()
-                .ok()
-                .filter(|w: &f64| *w >= 0.0 && w.is_finite())
-                .ok_or_else(|| format!("--codecs: bad weight in {part:?} (a number, 0 or more)"))?;
+            let w: f64 =
+                w.parse().ok().filter(|w: &f64| *w >= 0.0 && w.is_finite()).ok_or_else(|| {
+                    format!("--codecs: bad weight in {part:?} (a number, 0 or more)")
+                })?;
             mix.push((codec(name.trim()).map_err(|e| format!("--codecs: {e}"))?, w));
         }
         if !positive(mix.iter().map(|(_, w)| w).sum()) {

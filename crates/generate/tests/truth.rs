@@ -47,12 +47,7 @@ fn every_stream_holds_what_the_truth_says_was_delivered() {
     assert_eq!(lines.len(), 80, "two streams per call");
     let field = |line: &str, name: &str| -> u64 {
         let at = line.find(&format!("\"{name}\":")).unwrap() + name.len() + 3;
-        line[at..]
-            .split([',', '}'])
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
+        line[at..].split([',', '}']).next().unwrap().parse().unwrap()
     };
     let mut dropped = 0;
     for line in lines {
@@ -66,55 +61,13 @@ fn every_stream_holds_what_the_truth_says_was_delivered() {
 #[test]
 fn a_parameter_out_of_range_is_refused_by_name() {
     for (spec, option) in [
-        (
-            Spec {
-                loss: 100.0,
-                ..Spec::default()
-            },
-            "--loss",
-        ),
-        (
-            Spec {
-                concurrent: f64::NAN,
-                ..Spec::default()
-            },
-            "--concurrent",
-        ),
-        (
-            Spec {
-                duration: Some(f64::INFINITY),
-                ..Spec::default()
-            },
-            "--duration",
-        ),
-        (
-            Spec {
-                duration: Some(0.0),
-                ..Spec::default()
-            },
-            "--duration",
-        ),
-        (
-            Spec {
-                codecs: "pcmu:-5".into(),
-                ..Spec::default()
-            },
-            "--codecs",
-        ),
-        (
-            Spec {
-                codecs: "pcmu:0".into(),
-                ..Spec::default()
-            },
-            "--codecs",
-        ),
-        (
-            Spec {
-                codecs: "foo".into(),
-                ..Spec::default()
-            },
-            "--codecs",
-        ),
+        (Spec { loss: 100.0, ..Spec::default() }, "--loss"),
+        (Spec { concurrent: f64::NAN, ..Spec::default() }, "--concurrent"),
+        (Spec { duration: Some(f64::INFINITY), ..Spec::default() }, "--duration"),
+        (Spec { duration: Some(0.0), ..Spec::default() }, "--duration"),
+        (Spec { codecs: "pcmu:-5".into(), ..Spec::default() }, "--codecs"),
+        (Spec { codecs: "pcmu:0".into(), ..Spec::default() }, "--codecs"),
+        (Spec { codecs: "foo".into(), ..Spec::default() }, "--codecs"),
     ] {
         let e = spec.check().unwrap_err();
         assert!(e.contains(option), "{option}: {e}");

@@ -69,10 +69,7 @@ pub struct NerCodes {
 impl Default for NerCodes {
     /// Busy 486 and 600, no answer 480 and 487 after ringing, rejection 603.
     fn default() -> Self {
-        NerCodes {
-            always: vec![480, 486, 600, 603],
-            after_ringing: vec![487],
-        }
+        NerCodes { always: vec![480, 486, 600, 603], after_ringing: vec![487] }
     }
 }
 
@@ -80,10 +77,7 @@ impl NerCodes {
     /// Parses `480,486,600,603,487@ringing` (a code, or a code counted only
     /// after ringing).
     pub fn parse(s: &str) -> Result<NerCodes, String> {
-        let mut codes = NerCodes {
-            always: Vec::new(),
-            after_ringing: Vec::new(),
-        };
+        let mut codes = NerCodes { always: Vec::new(), after_ringing: Vec::new() };
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (code, list) = match item.strip_suffix("@ringing") {
                 Some(c) => (c, &mut codes.after_ringing),
@@ -169,9 +163,7 @@ impl KpiCounts {
         use Counter::*;
         let answered = c.answer_ns.is_some();
         // A cancelled attempt whose 487 was not seen ended as a 487 would.
-        let status = c
-            .final_status
-            .or((c.state == CallState::Cancelled).then_some(487));
+        let status = c.final_status.or((c.state == CallState::Cancelled).then_some(487));
         let open = c.ongoing || c.state == CallState::Evicted;
         if !answered && status.is_none() && open {
             self.bump(Unresolved, 1);
@@ -345,10 +337,7 @@ mod tests {
         for (uri, host) in [
             ("sip:alice@Atlanta.com:5060;transport=tcp", "Atlanta.com"),
             ("<sip:alice;day=tuesday@atlanta.com>", "atlanta.com"),
-            (
-                "sip:+12125551212;npdi;rn=+1@gw.example.com;user=phone",
-                "gw.example.com",
-            ),
+            ("sip:+12125551212;npdi;rn=+1@gw.example.com;user=phone", "gw.example.com"),
             ("sips:[2001:db8::1]:5061", "2001:db8::1"),
             ("sip:example.com?subject=a@b", "example.com"),
             ("tel:+1-201-555-0123", "tel"),

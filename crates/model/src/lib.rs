@@ -421,11 +421,8 @@ impl CallRecord {
         let scale = [emodel::Scale::Narrowband, emodel::Scale::Wideband]
             .into_iter()
             .find(|&scale| self.streams.iter().any(|s| s.mos_scale == Some(scale)));
-        let on_scale = || {
-            self.streams
-                .iter()
-                .filter(move |s| scale.is_some() && s.mos_scale == scale)
-        };
+        let on_scale =
+            || self.streams.iter().filter(move |s| scale.is_some() && s.mos_scale == scale);
         let least = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::min);
         self.worst_mos = least(&mut on_scale().filter_map(|s| s.mos));
         self.worst_interval_mos = least(&mut on_scale().filter_map(|s| s.worst_interval_mos));

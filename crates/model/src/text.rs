@@ -62,9 +62,6 @@ mod tests {
         assert_eq!(visible("\u{1b}[2J\r"), "\\u{1b}[2J\\u{d}");
         assert_eq!(visible("a\u{200b}b\u{2066}"), "a\\u{200b}b\\u{2066}");
         assert_eq!(visible("é—"), "é—");
-        assert_eq!(
-            visible("a\u{ad}\u{e0041}b\u{3164}"),
-            "a\\u{ad}\\u{e0041}b\\u{3164}"
-        );
+        assert_eq!(visible("a\u{ad}\u{e0041}b\u{3164}"), "a\\u{ad}\\u{e0041}b\\u{3164}");
     }
 }

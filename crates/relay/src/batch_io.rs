@@ -84,12 +84,7 @@ impl RecvBatch {
             truncated: 0,
             coalesced: 0,
         };
-        let RecvHeaders {
-            names,
-            iov,
-            hdrs,
-            control,
-        } = &mut *r.headers;
+        let RecvHeaders { names, iov, hdrs, control } = &mut *r.headers;
         for (((chunk, v), h), (name, c)) in r
             .buf
             .chunks_exact_mut(SLOT)
@@ -121,11 +116,7 @@ impl RecvBatch {
             h.msg_hdr.msg_flags = 0;
         }
         self.used = 0;
-        let flags = if wait {
-            libc::MSG_WAITFORONE
-        } else {
-            libc::MSG_DONTWAIT
-        };
+        let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
         // SAFETY: every header points at a live buffer, name, iovec and
         // control area of the sizes given, all outliving the call.
         let r = unsafe {
@@ -296,17 +287,8 @@ impl SendBatch {
         let mut control = [[0u64; CONTROL / 8]; BATCH];
         let mut runs = [0usize; BATCH];
         let chunks = self.buf.chunks_exact_mut(MAX_DATAGRAM);
-        for (i, (v, chunk)) in iov
-            .iter_mut()
-            .zip(chunks)
-            .enumerate()
-            .take(self.n)
-            .skip(first)
-        {
-            *v = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: self.lens[i],
-            };
+        for (i, (v, chunk)) in iov.iter_mut().zip(chunks).enumerate().take(self.n).skip(first) {
+            *v = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: self.lens[i] };
         }
         let (mut m, mut d) = (0, first);
         while d < self.n {
@@ -348,12 +330,7 @@ impl SendBatch {
             // SAFETY: headers done..m point at live buffers, names, iovecs
             // and control areas of the sizes given, all outliving the call.
             let r = unsafe {
-                libc::sendmmsg(
-                    socket.as_raw_fd(),
-                    hdrs[done..].as_mut_ptr(),
-                    (m - done) as u32,
-                    0,
-                )
+                libc::sendmmsg(socket.as_raw_fd(), hdrs[done..].as_mut_ptr(), (m - done) as u32, 0)
             };
             if r > 0 {
                 for &k in &runs[done..done + r as usize] {
@@ -369,10 +346,7 @@ impl SendBatch {
             }
             let failed_first = first + runs[..done].iter().sum::<usize>();
             if runs[done] > 1
-                && matches!(
-                    e.raw_os_error(),
-                    Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
-                )
+                && matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT))
             {
                 // No segmentation offload here: resend this run one by one.
                 self.segment = false;
@@ -436,10 +410,9 @@ pub fn kernel_drops(socket: &UdpSocket) -> io::Result<u64> {
 /// kernel granted.
 pub fn set_buffers(socket: &UdpSocket, bytes: usize) -> usize {
     let v = bytes.min(i32::MAX as usize / 2) as libc::c_int;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
+    for (force, plain) in
+        [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)]
+    {
         if set_int(socket, libc::SOL_SOCKET, force, v).is_err() {
             let _ = set_int(socket, libc::SOL_SOCKET, plain, v);
         }
@@ -507,29 +480,14 @@ mod tests;
 /// Waits up to `ms` milliseconds for any of `fds` to be readable
 /// (`poll(2)`): the indices of those that are (none on a signal or timeout).
 pub fn wait_readable(fds: &[std::os::fd::RawFd], ms: i32) -> io::Result<Vec<usize>> {
-    let mut polls: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut polls: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: `polls` is a valid, initialised array of `polls.len()`
     // pollfd structures, alive for the call.
     let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
     if n < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(Vec::new())
-        } else {
-            Err(e)
-        };
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(Vec::new()) } else { Err(e) };
     }
-    Ok(polls
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.revents != 0)
-        .map(|(i, _)| i)
-        .collect())
+    Ok(polls.iter().enumerate().filter(|(_, p)| p.revents != 0).map(|(i, _)| i).collect())
 }

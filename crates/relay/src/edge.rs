@@ -65,15 +65,12 @@ fn default_idle() -> f64 {
 impl EdgeConfig {
     /// The control address (from `udp:ADDR:PORT`).
     pub fn control_addr(&self) -> Result<SocketAddr, String> {
-        self.control
-            .strip_prefix("udp:")
-            .and_then(|a| a.parse().ok())
-            .ok_or_else(|| {
-                format!(
-                    "edge.control = {:?}: give udp:ADDR:PORT, e.g. udp:127.0.0.1:2223",
-                    self.control
-                )
-            })
+        self.control.strip_prefix("udp:").and_then(|a| a.parse().ok()).ok_or_else(|| {
+            format!(
+                "edge.control = {:?}: give udp:ADDR:PORT, e.g. udp:127.0.0.1:2223",
+                self.control
+            )
+        })
     }
 
     /// The media port range (from `MIN-MAX`).
@@ -85,10 +82,8 @@ impl EdgeConfig {
             )
         };
         let (a, b) = self.ports.split_once('-').ok_or_else(bad)?;
-        let (a, b): (u16, u16) = (
-            a.trim().parse().map_err(|_| bad())?,
-            b.trim().parse().map_err(|_| bad())?,
-        );
+        let (a, b): (u16, u16) =
+            (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
         (a >= 1024 && b > a).then_some((a, b)).ok_or_else(bad)
     }
 
@@ -177,9 +172,7 @@ impl Edge {
         let addr = cfg.control_addr()?;
         let control_socket =
             UdpSocket::bind(addr).map_err(|e| format!("cannot bind edge.control {addr}: {e}"))?;
-        control_socket
-            .set_nonblocking(true)
-            .map_err(|e| e.to_string())?;
+        control_socket.set_nonblocking(true).map_err(|e| e.to_string())?;
         Ok(Edge {
             control_socket,
             allow: cfg.allow.clone(),
@@ -301,10 +294,7 @@ impl Edge {
                 self.counters.overlay_unknown_origin += 1;
                 continue;
             };
-            let (to, from) = (
-                u16::from_be_bytes([*t0, *t1]),
-                u16::from_be_bytes([*f0, *f1]),
-            );
+            let (to, from) = (u16::from_be_bytes([*t0, *t1]), u16::from_be_bytes([*f0, *f1]));
             let src = Source::Peer(SocketAddr::new(peer.address, from));
             let now = self.now();
             if let Some(f) = self.core.forward(now, to, src, &buf[4..n]) {
@@ -323,14 +313,9 @@ impl Edge {
                 self.counters.overlay_sent += 1;
                 let [t0, t1] = f.to.port().to_be_bytes();
                 let [f0, f1] = f.from_port.to_be_bytes();
-                client
-                    .send_parts(p.node, EDGE_VPORT, &[t0, t1, f0, f1], bytes)
-                    .is_ok()
+                client.send_parts(p.node, EDGE_VPORT, &[t0, t1, f0, f1], bytes).is_ok()
             }
-            _ => self
-                .media
-                .get(&f.from_port)
-                .is_some_and(|s| s.send_to(bytes, f.to).is_ok()),
+            _ => self.media.get(&f.from_port).is_some_and(|s| s.send_to(bytes, f.to).is_ok()),
         };
         if !sent {
             self.counters.send_errors += 1;
@@ -407,11 +392,7 @@ mod tests {
 
     fn sdp_of(s: &UdpSocket) -> String {
         let a = s.local_addr().unwrap();
-        format!(
-            "v=0\r\nc=IN IP4 {}\r\nm=audio {} RTP/AVP 0\r\n",
-            a.ip(),
-            a.port()
-        )
+        format!("v=0\r\nc=IN IP4 {}\r\nm=audio {} RTP/AVP 0\r\n", a.ip(), a.port())
     }
 
     /// Two parties on loopback, the edge between them: what one sends to
@@ -441,35 +422,21 @@ mod tests {
             s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         }
         let tags = [("call-id", "c@x"), ("from-tag", "a")];
-        let to_callee = exchange(
-            control,
-            &[tags[0], tags[1], ("command", "offer")],
-            &sdp_of(&caller),
-        );
+        let to_callee =
+            exchange(control, &[tags[0], tags[1], ("command", "offer")], &sdp_of(&caller));
         let answer = [tags[0], tags[1], ("to-tag", "b"), ("command", "answer")];
         let to_caller = exchange(control, &answer, &sdp_of(&callee));
-        caller
-            .send_to(b"hello callee", ("127.0.0.1", to_caller))
-            .unwrap();
+        caller.send_to(b"hello callee", ("127.0.0.1", to_caller)).unwrap();
         let mut buf = [0u8; 64];
         let (n, from) = callee.recv_from(&mut buf).unwrap();
         assert_eq!((&buf[..n], from.port()), (&b"hello callee"[..], to_callee));
-        callee
-            .send_to(b"hello caller", ("127.0.0.1", to_callee))
-            .unwrap();
+        callee.send_to(b"hello caller", ("127.0.0.1", to_callee)).unwrap();
         let (n, from) = caller.recv_from(&mut buf).unwrap();
         assert_eq!((&buf[..n], from.port()), (&b"hello caller"[..], to_caller));
         let stranger = UdpSocket::bind("127.0.0.2:0").unwrap();
-        stranger
-            .send_to(b"spoof", ("127.0.0.1", to_caller))
-            .unwrap();
-        callee
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        assert!(
-            callee.recv_from(&mut buf).is_err(),
-            "a stranger's datagram was relayed"
-        );
+        stranger.send_to(b"spoof", ("127.0.0.1", to_caller)).unwrap();
+        callee.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        assert!(callee.recv_from(&mut buf).is_err(), "a stranger's datagram was relayed");
         stop.store(true, Ordering::Relaxed);
         let counters = thread.join().unwrap().unwrap();
         assert_eq!(counters.control.media_relayed, 2);

@@ -47,16 +47,8 @@ impl GilbertElliott {
     /// values below `loss` mean independent loss).
     pub fn new(loss: f64, burst: f64) -> GilbertElliott {
         let b = if burst < loss { loss } else { burst };
-        let p = if loss >= 1.0 {
-            1.0
-        } else {
-            loss * (1.0 - b) / (1.0 - loss)
-        };
-        GilbertElliott {
-            p,
-            b,
-            last_lost: false,
-        }
+        let p = if loss >= 1.0 { 1.0 } else { loss * (1.0 - b) / (1.0 - loss) };
+        GilbertElliott { p, b, last_lost: false }
     }
 
     /// True when this packet is lost.
@@ -172,10 +164,7 @@ mod tests {
             assert!((avg - loss).abs() < loss * 0.03, "{loss} {burst}: {avg}");
             let mean_burst = lost as f64 / bursts as f64;
             let want = 1.0 / (1.0 - burst.max(loss));
-            assert!(
-                (mean_burst - want).abs() < want * 0.05,
-                "{mean_burst} vs {want}"
-            );
+            assert!((mean_burst - want).abs() < want * 0.05, "{mean_burst} vs {want}");
         }
     }
 }

@@ -56,18 +56,14 @@ fn float(field: &str, v: f64, (lo, hi): (f64, f64), unit: &str) -> Result<(), St
     if (lo..=hi).contains(&v) {
         return Ok(());
     }
-    Err(format!(
-        "{field} = {v} is out of range: allowed {lo} to {hi}{unit}"
-    ))
+    Err(format!("{field} = {v} is out of range: allowed {lo} to {hi}{unit}"))
 }
 
 fn int(field: &str, v: u64, (lo, hi): (u64, u64), unit: &str) -> Result<(), String> {
     if (lo..=hi).contains(&v) {
         return Ok(());
     }
-    Err(format!(
-        "{field} = {v} is out of range: allowed {lo} to {hi}{unit}"
-    ))
+    Err(format!("{field} = {v} is out of range: allowed {lo} to {hi}{unit}"))
 }
 
 fn rate(field: &str, v: f64) -> Result<(), String> {
@@ -91,22 +87,12 @@ fn emulation(at: &str, loss: f64, burst: f64, delay: f64, jitter: f64) -> Result
 /// Checks every number of a simulator topology.
 pub fn topology(t: &Topology) -> Result<(), String> {
     let s = &t.settings;
-    int(
-        "settings.nack_rounds",
-        s.nack_rounds.into(),
-        NACK_ROUNDS,
-        "",
-    )?;
+    int("settings.nack_rounds", s.nack_rounds.into(), NACK_ROUNDS, "")?;
     float("settings.budget_ms", s.budget_ms, BUDGET_MS, " ms")?;
     float("settings.warmup_ms", s.warmup_ms, WARMUP_MS, " ms")?;
     let share = s.retransmit_share;
     float("settings.retransmit_share", share, RETRANSMIT_SHARE, "")?;
-    int(
-        "settings.crtp_repeats",
-        s.crtp_repeats.into(),
-        CRTP_REPEATS,
-        "",
-    )?;
+    int("settings.crtp_repeats", s.crtp_repeats.into(), CRTP_REPEATS, "")?;
     links(&t.links)?;
     let ends: HashSet<(NodeId, NodeId)> = t.links.iter().map(|l| (l.a, l.b)).collect();
     let (mut all_packets, mut all_streams) = (0u64, 0u64);
@@ -117,24 +103,14 @@ pub fn topology(t: &Topology) -> Result<(), String> {
         let interval = st.interval_ms;
         float(&format!("{at}.interval_ms"), interval, INTERVAL_MS, " ms")?;
         float(&format!("{at}.start_ms"), st.start_ms, SIM_TIME_MS, " ms")?;
-        int(
-            &format!("{at}.payload"),
-            st.payload as u64,
-            PAYLOAD,
-            " bytes",
-        )?;
+        int(&format!("{at}.payload"), st.payload as u64, PAYLOAD, " bytes")?;
         let end = st.start_ms + st.packets as f64 * interval;
         let field = format!("{at}: start_ms + packets × interval_ms");
         float(&field, end, SIM_TIME_MS, " ms")?;
         all_packets += st.packets * st.count as u64;
         all_streams += st.count as u64;
     }
-    int(
-        "streams: count × packets, all together",
-        all_packets,
-        ALL_PACKETS,
-        "",
-    )?;
+    int("streams: count × packets, all together", all_packets, ALL_PACKETS, "")?;
     int("streams: count, all together", all_streams, ALL_STREAMS, "")?;
     for (i, c) in t.cuts.iter().enumerate() {
         float(&format!("cuts[{i}].at_ms"), c.at_ms, SIM_TIME_MS, " ms")?;
@@ -180,10 +156,7 @@ pub fn node_config(c: &NodeConfig) -> Result<(), String> {
     for (i, nb) in c.neighbours.iter().enumerate() {
         neighbour(&format!("neighbours[{i}]"), nb)?;
         if nb.id == c.id || !ids.insert(nb.id) {
-            return Err(format!(
-                "neighbours[{i}].id = {}: repeated, or this node's",
-                nb.id
-            ));
+            return Err(format!("neighbours[{i}].id = {}: repeated, or this node's", nb.id));
         }
         if !addrs.insert(nb.addr) {
             return Err(format!("neighbours[{i}].addr = {}: repeated", nb.addr));
@@ -195,12 +168,7 @@ pub fn node_config(c: &NodeConfig) -> Result<(), String> {
 fn neighbour(at: &str, n: &Neighbour) -> Result<(), String> {
     emulation(at, n.loss_pct, n.burst, n.delay_ms, n.jitter_ms)?;
     rate(&format!("{at}.rate_kbps"), n.rate_kbps)?;
-    int(
-        &format!("{at}.crtp_repeats"),
-        n.crtp_repeats.into(),
-        CRTP_REPEATS,
-        "",
-    )
+    int(&format!("{at}.crtp_repeats"), n.crtp_repeats.into(), CRTP_REPEATS, "")
 }
 
 #[cfg(test)]

@@ -148,11 +148,7 @@ impl Node {
     pub fn new(cfg: Config, neighbours: &[NodeId], now: i64) -> Node {
         let refresh = cfg.lsu_refresh_ns;
         let links: Vec<Link> = neighbours.iter().map(|&p| Link::new(p, now)).collect();
-        let by_peer = neighbours
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| (p, i))
-            .collect();
+        let by_peer = neighbours.iter().enumerate().map(|(i, &p)| (p, i)).collect();
         Node {
             cfg,
             links,
@@ -187,9 +183,7 @@ impl Node {
 
     /// Whether the link to `peer` is up.
     pub fn link_alive(&self, peer: NodeId) -> bool {
-        self.by_peer
-            .get(&peer)
-            .is_some_and(|&i| self.links[i].alive)
+        self.by_peer.get(&peer).is_some_and(|&i| self.links[i].alive)
     }
 
     /// Each link's report, in the order of the node file's neighbours.
@@ -256,12 +250,7 @@ impl Node {
             }
             Message::CrtpState(b) => self.crtp_state(li, b),
             Message::Nack(seqs) => self.retransmit(now, li, &seqs),
-            Message::Hello {
-                seq,
-                echo_us,
-                rx_loss,
-                reply,
-            } => {
+            Message::Hello { seq, echo_us, rx_loss, reply } => {
                 let link = &mut self.links[li];
                 link.tx_loss = rx_loss as f64 / 10_000.0;
                 if reply {
@@ -295,13 +284,7 @@ impl Node {
             self.counters.ttl_expired += 1;
         } else {
             self.counters.forwarded += 1;
-            self.route_data(
-                now,
-                &Data {
-                    ttl: x.ttl - 1,
-                    ..*x
-                },
-            );
+            self.route_data(now, &Data { ttl: x.ttl - 1, ..*x });
         }
     }
 
@@ -310,11 +293,8 @@ impl Node {
     pub fn handle_timeout(&mut self, now: i64) {
         let mut changed = false;
         for li in 0..self.links.len() {
-            let (interval, dead_after, budget) = (
-                self.cfg.hello_interval_ns,
-                self.cfg.dead_after_ns,
-                self.cfg.budget_ns,
-            );
+            let (interval, dead_after, budget) =
+                (self.cfg.hello_interval_ns, self.cfg.dead_after_ns, self.cfg.budget_ns);
             let link = &mut self.links[li];
             if link.alive && now - link.last_heard >= dead_after {
                 link.alive = false;
@@ -412,11 +392,7 @@ impl Node {
 
     fn route_data(&mut self, now: i64, d: &Data<'_>) {
         self.update_routes(now);
-        let Some(&li) = self
-            .routes
-            .get(&d.dest)
-            .and_then(|hop| self.by_peer.get(hop))
-        else {
+        let Some(&li) = self.routes.get(&d.dest).and_then(|hop| self.by_peer.get(hop)) else {
             self.counters.no_route += 1;
             return;
         };
@@ -436,11 +412,7 @@ impl Node {
             &Datagram {
                 flags,
                 link_seq: seq,
-                msg: Message::Data(Data {
-                    data_seq,
-                    payload,
-                    ..*d
-                }),
+                msg: Message::Data(Data { data_seq, payload, ..*d }),
             },
             &mut bytes,
         );
@@ -456,14 +428,7 @@ impl Node {
         let link = &mut self.links[li];
         let seq = link.next_link_seq();
         let mut bytes = Vec::new();
-        packet::encode(
-            &Datagram {
-                flags,
-                link_seq: seq,
-                msg,
-            },
-            &mut bytes,
-        );
+        packet::encode(&Datagram { flags, link_seq: seq, msg }, &mut bytes);
         let peer = link.peer;
         self.push_transmit(peer, bytes);
     }

@@ -170,9 +170,7 @@ const CRTP_STATE: u8 = 6;
 const TAIL: u8 = 7;
 
 fn u16_at(b: &[u8], i: usize) -> Result<u16, DecodeError> {
-    b.get(i..i + 2)
-        .map(|s| u16::from_be_bytes([s[0], s[1]]))
-        .ok_or(DecodeError::Truncated)
+    b.get(i..i + 2).map(|s| u16::from_be_bytes([s[0], s[1]])).ok_or(DecodeError::Truncated)
 }
 fn u32_at(b: &[u8], i: usize) -> Result<u32, DecodeError> {
     b.get(i..i + 4)
@@ -214,9 +212,7 @@ pub fn decode(b: &[u8]) -> Result<Datagram<'_>, DecodeError> {
             if n > MAX_NACKS {
                 return Err(DecodeError::Truncated);
             }
-            let seqs = (0..n)
-                .map(|i| u32_at(body, 2 + 4 * i))
-                .collect::<Result<_, _>>()?;
+            let seqs = (0..n).map(|i| u32_at(body, 2 + 4 * i)).collect::<Result<_, _>>()?;
             Message::Nack(seqs)
         }
         HELLO => Message::Hello {
@@ -233,27 +229,14 @@ pub fn decode(b: &[u8]) -> Result<Datagram<'_>, DecodeError> {
             let links = (0..n)
                 .map(|i| Ok((u16_at(body, 8 + 6 * i)?, u32_at(body, 10 + 6 * i)?)))
                 .collect::<Result<_, _>>()?;
-            Message::Lsu(Lsu {
-                origin: u16_at(body, 0)?,
-                seq: u32_at(body, 2)?,
-                links,
-            })
+            Message::Lsu(Lsu { origin: u16_at(body, 0)?, seq: u32_at(body, 2)?, links })
         }
-        LSACK => Message::LsAck {
-            origin: u16_at(body, 0)?,
-            seq: u32_at(body, 2)?,
-        },
+        LSACK => Message::LsAck { origin: u16_at(body, 0)?, seq: u32_at(body, 2)? },
         CRTP_STATE => Message::CrtpState(body),
-        TAIL => Message::Tail {
-            next_data_seq: u32_at(body, 0)?,
-        },
+        TAIL => Message::Tail { next_data_seq: u32_at(body, 0)? },
         _ => return Err(DecodeError::UnknownKind),
     };
-    Ok(Datagram {
-        flags,
-        link_seq,
-        msg,
-    })
+    Ok(Datagram { flags, link_seq, msg })
 }
 
 /// Encodes a datagram into `out` (cleared first).
@@ -290,12 +273,7 @@ pub fn encode(d: &Datagram<'_>, out: &mut Vec<u8>) {
                 out.extend_from_slice(&s.to_be_bytes());
             }
         }
-        Message::Hello {
-            seq,
-            echo_us,
-            rx_loss,
-            reply,
-        } => {
+        Message::Hello { seq, echo_us, rx_loss, reply } => {
             out.extend_from_slice(&seq.to_be_bytes());
             out.extend_from_slice(&echo_us.to_be_bytes());
             out.extend_from_slice(&rx_loss.to_be_bytes());
@@ -346,44 +324,23 @@ mod tests {
                 payload: b"voice",
             }),
             Message::Nack(vec![1, 5, u32::MAX]),
-            Message::Hello {
-                seq: 3,
-                echo_us: 99,
-                rx_loss: 500,
-                reply: true,
-            },
-            Message::Lsu(Lsu {
-                origin: 4,
-                seq: 8,
-                links: vec![(1, 10_000), (2, 14_230)],
-            }),
+            Message::Hello { seq: 3, echo_us: 99, rx_loss: 500, reply: true },
+            Message::Lsu(Lsu { origin: 4, seq: 8, links: vec![(1, 10_000), (2, 14_230)] }),
             Message::LsAck { origin: 4, seq: 8 },
             Message::CrtpState(&[1, 1, 7, 0x83, 0]),
-            Message::Tail {
-                next_data_seq: 0xFFFF_FFFE,
-            },
+            Message::Tail { next_data_seq: 0xFFFF_FFFE },
         ];
         let mut buf = Vec::new();
         for msg in msgs {
-            let d = Datagram {
-                flags: FLAG_RETRANSMIT,
-                link_seq: 42,
-                msg,
-            };
+            let d = Datagram { flags: FLAG_RETRANSMIT, link_seq: 42, msg };
             encode(&d, &mut buf);
             assert_eq!(decode(&buf).unwrap(), d);
             // Every truncation is an error, not a panic.
             for cut in 0..buf.len() {
                 // Variable-length bodies decode shorter; nothing else does.
                 match decode(&buf[..cut]) {
-                    Ok(Datagram {
-                        msg: Message::Data(x),
-                        ..
-                    }) => assert!(x.payload.len() < 5),
-                    Ok(Datagram {
-                        msg: Message::CrtpState(b),
-                        ..
-                    }) => assert!(b.len() < 5),
+                    Ok(Datagram { msg: Message::Data(x), .. }) => assert!(x.payload.len() < 5),
+                    Ok(Datagram { msg: Message::CrtpState(b), .. }) => assert!(b.len() < 5),
                     r => assert!(r.is_err(), "cut {cut}"),
                 }
             }

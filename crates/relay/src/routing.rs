@@ -33,10 +33,7 @@ pub struct ExpectedLatency {
 impl Default for ExpectedLatency {
     /// The paper's simulation: Δ = 2 ms, Tmax = 100 ms.
     fn default() -> Self {
-        ExpectedLatency {
-            delta_us: 2_000.0,
-            tmax_us: 100_000.0,
-        }
+        ExpectedLatency { delta_us: 2_000.0, tmax_us: 100_000.0 }
     }
 }
 
@@ -93,10 +90,7 @@ pub fn next_hops<'a>(
             }
         }
     }
-    dist.into_iter()
-        .filter(|&(n, _)| n != me)
-        .map(|(n, (_, hop))| (n, hop))
-        .collect()
+    dist.into_iter().filter(|&(n, _)| n != me).map(|(n, (_, hop))| (n, hop)).collect()
 }
 
 #[cfg(test)]
@@ -107,21 +101,12 @@ mod tests {
     fn expected_latency_matches_the_reference_vectors() {
         // Reference §5, Spines' form with d = RTT/2, Δ = 10 ms, MAX = 600 ms
         // (costs in ms there, µs here).
-        let el = ExpectedLatency {
-            delta_us: 10_000.0,
-            tmax_us: 600_000.0,
-        };
-        for (rtt_ms, p, want_ms) in [
-            (20.0, 0.0, 10.000),
-            (20.0, 0.01, 10.411),
-            (20.0, 0.05, 14.230),
-            (60.0, 0.02, 31.796),
-        ] {
+        let el = ExpectedLatency { delta_us: 10_000.0, tmax_us: 600_000.0 };
+        for (rtt_ms, p, want_ms) in
+            [(20.0, 0.0, 10.000), (20.0, 0.01, 10.411), (20.0, 0.05, 14.230), (60.0, 0.02, 31.796)]
+        {
             let got = cost(Metric::ExpectedLatency, rtt_ms * 1000.0, p, el) as f64 / 1000.0;
-            assert!(
-                (got - want_ms).abs() < 0.002,
-                "rtt {rtt_ms} p {p}: {got} vs {want_ms}"
-            );
+            assert!((got - want_ms).abs() < 0.002, "rtt {rtt_ms} p {p}: {got} vs {want_ms}");
         }
     }
 

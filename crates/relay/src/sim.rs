@@ -201,22 +201,10 @@ impl Report {
 }
 
 enum Ev {
-    Arrive {
-        node: usize,
-        from: NodeId,
-        bytes: Vec<u8>,
-    },
-    Timer {
-        node: usize,
-    },
-    Send {
-        stream: usize,
-        k: u64,
-    },
-    Cut {
-        a: NodeId,
-        b: NodeId,
-    },
+    Arrive { node: usize, from: NodeId, bytes: Vec<u8> },
+    Timer { node: usize },
+    Send { stream: usize, k: u64 },
+    Cut { a: NodeId, b: NodeId },
 }
 
 /// Why a topology cannot run.
@@ -256,10 +244,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     t.validate()?;
     for (i, l) in t.links.iter().enumerate() {
         for (dir, (x, y)) in [(l.a, l.b), (l.b, l.a)].into_iter().enumerate() {
-            let seed = s
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add((i * 2 + dir) as u64);
+            let seed = s.seed.wrapping_mul(1_000_003).wrapping_add((i * 2 + dir) as u64);
             let mut e = LinkEmulator::new(
                 l.loss_pct / 100.0,
                 l.burst,
@@ -303,10 +288,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     let mut flows = Vec::new();
     for st in &t.streams {
         let (Some(&from), true) = (index.get(&st.from), index.contains_key(&st.to)) else {
-            return Err(TopologyError(format!(
-                "stream {} -> {}: unknown node",
-                st.from, st.to
-            )));
+            return Err(TopologyError(format!("stream {} -> {}: unknown node", st.from, st.to)));
         };
         for _ in 0..st.count {
             flows.push(Flow {
@@ -336,12 +318,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
         push(&mut queue, &mut events, 0, Ev::Timer { node });
     }
     for (f, flow) in flows.iter().enumerate() {
-        push(
-            &mut queue,
-            &mut events,
-            flow.start,
-            Ev::Send { stream: f, k: 0 },
-        );
+        push(&mut queue, &mut events, flow.start, Ev::Send { stream: f, k: 0 });
     }
     let mut first_cut = i64::MAX;
     for c in &t.cuts {
@@ -349,11 +326,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
         first_cut = first_cut.min(at);
         push(&mut queue, &mut events, at, Ev::Cut { a: c.a, b: c.b });
     }
-    let end = flows
-        .iter()
-        .map(|f| f.start + f.interval * f.packets as i64)
-        .max()
-        .unwrap_or(warmup)
+    let end = flows.iter().map(|f| f.start + f.interval * f.packets as i64).max().unwrap_or(warmup)
         + 2 * budget
         + 1_000_000_000;
 
@@ -411,11 +384,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
                     &mut queue,
                     &mut events,
                     at,
-                    Ev::Arrive {
-                        node: index[&peer],
-                        from: me,
-                        bytes,
-                    },
+                    Ev::Arrive { node: index[&peer], from: me, bytes },
                 );
             }
         }
@@ -428,14 +397,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
             } else {
                 0
             };
-            voice::payload(
-                f.rtp,
-                d.vport as usize,
-                k,
-                f.interval,
-                f.payload,
-                &mut payload_buf,
-            );
+            voice::payload(f.rtp, d.vport as usize, k, f.interval, f.payload, &mut payload_buf);
             report.corrupted += (d.payload != payload_buf) as u64;
             let delay = now - d.sent_us as i64 * 1000;
             report.delivered += 1;
@@ -443,9 +405,8 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
             report.delays_ns.push(delay);
             let f = &mut flows[d.vport as usize];
             if now > first_cut && f.last_delivery > 0 {
-                report.longest_gap_after_cut_ns = report
-                    .longest_gap_after_cut_ns
-                    .max(now - f.last_delivery.max(first_cut));
+                report.longest_gap_after_cut_ns =
+                    report.longest_gap_after_cut_ns.max(now - f.last_delivery.max(first_cut));
             }
             f.last_delivery = now;
         }
@@ -463,11 +424,7 @@ pub fn run(t: &Topology) -> Result<Report, TopologyError> {
     report.queue_drops = emus.values().map(|e| e.queue_drops).sum();
     report.link_bytes = emus.values().map(|e| e.bytes).sum();
     let first = flows.iter().map(|f| f.start).min().unwrap_or(0);
-    let last = flows
-        .iter()
-        .map(|f| f.start + f.interval * f.packets as i64)
-        .max()
-        .unwrap_or(0);
+    let last = flows.iter().map(|f| f.start + f.interval * f.packets as i64).max().unwrap_or(0);
     report.duration_s = (last - first) as f64 / 1e9;
     Ok(report)
 }

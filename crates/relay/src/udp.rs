@@ -120,8 +120,7 @@ pub struct UdpNode {
 impl UdpNode {
     /// Binds the socket and builds the node.
     pub fn bind(cfg: &NodeConfig, seed: u64) -> io::Result<UdpNode> {
-        cfg.validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        cfg.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let socket = UdpSocket::bind(cfg.listen)?;
         let receive_buffer = batch_io::set_buffers(&socket, cfg.socket_buffer) as u64;
         let mut c = Config::new(cfg.id);
@@ -155,10 +154,7 @@ impl UdpNode {
                 ..calliper_crtp::Config::default()
             };
             node.compress_link(n.id, crtp).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("neighbour {}: {e}", n.id),
-                )
+                io::Error::new(io::ErrorKind::InvalidInput, format!("neighbour {}: {e}", n.id))
             })?;
         }
         Ok(UdpNode {
@@ -182,10 +178,7 @@ impl UdpNode {
             } else {
                 SendBatch::default().without_segmentation()
             },
-            counters: SocketCounters {
-                receive_buffer,
-                ..SocketCounters::default()
-            },
+            counters: SocketCounters { receive_buffer, ..SocketCounters::default() },
         })
     }
 
@@ -207,11 +200,7 @@ impl UdpNode {
     pub fn link_stats(&self) -> Vec<LinkStats> {
         let reports = self.node.link_reports();
         let with_refused = |link: LinkReport| LinkStats {
-            refused: self
-                .refused
-                .get(&link.neighbour)
-                .copied()
-                .unwrap_or_default(),
+            refused: self.refused.get(&link.neighbour).copied().unwrap_or_default(),
             link,
         };
         reports.into_iter().map(with_refused).collect()
@@ -259,8 +248,7 @@ impl UdpNode {
                 // change the timeout only when it moves by more than an eighth.
                 let wait = (next - now).max(50_000) as u64;
                 if wait.abs_diff(last_wait) > last_wait / 8 {
-                    self.socket
-                        .set_read_timeout(Some(Duration::from_nanos(wait)))?;
+                    self.socket.set_read_timeout(Some(Duration::from_nanos(wait)))?;
                     last_wait = wait;
                 }
                 rx.recv(&self.socket, true)?
@@ -331,10 +319,7 @@ impl UdpNode {
             self.counters.vport_refused += 1;
             return;
         }
-        let b = Binding {
-            owner: from,
-            refreshed: now,
-        };
+        let b = Binding { owner: from, refreshed: now };
         self.clients.insert(vport, b);
     }
 
@@ -372,8 +357,7 @@ impl UdpNode {
             } else {
                 self.order += 1;
                 self.delayed.push(Reverse((due, self.order)));
-                self.delayed_data
-                    .insert(self.order, (addr, [&bytes[..], trailer].concat()));
+                self.delayed_data.insert(self.order, (addr, [&bytes[..], trailer].concat()));
             }
         }
         while let Some(&Reverse((due, id))) = self.delayed.peek() {
@@ -393,8 +377,7 @@ impl UdpNode {
             };
             let [o0, o1] = d.origin.to_be_bytes();
             let [v0, v1] = d.vport.to_be_bytes();
-            self.tx
-                .push_parts(&self.socket, client, &[o0, o1, v0, v1], &d.payload);
+            self.tx.push_parts(&self.socket, client, &[o0, o1, v0, v1], &d.payload);
         }
         self.tx.flush(&self.socket);
     }

@@ -57,9 +57,7 @@ pub(crate) fn judge(
         f64::from(p.timestamp.wrapping_sub(last_ts) as i32) / step - f64::from(after_voice);
     let by_arrival = (p.arrival_ns - last_ns).max(0) as f64 * f64::from(hz) / 1e9 / step;
     // The count the numbers allow (modulo 2^16) nearest the timestamp's.
-    let wraps = ((by_timestamp - f64::from(jump)) / 65536.0)
-        .round()
-        .max(0.0);
+    let wraps = ((by_timestamp - f64::from(jump)) / 65536.0).round().max(0.0);
     let packets = f64::from(jump) + wraps * 65536.0;
     let agrees = |n: f64, x: f64, low: f64| (n * low..=n * 2.0).contains(&x);
     if packets >= f64::from(MAX_DROPOUT)

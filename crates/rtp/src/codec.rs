@@ -66,10 +66,7 @@ fn dynamic_default_rate(name: &str) -> u32 {
         ("t140", 1000),
         ("VP8", 90000),
     ];
-    TABLE
-        .iter()
-        .find(|(n, _)| starts_with_ignore_case(name, n))
-        .map_or(0, |(_, r)| *r)
+    TABLE.iter().find(|(n, _)| starts_with_ignore_case(name, n)).map_or(0, |(_, r)| *r)
 }
 
 /// The RTP clock a codec's payload format fixes, whatever an `a=rtpmap`
@@ -95,13 +92,15 @@ fn fixed_rate(name: &str) -> Option<u32> {
     ];
     TABLE
         .iter()
-        .find(|(n, _, prefix)| {
-            if *prefix {
-                starts_with_ignore_case(name, n)
-            } else {
-                name.eq_ignore_ascii_case(n)
-            }
-        })
+        .find(
+            |(n, _, prefix)| {
+                if *prefix {
+                    starts_with_ignore_case(name, n)
+                } else {
+                    name.eq_ignore_ascii_case(n)
+                }
+            },
+        )
         .map(|(_, r, _)| *r)
 }
 
@@ -109,9 +108,7 @@ fn fixed_rate(name: &str) -> Option<u32> {
 /// name with non-ASCII characters (from SDP, anyone's text) cannot split a
 /// character and panic.
 fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
-    name.as_bytes()
-        .get(..prefix.len())
-        .is_some_and(|b| b.eq_ignore_ascii_case(prefix.as_bytes()))
+    name.as_bytes().get(..prefix.len()).is_some_and(|b| b.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
 /// Encoding names as the IANA registry spells them: an SDP's `pcma` or
@@ -173,10 +170,7 @@ pub fn normalise(name: &str) -> Option<&'static str> {
     if name.eq_ignore_ascii_case("G729a") {
         return Some("G729");
     }
-    CANONICAL_NAMES
-        .iter()
-        .find(|c| c.eq_ignore_ascii_case(name))
-        .copied()
+    CANONICAL_NAMES.iter().find(|c| c.eq_ignore_ascii_case(name)).copied()
 }
 
 /// A payload type resolved to a codec, from `a=rtpmap` or the static table.
@@ -220,14 +214,8 @@ impl Codec {
             };
         }
         match static_type(pt) {
-            Some((name, rate)) => Codec {
-                name: name.to_string(),
-                clock: ClockRate::Hz(rate),
-            },
-            None => Codec {
-                name: format!("dynamic-{pt}"),
-                clock: ClockRate::Unknown,
-            },
+            Some((name, rate)) => Codec { name: name.to_string(), clock: ClockRate::Hz(rate) },
+            None => Codec { name: format!("dynamic-{pt}"), clock: ClockRate::Unknown },
         }
     }
 

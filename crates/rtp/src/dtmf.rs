@@ -45,9 +45,8 @@ pub struct DtmfTracker {
 /// The name of an event code: RFC 4733 §3.2 (DTMF and flash) and RFC 4734
 /// §2.3 (answer and calling tones); `other` for the rest (`code` says which).
 pub fn event_name(code: u8) -> &'static str {
-    const DTMF: [&str; 17] = [
-        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "*", "#", "A", "B", "C", "D", "flash",
-    ];
+    const DTMF: [&str; 17] =
+        ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "*", "#", "A", "B", "C", "D", "flash"];
     match code {
         0..=16 => DTMF[usize::from(code)],
         32 => "ANS",
@@ -152,10 +151,7 @@ mod tests {
         let mut t = DtmfTracker::default();
         t.update(0, 1000, &[32, 0x80 | 10, 0x03, 0x20], 8000);
         t.update(1, 2000, &[7, 0x80 | 10, 0x03, 0x20], 8000);
-        assert_eq!(
-            (t.events[0].name, t.events[0].digit, t.events[0].code),
-            ("ANS", None, 32)
-        );
+        assert_eq!((t.events[0].name, t.events[0].digit, t.events[0].code), ("ANS", None, 32));
         assert_eq!(t.events[1].name, "7");
         assert_eq!(t.digits(), "7");
         assert_eq!(event_name(16), "flash");

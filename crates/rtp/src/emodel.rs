@@ -50,12 +50,7 @@ pub struct CodecModel {
 }
 
 const fn model(ie: f64, bpl: f64, scale: Scale, lookahead_ms: f64) -> Option<CodecModel> {
-    Some(CodecModel {
-        ie,
-        bpl,
-        scale,
-        lookahead_ms,
-    })
+    Some(CodecModel { ie, bpl, scale, lookahead_ms })
 }
 
 const fn nb(ie: f64, bpl: f64, lookahead_ms: f64) -> Option<CodecModel> {
@@ -197,9 +192,5 @@ pub fn estimate(
         Scale::Wideband => (R_DEFAULT_WIDEBAND, 1.29),
     };
     let r = r.clamp(0.0, r_max);
-    Ok(Score {
-        r,
-        mos: mos(r / per_narrowband),
-        scale: m.scale,
-    })
+    Ok(Score { r, mos: mos(r / per_narrowband), scale: m.scale })
 }

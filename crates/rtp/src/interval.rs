@@ -62,18 +62,13 @@ pub struct IntervalFigures {
 /// (saturating at the ends of time: a capture may carry any timestamp).
 pub fn interval_start(ts_ns: i64, every_ns: i64) -> i64 {
     let every = every_ns.max(1);
-    ts_ns
-        .div_euclid(every)
-        .checked_mul(every)
-        .unwrap_or(i64::MIN)
+    ts_ns.div_euclid(every).checked_mul(every).unwrap_or(i64::MIN)
 }
 
 /// The end of that interval (exclusive, saturating).
 fn interval_end(ts_ns: i64, every_ns: i64) -> i64 {
     let every = every_ns.max(1);
-    (ts_ns.div_euclid(every) + 1)
-        .checked_mul(every)
-        .unwrap_or(i64::MAX)
+    (ts_ns.div_euclid(every) + 1).checked_mul(every).unwrap_or(i64::MAX)
 }
 
 impl StreamStats {
@@ -131,10 +126,8 @@ impl StreamStats {
             max_delta_ms: m.max_delta_ms as f64,
         };
         if let Some(now) = now_ns {
-            self.interval = IntervalMark {
-                end_ns: interval_end(now, every_ns),
-                ..self.interval_mark_now()
-            };
+            self.interval =
+                IntervalMark { end_ns: interval_end(now, every_ns), ..self.interval_mark_now() };
         }
         f
     }
@@ -187,19 +180,9 @@ mod tests {
             }
             cut.push(s.cut_interval(None, every));
             assert!(cut.len() <= 3, "{base}: {} intervals", cut.len());
-            assert!(
-                cut.iter().all(|f| f.start_ns <= f.end_ns),
-                "{base}: {cut:?}"
-            );
-            assert!(
-                cut.windows(2).all(|w| w[0].end_ns <= w[1].start_ns),
-                "{base}: {cut:?}"
-            );
-            assert_eq!(
-                cut.iter().map(|f| f.packets as u64).sum::<u64>(),
-                s.packets,
-                "{base}"
-            );
+            assert!(cut.iter().all(|f| f.start_ns <= f.end_ns), "{base}: {cut:?}");
+            assert!(cut.windows(2).all(|w| w[0].end_ns <= w[1].start_ns), "{base}: {cut:?}");
+            assert_eq!(cut.iter().map(|f| f.packets as u64).sum::<u64>(), s.packets, "{base}");
         }
     }
 }

@@ -151,11 +151,7 @@ impl SeqTracker {
         if seq < self.max_seq {
             self.wraps = self.wraps.saturating_add(1);
         }
-        self.window = if udelta >= 128 {
-            0
-        } else {
-            self.window << udelta
-        };
+        self.window = if udelta >= 128 { 0 } else { self.window << udelta };
         self.window |= 1;
         self.max_seq = seq;
         self.segment_received += 1;
@@ -176,9 +172,7 @@ impl SeqTracker {
 
     fn close_segment(&mut self) {
         self.closed_expected += self.segment_expected();
-        self.closed_lost += self
-            .segment_expected()
-            .saturating_sub(self.segment_received);
+        self.closed_lost += self.segment_expected().saturating_sub(self.segment_received);
     }
 
     fn segment_expected(&self) -> u64 {
@@ -198,10 +192,7 @@ impl SeqTracker {
         if !self.started {
             return 0;
         }
-        self.closed_lost
-            + self
-                .segment_expected()
-                .saturating_sub(self.segment_received)
+        self.closed_lost + self.segment_expected().saturating_sub(self.segment_received)
     }
 
     /// Starts a new segment at `seq` without counting the gap or a reset:
@@ -359,9 +350,7 @@ impl StreamStats {
         if boundary == Boundary::Within && self.segments.is_none() {
             self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
         } else {
-            self.account(p, clock, |ws, seg, p, hz| {
-                account_segments(ws, seg, p, hz, boundary)
-            });
+            self.account(p, clock, |ws, seg, p, hz| account_segments(ws, seg, p, hz, boundary));
         }
         repeat
     }
@@ -385,9 +374,7 @@ impl StreamStats {
         if boundary == Boundary::Within && self.segments.is_none() {
             self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
         } else {
-            self.account(p, clock, |ws, seg, p, hz| {
-                account_segments(ws, seg, p, hz, boundary)
-            });
+            self.account(p, clock, |ws, seg, p, hz| account_segments(ws, seg, p, hz, boundary));
         }
     }
 
@@ -407,8 +394,7 @@ impl StreamStats {
     fn play(&mut self, p: &Packet, clock: ClockRate, duplicate: bool) {
         let cn = p.payload_type == PT_CN || p.payload_type == PT_CN_OLD;
         if let (ClockRate::Hz(hz), false, false) = (clock, duplicate, cn) {
-            self.playout
-                .update(p.arrival_ns, p.seq, p.timestamp, p.marker, hz);
+            self.playout.update(p.arrival_ns, p.seq, p.timestamp, p.marker, hz);
         }
     }
 

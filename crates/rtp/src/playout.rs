@@ -232,10 +232,9 @@ impl Playout {
         // not one).
         if seq == self.last_seq.wrapping_add(1) && !marker {
             let step_ms = ts_delta as f32 * self.ms_per_tick;
-            if let (Ok(step), true) = (
-                u16::try_from(ts_delta),
-                (PACKET_MS_MIN..=PACKET_MS_MAX).contains(&step_ms),
-            ) {
+            if let (Ok(step), true) =
+                (u16::try_from(ts_delta), (PACKET_MS_MIN..=PACKET_MS_MAX).contains(&step_ms))
+            {
                 self.step = step;
             }
         }
@@ -349,9 +348,7 @@ mod tests {
     fn packets_later_than_the_buffer_are_lost_to_it() {
         // Every 10th packet 120 ms late: beyond 50 ms, within 200 ms; the
         // adaptive buffer loses the first and grows to cover the rest.
-        let delays: Vec<f64> = (0..1000)
-            .map(|i| if i % 10 == 5 { 120.0 } else { 0.0 })
-            .collect();
+        let delays: Vec<f64> = (0..1000).map(|i| if i % 10 == 5 { 120.0 } else { 0.0 }).collect();
         let p = run(&delays);
         assert_eq!(late(&p), [100, 0, 1]);
         // The spikes' 120 ms, and the trend's own wobble (each spike
@@ -362,9 +359,7 @@ mod tests {
 
     #[test]
     fn the_adaptive_buffer_stops_at_500_ms() {
-        let delays: Vec<f64> = (0..200)
-            .map(|i| if i % 2 == 1 { 700.0 } else { 0.0 })
-            .collect();
+        let delays: Vec<f64> = (0..200).map(|i| if i % 2 == 1 { 700.0 } else { 0.0 }).collect();
         let p = run(&delays);
         let [f50, f200, adaptive] = p.models();
         assert_eq!((f50.late, f200.late, adaptive.late), (100, 100, 100));
@@ -421,11 +416,7 @@ mod tests {
     fn a_timestamp_restart_resynchronises() {
         let mut p = Playout::default();
         for i in 0..400u32 {
-            let ts = if i < 200 {
-                i * 160
-            } else {
-                9_000_000 + i * 160
-            };
+            let ts = if i < 200 { i * 160 } else { 9_000_000 + i * 160 };
             p.update(i as i64 * 20 * MS, i as u16, ts, false, 8000);
         }
         assert_eq!(late(&p), [0, 0, 0]);
@@ -440,13 +431,7 @@ mod tests {
             // After packet 50, packets arrive 80 ms later than before for
             // good (a route change during silence).
             let shift = if i >= 50 { 80 } else { 0 };
-            p.update(
-                (i as i64 * 20 + shift) * MS,
-                i as u16,
-                i * 160,
-                i == 50,
-                8000,
-            );
+            p.update((i as i64 * 20 + shift) * MS, i as u16, i * 160, i == 50, 8000);
         }
         assert_eq!(late(&p)[0], 0);
     }

@@ -166,11 +166,7 @@ mod tests {
         let clock = ClockRate::Hz(8000);
         let steady = |n: u16, s: &mut StreamStats, from_ms: f64, seq: u16, ts: u32| {
             for i in 0..n {
-                let p = pkt(
-                    from_ms + f64::from(i) * 20.0,
-                    seq + i,
-                    ts + u32::from(i) * 160,
-                );
+                let p = pkt(from_ms + f64::from(i) * 20.0, seq + i, ts + u32::from(i) * 160);
                 s.update(&p, clock);
             }
         };
@@ -201,10 +197,7 @@ mod tests {
         let clock = ClockRate::Hz(8000);
         let mut s = StreamStats::new(&pkt(0.0, 100, 1000), clock);
         for i in 1..50u16 {
-            s.update(
-                &pkt(f64::from(i) * 20.0, 100 + i, 1000 + u32::from(i) * 160),
-                clock,
-            );
+            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 1000 + u32::from(i) * 160), clock);
         }
         // Two events renumber the stream (30 000 on), then audio follows with new timestamps.
         let ev = |s: &mut StreamStats, ms: f64, seq: u16| {
@@ -216,19 +209,12 @@ mod tests {
         ev(&mut s, 1020.0, 30_001);
         for i in 0..50u16 {
             s.update(
-                &pkt(
-                    1040.0 + f64::from(i) * 20.0,
-                    30_002 + i,
-                    9_000_000 + u32::from(i) * 160,
-                ),
+                &pkt(1040.0 + f64::from(i) * 20.0, 30_002 + i, 9_000_000 + u32::from(i) * 160),
                 clock,
             );
         }
         assert_eq!(s.seq.resets, 1);
-        let seg = s
-            .segments
-            .as_deref()
-            .expect("segments after an event-carried restart");
+        let seg = s.segments.as_deref().expect("segments after an event-carried restart");
         assert_eq!(seg.restarts_ns, vec![1_000_000_000]);
         assert!(
             seg.max_jitter < 1.0 && s.ws.max_jitter > 100.0,
@@ -251,21 +237,13 @@ mod tests {
         s.update(&pkt(5000.0, 20_000, 50), clock);
         for i in 1..50u32 {
             s.update(
-                &pkt(
-                    5000.0 + 20.0 * f64::from(i),
-                    20_000 + i as u16,
-                    200_000 + 160 * i,
-                ),
+                &pkt(5000.0 + 20.0 * f64::from(i), 20_000 + i as u16, 200_000 + 160 * i),
                 clock,
             );
         }
         assert_eq!((s.seq.strays, s.seq.resets), (1, 1));
         assert!(s.ws.max_jitter > 100.0);
         let seg = s.segments.as_deref().unwrap();
-        assert!(
-            seg.max_jitter < 1.0,
-            "stale stray reference: {}",
-            seg.max_jitter
-        );
+        assert!(seg.max_jitter < 1.0, "stale stray reference: {}", seg.max_jitter);
     }
 }

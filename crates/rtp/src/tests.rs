@@ -45,10 +45,7 @@ fn integer_jitter_vector() {
         states.push(state);
     }
     assert_eq!(states, vec![0, 10, 19, 78]);
-    assert_eq!(
-        states.iter().map(|s| s >> 4).collect::<Vec<_>>(),
-        vec![0, 0, 1, 4]
-    );
+    assert_eq!(states.iter().map(|s| s >> 4).collect::<Vec<_>>(), vec![0, 0, 1, 4]);
 }
 
 #[test]
@@ -74,15 +71,9 @@ fn float_jitter_vector() {
 fn duplicates_do_not_make_loss_negative() {
     let mut s = StreamStats::new(&pkt(0.0, 10, 0), ClockRate::Hz(8000));
     for (i, q) in [11u16, 11, 12, 12, 13].iter().enumerate() {
-        s.update(
-            &pkt(20.0 * (i + 1) as f64, *q, 160 * (*q as u32 - 10)),
-            ClockRate::Hz(8000),
-        );
+        s.update(&pkt(20.0 * (i + 1) as f64, *q, 160 * (*q as u32 - 10)), ClockRate::Hz(8000));
     }
-    assert_eq!(
-        (s.packets, s.seq.expected(), s.seq.lost(), s.seq.duplicates),
-        (6, 4, 0, 2)
-    );
+    assert_eq!((s.packets, s.seq.expected(), s.seq.lost(), s.seq.duplicates), (6, 4, 0, 2));
     // Wireshark counts received - expected, which goes negative.
     assert_eq!(s.ws.lost(), -2);
 }
@@ -93,10 +84,7 @@ fn reordering_is_counted_not_lost() {
     for q in [1u16, 2, 4, 3, 5, 7, 6] {
         s.update(q);
     }
-    assert_eq!(
-        (s.expected(), s.lost(), s.out_of_order, s.duplicates),
-        (7, 0, 2, 0)
-    );
+    assert_eq!((s.expected(), s.lost(), s.out_of_order, s.duplicates), (7, 0, 2, 0));
 }
 
 #[test]
@@ -137,28 +125,12 @@ fn emodel_vectors() {
         close(emodel::mos(r), m, 1e-4);
     }
     let model = |c: &str| emodel::codec_model(c).unwrap();
-    close(
-        emodel::r_factor(&model("PCMA"), 1.0, 1.0, 150.0),
-        85.96,
-        0.01,
-    );
+    close(emodel::r_factor(&model("PCMA"), 1.0, 1.0, 150.0), 85.96, 0.01);
     close(emodel::r_factor(&model("PCMU"), 2.0, 2.0, 0.0), 85.92, 0.01);
-    close(
-        emodel::r_factor(&model("G729"), 2.0, 1.0, 150.0),
-        70.60,
-        0.01,
-    );
+    close(emodel::r_factor(&model("G729"), 2.0, 1.0, 150.0), 70.60, 0.01);
     // G.723.1 at 5 % loss and 250 ms: the worked vector of shared/reference.md.
-    close(
-        emodel::r_factor(&model("G723"), 5.0, 1.0, 250.0),
-        45.25,
-        0.01,
-    );
-    close(
-        emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0,
-        93.2 - 63.04,
-        0.01,
-    );
+    close(emodel::r_factor(&model("G723"), 5.0, 1.0, 250.0), 45.25, 0.01);
+    close(emodel::effective_ie(0.0, 4.3, 2.0, 1.0) + 0.0, 93.2 - 63.04, 0.01);
 }
 
 proptest! {
@@ -243,12 +215,7 @@ fn codec_table_holds_g113_values() {
     assert_eq!(nb("G729"), (11.0, 19.0)); // G.729A + VAD
     assert_eq!(nb("G723"), (15.0, 16.1)); // G.723.1 6.3 kbit/s + VAD
     assert_eq!(nb("GSM-EFR"), (5.0, 10.0));
-    for (c, ie) in [
-        ("G726-40", 2.0),
-        ("G726-32", 7.0),
-        ("G726-24", 25.0),
-        ("G726-16", 50.0),
-    ] {
+    for (c, ie) in [("G726-40", 2.0), ("G726-32", 7.0), ("G726-24", 25.0), ("G726-16", 50.0)] {
         assert_eq!(nb(c).0, ie, "{c}");
     }
     assert_eq!(nb("G728").0, 7.0);
@@ -270,11 +237,7 @@ fn codec_table_holds_g113_values() {
 /// MOS = 1 + 0.035·89.83 + 89.83·29.83·10.17·7e-6 = 4.335.
 #[test]
 fn wideband_scores_on_their_own_scale() {
-    let no_delay = emodel::DelayInputs {
-        rtt_ms: None,
-        buffer_ms: 0.0,
-        packet_ms: Some(0.0),
-    };
+    let no_delay = emodel::DelayInputs { rtt_ms: None, buffer_ms: 0.0, packet_ms: Some(0.0) };
     let s = emodel::estimate("AMR-WB", 0.0, 1.0, &no_delay).unwrap();
     assert_eq!(s.scale, emodel::Scale::Wideband);
     assert!((s.r - 115.88).abs() < 1e-9, "{s:?}");
@@ -290,17 +253,9 @@ fn wideband_scores_on_their_own_scale() {
 #[test]
 fn delay_adds_its_inputs() {
     let g729 = emodel::codec_model("G729").unwrap();
-    let d = emodel::DelayInputs {
-        rtt_ms: Some(80.0),
-        buffer_ms: 60.0,
-        packet_ms: Some(20.0),
-    };
+    let d = emodel::DelayInputs { rtt_ms: Some(80.0), buffer_ms: 60.0, packet_ms: Some(20.0) };
     assert_eq!(emodel::one_way_delay_ms(&g729, &d), 125.0);
-    let bare = emodel::DelayInputs {
-        rtt_ms: None,
-        packet_ms: None,
-        ..d
-    };
+    let bare = emodel::DelayInputs { rtt_ms: None, packet_ms: None, ..d };
     assert_eq!(emodel::one_way_delay_ms(&g729, &bare), 85.0);
 }
 
@@ -314,10 +269,7 @@ fn codec_names_are_normalised() {
     ] {
         assert_eq!(Codec::resolve(96, Some((sdp, 8000))).name, name);
     }
-    assert_eq!(
-        Codec::resolve(96, Some(("X-Custom", 8000))).name,
-        "X-Custom"
-    );
+    assert_eq!(Codec::resolve(96, Some(("X-Custom", 8000))).name, "X-Custom");
 }
 
 /// A codec whose payload format fixes its clock keeps it whatever the
@@ -385,18 +337,12 @@ fn outage_is_loss_and_restart_is_not() {
     let stream = |resumed: (u16, u32), resumed_ms: f64| {
         let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
         for i in 1..50u16 {
-            s.update(
-                &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
-                clock,
-            );
+            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
         }
         for i in 0..50u16 {
             let (seq, ts) = resumed;
-            let p = pkt(
-                resumed_ms + f64::from(i) * 20.0,
-                seq.wrapping_add(i),
-                ts + u32::from(i) * 160,
-            );
+            let p =
+                pkt(resumed_ms + f64::from(i) * 20.0, seq.wrapping_add(i), ts + u32::from(i) * 160);
             s.update(&p, clock);
         }
         s
@@ -422,10 +368,7 @@ fn long_outages_and_near_restarts() {
     let resumed = |missing: u32, seq_step: u16, ts: Option<u32>, after_ms: f64| {
         let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
         for i in 1..50u16 {
-            s.update(
-                &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
-                clock,
-            );
+            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
         }
         let seq = 149u16.wrapping_add(seq_step);
         let ts = ts.unwrap_or(23_840u32.wrapping_add((missing + 1).wrapping_mul(160)));
@@ -440,12 +383,7 @@ fn long_outages_and_near_restarts() {
         s
     };
     for missing in [65_535u32, 98_303] {
-        let s = resumed(
-            missing,
-            (missing + 1) as u16,
-            None,
-            f64::from(missing + 1) * 20.0,
-        );
+        let s = resumed(missing, (missing + 1) as u16, None, f64::from(missing + 1) * 20.0);
         assert_eq!(
             (s.seq.outages, s.seq.resets, s.seq.lost()),
             (1, 0, u64::from(missing)),
@@ -455,10 +393,7 @@ fn long_outages_and_near_restarts() {
     let ahead = resumed(0, 2000, Some(7_777_777), 20.0);
     assert_eq!((ahead.seq.resets, ahead.seq.lost()), (1, 0));
     let behind = resumed(0, 65_436, Some(900_000), 20.0);
-    assert_eq!(
-        (behind.seq.resets, behind.seq.duplicates, behind.seq.lost()),
-        (1, 0, 0)
-    );
+    assert_eq!((behind.seq.resets, behind.seq.duplicates, behind.seq.lost()), (1, 0, 0));
 }
 
 /// Loss the timestamp vouches for stays loss when the last packet before
@@ -469,10 +404,7 @@ fn loss_behind_a_late_packet_and_after_comfort_noise() {
     let clock = ClockRate::Hz(8000);
     let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
     for i in 1..50u16 {
-        s.update(
-            &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
-            clock,
-        );
+        s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
     }
     // Packet 149 arrived 2.9 s late; 150 packets are lost after it; the
     // rest arrive at once.
@@ -481,18 +413,12 @@ fn loss_behind_a_late_packet_and_after_comfort_noise() {
     assert_eq!((s.seq.resets, s.seq.lost()), (0, 150));
     let mut cn = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
     for i in 1..50u16 {
-        cn.update(
-            &pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160),
-            clock,
-        );
+        cn.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
     }
     let mut noise = pkt(1_000.0, 150, 16_000 + 50 * 160);
     noise.payload_type = 13;
     cn.update(&noise, clock);
     // 70 s (3 500 packets) later, voice again.
     cn.update(&pkt(71_000.0, 3_651, 16_000 + 3_551 * 160), clock);
-    assert_eq!(
-        (cn.seq.outages, cn.seq.resets, cn.seq.lost()),
-        (1, 0, 3_500)
-    );
+    assert_eq!((cn.seq.outages, cn.seq.resets, cn.seq.lost()), (1, 0, 3_500));
 }

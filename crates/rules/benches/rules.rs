@@ -35,10 +35,7 @@ fn wild(i: u32) -> Filter {
         0 => w.net = net(format!("172.{a}.{b}.0/24")),
         1 => {
             w.src = net(format!("100.{a}.{b}.0/24"));
-            w.dport = Some(PortRange {
-                lo: 10000,
-                hi: 20000,
-            });
+            w.dport = Some(PortRange { lo: 10000, hi: 20000 });
         }
         2 => w.dst = net(format!("198.{a}.{b}.7/32")),
         _ => {
@@ -73,22 +70,10 @@ fn flows() -> Vec<Flow> {
             let k = i / 3 * 48;
             let (src, dst, sport, dport) = match i % 3 {
                 0 => (ip(0x0b00_0000 + k), ip(0x0a00_0000 + k), 5060, 5060),
-                1 => (
-                    ip(0x6400_0000 + (k << 8) % (WILD << 8)),
-                    ip(0x0808_0808),
-                    4000,
-                    15000,
-                ),
+                1 => (ip(0x6400_0000 + (k << 8) % (WILD << 8)), ip(0x0808_0808), 4000, 15000),
                 _ => (ip(0xc0a8_0000 + k), ip(0xc0a9_0000 + k), 30000, 40000),
             };
-            Flow {
-                vlan: None,
-                protocol: 17,
-                src,
-                dst,
-                sport,
-                dport,
-            }
+            Flow { vlan: None, protocol: 17, src, dst, sport, dport }
         })
         .collect()
 }
@@ -99,11 +84,10 @@ fn lookup_50k_exact_1k_wildcard(b: divan::Bencher) {
     let (_rules, table) = loaded();
     let flows = flows();
     let mut i = 0;
-    b.counter(divan::counter::ItemsCount::new(1usize))
-        .bench_local(|| {
-            i = (i + 1) % flows.len();
-            divan::black_box(table.lookup(divan::black_box(&flows[i])).is_some())
-        });
+    b.counter(divan::counter::ItemsCount::new(1usize)).bench_local(|| {
+        i = (i + 1) % flows.len();
+        divan::black_box(table.lookup(divan::black_box(&flows[i])).is_some())
+    });
 }
 
 /// The same packets, 50 000 exact rules only.
@@ -148,9 +132,7 @@ fn insert_and_delete_at_51k(b: divan::Bencher) {
     let mut n = 0;
     b.bench_local(|| {
         n += 1;
-        let id = rules
-            .insert("", 0, exact(EXACT + n), Action::Track)
-            .unwrap();
+        let id = rules.insert("", 0, exact(EXACT + n), Action::Track).unwrap();
         table.sync();
         rules.delete(id);
         table.sync();

@@ -224,12 +224,7 @@ impl Rules {
     /// and how many rules there are in all (a console's page).
     pub fn list_page(&self, offset: usize, limit: usize) -> (Vec<RuleInfo>, usize) {
         let inner = self.lock();
-        let page = inner
-            .rules
-            .values()
-            .skip(offset)
-            .take(limit)
-            .map(|r| info(r));
+        let page = inner.rules.values().skip(offset).take(limit).map(|r| info(r));
         (page.collect(), inner.rules.len())
     }
 
@@ -244,14 +239,7 @@ impl Rules {
         self.lock()
             .rules
             .values()
-            .map(|r| {
-                (
-                    r.name.to_string(),
-                    r.priority,
-                    r.filter.clone(),
-                    r.action.clone(),
-                )
-            })
+            .map(|r| (r.name.to_string(), r.priority, r.filter.clone(), r.action.clone()))
             .collect()
     }
 

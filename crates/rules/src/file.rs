@@ -89,9 +89,7 @@ fn protocol_number(s: &str) -> Result<u8, RuleError> {
         "tcp" => Ok(6),
         "sctp" => Ok(132),
         n => n.parse().map_err(|_| {
-            RuleError(format!(
-                "protocol `{s}`: say udp, tcp, sctp or an IP protocol number"
-            ))
+            RuleError(format!("protocol `{s}`: say udp, tcp, sctp or an IP protocol number"))
         }),
     }
 }
@@ -107,13 +105,9 @@ pub(crate) fn protocol_name(p: u8) -> String {
 }
 
 fn endpoint(s: &str) -> Result<(std::net::IpAddr, u16), RuleError> {
-    s.parse::<SocketAddr>()
-        .map(|a| (a.ip(), a.port()))
-        .map_err(|_| {
-            RuleError(format!(
-                "`{s}` is not address:port (e.g. 10.0.0.1:5060 or [2001:db8::1]:5060)"
-            ))
-        })
+    s.parse::<SocketAddr>().map(|a| (a.ip(), a.port())).map_err(|_| {
+        RuleError(format!("`{s}` is not address:port (e.g. 10.0.0.1:5060 or [2001:db8::1]:5060)"))
+    })
 }
 
 fn pattern(p: &Option<String>) -> Result<Option<Pattern>, RuleError> {
@@ -211,12 +205,7 @@ impl RuleSpec {
                 "the rule matches nothing in particular: give network keys (net, src, dst, ports, vlan, protocol, a/b) or SIP keys (method, from_user, from_domain, to_user, to_domain, user_agent)",
             );
         };
-        Ok((
-            self.name.clone().unwrap_or_default(),
-            self.priority,
-            filter,
-            action,
-        ))
+        Ok((self.name.clone().unwrap_or_default(), self.priority, filter, action))
     }
 }
 
@@ -228,21 +217,14 @@ pub fn parse(text: &str) -> Result<Vec<(String, i32, Filter, Action)>, RuleError
     let file: RuleFile = toml::from_str(text).map_err(|e| RuleError(e.to_string()))?;
     let most = crate::MAX_NETWORK_RULES + crate::MAX_SIP_RULES;
     if file.rule.len() > most {
-        return error(format!(
-            "{} rules: at most {most} are held",
-            file.rule.len()
-        ));
+        return error(format!("{} rules: at most {most} are held", file.rule.len()));
     }
     file.rule
         .iter()
         .enumerate()
         .map(|(i, r)| {
             r.parts().map_err(|e| {
-                let name = r
-                    .name
-                    .as_deref()
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default();
+                let name = r.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
                 RuleError(format!("rule {}{name}: {e}", i + 1))
             })
         })

@@ -31,20 +31,14 @@ impl Seeds {
     #[inline(always)]
     fn end(&self, ip: u128, port: u16) -> u64 {
         let s = &self.0;
-        mum(
-            ip as u64 ^ s[0],
-            ((ip >> 64) as u64 ^ s[1]) ^ (port as u64).rotate_right(16),
-        )
+        mum(ip as u64 ^ s[0], ((ip >> 64) as u64 ^ s[1]) ^ (port as u64).rotate_right(16))
     }
 
     /// An exact flow, the same both ways round (the ends' hashes are added).
     #[inline(always)]
     pub(crate) fn flow(&self, vlan: u16, protocol: u8, a: (u128, u16), b: (u128, u16)) -> u64 {
         let ends = self.end(a.0, a.1).wrapping_add(self.end(b.0, b.1));
-        mum(
-            ends ^ self.0[2],
-            (protocol as u64 | (vlan as u64) << 8) ^ self.0[1],
-        )
+        mum(ends ^ self.0[2], (protocol as u64 | (vlan as u64) << 8) ^ self.0[1])
     }
 }
 

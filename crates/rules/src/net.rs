@@ -39,9 +39,7 @@ impl Cidr {
             None => (s, None),
         };
         let Ok(ip) = a.trim().parse::<IpAddr>() else {
-            return error(format!(
-                "`{s}` is not an address or network (e.g. 10.1.0.0/16)"
-            ));
+            return error(format!("`{s}` is not an address or network (e.g. 10.1.0.0/16)"));
         };
         let max = if ip.is_ipv4() { 32 } else { 128 };
         let len = match len {
@@ -142,9 +140,7 @@ mod tests {
         assert!(Cidr::parse("10.1.0.1/16").is_err());
         assert!(Cidr::parse("10.1.0.0/33").is_err());
         assert!(Cidr::parse("example.com").is_err());
-        assert!(Cidr::parse("0.0.0.0/0")
-            .unwrap()
-            .contains(bits("1.2.3.4".parse().unwrap())));
+        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains(bits("1.2.3.4".parse().unwrap())));
     }
 
     #[test]

@@ -63,12 +63,7 @@ pub(crate) struct ExactKey {
 impl ExactKey {
     fn new(vlan: u16, protocol: u8, a: (u128, u16), b: (u128, u16)) -> Self {
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        ExactKey {
-            vlan,
-            protocol,
-            lo,
-            hi,
-        }
+        ExactKey { vlan, protocol, lo, hi }
     }
 
     fn hash(&self, s: &Seeds) -> u64 {
@@ -191,8 +186,7 @@ impl RuleTable {
                 let key = ExactKey::of(f);
                 self.exact_vlan += f.vlan.is_some() as usize;
                 let s = self.seeds;
-                self.exact
-                    .insert_unique(key.hash(&s), (key, r.clone()), |(k, _)| k.hash(&s));
+                self.exact.insert_unique(key.hash(&s), (key, r.clone()), |(k, _)| k.hash(&s));
                 Place::Exact(key)
             }
             Filter::Wild(w) => Place::Wild(self.wild.insert(&self.seeds, &r, w)),
@@ -207,10 +201,7 @@ impl RuleTable {
     fn delete(&mut self, id: RuleId) {
         match self.places.remove(&id) {
             Some(Place::Exact(key)) => {
-                if let Ok(e) = self
-                    .exact
-                    .find_entry(key.hash(&self.seeds), |(k, _)| *k == key)
-                {
+                if let Ok(e) = self.exact.find_entry(key.hash(&self.seeds), |(k, _)| *k == key) {
                     let ((_, r), _) = e.remove();
                     if let Filter::Exact(f) = &r.filter {
                         self.exact_vlan -= f.vlan.is_some() as usize;
@@ -300,8 +291,7 @@ fn insert_ordered(v: &mut Vec<Arc<Rule>>, r: Arc<Rule>) {
 
 fn sip_matches(s: &SipFilter, f: &SipFacts<'_>) -> bool {
     let field = |p: &Option<crate::Pattern>, v: Option<&str>| {
-        p.as_ref()
-            .is_none_or(|p| v.is_some_and(|v| p.matches_lowered(v)))
+        p.as_ref().is_none_or(|p| v.is_some_and(|v| p.matches_lowered(v)))
     };
     s.method.as_deref().is_none_or(|m| m == f.method)
         && field(&s.from_user, f.from_user)

@@ -77,11 +77,7 @@ impl TupleSpace {
     pub(crate) fn insert(&mut self, seeds: &Seeds, r: &Arc<Rule>, w: &WildFilter) -> Entries {
         let at = entries(w);
         for &(side, len, key) in &at {
-            let gi = match self
-                .groups
-                .iter()
-                .position(|g| (g.side, g.len) == (side, len))
-            {
+            let gi = match self.groups.iter().position(|g| (g.side, g.len) == (side, len)) {
                 Some(i) => i,
                 None => {
                     self.groups.push(Group {
@@ -101,20 +97,14 @@ impl TupleSpace {
             g.rules += 1;
             let h = seeds.one(key, g.salt);
             let salt = g.salt;
-            let entry = g
-                .buckets
-                .entry(h, |b| b.key == key, |b| seeds.one(b.key, salt));
+            let entry = g.buckets.entry(h, |b| b.key == key, |b| seeds.one(b.key, salt));
             let bucket = match entry {
                 hashbrown::hash_table::Entry::Occupied(o) => o.into_mut(),
                 hashbrown::hash_table::Entry::Vacant(v) => {
                     let bit = Group::bit(h);
                     g.counts[bit] += 1;
                     g.filter[bit / 64] |= 1 << (bit % 64);
-                    v.insert(Bucket {
-                        key,
-                        rules: Vec::new(),
-                    })
-                    .into_mut()
+                    v.insert(Bucket { key, rules: Vec::new() }).into_mut()
                 }
             };
             let pos = bucket.rules.partition_point(|x| x.beats(r));
@@ -125,11 +115,7 @@ impl TupleSpace {
 
     pub(crate) fn delete(&mut self, seeds: &Seeds, id: RuleId, at: Entries) {
         for (side, len, key) in at {
-            let Some(gi) = self
-                .groups
-                .iter()
-                .position(|g| (g.side, g.len) == (side, len))
-            else {
+            let Some(gi) = self.groups.iter().position(|g| (g.side, g.len) == (side, len)) else {
                 continue;
             };
             let g = &mut self.groups[gi];
@@ -203,6 +189,5 @@ fn matches(w: &WildFilter, f: &Flow, src: u128, dst: u128) -> bool {
         && w.net.is_none_or(|c| c.contains(src) || c.contains(dst))
         && w.sport.is_none_or(|r| r.contains(f.sport))
         && w.dport.is_none_or(|r| r.contains(f.dport))
-        && w.port
-            .is_none_or(|r| r.contains(f.sport) || r.contains(f.dport))
+        && w.port.is_none_or(|r| r.contains(f.sport) || r.contains(f.dport))
 }

@@ -41,14 +41,8 @@ b = "10.0.0.2:5062"
 action = "ignore""#,
     );
     let t = r.table();
-    assert_eq!(
-        action(&t, &flow("10.0.0.1", 5060, "10.0.0.2", 5062)).as_deref(),
-        Some("ignore")
-    );
-    assert_eq!(
-        action(&t, &flow("10.0.0.2", 5062, "10.0.0.1", 5060)).as_deref(),
-        Some("ignore")
-    );
+    assert_eq!(action(&t, &flow("10.0.0.1", 5060, "10.0.0.2", 5062)).as_deref(), Some("ignore"));
+    assert_eq!(action(&t, &flow("10.0.0.2", 5062, "10.0.0.1", 5060)).as_deref(), Some("ignore"));
     assert_eq!(action(&t, &flow("10.0.0.1", 5062, "10.0.0.2", 5060)), None);
     let mut tcp = flow("10.0.0.1", 5060, "10.0.0.2", 5062);
     tcp.protocol = 6;
@@ -92,27 +86,15 @@ port = 5080
 action = "record""#,
     );
     let t = r.table();
-    assert_eq!(
-        action(&t, &flow("10.1.2.3", 4000, "8.8.8.8", 15000)).as_deref(),
-        Some("ignore")
-    );
+    assert_eq!(action(&t, &flow("10.1.2.3", 4000, "8.8.8.8", 15000)).as_deref(), Some("ignore"));
     // Directional: the reverse packet comes from outside the network.
     assert_eq!(action(&t, &flow("8.8.8.8", 15000, "10.1.2.3", 4000)), None);
     assert_eq!(action(&t, &flow("10.1.2.3", 4000, "8.8.8.8", 20001)), None);
     // `net` matches either address.
-    assert_eq!(
-        action(&t, &flow("2001:db8::5", 1, "2001:dead::1", 2)).as_deref(),
-        Some("label:v6")
-    );
-    assert_eq!(
-        action(&t, &flow("2001:dead::1", 2, "2001:db8::5", 1)).as_deref(),
-        Some("label:v6")
-    );
+    assert_eq!(action(&t, &flow("2001:db8::5", 1, "2001:dead::1", 2)).as_deref(), Some("label:v6"));
+    assert_eq!(action(&t, &flow("2001:dead::1", 2, "2001:db8::5", 1)).as_deref(), Some("label:v6"));
     // A rule on ports alone.
-    assert_eq!(
-        action(&t, &flow("1.1.1.1", 5080, "2.2.2.2", 1)).as_deref(),
-        Some("record")
-    );
+    assert_eq!(action(&t, &flow("1.1.1.1", 5080, "2.2.2.2", 1)).as_deref(), Some("record"));
     assert_eq!(action(&t, &flow("1.1.1.1", 5081, "2.2.2.2", 1)), None);
 }
 
@@ -138,23 +120,11 @@ priority = -1
 action = "record""#,
     );
     let t = r.table();
-    assert_eq!(
-        action(&t, &flow("10.1.2.3", 1, "1.1.1.1", 2)).as_deref(),
-        Some("track")
-    );
-    assert_eq!(
-        action(&t, &flow("10.1.2.4", 1, "1.1.1.1", 2)).as_deref(),
-        Some("record")
-    );
-    assert_eq!(
-        action(&t, &flow("10.7.0.1", 1, "1.1.1.1", 2)).as_deref(),
-        Some("ignore")
-    );
+    assert_eq!(action(&t, &flow("10.1.2.3", 1, "1.1.1.1", 2)).as_deref(), Some("track"));
+    assert_eq!(action(&t, &flow("10.1.2.4", 1, "1.1.1.1", 2)).as_deref(), Some("record"));
+    assert_eq!(action(&t, &flow("10.7.0.1", 1, "1.1.1.1", 2)).as_deref(), Some("ignore"));
     // A lower-priority exact rule loses to a broader wildcard one.
-    assert_eq!(
-        action(&t, &flow("10.9.9.9", 1, "10.9.9.8", 2)).as_deref(),
-        Some("ignore")
-    );
+    assert_eq!(action(&t, &flow("10.9.9.9", 1, "10.9.9.8", 2)).as_deref(), Some("ignore"));
 }
 
 #[test]
@@ -182,22 +152,10 @@ action = "ignore""#,
         ..SipFacts::default()
     };
     let name = |a: Option<&Action>| a.map(|a| a.name());
-    assert_eq!(
-        name(t.lookup_sip(&facts("+442071", None, "x.org"))),
-        Some("label")
-    );
-    assert_eq!(
-        name(t.lookup_sip(&facts("+442071", Some("Yealink T46"), "x.org"))),
-        Some("record")
-    );
-    assert_eq!(
-        name(t.lookup_sip(&facts("1000", None, "pbx.EXAMPLE.com"))),
-        Some("ignore")
-    );
-    assert_eq!(
-        name(t.lookup_sip(&facts("1000", None, "example.com"))),
-        None
-    );
+    assert_eq!(name(t.lookup_sip(&facts("+442071", None, "x.org"))), Some("label"));
+    assert_eq!(name(t.lookup_sip(&facts("+442071", Some("Yealink T46"), "x.org"))), Some("record"));
+    assert_eq!(name(t.lookup_sip(&facts("1000", None, "pbx.EXAMPLE.com"))), Some("ignore"));
+    assert_eq!(name(t.lookup_sip(&facts("1000", None, "example.com"))), None);
     let mut register = facts("1000", Some("Yealink"), "x.org");
     register.method = "REGISTER";
     assert_eq!(name(t.lookup_sip(&register)), None);
@@ -206,9 +164,8 @@ action = "ignore""#,
 #[test]
 fn deleted_rules_stop_matching_and_groups_empty_out() {
     let r = Rules::new();
-    let (_, _, f, a) = parse("[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"ignore\"")
-        .unwrap()
-        .remove(0);
+    let (_, _, f, a) =
+        parse("[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"ignore\"").unwrap().remove(0);
     let id = r.insert("", 0, f, a).unwrap();
     let mut t = r.table();
     assert!(!t.no_network_rules());
@@ -236,9 +193,8 @@ fn changes_reach_a_running_table_without_stopping_it() {
             });
             ids.push(control.insert("", 0, filter, Action::Ignore).unwrap());
         }
-        let (_, _, filter, action) = parse("[[rule]]\nnet = \"192.0.2.0/24\"\naction = \"ignore\"")
-            .unwrap()
-            .remove(0);
+        let (_, _, filter, action) =
+            parse("[[rule]]\nnet = \"192.0.2.0/24\"\naction = \"ignore\"").unwrap().remove(0);
         control.insert("last", 0, filter, action).unwrap();
     });
     // The packet thread looks up and syncs until the last rule arrives.
@@ -284,11 +240,7 @@ fn bad_rules_are_refused_with_the_reason() {
         parse("[[rule]]\nprotocol = \"udp\"\na = \"10.0.0.2:2\"\nb = \"10.0.0.1:1\"")
             .unwrap()
             .remove(0);
-    assert!(r
-        .insert("", 0, f, a)
-        .unwrap_err()
-        .to_string()
-        .contains("already has this exact flow"));
+    assert!(r.insert("", 0, f, a).unwrap_err().to_string().contains("already has this exact flow"));
 }
 
 /// A reload whose file the table refuses (two rules on one exact flow)
@@ -308,10 +260,7 @@ fn a_failed_reload_changes_nothing() {
     let left: Vec<String> = rules.list().into_iter().map(|r| r.name).collect();
     assert_eq!(left, vec!["keep".to_string()]);
     let fifo = dir.join("fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
     let e = calliper_rules::reload_file(&fifo, &rules).unwrap_err();
     assert!(e.to_string().contains("not a regular file"), "{e}");
@@ -322,22 +271,15 @@ fn a_failed_reload_changes_nothing() {
 #[test]
 fn names_labels_and_crowded_networks_are_refused() {
     let err = |text: &str| parse(text).unwrap_err().to_string();
-    assert!(err(&format!(
-        "[[rule]]\nname = \"{}\"\nport = 1",
-        "n".repeat(65)
-    ))
-    .contains("0 to 64 bytes"));
+    assert!(err(&format!("[[rule]]\nname = \"{}\"\nport = 1", "n".repeat(65)))
+        .contains("0 to 64 bytes"));
     assert!(err("[[rule]]\nport = 1\naction = \"label\"\nlabel = \"\"").contains("1 to 64 bytes"));
     assert!(err("[[rule]]\nname = \"a\\u202eb\"\nport = 1").contains("bidirectional"));
     assert!(err("[[rule]]\nport = 1\naction = \"label\"\nlabel = \"a\\nb\"").contains("control"));
     // Each wildcard rule on one network is tried for its packets: 64 at most.
     let r = Rules::new();
     let on = |port: u32| {
-        parse(&format!(
-            "[[rule]]\nnet = \"198.18.0.0/15\"\ndport = {port}"
-        ))
-        .unwrap()
-        .remove(0)
+        parse(&format!("[[rule]]\nnet = \"198.18.0.0/15\"\ndport = {port}")).unwrap().remove(0)
     };
     let mut ids = Vec::new();
     for port in 0..calliper_rules::MAX_RULES_PER_NETWORK as u32 {
@@ -345,15 +287,10 @@ fn names_labels_and_crowded_networks_are_refused() {
         ids.push(r.insert("", 0, f, a).unwrap());
     }
     let (_, _, f, a) = on(9999);
-    let e = r
-        .insert("", 0, f.clone(), a.clone())
-        .unwrap_err()
-        .to_string();
+    let e = r.insert("", 0, f.clone(), a.clone()).unwrap_err().to_string();
     assert!(e.contains("64 wildcard rules on 198.18.0.0/15"), "{e}");
     // Another network is not crowded; deleting one makes room.
-    let (_, _, other, oa) = parse("[[rule]]\nnet = \"198.20.0.0/15\"")
-        .unwrap()
-        .remove(0);
+    let (_, _, other, oa) = parse("[[rule]]\nnet = \"198.20.0.0/15\"").unwrap().remove(0);
     r.insert("", 0, other, oa).unwrap();
     assert!(r.delete(ids[0]));
     r.insert("", 0, f, a).unwrap();
@@ -365,16 +302,11 @@ fn changes_a_quiet_table_has_not_applied_are_counted() {
     let mut t = r.table();
     assert_eq!(r.pending_changes(), 0);
     for port in 2..12 {
-        let (_, _, f, a) = parse(&format!("[[rule]]\nport = {port}"))
-            .unwrap()
-            .remove(0);
+        let (_, _, f, a) = parse(&format!("[[rule]]\nport = {port}")).unwrap().remove(0);
         r.insert("", 0, f, a).unwrap();
     }
     assert_eq!(r.pending_changes(), 10);
     t.sync();
     assert_eq!(r.pending_changes(), 0);
-    assert_eq!(
-        action(&t, &flow("10.0.0.1", 11, "10.0.0.2", 5)).as_deref(),
-        Some("track")
-    );
+    assert_eq!(action(&t, &flow("10.0.0.1", 11, "10.0.0.2", 5)).as_deref(), Some("track"));
 }

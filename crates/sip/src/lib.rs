@@ -115,11 +115,9 @@ impl<'a> SipMessage<'a> {
     /// True when the body is SDP.
     pub fn has_sdp(&self) -> bool {
         !self.body.is_empty()
-            && self
-                .content_type
-                .map_or(self.body.starts_with(b"v=0"), |c| {
-                    c.trim().to_ascii_lowercase().starts_with("application/sdp")
-                })
+            && self.content_type.map_or(self.body.starts_with(b"v=0"), |c| {
+                c.trim().to_ascii_lowercase().starts_with("application/sdp")
+            })
     }
 }
 
@@ -181,9 +179,7 @@ pub fn looks_like_sip(b: &[u8]) -> bool {
     if b.starts_with(b"SIP/2.0 ") {
         return true;
     }
-    METHODS
-        .iter()
-        .any(|m| b.len() > m.len() && b.starts_with(m.as_bytes()) && b[m.len()] == b' ')
+    METHODS.iter().any(|m| b.len() > m.len() && b.starts_with(m.as_bytes()) && b[m.len()] == b' ')
         && first_line(b).is_some_and(|l| l.ends_with(b" SIP/2.0"))
 }
 
@@ -205,14 +201,8 @@ fn to_str(b: &[u8]) -> Option<&str> {
 }
 
 fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
     &b[start..end.max(start)]
 }
 
@@ -232,10 +222,7 @@ fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
         if !(100..=699).contains(&code) {
             return Err(SipError::NotSip);
         }
-        return Ok(StartLine::Response {
-            code,
-            reason: reason.trim(),
-        });
+        return Ok(StartLine::Response { code, reason: reason.trim() });
     }
     let mut parts = line.split(' ');
     let (Some(method), Some(uri), Some("SIP/2.0"), None) =
@@ -244,9 +231,7 @@ fn parse_start_line(line: &[u8]) -> Result<StartLine<'_>, SipError> {
         return Err(SipError::NotSip);
     };
     if method.is_empty()
-        || !method
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        || !method.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
     {
         return Err(SipError::NotSip);
     }
@@ -283,11 +268,7 @@ pub fn parse(buf: &[u8], stream: bool) -> Result<SipMessage<'_>, SipError> {
 fn header_end(b: &[u8]) -> Option<(usize, usize)> {
     let window = &b[..b.len().min(MAX_MESSAGE + 4)];
     memchr::memchr_iter(b'\n', window).find_map(|i| {
-        let head = if i > 0 && window[i - 1] == b'\r' {
-            i - 1
-        } else {
-            i
-        };
+        let head = if i > 0 && window[i - 1] == b'\r' { i - 1 } else { i };
         match window.get(i + 1..) {
             Some([b'\n', ..]) => Some((head, i + 2)),
             Some([b'\r', b'\n', ..]) => Some((head, i + 3)),
@@ -306,10 +287,7 @@ fn parse_headers(
     let head = &b[..head_len];
     let mut lines = lines(head);
     let start = parse_start_line(lines.next().ok_or(SipError::NotSip)?)?;
-    let mut m = SipMessage {
-        start: Some(start),
-        ..Default::default()
-    };
+    let mut m = SipMessage { start: Some(start), ..Default::default() };
     let mut last: Option<(&[u8], &[u8])> = None;
     for line in lines {
         if matches!(line.first(), Some(b' ' | b'\t')) {
@@ -345,9 +323,7 @@ fn parse_headers(
     let body_len = match m.content_length {
         Some(cl) if cl > available => {
             if stream {
-                return Err(SipError::Incomplete {
-                    needed: Some(skipped + body_start + cl),
-                });
+                return Err(SipError::Incomplete { needed: Some(skipped + body_start + cl) });
             }
             m.body_truncated = true;
             available
@@ -364,10 +340,7 @@ fn parse_headers(
 
 /// From, To and Contact, long and compact.
 fn is_name_addr(name: &[u8]) -> bool {
-    matches!(
-        header_of(name),
-        Some(Header::From | Header::To | Header::Contact)
-    )
+    matches!(header_of(name), Some(Header::From | Header::To | Header::Contact))
 }
 
 /// The span of `msg` from `value` to the end of `line` (both within it),
@@ -449,9 +422,7 @@ fn apply<'a>(m: &mut SipMessage<'a>, name: &'a [u8], value: &'a [u8]) {
         Header::From => _ = m.from.get_or_insert(v),
         Header::To => _ = m.to.get_or_insert(v),
         Header::CSeq => {
-            let (num, method) = v
-                .split_once(|c: char| c.is_ascii_whitespace())
-                .unwrap_or((v, ""));
+            let (num, method) = v.split_once(|c: char| c.is_ascii_whitespace()).unwrap_or((v, ""));
             m.cseq = num.trim().parse().ok();
             m.cseq_method = Some(method.trim());
         }

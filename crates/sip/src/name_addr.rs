@@ -43,20 +43,11 @@ impl<'a> NameAddr<'a> {
         let (user, host) = match memchr::memrchr(b'@', without_params.as_bytes()) {
             Some(at) => {
                 let u = &without_params[..at];
-                (
-                    Some(split_once_on(u, b':').map_or(u, |(u, _)| u)),
-                    &without_params[at + 1..],
-                )
+                (Some(split_once_on(u, b':').map_or(u, |(u, _)| u)), &without_params[at + 1..])
             }
             None => (None, without_params),
         };
-        NameAddr {
-            display,
-            uri,
-            user,
-            host,
-            tag,
-        }
+        NameAddr { display, uri, user, host, tag }
     }
 }
 
@@ -74,11 +65,7 @@ fn split_name_addr(v: &str) -> Option<(Option<&str>, &str, &str)> {
     };
     let after = &v[lt + 1..];
     let gt = find_byte(b'>', after.as_bytes()).unwrap_or(after.len());
-    Some((
-        display_text(&v[..lt]),
-        &after[..gt],
-        after.get(gt + 1..).unwrap_or(""),
-    ))
+    Some((display_text(&v[..lt]), &after[..gt], after.get(gt + 1..).unwrap_or("")))
 }
 
 /// Where a name-addr's URI starts, read on bytes (any text encoding).

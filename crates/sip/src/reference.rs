@@ -58,10 +58,7 @@ pub fn display_and_uri(v: &str) -> (Option<String>, String) {
         };
     }
     if state == State::Angle {
-        return (
-            crate::name_addr::display_text(&display).map(String::from),
-            uri,
-        );
+        return (crate::name_addr::display_text(&display).map(String::from), uri);
     }
     if quote_before_params {
         return (None, String::new());

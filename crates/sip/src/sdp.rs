@@ -114,9 +114,7 @@ impl Sdp<'_> {
 
     /// Whether it offers fax over T.38 (`m=image` with a port).
     pub fn t38(&self) -> bool {
-        self.media
-            .iter()
-            .any(|m| m.kind.eq_ignore_ascii_case("image") && m.port != 0)
+        self.media.iter().any(|m| m.kind.eq_ignore_ascii_case("image") && m.port != 0)
     }
 }
 
@@ -124,10 +122,7 @@ fn parse_connection(v: &str) -> Option<IpAddr> {
     // c=IN IP4 192.0.2.1[/ttl[/n]]
     let mut it = v.split_ascii_whitespace();
     let (_net, _atype, addr) = (it.next()?, it.next()?, it.next()?);
-    split_once_on(addr, b'/')
-        .map_or(addr, |(a, _)| a)
-        .parse()
-        .ok()
+    split_once_on(addr, b'/').map_or(addr, |(a, _)| a).parse().ok()
 }
 
 fn parse_direction(a: &str) -> Option<Direction> {
@@ -247,20 +242,14 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
                         let rate = split_once_on(rate, b'/').map_or(rate, |(r, _)| r);
                         let clock_rate = rate.parse().unwrap_or(0);
                         if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
-                            m.rtpmaps.push(RtpMap {
-                                payload_type: pt,
-                                encoding,
-                                clock_rate,
-                            });
+                            m.rtpmaps.push(RtpMap { payload_type: pt, encoding, clock_rate });
                         }
                     }
                     "ptime" => m.ptime = value.trim().parse().ok(),
                     "crypto" => m.crypto = true,
                     "rtcp" => {
-                        m.rtcp_port = value
-                            .split_ascii_whitespace()
-                            .next()
-                            .and_then(|p| p.parse().ok())
+                        m.rtcp_port =
+                            value.split_ascii_whitespace().next().and_then(|p| p.parse().ok())
                     }
                     _ => {}
                 }

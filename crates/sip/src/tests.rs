@@ -32,10 +32,7 @@ fn real_invite() {
     let m = parse(SIPP_INVITE, false).unwrap();
     assert_eq!(
         m.start,
-        Some(StartLine::Request {
-            method: "INVITE",
-            uri: "sip:1000@127.0.2.1:5060"
-        })
+        Some(StartLine::Request { method: "INVITE", uri: "sip:1000@127.0.2.1:5060" })
     );
     assert_eq!(m.call_id, Some("1-9472@127.0.1.1"));
     assert_eq!((m.cseq, m.cseq_method), (Some(1), Some("INVITE")));
@@ -50,20 +47,12 @@ fn real_invite() {
     let to = NameAddr::parse(m.to.unwrap());
     assert_eq!(
         (to.uri, to.user, to.host, to.tag),
-        (
-            "sip:1000@127.0.2.1:5060",
-            Some("1000"),
-            "127.0.2.1:5060",
-            None
-        )
+        ("sip:1000@127.0.2.1:5060", Some("1000"), "127.0.2.1:5060", None)
     );
     let s = sdp::parse(m.body);
     assert_eq!(s.media.len(), 1);
     let a = &s.media[0];
-    assert_eq!(
-        (a.kind, a.port, a.addr),
-        ("audio", 30000, Some("127.0.1.1".parse().unwrap()))
-    );
+    assert_eq!((a.kind, a.port, a.addr), ("audio", 30000, Some("127.0.1.1".parse().unwrap())));
     assert_eq!(a.formats, vec![8, 101]);
     assert_eq!(a.rtpmap(101).unwrap().encoding, "telephone-event");
     assert_eq!(a.rtpmap(8).unwrap().clock_rate, 8000);
@@ -95,9 +84,7 @@ fn two_messages_in_one_stream_buffer() {
     // the whole message is.
     assert_eq!(
         parse(&buf[m.len..buf.len() - 10], true),
-        Err(SipError::Incomplete {
-            needed: Some(buf.len() - m.len)
-        })
+        Err(SipError::Incomplete { needed: Some(buf.len() - m.len) })
     );
     // A datagram takes the short body and flags it.
     let d = parse(&buf[m.len..buf.len() - 10], false).unwrap();
@@ -106,14 +93,8 @@ fn two_messages_in_one_stream_buffer() {
 
 #[test]
 fn hostile_inputs_are_errors_not_panics() {
-    assert_eq!(
-        parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false),
-        Err(SipError::NotSip)
-    );
-    assert_eq!(
-        parse(b"SIP/2.0 999 Nope\r\n\r\n", false),
-        Err(SipError::NotSip)
-    );
+    assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false), Err(SipError::NotSip));
+    assert_eq!(parse(b"SIP/2.0 999 Nope\r\n\r\n", false), Err(SipError::NotSip));
     let mut many = b"OPTIONS sip:a SIP/2.0\r\n".to_vec();
     for i in 0..1000 {
         many.extend(format!("X-H{i}: v\r\n").bytes());
@@ -213,12 +194,7 @@ fn display_names() {
             "sip:eve@y",
             Some("eve"),
         ),
-        (
-            "Bob Smith <sip:bob@h>",
-            Some("Bob Smith"),
-            "sip:bob@h",
-            Some("bob"),
-        ),
+        ("Bob Smith <sip:bob@h>", Some("Bob Smith"), "sip:bob@h", Some("bob")),
         ("sip:carol@h;tag=3", None, "sip:carol@h", Some("carol")),
         ("\"never closed <sip:boss@x>", None, "", None),
         ("\"quoted\" sip:boss@x", None, "", None),
@@ -237,22 +213,13 @@ fn display_names() {
             Some("eve"),
         ),
         ("x\"<sip:boss@corp>\"", None, "", None),
-        (
-            "sip:a@h;+sip.instance=\"<urn:x>\"",
-            None,
-            "sip:a@h",
-            Some("a"),
-        ),
+        ("sip:a@h;+sip.instance=\"<urn:x>\"", None, "sip:a@h", Some("a")),
     ];
     for &(v, display, uri, user) in cases {
         let na = NameAddr::parse(v);
         assert_eq!((na.display, na.uri, na.user), (display, uri, user), "{v}");
         let (rd, ru) = reference::display_and_uri(v);
-        assert_eq!(
-            (rd.as_deref(), ru.as_str()),
-            (display, uri),
-            "reference: {v}"
-        );
+        assert_eq!((rd.as_deref(), ru.as_str()), (display, uri), "reference: {v}");
     }
     assert_eq!(NameAddr::parse(cases[0].0).tag, Some("1"));
 }
@@ -282,11 +249,7 @@ fn name_addr_agrees_with_reference_exhaustively() {
             }
             let na = NameAddr::parse(&v);
             let (display, uri) = reference::display_and_uri(&v);
-            assert_eq!(
-                (na.display, na.uri),
-                (display.as_deref(), uri.as_str()),
-                "{v:?}"
-            );
+            assert_eq!((na.display, na.uri), (display.as_deref(), uri.as_str()), "{v:?}");
         }
     }
 }
@@ -305,10 +268,7 @@ fn folded_and_latin1_name_addrs_keep_their_uri() {
     };
     for (from, user) in [
         (&b"\r\n <sip:attacker@evil.example>;tag=1"[..], "attacker"),
-        (
-            b" \"<sip:boss@corp.example>\" \r\n\t<sip:attacker@evil.example>;tag=1",
-            "attacker",
-        ),
+        (b" \"<sip:boss@corp.example>\" \r\n\t<sip:attacker@evil.example>;tag=1", "attacker"),
         (b" \"Jos\xe9\" <sip:jose@a.example>;tag=1", "jose"),
     ] {
         let m = msg(from);
@@ -338,11 +298,6 @@ fn latin1_display_names_cannot_stand_in_for_the_uri() {
         m.extend_from_slice(b"\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
         let parsed = parse(&m, false).unwrap();
         let na = NameAddr::parse(parsed.from.unwrap());
-        assert_eq!(
-            na.user,
-            Some("attacker"),
-            "{:?}",
-            String::from_utf8_lossy(from)
-        );
+        assert_eq!(na.user, Some("attacker"), "{:?}", String::from_utf8_lossy(from));
     }
 }

@@ -32,9 +32,8 @@ pub fn safe_call_id(call_id: &str) -> String {
 
 /// FNV-1a (32 bits) of the whole Call-ID, as 8 hex digits.
 fn call_id_hash(call_id: &str) -> String {
-    let h = call_id.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
+    let h =
+        call_id.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
     format!("{h:08x}")
 }
 
@@ -124,15 +123,7 @@ mod tests {
 
     #[test]
     fn packet_text_cannot_leave_the_directory() {
-        for hostile in [
-            "../../etc/passwd",
-            "/abs",
-            "..",
-            ".hidden",
-            "a\0b",
-            "é/x",
-            "a b",
-        ] {
+        for hostile in ["../../etc/passwd", "/abs", "..", ".hidden", "a\0b", "é/x", "a b"] {
             let name = safe_call_id(hostile);
             assert!(
                 !name.contains('/') && !name.starts_with('.') && name.is_ascii(),
@@ -142,22 +133,14 @@ mod tests {
         assert_eq!(safe_call_id("1-836@127.0.1.1"), "1-836_127.0.1.1");
         assert_eq!(safe_call_id(&"x".repeat(500)).len(), 64);
         let p = relative_path(1_795_310_759_440_067_000, 7, "../x", 0);
-        assert!(
-            p.to_string_lossy().starts_with("2026-11-22/012559.440_7_"),
-            "{p:?}"
-        );
+        assert!(p.to_string_lossy().starts_with("2026-11-22/012559.440_7_"), "{p:?}");
         assert!(p.to_string_lossy().ends_with("__x.pcap"), "{p:?}");
         assert_eq!(p.components().count(), 2);
     }
 
     #[test]
     fn only_names_calliper_makes_are_recordings() {
-        for (variant, id) in [
-            (0, "1-836@127.0.1.1"),
-            (2, "../x"),
-            (0, ""),
-            (1, &"é".repeat(80)),
-        ] {
+        for (variant, id) in [(0, "1-836@127.0.1.1"), (2, "../x"), (0, ""), (1, &"é".repeat(80))] {
             let p = relative_path(1_795_310_759_440_067_000, 7, id, variant);
             let name = p.file_name().unwrap().to_str().unwrap();
             assert!(is_recording_name(name), "{name}");
@@ -180,13 +163,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("calliper-find-{}", std::process::id()));
         let t = 1_795_310_759_440_067_000;
         // Alike once made safe, told apart by the hash; a stray name never matches.
-        for (serial, id, variant) in [
-            (7, "a@b", 0),
-            (8, "a@b.c", 0),
-            (12, "a@b", 2),
-            (9, "a_b", 0),
-            (3, "1@a@b", 0),
-        ] {
+        for (serial, id, variant) in
+            [(7, "a@b", 0), (8, "a@b.c", 0), (12, "a@b", 2), (9, "a_b", 0), (3, "1@a@b", 0)]
+        {
             let p = dir.join(relative_path(t, serial, id, variant));
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, b"").unwrap();

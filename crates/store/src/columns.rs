@@ -69,11 +69,7 @@ fn text(v: impl Into<String>) -> Sql {
 
 /// A JSON text, or NULL when `empty`.
 fn json_unless<T: Serialize + ?Sized>(empty: bool, v: &T) -> Result<Sql, StoreError> {
-    Ok(if empty {
-        Sql::Null
-    } else {
-        Sql::Text(serde_json::to_string(v)?)
-    })
+    Ok(if empty { Sql::Null } else { Sql::Text(serde_json::to_string(v)?) })
 }
 
 /// An enum's JSON name (e.g. `answered`), or NULL.

@@ -51,10 +51,7 @@ pub struct Daily {
 
 /// The file name of day `day` (days since the epoch).
 pub fn day_file(day: i64) -> String {
-    format!(
-        "{PREFIX}{}{SUFFIX}",
-        &crate::rfc3339(day.saturating_mul(DAY_NS))[..10]
-    )
+    format!("{PREFIX}{}{SUFFIX}", &crate::rfc3339(day.saturating_mul(DAY_NS))[..10])
 }
 
 /// The day a file name stands for, if it is exactly a name [`day_file`]
@@ -92,10 +89,7 @@ impl Daily {
     /// Writes day databases into `dir` (created 0700 if missing).
     pub fn open(dir: &Path, retention: Retention) -> Result<Daily, StoreError> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         Ok(Daily {
             dir: dir.to_path_buf(),
             retention,
@@ -150,9 +144,7 @@ impl Daily {
         }
         if self.open.len() >= OPEN_DAYS {
             // Close the oldest open day (its last batch committed).
-            let oldest = (0..self.open.len())
-                .min_by_key(|&i| self.open[i].0)
-                .unwrap_or(0);
+            let oldest = (0..self.open.len()).min_by_key(|&i| self.open[i].0).unwrap_or(0);
             let (_, mut db) = self.open.remove(oldest);
             db.flush()?;
         }
@@ -255,9 +247,7 @@ impl Sink for Daily {
         kind: &'static str,
         value: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let ns = ["ts_ns", "start_ns"]
-            .iter()
-            .find_map(|k| value.get(*k).and_then(|v| v.as_i64()));
+        let ns = ["ts_ns", "start_ns"].iter().find_map(|k| value.get(*k).and_then(|v| v.as_i64()));
         match self.db(ns)? {
             Some(db) => db.write_tracked(kind, value),
             None => Ok(()),
@@ -324,21 +314,11 @@ mod tests {
         for d in [today, today - 1, today - 5] {
             std::fs::write(dir.join(day_file(d)), b"").unwrap();
         }
-        for other in [
-            "calliper-2026-02-31.db",
-            "calliper-+2026-01-01.db",
-            "notes.txt",
-        ] {
+        for other in ["calliper-2026-02-31.db", "calliper-+2026-01-01.db", "notes.txt"] {
             std::fs::write(dir.join(other), b"x").unwrap();
         }
-        let mut daily = Daily::open(
-            &dir,
-            Retention {
-                keep_days: Some(2),
-                max_bytes: Some(0),
-            },
-        )
-        .unwrap();
+        let mut daily =
+            Daily::open(&dir, Retention { keep_days: Some(2), max_bytes: Some(0) }).unwrap();
         // Year 2096.
         daily.db(Some(4_000_000_000 * 1_000_000_000)).unwrap();
         let mut left: Vec<String> = std::fs::read_dir(&dir)

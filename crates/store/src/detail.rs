@@ -57,10 +57,8 @@ fn related_streams(
     from: i64,
     to: i64,
 ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-    let mut ssrcs: Vec<i64> = streams
-        .iter()
-        .filter_map(|s| s.get("ssrc").and_then(Value::as_i64))
-        .collect();
+    let mut ssrcs: Vec<i64> =
+        streams.iter().filter_map(|s| s.get("ssrc").and_then(Value::as_i64)).collect();
     ssrcs.sort_unstable();
     ssrcs.dedup();
     let unsearched = ssrcs.len() > MAX_RELATED_STREAMS;
@@ -92,18 +90,12 @@ fn related_streams(
 /// when no call has this id.
 pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreError> {
     let mut budget = Budget::new(MAX_ANSWER_BYTES);
-    let Some(call) = budget
-        .rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?
-        .pop()
-    else {
+    let Some(call) = budget.rows(conn, "SELECT * FROM calls WHERE id = ?", [id])?.pop() else {
         return Ok(None);
     };
     let num = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_i64).unwrap_or(0);
     let text = |m: &Map<String, Value>, k: &str| {
-        m.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
+        m.get(k).and_then(Value::as_str).unwrap_or_default().to_string()
     };
     let (invite, end) = (num(&call, "invite_ns"), num(&call, "end_ns"));
     let call_id = text(&call, "call_id");
@@ -125,10 +117,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
             text(s, "dst"),
             num(s, "dst_port"),
         );
-        let (from, to) = (
-            num(s, "first_ns").saturating_sub(DETAIL_MARGIN_NS),
-            num(s, "last_ns"),
-        );
+        let (from, to) = (num(s, "first_ns").saturating_sub(DETAIL_MARGIN_NS), num(s, "last_ns"));
         let (intervals, more) = capped(
             &mut budget,
             conn,
@@ -144,10 +133,8 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
         intervals_left -= intervals.len();
         s.insert("intervals".into(), list(intervals));
     }
-    let (from, to) = (
-        invite.saturating_sub(DETAIL_MARGIN_NS),
-        end.saturating_add(DETAIL_MARGIN_NS),
-    );
+    let (from, to) =
+        (invite.saturating_sub(DETAIL_MARGIN_NS), end.saturating_add(DETAIL_MARGIN_NS));
     // Alerts before messages: a call padded with messages keeps its alerts.
     let (mut alerts, more) = capped(
         &mut budget,
@@ -170,13 +157,7 @@ pub fn call_detail(conn: &Connection, id: i64) -> Result<Option<Value>, StoreErr
     truncated.note("messages", more);
     let (related, more) = related_streams(&mut budget, conn, &streams, from, to)?;
     truncated.note("related_streams", more);
-    let parts = Parts {
-        streams,
-        messages,
-        alerts,
-        related,
-        truncated,
-    };
+    let parts = Parts { streams, messages, alerts, related, truncated };
     Ok(Some(parts.into_detail(call)?))
 }
 

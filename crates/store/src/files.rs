@@ -18,10 +18,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 fn refused(path: &Path, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{} {why}", path.display()),
-    )
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{} {why}", path.display()))
 }
 
 /// Opens an output for writing (`append`: at its end) by the rules above.
@@ -90,15 +87,9 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 /// A small file's text, at most `max` bytes: a regular file only (a FIFO,
 /// device or directory is refused at once, never waited on).
 pub fn read_small(path: &Path, max: u64) -> io::Result<String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     if !file.metadata()?.is_file() {
-        return Err(refused(
-            path,
-            "is not a regular file (a FIFO, device or directory)",
-        ));
+        return Err(refused(path, "is not a regular file (a FIFO, device or directory)"));
     }
     let mut text = String::new();
     file.take(max + 1).read_to_string(&mut text)?;
@@ -134,23 +125,14 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         let fifo = dir.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        assert!(
-            made.is_ok_and(|s| s.success()),
-            "mkfifo (coreutils) is needed"
-        );
-        assert!(
-            create_private(&fifo).is_err(),
-            "no reader: refused, not blocked"
-        );
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils) is needed");
+        assert!(create_private(&fifo).is_err(), "no reader: refused, not blocked");
         assert!(read_small(&fifo, 1 << 20).is_err(), "a FIFO is not read");
         assert!(create_private(&dir).is_err());
         assert!(create_private(Path::new("/dev/null")).is_ok());
         std::fs::hard_link(&target, dir.join("hard")).unwrap();
         assert!(same_file(&target, &dir.join("hard")));
-        assert!(
-            create_private(&dir.join("hard")).is_err(),
-            "a hard link is refused"
-        );
+        assert!(create_private(&dir.join("hard")).is_err(), "a hard link is refused");
         assert!(append_private(&dir.join("hard")).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         assert!(!same_file(&target, &dir.join("fifo")));

@@ -22,9 +22,7 @@ pub struct KpiSum {
 pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
     // SQLite says "disk I/O error" for a directory.
     if path.is_dir() {
-        return Err(StoreError::Invalid(
-            "a directory, not a database file".into(),
-        ));
+        return Err(StoreError::Invalid("a directory, not a database file".into()));
     }
     Ok(Connection::open_with_flags(
         path,
@@ -35,9 +33,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
 /// The stored KPI rows' interval lengths, s (normally one).
 pub fn kpi_intervals(conn: &Connection) -> Result<Vec<f64>, StoreError> {
     let mut q = conn.prepare("SELECT DISTINCT interval_s FROM kpi ORDER BY interval_s")?;
-    let v = q
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<Vec<f64>, _>>()?;
+    let v = q.query_map([], |r| r.get(0))?.collect::<Result<Vec<f64>, _>>()?;
     Ok(v)
 }
 
@@ -62,13 +58,7 @@ impl<'a> KpiWindow<'a> {
     /// Every row of `dimension`, per interval of `interval_ns`.
     pub fn all(dimension: &'a str, interval_ns: i64) -> KpiWindow<'a> {
         let (from_ns, until_ns, max_rows) = (i64::MIN, i64::MAX, usize::MAX);
-        KpiWindow {
-            dimension,
-            interval_ns,
-            from_ns,
-            until_ns,
-            max_rows,
-        }
+        KpiWindow { dimension, interval_ns, from_ns, until_ns, max_rows }
     }
 }
 

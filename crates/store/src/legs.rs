@@ -76,10 +76,7 @@ fn hops(streams: &[Map<String, Value>], direction: &str) -> Vec<Hop> {
         let src = endpoint(&ips.0, int(s, "src_port"));
         let dst = endpoint(&ips.1, int(s, "dst_port"));
         let ssrc = u32::try_from(int(s, "ssrc")).unwrap_or(0);
-        let first = s
-            .get("first_ns")
-            .and_then(Value::as_i64)
-            .unwrap_or(i64::MAX);
+        let first = s.get("first_ns").and_then(Value::as_i64).unwrap_or(i64::MAX);
         let lost = int(s, "lost").max(0);
         let i = match hops.iter().position(|h| h.src == src && h.dst == dst) {
             Some(i) => i,
@@ -125,10 +122,9 @@ pub fn loss_by_leg(streams: &[Map<String, Value>]) -> Vec<Path> {
     for direction in ["caller_to_callee", "callee_to_caller"] {
         let mut chains: Vec<Vec<Hop>> = Vec::new();
         for h in hops(streams, direction) {
-            let next = chains.iter_mut().find(|c| {
-                c.last()
-                    .is_some_and(|l| l.ips.1 == h.ips.0 && l.ips.0 != h.ips.1)
-            });
+            let next = chains
+                .iter_mut()
+                .find(|c| c.last().is_some_and(|l| l.ips.1 == h.ips.0 && l.ips.0 != h.ips.1));
             match next {
                 Some(c) => c.push(h),
                 None => chains.push(vec![h]),
@@ -152,10 +148,7 @@ pub fn loss_by_leg(streams: &[Map<String, Value>]) -> Vec<Path> {
                     .map(|&(s, n)| upstream(s).map_or(n, |u| (n - u).max(0)))
                     .fold(0i64, i64::saturating_add);
             }
-            paths.push(Path {
-                direction: direction.to_string(),
-                hops,
-            });
+            paths.push(Path { direction: direction.to_string(), hops });
         }
     }
     paths
@@ -184,39 +177,11 @@ mod tests {
     fn a_relayed_hop_is_charged_only_what_it_added() {
         let streams = [
             // Relay → callee seen after caller → relay; listed first on purpose.
-            stream(
-                "caller_to_callee",
-                ("10.0.0.1", 4000),
-                ("10.0.2.2", 2000),
-                7,
-                20,
-                9,
-            ),
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3000),
-                ("10.0.0.1", 4002),
-                7,
-                10,
-                4,
-            ),
+            stream("caller_to_callee", ("10.0.0.1", 4000), ("10.0.2.2", 2000), 7, 20, 9),
+            stream("caller_to_callee", ("10.0.1.2", 3000), ("10.0.0.1", 4002), 7, 10, 4),
             // The other way, renumbered by the relay: each hop's loss is its own.
-            stream(
-                "callee_to_caller",
-                ("10.0.2.2", 2000),
-                ("10.0.0.1", 4000),
-                8,
-                11,
-                3,
-            ),
-            stream(
-                "callee_to_caller",
-                ("10.0.0.1", 4002),
-                ("10.0.1.2", 3000),
-                9,
-                21,
-                5,
-            ),
+            stream("callee_to_caller", ("10.0.2.2", 2000), ("10.0.0.1", 4000), 8, 11, 3),
+            stream("callee_to_caller", ("10.0.0.1", 4002), ("10.0.1.2", 3000), 9, 21, 5),
         ];
         let paths = loss_by_leg(&streams);
         assert_eq!(paths.len(), 2);
@@ -231,112 +196,39 @@ mod tests {
         );
         assert_eq!(c2c[1].loss_percent, Some(9.0));
         let back = &paths[1].hops;
-        assert_eq!(
-            (back[0].introduced, back[1].introduced, back[1].relayed),
-            (3, 5, false)
-        );
+        assert_eq!((back[0].introduced, back[1].introduced, back[1].relayed), (3, 5, false));
     }
 
     #[test]
     fn streams_that_do_not_chain_are_not_hops() {
         // One leg: audio, then media moved by a re-INVITE (same SSRC), and video.
         let one_leg = [
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3000),
-                ("10.0.2.2", 2000),
-                1,
-                10,
-                2,
-            ),
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3002),
-                ("10.0.2.2", 2002),
-                1,
-                50,
-                3,
-            ),
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3004),
-                ("10.0.2.2", 2004),
-                2,
-                11,
-                3,
-            ),
-            stream(
-                "callee_to_caller",
-                ("10.0.2.2", 2000),
-                ("10.0.1.2", 3000),
-                3,
-                10,
-                1,
-            ),
+            stream("caller_to_callee", ("10.0.1.2", 3000), ("10.0.2.2", 2000), 1, 10, 2),
+            stream("caller_to_callee", ("10.0.1.2", 3002), ("10.0.2.2", 2002), 1, 50, 3),
+            stream("caller_to_callee", ("10.0.1.2", 3004), ("10.0.2.2", 2004), 2, 11, 3),
+            stream("callee_to_caller", ("10.0.2.2", 2000), ("10.0.1.2", 3000), 3, 10, 1),
         ];
-        assert!(
-            loss_by_leg(&one_leg).is_empty(),
-            "{:?}",
-            loss_by_leg(&one_leg)
-        );
+        assert!(loss_by_leg(&one_leg).is_empty(), "{:?}", loss_by_leg(&one_leg));
     }
 
     #[test]
     fn an_ssrc_is_charged_against_its_own_loss_upstream() {
         let streams = [
             // Hop 1 carries SSRC 1 (3 lost) and SSRC 2 (2 lost, in two records).
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3000),
-                ("10.0.0.1", 4000),
-                1,
-                10,
-                3,
-            ),
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3000),
-                ("10.0.0.1", 4000),
-                2,
-                12,
-                1,
-            ),
-            stream(
-                "caller_to_callee",
-                ("10.0.1.2", 3000),
-                ("10.0.0.1", 4000),
-                2,
-                13,
-                1,
-            ),
+            stream("caller_to_callee", ("10.0.1.2", 3000), ("10.0.0.1", 4000), 1, 10, 3),
+            stream("caller_to_callee", ("10.0.1.2", 3000), ("10.0.0.1", 4000), 2, 12, 1),
+            stream("caller_to_callee", ("10.0.1.2", 3000), ("10.0.0.1", 4000), 2, 13, 1),
             // Hop 2 relays only SSRC 2, losing 4 in all: 2 of them its own.
-            stream(
-                "caller_to_callee",
-                ("10.0.0.1", 4002),
-                ("10.0.2.2", 2000),
-                2,
-                20,
-                4,
-            ),
+            stream("caller_to_callee", ("10.0.0.1", 4002), ("10.0.2.2", 2000), 2, 20, 4),
         ];
         let paths = loss_by_leg(&streams);
         assert_eq!(paths.len(), 1);
         let h = &paths[0].hops;
-        assert_eq!(
-            (h[0].lost, h[0].expected, h[0].ssrcs.clone()),
-            (5, 300, vec![1, 2])
-        );
+        assert_eq!((h[0].lost, h[0].expected, h[0].ssrcs.clone()), (5, 300, vec![1, 2]));
         assert_eq!((h[1].relayed, h[1].introduced), (true, 2));
         // Never below zero: a hop that lost less than its upstream adds nothing.
         let mut fewer = streams.to_vec();
-        fewer[3] = stream(
-            "caller_to_callee",
-            ("10.0.0.1", 4002),
-            ("10.0.2.2", 2000),
-            2,
-            20,
-            1,
-        );
+        fewer[3] = stream("caller_to_callee", ("10.0.0.1", 4002), ("10.0.2.2", 2000), 2, 20, 1);
         assert_eq!(loss_by_leg(&fewer)[0].hops[1].introduced, 0);
     }
 }

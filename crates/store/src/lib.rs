@@ -175,10 +175,7 @@ pub struct JsonLines<W: Write> {
 impl<W: Write> JsonLines<W> {
     /// Writes to `w` (buffer it yourself if it is a file).
     pub fn new(w: W) -> Self {
-        JsonLines {
-            w,
-            line: Vec::new(),
-        }
+        JsonLines { w, line: Vec::new() }
     }
 
     /// Writes one value as a line.
@@ -238,11 +235,7 @@ impl<W: Write> Sink for JsonLines<W> {
     }
 
     fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
-        self.line(&SummaryLine {
-            kind: "summary",
-            input,
-            summary,
-        })?;
+        self.line(&SummaryLine { kind: "summary", input, summary })?;
         self.w.flush()?;
         Ok(())
     }
@@ -318,10 +311,7 @@ impl Sqlite {
 /// `INSERT INTO table (first, columns...) VALUES (?, ...)`.
 fn insert_sql<R>(table: &str, first: &str, cols: &[columns::Column<R>]) -> String {
     let marks = vec!["?"; cols.len() + first.matches(',').count()].join(",");
-    format!(
-        "INSERT INTO {table} ({first}{}) VALUES ({marks})",
-        columns::names(cols)
-    )
+    format!("INSERT INTO {table} ({first}{}) VALUES ({marks})", columns::names(cols))
 }
 
 impl Sink for Sqlite {

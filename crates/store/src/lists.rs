@@ -70,11 +70,10 @@ pub fn list_rows(
         params.push(Sql::Integer(t));
     }
     for (column, value) in &q.equals {
-        let column = list
-            .filters()
-            .iter()
-            .find(|c| *c == column)
-            .ok_or_else(|| StoreError::Invalid(format!("{column}: not a filter of this list")))?;
+        let column =
+            list.filters().iter().find(|c| *c == column).ok_or_else(|| {
+                StoreError::Invalid(format!("{column}: not a filter of this list"))
+            })?;
         cond.push(format!("{column} = ?"));
         params.push(Sql::Text(value.clone()));
     }

@@ -35,19 +35,16 @@ pub fn load_between(
          GROUP BY bucket ORDER BY bucket LIMIT ?4",
     )?;
     let limit = i64::try_from(max_rows).unwrap_or(i64::MAX);
-    let rows = q.query_map(
-        rusqlite::params![interval_ns, from_ns, until_ns, limit],
-        |r| {
-            // A crafted row of another type counts as nothing.
-            let n = |i: usize| r.get_ref(i).map(|v| v.as_i64().unwrap_or(0).max(0));
-            Ok(LoadSum {
-                start_ns: r.get_ref(0)?.as_i64().unwrap_or(0),
-                max_calls_open: n(1)?,
-                calls_started: n(2)?,
-                calls_ended: n(3)?,
-            })
-        },
-    )?;
+    let rows = q.query_map(rusqlite::params![interval_ns, from_ns, until_ns, limit], |r| {
+        // A crafted row of another type counts as nothing.
+        let n = |i: usize| r.get_ref(i).map(|v| v.as_i64().unwrap_or(0).max(0));
+        Ok(LoadSum {
+            start_ns: r.get_ref(0)?.as_i64().unwrap_or(0),
+            max_calls_open: n(1)?,
+            calls_started: n(2)?,
+            calls_ended: n(3)?,
+        })
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -49,9 +49,7 @@ pub fn find_calls(conn: &Connection, call: &str) -> Result<Vec<StoredCall>, Stor
                     dst_port: r.get(3)?,
                     ssrc: r.get::<_, i64>(4)? as u32,
                     direction: r.get(5)?,
-                    payload_type: r
-                        .get::<_, Option<i64>>(6)?
-                        .and_then(|p| u8::try_from(p).ok()),
+                    payload_type: r.get::<_, Option<i64>>(6)?.and_then(|p| u8::try_from(p).ok()),
                     first_ns: r.get(7)?,
                     last_ns: r.get(8)?,
                     // Text only: a hostile database's other types read as unknown.
@@ -93,9 +91,5 @@ pub fn totals(conn: &Connection) -> Result<(i64, i64), StoreError> {
 /// How many earlier runs of the database analysed `input` (the same file
 /// names): a run that analyses it again stores each of its calls twice.
 pub fn runs_of(conn: &Connection, input: &str) -> Result<i64, StoreError> {
-    Ok(
-        conn.query_row("SELECT count(*) FROM runs WHERE input = ?1", [input], |r| {
-            r.get(0)
-        })?,
-    )
+    Ok(conn.query_row("SELECT count(*) FROM runs WHERE input = ?1", [input], |r| r.get(0))?)
 }

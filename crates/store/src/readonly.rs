@@ -22,15 +22,8 @@ pub const MAX_SCHEMA_ENTRIES: i64 = 1000;
 const REQUIRED: &[&str] = &["calls", "streams", "runs"];
 
 /// Columns holding JSON text, parsed when read.
-const JSON_COLUMNS: &[&str] = &[
-    "labels",
-    "dtmf",
-    "jitter_buffers",
-    "delay_inputs",
-    "rtcp_xr",
-    "unscored",
-    "restarts_ns",
-];
+const JSON_COLUMNS: &[&str] =
+    &["labels", "dtmf", "jitter_buffers", "delay_inputs", "rtcp_xr", "unscored", "restarts_ns"];
 
 /// Opens `path` for the console: read-only, with the function searches
 /// use. Refuses a file that is not a calliper database, or whose tables
@@ -50,15 +43,11 @@ pub fn open_searchable(path: &Path) -> Result<Connection, StoreError> {
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .map_err(|e| refuse(format!("not an SQLite database ({e})")))?;
     if entries > MAX_SCHEMA_ENTRIES {
-        return Err(refuse(format!(
-            "{entries} schema entries, not a calliper database"
-        )));
+        return Err(refuse(format!("{entries} schema entries, not a calliper database")));
     }
     for t in REQUIRED {
         if !is_table(&conn, t)? {
-            return Err(refuse(format!(
-                "not a calliper call database (no {t} table)"
-            )));
+            return Err(refuse(format!("not a calliper call database (no {t} table)")));
         }
     }
     crate::tracked::stand_ins(&conn)?;
@@ -95,11 +84,9 @@ pub(crate) fn is_table(conn: &Connection, name: &str) -> Result<bool, StoreError
 /// Why table `t` is not a plain table of stored columns with row ids.
 fn plain(conn: &Connection, t: &str) -> Result<(), String> {
     let computed: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM pragma_table_xinfo(?1) WHERE hidden != 0",
-            [t],
-            |r| r.get(0),
-        )
+        .query_row("SELECT count(*) FROM pragma_table_xinfo(?1) WHERE hidden != 0", [t], |r| {
+            r.get(0)
+        })
         .map_err(|e| e.to_string())?;
     if computed > 0 {
         return Err(format!("{computed} computed or hidden columns"));

@@ -172,9 +172,7 @@ mod tests {
     use super::*;
 
     fn columns(conn: &Connection, table: &str) -> Vec<String> {
-        let mut q = conn
-            .prepare("SELECT name FROM pragma_table_info(?1)")
-            .unwrap();
+        let mut q = conn.prepare("SELECT name FROM pragma_table_info(?1)").unwrap();
         let names = q.query_map([table], |r| r.get(0)).unwrap();
         names.map(Result::unwrap).collect()
     }
@@ -186,24 +184,19 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&schema()).unwrap();
         conn.execute_batch(&crate::tracked::schema()).unwrap();
-        let today: Vec<_> = ["calls", "streams", "traffic"]
-            .iter()
-            .map(|t| columns(&conn, t))
-            .collect();
+        let today: Vec<_> =
+            ["calls", "streams", "traffic"].iter().map(|t| columns(&conn, t)).collect();
         for (_, table, _, alter) in ADDED_COLUMNS {
             for statement in alter.split(';').map(str::trim).filter(|s| !s.is_empty()) {
                 let column = statement.split_whitespace().nth(5).unwrap();
-                conn.execute_batch(&format!("ALTER TABLE {table} DROP COLUMN {column}"))
-                    .unwrap();
+                conn.execute_batch(&format!("ALTER TABLE {table} DROP COLUMN {column}")).unwrap();
             }
         }
         assert!(columns(&conn, "calls").len() < today[0].len());
         conn.pragma_update(None, "user_version", 0).unwrap();
         migrate(&conn).unwrap();
-        let after: Vec<_> = ["calls", "streams", "traffic"]
-            .iter()
-            .map(|t| columns(&conn, t))
-            .collect();
+        let after: Vec<_> =
+            ["calls", "streams", "traffic"].iter().map(|t| columns(&conn, t)).collect();
         let sorted = |mut v: Vec<String>| {
             v.sort();
             v
@@ -211,9 +204,7 @@ mod tests {
         for (a, t) in after.into_iter().zip(today) {
             assert_eq!(sorted(a), sorted(t));
         }
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
     }
 }

@@ -209,15 +209,8 @@ impl Where {
             Some(glob) => ("GLOB ?", glob),
             None => ("= ?", pattern.to_string()),
         };
-        let any = columns
-            .iter()
-            .map(|c| format!("{c} {op}"))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        self.add(
-            &format!("({any})"),
-            columns.iter().map(|_| v.clone().into()),
-        );
+        let any = columns.iter().map(|c| format!("{c} {op}")).collect::<Vec<_>>().join(" OR ");
+        self.add(&format!("({any})"), columns.iter().map(|_| v.clone().into()));
     }
 }
 
@@ -254,10 +247,7 @@ fn build(s: &Search) -> Where {
         Some(Status::Code(c)) => w.add("final_status = ?", [V::Integer(c.into())]),
         Some(Status::Class(c)) => w.add(
             "final_status >= ? AND final_status < ?",
-            [
-                V::Integer(i64::from(c) * 100),
-                V::Integer(i64::from(c) * 100 + 100),
-            ],
+            [V::Integer(i64::from(c) * 100), V::Integer(i64::from(c) * 100 + 100)],
         ),
         Some(Status::None) => w.add("final_status IS NULL", []),
         None => {}
@@ -392,9 +382,7 @@ mod tests {
         assert!(!n.contains("::1"));
         assert!(!n.contains("garbage"));
         assert!(Network::parse("0.0.0.0/0").unwrap().contains("192.0.2.1"));
-        assert!(Network::parse("2001:db8::/32")
-            .unwrap()
-            .contains("2001:db8:1::5"));
+        assert!(Network::parse("2001:db8::/32").unwrap().contains("2001:db8:1::5"));
         assert!(Network::parse("192.0.2.7").unwrap().contains("192.0.2.7"));
         assert!(!Network::parse("192.0.2.7").unwrap().contains("192.0.2.8"));
         for bad in ["10.0.0.0/33", "10.0.0.0/", "x/8", "::/129", "10.0.0.0/-1"] {

@@ -204,27 +204,15 @@ pub(crate) const TRACKED: &[TrackedTable] = &[
     TrackedTable {
         kind: "kpi",
         table: "kpi",
-        columns: &[
-            ("start_ns", Integer),
-            ("interval_s", Real),
-            ("dimension", Text),
-            ("key", Text),
-        ],
+        columns: &[("start_ns", Integer), ("interval_s", Real), ("dimension", Text), ("key", Text)],
         more_columns: calliper_model::kpi::COUNTER_NAMES,
         items: &[],
     },
 ];
 
 /// The tables of [`TRACKED`], by name.
-pub(crate) const TABLES: &[&str] = &[
-    "registrations",
-    "users",
-    "traffic",
-    "alerts",
-    "sip_messages",
-    "stream_intervals",
-    "kpi",
-];
+pub(crate) const TABLES: &[&str] =
+    &["registrations", "users", "traffic", "alerts", "sip_messages", "stream_intervals", "kpi"];
 
 /// Empty temporary tables standing in for those of [`TRACKED`] that the
 /// database lacks (one written by an older version, read-only here), or
@@ -259,10 +247,7 @@ pub(crate) fn schema() -> String {
                 t.table,
                 i.names().join(", ")
             );
-            s += &format!(
-                "CREATE INDEX IF NOT EXISTS {0}_by_parent ON {0}(parent);\n",
-                i.table
-            );
+            s += &format!("CREATE INDEX IF NOT EXISTS {0}_by_parent ON {0}(parent);\n", i.table);
         }
     }
     s += "CREATE INDEX IF NOT EXISTS traffic_by_time ON traffic(start_ns);\n";
@@ -305,12 +290,7 @@ pub(crate) fn insert(conn: &Connection, kind: &str, value: &Value) -> Result<boo
     insert_row(conn, t.table, &t.all_columns(), None, value)?;
     let parent = conn.last_insert_rowid();
     for items in t.items {
-        for v in value
-            .get(items.field)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for v in value.get(items.field).and_then(Value::as_array).into_iter().flatten() {
             insert_row(conn, items.table, &items.names(), Some(parent), v)?;
         }
     }
@@ -330,16 +310,10 @@ fn insert_row(
     for c in columns {
         values.push(sql(value.get(*c).unwrap_or(&Value::Null))?);
     }
-    let names = parent
-        .map(|_| "parent")
-        .into_iter()
-        .chain(columns.iter().copied())
-        .collect::<Vec<_>>();
+    let names =
+        parent.map(|_| "parent").into_iter().chain(columns.iter().copied()).collect::<Vec<_>>();
     let marks = vec!["?"; names.len()].join(",");
-    conn.prepare_cached(&format!(
-        "INSERT INTO {table} ({}) VALUES ({marks})",
-        names.join(", ")
-    ))?
-    .execute(rusqlite::params_from_iter(values))?;
+    conn.prepare_cached(&format!("INSERT INTO {table} ({}) VALUES ({marks})", names.join(", ")))?
+        .execute(rusqlite::params_from_iter(values))?;
     Ok(())
 }

@@ -16,10 +16,7 @@ pub fn capture_dirs() -> Vec<PathBuf> {
     } else {
         skip_requested(
             "shared-pcaps",
-            &format!(
-                "{} not found: the captures the tests compare on",
-                shared.display()
-            ),
+            &format!("{} not found: the captures the tests compare on", shared.display()),
         );
         vec![root.join("testdata")]
     }

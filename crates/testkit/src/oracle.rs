@@ -47,10 +47,7 @@ pub struct TsharkStream {
 
 pub fn tshark_streams(file: &Path, heuristic: bool) -> Vec<TsharkStream> {
     let text = if heuristic {
-        tshark(
-            file,
-            &["-q", "-z", "rtp,streams", "-o", "rtp.heuristic_rtp:TRUE"],
-        )
+        tshark(file, &["-q", "-z", "rtp,streams", "-o", "rtp.heuristic_rtp:TRUE"])
     } else {
         tshark(file, &["-q", "-z", "rtp,streams"])
     };
@@ -89,11 +86,7 @@ pub fn wireshark_tool(tool: &str, args: &[&str]) {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{tool} is needed (scripts/test.sh installs tshark): {e}"));
-    assert!(
-        out.status.success(),
-        "{tool}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{tool}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// tshark's `-T fields` output for the packets matching `filter` (all when

@@ -81,12 +81,7 @@ impl Probe {
     /// (the engine judges capture times by batch: `analyze` reads 64 at a
     /// time; [`Probe::capture`] reads as it does).
     pub fn frame(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
-        let mut p = [RawPacket {
-            ts_ns,
-            link_type,
-            data,
-            ..RawPacket::default()
-        }];
+        let mut p = [RawPacket { ts_ns, link_type, data, ..RawPacket::default() }];
         self.analyzer.packets(&mut p).expect("the analysis failed");
         self.fed(1);
     }
@@ -103,9 +98,7 @@ impl Probe {
                 orig_len: data.len() as u32,
                 ..calliper_capture::Packet::EMPTY
             });
-            self.analyzer
-                .captured(packets)
-                .expect("the analysis failed");
+            self.analyzer.captured(packets).expect("the analysis failed");
             self.fed(chunk.len());
         }
     }
@@ -128,9 +121,7 @@ impl Probe {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut say = |m: &str| eprintln!("{m}");
         while let Some(b) = inputs.next_batch(calliper_engine::READ_BATCH, &mut say) {
-            self.analyzer
-                .captured(b.iter())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            self.analyzer.captured(b.iter()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             self.fed(b.len());
         }
     }
@@ -151,10 +142,7 @@ impl Probe {
         self.take(true);
         let mut tracker_fields = serde_json::Map::new();
         for d in self.trackers.drops() {
-            assert!(
-                d.key != "events_dropped" || d.count == 0,
-                "the event log dropped events"
-            );
+            assert!(d.key != "events_dropped" || d.count == 0, "the event log dropped events");
             if d.count > 0 {
                 tracker_fields.insert(d.key.into(), d.count.into());
             }
@@ -208,8 +196,7 @@ impl Outcome {
             sink.write(r).expect("a record that does not serialise");
         }
         for (kind, v) in &self.rows {
-            sink.write_tracked(kind, v)
-                .expect("a row that does not serialise");
+            sink.write_tracked(kind, v).expect("a row that does not serialise");
         }
         drop(sink);
         let mut lines = json_lines(&out);
@@ -277,9 +264,7 @@ fn take_rows(
     rows: &mut Vec<(&'static str, Value)>,
     events: &mut Vec<u8>,
 ) {
-    let taken = trackers
-        .take(end)
-        .expect("a tracker row that does not serialise");
+    let taken = trackers.take(end).expect("a tracker row that does not serialise");
     rows.extend(taken.rows);
     events.extend(taken.lines);
 }

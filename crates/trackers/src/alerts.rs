@@ -181,11 +181,7 @@ pub struct Alerts {
 impl Alerts {
     /// A tracker judging by `cfg`.
     pub fn new(cfg: AlertConfig) -> Alerts {
-        Alerts {
-            cfg: Arc::new(cfg),
-            state: Arc::default(),
-            scratch: String::new(),
-        }
+        Alerts { cfg: Arc::new(cfg), state: Arc::default(), scratch: String::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -295,18 +291,8 @@ impl Alerts {
         if ch.phase != CallPhase::Answered || self.cfg.asr_below.is_none() {
             return;
         }
-        let key = trunk_key(
-            &self.cfg.trunks,
-            ch.parties.0,
-            ch.parties.1,
-            &mut self.scratch,
-        );
-        let w = Waiting::Answer(
-            ch.clock_ns,
-            ch.ts_ns,
-            key.to_string(),
-            ch.call_id.to_string(),
-        );
+        let key = trunk_key(&self.cfg.trunks, ch.parties.0, ch.parties.1, &mut self.scratch);
+        let w = Waiting::Answer(ch.clock_ns, ch.ts_ns, key.to_string(), ch.call_id.to_string());
         wait(&self.cfg, &mut self.lock(), w);
     }
 
@@ -374,8 +360,7 @@ fn count_attempt(
         if s.trunks.len() >= MAX_FOLLOWED && s.pruned_minute != minute {
             // Trunks idle for a whole window go, at most once a minute.
             s.pruned_minute = minute;
-            s.trunks
-                .retain(|_, w| w.last_minute > minute - minutes as i64);
+            s.trunks.retain(|_, w| w.last_minute > minute - minutes as i64);
         }
         if s.trunks.len() >= MAX_FOLLOWED {
             s.untracked += 1;
@@ -406,9 +391,7 @@ fn count_attempt(
         .buckets
         .iter()
         .filter(|b| b.0 >= oldest)
-        .fold((0u64, 0u64), |(a, n), b| {
-            (a + u64::from(b.1), n + u64::from(b.2))
-        });
+        .fold((0u64, 0u64), |(a, n), b| (a + u64::from(b.1), n + u64::from(b.2)));
     let asr = 100.0 * answers as f64 / attempts.max(1) as f64;
     if attempts >= cfg.asr_min_attempts && asr < t && ts >= w.quiet_until {
         w.quiet_until = ts.saturating_add(minutes as i64 * MINUTE_NS);
@@ -458,10 +441,7 @@ fn judge_source(
         }
     }
     if let Some(agent) = agent {
-        let known = cfg
-            .scanner_agents
-            .iter()
-            .any(|a| contains_ignore_case(agent, a));
+        let known = cfg.scanner_agents.iter().any(|a| contains_ignore_case(agent, a));
         if known && !src.agent_alerted {
             src.agent_alerted = true;
             alerts.push(("scanner_agent", Some(agent.to_string()), 1.0, 1.0));
@@ -493,11 +473,7 @@ fn raise(s: &mut State, a: Alert) {
 /// `hay` contains `needle` (lower case), ASCII case aside.
 fn contains_ignore_case(hay: &str, needle: &str) -> bool {
     let n = needle.as_bytes();
-    n.is_empty()
-        || hay
-            .as_bytes()
-            .windows(n.len())
-            .any(|w| w.eq_ignore_ascii_case(n))
+    n.is_empty() || hay.as_bytes().windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 impl Tracker for Alerts {
@@ -536,11 +512,8 @@ mod tests {
     /// judged after it, as when it comes after: the alerts are the same.
     #[test]
     fn an_answer_waits_for_the_records_of_calls_that_ended_before_it() {
-        let cfg = AlertConfig {
-            asr_below: Some(60.0),
-            asr_min_attempts: 2,
-            ..AlertConfig::default()
-        };
+        let cfg =
+            AlertConfig { asr_below: Some(60.0), asr_min_attempts: 2, ..AlertConfig::default() };
         let answer = || Waiting::Answer(30, 30, "a>b".into(), "answered".into());
         let failed_record = |s: &mut State| {
             settle(&cfg, s, 20);
@@ -562,10 +535,7 @@ mod tests {
 
     #[test]
     fn agents_match_without_regard_to_case() {
-        assert!(contains_ignore_case(
-            "Friendly-Scanner 1.0",
-            "friendly-scanner"
-        ));
+        assert!(contains_ignore_case("Friendly-Scanner 1.0", "friendly-scanner"));
         assert!(!contains_ignore_case("Linphone", "sipvicious"));
         assert!(contains_ignore_case("x", ""));
     }

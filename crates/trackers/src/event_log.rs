@@ -161,11 +161,7 @@ mod tests {
     use calliper_model::event::Anomaly;
 
     fn anomaly(log: &mut EventLog) {
-        log.event(&Event::Anomaly(&Anomaly {
-            ts_ns: 1,
-            kind: "sip_bad_content_length",
-            count: 2,
-        }));
+        log.event(&Event::Anomaly(&Anomaly { ts_ns: 1, kind: "sip_bad_content_length", count: 2 }));
     }
 
     #[test]

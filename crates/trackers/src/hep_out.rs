@@ -104,18 +104,12 @@ impl HepOut {
         let thread = std::thread::Builder::new()
             .name("hep-out".into())
             .spawn(move || send_all(&for_thread, link))?;
-        Ok(HepOut {
-            shared,
-            thread: Some(thread),
-        })
+        Ok(HepOut { shared, thread: Some(thread) })
     }
 
     /// A handle for the analyser's trackers (queues; never sends itself).
     pub fn tracker(&self) -> Box<dyn Tracker> {
-        Box::new(HepOut {
-            shared: self.shared.clone(),
-            thread: None,
-        })
+        Box::new(HepOut { shared: self.shared.clone(), thread: None })
     }
 
     /// The counts so far.
@@ -129,9 +123,7 @@ impl HepOut {
         let Some(t) = self.thread.take() else {
             return;
         };
-        lock(&self.shared.queue)
-            .closed
-            .get_or_insert(Instant::now() + FINISH_WITHIN);
+        lock(&self.shared.queue).closed.get_or_insert(Instant::now() + FINISH_WITHIN);
         self.shared.ready.notify_all();
         let _ = t.join();
     }
@@ -201,11 +193,7 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 impl Link {
     fn open(target: &HepTarget) -> std::io::Result<Link> {
         if target.transport == HepTransport::Tcp {
-            return Ok(Link::Tcp {
-                addr: target.addr,
-                stream: None,
-                retry_at: Instant::now(),
-            });
+            return Ok(Link::Tcp { addr: target.addr, stream: None, retry_at: Instant::now() });
         }
         let bind: SocketAddr = if target.addr.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
@@ -224,11 +212,7 @@ impl Link {
         use std::io::Write;
         match self {
             Link::Udp(socket) => socket.send(m).map(drop),
-            Link::Tcp {
-                addr,
-                stream,
-                retry_at,
-            } => {
+            Link::Tcp { addr, stream, retry_at } => {
                 if stream.is_none() {
                     if Instant::now() < *retry_at {
                         return Err(std::io::ErrorKind::NotConnected.into());
@@ -265,10 +249,8 @@ fn ip_protocol(t: SipTransport) -> u8 {
 impl Tracker for HepOut {
     fn event(&mut self, event: &Event<'_>) {
         let target = &self.shared.target;
-        let fields = HepFields {
-            capture_id: target.capture_id,
-            auth_key: target.auth_key.as_deref(),
-        };
+        let fields =
+            HepFields { capture_id: target.capture_id, auth_key: target.auth_key.as_deref() };
         match event {
             Event::Sip(m) if !m.via_hep => self.send(sip_message(m, &fields)),
             Event::Call(c) if c.phase == CallPhase::Started => {
@@ -287,10 +269,7 @@ impl Tracker for HepOut {
                 let message = match lock(&self.shared.calls).get(serial) {
                     Some(call_id) => hep_quality::periodic(i, call_id, &fields),
                     None => {
-                        self.shared
-                            .counts
-                            .uncorrelated
-                            .fetch_add(1, Ordering::Relaxed);
+                        self.shared.counts.uncorrelated.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                 };
@@ -369,10 +348,7 @@ mod tests {
             auth_key: Some(b"key".to_vec()),
         })
         .unwrap();
-        let mut t = HepOut {
-            shared: out.shared.clone(),
-            thread: None,
-        };
+        let mut t = HepOut { shared: out.shared.clone(), thread: None };
         let seen = calliper_model::event::SipSeen {
             ts_ns: 1_700_000_000_123_456_000,
             src: ("10.0.0.1".parse().unwrap(), 5060),
@@ -390,35 +366,17 @@ mod tests {
         let mut buf = [0u8; 2048];
         let n = collector.recv(&mut buf).unwrap();
         let h = Hep::parse(&buf[..n]).unwrap();
-        assert_eq!(
-            (h.src, h.sport, h.dst, h.dport),
-            (seen.src.0, 5060, seen.dst.0, 5080)
-        );
-        assert_eq!(
-            (h.ts_ns, h.kind, h.capture_id),
-            (seen.ts_ns, hep::kind::SIP, 7)
-        );
-        assert_eq!(
-            (h.correlation_id, h.auth_key),
-            (Some(&b"abc@x"[..]), Some(&b"key"[..]))
-        );
+        assert_eq!((h.src, h.sport, h.dst, h.dport), (seen.src.0, 5060, seen.dst.0, 5080));
+        assert_eq!((h.ts_ns, h.kind, h.capture_id), (seen.ts_ns, hep::kind::SIP, 7));
+        assert_eq!((h.correlation_id, h.auth_key), (Some(&b"abc@x"[..]), Some(&b"key"[..])));
         assert_eq!(h.payload, seen.bytes);
         // What came in as HEP is not sent again (no loop through a collector).
-        t.event(&Event::Sip(&calliper_model::event::SipSeen {
-            via_hep: true,
-            ..seen
-        }));
+        t.event(&Event::Sip(&calliper_model::event::SipSeen { via_hep: true, ..seen }));
         // Finished: what comes after is dropped, and counted.
         let mut out = out;
         out.finish();
         t.event(&Event::Sip(&seen));
         let c = t.counts();
-        assert_eq!(
-            (
-                c.sent.load(Ordering::Relaxed),
-                c.dropped.load(Ordering::Relaxed)
-            ),
-            (1, 1)
-        );
+        assert_eq!((c.sent.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed)), (1, 1));
     }
 }

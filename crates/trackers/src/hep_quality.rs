@@ -154,9 +154,7 @@ impl Report<'_> {
             auth_key: f.auth_key,
             correlation_id: Some(self.call_id.as_bytes()),
             vlan: None,
-            mos: self
-                .mos
-                .map(|m| (m * 100.0).round().clamp(0.0, 500.0) as u16),
+            mos: self.mos.map(|m| (m * 100.0).round().clamp(0.0, 500.0) as u16),
             payload: &payload,
             compressed: false,
         }

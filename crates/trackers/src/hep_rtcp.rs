@@ -24,64 +24,61 @@ pub(crate) fn messages<'a>(
 ) -> impl Iterator<Item = Option<Vec<u8>>> + 'a {
     // A malformed part ends the reading, as it does for the analysis; past
     // MAX_REPORTS a crafted compound of empty reports is not multiplied.
-    parts(p.bytes)
-        .map_while(Result::ok)
-        .take(MAX_REPORTS)
-        .filter_map(move |part| {
-            let Part::Report(r) = part else {
-                return None;
-            };
-            let blocks: Vec<_> = r
-                .blocks()
-                .map(|b| {
-                    json!({
-                        "source_ssrc": b.ssrc,
-                        "highest_seq_no": b.highest_seq,
-                        "fraction_lost": b.fraction_lost,
-                        "ia_jitter": b.jitter,
-                        "packets_lost": b.cumulative_lost,
-                        "lsr": b.lsr,
-                        "dlsr": b.dlsr,
-                    })
+    parts(p.bytes).map_while(Result::ok).take(MAX_REPORTS).filter_map(move |part| {
+        let Part::Report(r) = part else {
+            return None;
+        };
+        let blocks: Vec<_> = r
+            .blocks()
+            .map(|b| {
+                json!({
+                    "source_ssrc": b.ssrc,
+                    "highest_seq_no": b.highest_seq,
+                    "fraction_lost": b.fraction_lost,
+                    "ia_jitter": b.jitter,
+                    "packets_lost": b.cumulative_lost,
+                    "lsr": b.lsr,
+                    "dlsr": b.dlsr,
                 })
-                .collect();
-            let mut body = json!({
-                "ssrc": r.reporter,
-                "type": if r.sender.is_some() { 200 } else { 201 },
-                "report_count": blocks.len(),
-                "report_blocks": blocks,
+            })
+            .collect();
+        let mut body = json!({
+            "ssrc": r.reporter,
+            "type": if r.sender.is_some() { 200 } else { 201 },
+            "report_count": blocks.len(),
+            "report_blocks": blocks,
+        });
+        if let Some((ntp, rtp_ts, packets, octets)) = r.sender {
+            body["sender_information"] = json!({
+                "ntp_timestamp_sec": ntp >> 32,
+                "ntp_timestamp_usec": ntp & 0xFFFF_FFFF,
+                "octets": octets,
+                "rtp_timestamp": rtp_ts,
+                "packets": packets,
             });
-            if let Some((ntp, rtp_ts, packets, octets)) = r.sender {
-                body["sender_information"] = json!({
-                    "ntp_timestamp_sec": ntp >> 32,
-                    "ntp_timestamp_usec": ntp & 0xFFFF_FFFF,
-                    "octets": octets,
-                    "rtp_timestamp": rtp_ts,
-                    "packets": packets,
-                });
+        }
+        let payload = serde_json::to_vec(&body).ok()?;
+        Some(
+            Hep {
+                src: p.src.0,
+                dst: p.dst.0,
+                sport: p.src.1,
+                dport: p.dst.1,
+                ip_protocol: 17,
+                ts_ns: p.ts_ns,
+                kind: hep::kind::RTCP_JSON,
+                capture_id: f.capture_id,
+                auth_key: f.auth_key,
+                correlation_id: Some(p.call_id.as_bytes()),
+                vlan: None,
+                mos: None,
+                payload: &payload,
+                compressed: false,
             }
-            let payload = serde_json::to_vec(&body).ok()?;
-            Some(
-                Hep {
-                    src: p.src.0,
-                    dst: p.dst.0,
-                    sport: p.src.1,
-                    dport: p.dst.1,
-                    ip_protocol: 17,
-                    ts_ns: p.ts_ns,
-                    kind: hep::kind::RTCP_JSON,
-                    capture_id: f.capture_id,
-                    auth_key: f.auth_key,
-                    correlation_id: Some(p.call_id.as_bytes()),
-                    vlan: None,
-                    mos: None,
-                    payload: &payload,
-                    compressed: false,
-                }
-                .emit()
-                .ok(),
-            )
-        })
+            .emit()
+            .ok(),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -92,9 +89,7 @@ mod tests {
     /// messages, not twenty.
     #[test]
     fn a_crafted_compound_is_not_multiplied() {
-        let bytes: Vec<u8> = (0..20u8)
-            .flat_map(|i| [0x80, 201, 0, 1, 0, 0, 0, i])
-            .collect();
+        let bytes: Vec<u8> = (0..20u8).flat_map(|i| [0x80, 201, 0, 1, 0, 0, 0, i]).collect();
         let p = RtcpPacket {
             ts_ns: 1,
             call: 1,
@@ -103,10 +98,7 @@ mod tests {
             dst: ("192.0.2.2".parse().unwrap(), 5001),
             bytes: &bytes,
         };
-        let f = HepFields {
-            capture_id: 1,
-            auth_key: None,
-        };
+        let f = HepFields { capture_id: 1, auth_key: None };
         let sent: Vec<_> = messages(&p, &f).collect();
         assert_eq!(sent.len(), MAX_REPORTS);
         assert!(sent.iter().all(Option::is_some));

@@ -36,16 +36,11 @@ pub struct Trunk {
 impl Trunk {
     /// Parses `NAME=ADDR[,ADDR...]`.
     pub fn parse(s: &str) -> Result<Trunk, String> {
-        let (name, addrs) = s
-            .split_once('=')
-            .ok_or_else(|| format!("`{s}` is not NAME=ADDRESS[,ADDRESS...]"))?;
+        let (name, addrs) =
+            s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=ADDRESS[,ADDRESS...]"))?;
         let addresses = addrs
             .split(',')
-            .map(|a| {
-                a.trim()
-                    .parse()
-                    .map_err(|_| format!("`{a}` in `{s}` is not an IP address"))
-            })
+            .map(|a| a.trim().parse().map_err(|_| format!("`{a}` in `{s}` is not an IP address")))
             .collect::<Result<Vec<IpAddr>, String>>()?;
         if name.trim().is_empty() {
             return Err(format!("`{s}` has no trunk name before `=`"));
@@ -55,20 +50,14 @@ impl Trunk {
                 "`{OTHER}` is the key of what has no room: name the trunk otherwise"
             ));
         }
-        Ok(Trunk {
-            name: name.trim().to_string(),
-            addresses,
-        })
+        Ok(Trunk { name: name.trim().to_string(), addresses })
     }
 }
 
 /// The trunk of traffic between `a` and `b`: the first of `trunks` that
 /// holds either address, else the pair `a>b` (written into `buf`).
 pub fn trunk_key<'a>(trunks: &'a [Trunk], a: IpAddr, b: IpAddr, buf: &'a mut String) -> &'a str {
-    match trunks
-        .iter()
-        .find(|t| t.addresses.contains(&a) || t.addresses.contains(&b))
-    {
+    match trunks.iter().find(|t| t.addresses.contains(&a) || t.addresses.contains(&b)) {
         Some(t) => &t.name,
         None => {
             use std::fmt::Write;
@@ -156,11 +145,7 @@ fn host<'a>(uri: &'a str, buf: &'a mut String) -> &'a str {
 impl Kpis {
     /// A tracker keeping `cfg`'s intervals and keys.
     pub fn new(cfg: KpiConfig) -> Kpis {
-        Kpis {
-            cfg: Arc::new(cfg),
-            state: Arc::default(),
-            scratch: Default::default(),
-        }
+        Kpis { cfg: Arc::new(cfg), state: Arc::default(), scratch: Default::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -201,9 +186,7 @@ impl Kpis {
         // A clock far ahead (one stray packet from the future, or files out
         // of order) must not hold every row until the end: time back by
         // more than an interval restarts the schedule from `now`.
-        let behind = now
-            < s.next_emit
-                .saturating_sub(2 * self.cfg.interval_ns + SETTLE_NS);
+        let behind = now < s.next_emit.saturating_sub(2 * self.cfg.interval_ns + SETTLE_NS);
         if behind {
             s.clock = now;
         }
@@ -237,21 +220,13 @@ impl Kpis {
     fn call(&mut self, c: &CallRecord) {
         let [t, from, to] = &mut self.scratch;
         let keys = [
-            (
-                Dimension::Trunk,
-                trunk_key(&self.cfg.trunks, c.caller_ip, c.callee_ip, t),
-            ),
+            (Dimension::Trunk, trunk_key(&self.cfg.trunks, c.caller_ip, c.callee_ip, t)),
             (Dimension::CallerDomain, host(&c.from.uri, from)),
             (Dimension::CalleeDomain, host(&c.to.uri, to)),
-            (
-                Dimension::UserAgent,
-                c.caller_user_agent.as_deref().unwrap_or(""),
-            ),
+            (Dimension::UserAgent, c.caller_user_agent.as_deref().unwrap_or("")),
         ];
         let ner = &self.cfg.ner;
-        count_keys(&self.cfg, &self.state, c.invite_ns, keys, |k| {
-            k.add_call(c, ner)
-        });
+        count_keys(&self.cfg, &self.state, c.invite_ns, keys, |k| k.add_call(c, ner));
     }
 
     fn registration(&mut self, r: &Registration<'_>) {
@@ -264,10 +239,7 @@ impl Kpis {
         let [t, aor, _] = &mut self.scratch;
         let aor = host(r.aor, aor);
         let keys = [
-            (
-                Dimension::Trunk,
-                trunk_key(&self.cfg.trunks, r.client.0, r.registrar.0, t),
-            ),
+            (Dimension::Trunk, trunk_key(&self.cfg.trunks, r.client.0, r.registrar.0, t)),
             (Dimension::CallerDomain, aor),
             (Dimension::CalleeDomain, aor),
             (Dimension::UserAgent, r.user_agent.unwrap_or("")),
@@ -279,8 +251,7 @@ impl Kpis {
 }
 
 fn interval(cfg: &KpiConfig, ts: i64) -> i64 {
-    ts.div_euclid(cfg.interval_ns)
-        .saturating_mul(cfg.interval_ns)
+    ts.div_euclid(cfg.interval_ns).saturating_mul(cfg.interval_ns)
 }
 
 /// Keys followed per dimension and interval, as a multiple of the keys
@@ -295,10 +266,7 @@ fn fold_to_busiest(rows: &mut Vec<(String, KpiCounts)>, keep: usize) {
     use calliper_model::kpi::Counter;
     let busy = |c: &KpiCounts| (c.get(Counter::Attempts), c.get(Counter::Registrations));
     rows.sort_by(|a, b| {
-        (a.0 == OTHER)
-            .cmp(&(b.0 == OTHER))
-            .then(busy(&b.1).cmp(&busy(&a.1)))
-            .then(a.0.cmp(&b.0))
+        (a.0 == OTHER).cmp(&(b.0 == OTHER)).then(busy(&b.1).cmp(&busy(&a.1))).then(a.0.cmp(&b.0))
     });
     let named = rows.iter().filter(|r| r.0 != OTHER).count();
     if named > keep {
@@ -336,11 +304,7 @@ fn count_keys(
             continue;
         }
         let held = table.len() - table.contains_key(OTHER) as usize;
-        let k = if held < cfg.max_keys * CANDIDATES || dim == Dimension::Total {
-            k
-        } else {
-            OTHER
-        };
+        let k = if held < cfg.max_keys * CANDIDATES || dim == Dimension::Total { k } else { OTHER };
         let new = !table.contains_key(k);
         count(table.entry(k.to_string()).or_default());
         s.rows += new as usize;
@@ -393,10 +357,7 @@ mod tests {
 
     #[test]
     fn keys_beyond_the_cap_count_as_other_and_the_total_keeps_all() {
-        let k = Kpis::new(KpiConfig {
-            max_keys: 2,
-            ..KpiConfig::default()
-        });
+        let k = Kpis::new(KpiConfig { max_keys: 2, ..KpiConfig::default() });
         for agent in ["a", "b", "c", "d", "a"] {
             let keys = [
                 (Dimension::Trunk, "t"),
@@ -404,25 +365,15 @@ mod tests {
                 (Dimension::CalleeDomain, "d"),
                 (Dimension::UserAgent, agent),
             ];
-            count_keys(&k.cfg, &k.state, 1, keys, |c| {
-                c.add_registration(false, 1.0)
-            });
+            count_keys(&k.cfg, &k.state, 1, keys, |c| c.add_registration(false, 1.0));
         }
         let rows = k.take_all();
         let agents: Vec<(String, u64)> = rows
             .iter()
             .filter(|r| r["dimension"] == "user_agent")
-            .map(|r| {
-                (
-                    r["key"].as_str().unwrap().to_string(),
-                    r["registrations"].as_u64().unwrap(),
-                )
-            })
+            .map(|r| (r["key"].as_str().unwrap().to_string(), r["registrations"].as_u64().unwrap()))
             .collect();
-        assert_eq!(
-            agents,
-            [("a".to_string(), 2), ("b".into(), 1), (OTHER.into(), 2)]
-        );
+        assert_eq!(agents, [("a".to_string(), 2), ("b".into(), 1), (OTHER.into(), 2)]);
         let total = rows.iter().find(|r| r["dimension"] == "total").unwrap();
         assert_eq!(total["registrations"], 5);
     }
@@ -439,9 +390,7 @@ mod tests {
                 (Dimension::UserAgent, "u"),
             ]
         };
-        count_keys(&k.cfg, &k.state, min + 1, keys(), |c| {
-            c.add_registration(false, 1.0)
-        });
+        count_keys(&k.cfg, &k.state, min + 1, keys(), |c| c.add_registration(false, 1.0));
         k.tick(min + 1);
         k.tick(2 * min + SETTLE_NS - 1);
         assert!(k.take().is_empty(), "not settled yet");
@@ -450,16 +399,12 @@ mod tests {
         assert_eq!(first.len(), 5);
         assert!(first.iter().all(|r| r["start_ns"] == min));
         // A late addition to the same interval waits for the next emission.
-        count_keys(&k.cfg, &k.state, min + 2, keys(), |c| {
-            c.add_registration(true, 0.0)
-        });
+        count_keys(&k.cfg, &k.state, min + 2, keys(), |c| c.add_registration(true, 0.0));
         k.tick(3 * min);
         assert!(k.take().is_empty());
         k.tick(3 * min + SETTLE_NS);
         let late = k.take();
         assert_eq!(late.len(), 5);
-        assert!(late
-            .iter()
-            .all(|r| r["start_ns"] == min && r["registrations_failed"] == 1));
+        assert!(late.iter().all(|r| r["start_ns"] == min && r["registrations_failed"] == 1));
     }
 }

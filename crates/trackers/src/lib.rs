@@ -134,10 +134,7 @@ impl UserTracker {
             u.dropped += 1;
             return;
         }
-        let user = u.users.entry(aor.clone()).or_insert_with(|| User {
-            aor,
-            ..User::default()
-        });
+        let user = u.users.entry(aor.clone()).or_insert_with(|| User { aor, ..User::default() });
         user.user_agent = r.user_agent.map(cut).or(user.user_agent.take());
         user.client = Some(r.client);
         match r.outcome {

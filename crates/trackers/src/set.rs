@@ -97,27 +97,16 @@ impl TrackerSet {
             rows.push(("registration", serde_json::to_value(&r)?));
         }
         rows.extend(self.time_series.take().into_iter().map(|v| ("traffic", v)));
-        let kpis = if end {
-            self.kpis.take_all()
-        } else {
-            self.kpis.take()
-        };
+        let kpis = if end { self.kpis.take_all() } else { self.kpis.take() };
         rows.extend(kpis.into_iter().map(|v| ("kpi", v)));
-        let alerts = if end {
-            self.alerts.take_all()
-        } else {
-            self.alerts.take()
-        };
+        let alerts = if end { self.alerts.take_all() } else { self.alerts.take() };
         for a in alerts {
             rows.push(("alert", serde_json::to_value(&a)?));
         }
         if let Some(d) = &self.detail {
             rows.extend(d.take());
         }
-        Ok(TrackedRows {
-            rows,
-            lines: self.event_log.take(),
-        })
+        Ok(TrackedRows { rows, lines: self.event_log.take() })
     }
 
     /// What each user's registrations came to.

@@ -64,14 +64,7 @@ pub struct Ipv4 {
 impl Ipv4 {
     /// A header from `src` to `dst` carrying `protocol`: ID 0, no flags, TTL 64.
     pub fn new(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8) -> Ipv4 {
-        Ipv4 {
-            src,
-            dst,
-            protocol,
-            id: 0,
-            frag: 0,
-            ttl: 64,
-        }
+        Ipv4 { src, dst, protocol, id: 0, frag: 0, ttl: 64 }
     }
 
     /// The packet: this header (with its checksum) and `payload`.
@@ -228,40 +221,18 @@ mod tests {
     #[test]
     fn what_is_built_decodes_to_what_was_asked() {
         let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-        let ip = Ipv4 {
-            id: 7,
-            ..Ipv4::new(a, b, ipproto::UDP)
-        }
-        .emit(&udp(5060, 5062, b"hi"));
-        assert_eq!(
-            ipv4_checksum(&ip[..20]),
-            0,
-            "a header with its sum sums to zero"
-        );
+        let ip = Ipv4 { id: 7, ..Ipv4::new(a, b, ipproto::UDP) }.emit(&udp(5060, 5062, b"hi"));
+        assert_eq!(ipv4_checksum(&ip[..20]), 0, "a header with its sum sums to zero");
         let frame = ethernet(&[10, 20], ethertype_of(&ip), &ip);
         let f = decode(1, &frame).unwrap();
         assert_eq!((f.src, f.dst, f.ip_id), (a.into(), b.into(), Some(7)));
-        assert_eq!(
-            f.transport,
-            Transport::Udp {
-                sport: 5060,
-                dport: 5062,
-                payload: b"hi"
-            }
-        );
+        assert_eq!(f.transport, Transport::Udp { sport: 5060, dport: 5062, payload: b"hi" });
         let (a6, b6) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
         let ip = ipv6(a6, b6, ipproto::TCP, &tcp(1, 2, 3, 0x18, b"x"));
         let frame = ethernet(&[], ethertype_of(&ip), &ip);
         let f = decode(1, &frame).unwrap();
         assert_eq!((f.src, f.dst), (a6.into(), b6.into()));
-        assert!(matches!(
-            f.transport,
-            Transport::Tcp {
-                seq: 3,
-                payload: b"x",
-                ..
-            }
-        ));
+        assert!(matches!(f.transport, Transport::Tcp { seq: 3, payload: b"x", .. }));
     }
 
     /// The checksum of RFC 1071's example header (as Wikipedia works it).

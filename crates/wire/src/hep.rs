@@ -281,14 +281,8 @@ impl<'a> Hep<'a> {
         }
         put(chunk::SRC_PORT, &self.sport.to_be_bytes());
         put(chunk::DST_PORT, &self.dport.to_be_bytes());
-        let (s, ns) = (
-            self.ts_ns.div_euclid(1_000_000_000),
-            self.ts_ns.rem_euclid(1_000_000_000),
-        );
-        put(
-            chunk::TIME_S,
-            &(s.clamp(0, u32::MAX as i64) as u32).to_be_bytes(),
-        );
+        let (s, ns) = (self.ts_ns.div_euclid(1_000_000_000), self.ts_ns.rem_euclid(1_000_000_000));
+        put(chunk::TIME_S, &(s.clamp(0, u32::MAX as i64) as u32).to_be_bytes());
         put(chunk::TIME_US, &((ns / 1_000) as u32).to_be_bytes());
         put(chunk::KIND, &[self.kind]);
         put(chunk::CAPTURE_ID, &self.capture_id.to_be_bytes());
@@ -304,11 +298,7 @@ impl<'a> Hep<'a> {
         if let Some(m) = self.mos {
             put(chunk::MOS, &m.to_be_bytes());
         }
-        let payload_kind = if self.compressed {
-            chunk::PAYLOAD_GZIP
-        } else {
-            chunk::PAYLOAD
-        };
+        let payload_kind = if self.compressed { chunk::PAYLOAD_GZIP } else { chunk::PAYLOAD };
         put(payload_kind, self.payload);
         let total = u16::try_from(out.len()).map_err(|_| TooLong)?;
         out[4..6].copy_from_slice(&total.to_be_bytes());
@@ -385,10 +375,7 @@ mod tests {
         let h = Hep::parse(&m).unwrap();
         assert_eq!(h.src, "2001:db8::1".parse::<IpAddr>().unwrap());
         assert_eq!(h.dst, "2001:db8::2".parse::<IpAddr>().unwrap());
-        assert_eq!(
-            (h.sport, h.dport, h.ip_protocol, h.kind),
-            (5061, 5062, 6, 1)
-        );
+        assert_eq!((h.sport, h.dport, h.ip_protocol, h.kind), (5061, 5062, 6, 1));
         assert_eq!(h.ts_ns, 1_600_000_000_250_000_000);
         assert_eq!((h.capture_id, h.payload), (7, &payload[..]));
         assert!(!h.compressed);
@@ -414,14 +401,7 @@ mod tests {
         };
         assert_eq!(Hep::parse(&v6.emit().unwrap()).unwrap(), v6);
         let big = vec![b'x'; 70_000];
-        assert_eq!(
-            Hep {
-                payload: &big,
-                ..sip_over_hep()
-            }
-            .emit(),
-            Err(TooLong)
-        );
+        assert_eq!(Hep { payload: &big, ..sip_over_hep() }.emit(), Err(TooLong));
     }
 
     /// Every cut and every impossible length is an error, never a panic or
@@ -437,11 +417,7 @@ mod tests {
         for bad in [0u16, 5, 0xFFFF] {
             let mut b = bytes.clone();
             b[10..12].copy_from_slice(&bad.to_be_bytes());
-            assert_eq!(
-                Hep::parse(&b),
-                Err(HepError::BadChunk(chunk::FAMILY)),
-                "{bad}"
-            );
+            assert_eq!(Hep::parse(&b), Err(HepError::BadChunk(chunk::FAMILY)), "{bad}");
         }
         // A fixed-size chunk of another size.
         let mut b = bytes.clone();
@@ -450,11 +426,7 @@ mod tests {
         assert!(Hep::parse(&b).is_err());
         // Microseconds past the second.
         let mut b = bytes.clone();
-        let us = b
-            .windows(6)
-            .position(|w| w == [0, 0, 0, 0x0A, 0, 10])
-            .unwrap()
-            + 6;
+        let us = b.windows(6).position(|w| w == [0, 0, 0, 0x0A, 0, 10]).unwrap() + 6;
         b[us..us + 4].copy_from_slice(&1_000_000u32.to_be_bytes());
         assert_eq!(Hep::parse(&b), Err(HepError::BadChunk(chunk::TIME_US)));
         // A stated total below the header.

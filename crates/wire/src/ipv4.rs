@@ -35,9 +35,7 @@ impl<'a> Header<'a> {
         if packet.len() < ihl {
             return Err(Ipv4Error::Truncated);
         }
-        Ok(Header {
-            bytes: &packet[..ihl],
-        })
+        Ok(Header { bytes: &packet[..ihl] })
     }
 
     fn be16(&self, at: usize) -> u16 {
@@ -142,22 +140,14 @@ mod tests {
     #[test]
     fn a_built_header_reads_back_and_damage_is_named() {
         let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-        let p = emit::Ipv4 {
-            id: 9,
-            frag: 0x2000 | 3,
-            ..emit::Ipv4::new(a, b, 17)
-        }
-        .emit(&[0; 8]);
+        let p = emit::Ipv4 { id: 9, frag: 0x2000 | 3, ..emit::Ipv4::new(a, b, 17) }.emit(&[0; 8]);
         let h = Header::new_checked(&p).unwrap();
         assert_eq!((h.src(), h.dst(), h.protocol(), h.ident()), (a, b, 17, 9));
         assert_eq!((h.header_len(), h.total_len()), (20, 28));
         assert_eq!((h.more_fragments(), h.fragment_offset()), (true, 24));
         assert!(h.is_fragment());
         assert_eq!(h.checksum(), h.expected_checksum());
-        assert_eq!(
-            Header::new_checked(&p[..19]).err(),
-            Some(Ipv4Error::Truncated)
-        );
+        assert_eq!(Header::new_checked(&p[..19]).err(), Some(Ipv4Error::Truncated));
         let mut v6 = p.clone();
         v6[0] = 0x65;
         assert_eq!(Header::new_checked(&v6).err(), Some(Ipv4Error::Malformed));

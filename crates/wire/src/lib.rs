@@ -199,11 +199,7 @@ impl<'a> Frame<'a> {
     #[inline]
     pub fn udp(&self) -> Option<(u16, u16, &'a [u8])> {
         match self.transport {
-            Transport::Udp {
-                sport,
-                dport,
-                payload,
-            } => Some((sport, dport, payload)),
+            Transport::Udp { sport, dport, payload } => Some((sport, dport, payload)),
             _ => None,
         }
     }
@@ -258,12 +254,7 @@ pub fn decode(link_type: u16, data: &[u8]) -> Result<Frame<'_>, DecodeError> {
         },
         other => return Err(DecodeError::UnknownLinkType(other)),
     };
-    let mut ctx = Ctx {
-        vlan: None,
-        tunnels: 0,
-        depth: 0,
-        ip_id: None,
-    };
+    let mut ctx = Ctx { vlan: None, tunnels: 0, depth: 0, ip_id: None };
     run(&mut ctx, first)
 }
 
@@ -410,11 +401,7 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     }
     let plen = be16(data, 4) as usize;
     // Jumbograms (plen 0) and snapped captures: take what was captured.
-    let end = if plen == 0 {
-        data.len()
-    } else {
-        (40 + plen).min(data.len())
-    };
+    let end = if plen == 0 { data.len() } else { (40 + plen).min(data.len()) };
     let mut a = [0u8; 16];
     a.copy_from_slice(&data[8..24]);
     let src = IpAddr::V6(Ipv6Addr::from(a));
@@ -454,12 +441,7 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
                 let field = be16(rest, 2);
                 let offset = (field >> 3) as u32 * 8;
                 let more = field & 1 != 0;
-                let frag = Fragment {
-                    id: be32(rest, 4),
-                    offset,
-                    more,
-                    protocol: rest[0],
-                };
+                let frag = Fragment { id: be32(rest, 4), offset, more, protocol: rest[0] };
                 let payload = &rest[8..];
                 if more || offset != 0 {
                     return Ok(frame(ctx, src, dst, Transport::Fragment { frag, payload }));
@@ -482,17 +464,10 @@ pub fn transport_of<'a>(
     proto: u8,
     payload: &'a [u8],
 ) -> Result<Frame<'a>, DecodeError> {
-    let mut ctx = Ctx {
-        vlan: outer.vlan,
-        tunnels: outer.tunnels,
-        depth: outer.depth,
-        ip_id: outer.ip_id,
-    };
+    let mut ctx =
+        Ctx { vlan: outer.vlan, tunnels: outer.tunnels, depth: outer.depth, ip_id: outer.ip_id };
     enter(&mut ctx)?;
-    run(
-        &mut ctx,
-        Layer::Transport(outer.src, outer.dst, proto, payload),
-    )
+    run(&mut ctx, Layer::Transport(outer.src, outer.dst, proto, payload))
 }
 
 /// One more level of nesting (a reassembly or a tunnel).

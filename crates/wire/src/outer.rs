@@ -19,10 +19,7 @@ pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
             };
             let mut ethertype = be16(data, type_at);
             for _ in 0..2 {
-                if matches!(
-                    ethertype,
-                    ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD1 | ETH_QINQ_OLD2
-                ) {
+                if matches!(ethertype, ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD1 | ETH_QINQ_OLD2) {
                     ethertype = be16(rest.get(..4)?, 2);
                     rest = &rest[4..];
                 }

@@ -49,11 +49,7 @@ pub fn decode_plain(link_type: u16, data: &[u8]) -> Option<Frame<'_>> {
         tunnels: 0,
         depth: 0,
         ip_id: Some(h.ident()),
-        transport: Transport::Udp {
-            sport,
-            dport,
-            payload,
-        },
+        transport: Transport::Udp { sport, dport, payload },
     })
 }
 
@@ -72,11 +68,7 @@ mod tests {
             }
             .emit(payload)
         };
-        let udp = v4(
-            ipproto::UDP,
-            0,
-            &emit::udp(4000, 5000, b"\x80\x12rtp-ish payload"),
-        );
+        let udp = v4(ipproto::UDP, 0, &emit::udp(4000, 5000, b"\x80\x12rtp-ish payload"));
         let mut with_options = udp.clone();
         with_options[0] = 0x46;
         with_options.splice(20..20, [1, 1, 1, 1]);
@@ -110,10 +102,7 @@ mod tests {
             (linktype::ETHERNET, eth(&[], &fragment)),
             (linktype::ETHERNET, eth(&[], &tcp)),
             (linktype::ETHERNET, eth(&[], &v6)),
-            (
-                linktype::LINUX_SLL2,
-                [vec![8, 0], vec![0; 18], udp].concat(),
-            ),
+            (linktype::LINUX_SLL2, [vec![8, 0], vec![0; 18], udp].concat()),
         ]
     }
     const PLAIN: usize = 6;

@@ -120,15 +120,9 @@ pub fn parts(b: &[u8]) -> impl Iterator<Item = Result<Part<'_>, RtcpError>> {
         let len = pkt.len();
         let be = |i: usize| u32::from_be_bytes([pkt[i], pkt[i + 1], pkt[i + 2], pkt[i + 3]]);
         let (fixed, sender) = match kind {
-            200 if len >= 28 => (
-                28,
-                Some((
-                    ((be(8) as u64) << 32) | be(12) as u64,
-                    be(16),
-                    be(20),
-                    be(24),
-                )),
-            ),
+            200 if len >= 28 => {
+                (28, Some((((be(8) as u64) << 32) | be(12) as u64, be(16), be(20), be(24))))
+            }
             201 if len >= 8 => (8, None),
             207 if len >= 8 => {
                 xr = (be(4), &pkt[8..]);
@@ -250,10 +244,7 @@ mod tests {
     #[test]
     fn lengths_past_the_end_stop_the_walk() {
         let p = [0x81, 201, 0, 40, 0, 0, 0, 1];
-        assert_eq!(
-            reports(&p).collect::<Vec<_>>(),
-            vec![Err(RtcpError::Malformed)]
-        );
+        assert_eq!(reports(&p).collect::<Vec<_>>(), vec![Err(RtcpError::Malformed)]);
         // Count claims blocks the length does not hold: only what fits is read.
         let p = [0x9F, 201, 0, 1, 0, 0, 0, 1];
         let r = reports(&p).next().unwrap().unwrap();

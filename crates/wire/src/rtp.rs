@@ -96,15 +96,10 @@ mod tests {
     #[test]
     fn parses_real_pcma_header() {
         // First bytes of a G.711 A-law packet from sipp_calls.pcap.
-        let mut p = vec![
-            0x80, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0xF0, 0xDE, 0xE0, 0xEE, 0x8F,
-        ];
+        let mut p = vec![0x80, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0xF0, 0xDE, 0xE0, 0xEE, 0x8F];
         p.extend([0xD5u8; 240]);
         let h = RtpHeader::parse(&p).unwrap();
-        assert_eq!(
-            (h.payload_type, h.seq, h.timestamp, h.ssrc),
-            (8, 1, 240, 0xDEE0EE8F)
-        );
+        assert_eq!((h.payload_type, h.seq, h.timestamp, h.ssrc), (8, 1, 240, 0xDEE0EE8F));
         assert_eq!((h.header_len, h.payload_len, h.marker), (12, 240, false));
     }
 
@@ -116,10 +111,7 @@ mod tests {
         p.extend([7u8; 10]);
         p.extend([0, 0, 3]); // 3 bytes padding
         let h = RtpHeader::parse(&p).unwrap();
-        assert_eq!(
-            (h.header_len, h.payload_len, h.padding, h.marker),
-            (24, 10, 3, true)
-        );
+        assert_eq!((h.header_len, h.payload_len, h.padding, h.marker), (24, 10, 3, true));
         // Padding longer than the packet is rejected.
         let n = p.len();
         p[n - 1] = 200;

@@ -9,11 +9,8 @@ pub(crate) fn ipv4_udp(
     dport: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    emit::Ipv4 {
-        id: 1,
-        ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP)
-    }
-    .emit(&emit::udp(sport, dport, payload))
+    emit::Ipv4 { id: 1, ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP) }
+        .emit(&emit::udp(sport, dport, payload))
 }
 
 fn eth(ethertype: u16, inner: &[u8]) -> Vec<u8> {
@@ -22,21 +19,11 @@ fn eth(ethertype: u16, inner: &[u8]) -> Vec<u8> {
 
 #[test]
 fn ethernet_ipv4_udp_with_padding() {
-    let mut f = eth(
-        ETH_IPV4,
-        &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"),
-    );
+    let mut f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"hi"));
     f.extend([0u8; 16]); // Ethernet minimum-size padding must not leak into the payload.
     let fr = decode(1, &f).unwrap();
     assert_eq!(fr.src, "10.0.0.1".parse::<IpAddr>().unwrap());
-    assert_eq!(
-        fr.transport,
-        Transport::Udp {
-            sport: 5060,
-            dport: 5062,
-            payload: b"hi"
-        }
-    );
+    assert_eq!(fr.transport, Transport::Udp { sport: 5060, dport: 5062, payload: b"hi" });
 }
 
 #[test]
@@ -92,27 +79,14 @@ fn ppp_link_frames() {
         let f = [&[0xFF, 0x03][..], &protocol.to_be_bytes(), &[0; 8]].concat();
         assert_eq!(decode(linktype::PPP, &f), Err(DecodeError::NotIp(kind)));
     }
-    assert_eq!(
-        decode(linktype::PPP, &[0xFF, 0x03]),
-        Err(DecodeError::Truncated("ppp"))
-    );
+    assert_eq!(decode(linktype::PPP, &[0xFF, 0x03]), Err(DecodeError::Truncated("ppp")));
 }
 
 #[test]
 fn ipv6_with_extension_headers_and_fragment() {
     let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
-    v6.extend(
-        [0xfe, 0x80]
-            .iter()
-            .chain([0u8; 13].iter())
-            .chain([1u8].iter()),
-    );
-    v6.extend(
-        [0xfe, 0x80]
-            .iter()
-            .chain([0u8; 13].iter())
-            .chain([2u8].iter()),
-    );
+    v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([1u8].iter()));
+    v6.extend([0xfe, 0x80].iter().chain([0u8; 13].iter()).chain([2u8].iter()));
     // hop-by-hop (8 bytes) -> fragment (offset 0, more) -> UDP
     let mut ext = vec![44, 0, 0, 0, 0, 0, 0, 0];
     ext.extend([17, 0, 0x00, 0x01, 0, 0, 0, 42]);
@@ -124,15 +98,7 @@ fn ipv6_with_extension_headers_and_fragment() {
     let fr = decode(101, &v6).unwrap();
     match fr.transport {
         Transport::Fragment { frag, payload } => {
-            assert_eq!(
-                frag,
-                Fragment {
-                    id: 42,
-                    offset: 0,
-                    more: true,
-                    protocol: 17
-                }
-            );
+            assert_eq!(frag, Fragment { id: 42, offset: 0, more: true, protocol: 17 });
             assert_eq!(payload.len(), 16);
         }
         t => panic!("{t:?}"),
@@ -142,9 +108,7 @@ fn ipv6_with_extension_headers_and_fragment() {
 #[test]
 fn ipip_and_gre_tunnels_report_inner_addresses() {
     let inner = ipv4_udp([192, 168, 0, 1], [192, 168, 0, 2], 5060, 5060, b"sip");
-    let mut outer = vec![
-        0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-    ];
+    let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
     let total = (20 + inner.len()) as u16;
     outer[2..4].copy_from_slice(&total.to_be_bytes());
     outer.extend(&inner);
@@ -154,16 +118,11 @@ fn ipip_and_gre_tunnels_report_inner_addresses() {
     // GRE carrying IPv4
     let mut gre = vec![0, 0, 0x08, 0x00];
     gre.extend(&inner);
-    let mut outer = vec![
-        0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-    ];
+    let mut outer = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
     let total = (20 + gre.len()) as u16;
     outer[2..4].copy_from_slice(&total.to_be_bytes());
     outer.extend(&gre);
-    assert_eq!(
-        decode(101, &outer).unwrap().dst,
-        "192.168.0.2".parse::<IpAddr>().unwrap()
-    );
+    assert_eq!(decode(101, &outer).unwrap().dst, "192.168.0.2".parse::<IpAddr>().unwrap());
 }
 
 /// GTP-U (3GPP TS 29.281): G-PDUs to port 2152 with and without the
@@ -172,12 +131,7 @@ fn ipip_and_gre_tunnels_report_inner_addresses() {
 #[test]
 fn gtpu_tunnels_report_the_user_packet() {
     let user = ipv4_udp([10, 45, 0, 7], [10, 46, 0, 9], 40000, 50000, b"\x80\x08rtp");
-    let over = |gtp: &[u8]| {
-        eth(
-            ETH_IPV4,
-            &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 2152, 2152, gtp),
-        )
-    };
+    let over = |gtp: &[u8]| eth(ETH_IPV4, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 2152, 2152, gtp));
     let pdu_session = (0x85, &[0x10, 0x09][..]); // PDU session container, QFI 9
     let longer = (0x40, &[1, 2, 3, 4, 5, 6][..]); // a 2-unit header of another type
     for gtp in [
@@ -220,10 +174,7 @@ fn gtpu_tunnels_report_the_user_packet() {
     assert_eq!(decode(1, &over(&zero)), Err(DecodeError::Truncated("gtpu")));
     // A user packet that is not IP is counted by name.
     let odd = emit::gtpu(7, None, &[], &[0x00; 20]);
-    assert_eq!(
-        decode(1, &over(&odd)),
-        Err(DecodeError::NotIp("gtpu_non_ip"))
-    );
+    assert_eq!(decode(1, &over(&odd)), Err(DecodeError::NotIp("gtpu_non_ip")));
 }
 
 #[test]
@@ -231,9 +182,7 @@ fn recursive_tunnels_stop() {
     // IP-in-IP nested far deeper than we follow: an error, not a stack overflow.
     let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, b"");
     for _ in 0..50 {
-        let mut o = vec![
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-        ];
+        let mut o = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
         let total = (20 + p.len()) as u16;
         o[2..4].copy_from_slice(&total.to_be_bytes());
         o.extend(&p);
@@ -244,10 +193,7 @@ fn recursive_tunnels_stop() {
 
 #[test]
 fn every_prefix_of_a_frame_decodes_or_errs() {
-    let f = eth(
-        ETH_IPV4,
-        &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"),
-    );
+    let f = eth(ETH_IPV4, &ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 5060, 5062, b"payload"));
     for n in 0..f.len() {
         let _ = decode(1, &f[..n]);
     }

@@ -42,16 +42,7 @@ pub(crate) fn transport<'a>(
                     return step;
                 }
             }
-            Ok(frame(
-                ctx,
-                src,
-                dst,
-                Transport::Udp {
-                    sport,
-                    dport,
-                    payload,
-                },
-            ))
+            Ok(frame(ctx, src, dst, Transport::Udp { sport, dport, payload }))
         }
         ipproto::TCP => {
             if p.len() < 20 {
@@ -86,15 +77,7 @@ pub(crate) fn transport<'a>(
             enter_tunnel(ctx)?;
             gre(p)
         }
-        protocol => Ok(frame(
-            ctx,
-            src,
-            dst,
-            Transport::Other {
-                protocol,
-                payload: p,
-            },
-        )),
+        protocol => Ok(frame(ctx, src, dst, Transport::Other { protocol, payload: p })),
     }
 }
 

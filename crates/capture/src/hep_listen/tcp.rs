@@ -15,12 +15,10 @@ pub(super) fn accept(listener: &TcpListener, s: &Arc<Shared>, tx: &SyncSender<Me
         }
         s.counts.connections.fetch_add(1, Relaxed);
         let (shared, tx) = (s.clone(), tx.clone());
-        let started = std::thread::Builder::new()
-            .name("hep-tcp".into())
-            .spawn(move || {
-                read_stream(stream, peer, &shared, &tx);
-                shared.release(peer.ip());
-            });
+        let started = std::thread::Builder::new().name("hep-tcp".into()).spawn(move || {
+            read_stream(stream, peer, &shared, &tx);
+            shared.release(peer.ip());
+        });
         if started.is_err() {
             s.counts.threads_failed.fetch_add(1, Relaxed);
             s.release(peer.ip());

@@ -76,9 +76,7 @@ fn datagrams_become_frames_from_the_agent() {
     let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let m = message(None, b"OPTIONS sip:a@b SIP/2.0\r\n\r\n");
     let before = now_ns();
-    agent
-        .send_to(b"INVITE sip:a@b SIP/2.0\r\n\r\n", l.local_addr())
-        .unwrap();
+    agent.send_to(b"INVITE sip:a@b SIP/2.0\r\n\r\n", l.local_addr()).unwrap();
     agent.send_to(&m, l.local_addr()).unwrap();
     let got = collect(&mut l, 1);
     assert_eq!(got.len(), 1);
@@ -100,15 +98,8 @@ fn datagrams_become_frames_from_the_agent() {
 fn the_key_is_required_when_configured() {
     let mut l = listen(HepTransport::Udp, Some(b"s3cret"));
     let agent = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    for key in [
-        None,
-        Some(&b"s3creT"[..]),
-        Some(&b"s3cret!"[..]),
-        Some(&b"s3cret"[..]),
-    ] {
-        agent
-            .send_to(&message(key, b"BYE sip:x SIP/2.0\r\n\r\n"), l.local_addr())
-            .unwrap();
+    for key in [None, Some(&b"s3creT"[..]), Some(&b"s3cret!"[..]), Some(&b"s3cret"[..])] {
+        agent.send_to(&message(key, b"BYE sip:x SIP/2.0\r\n\r\n"), l.local_addr()).unwrap();
     }
     assert_eq!(collect(&mut l, 1).len(), 1);
     let s = settle(&l, |s| s.unauthenticated == 3);
@@ -116,14 +107,9 @@ fn the_key_is_required_when_configured() {
 
     let mut l = listen(HepTransport::Tcp, Some(b"s3cret"));
     let mut c = TcpStream::connect(l.local_addr()).unwrap();
-    c.write_all(&message(None, b"BYE sip:x SIP/2.0\r\n\r\n"))
-        .unwrap();
+    c.write_all(&message(None, b"BYE sip:x SIP/2.0\r\n\r\n")).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(
-        c.read(&mut [0u8; 16]).unwrap(),
-        0,
-        "the connection is closed"
-    );
+    assert_eq!(c.read(&mut [0u8; 16]).unwrap(), 0, "the connection is closed");
     // Already counted (the connection was closed for it): nothing came.
     assert!(collect_within(&mut l, 1, Duration::from_millis(300)).is_empty());
     assert_eq!(l.stats().unauthenticated, 1);
@@ -146,14 +132,7 @@ fn tcp_streams_are_split_by_stated_length() {
     let got = collect(&mut l, 2);
     let payloads: Vec<Vec<u8>> = got
         .iter()
-        .map(|(_, link, f)| {
-            calliper_wire::decode(*link, f)
-                .unwrap()
-                .udp()
-                .unwrap()
-                .2
-                .to_vec()
-        })
+        .map(|(_, link, f)| calliper_wire::decode(*link, f).unwrap().udp().unwrap().2.to_vec())
         .collect();
     assert_eq!(payloads, [a.clone(), b]);
     c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
@@ -188,20 +167,14 @@ fn a_full_queue_drops_and_counts() {
 #[test]
 fn connections_from_one_address_are_capped() {
     let l = listen(HepTransport::Tcp, None);
-    let mut open: Vec<TcpStream> = (0..MAX_PER_PEER)
-        .map(|_| TcpStream::connect(l.local_addr()).unwrap())
-        .collect();
+    let mut open: Vec<TcpStream> =
+        (0..MAX_PER_PEER).map(|_| TcpStream::connect(l.local_addr()).unwrap()).collect();
     settle(&l, |s| s.connections == MAX_PER_PEER as u64);
     let mut extra = TcpStream::connect(l.local_addr()).unwrap();
-    extra
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(extra.read(&mut [0u8; 16]).unwrap(), 0, "refused");
     let s = settle(&l, |s| s.connections_refused == 1);
-    assert_eq!(
-        (s.connections, s.connections_refused),
-        (MAX_PER_PEER as u64, 1)
-    );
+    assert_eq!((s.connections, s.connections_refused), (MAX_PER_PEER as u64, 1));
     drop(open.pop());
     let deadline = Instant::now() + Duration::from_secs(10);
     while l.stats().connections < MAX_PER_PEER as u64 + 1 && Instant::now() < deadline {
@@ -209,11 +182,7 @@ fn connections_from_one_address_are_capped() {
         std::thread::sleep(Duration::from_millis(50));
         open.push(c);
     }
-    assert_eq!(
-        l.stats().connections,
-        MAX_PER_PEER as u64 + 1,
-        "a freed slot is taken again"
-    );
+    assert_eq!(l.stats().connections, MAX_PER_PEER as u64 + 1, "a freed slot is taken again");
 }
 
 /// A peer that sends nothing, or trickles a message, loses its slot after
@@ -282,18 +251,11 @@ fn response_before_request(mut l: HepListener, lag: Duration) {
         h.emit().unwrap()
     };
     let t = now_ns();
-    agent
-        .send_to(
-            &stamped(t + 2_000_000, b"SIP/2.0 200 OK\r\n\r\n"),
-            l.local_addr(),
-        )
-        .unwrap();
+    agent.send_to(&stamped(t + 2_000_000, b"SIP/2.0 200 OK\r\n\r\n"), l.local_addr()).unwrap();
     // The collector runs meanwhile: a window narrower than the lag lets
     // the response go alone.
     let mut got = collect_within(&mut l, 2, lag);
-    agent
-        .send_to(&stamped(t, b"BYE sip:a@b SIP/2.0\r\n\r\n"), l.local_addr())
-        .unwrap();
+    agent.send_to(&stamped(t, b"BYE sip:a@b SIP/2.0\r\n\r\n"), l.local_addr()).unwrap();
     got.extend(collect(&mut l, 2 - got.len()));
     assert_eq!(got.len(), 2);
     let ends = |f: &[u8], s: &[u8]| f.windows(s.len()).any(|w| w == s);
@@ -322,9 +284,7 @@ fn a_message_stamped_ahead_is_not_held_for_ever() {
     let (mut held_at, mut out_at) = (None, None);
     for n in 0..400 {
         // Steady traffic stamped before it, every 5 ms.
-        agent
-            .send_to(&stamped(t + n * 1000), l.local_addr())
-            .unwrap();
+        agent.send_to(&stamped(t + n * 1000), l.local_addr()).unwrap();
         l.next_batch(Duration::from_millis(5), &mut |_| {});
         let holding = l.held.values().any(|m| m.hep_ns == ahead);
         if holding && held_at.is_none() {
@@ -335,9 +295,6 @@ fn a_message_stamped_ahead_is_not_held_for_ever() {
             break;
         }
     }
-    let (held, out) = (
-        held_at.expect("it was held"),
-        out_at.expect("it was let go"),
-    );
+    let (held, out) = (held_at.expect("it was held"), out_at.expect("it was let go"));
     assert!(out - held < 3 * DEFAULT_REORDER, "held {:?}", out - held);
 }

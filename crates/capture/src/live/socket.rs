@@ -17,10 +17,7 @@ pub(super) fn os(what: &'static str) -> LiveError {
 /// The interfaces this machine has, by name.
 pub fn interfaces() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     names.sort();
     names
@@ -28,10 +25,7 @@ pub fn interfaces() -> Vec<String> {
 
 /// The index of interface `name`.
 pub fn interface_index(name: &str) -> Result<u32, LiveError> {
-    let missing = || LiveError::NoInterface {
-        name: name.to_string(),
-        existing: interfaces(),
-    };
+    let missing = || LiveError::NoInterface { name: name.to_string(), existing: interfaces() };
     if name.is_empty() || name.len() > 15 || name.contains(['/', '\0']) || name.starts_with('.') {
         return Err(missing());
     }
@@ -85,12 +79,7 @@ pub(super) fn interface_filter(indexes: &[u32]) -> Vec<libc::sock_filter> {
     )];
     for (i, &ix) in indexes.iter().enumerate() {
         // Match: jump to "accept" (after the remaining compares and "reject").
-        prog.push(ins(
-            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-            n - i,
-            0,
-            ix,
-        ));
+        prog.push(ins(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, n - i, 0, ix));
     }
     prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, 0));
     prog.push(ins(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
@@ -104,11 +93,7 @@ pub(super) fn socket_filter(
     indexes: &[u32],
     user: Option<&crate::filter::Program>,
 ) -> Vec<libc::sock_filter> {
-    let mut prog = if indexes.len() > 1 {
-        interface_filter(indexes)
-    } else {
-        Vec::new()
-    };
+    let mut prog = if indexes.len() > 1 { interface_filter(indexes) } else { Vec::new() };
     if let Some(user) = user {
         // In place of the interface filter's final "accept everything".
         prog.pop();

@@ -29,10 +29,7 @@ fn bad_names_and_sizes_are_refused_clearly() {
             block_count: count,
             ..LiveConfig::default()
         };
-        assert!(
-            matches!(LiveCapture::open(&cfg), Err(LiveError::Config(_))),
-            "{size} {count}"
-        );
+        assert!(matches!(LiveCapture::open(&cfg), Err(LiveError::Config(_))), "{size} {count}");
     }
 }
 
@@ -55,10 +52,9 @@ fn loopback_datagrams_arrive_once_in_order() {
     let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = rx.local_addr().unwrap().port();
-    let start = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64;
+    let start =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as i64;
     for i in 0..300u32 {
         tx.send_to(&i.to_be_bytes(), ("127.0.0.1", port)).unwrap();
     }
@@ -71,11 +67,7 @@ fn loopback_datagrams_arrive_once_in_order() {
                 let d = p.data;
                 if d.len() == 46 && u16::from_be_bytes([d[36], d[37]]) == port {
                     assert_eq!(p.link_type, linktype::ETHERNET);
-                    assert!(
-                        p.ts_ns >= start - 1_000_000_000,
-                        "time {} < {start}",
-                        p.ts_ns
-                    );
+                    assert!(p.ts_ns >= start - 1_000_000_000, "time {} < {start}", p.ts_ns);
                     seen.push(u32::from_be_bytes([d[42], d[43], d[44], d[45]]));
                 }
             }

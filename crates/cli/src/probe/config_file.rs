@@ -51,17 +51,13 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
     )?;
     let table: toml::Table = text.parse().context("not valid TOML")?;
     let cmd = crate::Cli::command();
-    let probe = cmd
-        .find_subcommand("probe")
-        .context("no probe command (a bug)")?;
+    let probe = cmd.find_subcommand("probe").context("no probe command (a bug)")?;
     let known: Vec<(String, Option<char>, bool)> = probe
         .get_arguments()
         .filter_map(|a| {
             let long = a.get_long()?.to_string();
-            let flag = matches!(
-                a.get_action(),
-                clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
-            );
+            let flag =
+                matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse);
             (!NOT_IN_FILE.contains(&long.as_str())).then_some((long, a.get_short(), flag))
         })
         .collect();
@@ -114,22 +110,13 @@ fn overridden(probe: &clap::Command, given: &[OsString], long: &str) -> bool {
     let Some(arg) = probe.get_arguments().find(|a| a.get_long() == Some(long)) else {
         return false;
     };
-    let given_arg = |a: &clap::Arg| {
-        a.get_long()
-            .is_some_and(|l| on_command_line(l, a.get_short()))
-    };
+    let given_arg = |a: &clap::Arg| a.get_long().is_some_and(|l| on_command_line(l, a.get_short()));
     // Conflicts are declared on one side: look both ways.
     given_arg(arg)
-        || probe
-            .get_arg_conflicts_with(arg)
-            .iter()
-            .any(|c| given_arg(c))
+        || probe.get_arg_conflicts_with(arg).iter().any(|c| given_arg(c))
         || probe.get_arguments().any(|b| {
             given_arg(b)
-                && probe
-                    .get_arg_conflicts_with(b)
-                    .iter()
-                    .any(|c| c.get_id() == arg.get_id())
+                && probe.get_arg_conflicts_with(b).iter().any(|c| c.get_id() == arg.get_id())
         })
 }
 
@@ -142,9 +129,7 @@ pub fn effective(argv: &[OsString]) -> Result<String> {
         .filter(|(name, _)| *name == "probe")
         .context("not the probe command")?;
     let cmd = crate::Cli::command();
-    let probe_cmd = cmd
-        .find_subcommand("probe")
-        .context("no probe command (a bug)")?;
+    let probe_cmd = cmd.find_subcommand("probe").context("no probe command (a bug)")?;
     let value = |v: &str| -> String {
         if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
             v.to_string()

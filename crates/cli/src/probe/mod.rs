@@ -41,21 +41,13 @@ pub struct ProbeArgs {
     /// captured, with the agents' addresses and times (docs/hep.md).
     /// Anything but loopback needs --hep-listen-key.
     #[arg(long, value_name = "udp|tcp:ADDR:PORT", value_parser = crate::options::hep_listen_address)]
-    hep_listen: Option<(
-        calliper_capture::hep_listen::HepTransport,
-        std::net::SocketAddr,
-    )>,
+    hep_listen: Option<(calliper_capture::hep_listen::HepTransport, std::net::SocketAddr)>,
     /// With --hep-listen: a file (regular, not a link) whose first line is
     /// the key (chunk 0x000e) every message must carry; others are counted
     /// and dropped, and a TCP connection sending one is closed.
     // With --read, clap skips `requires` (--read conflicts with
     // --hep-listen): the conflict is stated here too.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "hep_listen",
-        conflicts_with = "read"
-    )]
+    #[arg(long, value_name = "FILE", requires = "hep_listen", conflicts_with = "read")]
     hep_listen_key: Option<PathBuf>,
     /// With --hep-listen: how long each message waits for ones its agent
     /// sent before it (Kamailio and OpenSIPS trace from several processes,
@@ -198,10 +190,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     let console = start_console(&a, &mut outputs, rules.as_ref(), write_token)?;
     let engine = Analyzer::new(cfg, a.engine.threads as usize, outputs.hub());
     let mut r = Running::new(engine, outputs, console, input);
-    log(&format!(
-        "event=start input={:?} threads={}",
-        r.input, a.engine.threads
-    ));
+    log(&format!("event=start input={:?} threads={}", r.input, a.engine.threads));
     let mut clean = true;
     if let Some(e) = capture(&a, &mut r, &mut source, rules.as_ref(), &mut clean)? {
         // The interface went away: write everything, then report.
@@ -336,9 +325,7 @@ fn start_console(
         write_token,
         recordings: a.record.record_dir.clone(),
     })?;
-    log(&format!(
-        "event=console address=http://{addr}/ rules_writable={writable}"
-    ));
+    log(&format!("event=console address=http://{addr}/ rules_writable={writable}"));
     Ok(Some(running::Console { health: h, live }))
 }
 
@@ -349,14 +336,7 @@ fn finish(
     rules: Option<&calliper_rules::Rules>,
     filtered_out: Option<u64>,
 ) -> Result<()> {
-    let Running {
-        mut engine,
-        mut outputs,
-        input,
-        stats,
-        hep,
-        ..
-    } = r;
+    let Running { mut engine, mut outputs, input, stats, hep, .. } = r;
     let failed = engine.finish().err();
     outputs.emit(&mut engine, false)?;
     let counters = engine.counters().clone();
@@ -386,10 +366,7 @@ fn finish(
     let written = outputs.calls_written;
     outputs.finish(&counters, rules, &input, extra)?;
     let filtered = filtered_out.map_or(String::new(), |n| format!(" filtered_out={n}"));
-    log(&format!(
-        "event=stopped calls_written={written}{filtered}{}",
-        drops(stats)
-    ));
+    log(&format!("event=stopped calls_written={written}{filtered}{}", drops(stats)));
     if let Some(f) = failed {
         return Err(anyhow::Error::new(f).context(format!("{input}: analysis stopped")));
     }
@@ -405,10 +382,7 @@ fn hep_warnings(h: &calliper_capture::hep_listen::HepListenStats) {
             h.unauthenticated,
             "lacked the --hep-listen-key key (a TCP connection is closed at its first)",
         ),
-        (
-            h.malformed,
-            "were not HEP3 (or a TCP stream stopped being HEP3)",
-        ),
+        (h.malformed, "were not HEP3 (or a TCP stream stopped being HEP3)"),
         (h.too_long, "were too long for one datagram"),
     ];
     for (n, why) in said.iter().filter(|(n, _)| *n > 0) {
@@ -441,10 +415,7 @@ fn reload(a: &ProbeArgs, rules: Option<&calliper_rules::Rules>) {
     match (&a.engine.rules, rules) {
         (Some(path), Some(rules)) => match calliper_rules::reload_file(path, rules) {
             Ok(n) => log(&format!("event=rules_reloaded rules={n}")),
-            Err(e) => log(&format!(
-                "event=rules_reload_failed error={:?}",
-                e.to_string()
-            )),
+            Err(e) => log(&format!("event=rules_reload_failed error={:?}", e.to_string())),
         },
         _ => log("event=reload_ignored reason=\"no --rules file\""),
     }
@@ -494,8 +465,5 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
 
 /// One structured log line on stderr (`key=value`, logfmt).
 fn log(fields: &str) {
-    eprintln!(
-        "calliper probe: time={} {fields}",
-        calliper_store::rfc3339(realtime_ns())
-    );
+    eprintln!("calliper probe: time={} {fields}", calliper_store::rfc3339(realtime_ns()));
 }

@@ -150,9 +150,7 @@ impl Running {
         log(&format!(
             "event=status packets={} calls_open={} calls_written={}{}",
             self.packets,
-            self.engine
-                .active_calls()
-                .map_or("-".into(), |n| n.to_string()),
+            self.engine.active_calls().map_or("-".into(), |n| n.to_string()),
             self.outputs.calls_written,
             drops(self.stats)
         ));

@@ -67,11 +67,7 @@ impl Source {
         clean: &mut bool,
     ) -> Result<Step> {
         match self {
-            Source::Live {
-                ring,
-                hep,
-                ring_skips,
-            } => {
+            Source::Live { ring, hep, ring_skips } => {
                 // Waiting on one source only: the ring briefly when HEP
                 // comes too, then whatever HEP has queued.
                 if let Some(ring) = ring {
@@ -142,11 +138,9 @@ impl Source {
     /// The HEP collector's counts, if one runs.
     pub(super) fn hep_stats(&self) -> Option<(HepListenStats, u64)> {
         match self {
-            Source::Live {
-                hep: Some(h),
-                ring_skips,
-                ..
-            } => Some((h.stats(), ring_skips.map_or(0, |(_, n)| n))),
+            Source::Live { hep: Some(h), ring_skips, .. } => {
+                Some((h.stats(), ring_skips.map_or(0, |(_, n)| n)))
+            }
             _ => None,
         }
     }
@@ -176,10 +170,7 @@ fn without_port(b: &[Packet<'_>], port: u16, skipped: &mut u64, f: &mut dyn FnMu
     for p in b {
         let frame = calliper_wire::decode_plain(p.link_type, p.data)
             .or_else(|| calliper_wire::decode(p.link_type, p.data).ok());
-        if frame
-            .and_then(|fr| fr.udp())
-            .is_some_and(|(_, dport, _)| dport == port)
-        {
+        if frame.and_then(|fr| fr.udp()).is_some_and(|(_, dport, _)| dport == port) {
             *skipped += 1;
             continue;
         }
@@ -199,16 +190,11 @@ fn keeps(filter: Option<&mut Filter>, p: &Packet<'_>, clean: &mut bool) -> bool 
     let Some(filter) = filter else {
         return true;
     };
-    filter
-        .accepts(p.link_type, p.data, p.orig_len)
-        .unwrap_or_else(|e| {
-            eprintln!(
-                "calliper: {e}: packets of link type {} are left out",
-                p.link_type
-            );
-            *clean = false;
-            false
-        })
+    filter.accepts(p.link_type, p.data, p.orig_len).unwrap_or_else(|e| {
+        eprintln!("calliper: {e}: packets of link type {} are left out", p.link_type);
+        *clean = false;
+        false
+    })
 }
 
 /// What the probe reads (the files of `--read`, else the interfaces and
@@ -230,11 +216,7 @@ pub(super) fn open_source(a: &ProbeArgs, live: &LiveConfig) -> Result<(Source, S
             (Some(_), Some(h)) if a.engine.hep_port.is_none() => Some((h.local_addr().port(), 0)),
             _ => None,
         };
-        let source = Source::Live {
-            ring,
-            hep,
-            ring_skips,
-        };
+        let source = Source::Live { ring, hep, ring_skips };
         return Ok((source, names.join(",")));
     }
     let inputs = Inputs::open(&a.read)?;
@@ -249,11 +231,7 @@ pub(super) fn open_hep(
     a: &ProbeArgs,
     (transport, address): (HepTransport, std::net::SocketAddr),
 ) -> Result<HepListener> {
-    let key = a
-        .hep_listen_key
-        .as_deref()
-        .map(crate::run::read_hep_key)
-        .transpose()?;
+    let key = a.hep_listen_key.as_deref().map(crate::run::read_hep_key).transpose()?;
     if key.is_none() && !address.ip().is_loopback() {
         bail!(
             "--hep-listen on {address} (not loopback) needs --hep-listen-key: \

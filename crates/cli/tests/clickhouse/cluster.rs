@@ -18,10 +18,8 @@ fn two_probes_on_a_two_shard_cluster_equal_their_sqlite_runs_from_either_server(
         calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
     )
     .unwrap();
-    let runs = [
-        ("site-a", capture("sipp_calls"), 0, db("site-a")),
-        ("site-b", impaired, 1, db("site-b")),
-    ];
+    let runs =
+        [("site-a", capture("sipp_calls"), 0, db("site-a")), ("site-b", impaired, 1, db("site-b"))];
     let cluster = ["--clickhouse-cluster", CLUSTER];
     for (probe, file, first, db) in &runs {
         // Each probe lists both nodes, its own first: both get the tables.
@@ -40,11 +38,8 @@ fn two_probes_on_a_two_shard_cluster_equal_their_sqlite_runs_from_either_server(
     // Sharded by record id: each shard holds part of each table.
     for s in &servers {
         for table in ["calls_local", "streams_local"] {
-            let n: u64 = s
-                .query(&format!("SELECT count() FROM calliper.{table}"))
-                .trim()
-                .parse()
-                .unwrap();
+            let n: u64 =
+                s.query(&format!("SELECT count() FROM calliper.{table}")).trim().parse().unwrap();
             assert!(n > 0, "{table} empty on {}", s.url);
         }
     }
@@ -83,8 +78,7 @@ fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing
     // stop mid-run.
     let started = std::time::Instant::now();
     let arrived = |s: &Server| {
-        s.try_query("SELECT count() FROM calliper.calls_local")
-            .is_ok_and(|n| n.trim() != "0")
+        s.try_query("SELECT count() FROM calliper.calls_local").is_ok_and(|n| n.trim() != "0")
     };
     while !servers.iter().any(arrived) {
         assert!(started.elapsed().as_secs() < 60, "no rows arrived");
@@ -109,12 +103,7 @@ fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing
     // small batches under load can take longer); what is left is sent by
     // clickhouse-flush, as an operator would.
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "clickhouse-flush",
-            "--clickhouse",
-            &urls,
-            "--clickhouse-spool",
-        ])
+        .args(["clickhouse-flush", "--clickhouse", &urls, "--clickhouse-spool"])
         .arg(&spool)
         .args(["--clickhouse-cluster", CLUSTER])
         .env("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)
@@ -132,11 +121,9 @@ fn both_shards_stopped_in_the_middle_of_a_run_lose_nothing_and_duplicate_nothing
     let sums = servers[0].query("SELECT sum(packets), sum(lost), sum(expected) FROM calliper.streams FINAL WHERE probe = 'fault' FORMAT TSV");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (p, l, e): (i64, i64, i64) = conn
-        .query_row(
-            "SELECT sum(packets), sum(lost), sum(expected) FROM streams",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+        .query_row("SELECT sum(packets), sum(lost), sum(expected) FROM streams", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
         .unwrap();
     assert_eq!(sums.trim(), format!("{p}\t{l}\t{e}"));
 }

@@ -30,11 +30,7 @@ pub fn canon_clickhouse(v: &Value, ty: &str) -> String {
         };
         format!("i:{i}")
     } else if ty.contains("Float") {
-        let f: f64 = v
-            .as_str()
-            .expect("floats are selected as text")
-            .parse()
-            .unwrap();
+        let f: f64 = v.as_str().expect("floats are selected as text").parse().unwrap();
         format!("r:{f:?}")
     } else {
         format!("t:{}", v.as_str().unwrap())
@@ -66,17 +62,10 @@ pub fn sqlite_rows(db: &Path, sql: &str, skip: &[&str]) -> Vec<Row> {
 
 /// Column types of a ClickHouse table.
 pub fn types(ch: &Server, table: &str) -> HashMap<String, String> {
-    ch.rows(&format!(
-        "DESCRIBE TABLE calliper.{table} FORMAT JSONEachRow"
-    ))
-    .into_iter()
-    .map(|r| {
-        (
-            r["name"].as_str().unwrap().to_string(),
-            r["type"].as_str().unwrap().to_string(),
-        )
-    })
-    .collect()
+    ch.rows(&format!("DESCRIBE TABLE calliper.{table} FORMAT JSONEachRow"))
+        .into_iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r["type"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 /// ClickHouse's rows of a probe's table (FINAL: one per record id), in
@@ -205,11 +194,7 @@ pub fn assert_equal(ch: &Server, db: &Path, probe: &str, what: &str) -> usize {
         for (r, there, here, other) in sqlite
             .iter()
             .map(|r| (r, &clickhouse, "SQLite", "ClickHouse"))
-            .chain(
-                clickhouse
-                    .iter()
-                    .map(|r| (r, &sqlite, "ClickHouse", "SQLite")),
-            )
+            .chain(clickhouse.iter().map(|r| (r, &sqlite, "ClickHouse", "SQLite")))
         {
             assert!(
                 there.contains(r),
@@ -229,17 +214,8 @@ pub fn closest(r: &Row, rows: &[Row]) -> Vec<(String, String, String)> {
         r.keys()
             .chain(o.keys())
             .filter(|k| r.get(*k) != o.get(*k))
-            .map(|k| {
-                (
-                    k.clone(),
-                    format!("{:?}", r.get(k)),
-                    format!("{:?}", o.get(k)),
-                )
-            })
+            .map(|k| (k.clone(), format!("{:?}", r.get(k)), format!("{:?}", o.get(k))))
             .collect()
     };
-    rows.iter()
-        .map(diff)
-        .min_by_key(Vec::len)
-        .unwrap_or_default()
+    rows.iter().map(diff).min_by_key(Vec::len).unwrap_or_default()
 }

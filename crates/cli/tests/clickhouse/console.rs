@@ -66,12 +66,7 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
             [capture("sip_ipv6_udp"), capture("sip-method_sip")],
             db("console-a"),
         ),
-        (
-            "site-b",
-            impaired,
-            [strings, capture("rtp_rtcp_sip_ipv4_udp")],
-            db("console-b"),
-        ),
+        ("site-b", impaired, [strings, capture("rtp_rtcp_sip_ipv4_udp")], db("console-b")),
     ];
     for (probe, file, more, db) in &sites {
         let mut extra = vec!["--clickhouse-cluster", CLUSTER];
@@ -87,16 +82,11 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
     let env = [("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)];
     let reader = ["--clickhouse", &urls, "--clickhouse-user", READER];
     let central = Console::serve(&reader, "127.0.0.1:0", &env);
-    let own: Vec<Console> = sites
-        .iter()
-        .map(|(_, _, _, db)| Console::start(db, "127.0.0.1:0", &[], &[]))
-        .collect();
+    let own: Vec<Console> =
+        sites.iter().map(|(_, _, _, db)| Console::start(db, "127.0.0.1:0", &[], &[])).collect();
     let (all, list) = calls(&central, "");
     let total: usize = all.values().sum();
-    let mut invites: Vec<i64> = list
-        .iter()
-        .map(|c| c["invite_ns"].as_i64().unwrap())
-        .collect();
+    let mut invites: Vec<i64> = list.iter().map(|c| c["invite_ns"].as_i64().unwrap()).collect();
     invites.sort_unstable();
     let since = format!("from={}&to={}", invites[total / 2], invites[total - 5]);
     let mut selective = 0;
@@ -147,13 +137,7 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
             let (theirs, _) = calls(console, query);
             // The site's calls, and only those, carry its name.
             let (mine, _) = calls(&central, &format!("{query}&probe={}", site.0));
-            assert_eq!(
-                mine,
-                theirs,
-                "{query} at {}: {:?}",
-                site.0,
-                missing(&mine, &theirs)
-            );
+            assert_eq!(mine, theirs, "{query} at {}: {:?}", site.0, missing(&mine, &theirs));
             for (k, n) in theirs {
                 *want.entry(k).or_default() += n;
             }
@@ -176,27 +160,20 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
         if query.starts_with("codec=pcmu") || query.starts_with("caller=sipp") {
             for c in list.iter().take(20) {
                 let site = sites.iter().position(|s| s.0 == c["probe"]).unwrap();
-                let detail = central
-                    .get(&format!("/api/calls/{}", c["id"].as_str().unwrap()), &[])
-                    .json();
-                let (_, theirs) = calls(
-                    &own[site],
-                    &format!("call_id={}", enc(c["call_id"].as_str().unwrap())),
-                );
+                let detail =
+                    central.get(&format!("/api/calls/{}", c["id"].as_str().unwrap()), &[]).json();
+                let (_, theirs) =
+                    calls(&own[site], &format!("call_id={}", enc(c["call_id"].as_str().unwrap())));
                 let theirs = theirs
                     .iter()
                     .find(|t| canonical(t, &["id"]) == canonical(c, &["id", "probe"]))
                     .unwrap();
-                let local = own[site]
-                    .get(&format!("/api/calls/{}", theirs["id"]), &[])
-                    .json();
+                let local = own[site].get(&format!("/api/calls/{}", theirs["id"]), &[]).json();
                 // Each list without the stores' own ids, in time order (rows
                 // of the same time are in insertion order in SQLite, by
                 // record id in ClickHouse: compared as sets).
                 let listed = |d: &Value, key: &str| -> Vec<String> {
-                    let rows = d[key]
-                        .as_array()
-                        .unwrap_or_else(|| panic!("no {key} in {d}"));
+                    let rows = d[key].as_array().unwrap_or_else(|| panic!("no {key} in {d}"));
                     let times: Vec<i64> = rows
                         .iter()
                         .map(|r| r["ts_ns"].as_i64().or(r["first_ns"].as_i64()).unwrap())
@@ -229,15 +206,10 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
         "only {selective} searches selected some calls of {total}; {alerted_calls} by alerts"
     );
     // Hostile text is found by its exact bytes, and read back as stored.
-    let (_, nasty) = calls(
-        &central,
-        &format!("call_id={}", enc("'); DROP TABLE calls; --{\"a\":1}@h")),
-    );
+    let (_, nasty) =
+        calls(&central, &format!("call_id={}", enc("'); DROP TABLE calls; --{\"a\":1}@h")));
     assert_eq!(nasty.len(), 1);
-    assert_eq!(
-        nasty[0]["caller_user_agent"],
-        "'); DROP TABLE calls; --{\"a\":1}@h"
-    );
+    assert_eq!(nasty[0]["caller_user_agent"], "'); DROP TABLE calls; --{\"a\":1}@h");
     let (_, emoji) = calls(&central, &format!("user_agent={}", enc("emoji?-*")));
     assert_eq!(emoji.len(), 1, "? is one character, a 4-byte one too");
     pages_equal(&central, &own);
@@ -261,10 +233,8 @@ fn pages_equal(central: &Console, own: &[Console]) {
         let mut want: BTreeMap<(i64, String), Vec<u64>> = BTreeMap::new();
         for console in own {
             for row in get(console, &path)["rows"].as_array().unwrap() {
-                let key = (
-                    row["start_ns"].as_i64().unwrap(),
-                    row["key"].as_str().unwrap().to_string(),
-                );
+                let key =
+                    (row["start_ns"].as_i64().unwrap(), row["key"].as_str().unwrap().to_string());
                 let counts: Vec<u64> = row["counts"]
                     .as_object()
                     .unwrap()
@@ -280,10 +250,8 @@ fn pages_equal(central: &Console, own: &[Console]) {
             .unwrap()
             .iter()
             .map(|row| {
-                let key = (
-                    row["start_ns"].as_i64().unwrap(),
-                    row["key"].as_str().unwrap().to_string(),
-                );
+                let key =
+                    (row["start_ns"].as_i64().unwrap(), row["key"].as_str().unwrap().to_string());
                 (
                     key,
                     row["counts"]
@@ -314,29 +282,20 @@ fn pages_equal(central: &Console, own: &[Console]) {
         .iter()
         .map(|r| {
             let n = |k: &str| r[k].as_i64().unwrap();
-            (
-                n("start_ns"),
-                [n("max_calls_open"), n("calls_started"), n("calls_ended")],
-            )
+            (n("start_ns"), [n("max_calls_open"), n("calls_started"), n("calls_ended")])
         })
         .collect();
     assert!(!got.is_empty());
     assert_eq!(got, want, "{path}");
     let bands = |v: &Value| -> Vec<u64> {
-        let mut b: Vec<u64> = v["bands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["calls"].as_u64().unwrap())
-            .collect();
+        let mut b: Vec<u64> =
+            v["bands"].as_array().unwrap().iter().map(|b| b["calls"].as_u64().unwrap()).collect();
         b.push(v["answered_without_mos"].as_u64().unwrap());
         b
     };
     let mut want = vec![0; 9];
     for console in own {
-        want.iter_mut()
-            .zip(bands(&get(console, "/api/kpi/mos")))
-            .for_each(|(w, b)| *w += b);
+        want.iter_mut().zip(bands(&get(console, "/api/kpi/mos"))).for_each(|(w, b)| *w += b);
     }
     assert_eq!(bands(&get(central, "/api/kpi/mos")), want);
     assert!(want.iter().sum::<u64>() > 400);
@@ -379,10 +338,7 @@ fn in_the_browser(central: &Console) {
         "const n = document.querySelectorAll('.flow-view .arrow').length; return n > 0 ? n : null",
     );
     assert!(arrows.as_u64().unwrap() > 0);
-    assert_eq!(
-        b.js("return document.getElementById('no-detail') === null"),
-        true
-    );
+    assert_eq!(b.js("return document.getElementById('no-detail') === null"), true);
 }
 
 /// The CSV export over ClickHouse holds the rows both probes' own exports
@@ -449,9 +405,6 @@ fn csv_records(text: &str) -> Vec<Vec<String>> {
             (false, c) => field.push(c),
         }
     }
-    assert!(
-        !quoted && field.is_empty() && record.is_empty(),
-        "CSV cut short"
-    );
+    assert!(!quoted && field.is_empty() && record.is_empty(), "CSV cut short");
     records
 }

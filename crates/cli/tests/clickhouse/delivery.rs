@@ -16,19 +16,13 @@ fn rows_wait_in_the_spool_while_the_server_is_down_and_are_sent_when_it_answers(
     let (db_a, db_b) = (db("spool-a"), db("spool-b"));
     let spool_arg = spool.to_str().unwrap();
     // Nothing listens: the run finishes, its rows wait in the spool.
-    let err = succeeded(
-        &analyze(a, &db_a, &url, "a", &["--clickhouse-spool", spool_arg]),
-        "down",
-    );
+    let err = succeeded(&analyze(a, &db_a, &url, "a", &["--clickhouse-spool", spool_arg]), "down");
     let waiting = reported(&err, "waiting in the spool ");
     assert!(waiting > 0, "{err}");
     assert_eq!(reported(&err, "spooled "), waiting);
     assert_eq!(reported(&err, "sent "), 0);
     assert!(err.contains("rows wait in the spool"), "{err}");
-    assert_eq!(
-        std::fs::metadata(&spool).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::metadata(&spool).unwrap().permissions().mode() & 0o777, 0o700);
     for f in std::fs::read_dir(&spool).unwrap() {
         let m = f.unwrap().metadata().unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o600);
@@ -38,13 +32,7 @@ fn rows_wait_in_the_spool_while_the_server_is_down_and_are_sent_when_it_answers(
     };
     // clickhouse-flush sends what waited, with no input.
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "clickhouse-flush",
-            "--clickhouse",
-            &url,
-            "--clickhouse-spool",
-            spool_arg,
-        ])
+        .args(["clickhouse-flush", "--clickhouse", &url, "--clickhouse-spool", spool_arg])
         .env("CALLIPER_CLICKHOUSE_PASSWORD", PASSWORD)
         .output()
         .unwrap();
@@ -53,10 +41,7 @@ fn rows_wait_in_the_spool_while_the_server_is_down_and_are_sent_when_it_answers(
     assert_eq!(reported(&flushed, "retried "), waiting, "{flushed}");
     assert_eq!(assert_equal(&ch, &db_a, "a", "flushed") as u64, waiting);
     // The next run finds nothing waiting, and sends its own.
-    let err = succeeded(
-        &analyze(b, &db_b, &url, "b", &["--clickhouse-spool", spool_arg]),
-        "up",
-    );
+    let err = succeeded(&analyze(b, &db_b, &url, "b", &["--clickhouse-spool", spool_arg]), "up");
     assert_eq!(reported(&err, "retried "), 0, "{err}");
     assert_eq!(reported(&err, "waiting in the spool "), 0, "{err}");
     let batches = std::fs::read_dir(&spool)
@@ -77,29 +62,18 @@ fn rows_that_cannot_be_kept_fail_the_run_and_say_why() {
     let (dbf, spool) = (db("full"), scratch("full-spool"));
     std::fs::create_dir(&spool).unwrap();
     std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::write(
-        spool.join("00000000000000000000-calls-1.rejected"),
-        vec![0u8; 1 << 20],
-    )
-    .unwrap();
+    std::fs::write(spool.join("00000000000000000000-calls-1.rejected"), vec![0u8; 1 << 20])
+        .unwrap();
     let out = analyze(
         file,
         &dbf,
         &url,
         "full",
-        &[
-            "--clickhouse-spool",
-            spool.to_str().unwrap(),
-            "--clickhouse-spool-mib",
-            "1",
-        ],
+        &["--clickhouse-spool", spool.to_str().unwrap(), "--clickhouse-spool-mib", "1"],
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("the spool is full") && err.contains("are lost"),
-        "{err}"
-    );
+    assert!(err.contains("the spool is full") && err.contains("are lost"), "{err}");
     let dropped = reported(&err, "dropped ");
     let sqlite: usize = ["calls", "streams"]
         .iter()
@@ -121,18 +95,9 @@ fn a_database_of_another_layout_is_refused_by_name() {
         return;
     };
     let file = &capture("sipp_calls");
-    succeeded(
-        &analyze(file, &db("plain"), &ch.url, "plain", &[]),
-        "without a cluster",
-    );
+    succeeded(&analyze(file, &db("plain"), &ch.url, "plain", &[]), "without a cluster");
     // The same database, now as a cluster's: its calls table is not Distributed.
-    let out = analyze(
-        file,
-        &db("layout"),
-        &ch.url,
-        "layout",
-        &["--clickhouse-cluster", CLUSTER],
-    );
+    let out = analyze(file, &db("layout"), &ch.url, "layout", &["--clickhouse-cluster", CLUSTER]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -143,11 +108,7 @@ fn a_database_of_another_layout_is_refused_by_name() {
     // Said at the start, before any row.
     assert!(!err.contains("clickhouse   sent"), "{err}");
     // Nothing of the refused run was written anywhere.
-    assert_eq!(
-        ch.query("SELECT count() FROM calliper.calls WHERE probe = 'layout'")
-            .trim(),
-        "0"
-    );
+    assert_eq!(ch.query("SELECT count() FROM calliper.calls WHERE probe = 'layout'").trim(), "0");
 }
 
 #[test]
@@ -162,16 +123,8 @@ fn keep_days_drops_the_days_before_the_kept_ones_and_no_others() {
     let days =
         |ch: &Server| ch.query("SELECT DISTINCT day FROM calliper.calls ORDER BY day FORMAT TSV");
     assert_eq!(days(&ch).lines().count(), 1);
-    let err = succeeded(
-        &analyze(
-            new,
-            &new_db,
-            &ch.url,
-            "keep",
-            &["--clickhouse-keep-days", "2"],
-        ),
-        "new",
-    );
+    let err =
+        succeeded(&analyze(new, &new_db, &ch.url, "keep", &["--clickhouse-keep-days", "2"]), "new");
     // That day, in every table that had it (calls, streams, SIP messages, ...).
     assert!(
         reported(&err, "dropped 0; ") > 1

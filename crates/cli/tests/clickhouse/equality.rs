@@ -26,10 +26,7 @@ fn every_call_and_stream_equals_the_sqlite_run_in_both_directions() {
     for (i, f) in files.iter().enumerate() {
         let probe = format!("p{i}");
         let db = db(&probe);
-        succeeded(
-            &analyze(f, &db, &ch.url, &probe, &[]),
-            &f.display().to_string(),
-        );
+        succeeded(&analyze(f, &db, &ch.url, &probe, &[]), &f.display().to_string());
         total += assert_equal(&ch, &db, &probe, &f.display().to_string());
     }
     assert!(total > 1000, "only {total} rows compared");
@@ -125,10 +122,8 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
     let dir = scratch("chdb");
     std::fs::create_dir_all(&dir).unwrap();
     let schema = dir.join("schema.sql");
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .arg("clickhouse-schema")
-        .output()
-        .unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_calliper")).arg("clickhouse-schema").output().unwrap();
     assert!(out.status.success());
     std::fs::write(&schema, &out.stdout).unwrap();
     let impaired = dir.join("impaired.pcap");
@@ -142,16 +137,10 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
     for (i, f) in files.iter().enumerate() {
         let (db, spool) = (dir.join(format!("{i}.db")), dir.join(format!("spool-{i}")));
         let spool_arg = spool.to_str().unwrap();
-        succeeded(
-            &analyze(f, &db, &dead, "chdb", &["--clickhouse-spool", spool_arg]),
-            "spooling",
-        );
+        succeeded(&analyze(f, &db, &dead, "chdb", &["--clickhouse-spool", spool_arg]), "spooling");
         let queries = console_queries(&db, &dir.join(format!("queries-{i}")));
         let check = Command::new(python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../tests/clickhouse/chdb_check.py"
-            ))
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/clickhouse/chdb_check.py"))
             .args([&schema, &spool, &db, &queries])
             .output()
             .unwrap();
@@ -218,11 +207,8 @@ fn console_queries(db: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
 /// times SQLite gives (the calls SQLite finds for it).
 fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize) {
     use calliper_store::clickhouse::{index_query, search_query, Indexed, Narrowed};
-    let call_id: String = conn
-        .query_row("SELECT call_id FROM calls ORDER BY id LIMIT 1", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
+    let call_id: String =
+        conn.query_row("SELECT call_id FROM calls ORDER BY id LIMIT 1", [], |r| r.get(0)).unwrap();
     let mut invites: Vec<i64> = conn
         .prepare("SELECT DISTINCT invite_ns FROM calls WHERE call_id = ?1")
         .unwrap()
@@ -231,10 +217,7 @@ fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize)
         .map(Result::unwrap)
         .collect();
     invites.sort_unstable();
-    let mut days: Vec<i64> = invites
-        .iter()
-        .map(|t| t.div_euclid(86_400_000_000_000))
-        .collect();
+    let mut days: Vec<i64> = invites.iter().map(|t| t.div_euclid(86_400_000_000_000)).collect();
     days.dedup();
     let s = calliper_store::Search {
         call_id: Some(call_id.clone()),
@@ -243,16 +226,10 @@ fn call_id_queries(conn: &rusqlite::Connection, dir: &std::path::Path, n: usize)
     };
     let (found, _) = calliper_store::search_calls(conn, &s).unwrap();
     let n_invites = invites.len();
-    let narrowed = Narrowed {
-        indexed: Some(Indexed { days, invites }),
-        alerted: None,
-    };
+    let narrowed = Narrowed { indexed: Some(Indexed { days, invites }), alerted: None };
     for (i, (query, expected)) in [
         (index_query("calliper", &s).unwrap(), n_invites),
-        (
-            search_query("calliper", &s, &narrowed).unwrap(),
-            found.len(),
-        ),
+        (search_query("calliper", &s, &narrowed).unwrap(), found.len()),
     ]
     .into_iter()
     .enumerate()

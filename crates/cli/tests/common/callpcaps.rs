@@ -15,14 +15,7 @@ pub fn temp(name: &str) -> PathBuf {
 pub fn record_within(pcap: &Path, dir: &Path, budget: u64, extra: &[&str]) -> Vec<Value> {
     let budget = budget.to_string();
     let dir = dir.to_str().unwrap();
-    let record = [
-        "--record",
-        "all",
-        "--record-dir",
-        dir,
-        "--record-max-size",
-        &budget,
-    ];
+    let record = ["--record", "all", "--record-dir", dir, "--record-max-size", &budget];
     super::calliper_jsonl(pcap, &[&record[..], extra].concat())
 }
 

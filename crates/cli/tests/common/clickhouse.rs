@@ -29,11 +29,7 @@ pub struct Server {
 
 /// A port nothing listens on now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 const BINARY: &str = "/usr/sbin/clickhouse-server";
@@ -78,12 +74,7 @@ impl Server {
                 let dir = scratch(&format!("clickhouse-{name}-{i}"));
                 std::fs::create_dir_all(&dir).unwrap();
                 write_config(&dir, port, tcp, &shards);
-                Server {
-                    child: None,
-                    dir,
-                    port,
-                    url: format!("http://127.0.0.1:{port}"),
-                }
+                Server { child: None, dir, port, url: format!("http://127.0.0.1:{port}") }
             })
             .collect();
         for s in &mut servers {
@@ -140,16 +131,12 @@ impl Server {
 
     /// The answer to `sql` (fails the test on an error).
     pub fn query(&self, sql: &str) -> String {
-        self.try_query(sql)
-            .unwrap_or_else(|e| panic!("ClickHouse refused {sql:?}: {e}"))
+        self.try_query(sql).unwrap_or_else(|e| panic!("ClickHouse refused {sql:?}: {e}"))
     }
 
     /// Rows of a `SELECT ... FORMAT JSONEachRow`.
     pub fn rows(&self, sql: &str) -> Vec<serde_json::Value> {
-        self.query(sql)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON row"))
-            .collect()
+        self.query(sql).lines().map(|l| serde_json::from_str(l).expect("a JSON row")).collect()
     }
 
     /// Stops the server (its data stays in its directory until dropped).

@@ -43,12 +43,7 @@ pub fn fake_answers(attempts: u32) -> Pcap {
             VICTIM,
             &scan_message(&format!("INVITE sip:{n}@192.0.2.1 SIP/2.0"), n, false),
         );
-        p.udp(
-            t + SEC / 100,
-            SCANNER,
-            VICTIM,
-            &scan_message("SIP/2.0 200 OK", n, true),
-        );
+        p.udp(t + SEC / 100, SCANNER, VICTIM, &scan_message("SIP/2.0 200 OK", n, true));
         server_refuses(&mut p, t, n);
     }
     p
@@ -68,12 +63,7 @@ pub fn voice(
     for i in 0..seconds * 50 {
         if !lost(i) {
             let t = start + i64::from(i) * SEC / 50;
-            p.udp(
-                t,
-                from,
-                to,
-                &rtp(0, 1000 + i, 8000 + u32::from(i) * 160, ssrc, &[0xD5; 160]),
-            );
+            p.udp(t, from, to, &rtp(0, 1000 + i, 8000 + u32::from(i) * 160, ssrc, &[0xD5; 160]));
         }
     }
 }
@@ -85,9 +75,7 @@ pub fn foreign_media() -> Pcap {
     call_setup(&mut p, "foreign-media", "");
     voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
     voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
-    voice(&mut p, FOREIGN_RTP, CALLEE_RTP, 3, T0 + 2 * SEC, 8, |i| {
-        i % 3 == 0
-    });
+    voice(&mut p, FOREIGN_RTP, CALLEE_RTP, 3, T0 + 2 * SEC, 8, |i| i % 3 == 0);
     p
 }
 
@@ -96,9 +84,7 @@ pub fn foreign_media() -> Pcap {
 pub fn outage() -> Pcap {
     let mut p = Pcap::default();
     call_setup(&mut p, "outage", "");
-    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 64, |i| {
-        (100..3100).contains(&i)
-    });
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 64, |i| (100..3100).contains(&i));
     voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 64, |_| false);
     p
 }
@@ -173,12 +159,7 @@ pub fn anomaly_mid_group() -> Pcap {
             false,
             "",
         );
-        p.udp(
-            ANOMALY_AT - 10 * SEC / 1000 + i * SEC / 1000,
-            CALLER,
-            CALLEE,
-            &ping,
-        );
+        p.udp(ANOMALY_AT - 10 * SEC / 1000 + i * SEC / 1000, CALLER, CALLEE, &ping);
         if i == 9 {
             let bad = b"OPTIONS sip:10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bKx\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
             p.udp(ANOMALY_AT, CALLER, CALLEE, bad);
@@ -210,18 +191,8 @@ pub fn self_answered_copies(attempts: u32) -> Pcap {
         p.udp(t + SEC / 200, second, SCANNER, swapped.as_bytes());
         let ok = swapped.replacen("INVITE sip:100@192.0.2.66 SIP/2.0", "SIP/2.0 200 OK", 1);
         p.udp(t + SEC / 150, SCANNER, second, ok.as_bytes());
-        p.udp(
-            t + SEC / 120,
-            SCANNER,
-            THIRD,
-            &scan_message(&invite, n, false),
-        );
-        p.udp(
-            t + SEC / 110,
-            THIRD,
-            SCANNER,
-            &scan_message("SIP/2.0 200 OK", n, true),
-        );
+        p.udp(t + SEC / 120, SCANNER, THIRD, &scan_message(&invite, n, false));
+        p.udp(t + SEC / 110, THIRD, SCANNER, &scan_message("SIP/2.0 200 OK", n, true));
         server_refuses(&mut p, t, n);
     }
     p
@@ -234,13 +205,8 @@ pub fn outsider_bye() -> Pcap {
     call_setup(&mut p, "outsider-bye", "");
     voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
     voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
-    let bye = super::hostile::sip(
-        "BYE sip:bob@10.0.0.2 SIP/2.0",
-        "outsider-bye",
-        "2 BYE",
-        true,
-        "",
-    );
+    let bye =
+        super::hostile::sip("BYE sip:bob@10.0.0.2 SIP/2.0", "outsider-bye", "2 BYE", true, "");
     p.udp(T0 + 4 * SEC, THIRD, CALLEE, &bye);
     p
 }
@@ -257,21 +223,11 @@ pub fn natted_caller_and_a_stranger() -> Pcap {
     p.udp(T0, (public, 5060), CALLEE, invite.as_bytes());
     let ok = super::hostile::invite_or_ok("nat", true, "");
     p.udp(T0 + SEC / 10, CALLEE, (public, 5060), &ok);
-    voice(&mut p, (public, 61_000), CALLEE_RTP, 1, T0 + SEC, 5, |_| {
-        false
+    voice(&mut p, (public, 61_000), CALLEE_RTP, 1, T0 + SEC, 5, |_| false);
+    voice(&mut p, CALLEE_RTP, (public, 61_000), 2, T0 + SEC, 5, |_| false);
+    voice(&mut p, (Ipv4Addr::new(203, 0, 113, 77), 7000), CALLEE_RTP, 3, T0 + SEC, 5, |i| {
+        i % 2 == 0
     });
-    voice(&mut p, CALLEE_RTP, (public, 61_000), 2, T0 + SEC, 5, |_| {
-        false
-    });
-    voice(
-        &mut p,
-        (Ipv4Addr::new(203, 0, 113, 77), 7000),
-        CALLEE_RTP,
-        3,
-        T0 + SEC,
-        5,
-        |i| i % 2 == 0,
-    );
     p
 }
 
@@ -297,11 +253,7 @@ pub fn outsider_legs() -> Pcap {
         let m = leg(n, OUTSIDER);
         let t = T0 + SEC / 20 + i64::from(n) * SEC / 1000;
         p.udp(t, OUTSIDER, OUTSIDER, m.as_bytes());
-        let status = if n % 2 == 0 {
-            "SIP/2.0 200 OK"
-        } else {
-            "SIP/2.0 486 Busy Here"
-        };
+        let status = if n % 2 == 0 { "SIP/2.0 200 OK" } else { "SIP/2.0 486 Busy Here" };
         let answer = m.replacen(&format!("INVITE sip:x@{} SIP/2.0", OUTSIDER.0), status, 1);
         p.udp(t + SEC / 2000, OUTSIDER, OUTSIDER, answer.as_bytes());
     }
@@ -316,15 +268,7 @@ pub fn outsider_legs() -> Pcap {
     }
     voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |_| false);
     voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
-    voice(
-        &mut p,
-        (OUTSIDER.0, 7000),
-        CALLER_RTP,
-        3,
-        T0 + 2 * SEC,
-        5,
-        |i| i % 2 == 0,
-    );
+    voice(&mut p, (OUTSIDER.0, 7000), CALLER_RTP, 3, T0 + 2 * SEC, 5, |i| i % 2 == 0);
     let bye = super::hostile::sip("BYE sip:alice@10.0.0.1 SIP/2.0", "legs", "2 BYE", true, "");
     p.udp(T0 + 3 * SEC, OUTSIDER, CALLER, &bye);
     let hangup =
@@ -341,9 +285,7 @@ pub fn outsider_legs() -> Pcap {
 pub fn sdp_of_another_call() -> Pcap {
     let mut p = Pcap::default();
     call_setup(&mut p, "victim", "");
-    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |i| {
-        i % 3 == 0
-    });
+    voice(&mut p, CALLER_RTP, CALLEE_RTP, 1, T0 + SEC, 10, |i| i % 3 == 0);
     voice(&mut p, CALLEE_RTP, CALLER_RTP, 2, T0 + SEC, 10, |_| false);
     let sdp = "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 10.0.0.1\r\nt=0 0\r\nm=image 40000 udptl t38\r\n";
     let invite = format!(

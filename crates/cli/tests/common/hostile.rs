@@ -30,8 +30,7 @@ impl Pcap {
     fn ethernet(&mut self, ts_ns: i64, ethertype: u16, ip: &[u8]) {
         let f = emit::ethernet(&[], ethertype, ip);
         let len = f.len() as u32;
-        self.bytes
-            .extend_from_slice(&record_header(ts_ns, len, len, Resolution::Nanos));
+        self.bytes.extend_from_slice(&record_header(ts_ns, len, len, Resolution::Nanos));
         self.bytes.extend_from_slice(&f);
         self.packets += 1;
     }
@@ -69,12 +68,7 @@ pub fn ipv4(
     frag: u16,
     payload: &[u8],
 ) -> Vec<u8> {
-    emit::Ipv4 {
-        id,
-        frag,
-        ..emit::Ipv4::new(src, dst, proto)
-    }
-    .emit(payload)
+    emit::Ipv4 { id, frag, ..emit::Ipv4::new(src, dst, proto) }.emit(payload)
 }
 
 /// A TCP header (data offset 5, window 65535) and payload.
@@ -119,12 +113,7 @@ pub fn invite_or_ok(call_id: &str, ok: bool, media: &str) -> Vec<u8> {
 /// A call set up with `media` in both SDPs: INVITE then 200 OK.
 pub fn call_setup(p: &mut Pcap, call_id: &str, media: &str) {
     p.udp(T0, CALLER, CALLEE, &invite_or_ok(call_id, false, media));
-    p.udp(
-        T0 + SEC / 10,
-        CALLEE,
-        CALLER,
-        &invite_or_ok(call_id, true, media),
-    );
+    p.udp(T0 + SEC / 10, CALLEE, CALLER, &invite_or_ok(call_id, true, media));
 }
 
 /// `a=rtpmap:96 abé/8000` (a non-ASCII encoding name), then RTP of type 96.
@@ -133,12 +122,7 @@ pub fn non_ascii_rtpmap() -> Pcap {
     call_setup(&mut p, "non-ascii", "a=rtpmap:96 ab\u{e9}/8000\r\n");
     for i in 0..5u16 {
         let t = T0 + SEC + i as i64 * 20_000_000;
-        p.udp(
-            t,
-            CALLER_RTP,
-            CALLEE_RTP,
-            &rtp(96, i, i as u32 * 160, 7, &[0; 160]),
-        );
+        p.udp(t, CALLER_RTP, CALLEE_RTP, &rtp(96, i, i as u32 * 160, 7, &[0; 160]));
     }
     p
 }
@@ -206,16 +190,10 @@ pub fn sctp_partial_flood(associations: u16, later_s: i64) -> Pcap {
     let piece = vec![b'x'; 60_000];
     for i in 0..associations {
         let seg = sctp(10_000 + i, 2, 1, &piece);
-        p.ipv4(
-            T0 + i as i64 * 1000,
-            &ipv4(CALLER.0, CALLEE.0, 132, i, 0, &seg),
-        );
+        p.ipv4(T0 + i as i64 * 1000, &ipv4(CALLER.0, CALLEE.0, 132, i, 0, &seg));
     }
     let seg = sctp(9_999, 3, 1, b"");
-    p.ipv4(
-        T0 + later_s * SEC,
-        &ipv4(CALLER.0, CALLEE.0, 132, 0, 0, &seg),
-    );
+    p.ipv4(T0 + later_s * SEC, &ipv4(CALLER.0, CALLEE.0, 132, 0, 0, &seg));
     p
 }
 
@@ -240,12 +218,7 @@ pub fn ssrc_churn(ssrcs: u32) -> Pcap {
     for s in 0..ssrcs {
         for i in 0..3u16 {
             let t = T0 + SEC + (s as i64 * 3 + i as i64) * 1_000_000;
-            p.udp(
-                t,
-                CALLER_RTP,
-                CALLEE_RTP,
-                &rtp(0, i, i as u32 * 160, s, &[0; 160]),
-            );
+            p.udp(t, CALLER_RTP, CALLEE_RTP, &rtp(0, i, i as u32 * 160, s, &[0; 160]));
         }
     }
     p
@@ -312,10 +285,7 @@ pub fn tcp_slow_body(body: u32) -> Pcap {
     let mut t = T0;
     let mut seg = |p: &mut Pcap, seq: u32, flags: u8, data: &[u8]| {
         t += 10_000;
-        p.ipv4(
-            t,
-            &ipv4(a, b, 6, seq as u16, 0, &tcp(40_000, 5060, seq, flags, data)),
-        );
+        p.ipv4(t, &ipv4(a, b, 6, seq as u16, 0, &tcp(40_000, 5060, seq, flags, data)));
     };
     seg(&mut p, 0, 0x02, b"");
     let mut seq = 1;
@@ -337,12 +307,7 @@ pub fn candidates_one_pair(n: u32) -> Pcap {
     for s in 0..n {
         for i in 0..3u16 {
             let t = T0 + (s as i64 * 3 + i as i64) * 10_000;
-            p.udp(
-                t,
-                CALLER_RTP,
-                CALLEE_RTP,
-                &rtp(8, i, i as u32 * 160, s, &[0; 20]),
-            );
+            p.udp(t, CALLER_RTP, CALLEE_RTP, &rtp(8, i, i as u32 * 160, s, &[0; 20]));
         }
     }
     p
@@ -386,12 +351,7 @@ pub fn call_id_reuse() -> Pcap {
     let media = |p: &mut Pcap, host: u8, port: u16, ssrc: u32| {
         for i in 0..10u16 {
             let to = (Ipv4Addr::new(10, 0, 0, host), port);
-            p.udp(
-                T0,
-                sender(host),
-                to,
-                &rtp(0, i, i as u32 * 160, ssrc, &[0; 20]),
-            );
+            p.udp(T0, sender(host), to, &rtp(0, i, i as u32 * 160, ssrc, &[0; 20]));
         }
     };
     p.udp(T0, CALLER, CALLEE, &invite("X", "alice", 1, 20_000));
@@ -415,11 +375,7 @@ pub fn rtcp_on_odd_ports() -> Pcap {
         };
         // The INVITE without a To tag, as an initial INVITE is.
         let msg = |start: &str, body: String| {
-            let to_tag = if start.starts_with("SIP/") {
-                ";tag=b"
-            } else {
-                ""
-            };
+            let to_tag = if start.starts_with("SIP/") { ";tag=b" } else { "" };
             format!(
                 "{start}\r\nFrom: <sip:a@a>;tag=a\r\nTo: <sip:b@b>{to_tag}\r\nCall-ID: rtcp-{c}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
@@ -427,27 +383,12 @@ pub fn rtcp_on_odd_ports() -> Pcap {
             .into_bytes()
         };
         let t = T0 + c as i64 * 1_000_000;
-        p.udp(
-            t,
-            (a, 5060),
-            (b, 5060),
-            &msg("INVITE sip:b@b SIP/2.0", sdp(a, ap)),
-        );
-        p.udp(
-            t + 50_000_000,
-            (b, 5060),
-            (a, 5060),
-            &msg("SIP/2.0 200 OK", sdp(b, bp)),
-        );
+        p.udp(t, (a, 5060), (b, 5060), &msg("INVITE sip:b@b SIP/2.0", sdp(a, ap)));
+        p.udp(t + 50_000_000, (b, 5060), (a, 5060), &msg("SIP/2.0 200 OK", sdp(b, bp)));
         for k in 0..100u16 {
             let tt = t + 100_000_000 + k as i64 * 20_000_000;
             let ssrc = 0x5000 + c as u32;
-            p.udp(
-                tt,
-                (b, bp),
-                (a, ap),
-                &rtp(0, k, k as u32 * 160, ssrc, &[0; 20]),
-            );
+            p.udp(tt, (b, bp), (a, ap), &rtp(0, k, k as u32 * 160, ssrc, &[0; 20]));
             if k % 25 == 24 {
                 let mut rr = vec![0x81, 201, 0, 7];
                 rr.extend_from_slice(&0xAAAAu32.to_be_bytes());
@@ -469,14 +410,7 @@ pub fn equal_starting_invites() -> Pcap {
         let m = format!(
             "INVITE sip:bob@10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK-same\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@y>\r\nCall-ID: {id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
         );
-        let ip = ipv4(
-            CALLER.0,
-            CALLEE.0,
-            17,
-            0,
-            0x4000,
-            &udp(5060, 5060, m.as_bytes()),
-        );
+        let ip = ipv4(CALLER.0, CALLEE.0, 17, 0, 0x4000, &udp(5060, 5060, m.as_bytes()));
         p.ipv4(T0 + i as i64 * 1_000_000, &ip);
     }
     p
@@ -489,11 +423,7 @@ pub fn session_refresh_then_move(refreshes: u32) -> Pcap {
     call_setup(&mut p, "refresh", "");
     let moved = (Ipv4Addr::new(10, 0, 0, 1), 41_000);
     for k in 0..=refreshes {
-        let (addr, last) = if k == refreshes {
-            (moved, true)
-        } else {
-            (CALLER_RTP, false)
-        };
+        let (addr, last) = if k == refreshes { (moved, true) } else { (CALLER_RTP, false) };
         let sdp = format!(
             "v=0\r\no=- 1 {k} IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n",
             ip = addr.0,
@@ -508,12 +438,7 @@ pub fn session_refresh_then_move(refreshes: u32) -> Pcap {
         if last {
             for i in 0..50u16 {
                 let t = T0 + (refreshes as i64 + 2) * SEC + i as i64 * 20_000_000;
-                p.udp(
-                    t,
-                    CALLEE_RTP,
-                    moved,
-                    &rtp(0, i, i as u32 * 160, 77, &[0; 20]),
-                );
+                p.udp(t, CALLEE_RTP, moved, &rtp(0, i, i as u32 * 160, 77, &[0; 20]));
             }
         }
     }
@@ -541,11 +466,7 @@ pub fn control_characters() -> Pcap {
 /// `extra` is more header lines, each ending in CRLF (User-Agent
 /// `handmade/1` unless `extra` has one).
 pub fn sip(start: &str, call_id: &str, cseq: &str, to_tag: bool, extra: &str) -> Vec<u8> {
-    let ua = if extra.contains("User-Agent:") {
-        ""
-    } else {
-        "User-Agent: handmade/1\r\n"
-    };
+    let ua = if extra.contains("User-Agent:") { "" } else { "User-Agent: handmade/1\r\n" };
     format!(
         "{start}\r\nVia: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK{call_id}{n}\r\n\
          From: <sip:alice@example.com>;tag=a\r\nTo: <sip:bob@example.net>{tag}\r\n\

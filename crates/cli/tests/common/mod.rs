@@ -45,10 +45,7 @@ pub fn run_measured(cmd: &mut Command) -> Measured {
     );
     let dir = std::env::temp_dir();
     let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
-    let tag: String = tag
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
+    let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
     let (out_path, err_path, rss_path) = (
         dir.join(format!("calliper-out-{tag}")),
         dir.join(format!("calliper-err-{tag}")),
@@ -109,12 +106,7 @@ pub fn run_measured(cmd: &mut Command) -> Measured {
         .last()
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("no peak RSS from /usr/bin/time: {rss:?}"));
-    Measured {
-        code: status.code().expect("GNU time exits normally"),
-        peak_rss_kib,
-        stdout,
-        stderr,
-    }
+    Measured { code: status.code().expect("GNU time exits normally"), peak_rss_kib, stdout, stderr }
 }
 
 // One definition, in testkit; each test binary uses some.
@@ -127,26 +119,17 @@ pub use calliper_testkit::skip_requested;
 
 /// `calliper ARGS`, run to its end.
 pub fn calliper(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_calliper")).args(args).output().unwrap()
 }
 
 /// `calliper export audio CALL --db DB --pcap PCAP -o WAV`, run to its end.
 pub fn export_audio(call: &str, db: &str, pcap: &str, wav: &str) -> std::process::Output {
-    calliper(&[
-        "export", "audio", call, "--db", db, "--pcap", pcap, "-o", wav,
-    ])
+    calliper(&["export", "audio", call, "--db", db, "--pcap", pcap, "-o", wav])
 }
 
 /// Fails, with the command's standard error, unless it succeeded.
 pub fn succeeded(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
@@ -203,15 +186,9 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
     let mut ours = std::collections::HashMap::new();
     for c in lines.iter().filter(|l| l["type"] == "call") {
         for s in c["streams"].as_array().unwrap() {
-            let key = (
-                s["src"].as_str().unwrap().to_string(),
-                s["ssrc"].as_u64().unwrap(),
-            );
+            let key = (s["src"].as_str().unwrap().to_string(), s["ssrc"].as_u64().unwrap());
             let n = |k: &str| s[k].as_u64().unwrap();
-            ours.insert(
-                key,
-                (n("packets"), n("lost"), n("duplicates"), n("out_of_order")),
-            );
+            ours.insert(key, (n("packets"), n("lost"), n("duplicates"), n("out_of_order")));
         }
     }
     let (mut n, mut dropped_total) = (0, 0);
@@ -220,10 +197,7 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
         let f = |k: &str| t[k].as_u64().unwrap_or(0);
         let (sent, dropped, dup, reordered) =
             (f("sent"), f("dropped"), f("duplicated"), f("reordered"));
-        let key = (
-            t["src"].as_str().unwrap().to_string(),
-            t["ssrc"].as_u64().unwrap(),
-        );
+        let key = (t["src"].as_str().unwrap().to_string(), t["ssrc"].as_u64().unwrap());
         assert_eq!(
             ours.get(&key),
             Some(&(sent - dropped + dup, dropped, dup, reordered)),
@@ -239,16 +213,11 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
 /// `tests/kpi`): its output, or None when it could not make them (exit 77)
 /// and that skip was requested (`skip_requested`); any other failure fails.
 pub fn namespace_rig(cmd: &mut Command, what: &str) -> Option<String> {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what} must be runnable: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what} must be runnable: {e}"));
     let log =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(77)
-        && skip_requested(
-            "netns",
-            &format!("network namespaces cannot be made here:\n{log}"),
-        )
+        && skip_requested("netns", &format!("network namespaces cannot be made here:\n{log}"))
     {
         return None;
     }
@@ -285,8 +254,5 @@ pub fn report_kpi(db: &Path, extra: &[&str]) -> Vec<Value> {
         .output()
         .unwrap();
     succeeded(&out);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }

@@ -37,12 +37,8 @@ impl Run {
 
     /// Call and stream records, sorted (shards finish in their own order).
     pub fn records(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .lines
-            .iter()
-            .filter(|l| l["type"] != "summary")
-            .map(|l| l.to_string())
-            .collect();
+        let mut v: Vec<String> =
+            self.lines.iter().filter(|l| l["type"] != "summary").map(|l| l.to_string()).collect();
         v.sort();
         v
     }
@@ -62,22 +58,14 @@ pub fn analyze(file: &Path, threads: u32, extra: &[&str]) -> Run {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     let lines = super::kpi_rows_summed(lines);
-    Run {
-        code: m.code,
-        lines,
-        stderr: m.stderr,
-        rss_kib: m.peak_rss_kib,
-    }
+    Run { code: m.code, lines, stderr: m.stderr, rss_kib: m.peak_rss_kib }
 }
 
 /// Runs the capture with one thread and two: both must exit 0 within
 /// `rss_kib` and give the same counters and records. Returns the one-thread run.
 pub fn both_ways(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> Run {
     let (one, two) = both_runs(name, capture, extra, rss_kib);
-    assert!(
-        two.records() == one.records(),
-        "{name}: records differ with 2 threads"
-    );
+    assert!(two.records() == one.records(), "{name}: records differ with 2 threads");
     one
 }
 
@@ -100,21 +88,13 @@ pub fn both_runs(name: &str, capture: &Pcap, extra: &[&str], rss_kib: i64) -> (R
         std::fs::remove_file(&file).ok();
     }
     for (t, r) in [(1, &one), (2, &two)] {
-        assert_eq!(
-            r.code, 0,
-            "{name} with {t} threads: exit {}\n{}",
-            r.code, r.stderr
-        );
+        assert_eq!(r.code, 0, "{name} with {t} threads: exit {}\n{}", r.code, r.stderr);
         assert!(
             r.rss_kib < rss_kib,
             "{name} with {t} threads: peak RSS {} KiB over {rss_kib} KiB",
             r.rss_kib
         );
     }
-    assert_eq!(
-        two.summary(),
-        one.summary(),
-        "{name}: counters differ with 2 threads"
-    );
+    assert_eq!(two.summary(), one.summary(), "{name}: counters differ with 2 threads");
     (one, two)
 }

@@ -35,11 +35,7 @@ impl Browser {
             return None;
         }
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let driver = Command::new(driver_bin)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -49,10 +45,7 @@ impl Browser {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let start = Instant::now();
         while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "chromedriver did not start"
-            );
+            assert!(start.elapsed() < Duration::from_secs(20), "chromedriver did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
         let caps = json!({"capabilities": {"alwaysMatch": {
@@ -62,12 +55,7 @@ impl Browser {
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"]
             }
         }}});
-        let mut b = Browser {
-            _turn: turn,
-            driver,
-            addr,
-            session: String::new(),
-        };
+        let mut b = Browser { _turn: turn, driver, addr, session: String::new() };
         let r = b.call("POST", "/session", Some(caps));
         b.session = r["sessionId"]
             .as_str()
@@ -81,20 +69,12 @@ impl Browser {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let r = server::request_with_body(self.addr, method, path, &[], body.as_bytes());
         let v = r.json();
-        assert!(
-            r.status == 200,
-            "WebDriver {method} {path}: {} {v}",
-            r.status
-        );
+        assert!(r.status == 200, "WebDriver {method} {path}: {} {v}", r.status);
         v.get("value").cloned().unwrap_or(v)
     }
 
     pub fn go(&self, url: &str) {
-        self.call(
-            "POST",
-            &format!("/session/{}/url", self.session),
-            Some(json!({ "url": url })),
-        );
+        self.call("POST", &format!("/session/{}/url", self.session), Some(json!({ "url": url })));
     }
 
     /// Runs `script` in the page; its result.
@@ -114,20 +94,13 @@ impl Browser {
             if !v.is_null() && v != false {
                 return v;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the page never showed {what}"
-            );
+            assert!(start.elapsed() < Duration::from_secs(20), "the page never showed {what}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
     pub fn screenshot(&self, name: &str) {
-        let v = self.call(
-            "GET",
-            &format!("/session/{}/screenshot", self.session),
-            None,
-        );
+        let v = self.call("GET", &format!("/session/{}/screenshot", self.session), None);
         let png = base64_decode(v.as_str().unwrap());
         assert!(png.starts_with(b"\x89PNG"), "not a PNG");
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
@@ -170,16 +143,11 @@ fn base64_decode(s: &str) -> Vec<u8> {
         b'+' => 62,
         _ => 63,
     };
-    let bytes: Vec<u8> = s
-        .bytes()
-        .filter(|c| *c != b'=' && !c.is_ascii_whitespace())
-        .collect();
+    let bytes: Vec<u8> = s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).collect();
     let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
     for chunk in bytes.chunks(4) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | u32::from(val(*c)) << (18 - 6 * i));
+        let n =
+            chunk.iter().enumerate().fold(0u32, |n, (i, c)| n | u32::from(val(*c)) << (18 - 6 * i));
         for i in 0..chunk.len() - 1 {
             out.push((n >> (16 - 8 * i)) as u8);
         }

@@ -48,10 +48,7 @@ pub fn flow_shows_the_call(browser: &Browser, call: &Value, capture: &Path) {
             Some((e["ts_ns"].as_i64()?, mark.to_string()))
         })
         .collect();
-    assert!(
-        want.len() >= 2,
-        "the SIPp call is held and resumed: {want:?}"
-    );
+    assert!(want.len() >= 2, "the SIPp call is held and resumed: {want:?}");
     let shown = browser.js("return [...document.querySelectorAll('#ladder .arrow')].filter(a => a.querySelector('tspan.mark')).map(a => [Number(a.dataset.id), a.querySelector('tspan.mark').textContent]);");
     let mut got: Vec<(i64, String)> = shown
         .as_array()
@@ -74,20 +71,9 @@ pub fn flow_shows_the_call(browser: &Browser, call: &Value, capture: &Path) {
         "the last message",
         "const r = document.querySelector('#raw'); const a = [...document.querySelectorAll('#ladder .arrow')].pop(); if (!r || !a.classList.contains('open')) return null; const p = r.getBoundingClientRect(), q = a.getBoundingClientRect(); return [p.top, p.bottom, q.top, window.innerHeight, p.left, q.right];",
     );
-    let v: Vec<f64> = seen
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
-    assert!(
-        v[0] >= 0.0 && v[0] < v[3] - 50.0,
-        "the message is out of view: {seen}"
-    );
-    assert!(
-        v[2] >= 0.0 && v[2] < v[3],
-        "the arrow is out of view: {seen}"
-    );
+    let v: Vec<f64> = seen.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert!(v[0] >= 0.0 && v[0] < v[3] - 50.0, "the message is out of view: {seen}");
+    assert!(v[2] >= 0.0 && v[2] < v[3], "the arrow is out of view: {seen}");
     assert!(v[4] >= v[5], "the message is not beside the flow: {seen}");
     // Streams: RTCP, restarts, and a table that fits.
     let rtcp = browser.js("return [...document.querySelectorAll('#streams tbody tr')].map(r => r.querySelector('td.rtcp').textContent);");
@@ -101,9 +87,7 @@ pub fn flow_shows_the_call(browser: &Browser, call: &Value, capture: &Path) {
                 .as_f64()
                 .is_some_and(|w| Some(w) != st["max_jitter_ms"].as_f64());
         assert_eq!(
-            within[i]
-                .as_str()
-                .is_some_and(|t| t.contains("within segments")),
+            within[i].as_str().is_some_and(|t| t.contains("within segments")),
             restarted,
             "stream {i}"
         );

@@ -34,9 +34,7 @@ impl Server {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
         let addr = line
             .split("http://")
             .nth(1)
@@ -70,10 +68,7 @@ impl Drop for Server {
 pub fn console_address(child: &mut Child) -> SocketAddr {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines
-            .next()
-            .expect("the probe ended before its console listened")
-            .unwrap();
+        let line = lines.next().expect("the probe ended before its console listened").unwrap();
         if let Some(rest) = line.split("event=console address=http://").nth(1) {
             break rest.split('/').next().unwrap().parse().unwrap();
         }
@@ -112,11 +107,7 @@ impl Probe {
             .unwrap();
         let started = Instant::now();
         let addr = console_address(&mut child);
-        Probe {
-            child,
-            addr,
-            started,
-        }
+        Probe { child, addr, started }
     }
 
     /// True once the probe has ended (its input read).
@@ -153,10 +144,7 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -210,10 +198,7 @@ pub fn try_request(
         req += &format!("{k}: {v}\r\n");
     }
     if !body.is_empty() {
-        req += &format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        );
+        req += &format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len());
     }
     req += "\r\n";
     s.write_all(req.as_bytes())?;
@@ -264,11 +249,8 @@ pub fn try_request(
     }
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap();
+    let status =
+        lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -280,11 +262,7 @@ pub fn try_request(
     if chunked {
         body = dechunk(&body);
     }
-    Ok(Response {
-        status,
-        headers,
-        body,
-    })
+    Ok(Response { status, headers, body })
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
@@ -292,12 +270,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     loop {
         let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap();
         let size = usize::from_str_radix(
-            std::str::from_utf8(&b[..line_end])
-                .unwrap()
-                .split(';')
-                .next()
-                .unwrap()
-                .trim(),
+            std::str::from_utf8(&b[..line_end]).unwrap().split(';').next().unwrap().trim(),
             16,
         )
         .unwrap();
@@ -342,10 +315,7 @@ pub fn analyze(pcap: &Path, db: &Path) -> Vec<serde_json::Value> {
 pub fn sample_db(name: &str) -> PathBuf {
     let db = temp(name);
     let _ = std::fs::remove_file(&db);
-    analyze(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
-        &db,
-    );
+    analyze(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"), &db);
     db
 }
 
@@ -363,10 +333,7 @@ pub fn base64_encode(b: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in b.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | u32::from(*c) << (16 - 8 * i));
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, c)| n | u32::from(*c) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);

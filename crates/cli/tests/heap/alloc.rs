@@ -64,10 +64,7 @@ pub(crate) fn rtp_packets_allocate_nothing_after_warm_up() {
         "steady state: {rtp} RTP packets, {rtp_allocating} allocating; {other} other packets, {other_allocs} allocations"
     );
     assert!(rtp > 500_000, "only {rtp} steady-state RTP packets");
-    assert_eq!(
-        rtp_allocating, 0,
-        "first at {first_offender:?} (ns since start, allocations)"
-    );
+    assert_eq!(rtp_allocating, 0, "first at {first_offender:?} (ns since start, allocations)");
     // In-dialog SIP (BYE, its 200) of established calls allocates nothing either.
     assert!(other > 0);
     assert_eq!(other_allocs, 0);

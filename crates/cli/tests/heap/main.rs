@@ -52,10 +52,7 @@ fn main() {
     let mut failed = Vec::new();
     for (name, check) in &chosen {
         let outcome = std::panic::catch_unwind(check);
-        println!(
-            "test {name} ... {}",
-            if outcome.is_ok() { "ok" } else { "FAILED" }
-        );
+        println!("test {name} ... {}", if outcome.is_ok() { "ok" } else { "FAILED" });
         if outcome.is_err() {
             failed.push(*name);
         }

@@ -24,16 +24,8 @@ fn config() -> Config {
         call_idle_timeout_ns: 3600 * SEC,
         stream_idle_timeout_ns: 3600 * SEC,
         unanswered_timeout_ns: 3600 * SEC,
-        defrag: DefragConfig {
-            max_datagrams: 64,
-            max_bytes: 1 << 20,
-            ..DefragConfig::default()
-        },
-        tcp: TcpConfig {
-            max_flows: 16,
-            max_bytes: 4 << 20,
-            ..TcpConfig::default()
-        },
+        defrag: DefragConfig { max_datagrams: 64, max_bytes: 1 << 20, ..DefragConfig::default() },
+        tcp: TcpConfig { max_flows: 16, max_bytes: 4 << 20, ..TcpConfig::default() },
         ..Config::default()
     }
 }
@@ -83,26 +75,11 @@ fn hostile_everything() -> Pcap {
     // media: 64 descriptions and 128 media addresses per call.
     for i in 0..300u32 {
         let (a, b) = ((host(i, 1), 5060), (host(i, 2), 5060));
-        p.udp(
-            tick(),
-            a,
-            b,
-            &sip("INVITE sip:b@b SIP/2.0", i, 1, &big_sdp(a.0, 20_000)),
-        );
-        p.udp(
-            tick(),
-            b,
-            a,
-            &sip("SIP/2.0 200 OK", i, 1, &big_sdp(b.0, 30_000)),
-        );
+        p.udp(tick(), a, b, &sip("INVITE sip:b@b SIP/2.0", i, 1, &big_sdp(a.0, 20_000)));
+        p.udp(tick(), b, a, &sip("SIP/2.0 200 OK", i, 1, &big_sdp(b.0, 30_000)));
         for k in 2..5 {
             let base = 20_000 + 100 * k as u16;
-            p.udp(
-                tick(),
-                a,
-                b,
-                &sip("INVITE sip:b@b SIP/2.0", i, k, &big_sdp(a.0, base)),
-            );
+            p.udp(tick(), a, b, &sip("INVITE sip:b@b SIP/2.0", i, k, &big_sdp(a.0, base)));
         }
     }
     // Streams beyond the cap, each with the most DTMF events: 8 senders
@@ -121,10 +98,7 @@ fn hostile_everything() -> Pcap {
     // Fragments: first pieces of 16 KB datagrams, beyond the datagram and byte caps.
     let piece = vec![0u8; 16_000];
     for id in 0..100u16 {
-        p.ipv4(
-            tick(),
-            &ipv4(hostile::CALLER.0, hostile::CALLEE.0, 17, id, 0x2000, &piece),
-        );
+        p.ipv4(tick(), &ipv4(hostile::CALLER.0, hostile::CALLEE.0, 17, id, 0x2000, &piece));
     }
     // TCP: more flows than the cap, each a SIP message that never ends and
     // out-of-order segments behind a gap.
@@ -132,46 +106,26 @@ fn hostile_everything() -> Pcap {
     for f in 0..24u16 {
         let (src, dst) = (host(f as u32, 7), host(f as u32, 8));
         let head = b"INVITE sip:b@b SIP/2.0\r\nCall-ID: tcp\r\nContent-Length: 1000000\r\n\r\n";
-        p.ipv4(
-            tick(),
-            &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, 0, 0x02, b"")),
-        );
-        p.ipv4(
-            tick(),
-            &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, 1, 0x18, head)),
-        );
+        p.ipv4(tick(), &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, 0, 0x02, b"")));
+        p.ipv4(tick(), &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, 1, 0x18, head)));
         let mut seq = 1 + head.len() as u32;
         for _ in 0..8 {
-            p.ipv4(
-                tick(),
-                &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, seq, 0x18, &chunk)),
-            );
+            p.ipv4(tick(), &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, seq, 0x18, &chunk)));
             seq += chunk.len() as u32;
         }
         for k in 0..70u32 {
             let s = seq + 1000 + k * 10;
-            p.ipv4(
-                tick(),
-                &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, s, 0x18, b"z")),
-            );
+            p.ipv4(tick(), &ipv4(src, dst, 6, 0, 0, &tcp(40_000 + f, 5060, s, 0x18, b"z")));
         }
     }
     // SCTP: never-finished messages beyond the byte cap.
     let big = vec![b's'; 60_000];
     for i in 0..400u16 {
         let seg = sctp(10_000 + i, 2, 1, &big);
-        p.ipv4(
-            tick(),
-            &ipv4(hostile::CALLER.0, hostile::CALLEE.0, 132, i, 0, &seg),
-        );
+        p.ipv4(tick(), &ipv4(hostile::CALLER.0, hostile::CALLEE.0, 132, i, 0, &seg));
     }
     // Records are taken only once everything has been seen.
-    p.udp(
-        T0 + SEC,
-        hostile::CALLER,
-        hostile::CALLEE,
-        b"OPTIONS sip:x SIP/2.0\r\n\r\n",
-    );
+    p.udp(T0 + SEC, hostile::CALLER, hostile::CALLEE, b"OPTIONS sip:x SIP/2.0\r\n\r\n");
     p
 }
 
@@ -190,32 +144,16 @@ pub(crate) fn peak_heap_stays_under_the_documented_bound() {
     let peak = (PEAK.load(Ordering::Relaxed) - base) as usize;
     let c = engine.counters().clone();
     let records = engine.drain().count();
-    eprintln!(
-        "peak heap {peak} bytes, bound {} bytes: {:?}",
-        bound.total(),
-        bound.parts
-    );
+    eprintln!("peak heap {peak} bytes, bound {} bytes: {:?}", bound.total(), bound.parts);
     // Every cap was reached.
     assert!(c.calls_evicted > 0, "calls: {c:?}");
     assert!(c.media_refused > 0, "media: {c:?}");
     assert!(c.streams_refused > 0, "streams: {c:?}");
     assert!(c.defrag.evicted > 0, "fragments: {:?}", c.defrag);
-    assert!(
-        c.tcp_reassembly.flows_evicted > 0,
-        "tcp: {:?}",
-        c.tcp_reassembly
-    );
+    assert!(c.tcp_reassembly.flows_evicted > 0, "tcp: {:?}", c.tcp_reassembly);
     assert!(c.sctp.partial_expired > 0, "sctp: {:?}", c.sctp);
-    assert!(
-        c.anomalies.contains_key("sip_field_truncated"),
-        "{:?}",
-        c.anomalies
-    );
-    assert!(
-        c.anomalies.contains_key("sdp_too_many_media_per_call"),
-        "{:?}",
-        c.anomalies
-    );
+    assert!(c.anomalies.contains_key("sip_field_truncated"), "{:?}", c.anomalies);
+    assert!(c.anomalies.contains_key("sdp_too_many_media_per_call"), "{:?}", c.anomalies);
     assert!(records >= 100, "{records} records");
     assert!(
         peak <= bound.total(),

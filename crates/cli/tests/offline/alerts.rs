@@ -38,12 +38,7 @@ fn call(p: &mut Pcap, id: &str, t: i64, secs: i64, up: bool, down: bool, drop_ev
     let bye_at = t + SEC + secs * SEC + 100 * MS;
     let bye = "BYE sip:bob@10.0.0.2 SIP/2.0";
     p.udp(bye_at, CALLER, CALLEE, &sip(bye, id, "2 BYE", true, ""));
-    p.udp(
-        bye_at + 10 * MS,
-        CALLEE,
-        CALLER,
-        &sip("SIP/2.0 200 OK", id, "2 BYE", true, ""),
-    );
+    p.udp(bye_at + 10 * MS, CALLEE, CALLER, &sip("SIP/2.0 200 OK", id, "2 BYE", true, ""));
 }
 
 fn capture() -> Pcap {
@@ -57,24 +52,14 @@ fn capture() -> Pcap {
     for i in 0..25 {
         let t = T0 + 60 * SEC + i * 40 * MS;
         let id = format!("guess-{i}");
-        p.udp(
-            t,
-            guesser,
-            CALLEE,
-            &sip(register, &id, "1 REGISTER", false, ""),
-        );
+        p.udp(t, guesser, CALLEE, &sip(register, &id, "1 REGISTER", false, ""));
         let refused = sip("SIP/2.0 403 Forbidden", &id, "1 REGISTER", true, "");
         p.udp(t + 5 * MS, CALLEE, guesser, &refused);
     }
     // A scanner, refused once.
     let scanner = (Ipv4Addr::new(10, 0, 0, 7), 5060);
     let ua = "User-Agent: friendly-scanner\r\n";
-    p.udp(
-        T0 + 65 * SEC,
-        scanner,
-        CALLEE,
-        &sip(register, "scan", "1 REGISTER", false, ua),
-    );
+    p.udp(T0 + 65 * SEC, scanner, CALLEE, &sip(register, "scan", "1 REGISTER", false, ua));
     let not_found = sip("SIP/2.0 404 Not Found", "scan", "1 REGISTER", true, "");
     p.udp(T0 + 65 * SEC + 5 * MS, CALLEE, scanner, &not_found);
     // The trunk's next 20 attempts fail: its ASR falls to 3/20 at the
@@ -96,14 +81,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
     let db = pcap.with_extension("db");
     let _ = std::fs::remove_file(&db);
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "analyze",
-            "--progress",
-            "never",
-            "--format",
-            "jsonl",
-            "--db",
-        ])
+        .args(["analyze", "--progress", "never", "--format", "jsonl", "--db"])
         .arg(&db)
         .arg(&pcap)
         .output()
@@ -117,10 +95,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
     let got: Vec<(String, String)> = alerts
         .iter()
         .map(|a| {
-            let about = a["call_id"]
-                .as_str()
-                .or(a["source"].as_str())
-                .unwrap_or("-");
+            let about = a["call_id"].as_str().or(a["source"].as_str()).unwrap_or("-");
             (a["kind"].as_str().unwrap().to_string(), about.to_string())
         })
         .collect();
@@ -136,32 +111,19 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
     let mut got_sorted = got.clone();
     got_sorted.sort();
     want.sort();
-    let want: Vec<(String, String)> = want
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+    let want: Vec<(String, String)> =
+        want.into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
     assert_eq!(got_sorted, want, "{alerts:#?}");
     let find = |kind: &str| alerts.iter().find(|a| a["kind"] == kind).unwrap();
     let loss = find("high_loss")["value"].as_f64().unwrap();
     assert!((loss - 20.0).abs() < 0.5, "loss {loss}");
     assert!(find("low_mos")["value"].as_f64().unwrap() < 3.1);
-    assert_eq!(
-        find("one_way_audio")["key"],
-        "callee_to_caller",
-        "the direction without audio"
-    );
-    assert_eq!(
-        find("scanning")["value"],
-        20.0,
-        "raised once, at the threshold"
-    );
+    assert_eq!(find("one_way_audio")["key"], "callee_to_caller", "the direction without audio");
+    assert_eq!(find("scanning")["value"], 20.0, "raised once, at the threshold");
     assert_eq!(find("scanner_agent")["key"], "friendly-scanner");
     let asr = find("low_asr");
     assert_eq!(asr["key"], "10.0.0.1>10.0.0.2");
-    assert!(
-        (asr["value"].as_f64().unwrap() - 15.0).abs() < 1e-9,
-        "{asr}"
-    );
+    assert!((asr["value"].as_f64().unwrap() - 15.0).abs() < 1e-9, "{asr}");
 
     // Stored too, one row each.
     assert_eq!(stored_alerts(&db), alerts.len() as i64);
@@ -173,11 +135,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert_eq!(
-        text.lines().filter(|l| l.starts_with("alert ")).count(),
-        7,
-        "{text}"
-    );
+    assert_eq!(text.lines().filter(|l| l.starts_with("alert ")).count(), 7, "{text}");
     assert!(text.contains("alert no_rtp call silent"), "{text}");
     assert!(text.contains("alert scanning source 10.0.0.9"), "{text}");
     // Each figure with its unit, in the rows and the text.
@@ -191,10 +149,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
         ("scanner_agent", ""),
     ] {
         assert_eq!(find(kind)["unit"], unit, "{kind}");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("alert {kind} ")))
-            .unwrap();
+        let line = text.lines().find(|l| l.starts_with(&format!("alert {kind} "))).unwrap();
         if !unit.is_empty() {
             assert!(
                 line.contains(&format!(" {unit} threshold ")) && line.ends_with(unit),
@@ -208,12 +163,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
         .args(["analyze", "--progress", "never", "--format", "jsonl"])
         .args(["--alert-mos-below", "off", "--alert-loss-above", "off"])
         .args(["--alert-media-after", "off", "--alert-asr-below", "off"])
-        .args([
-            "--alert-scan-failures",
-            "off",
-            "--alert-scanner-agents",
-            "off",
-        ])
+        .args(["--alert-scan-failures", "off", "--alert-scanner-agents", "off"])
         .arg(&pcap)
         .output()
         .unwrap();
@@ -226,8 +176,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
 /// Rows in the database's `alerts` table.
 fn stored_alerts(db: &std::path::Path) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row("SELECT COUNT(*) FROM alerts", [], |r| r.get(0))
-        .unwrap()
+    conn.query_row("SELECT COUNT(*) FROM alerts", [], |r| r.get(0)).unwrap()
 }
 
 /// A trunk answering 60 % of its calls, which last 4 minutes, and refusing
@@ -243,11 +192,7 @@ fn long_answered_calls_do_not_make_a_trunk_look_failed() {
         let t = T0 + i * 3 * SEC;
         events.push((t, true, sip(invite, &id, "1 INVITE", false, "")));
         if i % 5 < 3 {
-            events.push((
-                t + 50 * MS,
-                false,
-                sip("SIP/2.0 200 OK", &id, "1 INVITE", true, ""),
-            ));
+            events.push((t + 50 * MS, false, sip("SIP/2.0 200 OK", &id, "1 INVITE", true, "")));
             let bye = sip("BYE sip:bob@example.net SIP/2.0", &id, "2 BYE", true, "");
             events.push((t + 240 * SEC, true, bye));
             let ok = sip("SIP/2.0 200 OK", &id, "2 BYE", true, "");
@@ -277,10 +222,7 @@ fn long_answered_calls_do_not_make_a_trunk_look_failed() {
         .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let alerts: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.contains("\"type\":\"alert\""))
-        .collect();
+    let alerts: Vec<&str> = stdout.lines().filter(|l| l.contains("\"type\":\"alert\"")).collect();
     assert!(alerts.is_empty(), "{alerts:#?}");
     let _ = std::fs::remove_file(&pcap);
 }

@@ -63,44 +63,21 @@ fn key(c: &Value) -> String {
 fn tshark_messages(file: &Path) -> BTreeMap<String, Vec<(i64, String)>> {
     let out = common::tshark_fields(
         file,
-        &[
-            "-d",
-            "tcp.port==6060,sip",
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=\x1f",
-        ],
+        &["-d", "tcp.port==6060,sip", "-E", "occurrence=a", "-E", "aggregator=\x1f"],
         "sip && !websocket",
-        &[
-            "frame.time_epoch",
-            "sip.Call-ID",
-            "sip.Request-Line",
-            "sip.Status-Line",
-            "sip.CSeq",
-        ],
+        &["frame.time_epoch", "sip.Call-ID", "sip.Request-Line", "sip.Status-Line", "sip.CSeq"],
     );
     let mut by_call: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
     for line in out.lines() {
-        let f: Vec<Vec<&str>> = line
-            .split('\t')
-            .map(|c| c.split('\x1f').collect())
-            .collect();
+        let f: Vec<Vec<&str>> = line.split('\t').map(|c| c.split('\x1f').collect()).collect();
         let t = (f[0][0].parse::<f64>().unwrap() * 1e9).round() as i64;
         let (ids, cseqs) = (&f[1], &f[4]);
         // A frame may carry several messages: requests' lines, then responses'.
-        let lines: Vec<&str> = f[2]
-            .iter()
-            .chain(&f[3])
-            .copied()
-            .filter(|l| !l.is_empty())
-            .collect();
+        let lines: Vec<&str> =
+            f[2].iter().chain(&f[3]).copied().filter(|l| !l.is_empty()).collect();
         for (i, id) in ids.iter().enumerate() {
-            let what = format!(
-                "{} / {}",
-                lines.get(i).unwrap_or(&"?"),
-                cseqs.get(i).unwrap_or(&"?")
-            );
+            let what =
+                format!("{} / {}", lines.get(i).unwrap_or(&"?"), cseqs.get(i).unwrap_or(&"?"));
             by_call.entry(id.to_string()).or_default().push((t, what));
         }
     }
@@ -146,21 +123,13 @@ fn each_calls_file_alone_gives_the_calls_record() {
             .map(|c| ((c["call_id"].to_string(), c["invite_ns"].to_string()), c))
             .collect();
         assert_eq!(rec["files"].as_u64().unwrap() as usize, files(&dir).len());
-        assert_eq!(
-            files(&dir).len(),
-            whole.len(),
-            "a file per call: {}",
-            pcap.display()
-        );
+        assert_eq!(files(&dir).len(), whole.len(), "a file per call: {}", pcap.display());
         let messages = tshark_messages(&pcap);
         for f in files(&dir) {
             let meta = std::fs::metadata(&f).unwrap();
             assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{}", f.display());
             let day = f.parent().unwrap();
-            assert_eq!(
-                std::fs::metadata(day).unwrap().permissions().mode() & 0o777,
-                0o700
-            );
+            assert_eq!(std::fs::metadata(day).unwrap().permissions().mode() & 0o777, 0o700);
             let alone = calliper_jsonl(&f, timeouts);
             // The call this file is for (a shared TCP segment may show others).
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
@@ -187,10 +156,8 @@ fn each_calls_file_alone_gives_the_calls_record() {
             let want = whole[&(mine["call_id"].to_string(), mine["invite_ns"].to_string())];
             // Every message of the call's window is in its file, and nothing
             // else of its Call-ID, as tshark reads both.
-            let (from, to) = (
-                want["invite_ns"].as_i64().unwrap(),
-                want["end_ns"].as_i64().unwrap(),
-            );
+            let (from, to) =
+                (want["invite_ns"].as_i64().unwrap(), want["end_ns"].as_i64().unwrap());
             let in_file = distinct(&tshark_messages(&f), id, i64::MIN + 2000, i64::MAX - 2000);
             let window = distinct(&messages, id, from, to);
             let all = distinct(&messages, id, i64::MIN + 2000, i64::MAX - 2000);
@@ -222,15 +189,9 @@ fn each_calls_file_alone_gives_the_calls_record() {
             reassembled += 1;
         }
     }
-    assert!(
-        compared >= common::at_least(55, 3),
-        "{compared} calls compared"
-    );
+    assert!(compared >= common::at_least(55, 3), "{compared} calls compared");
     // The captures with TCP, SCTP, WebSocket and fragmented SIP are among them.
-    assert!(
-        reassembled >= common::at_least(8, 1),
-        "{reassembled} captures with reassembly"
-    );
+    assert!(reassembled >= common::at_least(8, 1), "{reassembled} captures with reassembly");
     eprintln!(
         "{files_checked} files hold their calls' messages; {compared} calls equal alone, \
          {gapped} on shared TCP connections not compared; {reassembled} captures reassembled"
@@ -242,19 +203,13 @@ fn signalling_only_and_rule_selected_calls() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let dir = temp("sip");
     let whole = calliper_jsonl(&pcap, &[]);
-    calliper_jsonl(
-        &pcap,
-        &["--record", "sip", "--record-dir", dir.to_str().unwrap()],
-    );
+    calliper_jsonl(&pcap, &["--record", "sip", "--record-dir", dir.to_str().unwrap()]);
     let recorded = files(&dir);
     assert_eq!(recorded.len(), 3);
     for f in &recorded {
         for c in calls(&calliper_jsonl(f, &[])) {
             assert!(c["streams"].as_array().unwrap().is_empty(), "{c}");
-            let orig = calls(&whole)
-                .into_iter()
-                .find(|o| o["call_id"] == c["call_id"])
-                .unwrap();
+            let orig = calls(&whole).into_iter().find(|o| o["call_id"] == c["call_id"]).unwrap();
             assert_eq!(c["sip_messages"], orig["sip_messages"]);
         }
     }
@@ -268,17 +223,10 @@ fn signalling_only_and_rule_selected_calls() {
     .unwrap();
     let lines = calliper_jsonl(
         &pcap,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--record-dir",
-            dir.to_str().unwrap(),
-        ],
+        &["--rules", rules.to_str().unwrap(), "--record-dir", dir.to_str().unwrap()],
     );
-    let selected: Vec<&Value> = calls(&lines)
-        .into_iter()
-        .filter(|c| c["record_payload"] == true)
-        .collect();
+    let selected: Vec<&Value> =
+        calls(&lines).into_iter().filter(|c| c["record_payload"] == true).collect();
     assert_eq!(files(&dir).len(), selected.len());
     assert!(!selected.is_empty());
 }
@@ -291,14 +239,8 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     let lines = record_within(&pcap, &dir, budget, &[]);
     let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
     let kept = files(&dir);
-    let size: u64 = kept
-        .iter()
-        .map(|f| std::fs::metadata(f).unwrap().len())
-        .sum();
-    assert!(
-        size <= budget,
-        "{size} bytes kept over a {budget} budget: {rec}"
-    );
+    let size: u64 = kept.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    assert!(size <= budget, "{size} bytes kept over a {budget} budget: {rec}");
     assert!(rec["deleted_files"].as_u64().unwrap() >= 1, "{rec}");
     assert_eq!(
         rec["bytes"].as_u64().unwrap(),
@@ -307,24 +249,14 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
     );
     // The oldest went: the last call (INVITE at 2 s) is kept.
     assert!(
-        kept.iter()
-            .any(|f| f.to_string_lossy().ends_with("_3-836_127.0.1.1.pcap")),
+        kept.iter().any(|f| f.to_string_lossy().ends_with("_3-836_127.0.1.1.pcap")),
         "{kept:?}"
     );
     assert!(
-        !kept
-            .iter()
-            .any(|f| f.to_string_lossy().ends_with("_1-836_127.0.1.1.pcap")),
+        !kept.iter().any(|f| f.to_string_lossy().ends_with("_1-836_127.0.1.1.pcap")),
         "{kept:?}"
     );
-    let out = calliper(&[
-        "analyze",
-        "--record",
-        "all",
-        "-o",
-        "/dev/null",
-        pcap.to_str().unwrap(),
-    ]);
+    let out = calliper(&["analyze", "--record", "all", "-o", "/dev/null", pcap.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --record-dir"));
 }
@@ -356,18 +288,10 @@ fn the_probe_records_as_analyze_does() {
         .collect();
     let rec = &lines.iter().find(|l| l["type"] == "summary").unwrap()["recording"];
     assert_eq!(rec["files"], 3, "{rec}");
-    let mut want: Vec<String> = calls(&calliper_jsonl(&pcap, &[]))
-        .iter()
-        .map(|c| key(c))
-        .collect();
+    let mut want: Vec<String> = calls(&calliper_jsonl(&pcap, &[])).iter().map(|c| key(c)).collect();
     let mut got: Vec<String> = files(&dir)
         .iter()
-        .flat_map(|f| {
-            calls(&calliper_jsonl(f, &[]))
-                .iter()
-                .map(|c| key(c))
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|f| calls(&calliper_jsonl(f, &[])).iter().map(|c| key(c)).collect::<Vec<_>>())
         .collect();
     want.sort();
     got.sort();
@@ -378,19 +302,11 @@ fn the_probe_records_as_analyze_does() {
 fn nothing_already_there_is_written_to() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let (dir, db) = (temp("again"), temp("again.db"));
-    let args = [
-        "--record",
-        "all",
-        "--record-dir",
-        dir.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ];
+    let args =
+        ["--record", "all", "--record-dir", dir.to_str().unwrap(), "--db", db.to_str().unwrap()];
     calliper_jsonl(&pcap, &args);
-    let first: Vec<(PathBuf, Vec<u8>)> = files(&dir)
-        .into_iter()
-        .map(|f| (f.clone(), std::fs::read(f).unwrap()))
-        .collect();
+    let first: Vec<(PathBuf, Vec<u8>)> =
+        files(&dir).into_iter().map(|f| (f.clone(), std::fs::read(f).unwrap())).collect();
     // A link planted where the next run's first file would go.
     let target = temp("precious");
     std::fs::write(&target, b"precious").unwrap();
@@ -399,29 +315,16 @@ fn nothing_already_there_is_written_to() {
     // The same capture again: new files beside the first run's, untouched.
     calliper_jsonl(&pcap, &args);
     for (f, bytes) in &first {
-        assert!(
-            std::fs::read(f).unwrap() == *bytes,
-            "{} was written to",
-            f.display()
-        );
+        assert!(std::fs::read(f).unwrap() == *bytes, "{} was written to", f.display());
     }
     assert_eq!(std::fs::read(&target).unwrap(), b"precious");
     let all = files(&dir);
     assert_eq!(all.len(), 7, "{all:?}"); // 3 + 3 + the link
-    assert!(
-        all.iter().any(|f| f.to_string_lossy().contains("_1-2_")),
-        "{all:?}"
-    );
+    assert!(all.iter().any(|f| f.to_string_lossy().contains("_1-2_")), "{all:?}");
     // Two recordings of one call: the console says so, export lists them.
-    let s = server::Server::start(
-        &db,
-        "127.0.0.1:0",
-        &["--record-dir", dir.to_str().unwrap()],
-        &[],
-    );
-    let id = s.get("/api/calls", &[]).json()["calls"][0]["id"]
-        .as_i64()
-        .unwrap();
+    let s =
+        server::Server::start(&db, "127.0.0.1:0", &["--record-dir", dir.to_str().unwrap()], &[]);
+    let id = s.get("/api/calls", &[]).json()["calls"][0]["id"].as_i64().unwrap();
     let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
     assert_eq!(r.status, 409, "{}", r.text());
     // Export never writes into the recordings.
@@ -468,9 +371,6 @@ fn a_flood_of_calls_keeps_to_the_budget() {
         .iter()
         .map(|f| std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(f).unwrap()) * 512)
         .sum();
-    assert!(
-        used <= budget,
-        "{used} bytes on disk over a {budget} budget: {rec}"
-    );
+    assert!(used <= budget, "{used} bytes on disk over a {budget} budget: {rec}");
     assert!(rec["deleted_files"].as_u64().unwrap() > 100, "{rec}");
 }

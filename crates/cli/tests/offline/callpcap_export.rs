@@ -18,10 +18,7 @@ fn recorded_sample(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let (dir, db) = (temp(name), temp(&format!("{name}.db")));
     let (dir_s, db_s) = (dir.to_str().unwrap(), db.to_str().unwrap());
-    calliper_jsonl(
-        &pcap,
-        &["--record", "all", "--record-dir", dir_s, "--db", db_s],
-    );
+    calliper_jsonl(&pcap, &["--record", "all", "--record-dir", dir_s, "--db", db_s]);
     (pcap, dir, db)
 }
 
@@ -32,24 +29,11 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     let (db_s, dir_s) = (db.to_str().unwrap(), dir.to_str().unwrap());
     // `calliper export WHAT` of the call from its recording, to `to`.
     let from_recording = |what: &str, to: &str| {
-        calliper(&[
-            "export",
-            what,
-            call,
-            "--db",
-            db_s,
-            "--record-dir",
-            dir_s,
-            "-o",
-            to,
-        ])
+        calliper(&["export", what, call, "--db", db_s, "--record-dir", dir_s, "-o", to])
     };
     let out = temp("call.pcap");
     common::succeeded(&from_recording("pcap", out.to_str().unwrap()));
-    assert_eq!(
-        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
     let alone = calliper_jsonl(&out, &[]);
     let alone = calls(&alone);
     assert_eq!(alone.len(), 1);
@@ -66,19 +50,15 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
     for (what, want) in [("audio", &a), ("pcap", &std::fs::read(&out).unwrap())] {
         let piped = from_recording(what, "-");
         common::succeeded(&piped);
-        assert!(
-            &piped.stdout == want,
-            "export {what} -o - is not the file's bytes"
-        );
+        assert!(&piped.stdout == want, "export {what} -o - is not the file's bytes");
     }
     assert!(!Path::new("-").exists(), "a file named -");
     // A call never recorded says so; so does a directory that is not there.
     let (x, empty) = (temp("x.pcap"), temp("empty"));
     std::fs::create_dir_all(&empty).unwrap();
-    for (dir, says) in [
-        (empty.to_str().unwrap(), "no recording of call"),
-        ("/nonexistent", "does not exist"),
-    ] {
+    for (dir, says) in
+        [(empty.to_str().unwrap(), "no recording of call"), ("/nonexistent", "does not exist")]
+    {
         let none = calliper(&[
             "export",
             "pcap",
@@ -91,10 +71,7 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
             x.to_str().unwrap(),
         ]);
         assert!(!none.status.success());
-        assert!(
-            String::from_utf8_lossy(&none.stderr).contains(says),
-            "{dir}"
-        );
+        assert!(String::from_utf8_lossy(&none.stderr).contains(says), "{dir}");
     }
     // Never into the recordings: another call's file is not replaced.
     let other = &common::callpcaps::files(&dir)[0];
@@ -108,16 +85,9 @@ fn export_gives_the_recording_and_the_same_audio_as_the_capture() {
 #[test]
 fn the_console_sends_a_recorded_calls_pcap_and_audio() {
     let (_, dir, db) = recorded_sample("console");
-    let s = server::Server::start(
-        &db,
-        "127.0.0.1:0",
-        &["--record-dir", dir.to_str().unwrap()],
-        &[],
-    );
-    let calls = s.get("/api/calls", &[]).json()["calls"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let s =
+        server::Server::start(&db, "127.0.0.1:0", &["--record-dir", dir.to_str().unwrap()], &[]);
+    let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     assert_eq!(calls.len(), 3);
     let mut audio = 0;
     for c in &calls {
@@ -127,20 +97,14 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
         assert_eq!(link, format!("/api/calls/{id}/pcap"));
         let r = s.get(&link, &[]);
         assert_eq!(r.status, 200);
-        assert_eq!(
-            r.header("content-type"),
-            Some("application/vnd.tcpdump.pcap")
-        );
+        assert_eq!(r.header("content-type"), Some("application/vnd.tcpdump.pcap"));
         let file = calliper_store::callpcap_paths::find(
             &dir,
             c["invite_ns"].as_i64().unwrap(),
             c["call_id"].as_str().unwrap(),
         );
         assert_eq!(file.len(), 1);
-        assert!(
-            r.body == std::fs::read(&file[0]).unwrap(),
-            "call {id}: not the file's bytes"
-        );
+        assert!(r.body == std::fs::read(&file[0]).unwrap(), "call {id}: not the file's bytes");
         // Its audio: what `calliper export audio` makes of the same recording.
         assert_eq!(detail["recording_audio"], format!("/api/calls/{id}/audio"));
         let wav = temp(&format!("console-{id}.wav"));
@@ -159,10 +123,7 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
         if export.status.success() {
             assert_eq!(r.status, 200, "call {id}: {}", r.text());
             assert_eq!(r.header("content-type"), Some("audio/wav"));
-            assert!(
-                r.body == std::fs::read(&wav).unwrap(),
-                "call {id}: not export's WAV"
-            );
+            assert!(r.body == std::fs::read(&wav).unwrap(), "call {id}: not export's WAV");
             audio += 1;
         } else {
             assert_eq!(r.status, 404, "call {id}: {}", r.text());
@@ -172,21 +133,12 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
     // Another site's page cannot make the browser fetch it (an <audio>
     // pointed at a loopback console without a token); a navigation can come.
     let id = calls[0]["id"].as_i64().unwrap();
-    let foreign = [
-        ("Sec-Fetch-Site", "cross-site"),
-        ("Sec-Fetch-Mode", "no-cors"),
-    ];
+    let foreign = [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors")];
     let r = s.get(&format!("/api/calls/{id}/audio"), &foreign);
     assert_eq!(r.status, 403, "{}", r.text());
-    let own = [
-        ("Sec-Fetch-Site", "same-origin"),
-        ("Sec-Fetch-Mode", "cors"),
-    ];
+    let own = [("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Mode", "cors")];
     assert_eq!(s.get(&format!("/api/calls/{id}/pcap"), &own).status, 200);
-    let link = [
-        ("Sec-Fetch-Site", "cross-site"),
-        ("Sec-Fetch-Mode", "navigate"),
-    ];
+    let link = [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate")];
     assert_eq!(s.get("/", &link).status, 200);
     assert_eq!(s.get("/api/calls/99/audio", &[]).status, 404);
     assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
@@ -194,10 +146,7 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
     // Without a recordings directory: no link, and a 404 that says why.
     let s = server::Server::start(&db, "127.0.0.1:0", &[], &[]);
     let id = calls[0]["id"].as_i64().unwrap();
-    assert_eq!(
-        s.get(&format!("/api/calls/{id}"), &[]).json()["recording_pcap"],
-        Value::Null
-    );
+    assert_eq!(s.get(&format!("/api/calls/{id}"), &[]).json()["recording_pcap"], Value::Null);
     let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);
     assert_eq!(r.status, 404);
     assert!(r.text().contains("--record-dir"));

@@ -13,27 +13,11 @@ use std::collections::BTreeMap;
 const MS: i64 = 1_000_000;
 
 fn invite(call_id: &str) -> Vec<u8> {
-    sip(
-        "INVITE sip:bob@example.net SIP/2.0",
-        call_id,
-        "1 INVITE",
-        false,
-        "",
-    )
+    sip("INVITE sip:bob@example.net SIP/2.0", call_id, "1 INVITE", false, "")
 }
 
 fn segment(p: &mut Pcap, t: i64, seq: u32, flags: u8, payload: &[u8]) {
-    p.ipv4(
-        t,
-        &ipv4(
-            CALLER.0,
-            CALLEE.0,
-            6,
-            0,
-            0,
-            &tcp(40000, 5060, seq, flags, payload),
-        ),
-    );
+    p.ipv4(t, &ipv4(CALLER.0, CALLEE.0, 6, 0, 0, &tcp(40000, 5060, seq, flags, payload)));
 }
 
 /// Records `pcap` with `--record all`: each file's frame times (ms) by the
@@ -47,12 +31,7 @@ fn record(pcap: &Pcap, name: &str) -> (BTreeMap<String, Vec<i64>>, Value) {
     let mut by_call = BTreeMap::new();
     for f in files(&dir) {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        let call = name
-            .rsplit('_')
-            .next()
-            .unwrap()
-            .trim_end_matches(".pcap")
-            .to_string();
+        let call = name.rsplit('_').next().unwrap().trim_end_matches(".pcap").to_string();
         let mut r = calliper_capture::CaptureReader::new(std::fs::File::open(&f).unwrap()).unwrap();
         let mut times = Vec::new();
         while let Some(p) = r.next_packet().unwrap() {
@@ -77,13 +56,7 @@ fn pipelined_messages_take_only_their_own_segments() {
     cuts.push(stream.len());
     let (mut p, mut from) = (Pcap::default(), 0);
     for (k, &to) in cuts.iter().enumerate() {
-        segment(
-            &mut p,
-            (1000 + k as i64 * 10) * MS,
-            1000 + from as u32,
-            0x18,
-            &stream[from..to],
-        );
+        segment(&mut p, (1000 + k as i64 * 10) * MS, 1000 + from as u32, 0x18, &stream[from..to]);
         from = to;
     }
     let (files, summary) = record(&p, "pipelined");
@@ -114,10 +87,7 @@ fn a_fragment_id_used_again_after_its_timeout_starts_afresh() {
     for (t, call, whole) in [(1000, "callX", false), (36_000, "callY", true)] {
         let dgram = udp(CALLER.1, CALLEE.1, &invite(call));
         let half = dgram.len() / 2 / 8 * 8;
-        p.ipv4(
-            t * MS,
-            &ipv4(CALLER.0, CALLEE.0, 17, 7, 0x2000, &dgram[..half]),
-        );
+        p.ipv4(t * MS, &ipv4(CALLER.0, CALLEE.0, 17, 7, 0x2000, &dgram[..half]));
         if whole {
             p.ipv4(
                 (t + 1) * MS,
@@ -140,13 +110,7 @@ fn a_segment_ending_many_calls_messages_is_recorded_for_each_or_counted() {
     first.extend_from_slice(&last[..last.len() / 2]);
     let mut p = Pcap::default();
     segment(&mut p, 1000 * MS, 1000, 0x18, &first);
-    segment(
-        &mut p,
-        1010 * MS,
-        1000 + first.len() as u32,
-        0x18,
-        &last[last.len() / 2..],
-    );
+    segment(&mut p, 1010 * MS, 1000 + first.len() as u32, 0x18, &last[last.len() / 2..]);
     let (files, summary) = record(&p, "many");
     // 32 calls a frame; the 8 beyond are counted, never silent.
     assert_eq!(summary["record_calls_missed"], 8, "{summary}");
@@ -166,17 +130,7 @@ fn an_sctp_message_given_up_leaves_nothing_to_the_next() {
         (1010, 0x02, 2, &y[..half]),
         (1020, 0x01, 3, &y[half..]),
     ] {
-        p.ipv4(
-            t * MS,
-            &ipv4(
-                CALLER.0,
-                CALLEE.0,
-                132,
-                0,
-                0,
-                &sctp(CALLER.1, flags, tsn, piece),
-            ),
-        );
+        p.ipv4(t * MS, &ipv4(CALLER.0, CALLEE.0, 132, 0, 0, &sctp(CALLER.1, flags, tsn, piece)));
     }
     let (files, summary) = record(&p, "sctp");
     assert_ne!(summary["sctp"]["dropped_pieces"], 0, "{summary}");

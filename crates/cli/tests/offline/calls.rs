@@ -25,12 +25,7 @@ fn tshark_invite_messages(file: &Path) -> Vec<InviteMessage> {
         file,
         &["-d", "tcp.port==6060,sip"],
         "sip.CSeq.method == \"INVITE\"",
-        &[
-            "frame.time_epoch",
-            "sip.Call-ID",
-            "sip.Method",
-            "sip.Status-Code",
-        ],
+        &["frame.time_epoch", "sip.Call-ID", "sip.Method", "sip.Status-Code"],
     );
     out.lines()
         .filter_map(|line| {
@@ -95,26 +90,15 @@ fn calls_and_final_status_match_tshark() {
         let name = file.file_name().unwrap().to_string_lossy();
         // One record per Call-ID: a challenged INVITE and its retry are one call.
         if records.len() != got.len() {
-            failures.push(format!(
-                "{name}: {} records for {} Call-IDs",
-                records.len(),
-                got.len()
-            ));
+            failures.push(format!("{name}: {} records for {} Call-IDs", records.len(), got.len()));
         }
         if got != want {
             failures.push(format!("{name}: tshark {want:?}\n   calliper {got:?}"));
         }
         checked += want.len();
     }
-    assert!(
-        failures.is_empty(),
-        "calls differ from tshark:\n{}",
-        failures.join("\n")
-    );
-    assert!(
-        checked >= common::at_least(20, 5),
-        "only {checked} calls checked"
-    );
+    assert!(failures.is_empty(), "calls differ from tshark:\n{}", failures.join("\n"));
+    assert!(checked >= common::at_least(20, 5), "only {checked} calls checked");
 }
 
 #[test]
@@ -145,18 +129,13 @@ fn sipp_calls_match_sipp_ground_truth() {
             assert_eq!(s["packets"], 236);
             assert_eq!(s["lost"], 0);
         }
-        let dirs: Vec<&str> = streams
-            .iter()
-            .map(|s| s["direction"].as_str().unwrap())
-            .collect();
+        let dirs: Vec<&str> = streams.iter().map(|s| s["direction"].as_str().unwrap()).collect();
         assert!(dirs.contains(&"caller_to_callee") && dirs.contains(&"callee_to_caller"));
     }
 }
 
 fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
 }
 
 #[test]
@@ -173,10 +152,7 @@ fn truncated_capture_reports_offset_and_keeps_results() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("cut.pcap") && err.contains("byte offset"),
-        "{err}"
-    );
+    assert!(err.contains("cut.pcap") && err.contains("byte offset"), "{err}");
     let calls = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains("\"type\":\"call\""))
@@ -197,10 +173,7 @@ fn truncated_capture_reports_offset_and_keeps_results() {
         err.contains("notes.txt: not a capture file (pcap or pcapng): it begins with \"hell\""),
         "{err}"
     );
-    assert!(
-        out.stdout.is_empty(),
-        "no report for a file that is not a capture"
-    );
+    assert!(out.stdout.is_empty(), "no report for a file that is not a capture");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -232,18 +205,10 @@ fn sqlite_store_holds_calls_and_streams() {
     assert_eq!(mode, 0o600, "report created {mode:o}");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let calls: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM calls WHERE final_status = 200",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT count(*) FROM calls WHERE final_status = 200", [], |r| r.get(0))
         .unwrap();
     let streams: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM streams WHERE call IS NOT NULL",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT count(*) FROM streams WHERE call IS NOT NULL", [], |r| r.get(0))
         .unwrap();
     let idx: i64 = conn
         .query_row(
@@ -309,10 +274,7 @@ fn tshark_setup(file: &Path) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
     for m in tshark_invite_messages(file) {
         let t = m.time;
         if m.request {
-            let c = calls.entry(m.call_id).or_insert(Setup {
-                srd_from: t,
-                ..Setup::default()
-            });
+            let c = calls.entry(m.call_id).or_insert(Setup { srd_from: t, ..Setup::default() });
             if c.challenged && !c.answered {
                 // The retry with credentials: SRD starts again.
                 (c.srd_from, c.challenged, c.srd_to) = (t, false, None);
@@ -354,17 +316,12 @@ fn setup_delays_follow_rfc_6076_as_tshark_shows_them() {
             continue;
         }
         let name = file.file_name().unwrap().to_string_lossy().to_string();
-        for call in calliper_jsonl(&file, &[])
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
+        for call in calliper_jsonl(&file, &[]).iter().filter(|l| l["type"] == "call") {
             let id = call["call_id"].as_str().unwrap();
             let Some((first, srd)) = want.get(id) else {
                 continue;
             };
-            let got_first = call["first_provisional_ns"]
-                .as_i64()
-                .map(|t| t as f64 / 1e9);
+            let got_first = call["first_provisional_ns"].as_i64().map(|t| t as f64 / 1e9);
             let got_srd = call["setup_delay_ms"].as_f64();
             let near = |a: Option<f64>, b: Option<f64>, tol: f64| match (a, b) {
                 (Some(a), Some(b)) => (a - b).abs() <= tol,
@@ -380,13 +337,6 @@ fn setup_delays_follow_rfc_6076_as_tshark_shows_them() {
             checked += 1;
         }
     }
-    assert!(
-        failures.is_empty(),
-        "setup timings differ:\n{}",
-        failures.join("\n")
-    );
-    assert!(
-        checked >= common::at_least(20, 5),
-        "only {checked} calls checked"
-    );
+    assert!(failures.is_empty(), "setup timings differ:\n{}", failures.join("\n"));
+    assert!(checked >= common::at_least(20, 5), "only {checked} calls checked");
 }

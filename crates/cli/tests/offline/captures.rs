@@ -32,12 +32,7 @@ const EXPECTED: &[(&str, usize, usize, usize)] = &[
     ("heplify__sip_tcp_websocket.pcap", 2, 0, 0),
     ("ndpi__http_on_sip_port.pcap", 0, 0, 0),
     ("ndpi__mgcp.pcap", 0, 0, 0),
-    (
-        "ndpi__rtcp_multiple_pkts_in_the_same_datagram.pcap",
-        0,
-        0,
-        0,
-    ),
+    ("ndpi__rtcp_multiple_pkts_in_the_same_datagram.pcap", 0, 0, 0),
     ("ndpi__rtp.pcapng", 0, 0, 5),
     ("ndpi__sip_hello.pcapng", 0, 0, 0),
     ("ndpi__stun_dtls_rtp.pcapng", 0, 0, 1),
@@ -46,12 +41,7 @@ const EXPECTED: &[(&str, usize, usize, usize)] = &[
     ("rtpproxy__rtcp.a.pcap", 0, 0, 1),
     ("sngrep__ipip.pcap", 1, 0, 0),
     ("sngrep__ipv6frag.pcap", 1, 0, 0),
-    (
-        "suricata__sip-body-frames_public-cloudshark-sip-s0.pcap",
-        2,
-        0,
-        0,
-    ),
+    ("suricata__sip-body-frames_public-cloudshark-sip-s0.pcap", 2, 0, 0),
     ("suricata__sip-body-large_sip-body-large.pcap", 1, 0, 0),
     ("suricata__sip-compact-form_sip_compact_form.pcap", 1, 0, 0),
     // 4 INVITE Call-IDs: three calls challenged with 407 and retried 17-51 s later are one call each.
@@ -65,10 +55,7 @@ const EXPECTED: &[(&str, usize, usize, usize)] = &[
 
 fn counts(lines: &[Value]) -> (usize, usize, usize) {
     let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
-    let in_calls = calls
-        .iter()
-        .map(|c| c["streams"].as_array().map_or(0, |s| s.len()))
-        .sum();
+    let in_calls = calls.iter().map(|c| c["streams"].as_array().map_or(0, |s| s.len())).sum();
     let orphans = lines.iter().filter(|l| l["type"] == "stream").count();
     (calls.len(), in_calls, orphans)
 }
@@ -87,10 +74,7 @@ fn every_public_capture_gives_its_calls_and_streams() {
         .collect();
     files.sort();
     let listed: Vec<&str> = EXPECTED.iter().map(|e| e.0).collect();
-    assert_eq!(
-        files, listed,
-        "a capture was added or removed: update the table"
-    );
+    assert_eq!(files, listed, "a capture was added or removed: update the table");
     let mut wrong = vec![];
     for &(name, calls, in_calls, orphans) in EXPECTED {
         let extra: &[&str] = if name == "heplify__sip_ipv6_udp.pcap" {
@@ -100,10 +84,7 @@ fn every_public_capture_gives_its_calls_and_streams() {
         };
         let got = counts(&calliper_jsonl(&dir.join(name), extra));
         if got != (calls, in_calls, orphans) {
-            wrong.push(format!(
-                "{name}: want {:?}, got {got:?}",
-                (calls, in_calls, orphans)
-            ));
+            wrong.push(format!("{name}: want {:?}, got {got:?}", (calls, in_calls, orphans)));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -113,11 +94,7 @@ fn every_public_capture_gives_its_calls_and_streams() {
 /// `any` shows a routed packet (once in, once out).
 fn doubled(src: &Path, dst: &Path) -> usize {
     let data = std::fs::read(src).unwrap();
-    assert_eq!(
-        &data[..4],
-        &[0xd4, 0xc3, 0xb2, 0xa1],
-        "little-endian pcap expected"
-    );
+    assert_eq!(&data[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "little-endian pcap expected");
     let mut out = data[..24].to_vec();
     let mut at = 24;
     let mut n = 0;
@@ -143,11 +120,7 @@ fn each_packet_seen_twice_gives_the_same_records() {
     let dst = std::env::temp_dir().join(format!("calliper-doubled-{}.pcap", std::process::id()));
     let packets = doubled(&src, &dst);
     let strip = |lines: Vec<Value>| -> (Vec<Value>, Value) {
-        let summary = lines
-            .iter()
-            .find(|l| l["type"] == "summary")
-            .unwrap()
-            .clone();
+        let summary = lines.iter().find(|l| l["type"] == "summary").unwrap().clone();
         // The time series counts what crossed the wire: doubled here.
         let records = lines
             .into_iter()
@@ -171,21 +144,13 @@ fn output_dash_is_stdout() {
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let args = "analyze --progress never --format jsonl -o -".split(' ');
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"));
-    let out = cmd
-        .current_dir(&dir)
-        .args(args)
-        .arg(&capture)
-        .output()
-        .unwrap();
+    let out = cmd.current_dir(&dir).args(args).arg(&capture).output().unwrap();
     let created = dir.join("-").exists();
     std::fs::remove_dir_all(&dir).ok();
     common::succeeded(&out);
     assert!(!created, "a file named - was written");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.lines().any(|l| l.contains("\"type\":\"call\"")),
-        "{text}"
-    );
+    assert!(text.lines().any(|l| l.contains("\"type\":\"call\"")), "{text}");
 }
 
 /// The in-process probe the library crates' tests use
@@ -206,11 +171,7 @@ fn the_in_process_probe_gives_the_command_lines_records_events_and_counters() {
     };
     let runs: [(&[&str], calliper_engine::Config, usize); 2] = [
         (&[], calliper_engine::Config::default(), 1),
-        (
-            &["--interval", "1", "--dedup-window", "0", "--threads", "2"],
-            event_tests,
-            2,
-        ),
+        (&["--interval", "1", "--dedup-window", "0", "--threads", "2"], event_tests, 2),
     ];
     let (mut records, mut events, mut rows) = (0, 0, 0);
     for (flags, cfg, threads) in runs {
@@ -299,10 +260,7 @@ fn same_counters(name: &str, cli: &Value, ours: &Value) {
         assert_eq!(cli.get(k), Some(v), "{name}: summary {k}");
     }
     for k in cli.keys().filter(|k| !ours.contains_key(*k)) {
-        assert!(
-            COMMAND_ONLY.contains(&k.as_str()),
-            "{name}: summary {k} only from the command"
-        );
+        assert!(COMMAND_ONLY.contains(&k.as_str()), "{name}: summary {k} only from the command");
     }
 }
 

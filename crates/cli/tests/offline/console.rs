@@ -20,10 +20,7 @@ use std::path::{Path, PathBuf};
 fn all_calls(s: &Server, query: &str) -> Vec<Value> {
     let mut out = Vec::new();
     loop {
-        let r = s.get(
-            &format!("/api/calls?{query}&limit=7&offset={}", out.len()),
-            &[],
-        );
+        let r = s.get(&format!("/api/calls?{query}&limit=7&offset={}", out.len()), &[]);
         assert_eq!(r.status, 200, "{query}: {}", r.text());
         let body = r.json();
         out.extend(body["calls"].as_array().unwrap().iter().cloned());
@@ -35,10 +32,7 @@ fn all_calls(s: &Server, query: &str) -> Vec<Value> {
 
 /// (Call-ID, INVITE time): what names a call across the two outputs.
 fn key(c: &Value) -> (String, i64) {
-    (
-        c["call_id"].as_str().unwrap().to_string(),
-        c["invite_ns"].as_i64().unwrap(),
-    )
+    (c["call_id"].as_str().unwrap().to_string(), c["invite_ns"].as_i64().unwrap())
 }
 
 /// The SIP messages tshark finds with this Call-ID (method or status), in
@@ -108,13 +102,7 @@ fn every_capture_comes_back_through_the_api() {
         assert_eq!(got, want, "{}", pcap.display());
         for c in &listed {
             let r = records.iter().find(|r| key(r) == key(c)).unwrap();
-            for f in [
-                "state",
-                "final_status",
-                "sip_messages",
-                "caller_ip",
-                "callee_ip",
-            ] {
+            for f in ["state", "final_status", "sip_messages", "caller_ip", "callee_ip"] {
                 assert_eq!(c[f], r[f], "{} {f}", pcap.display());
             }
             assert_eq!(c["from_user"], r["from"]["user"], "{}", pcap.display());
@@ -137,11 +125,7 @@ fn every_capture_comes_back_through_the_api() {
             // The ladder against tshark: the same messages, in order, for
             // a call that is alone with its Call-ID in the capture.
             let messages = d["messages"].as_array().unwrap();
-            let alone = records
-                .iter()
-                .filter(|o| o["call_id"] == r["call_id"])
-                .count()
-                == 1;
+            let alone = records.iter().filter(|o| o["call_id"] == r["call_id"]).count() == 1;
             // A capture with stamps the analysis did not believe has its
             // messages at other times than tshark shows (time_jumps.rs).
             let retimed = *retimed.get_or_init(|| {
@@ -168,10 +152,7 @@ fn every_capture_comes_back_through_the_api() {
             checked_calls += 1;
         }
     }
-    assert!(
-        checked_calls >= common::at_least(40, 5),
-        "{checked_calls} calls checked"
-    );
+    assert!(checked_calls >= common::at_least(40, 5), "{checked_calls} calls checked");
     assert!(
         checked_ladders >= common::at_least(30, 5),
         "{checked_ladders} ladders checked against tshark"
@@ -245,10 +226,7 @@ fn each_filter_returns_exactly_the_calls_it_describes() {
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     let streams = |r: &Value| r["streams"].as_array().cloned().unwrap_or_default();
     let invites: Vec<i64> = {
-        let mut v: Vec<i64> = records
-            .iter()
-            .map(|r| r["invite_ns"].as_i64().unwrap())
-            .collect();
+        let mut v: Vec<i64> = records.iter().map(|r| r["invite_ns"].as_i64().unwrap()).collect();
         v.sort();
         v
     };
@@ -272,19 +250,11 @@ fn each_filter_returns_exactly_the_calls_it_describes() {
         (
             "status=2xx".into(),
             Box::new(|r: &Value| {
-                r["final_status"]
-                    .as_i64()
-                    .is_some_and(|c| (200..300).contains(&c))
+                r["final_status"].as_i64().is_some_and(|c| (200..300).contains(&c))
             }),
         ),
-        (
-            "status=none".into(),
-            Box::new(|r: &Value| r["final_status"].is_null()),
-        ),
-        (
-            "state=completed".into(),
-            Box::new(|r: &Value| r["state"] == "completed"),
-        ),
+        ("status=none".into(), Box::new(|r: &Value| r["final_status"].is_null())),
+        ("state=completed".into(), Box::new(|r: &Value| r["state"] == "completed")),
         (
             "codec=PCMU".into(),
             Box::new(move |r: &Value| streams(r).iter().any(|s| s["codec"] == "PCMU")),
@@ -296,9 +266,7 @@ fn each_filter_returns_exactly_the_calls_it_describes() {
         (
             "loss_above=3".into(),
             Box::new(move |r: &Value| {
-                streams(r)
-                    .iter()
-                    .any(|s| s["loss_percent"].as_f64().is_some_and(|l| l > 3.0))
+                streams(r).iter().any(|s| s["loss_percent"].as_f64().is_some_and(|l| l > 3.0))
             }),
         ),
         (
@@ -348,14 +316,10 @@ fn each_filter_returns_exactly_the_calls_it_describes() {
     assert!(both_ways >= 10, "only {both_ways} filters split the calls");
     // Orders: newest first by default; by MOS ascending with the unscored first.
     let by_time = all_calls(&s, "");
-    assert!(by_time
-        .windows(2)
-        .all(|w| w[0]["invite_ns"].as_i64() >= w[1]["invite_ns"].as_i64()));
+    assert!(by_time.windows(2).all(|w| w[0]["invite_ns"].as_i64() >= w[1]["invite_ns"].as_i64()));
     let by_mos = all_calls(&s, "sort=mos&order=asc");
-    let mos: Vec<f64> = by_mos
-        .iter()
-        .map(|c| c["worst_mos"].as_f64().unwrap_or(f64::NEG_INFINITY))
-        .collect();
+    let mos: Vec<f64> =
+        by_mos.iter().map(|c| c["worst_mos"].as_f64().unwrap_or(f64::NEG_INFINITY)).collect();
     assert!(mos.windows(2).all(|w| w[0] <= w[1]), "{mos:?}");
     assert_eq!(by_mos.len(), records.len());
     // The CSV holds the same calls, one row each, and says nothing follows.
@@ -399,18 +363,8 @@ fn malformed_parameters_get_400_with_a_reason() {
     assert_eq!(s.get("/nowhere", &[]).status, 404);
     // Random bytes in every parameter: answered, never with a 5xx.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let names = [
-        "from",
-        "to",
-        "caller",
-        "ip",
-        "status",
-        "mos_below",
-        "limit",
-        "offset",
-        "sort",
-        "codec",
-    ];
+    let names =
+        ["from", "to", "caller", "ip", "status", "mos_below", "limit", "offset", "sort", "codec"];
     for i in 0..400 {
         x ^= x << 13;
         x ^= x >> 7;
@@ -421,12 +375,7 @@ fn malformed_parameters_get_400_with_a_reason() {
             .collect();
         let q = format!("/api/calls?{}={value}", names[i % names.len()]);
         let r = s.get(&q, &[]);
-        assert!(
-            r.status == 200 || r.status == 400,
-            "{q}: {} {}",
-            r.status,
-            r.text()
-        );
+        assert!(r.status == 200 || r.status == 400, "{q}: {} {}", r.status, r.text());
     }
     // Still serving.
     assert_eq!(s.get("/api/calls", &[]).status, 200);
@@ -458,11 +407,9 @@ fn a_database_from_an_older_version_is_shown_without_ladders() {
     // The server only read it: the old tables are still missing.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let n: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'sip_messages'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'sip_messages'", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(n, 0);
 }

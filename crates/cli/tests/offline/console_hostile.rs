@@ -84,18 +84,14 @@ fn hostile_rows_get_clear_answers_and_the_server_goes_on() {
         let m = s.get("/metrics", &[]);
         assert_eq!(m.status, 200, "{}", m.text());
         assert!(
-            m.text()
-                .contains("calliper_stream_packets_total 18446744073709551615\n"),
+            m.text().contains("calliper_stream_packets_total 18446744073709551615\n"),
             "saturates"
         );
     }
     // The CSV's header is neutralised like its fields.
     let csv = s.get("/api/calls.csv?caller=sipp", &[]).text();
     let header = csv.lines().next().unwrap();
-    assert!(
-        header.contains("\"'=HYPERLINK(\"\"http://evil.example\"\")\""),
-        "{header}"
-    );
+    assert!(header.contains("\"'=HYPERLINK(\"\"http://evil.example\"\")\""), "{header}");
 }
 
 #[test]
@@ -120,11 +116,7 @@ fn a_call_detail_is_bounded_however_the_rows_multiply() {
         .map(|s| s["intervals"].as_array().unwrap().len())
         .sum();
     assert_eq!(intervals, calliper_store::MAX_DETAIL_INTERVALS);
-    assert!(d["truncated"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t == "intervals"));
+    assert!(d["truncated"].as_array().unwrap().iter().any(|t| t == "intervals"));
     assert!(r.body.len() < 64 << 20);
 }
 
@@ -158,10 +150,7 @@ fn abandoned_requests_stop_and_do_not_hold_the_console() {
     let r = s.get("/api/calls?limit=1", &[]);
     let took = started.elapsed();
     assert_eq!(r.status, 200, "{}", r.text());
-    assert!(
-        took < Duration::from_secs(2),
-        "a quick request took {took:?} after abandoned ones"
-    );
+    assert!(took < Duration::from_secs(2), "a quick request took {took:?} after abandoned ones");
 }
 
 #[test]
@@ -198,35 +187,17 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let s = Server::start(
-        &db,
-        "0.0.0.0:0",
-        &["--token-file", token_file.to_str().unwrap()],
-        &[],
-    );
-    for path in [
-        "/api/calls",
-        "/api/calls/1",
-        "/metrics",
-        "/",
-        "/api/calls.csv",
-    ] {
+    let s = Server::start(&db, "0.0.0.0:0", &["--token-file", token_file.to_str().unwrap()], &[]);
+    for path in ["/api/calls", "/api/calls/1", "/metrics", "/", "/api/calls.csv"] {
         let r = s.get(path, &[]);
         assert_eq!(r.status, 401, "{path}");
-        assert!(r
-            .header("www-authenticate")
-            .is_some_and(|v| v.starts_with("Basic")));
+        assert!(r.header("www-authenticate").is_some_and(|v| v.starts_with("Basic")));
         assert_eq!(
-            s.get(
-                path,
-                &[("Authorization", "Bearer wrong-token-of-some-length")]
-            )
-            .status,
+            s.get(path, &[("Authorization", "Bearer wrong-token-of-some-length")]).status,
             401
         );
         assert_eq!(
-            s.get(path, &[("Authorization", &format!("Bearer {token}"))])
-                .status,
+            s.get(path, &[("Authorization", &format!("Bearer {token}"))]).status,
             200,
             "{path}"
         );
@@ -235,10 +206,7 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     let basic = server::base64_encode(format!("ops:{token}").as_bytes());
     let r = s.get(
         "/api/calls",
-        &[
-            ("Authorization", &format!("Basic {basic}")),
-            ("Host", "probe.example.net"),
-        ],
+        &[("Authorization", &format!("Basic {basic}")), ("Host", "probe.example.net")],
     );
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["calls"].as_array().unwrap().len(), 3);
@@ -246,28 +214,14 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     drop(s);
     let s = Server::start(&db, "0.0.0.0:0", &[], &[("CALLIPER_TOKEN", token)]);
     assert_eq!(s.get("/api/calls", &[]).status, 401);
-    assert_eq!(
-        s.get(
-            "/api/calls",
-            &[("Authorization", &format!("Bearer {token}"))]
-        )
-        .status,
-        200
-    );
+    assert_eq!(s.get("/api/calls", &[("Authorization", &format!("Bearer {token}"))]).status, 200);
     drop(s);
     // Loopback without a token: a page elsewhere that rebinds its name to
     // 127.0.0.1 still names itself in Host, and is refused.
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    assert_eq!(s.get("/api/calls", &[("Host", "attacker.example")]).status, 403);
     assert_eq!(
-        s.get("/api/calls", &[("Host", "attacker.example")]).status,
-        403
-    );
-    assert_eq!(
-        s.get(
-            "/api/calls",
-            &[("Host", &format!("127.0.0.1:{}", s.addr.port()))]
-        )
-        .status,
+        s.get("/api/calls", &[("Host", &format!("127.0.0.1:{}", s.addr.port()))]).status,
         200
     );
     // Read-only: anything but GET is refused.
@@ -280,9 +234,7 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     assert_eq!(r.status, 405);
     // Safety headers on every answer.
     let r = s.get("/", &[]);
-    assert!(r
-        .header("content-security-policy")
-        .is_some_and(|v| v.contains("default-src 'self'")));
+    assert!(r.header("content-security-policy").is_some_and(|v| v.contains("default-src 'self'")));
     assert_eq!(r.header("x-frame-options"), Some("DENY"));
 }
 
@@ -292,10 +244,8 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
     let db = sample_db("slow.db");
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     let mut slow = std::net::TcpStream::connect(("127.0.0.1", s.addr.port())).unwrap();
-    slow.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n")
-        .unwrap();
-    slow.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
+    slow.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n").unwrap();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
     let started = std::time::Instant::now();
     // Others are served meanwhile.
     assert_eq!(s.get("/api/calls", &[]).status, 200);

@@ -20,40 +20,24 @@ fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     let m = s.get("/metrics", &[]);
     assert_eq!(m.status, 200);
-    assert!(m
-        .header("content-type")
-        .is_some_and(|v| v.starts_with("text/plain; version=0.0.4")));
+    assert!(m.header("content-type").is_some_and(|v| v.starts_with("text/plain; version=0.0.4")));
     let text = m.text();
-    assert_eq!(
-        metric_sum(&text, "calliper_calls_total"),
-        first.len() as f64
-    );
-    let streams: usize = first
-        .iter()
-        .map(|r| r["streams"].as_array().unwrap().len())
-        .sum();
+    assert_eq!(metric_sum(&text, "calliper_calls_total"), first.len() as f64);
+    let streams: usize = first.iter().map(|r| r["streams"].as_array().unwrap().len()).sum();
     assert_eq!(metric_sum(&text, "calliper_streams_total"), streams as f64);
     assert_eq!(
         metric_sum(&text, "calliper_call_mos_count"),
         first.iter().filter(|r| r["worst_mos"].is_f64()).count() as f64
     );
-    let invites = tshark_count(
-        &root.join("sipp_hold_dtmf.pcap"),
-        "sip.Method == \"INVITE\"",
-    );
+    let invites = tshark_count(&root.join("sipp_hold_dtmf.pcap"), "sip.Method == \"INVITE\"");
     assert!(
-        text.contains(&format!(
-            "calliper_sip_requests_total{{method=\"INVITE\"}} {invites}\n"
-        )),
+        text.contains(&format!("calliper_sip_requests_total{{method=\"INVITE\"}} {invites}\n")),
         "{text}"
     );
     // The database grows while the console runs: the counters follow.
     let more = analyze(&root.join("heplify__rtp_rtcp_sip_ipv4_udp.pcap"), &db);
     let text = s.get("/metrics", &[]).text();
-    assert_eq!(
-        metric_sum(&text, "calliper_calls_total"),
-        (first.len() + more.len()) as f64
-    );
+    assert_eq!(metric_sum(&text, "calliper_calls_total"), (first.len() + more.len()) as f64);
 }
 
 #[test]
@@ -68,25 +52,16 @@ fn trunk_metrics_count_the_trunks_calls() {
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     let text = s.get("/metrics", &[]).text();
     // Attempts: the INVITEs that open a dialog (no To tag) towards the trunk.
-    let attempts = tshark_count(
-        &pcap,
-        "sip.Method == \"INVITE\" && !sip.to.tag && ip.dst == 127.0.2.1",
-    );
+    let attempts =
+        tshark_count(&pcap, "sip.Method == \"INVITE\" && !sip.to.tag && ip.dst == 127.0.2.1");
     assert!(attempts > 0);
-    let answered = lines
-        .iter()
-        .filter(|l| l["type"] == "call" && l["answer_ns"].is_i64())
-        .count();
+    let answered = lines.iter().filter(|l| l["type"] == "call" && l["answer_ns"].is_i64()).count();
     assert!(
-        text.contains(&format!(
-            "calliper_trunk_attempts_total{{trunk=\"sipp-gw\"}} {attempts}\n"
-        )),
+        text.contains(&format!("calliper_trunk_attempts_total{{trunk=\"sipp-gw\"}} {attempts}\n")),
         "{text}"
     );
     assert!(
-        text.contains(&format!(
-            "calliper_trunk_answered_total{{trunk=\"sipp-gw\"}} {answered}\n"
-        )),
+        text.contains(&format!("calliper_trunk_answered_total{{trunk=\"sipp-gw\"}} {answered}\n")),
         "{text}"
     );
     // Calls outside a named trunk (keyed by addresses) get no series of their own.
@@ -118,16 +93,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
     // One capture with alerts for sure: loss above the 5 % threshold.
     let lossy = temp("lossy.pcap");
     common::generate(
-        &[
-            "--calls",
-            "40",
-            "--concurrent",
-            "10",
-            "--hold-mean",
-            "20",
-            "--loss",
-            "8",
-        ],
+        &["--calls", "40", "--concurrent", "10", "--hold-mean", "20", "--loss", "8"],
         &lossy,
         &temp("lossy.jsonl"),
     );
@@ -135,17 +101,9 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
     for pcap in captures {
         let db = temp("lists.db");
         let _ = std::fs::remove_file(&db);
-        let lines = common::calliper_jsonl(
-            &pcap,
-            &["--db", db.to_str().unwrap(), "--kpi-interval", "60"],
-        );
-        let of = |t: &str| {
-            lines
-                .iter()
-                .filter(|l| l["type"] == t)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
+        let lines =
+            common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap(), "--kpi-interval", "60"]);
+        let of = |t: &str| lines.iter().filter(|l| l["type"] == t).cloned().collect::<Vec<_>>();
         let (want_alerts, want_regs) = (of("alert"), of("registration"));
         let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
         let alert_key = |a: &Value| {
@@ -171,10 +129,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
                 r["status"].as_i64(),
             )
         };
-        let mut got: Vec<_> = all_rows(&s, "/api/registrations")
-            .iter()
-            .map(reg_key)
-            .collect();
+        let mut got: Vec<_> = all_rows(&s, "/api/registrations").iter().map(reg_key).collect();
         let mut want: Vec<_> = want_regs.iter().map(reg_key).collect();
         got.sort();
         want.sort();
@@ -188,10 +143,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
             .map(|l| {
                 let n = |k: &str| l[k].as_u64().unwrap();
                 (
-                    (
-                        l["start_ns"].as_i64().unwrap(),
-                        l["key"].as_str().unwrap().to_string(),
-                    ),
+                    (l["start_ns"].as_i64().unwrap(), l["key"].as_str().unwrap().to_string()),
                     (n("attempts"), n("answered"), n("registrations")),
                 )
             })
@@ -204,10 +156,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
             .map(|row| {
                 let n = |k: &str| row["counts"][k].as_u64().unwrap();
                 (
-                    (
-                        row["start_ns"].as_i64().unwrap(),
-                        row["key"].as_str().unwrap().to_string(),
-                    ),
+                    (row["start_ns"].as_i64().unwrap(), row["key"].as_str().unwrap().to_string()),
                     (n("attempts"), n("answered"), n("registrations")),
                 )
             })
@@ -227,15 +176,9 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
         }
     }
     assert!(alerts >= 1, "no alert compared");
-    assert!(
-        registrations >= common::at_least(5, 0),
-        "{registrations} registrations compared"
-    );
+    assert!(registrations >= common::at_least(5, 0), "{registrations} registrations compared");
     assert!(kpi_keys >= 10, "{kpi_keys} KPI rows compared");
-    assert!(
-        load_rows >= 10,
-        "{load_rows} load rows and scored calls compared"
-    );
+    assert!(load_rows >= 10, "{load_rows} load rows and scored calls compared");
 }
 
 /// `/api/kpi/load` per minute against the analysis's time-series rows
@@ -258,18 +201,12 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
         .iter()
         .map(|row| {
             let n = |k: &str| row[k].as_i64().unwrap();
-            (
-                n("start_ns"),
-                (n("max_calls_open"), n("calls_started"), n("calls_ended")),
-            )
+            (n("start_ns"), (n("max_calls_open"), n("calls_started"), n("calls_ended")))
         })
         .collect();
     assert_eq!(got, want, "{} load", pcap.display());
     let (mut bands, mut without) = ([0u64; 8], 0);
-    for c in lines
-        .iter()
-        .filter(|l| l["type"] == "call" && l["invite_ns"].is_i64())
-    {
+    for c in lines.iter().filter(|l| l["type"] == "call" && l["invite_ns"].is_i64()) {
         match c["worst_mos"].as_f64() {
             Some(m) => bands[((m - 1.0) * 2.0).floor().clamp(0.0, 7.0) as usize] += 1,
             None if c["answer_ns"].is_i64() => without += 1,
@@ -277,12 +214,8 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
         }
     }
     let r = s.get("/api/kpi/mos", &[]).json();
-    let got: Vec<u64> = r["bands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["calls"].as_u64().unwrap())
-        .collect();
+    let got: Vec<u64> =
+        r["bands"].as_array().unwrap().iter().map(|b| b["calls"].as_u64().unwrap()).collect();
     assert_eq!(got, bands, "{} MOS bands", pcap.display());
     assert_eq!(r["answered_without_mos"], without, "{}", pcap.display());
     assert_eq!(r["bands"][0]["from"], 1.0);
@@ -314,9 +247,5 @@ fn list_parameters_are_checked() {
         assert_eq!(r.status, 400, "{q}: {}", r.text());
         assert!(r.json()["error"].as_str().is_some_and(|e| !e.is_empty()));
     }
-    assert_eq!(
-        s.get("/api/alerts?kind=low_mos&from=2026-01-01", &[])
-            .status,
-        200
-    );
+    assert_eq!(s.get("/api/alerts?kind=low_mos&from=2026-01-01", &[]).status, 200);
 }

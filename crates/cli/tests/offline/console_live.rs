@@ -23,12 +23,7 @@ fn calls_appear_live_as_the_capture_unfolds() {
         &pcap,
         &[],
         "sip.Method == \"INVITE\" && !sip.to.tag",
-        &[
-            "frame.time_relative",
-            "sip.Call-ID",
-            "sip.from.user",
-            "sip.to.user",
-        ],
+        &["frame.time_relative", "sip.Call-ID", "sip.from.user", "sip.to.user"],
     )
     .lines()
     .map(|l| {
@@ -45,11 +40,8 @@ fn calls_appear_live_as_the_capture_unfolds() {
         let deadline = Duration::from_secs_f64(offset + 1.5);
         let call = loop {
             let snap = probe.live();
-            if let Some(c) = snap["calls"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["call_id"] == call_id.as_str())
+            if let Some(c) =
+                snap["calls"].as_array().unwrap().iter().find(|c| c["call_id"] == call_id.as_str())
             {
                 break c.clone();
             }
@@ -84,26 +76,18 @@ fn calls_appear_live_as_the_capture_unfolds() {
             assert!(s["mos"].as_f64().unwrap() > 4.0, "{s}");
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "no answer and streams: {first}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(15), "no answer and streams: {first}");
         std::thread::sleep(Duration::from_millis(100));
     }
     // The pushed events carry the same snapshot.
     let mut s = TcpStream::connect(probe.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET /api/live/events HTTP/1.1\r\nHost: localhost\r\n\r\n"
-    )
-    .unwrap();
+    write!(s, "GET /api/live/events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 65536];
     let complete = |got: &[u8]| {
         let t = String::from_utf8_lossy(got);
-        t.split_once("data: ")
-            .is_some_and(|(_, rest)| rest.contains("\n\n"))
+        t.split_once("data: ").is_some_and(|(_, rest)| rest.contains("\n\n"))
     };
     while !complete(&got) {
         let n = s.read(&mut buf).unwrap();
@@ -147,13 +131,8 @@ fn a_busy_probe_pushes_at_most_four_times_a_second() {
     );
     let probe = Probe::start(&pcap, &db);
     let mut s = TcpStream::connect(probe.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    write!(
-        s,
-        "GET /api/live/events HTTP/1.1\r\nHost: localhost\r\n\r\n"
-    )
-    .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    write!(s, "GET /api/live/events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let (mut got, mut buf) = (Vec::new(), vec![0u8; 1 << 20]);
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(3) {
@@ -162,14 +141,7 @@ fn a_busy_probe_pushes_at_most_four_times_a_second() {
         }
     }
     let frames = String::from_utf8_lossy(&got).matches("data: ").count();
-    assert!(
-        (3..=14).contains(&frames),
-        "{frames} pushes in 3 s (at most 4 a second, and some)"
-    );
+    assert!((3..=14).contains(&frames), "{frames} pushes in 3 s (at most 4 a second, and some)");
     let snap = probe.live();
-    assert!(
-        snap["version"].as_u64().unwrap() > 50,
-        "the table changed often: {}",
-        snap["version"]
-    );
+    assert!(snap["version"].as_u64().unwrap() > 50, "the table changed often: {}", snap["version"]);
 }

@@ -27,10 +27,7 @@ fn jsonl(path: &Path) -> Vec<Value> {
 }
 
 fn summary(lines: &[Value]) -> &Value {
-    lines
-        .iter()
-        .find(|l| l["type"] == "summary")
-        .expect("no summary line")
+    lines.iter().find(|l| l["type"] == "summary").expect("no summary line")
 }
 
 #[test]
@@ -78,19 +75,12 @@ fn health_follows_the_probe_up_to_its_summary() {
     }
     assert!(probe.wait(), "the probe failed");
     assert!(scraped, "no report with packets before the probe ended");
-    assert!(
-        reports.len() >= 10,
-        "{} reports in a 20 s replay",
-        reports.len()
-    );
+    assert!(reports.len() >= 10, "{} reports in a 20 s replay", reports.len());
     let end = summary(&jsonl(&out)).clone();
     for pair in reports.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         for key in ["packets", "uptime_seconds", "calls_written"] {
-            assert!(
-                a[key].as_u64() <= b[key].as_u64(),
-                "{key} went back: {a} then {b}"
-            );
+            assert!(a[key].as_u64() <= b[key].as_u64(), "{key} went back: {a} then {b}");
         }
     }
     for h in &reports {
@@ -117,10 +107,7 @@ fn health_follows_the_probe_up_to_its_summary() {
             >= end["rtp_in_calls"].as_u64().unwrap() * 8,
         "last report {last} far behind the summary {end}"
     );
-    assert!(
-        last["calls_written"].as_u64().unwrap() <= 3,
-        "{last}: the capture has three calls"
-    );
+    assert!(last["calls_written"].as_u64().unwrap() <= 3, "{last}: the capture has three calls");
 }
 
 /// A request carrying `auth` (an Authorization value) and a JSON body.
@@ -137,12 +124,7 @@ fn bearer(t: &str) -> String {
 }
 
 fn rules(probe: &Probe) -> Value {
-    let r = request(
-        probe.addr,
-        "GET",
-        "/api/rules",
-        &[("Authorization", &bearer(READ))],
-    );
+    let r = request(probe.addr, "GET", "/api/rules", &[("Authorization", &bearer(READ))]);
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()
 }
@@ -158,11 +140,8 @@ fn rules_change_at_run_time_with_the_write_token_only() {
     .unwrap();
     let token_file = temp("read.token");
     std::fs::write(&token_file, READ).unwrap();
-    std::fs::set_permissions(
-        &token_file,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    std::fs::set_permissions(&token_file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
     let args = [
         "--format",
         "jsonl",
@@ -182,10 +161,7 @@ fn rules_change_at_run_time_with_the_write_token_only() {
 
     // Who may not change anything, and what is not a rule.
     let rule = r#"{"to_user": "1000", "action": "label", "label": "console"}"#;
-    let basic = format!(
-        "Basic {}",
-        server::base64_encode(format!("ops:{WRITE}").as_bytes())
-    );
+    let basic = format!("Basic {}", server::base64_encode(format!("ops:{WRITE}").as_bytes()));
     for (auth, want) in [
         (None, 401),
         (Some(bearer(READ)), 403),
@@ -202,14 +178,8 @@ fn rules_change_at_run_time_with_the_write_token_only() {
         (r#"{"a": "10.0.0.1:5060", "b": "10.0.0.2:5060"}"#, 400),
         (r#"{"net": "127.0.0.0/8", "from_user": "x"}"#, 400),
         (r#"{"action": "label"}"#, 400),
-        (
-            r#"{"port": 1, "action": "label", "label": "a\u202eb"}"#,
-            400,
-        ),
-        (
-            &format!(r#"{{"port": 1, "name": "{}"}}"#, "n".repeat(65)),
-            400,
-        ),
+        (r#"{"port": 1, "action": "label", "label": "a\u202eb"}"#, 400),
+        (&format!(r#"{{"port": 1, "name": "{}"}}"#, "n".repeat(65)), 400),
     ] {
         let r = post(&probe, Some(&w), body);
         assert_eq!(r.status, want, "{body}: {}", r.text());
@@ -225,11 +195,7 @@ fn rules_change_at_run_time_with_the_write_token_only() {
     assert_eq!(r.status, 415, "{}", r.text());
     let big = format!(r#"{{"name": "{}"}}"#, "x".repeat(20_000));
     assert_eq!(post(&probe, Some(&w), &big).status, 413);
-    assert_eq!(
-        rules(&probe)["total"],
-        1,
-        "a refused change changed the table"
-    );
+    assert_eq!(rules(&probe)["total"], 1, "a refused change changed the table");
 
     // The label rule, added while the replay runs.
     let r = post(&probe, Some(&w), rule);
@@ -263,11 +229,7 @@ fn rules_change_at_run_time_with_the_write_token_only() {
     assert_eq!(calls.len(), 3);
     let labelled: Vec<&str> = calls
         .iter()
-        .filter(|c| {
-            c["labels"]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|x| x == "console"))
-        })
+        .filter(|c| c["labels"].as_array().is_some_and(|l| l.iter().any(|x| x == "console")))
         .map(|c| c["call_id"].as_str().unwrap())
         .collect();
     assert!(
@@ -317,17 +279,10 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
 fn a_write_token_must_be_strong_and_differ_from_the_read_token() {
     for (read, write, says) in [(Some(READ), READ, "differ"), (None, "short", "at least 16")] {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"));
-        cmd.args([
-            "probe",
-            "--http",
-            "127.0.0.1:0",
-            "-o",
-            "/dev/null",
-            "--read",
-        ])
-        .arg(capture())
-        .env("CALLIPER_WRITE_TOKEN", write)
-        .env_remove("CALLIPER_TOKEN");
+        cmd.args(["probe", "--http", "127.0.0.1:0", "-o", "/dev/null", "--read"])
+            .arg(capture())
+            .env("CALLIPER_WRITE_TOKEN", write)
+            .env_remove("CALLIPER_TOKEN");
         if let Some(t) = read {
             cmd.env("CALLIPER_TOKEN", t);
         }
@@ -345,11 +300,7 @@ fn a_write_token_must_be_strong_and_differ_from_the_read_token() {
 fn hep_refusals_are_in_the_metrics() {
     let key = temp("hep.key");
     std::fs::write(&key, "the-key\n").unwrap();
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["probe", "--http", "127.0.0.1:0", "-o", "/dev/null"])
         .args(["--hep-listen", &format!("udp:127.0.0.1:{port}")])

@@ -24,22 +24,14 @@ fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
         let addr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
             sin_family: libc::AF_INET as libc::sa_family_t,
             sin_port: port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(ip),
-            },
+            sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(ip) },
             sin_zero: [0; 8],
         };
         let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         let src = addr(from, 0);
-        assert_eq!(
-            libc::bind(fd, &src as *const _ as *const libc::sockaddr, len),
-            0
-        );
+        assert_eq!(libc::bind(fd, &src as *const _ as *const libc::sockaddr, len), 0);
         let dst = addr([127, 0, 0, 1], to.port());
-        assert_eq!(
-            libc::connect(fd, &dst as *const _ as *const libc::sockaddr, len),
-            0
-        );
+        assert_eq!(libc::connect(fd, &dst as *const _ as *const libc::sockaddr, len), 0);
         TcpStream::from_raw_fd(fd)
     }
 }
@@ -62,21 +54,14 @@ fn one_client_holding_connections_does_not_lock_out_others() {
     let db = sample_db("hold.db");
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     // 300 idle connections from one address: past 32 they are closed at once.
-    let mut held: Vec<TcpStream> = (0..300)
-        .map(|_| connect_from([127, 0, 0, 2], s.addr))
-        .collect();
-    assert!(
-        closed(held.last_mut().unwrap()),
-        "the 300th connection was kept"
-    );
+    let mut held: Vec<TcpStream> = (0..300).map(|_| connect_from([127, 0, 0, 2], s.addr)).collect();
+    assert!(closed(held.last_mut().unwrap()), "the 300th connection was kept");
     // Another client is served meanwhile.
     let r = server::try_request(s.addr, "GET", "/api/calls", &[], b"").expect("locked out");
     assert_eq!(r.status, 200);
     let metrics = s.get("/metrics", &[]).text();
-    let refused = server::metric(
-        &metrics,
-        "calliper_console_connections_refused_total{why=\"per_client\"}",
-    );
+    let refused =
+        server::metric(&metrics, "calliper_console_connections_refused_total{why=\"per_client\"}");
     assert!(refused >= 268.0, "{metrics}");
     drop(held);
 }
@@ -88,16 +73,12 @@ fn a_refused_client_loses_its_connection() {
     let s = Server::start(&db, "127.0.0.1:0", &[], &[("CALLIPER_TOKEN", token)]);
     let mut c = connect_from([127, 0, 0, 3], s.addr);
     // Keep-alive asked; no token given.
-    c.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
+    c.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut head = [0u8; 64];
     let n = c.read(&mut head).unwrap();
     assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 401"));
     assert!(closed(&mut c), "the connection stayed open after the 401");
-    let ok = s.get(
-        "/api/calls",
-        &[("Authorization", &format!("Bearer {token}"))],
-    );
+    let ok = s.get("/api/calls", &[("Authorization", &format!("Bearer {token}"))]);
     assert_eq!(ok.status, 200);
 }
 
@@ -108,11 +89,7 @@ fn frames_and_other_sites_fetches_are_refused() {
     let frame = |site: &str, dest: &str| {
         s.get(
             "/api/calls/1/audio",
-            &[
-                ("Sec-Fetch-Site", site),
-                ("Sec-Fetch-Mode", "navigate"),
-                ("Sec-Fetch-Dest", dest),
-            ],
+            &[("Sec-Fetch-Site", site), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-Dest", dest)],
         )
         .status
     };
@@ -130,10 +107,7 @@ fn frames_and_other_sites_fetches_are_refused() {
     );
     assert_eq!(page.status, 200);
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
-    assert!(page
-        .header("content-security-policy")
-        .unwrap()
-        .contains("frame-ancestors 'none'"));
+    assert!(page.header("content-security-policy").unwrap().contains("frame-ancestors 'none'"));
 }
 
 /// An answered call followed by `infos` INFOs of `body` bytes each of `pad`.
@@ -144,13 +118,7 @@ fn padded_call(infos: u32, body: usize, pad: char) -> Pcap {
     for n in 0..infos {
         let cseq = format!("{} INFO", n + 2);
         let extra = format!("Content-Type: text/plain\r\nX-Pad: {text}\r\n");
-        let m = hostile::sip(
-            "INFO sip:bob@10.0.0.2 SIP/2.0",
-            "padded",
-            &cseq,
-            true,
-            &extra,
-        );
+        let m = hostile::sip("INFO sip:bob@10.0.0.2 SIP/2.0", "padded", &cseq, true, &extra);
         p.udp(T0 + SEC + i64::from(n) * SEC / 100, CALLER, CALLEE, &m);
     }
     p
@@ -171,21 +139,11 @@ fn a_call_padded_past_the_answer_budget_is_truncated_not_an_error() {
         let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
         let r = s.get("/api/calls/1", &[]);
         assert_eq!(r.status, 200, "{name}: {}", r.text());
-        assert!(
-            r.body.len() < 65 << 20,
-            "{name}: a {} byte answer",
-            r.body.len()
-        );
+        assert!(r.body.len() < 65 << 20, "{name}: a {} byte answer", r.body.len());
         let call = r.json();
         let truncated = call["truncated"].as_array().unwrap();
-        assert!(
-            truncated.iter().any(|t| t == "messages"),
-            "{name}: {truncated:?}"
-        );
-        assert!(
-            !truncated.iter().any(|t| t == "alerts"),
-            "{name}: padding hid the alerts"
-        );
+        assert!(truncated.iter().any(|t| t == "messages"), "{name}: {truncated:?}");
+        assert!(!truncated.iter().any(|t| t == "alerts"), "{name}: padding hid the alerts");
         let shown = call["messages"].as_array().unwrap().len();
         assert!((500..4902).contains(&shown), "{name}: {shown} messages");
     }
@@ -203,29 +161,16 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
     let lines = common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap()]);
     let orphans: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "stream").collect();
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
-    let calls = s.get("/api/calls", &[]).json()["calls"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     let mut linked = 0;
     for c in &calls {
         let d = s.get(&format!("/api/calls/{}", c["id"]), &[]).json();
-        let ssrcs: Vec<i64> = d["streams"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["ssrc"].as_i64().unwrap())
-            .collect();
-        let (from, to) = (
-            d["invite_ns"].as_i64().unwrap() - 64 * SEC,
-            d["end_ns"].as_i64().unwrap() + 64 * SEC,
-        );
+        let ssrcs: Vec<i64> =
+            d["streams"].as_array().unwrap().iter().map(|s| s["ssrc"].as_i64().unwrap()).collect();
+        let (from, to) =
+            (d["invite_ns"].as_i64().unwrap() - 64 * SEC, d["end_ns"].as_i64().unwrap() + 64 * SEC);
         let key = |s: &serde_json::Value| {
-            (
-                s["ssrc"].as_i64(),
-                s["first_ns"].as_i64(),
-                s["src_port"].as_i64(),
-            )
+            (s["ssrc"].as_i64(), s["first_ns"].as_i64(), s["src_port"].as_i64())
         };
         let mut want: Vec<_> = orphans
             .iter()
@@ -233,21 +178,13 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
             .filter(|o| (from..=to).contains(&o["first_ns"].as_i64().unwrap()))
             .map(|o| key(o))
             .collect();
-        let mut got: Vec<_> = d["related_streams"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(key)
-            .collect();
+        let mut got: Vec<_> = d["related_streams"].as_array().unwrap().iter().map(key).collect();
         want.sort();
         got.sort();
         assert_eq!(got, want, "call {}", c["call_id"]);
         linked += got.len();
     }
-    assert!(
-        linked >= 2,
-        "the capture's two relayed legs are linked ({linked})"
-    );
+    assert!(linked >= 2, "the capture's two relayed legs are linked ({linked})");
     // The text report links the same streams, after the calls.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--progress", "never"])
@@ -265,9 +202,6 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
     assert_eq!(noted, linked, "{text}");
     let lines: Vec<&str> = text.lines().collect();
     let last_call = lines.iter().rposition(|l| l.starts_with("call ")).unwrap();
-    let first_orphan = text
-        .lines()
-        .position(|l| l.starts_with("stream without call"))
-        .unwrap();
+    let first_orphan = text.lines().position(|l| l.starts_with("stream without call")).unwrap();
     assert!(first_orphan > last_call, "orphans come after the calls");
 }

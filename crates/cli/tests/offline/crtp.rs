@@ -26,15 +26,8 @@ fn crtp(args: &[&str], input: &Path, output: &Path) -> String {
 
 /// The number just before `phrase` in the summary.
 fn figure(summary: &str, phrase: &str) -> usize {
-    let at = summary
-        .find(phrase)
-        .unwrap_or_else(|| panic!("no {phrase:?} in {summary}"));
-    summary[..at]
-        .split_whitespace()
-        .last()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let at = summary.find(phrase).unwrap_or_else(|| panic!("no {phrase:?} in {summary}"));
+    summary[..at].split_whitespace().last().unwrap().parse().unwrap()
 }
 
 const FIELDS: &[&str] = &[
@@ -63,14 +56,7 @@ const FIELDS: &[&str] = &[
 
 /// tshark's decoding of every IP packet of `file`, a line each.
 fn decoded(file: &Path) -> Vec<String> {
-    let mut args = vec![
-        "-o",
-        "rtp.heuristic_rtp:TRUE",
-        "-Y",
-        "ip or ipv6",
-        "-T",
-        "fields",
-    ];
+    let mut args = vec!["-o", "rtp.heuristic_rtp:TRUE", "-Y", "ip or ipv6", "-T", "fields"];
     for f in FIELDS {
         args.extend(["-e", f]);
     }
@@ -95,12 +81,7 @@ struct LinkFrames(Vec<Frame>);
 
 impl LinkFrames {
     fn of(file: &Path) -> LinkFrames {
-        let fields = [
-            "frame.protocols",
-            "ppp.protocol",
-            "crtp.cid",
-            "_ws.malformed",
-        ];
+        let fields = ["frame.protocols", "ppp.protocol", "crtp.cid", "_ws.malformed"];
         let mut args = vec!["-T", "fields"];
         for f in fields {
             args.extend(["-e", f]);
@@ -110,11 +91,7 @@ impl LinkFrames {
             let field = |i: usize| f.get(i).copied().unwrap_or("");
             Frame {
                 ip: field(0).split(':').any(|l| l == "ip" || l == "ipv6"),
-                ppp: field(1)
-                    .split(',')
-                    .filter(|p| !p.is_empty())
-                    .map(String::from)
-                    .collect(),
+                ppp: field(1).split(',').filter(|p| !p.is_empty()).map(String::from).collect(),
                 crtp: !field(2).is_empty() || field(0).split(':').any(|l| l == "crtp"),
                 malformed: !field(3).is_empty(),
             }
@@ -132,10 +109,7 @@ impl LinkFrames {
     }
     /// Malformed frames that hold IP or cRTP.
     fn malformed(&self) -> usize {
-        self.0
-            .iter()
-            .filter(|f| f.malformed && (f.ip || f.crtp))
-            .count()
+        self.0.iter().filter(|f| f.malformed && (f.ip || f.crtp)).count()
     }
 }
 
@@ -164,44 +138,22 @@ fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
         // tshark dissects FULL_HEADER, COMPRESSED_UDP and
         // COMPRESSED_NON_TCP as crtp, and names COMPRESSED_RTP only by its
         // PPP protocol.
-        assert_eq!(
-            frames.ppp(&["0x0061"]),
-            full,
-            "{name}: FULL_HEADER\n{summary}"
-        );
-        assert_eq!(
-            frames.crtp(),
-            full + compressed_udp + non_tcp,
-            "{name}: crtp\n{summary}"
-        );
-        assert_eq!(
-            frames.ppp(&["0x0065"]),
-            non_tcp,
-            "{name}: COMPRESSED_NON_TCP\n{summary}"
-        );
+        assert_eq!(frames.ppp(&["0x0061"]), full, "{name}: FULL_HEADER\n{summary}");
+        assert_eq!(frames.crtp(), full + compressed_udp + non_tcp, "{name}: crtp\n{summary}");
+        assert_eq!(frames.ppp(&["0x0065"]), non_tcp, "{name}: COMPRESSED_NON_TCP\n{summary}");
         with_non_tcp += (non_tcp > 0) as usize;
-        assert_eq!(
-            frames.ppp(&["0x0069", "0x2069"]),
-            rtp,
-            "{name}: COMPRESSED_RTP\n{summary}"
-        );
+        assert_eq!(frames.ppp(&["0x0069", "0x2069"]), rtp, "{name}: COMPRESSED_RTP\n{summary}");
         with_rtp += (rtp > 0) as usize;
 
         let summary = crtp(&["decompress"], &compressed, &restored);
-        assert!(
-            summary.contains(" 0 lost to context damage"),
-            "{name}: {summary}"
-        );
+        assert!(summary.contains(" 0 lost to context damage"), "{name}: {summary}");
         let (before, after) = (decoded(&capture), decoded(&restored));
         assert_eq!(before.len(), after.len(), "{name}: packets");
         for (n, (b, a)) in before.iter().zip(&after).enumerate() {
             assert_eq!(b, a, "{name}: IP packet {n} differs after the round trip");
         }
     }
-    assert!(
-        with_rtp >= common::at_least(10, 2),
-        "only {with_rtp} captures had RTP to compress"
-    );
+    assert!(with_rtp >= common::at_least(10, 2), "only {with_rtp} captures had RTP to compress");
     assert!(
         with_non_tcp >= common::at_least(10, 3),
         "only {with_non_tcp} captures had UDP to compress as non-TCP"
@@ -243,18 +195,11 @@ fn swapped_arguments_are_refused_and_leave_the_other_file_alone() {
     std::fs::copy(&common::captures()[0], &capture).unwrap();
     let link = dir.join("link.pcap");
     crtp(&["compress"], &capture, &link);
-    let (call_bytes, link_bytes) = (
-        std::fs::read(&capture).unwrap(),
-        std::fs::read(&link).unwrap(),
-    );
+    let (call_bytes, link_bytes) =
+        (std::fs::read(&capture).unwrap(), std::fs::read(&link).unwrap());
     for (command, input, output, says) in [
         ("decompress", &capture, &link, "not a capture of PPP frames"),
-        (
-            "compress",
-            &link,
-            &capture,
-            "did you mean `calliper crtp decompress`",
-        ),
+        ("compress", &link, &capture, "did you mean `calliper crtp decompress`"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
             .args(["crtp", command])
@@ -262,10 +207,7 @@ fn swapped_arguments_are_refused_and_leave_the_other_file_alone() {
             .output()
             .unwrap();
         assert!(!out.status.success());
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(says),
-            "{command}"
-        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{command}");
     }
     assert_eq!(std::fs::read(&capture).unwrap(), call_bytes);
     assert_eq!(std::fs::read(&link).unwrap(), link_bytes);
@@ -294,10 +236,8 @@ fn the_header_checksum_option_round_trips() {
     let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
     let summary = crtp(&["compress", "--header-checksum"], &capture, &compressed);
     assert!(figure(&summary, " compressed RTP") > 0, "{summary}");
-    let problems = tshark(
-        &compressed,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
+    let problems =
+        tshark(&compressed, &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"]);
     assert!(problems.is_empty(), "{problems}");
     let summary = crtp(&["decompress"], &compressed, &restored);
     assert!(summary.contains(" 0 lost to context damage"), "{summary}");
@@ -330,11 +270,8 @@ fn repeated_updates_bridge_losses_on_the_link() {
     let capture = root.join("testdata/sipp_hold_dtmf.pcap");
     let dir = std::env::temp_dir().join(format!("calliper-crtp-rep-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (link, lossy, restored) = (
-        dir.join("link.pcap"),
-        dir.join("lossy.pcap"),
-        dir.join("ip.pcap"),
-    );
+    let (link, lossy, restored) =
+        (dir.join("link.pcap"), dir.join("lossy.pcap"), dir.join("ip.pcap"));
     let robust = ["--repeats", "2", "--header-checksum"];
     let summary = crtp(&[&["compress"][..], &robust].concat(), &capture, &link);
     assert!(figure(&summary, " compressed RTP") > 0, "{summary}");
@@ -351,16 +288,10 @@ fn repeated_updates_bridge_losses_on_the_link() {
     assert!(dropped > 20, "{dropped}");
     let summary = crtp(&[&["decompress"][..], &robust].concat(), &lossy, &restored);
     assert!(summary.contains(" 0 lost to context damage"), "{summary}");
-    assert!(
-        figure(&summary, " gaps bridged") * 2 >= dropped,
-        "{summary}"
-    );
+    assert!(figure(&summary, " gaps bridged") * 2 >= dropped, "{summary}");
     let (all, kept) = (decoded(&capture), decoded(&restored));
     assert_eq!(kept.len() + dropped, all.len());
-    assert!(
-        kept.iter().all(|line| all.contains(line)),
-        "a packet came back different"
-    );
+    assert!(kept.iter().all(|line| all.contains(line)), "a packet came back different");
     // Plain RFC 2508's decompressor loses packets at every gap.
     let summary = crtp(&["decompress"], &lossy, &restored);
     assert!(figure(&summary, " lost to context damage") > 0, "{summary}");
@@ -407,10 +338,7 @@ fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
     .lines()
     .count();
     assert!(compressed > 0);
-    assert_eq!(
-        summary["anomalies"]["ppp_header_compressed"], compressed,
-        "{summary}"
-    );
+    assert_eq!(summary["anomalies"]["ppp_header_compressed"], compressed, "{summary}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--progress", "never"])

@@ -80,27 +80,13 @@ fn days_land_in_their_own_databases_and_old_days_are_deleted() {
     let days = contents(&all);
     assert_eq!(days.len(), 4, "{days:?}");
     for (i, (name, calls, outside, runs)) in days.iter().enumerate() {
-        assert!(
-            name.starts_with("calliper-") && name.ends_with(".db"),
-            "{name}"
-        );
-        assert_eq!(
-            (*calls, *outside),
-            (3, 0),
-            "{name}: each day its three calls and its own rows"
-        );
-        assert_eq!(
-            *runs,
-            (i == 3) as i64,
-            "{name}: the run's row in the newest day"
-        );
+        assert!(name.starts_with("calliper-") && name.ends_with(".db"), "{name}");
+        assert_eq!((*calls, *outside), (3, 0), "{name}: each day its three calls and its own rows");
+        assert_eq!(*runs, (i == 3) as i64, "{name}: the run's row in the newest day");
     }
     // Day databases are private.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(all.join(&days[0].0))
-        .unwrap()
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(all.join(&days[0].0)).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "{mode:o}");
 
     let kept = dir.join("kept");

@@ -15,14 +15,8 @@ fn the_example_tracker_sees_every_call_once() {
     for file in common::captures() {
         let rows = example::run(std::slice::from_ref(&file)).unwrap();
         let mut expected: BTreeMap<String, (u64, u64, f64)> = BTreeMap::new();
-        for c in common::calliper_jsonl(&file, &[])
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
-            let ua = c["caller_user_agent"]
-                .as_str()
-                .unwrap_or("(none)")
-                .to_string();
+        for c in common::calliper_jsonl(&file, &[]).iter().filter(|l| l["type"] == "call") {
+            let ua = c["caller_user_agent"].as_str().unwrap_or("(none)").to_string();
             let row = expected.entry(ua).or_default();
             row.0 += 1;
             for s in c["streams"].as_array().unwrap() {
@@ -46,14 +40,6 @@ fn the_example_tracker_sees_every_call_once() {
         }
         compared += expected.iter().map(|r| r.1).sum::<u64>();
     }
-    assert!(
-        compared >= common::at_least(30, 3) as u64,
-        "only {compared} calls"
-    );
-    assert!(
-        include_str!("../../examples/mos_by_user_agent.rs")
-            .lines()
-            .count()
-            < 150
-    );
+    assert!(compared >= common::at_least(30, 3) as u64, "only {compared} calls");
+    assert!(include_str!("../../examples/mos_by_user_agent.rs").lines().count() < 150);
 }

@@ -12,14 +12,7 @@ use common::calliper;
 /// (first arrival ns, RTP timestamp, payload) of one stream, from tshark.
 fn packets(capture: &Path, filter: &str) -> Vec<(i64, u32, Vec<u8>)> {
     let out = Command::new("tshark")
-        .args([
-            "-r",
-            capture.to_str().unwrap(),
-            "-d",
-            "udp.port==20000-30010,rtp",
-            "-Y",
-            filter,
-        ])
+        .args(["-r", capture.to_str().unwrap(), "-d", "udp.port==20000-30010,rtp", "-Y", filter])
         .args([
             "-T",
             "fields",
@@ -69,10 +62,7 @@ fn expected(packets: &[(i64, u32, Vec<u8>)]) -> Vec<(usize, Vec<i16>)> {
         out.resize(ts.wrapping_sub(*first) as usize, 0);
         calliper_audio::g711::decode(calliper_audio::g711::Law::A, payload, out);
     }
-    stretches
-        .into_iter()
-        .map(|(at, _, out)| (at, out))
-        .collect()
+    stretches.into_iter().map(|(at, _, out)| (at, out)).collect()
 }
 
 #[test]
@@ -99,29 +89,20 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     );
     common::succeeded(&out);
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&wav).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(std::fs::metadata(&wav).unwrap().permissions().mode() & 0o777, 0o600);
 
     let bytes = std::fs::read(&wav).unwrap();
     assert_eq!(&bytes[..4], b"RIFF");
     assert_eq!(u16::from_le_bytes([bytes[22], bytes[23]]), 2);
-    let samples: Vec<i16> = bytes[44..]
-        .chunks_exact(2)
-        .map(|c| i16::from_le_bytes([c[0], c[1]]))
-        .collect();
+    let samples: Vec<i16> =
+        bytes[44..].chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]])).collect();
     let (left, right): (Vec<i16>, Vec<i16>) = samples.chunks_exact(2).map(|c| (c[0], c[1])).unzip();
 
     let base = "udp && rtp.ssrc == 0xdee0ee8f && rtp.p_type == 8";
-    let caller = packets(
-        &capture,
-        &format!("{base} && ip.src == 127.0.1.1 && udp.srcport == 30000"),
-    );
-    let callee = packets(
-        &capture,
-        &format!("{base} && ip.src == 127.0.2.1 && udp.srcport == 20000"),
-    );
+    let caller =
+        packets(&capture, &format!("{base} && ip.src == 127.0.1.1 && udp.srcport == 30000"));
+    let callee =
+        packets(&capture, &format!("{base} && ip.src == 127.0.2.1 && udp.srcport == 20000"));
     assert!(caller.len() > 400 && callee.len() > 400);
     let start = caller[0].0.min(callee[0].0);
     for (name, channel, stream) in [("caller", &left, &caller), ("callee", &right, &callee)] {
@@ -136,10 +117,7 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
                 "{name}: the channel differs from tshark's payloads at {at}"
             );
         }
-        assert!(
-            channel[..offset].iter().all(|&s| s == 0),
-            "{name}: before its first packet"
-        );
+        assert!(channel[..offset].iter().all(|&s| s == 0), "{name}: before its first packet");
     }
 
     // The DTMF events, sent on an SSRC of their own, are listed with their
@@ -154,10 +132,7 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
         .map(|m| {
             let (key, at) = m.split_once(" at ").unwrap();
             // "18.02 s", perhaps with " (after the voice ended)".
-            (
-                key.to_string(),
-                at.split(" s").next().unwrap().parse().unwrap(),
-            )
+            (key.to_string(), at.split(" s").next().unwrap().parse().unwrap())
         })
         .collect();
     let mut want: Vec<(String, f64)> = Vec::new();
@@ -176,10 +151,7 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     assert_eq!(got.len(), want.len(), "{line}");
     for ((k, at), (wk, wat)) in got.iter().zip(&want) {
         assert_eq!(k, wk, "{line}");
-        assert!(
-            (at - wat).abs() <= 0.006,
-            "{k}: at {at} s, tshark {wat:.3} s"
-        );
+        assert!((at - wat).abs() <= 0.006, "{k}: at {at} s, tshark {wat:.3} s");
     }
 
     let out = common::export_audio(
@@ -213,22 +185,9 @@ fn export_audio_takes_only_packets_within_the_calls_time() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (db, earlier, both) = (path("calls.db"), path("earlier.pcap"), path("both.pcap"));
-    common::wireshark_tool(
-        "editcap",
-        &["-t", "-1000", capture.to_str().unwrap(), &earlier],
-    );
-    common::wireshark_tool(
-        "mergecap",
-        &["-w", &both, &earlier, capture.to_str().unwrap()],
-    );
-    let out = calliper(&[
-        "analyze",
-        "--progress",
-        "never",
-        "--db",
-        &db,
-        capture.to_str().unwrap(),
-    ]);
+    common::wireshark_tool("editcap", &["-t", "-1000", capture.to_str().unwrap(), &earlier]);
+    common::wireshark_tool("mergecap", &["-w", &both, &earlier, capture.to_str().unwrap()]);
+    let out = calliper(&["analyze", "--progress", "never", "--db", &db, capture.to_str().unwrap()]);
     common::succeeded(&out);
     let export = |pcap: &str, wav: &str| common::export_audio("1-836@127.0.1.1", &db, pcap, wav);
 
@@ -236,20 +195,14 @@ fn export_audio_takes_only_packets_within_the_calls_time() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("outside the call's time"), "{stderr}");
-    assert!(
-        !dir.join("wrong.wav").exists(),
-        "no WAV for a refused export"
-    );
+    assert!(!dir.join("wrong.wav").exists(), "no WAV for a refused export");
 
     let out = export(capture.to_str().unwrap(), &path("own.wav"));
     common::succeeded(&out);
     let out = export(&both, &path("both.wav"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("outside its time (another call's"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("outside its time (another call's"), "{stderr}");
     assert_eq!(
         std::fs::read(dir.join("both.wav")).unwrap(),
         std::fs::read(dir.join("own.wav")).unwrap(),

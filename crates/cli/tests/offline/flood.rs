@@ -28,11 +28,8 @@ fn completed_real_calls(lines: &[Value], n: usize) -> Vec<&Value> {
 fn invite_flood_and_hostile_messages() {
     let dir = std::env::temp_dir().join(format!("calliper-flood-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (pcap, truth, out) = (
-        dir.join("flood.pcap"),
-        dir.join("truth.jsonl"),
-        dir.join("out.jsonl"),
-    );
+    let (pcap, truth, out) =
+        (dir.join("flood.pcap"), dir.join("truth.jsonl"), dir.join("out.jsonl"));
     generate(
         &[
             "--calls",
@@ -65,30 +62,16 @@ fn invite_flood_and_hostile_messages() {
     assert!(rss_kib < RSS_CAP_KIB, "peak RSS {rss_kib} KiB over the cap");
 
     let text = std::fs::read_to_string(&out).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     // Two threads count the same, records and counters alike.
     let two = run_measured(
         Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args([
-                "analyze",
-                "--format",
-                "jsonl",
-                "--progress",
-                "never",
-                "--threads",
-                "2",
-            ])
+            .args(["analyze", "--format", "jsonl", "--progress", "never", "--threads", "2"])
             .arg(&pcap),
     );
     assert_eq!(two.code, 0, "{}", two.stderr);
     let sorted = |text: &str| {
-        let parsed = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let parsed = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let mut v: Vec<String> = common::kpi_rows_summed(parsed)
             .into_iter()
             .map(|mut j: Value| {
@@ -99,10 +82,7 @@ fn invite_flood_and_hostile_messages() {
         v.sort();
         v
     };
-    assert!(
-        sorted(&two.stdout) == sorted(&text),
-        "two threads differ on the flood"
-    );
+    assert!(sorted(&two.stdout) == sorted(&text), "two threads differ on the flood");
     let truth = std::fs::read_to_string(&truth).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
@@ -160,10 +140,7 @@ fn challenged_flood_does_not_evict_real_calls() {
     let summary = lines.last().unwrap();
     assert_eq!(summary["calls_evicted"], 0, "{summary}");
     let dropped = summary["challenged_evicted"].as_u64().unwrap();
-    assert!(
-        dropped >= 90_000,
-        "only {dropped} challenged calls made room"
-    );
+    assert!(dropped >= 90_000, "only {dropped} challenged calls made room");
     completed_real_calls(&lines, 200);
     assert_eq!(check_truth(&lines, &truth).0, 400);
 }

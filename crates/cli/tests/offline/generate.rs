@@ -18,15 +18,9 @@ fn the_command_writes_the_librarys_seeded_bytes() {
     let by_command = std::fs::read(&pcap).unwrap();
     let by_library = generated::pcap(&generated::impaired());
     assert!(by_command.len() > 1_000_000, "{} bytes", by_command.len());
-    assert!(
-        by_command == by_library,
-        "generate's bytes are not the library's"
-    );
+    assert!(by_command == by_library, "generate's bytes are not the library's");
     // Another seed, another capture: the seed is not ignored.
-    let other = generated::pcap(&calliper_generate::Spec {
-        seed: 10,
-        ..generated::impaired()
-    });
+    let other = generated::pcap(&calliper_generate::Spec { seed: 10, ..generated::impaired() });
     assert!(other != by_library, "seed 10 made seed 9's bytes");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -28,11 +28,9 @@ pub(crate) fn as_hep_feed(
     while let Some(p) = r.next_packet().unwrap() {
         let f = decode(p.link_type, p.data).unwrap();
         let frame = match f.transport {
-            Transport::Udp {
-                sport,
-                dport,
-                payload,
-            } if payload.first().is_some_and(u8::is_ascii_alphabetic) => {
+            Transport::Udp { sport, dport, payload }
+                if payload.first().is_some_and(u8::is_ascii_alphabetic) =>
+            {
                 sip += 1;
                 let mut hep = Hep {
                     src: f.src,
@@ -68,10 +66,7 @@ pub(crate) fn as_hep_feed(
 }
 
 fn records(lines: &[Value]) -> Vec<&Value> {
-    lines
-        .iter()
-        .filter(|l| l["type"] == "call" || l["type"] == "stream")
-        .collect()
+    lines.iter().filter(|l| l["type"] == "call" || l["type"] == "stream").collect()
 }
 
 #[test]
@@ -128,13 +123,7 @@ fn a_compressed_hep_feed_gives_the_same_records() {
             let h = Hep::parse(payload).unwrap();
             let gz = gzip(h.payload);
             assert_eq!(&gz[..2], [0x1f, 0x8b]);
-            let hep = Hep {
-                payload: &gz,
-                compressed: true,
-                ..h
-            }
-            .emit()
-            .unwrap();
+            let hep = Hep { payload: &gz, compressed: true, ..h }.emit().unwrap();
             compressed += 1;
             let ip = emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
                 .emit(&emit::udp(sport, 9060, &hep));
@@ -188,17 +177,11 @@ fn a_hep_time_far_from_the_capture_is_not_believed() {
         common::write_pcap(&path, 1, &feed);
         let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
         let summary = got.last().unwrap();
-        assert_eq!(
-            summary["anomalies"]["hep_clock_skew"], sip,
-            "{shift}: {summary}"
-        );
+        assert_eq!(summary["anomalies"]["hep_clock_skew"], sip, "{shift}: {summary}");
         let first = feed.first().unwrap().0;
         for call in got.iter().filter(|l| l["type"] == "call") {
             let invite = call["invite_ns"].as_i64().unwrap();
-            assert!(
-                invite >= first,
-                "{shift}: {invite} before the capture's first packet"
-            );
+            assert!(invite >= first, "{shift}: {invite} before the capture's first packet");
         }
     }
     std::fs::remove_dir_all(&dir).ok();

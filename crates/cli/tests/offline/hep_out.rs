@@ -57,9 +57,8 @@ fn sngrep_receives_every_sip_message_as_captured() {
     );
     let mut cmd = Command::new("unshare");
     cmd.args(["-n", "--", "sh", "-c", &script]);
-    let out = cmd
-        .output()
-        .expect("unshare (util-linux) runs the test in its own network namespace");
+    let out =
+        cmd.output().expect("unshare (util-linux) runs the test in its own network namespace");
     let log = String::from_utf8_lossy(&out.stderr).to_string();
     if !out.status.success()
         && log.contains("unshare failed")
@@ -71,14 +70,9 @@ fn sngrep_receives_every_sip_message_as_captured() {
     let want = sip_messages(&capture);
     assert_eq!(want.len(), 36);
     assert_eq!(sip_messages(&received), want);
-    let last: serde_json::Value = serde_json::from_str(
-        std::fs::read_to_string(&summary)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap(),
-    )
-    .unwrap();
+    let last: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&summary).unwrap().lines().last().unwrap())
+            .unwrap();
     // The SIP messages and each stream's quality reports (offline/hep_out.rs,
     // quality_reports_carry_the_records_figures).
     let quality = common::calliper_jsonl(&capture, &["--events", "intervals"])
@@ -91,10 +85,7 @@ fn sngrep_receives_every_sip_message_as_captured() {
         .sum::<u64>();
     assert!(quality > 0);
     assert_eq!(last["hep_sent"], 36 + quality, "{last}");
-    assert!(
-        last.get("hep_dropped").is_none() && last.get("hep_failed").is_none(),
-        "{last}"
-    );
+    assert!(last.get("hep_dropped").is_none() && last.get("hep_failed").is_none(), "{last}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -111,27 +102,18 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
     let path = dir.join("feed.pcap");
     common::write_pcap(&path, 1, &feed);
     let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    collector
-        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
-        .unwrap();
+    collector.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
     let to = format!("udp:{}", collector.local_addr().unwrap());
     let lines = common::calliper_jsonl(&path, &["--hep-port", "9060", "--hep", &to]);
     let summary = lines.last().unwrap();
     assert_eq!(summary["hep"], sip, "{summary}");
-    assert!(
-        lines.iter().any(|l| l["type"] == "call"),
-        "the feed's calls are analysed"
-    );
+    assert!(lines.iter().any(|l| l["type"] == "call"), "the feed's calls are analysed");
     // Only the quality of the media measured here goes out, no SIP.
     let mut buf = [0u8; 65536];
     let mut received = 0;
     while let Ok(n) = collector.recv(&mut buf) {
         let h = calliper_wire::hep::Hep::parse(&buf[..n]).unwrap();
-        assert_eq!(
-            h.kind,
-            calliper_wire::hep::kind::QUALITY_JSON,
-            "SIP was sent again"
-        );
+        assert_eq!(h.kind, calliper_wire::hep::kind::QUALITY_JSON, "SIP was sent again");
         received += 1;
     }
     assert!(received > 0);
@@ -142,10 +124,7 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("regular file"),
-        "{err}"
-    );
+    assert!(!out.status.success() && err.contains("regular file"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -239,10 +218,7 @@ fn analyze_into_reader(
     out.read_line(&mut port).unwrap();
     let to = format!("{transport}:127.0.0.1:{}", port.trim());
     let lines = common::calliper_jsonl(capture, &[extra, &["--hep", &to]].concat());
-    let received = out
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
+    let received = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
     assert!(reader.wait().unwrap().success(), "{transport}");
     (lines, received)
 }
@@ -259,12 +235,7 @@ fn quality_reports_carry_the_records_figures() {
     let reports: Vec<(&Value, Value)> = received
         .iter()
         .filter(|m| m["type"] == 34)
-        .map(|m| {
-            (
-                m,
-                serde_json::from_str(m["payload"].as_str().unwrap()).unwrap(),
-            )
-        })
+        .map(|m| (m, serde_json::from_str(m["payload"].as_str().unwrap()).unwrap()))
         .collect();
     let same_stream = |r: &Value, m: &Value, s: &Value| {
         for (chunk, field, key) in [
@@ -291,11 +262,7 @@ fn quality_reports_carry_the_records_figures() {
             assert_eq!(found.len(), 1, "one hang-up report for {s}");
             let (m, r) = found[0];
             assert_eq!(
-                (
-                    &m["correlation"],
-                    &r["CORRELATION_ID"],
-                    &r["RTP_SIP_CALL_ID"]
-                ),
+                (&m["correlation"], &r["CORRELATION_ID"], &r["RTP_SIP_CALL_ID"]),
                 (id, id, id)
             );
             assert_eq!(r["TOTAL_PK"], s["packets"]);
@@ -306,11 +273,7 @@ fn quality_reports_carry_the_records_figures() {
             assert_eq!(r["JITTER"], s["mean_jitter_ms"]);
             assert_eq!(r["CODEC_NAME"], s["codec"]);
             assert_eq!(m["mos"].as_u64(), mos_chunk(&s["mos"]), "the MOS chunk");
-            let dir = if s["direction"] == "caller_to_callee" {
-                0
-            } else {
-                1
-            };
+            let dir = if s["direction"] == "caller_to_callee" { 0 } else { 1 };
             assert_eq!(r["DIR"], dir);
             let last = s["last_ns"].as_i64().unwrap();
             assert_eq!(
@@ -342,11 +305,7 @@ fn quality_reports_carry_the_records_figures() {
     }
     assert!(hangups > 0 && periodic > 0);
     let sip = received.iter().filter(|m| m["type"] == 1).count();
-    assert_eq!(
-        received.len(),
-        sip + hangups + periodic,
-        "nothing else was sent"
-    );
+    assert_eq!(received.len(), sip + hangups + periodic, "nothing else was sent");
     assert_eq!(lines.last().unwrap()["hep_sent"], received.len());
 }
 
@@ -368,10 +327,7 @@ fn hep_over_tcp_carries_the_same_messages() {
     assert_eq!(tcp, udp, "TCP and UDP carry the same messages");
     assert_eq!(summary["hep_sent"], tcp.len(), "{summary}");
     // Nobody listening: every message fails, and the run does not hang.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let started = std::time::Instant::now();
     let lines = common::calliper_jsonl(&capture, &["--hep", &format!("tcp:{closed}")]);
     let summary = lines.last().unwrap();
@@ -406,10 +362,7 @@ fn rtcp_goes_out_as_rtpengine_does() {
         let r: Value = serde_json::from_str(m["payload"].as_str().unwrap()).unwrap();
         let d = sent.entry(key).or_default();
         d.0.push(format!("{} {}", r["ssrc"], r["type"]));
-        assert_eq!(
-            r["report_count"],
-            r["report_blocks"].as_array().unwrap().len()
-        );
+        assert_eq!(r["report_count"], r["report_blocks"].as_array().unwrap().len());
         for b in r["report_blocks"].as_array().unwrap() {
             d.1.push(format!(
                 "{} {} {} {} {} {}",
@@ -431,11 +384,7 @@ fn rtcp_goes_out_as_rtpengine_does() {
         .map(|c| c["rtcp_packets"].as_u64().unwrap())
         .sum();
     assert!(in_calls > 0);
-    assert_eq!(
-        sent.len() as u64,
-        in_calls,
-        "one datagram's reports per RTCP packet of the calls"
-    );
+    assert_eq!(sent.len() as u64, in_calls, "one datagram's reports per RTCP packet of the calls");
     let fields = [
         "frame.time_epoch",
         "ip.src",
@@ -459,26 +408,13 @@ fn rtcp_goes_out_as_rtpengine_does() {
     for line in common::tshark(&capture, &args).lines() {
         let f: Vec<Vec<&str>> = line
             .split('\t')
-            .map(|c| {
-                if c.is_empty() {
-                    vec![]
-                } else {
-                    c.split(',').collect()
-                }
-            })
+            .map(|c| if c.is_empty() { vec![] } else { c.split(',').collect() })
             .collect();
         let (sec, frac) = f[0][0].split_once('.').unwrap();
         let us = sec.parse::<i64>().unwrap() * 1_000_000 + frac[..6].parse::<i64>().unwrap();
         let dec = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
-        let types: Vec<&&str> = f[3]
-            .iter()
-            .filter(|t| **t == "200" || **t == "201")
-            .collect();
-        let reporters = f[4]
-            .iter()
-            .zip(types)
-            .map(|(s, t)| format!("{} {t}", dec(s)))
-            .collect();
+        let types: Vec<&&str> = f[3].iter().filter(|t| **t == "200" || **t == "201").collect();
+        let reporters = f[4].iter().zip(types).map(|(s, t)| format!("{} {t}", dec(s))).collect();
         let blocks = (0..f[6].len())
             .map(|i| {
                 format!(
@@ -492,11 +428,7 @@ fn rtcp_goes_out_as_rtpengine_does() {
                 )
             })
             .collect();
-        let senders = f[11]
-            .iter()
-            .zip(&f[12])
-            .map(|(p, o)| format!("{p} {o}"))
-            .collect();
+        let senders = f[11].iter().zip(&f[12]).map(|(p, o)| format!("{p} {o}")).collect();
         seen.insert(
             (us, f[1][0].to_string(), f[2][0].parse().unwrap()),
             (reporters, blocks, senders),

@@ -88,10 +88,7 @@ fn nan_and_infinite_timeouts_rejected() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{opt} {v}: {err}");
-        assert!(
-            err.contains(opt) && err.contains("seconds"),
-            "{opt} {v}: {err}"
-        );
+        assert!(err.contains(opt) && err.contains("seconds"), "{opt} {v}: {err}");
     }
     std::fs::remove_file(&file).ok();
 }
@@ -136,16 +133,7 @@ fn a_panicking_worker_ends_the_run_with_finished_records() {
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, truth) = (dir.join("calls.pcap"), dir.join("truth.jsonl"));
     common::generate(
-        &[
-            "--calls",
-            "40",
-            "--concurrent",
-            "2",
-            "--hold-mean",
-            "1",
-            "--seed",
-            "3",
-        ],
+        &["--calls", "40", "--concurrent", "2", "--hold-mean", "1", "--seed", "3"],
         &pcap,
         &truth,
     );
@@ -155,19 +143,12 @@ fn a_panicking_worker_ends_the_run_with_finished_records() {
     for threads in [1, 2] {
         let m = run_measured(
             Command::new(env!("CARGO_BIN_EXE_calliper"))
-                .env(
-                    "CALLIPER_FAULT_PANIC_AFTER_PACKETS",
-                    (packets * 3 / 4).to_string(),
-                )
+                .env("CALLIPER_FAULT_PANIC_AFTER_PACKETS", (packets * 3 / 4).to_string())
                 .args(["analyze", "--format", "jsonl", "--progress", "never"])
                 .args(["--threads", &threads.to_string()])
                 .arg(&pcap),
         );
-        assert_eq!(
-            m.code, 3,
-            "{threads} threads: exit {}\n{}",
-            m.code, m.stderr
-        );
+        assert_eq!(m.code, 3, "{threads} threads: exit {}\n{}", m.code, m.stderr);
         assert!(
             m.stderr.contains(&*pcap.to_string_lossy()) && m.stderr.contains("fault injection"),
             "{threads} threads: the error names the input and the failure\n{}",
@@ -180,17 +161,10 @@ fn a_panicking_worker_ends_the_run_with_finished_records() {
             .filter(|l| l["type"] == "call")
             .collect();
         // Calls finished before the failure are written, exactly as in the full run.
-        assert!(
-            calls.len() >= 10,
-            "{threads} threads: only {} calls written",
-            calls.len()
-        );
+        assert!(calls.len() >= 10, "{threads} threads: only {} calls written", calls.len());
         assert!(calls.len() < 40);
         for c in &calls {
-            let same = complete
-                .calls()
-                .into_iter()
-                .find(|x| x["call_id"] == c["call_id"]);
+            let same = complete.calls().into_iter().find(|x| x["call_id"] == c["call_id"]);
             assert_eq!(Some(c), same, "{threads} threads");
         }
     }
@@ -218,27 +192,15 @@ fn tcp_body_one_byte_per_segment() {
 #[test]
 fn candidates_on_one_address_pair_with_threads() {
     // Each shard had a share of the candidate cap; one pair is on one shard.
-    let run = both_ways(
-        "candidates",
-        &hostile::candidates_one_pair(60_000),
-        &[],
-        256 * 1024,
-    );
+    let run = both_ways("candidates", &hostile::candidates_one_pair(60_000), &[], 256 * 1024);
     let s = run.summary();
-    assert_eq!(
-        (s["streams"].as_u64(), s["candidates_rejected"].as_u64()),
-        (Some(60_000), Some(0))
-    );
+    assert_eq!((s["streams"].as_u64(), s["candidates_rejected"].as_u64()), (Some(60_000), Some(0)));
 }
 
 #[test]
 fn streams_per_call_capped_across_shards() {
-    let run = both_ways_counters(
-        "streams-per-call",
-        &hostile::streams_per_call(400),
-        &[],
-        SMALL_RSS_KIB,
-    );
+    let run =
+        both_ways_counters("streams-per-call", &hostile::streams_per_call(400), &[], SMALL_RSS_KIB);
     capped_at_256_streams(&run, 144 * 5);
 }
 
@@ -264,10 +226,7 @@ fn same_call_id_and_start_time_stay_two_calls() {
         .filter(|c| c["call_id"] == "X")
         .map(|c| {
             let streams = c["streams"].as_array().unwrap();
-            (
-                c["from"]["user"].as_str().unwrap().to_string(),
-                streams.len() as u64,
-            )
+            (c["from"]["user"].as_str().unwrap().to_string(), streams.len() as u64)
         })
         .collect();
     assert_eq!(with_media, vec![("alice".into(), 1), ("mallory".into(), 1)]);
@@ -285,24 +244,15 @@ fn rtcp_on_another_shard_than_its_rtp() {
 fn different_sip_messages_with_equal_first_bytes_are_not_duplicates() {
     let run = small("equal-start", &hostile::equal_starting_invites());
     let s = run.summary();
-    assert_eq!(
-        (s["calls"].as_u64(), s["duplicates_removed"].as_u64()),
-        (Some(2), Some(0))
-    );
+    assert_eq!((s["calls"].as_u64(), s["duplicates_removed"].as_u64()), (Some(2), Some(0)));
 }
 
 #[test]
 fn session_refreshes_do_not_use_up_media_descriptions() {
     let run = small("refresh", &hostile::session_refresh_then_move(100));
     let s = run.summary();
-    assert!(
-        s["anomalies"].get("sdp_too_many_media_per_call").is_none(),
-        "{s}"
-    );
-    assert_eq!(
-        s["rtp_in_calls"], 50,
-        "the moved media stays in its call: {s}"
-    );
+    assert!(s["anomalies"].get("sdp_too_many_media_per_call").is_none(), "{s}");
+    assert_eq!(s["rtp_in_calls"], 50, "the moved media stays in its call: {s}");
 }
 
 #[test]
@@ -315,11 +265,7 @@ fn control_characters_do_not_reach_the_terminal() {
     );
     std::fs::remove_file(&file).ok();
     assert_eq!(m.code, 0);
-    assert!(
-        !m.stdout.contains('\u{1b}') && !m.stdout.contains("\rcall"),
-        "{:?}",
-        m.stdout
-    );
+    assert!(!m.stdout.contains('\u{1b}') && !m.stdout.contains("\rcall"), "{:?}", m.stdout);
     assert!(m.stdout.contains("\\u{1b}[2J"), "{:?}", m.stdout);
 }
 
@@ -339,11 +285,7 @@ fn output_that_is_an_input_empty_files_and_directories() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{opt}: {err}");
         assert!(err.contains("also an input"), "{opt}: {err}");
-        assert_eq!(
-            std::fs::read(&file).unwrap(),
-            before,
-            "{opt} overwrote the capture"
-        );
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{opt} overwrote the capture");
     }
     std::fs::remove_file(&file).ok();
     let empty = std::env::temp_dir().join(format!("calliper-empty-{}.pcap", std::process::id()));

@@ -27,20 +27,11 @@ fn an_output_hard_linked_to_the_input_is_refused() {
     let link = dir.join("out");
     std::fs::hard_link(&input, &link).unwrap();
     for opt in ["-o", "--db"] {
-        let out = calliper(&[
-            "analyze",
-            opt,
-            link.to_str().unwrap(),
-            input.to_str().unwrap(),
-        ]);
+        let out = calliper(&["analyze", opt, link.to_str().unwrap(), input.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{opt}: {err}");
         assert!(err.contains("also an input"), "{opt}: {err}");
-        assert_eq!(
-            std::fs::read(&input).unwrap(),
-            before,
-            "{opt} truncated the input"
-        );
+        assert_eq!(std::fs::read(&input).unwrap(), before, "{opt} truncated the input");
     }
 }
 
@@ -67,11 +58,7 @@ fn an_output_with_other_names_is_refused() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(err.contains("other names"), "{args:?}: {err}");
-        assert_eq!(
-            std::fs::read(&other).unwrap(),
-            b"important\n",
-            "{args:?} wrote over it"
-        );
+        assert_eq!(std::fs::read(&other).unwrap(), b"important\n", "{args:?} wrote over it");
     }
 }
 
@@ -119,23 +106,14 @@ fn outputs_are_never_written_through_symbolic_links() {
         "another call's recording was overwritten"
     );
     for args in [
-        vec![
-            "analyze",
-            "-o",
-            link.to_str().unwrap(),
-            pcap.to_str().unwrap(),
-        ],
+        vec!["analyze", "-o", link.to_str().unwrap(), pcap.to_str().unwrap()],
         vec!["generate", "--calls", "1", "-o", link.to_str().unwrap()],
     ] {
         let out = calliper(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(err.contains("symbolic link"), "{args:?}: {err}");
-        assert_eq!(
-            &std::fs::read(victim).unwrap(),
-            &before,
-            "{args:?} wrote through the link"
-        );
+        assert_eq!(&std::fs::read(victim).unwrap(), &before, "{args:?} wrote through the link");
     }
 }
 
@@ -159,11 +137,7 @@ fn the_recordings_budget_deletes_only_what_calliper_named() {
         sample().to_str().unwrap(),
     ]);
     common::succeeded(&out);
-    assert_eq!(
-        std::fs::metadata(&mine).unwrap().len(),
-        2 << 20,
-        "the operator's file was deleted"
-    );
+    assert_eq!(std::fs::metadata(&mine).unwrap().len(), 2 << 20, "the operator's file was deleted");
 }
 
 /// Runs `calliper ARGS` and requires it to end within 10 s with an error
@@ -196,36 +170,16 @@ fn refused_at_once(args: &[&str], why: &str) {
 #[test]
 fn a_fifo_as_configuration_or_token_file_is_refused_at_once() {
     let fifo = temp("fifo");
-    let made = Command::new("mkfifo")
-        .args(["-m", "600"])
-        .arg(&fifo)
-        .status()
-        .unwrap();
+    let made = Command::new("mkfifo").args(["-m", "600"]).arg(&fifo).status().unwrap();
     assert!(made.success(), "mkfifo (coreutils) is needed");
     let f = fifo.to_str().unwrap();
     let pcap = hostile::non_ascii_rtpmap().save("fifo-input");
-    refused_at_once(
-        &["probe", "--config", f, "--read", pcap.to_str().unwrap()],
-        "regular file",
-    );
+    refused_at_once(&["probe", "--config", f, "--read", pcap.to_str().unwrap()], "regular file");
     let db = temp("fifo.db");
-    let out = calliper(&[
-        "analyze",
-        "--db",
-        db.to_str().unwrap(),
-        sample().to_str().unwrap(),
-    ]);
+    let out = calliper(&["analyze", "--db", db.to_str().unwrap(), sample().to_str().unwrap()]);
     assert!(out.status.success());
     refused_at_once(
-        &[
-            "serve",
-            "--db",
-            db.to_str().unwrap(),
-            "--token-file",
-            f,
-            "--http",
-            "127.0.0.1:0",
-        ],
+        &["serve", "--db", db.to_str().unwrap(), "--token-file", f, "--http", "127.0.0.1:0"],
         "regular file",
     );
     std::fs::remove_file(&pcap).ok();

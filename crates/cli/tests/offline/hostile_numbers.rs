@@ -9,10 +9,7 @@ use common::runs::{both_ways, small, Run, SMALL_RSS_KIB};
 use serde_json::Value;
 
 fn alerts<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
-    run.lines
-        .iter()
-        .filter(|l| l["type"] == "alert" && l["kind"] == kind)
-        .collect()
+    run.lines.iter().filter(|l| l["type"] == "alert" && l["kind"] == kind).collect()
 }
 
 #[test]
@@ -43,11 +40,7 @@ fn foreign_media_does_not_join_the_call() {
         assert_ne!(s["src"], "10.0.9.9", "{s}");
         assert_eq!(s["lost"], 0);
     }
-    assert!(
-        calls[0]["worst_mos"].as_f64().unwrap() > 4.0,
-        "{}",
-        calls[0]
-    );
+    assert!(calls[0]["worst_mos"].as_f64().unwrap() > 4.0, "{}", calls[0]);
     assert!(alerts(&run, "low_mos").is_empty() && alerts(&run, "high_loss").is_empty());
     // 400 packets sent, every third lost: 266 refused, counted.
     assert_eq!(run.summary()["rtp_foreign"], 266);
@@ -58,24 +51,13 @@ fn outage_counts_as_loss_not_as_a_restart() {
     let run = small("outage", &forged::outage());
     let calls = run.calls();
     let streams = calls[0]["streams"].as_array().unwrap();
-    let caller = streams
-        .iter()
-        .find(|s| s["direction"] == "caller_to_callee")
-        .unwrap();
+    let caller = streams.iter().find(|s| s["direction"] == "caller_to_callee").unwrap();
     assert_eq!(
-        (
-            &caller["lost"],
-            &caller["seq_resets"],
-            &caller["seq_outages"]
-        ),
+        (&caller["lost"], &caller["seq_resets"], &caller["seq_outages"]),
         (&Value::from(3000), &Value::from(0), &Value::from(1)),
         "{caller}"
     );
-    assert!(
-        calls[0]["worst_mos"].as_f64().unwrap() < 3.0,
-        "{}",
-        calls[0]
-    );
+    assert!(calls[0]["worst_mos"].as_f64().unwrap() < 3.0, "{}", calls[0]);
 }
 
 #[test]
@@ -105,22 +87,12 @@ fn time_series_gaps_of_days_stay_small_and_alike() {
     // two threads, and 274 MB; more than a day between lone packets is
     // now not believed: time_jumps.rs).
     let run = small("quiet-gaps", &forged::quiet_gaps(20, 79_200));
-    let rows: Vec<&Value> = run
-        .lines
-        .iter()
-        .filter(|l| l["type"] == "traffic")
-        .collect();
+    let rows: Vec<&Value> = run.lines.iter().filter(|l| l["type"] == "traffic").collect();
     // Each gap: 30 quiet rows one by one, then one spanning the rest.
     assert_eq!(rows.len(), 20 + 19 * 31, "{}", rows.len());
-    let spans: i64 = rows
-        .iter()
-        .map(|r| r["end_ns"].as_i64().unwrap() - r["start_ns"].as_i64().unwrap())
-        .sum();
-    assert_eq!(
-        spans,
-        19 * 79_200 * 1_000_000_000 + 10_000_000_000,
-        "rows cover the capture"
-    );
+    let spans: i64 =
+        rows.iter().map(|r| r["end_ns"].as_i64().unwrap() - r["start_ns"].as_i64().unwrap()).sum();
+    assert_eq!(spans, 19 * 79_200 * 1_000_000_000 + 10_000_000_000, "rows cover the capture");
 }
 
 #[test]
@@ -148,11 +120,7 @@ fn anomaly_events_are_dated_by_their_packet() {
         &["--events", "anomalies"],
         SMALL_RSS_KIB,
     );
-    let events: Vec<&Value> = run
-        .lines
-        .iter()
-        .filter(|l| l["type"] == "anomaly")
-        .collect();
+    let events: Vec<&Value> = run.lines.iter().filter(|l| l["type"] == "anomaly").collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["kind"], "sip_missing_call_id");
     assert_eq!(events[0]["ts_ns"], forged::ANOMALY_AT);
@@ -189,10 +157,7 @@ fn behind_nat_only_the_signalling_address_sends_the_callers_media() {
     let streams = run.calls()[0]["streams"].as_array().unwrap().clone();
     let sources: Vec<&str> = streams.iter().map(|s| s["src"].as_str().unwrap()).collect();
     assert_eq!(sources.len(), 2, "{sources:?}");
-    assert!(
-        sources.contains(&"203.0.113.5") && !sources.contains(&"203.0.113.77"),
-        "{sources:?}"
-    );
+    assert!(sources.contains(&"203.0.113.5") && !sources.contains(&"203.0.113.77"), "{sources:?}");
     assert_eq!(run.summary()["rtp_foreign"], 125);
 }
 
@@ -212,24 +177,13 @@ fn an_outsiders_own_leg_neither_answers_nor_ends_the_call() {
     assert_eq!(streams.len(), 2, "{streams:?}");
     let summary = run.summary();
     assert_eq!(summary["rtp_foreign"], 125);
-    assert!(
-        summary["anomalies"]["sip_request_from_outsider"]
-            .as_u64()
-            .unwrap()
-            >= 1,
-        "{summary}"
-    );
+    assert!(summary["anomalies"]["sip_request_from_outsider"].as_u64().unwrap() >= 1, "{summary}");
 }
 
 #[test]
 fn another_calls_sdp_cannot_take_this_calls_media() {
     let run = small("sdp-thief", &forged::sdp_of_another_call());
-    let victim = run
-        .calls()
-        .into_iter()
-        .find(|c| c["call_id"] == "victim")
-        .unwrap()
-        .clone();
+    let victim = run.calls().into_iter().find(|c| c["call_id"] == "victim").unwrap().clone();
     assert_eq!(victim["t38_packets"], 0, "{victim}");
     let caller = victim["streams"]
         .as_array()

@@ -37,11 +37,7 @@ fn capture() -> Pcap {
     let mut p = Pcap::default();
     let invite = "INVITE sip:bob@example.net SIP/2.0";
     let flow = |p: &mut Pcap, call_id, t0_s: i64, steps: &[(i64, bool, &str, &str)]| {
-        let mut f = Flow {
-            p,
-            call_id,
-            t0: T0 + t0_s * SEC,
-        };
+        let mut f = Flow { p, call_id, t0: T0 + t0_s * SEC };
         for &(at, up, start, cseq) in steps {
             if up {
                 f.up(at, start, cseq);
@@ -69,20 +65,14 @@ fn capture() -> Pcap {
         &mut p,
         "b",
         2,
-        &[
-            (0, true, invite, "1 INVITE"),
-            (120, false, "SIP/2.0 486 Busy Here", "1 INVITE"),
-        ],
+        &[(0, true, invite, "1 INVITE"), (120, false, "SIP/2.0 486 Busy Here", "1 INVITE")],
     );
     // C: redirected. Out of SER's and SEER's denominators; SRD 30 ms (not a failure).
     flow(
         &mut p,
         "c",
         3,
-        &[
-            (0, true, invite, "1 INVITE"),
-            (30, false, "SIP/2.0 302 Moved Temporarily", "1 INVITE"),
-        ],
+        &[(0, true, invite, "1 INVITE"), (30, false, "SIP/2.0 302 Moved Temporarily", "1 INVITE")],
     );
     // D: 503, E: 408: ineffective (ISA). Failed SRDs 50 and 100 ms.
     flow(
@@ -98,10 +88,7 @@ fn capture() -> Pcap {
         &mut p,
         "e",
         5,
-        &[
-            (0, true, invite, "1 INVITE"),
-            (100, false, "SIP/2.0 408 Request Timeout", "1 INVITE"),
-        ],
+        &[(0, true, invite, "1 INVITE"), (100, false, "SIP/2.0 408 Request Timeout", "1 INVITE")],
     );
     // F: rang, then cancelled: NER's ring-no-answer (487 after 180). SRD 200 ms.
     flow(
@@ -146,29 +133,16 @@ fn capture() -> Pcap {
         &mut p,
         "r2",
         21,
-        &[
-            (0, true, register, "1 REGISTER"),
-            (60, false, "SIP/2.0 403 Forbidden", "1 REGISTER"),
-        ],
+        &[(0, true, register, "1 REGISTER"), (60, false, "SIP/2.0 403 Forbidden", "1 REGISTER")],
     );
     // Time passes beyond G's Timer B, in the same minute's report.
-    flow(
-        &mut p,
-        "late",
-        59,
-        &[(0, true, "OPTIONS sip:bob@example.net SIP/2.0", "1 OPTIONS")],
-    );
+    flow(&mut p, "late", 59, &[(0, true, "OPTIONS sip:bob@example.net SIP/2.0", "1 OPTIONS")]);
     p
 }
 
 fn close(v: &Value, want: f64, what: &str) {
-    let got = v[what]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{what} missing: {v}"));
-    assert!(
-        (got - want).abs() < 1e-6,
-        "{what}: got {got}, want {want}\n{v}"
-    );
+    let got = v[what].as_f64().unwrap_or_else(|| panic!("{what} missing: {v}"));
+    assert!((got - want).abs() < 1e-6, "{what}: got {got}, want {want}\n{v}");
 }
 
 #[test]
@@ -215,27 +189,15 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
         text.contains("kpi calls    attempts 7  ASR 14.3 %  NER 42.9 %  SER 16.7 %  SEER 33.3 %  ISA 42.9 %  SCR 14.3 %  SRD 160.0 ms  failed SRD 90.0 ms  SDD 40.0 ms  SDT 10.0 s"),
         "{text}"
     );
-    assert!(
-        text.contains("kpi register transactions 2  IRA 50.0 %  RRD 80.0 ms"),
-        "{text}"
-    );
+    assert!(text.contains("kpi register transactions 2  IRA 50.0 %  RRD 80.0 ms"), "{text}");
     // Every abbreviation the KPI lines use is spelt out once.
-    let legend = text
-        .lines()
-        .find(|l| l.starts_with("kpi legend"))
-        .expect(&text);
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("kpi ") && *l != legend)
-    {
+    let legend = text.lines().find(|l| l.starts_with("kpi legend")).expect(&text);
+    for line in text.lines().filter(|l| l.starts_with("kpi ") && *l != legend) {
         for word in line
             .split_whitespace()
             .filter(|w| w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase()))
         {
-            assert!(
-                legend.contains(&format!("{word} ")),
-                "{word} not in {legend}"
-            );
+            assert!(legend.contains(&format!("{word} ")), "{word} not in {legend}");
         }
     }
 
@@ -246,11 +208,7 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
         .iter()
         .map(|r| {
             let n = |f: &str| r[f].as_u64().unwrap();
-            (
-                r["key"].as_str().unwrap(),
-                n("attempts"),
-                n("registrations"),
-            )
+            (r["key"].as_str().unwrap(), n("attempts"), n("registrations"))
         })
         .collect();
     assert_eq!(keys, [("example.com", 7, 0), ("example.net", 0, 2)]);
@@ -275,12 +233,8 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
 
 #[test]
 fn a_report_refuses_what_it_cannot_answer() {
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_calliper")).args(args).output().unwrap();
     let missing = run(&["report", "kpi", "--db", "/nonexistent/calls.db"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("does not exist"));
@@ -288,14 +242,7 @@ fn a_report_refuses_what_it_cannot_answer() {
     let pcap = capture().save("kpi-short");
     let db = pcap.with_extension("db");
     analyze_into_db(&pcap, &db, &[]);
-    let short = run(&[
-        "report",
-        "kpi",
-        "--db",
-        db.to_str().unwrap(),
-        "--interval",
-        "90s",
-    ]);
+    let short = run(&["report", "kpi", "--db", db.to_str().unwrap(), "--interval", "90s"]);
     assert_eq!(short.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&short.stderr).contains("not a multiple"),
@@ -315,11 +262,7 @@ fn a_report_refuses_what_it_cannot_answer() {
 fn kpi_regressions_from_review() {
     let invite = "INVITE sip:bob@example.net SIP/2.0";
     let mut p = Pcap::default();
-    let mut f = Flow {
-        p: &mut p,
-        call_id: "race",
-        t0: T0,
-    };
+    let mut f = Flow { p: &mut p, call_id: "race", t0: T0 };
     f.up(0, invite, "1 INVITE");
     f.down(100, "SIP/2.0 180 Ringing", "1 INVITE");
     f.up(2000, "CANCEL sip:bob@example.net SIP/2.0", "1 CANCEL");
@@ -355,20 +298,14 @@ fn kpi_regressions_from_review() {
     let db = pcap.with_extension("db");
     analyze_into_db(&pcap, &db, &["--kpi-keys", "10"]);
     let total = &report_kpi(&db, &[])[0];
-    assert_eq!(
-        total["sdd_count"], 16,
-        "the raced call's BYE has its SDD\n{total}"
-    );
+    assert_eq!(total["sdd_count"], 16, "the raced call's BYE has its SDD\n{total}");
     assert_eq!(total["bye_unanswered"], 0);
     let domains = report_kpi(&db, &["--by", "domain", "--top", "100"]);
     let busiest = &domains[0];
     assert_eq!(busiest["key"], "example.com", "{domains:?}");
     assert_eq!(busiest["attempts"], 16);
     let other = domains.iter().find(|r| r["key"] == "other").unwrap();
-    assert_eq!(
-        other["attempts"], 11,
-        "20 junk domains, 9 kept beside example.com"
-    );
+    assert_eq!(other["attempts"], 11, "20 junk domains, 9 kept beside example.com");
     for bad in [
         &["--kpi-interval", "0.5"][..],
         &["--kpi-interval", "1e-10"],

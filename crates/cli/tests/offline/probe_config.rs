@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata").join(name)
 }
 
 fn probe(args: &[&str], config: &str) -> Output {
@@ -46,11 +44,7 @@ fn keys_set_flags_and_the_command_line_wins() {
     // The flag overrides the file's format.
     let o = probe(&["--format", "text"], &config);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stdout).starts_with("call "),
-        "{}",
-        text(&o)
-    );
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("call "), "{}", text(&o));
 }
 
 #[test]
@@ -66,11 +60,7 @@ fn mistakes_are_named() {
     for (config, want) in cases {
         let o = probe(&["--read", "/dev/null"], config);
         assert_eq!(o.status.code(), Some(2), "{config}: {}", text(&o));
-        assert!(
-            text(&o).contains(want),
-            "{config}: want {want:?} in {}",
-            text(&o)
-        );
+        assert!(text(&o).contains(want), "{config}: want {want:?} in {}", text(&o));
     }
     let o = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["probe", "--config", "/nonexistent/probe.toml"])
@@ -87,29 +77,20 @@ fn check_config_reports_and_does_not_run() {
     let o = probe(&["--check-config"], &config);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
-    assert!(
-        t.contains("max-calls = 1234\n") && t.contains("call-timeout = 300\n"),
-        "{t}"
-    );
+    assert!(t.contains("max-calls = 1234\n") && t.contains("call-timeout = 300\n"), "{t}");
     assert!(!t.contains("call "), "no analysis: {t}");
     // A missing interface is named with the ones that exist.
     let o = probe(&["--check-config", "-i", "nosuch0"], "");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("no network interface named `nosuch0` (there are: "),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("no network interface named `nosuch0` (there are: "), "{}", text(&o));
 }
 
 #[test]
 fn a_flag_that_conflicts_with_a_key_overrides_it() {
     // The file captures live; the command line replays a file instead.
     let pcap = testdata("sipp_hold_dtmf.pcap");
-    let o = probe(
-        &["--read", pcap.to_str().unwrap()],
-        "interface = [\"lo\"]\nformat = \"jsonl\"\n",
-    );
+    let o =
+        probe(&["--read", pcap.to_str().unwrap()], "interface = [\"lo\"]\nformat = \"jsonl\"\n");
     assert!(o.status.success(), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"type\":\"call\""));
 }
@@ -120,12 +101,7 @@ fn an_output_cut_short_is_ended_before_the_next_run_appends() {
     let out = std::env::temp_dir().join(format!("calliper-append-{}.jsonl", std::process::id()));
     std::fs::write(&out, "{\"type\":\"call\",\"cut").unwrap();
     let o = probe(
-        &[
-            "--read",
-            pcap.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
+        &["--read", pcap.to_str().unwrap(), "-o", out.to_str().unwrap()],
         "format = \"jsonl\"\n",
     );
     assert!(o.status.success(), "{}", text(&o));
@@ -133,9 +109,8 @@ fn an_output_cut_short_is_ended_before_the_next_run_appends() {
     std::fs::remove_file(&out).ok();
     let mut lines = written.lines();
     assert_eq!(lines.next(), Some("{\"type\":\"call\",\"cut"));
-    let parsed = lines
-        .map(serde_json::from_str::<serde_json::Value>)
-        .collect::<Result<Vec<_>, _>>();
+    let parsed =
+        lines.map(serde_json::from_str::<serde_json::Value>).collect::<Result<Vec<_>, _>>();
     let parsed = parsed.expect("every appended line is whole JSON");
     assert_eq!(parsed.iter().filter(|l| l["type"] == "call").count(), 3);
 }

@@ -56,12 +56,7 @@ fn database_holds_the_registrations_and_users_of_the_json_lines() {
                 .collect();
             want.sort();
             got.sort();
-            assert_eq!(
-                got,
-                want,
-                "{}: {table} differ from the JSON lines",
-                file.display()
-            );
+            assert_eq!(got, want, "{}: {table} differ from the JSON lines", file.display());
             compared += got.len();
         }
         std::fs::remove_dir_all(&dir).ok();

@@ -23,11 +23,7 @@ fn voip_block(ssrc: u32, seed: u8) -> Vec<u8> {
     b.extend_from_slice(&(40 + seed as u16).to_be_bytes()); // round trip
     b.extend_from_slice(&(60 + seed as u16).to_be_bytes()); // end system delay
     b.extend_from_slice(&[0xB0, 0xC4, 127, 16]); // signal -80, noise -60, RERL n/a, Gmin
-    let mos_lq = if seed.is_multiple_of(2) {
-        127
-    } else {
-        35 + seed % 10
-    };
+    let mos_lq = if seed.is_multiple_of(2) { 127 } else { 35 + seed % 10 };
     b.extend_from_slice(&[80 - seed % 20, 127, mos_lq, 30]); // R, ext R, MOS-LQ, MOS-CQ
     b.extend_from_slice(&[0x03, 0]); // RX config, reserved
     b.extend_from_slice(&(40 + seed as u16).to_be_bytes()); // JB nominal
@@ -69,19 +65,9 @@ fn capture() -> Pcap {
             let seed = (i / 100) as u8 * 3 + 1;
             // The callee reports on the caller's stream, and back.
             let from_callee = rtcp(0x2222, 0x1111, seed);
-            p.udp(
-                at + 5 * MS,
-                rtcp_of(CALLEE_RTP),
-                rtcp_of(CALLER_RTP),
-                &from_callee,
-            );
+            p.udp(at + 5 * MS, rtcp_of(CALLEE_RTP), rtcp_of(CALLER_RTP), &from_callee);
             let from_caller = rtcp(0x1111, 0x2222, seed + 1);
-            p.udp(
-                at + 6 * MS,
-                rtcp_of(CALLER_RTP),
-                rtcp_of(CALLEE_RTP),
-                &from_caller,
-            );
+            p.udp(at + 6 * MS, rtcp_of(CALLER_RTP), rtcp_of(CALLEE_RTP), &from_caller);
         }
     }
     p
@@ -101,14 +87,7 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
         "rtcp.xr.voipmetrics.burstduration",
     ];
     let mut args = vec!["-d", "udp.port==30001,rtcp", "-d", "udp.port==40001,rtcp"];
-    args.extend([
-        "-Y",
-        "rtcp.xr.bt == 7",
-        "-T",
-        "fields",
-        "-e",
-        "rtcp.ssrc.identifier",
-    ]);
+    args.extend(["-Y", "rtcp.xr.bt == 7", "-T", "fields", "-e", "rtcp.ssrc.identifier"]);
     for f in fields {
         args.extend(["-e", f]);
     }
@@ -130,11 +109,8 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
     for s in streams {
         let ssrc = s["ssrc"].as_u64().unwrap();
         let xr = &s["rtcp_xr"];
-        let blocks: Vec<&Vec<String>> = wireshark
-            .iter()
-            .filter(|(about, _)| *about == ssrc)
-            .map(|(_, v)| v)
-            .collect();
+        let blocks: Vec<&Vec<String>> =
+            wireshark.iter().filter(|(about, _)| *about == ssrc).map(|(_, v)| v).collect();
         assert_eq!(xr["reports"], blocks.len() as u64, "{s}");
         let last = blocks.last().unwrap();
         let num = |v: &Value| v.as_f64().map(|f| f.to_string());
@@ -150,12 +126,9 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
         for (i, (o, w)) in ours.iter().zip(last.iter()).enumerate() {
             let w: f64 = w.parse().unwrap();
             match o {
-                Some(o) => assert_eq!(
-                    o.parse::<f64>().unwrap(),
-                    w,
-                    "{} of {ssrc:#x}: {xr}",
-                    fields[i]
-                ),
+                Some(o) => {
+                    assert_eq!(o.parse::<f64>().unwrap(), w, "{} of {ssrc:#x}: {xr}", fields[i])
+                }
                 // Unavailable (127): tshark shows the raw value.
                 None => assert!(w == 127.0 || w == 12.7, "{} of {ssrc:#x}: {w}", fields[i]),
             }

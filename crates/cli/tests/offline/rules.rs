@@ -30,36 +30,22 @@ fn rule_file(name: &str, text: &str) -> PathBuf {
 /// compare with tshark's frames); returns (calls, summary).
 fn analyze(extra: &[&str]) -> (Vec<Value>, Value) {
     let lines = common::calliper_jsonl(&capture(), &[&["--dedup-window", "0"], extra].concat());
-    let calls = lines
-        .iter()
-        .filter(|l| l["type"] == "call")
-        .cloned()
-        .collect();
-    let summary = lines
-        .iter()
-        .find(|l| l["type"] == "summary")
-        .unwrap()
-        .clone();
+    let calls = lines.iter().filter(|l| l["type"] == "call").cloned().collect();
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap().clone();
     (calls, summary)
 }
 
 fn call_ids(calls: &[Value]) -> BTreeSet<String> {
-    calls
-        .iter()
-        .map(|c| c["call_id"].as_str().unwrap().to_string())
-        .collect()
+    calls.iter().map(|c| c["call_id"].as_str().unwrap().to_string()).collect()
 }
 
 /// Call-IDs of SIP messages tshark shows under `filter`.
 fn tshark_call_ids(filter: &str) -> BTreeSet<String> {
-    common::tshark(
-        &capture(),
-        &["-Y", filter, "-T", "fields", "-e", "sip.Call-ID"],
-    )
-    .lines()
-    .filter(|l| !l.is_empty())
-    .map(String::from)
-    .collect()
+    common::tshark(&capture(), &["-Y", filter, "-T", "fields", "-e", "sip.Call-ID"])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// Calls as text, sorted, with the given fields removed (for comparing runs).
@@ -91,22 +77,16 @@ fn ignoring_a_subnet_removes_exactly_its_calls_and_packets() {
     let rules = rule_file("ignore", IGNORE_SUBNET);
     let (kept, summary) = analyze(&["--rules", rules.to_str().unwrap()]);
     let in_subnet = |c: &Value| {
-        ["caller_ip", "callee_ip"]
-            .iter()
-            .any(|k| c[k].as_str().unwrap().starts_with("200.68.120."))
+        ["caller_ip", "callee_ip"].iter().any(|k| c[k].as_str().unwrap().starts_with("200.68.120."))
     };
     let expected: Vec<Value> = all.iter().filter(|c| !in_subnet(c)).cloned().collect();
-    assert!(
-        expected.len() < all.len(),
-        "the capture has a call in the subnet"
-    );
+    assert!(expected.len() < all.len(), "the capture has a call in the subnet");
     assert!(!expected.is_empty(), "and calls outside it");
     // The other calls are unchanged, field for field.
     assert_eq!(without(&kept, &[]), without(&expected, &[]));
     // Every packet to or from the subnet was dropped, as tshark counts them.
-    let frames = common::tshark(&capture(), &["-Y", "ip.addr==200.68.120.0/24"])
-        .lines()
-        .count() as u64;
+    let frames =
+        common::tshark(&capture(), &["-Y", "ip.addr==200.68.120.0/24"]).lines().count() as u64;
     assert!(frames > 0);
     assert_eq!(summary["rule_ignored_packets"], frames);
     assert_eq!(summary["rules"][0]["hits"], frames);
@@ -148,11 +128,8 @@ fn a_network_rule_selects_exactly_the_calls_on_its_flow_for_recording() {
     let (all, _) = analyze(&[]);
     let rules = rule_file("record", RECORD_FLOW);
     let (calls, _) = analyze(&["--rules", rules.to_str().unwrap()]);
-    let selected: Vec<Value> = calls
-        .iter()
-        .filter(|c| c["record_payload"] == true)
-        .cloned()
-        .collect();
+    let selected: Vec<Value> =
+        calls.iter().filter(|c| c["record_payload"] == true).cloned().collect();
     // tshark: Call-IDs of SIP on that flow that are calls (have an INVITE).
     let on_flow = tshark_call_ids("sip && ip.addr==212.242.33.35 && udp.port==5060");
     let oracle: BTreeSet<String> = call_ids(&all).intersection(&on_flow).cloned().collect();
@@ -168,19 +145,14 @@ fn two_threads_apply_rules_as_one_does() {
     let (one, s1) = analyze(&["--rules", rules.to_str().unwrap()]);
     let (two, s2) = analyze(&["--rules", rules.to_str().unwrap(), "--threads", "2"]);
     assert_eq!(without(&one, &[]), without(&two, &[]));
-    assert_eq!(
-        s1["rules"], s2["rules"],
-        "hits are counted once, not per thread"
-    );
+    assert_eq!(s1["rules"], s2["rules"], "hits are counted once, not per thread");
     assert_eq!(s1["rule_ignored_packets"], s2["rule_ignored_packets"]);
 }
 
 #[test]
 fn a_bad_rule_file_is_refused_naming_the_rule() {
-    let rules = rule_file(
-        "bad",
-        "[[rule]]\nnet = \"10.0.0.0/8\"\n[[rule]]\nnet = \"10.0.0.1/8\"\n",
-    );
+    let rules =
+        rule_file("bad", "[[rule]]\nnet = \"10.0.0.0/8\"\n[[rule]]\nnet = \"10.0.0.1/8\"\n");
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--rules", rules.to_str().unwrap()])
         .arg(capture())
@@ -189,8 +161,5 @@ fn a_bad_rule_file_is_refused_naming_the_rule() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("rule 2") && err.contains("host bits"), "{err}");
-    assert!(
-        out.stdout.is_empty(),
-        "nothing analysed with a broken rule file"
-    );
+    assert!(out.stdout.is_empty(), "nothing analysed with a broken rule file");
 }

@@ -52,10 +52,7 @@ fn tshark_bins(file: &Path) -> Bins {
             + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
         let len: u64 = f[1].parse().unwrap();
         let last = |s: &str| {
-            s.rsplit(',')
-                .next()
-                .filter(|v| !v.is_empty())
-                .map(|v| v.parse::<u8>().unwrap())
+            s.rsplit(',').next().filter(|v| !v.is_empty()).map(|v| v.parse::<u8>().unwrap())
         };
         // The innermost header decides (tunnels list outer values first).
         let (net, proto) = match (last(f[2]), last(f[4]).or(last(f[5])).or(last(f[3]))) {
@@ -75,11 +72,7 @@ fn tshark_bins(file: &Path) -> Bins {
             _ => "other",
         };
         let e = bins
-            .entry((
-                ns.div_euclid(EVERY_NS) * EVERY_NS,
-                net.to_string(),
-                transport.to_string(),
-            ))
+            .entry((ns.div_euclid(EVERY_NS) * EVERY_NS, net.to_string(), transport.to_string()))
             .or_default();
         e.0 += 1;
         e.1 += len;
@@ -105,11 +98,7 @@ fn calliper_bins(rows: &[&Value]) -> Bins {
             p += c["packets"].as_u64().unwrap();
             b += c["bytes"].as_u64().unwrap();
         }
-        assert_eq!(
-            (p, b),
-            (r["packets"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()),
-            "{r}"
-        );
+        assert_eq!((p, b), (r["packets"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()), "{r}");
     }
     bins
 }
@@ -126,12 +115,7 @@ fn intervals_hold_what_tshark_shows_by_protocol() {
             assert_eq!(ours.get(k), Some(v), "{}: tshark's {k:?}", file.display());
         }
         for (k, v) in &ours {
-            assert_eq!(
-                theirs.get(k),
-                Some(v),
-                "{}: calliper's {k:?}",
-                file.display()
-            );
+            assert_eq!(theirs.get(k), Some(v), "{}: calliper's {k:?}", file.display());
         }
         // Rows are consecutive intervals, quiet ones reported empty (up to
         // 8 640 of them for one gap: this capture's clock jumps by years).
@@ -175,10 +159,7 @@ fn two_threads_give_the_same_series_and_the_database_holds_it() {
         .find(|f| f.ends_with("heplify__rtp_rtcp_sip_ipv4_udp.pcap"))
         .unwrap();
     let rows = |extra: &[&str]| -> Vec<Value> {
-        calliper_jsonl(&file, extra)
-            .into_iter()
-            .filter(|l| l["type"] == "traffic")
-            .collect()
+        calliper_jsonl(&file, extra).into_iter().filter(|l| l["type"] == "traffic").collect()
     };
     let one = rows(&[]);
     assert!(one.len() >= 3);
@@ -191,9 +172,7 @@ fn two_threads_give_the_same_series_and_the_database_holds_it() {
         .prepare("SELECT id, start_ns, end_ns, packets, bytes, calls_open, calls_started, calls_ended, capture_dropped FROM traffic ORDER BY id")
         .unwrap();
     let stored: Vec<(i64, Vec<i64>)> = stmt
-        .query_map([], |r| {
-            Ok((r.get(0)?, (1..9).map(|i| r.get(i).unwrap()).collect()))
-        })
+        .query_map([], |r| Ok((r.get(0)?, (1..9).map(|i| r.get(i).unwrap()).collect())))
         .unwrap()
         .map(Result::unwrap)
         .collect();
@@ -274,18 +253,11 @@ fn tshark_talkers(file: &Path) -> BTreeMap<(i64, String), (u64, u64)> {
         let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
             + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
         // The innermost header: the last value listed.
-        let last = |s: &str| {
-            s.rsplit(',')
-                .next()
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
+        let last = |s: &str| s.rsplit(',').next().filter(|v| !v.is_empty()).map(str::to_string);
         let Some(src) = last(f[3]).or_else(|| last(f[2])) else {
             continue;
         };
-        let e = talkers
-            .entry((ns.div_euclid(EVERY_NS) * EVERY_NS, src))
-            .or_insert((0, 0));
+        let e = talkers.entry((ns.div_euclid(EVERY_NS) * EVERY_NS, src)).or_insert((0, 0));
         e.0 += 1;
         e.1 += f[1].parse::<u64>().unwrap();
     }
@@ -317,11 +289,7 @@ fn top_talkers_are_tsharks_busiest_sources() {
             }
             // Nobody left out sent more than the last one listed.
             if let (Some(last), Some(next)) = (listed.last(), all.get(listed.len())) {
-                assert!(
-                    next.0 <= last["bytes"].as_u64().unwrap(),
-                    "{}",
-                    file.display()
-                );
+                assert!(next.0 <= last["bytes"].as_u64().unwrap(), "{}", file.display());
             }
         }
     }

@@ -13,11 +13,7 @@ use common::calliper;
 fn refused(out: &Output, words: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        out.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(words), "{words:?} not in {err}");
 }
@@ -36,11 +32,7 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
     // A text file given as a capture, alone or after a good one.
     for args in [
         vec!["analyze", readme.to_str().unwrap()],
-        vec![
-            "analyze",
-            capture.to_str().unwrap(),
-            readme.to_str().unwrap(),
-        ],
+        vec!["analyze", capture.to_str().unwrap(), readme.to_str().unwrap()],
     ] {
         refused(
             &calliper(&args),
@@ -49,14 +41,8 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
     }
     let empty = dir.join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
-    refused(
-        &calliper(&["analyze", empty.to_str().unwrap()]),
-        "empty.pcap: empty file",
-    );
-    refused(
-        &calliper(&["analyze", d]),
-        &format!("{d} is a directory, not a capture file"),
-    );
+    refused(&calliper(&["analyze", empty.to_str().unwrap()]), "empty.pcap: empty file");
+    refused(&calliper(&["analyze", d]), &format!("{d} is a directory, not a capture file"));
 
     // A directory given as a database.
     refused(
@@ -124,14 +110,8 @@ fn the_text_report_speaks_plainly() {
     assert_eq!(first.len(), 3);
     for (id, invite, response) in &first {
         let setup = (response.unwrap() - invite) * 1e3;
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("call {id} ")))
-            .expect(&text);
-        assert!(
-            line.ends_with(&format!("setup {setup:.1} ms")),
-            "{line}: tshark {setup:.3} ms"
-        );
+        let line = text.lines().find(|l| l.starts_with(&format!("call {id} "))).expect(&text);
+        assert!(line.ends_with(&format!("setup {setup:.1} ms")), "{line}: tshark {setup:.3} ms");
     }
     let voice = text.lines().find(|l| l.contains(" PCMA ")).expect(&text);
     assert!(voice.contains("(jitter buffer fixed at 50 ms "), "{voice}");
@@ -142,14 +122,7 @@ fn the_text_report_speaks_plainly() {
     let one = dir.join("one.pcap");
     let filter = format!("sip.Call-ID == \"{}\"", first[0].0);
     let status = Command::new("tshark")
-        .args([
-            "-r",
-            capture.to_str().unwrap(),
-            "-Y",
-            &filter,
-            "-w",
-            one.to_str().unwrap(),
-        ])
+        .args(["-r", capture.to_str().unwrap(), "-Y", &filter, "-w", one.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(status.status.success());
@@ -202,11 +175,7 @@ fn analyze_help_examples_run() {
             .collect();
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
         let out = calliper(&[&args[..], &["--progress", "never"]].concat());
-        assert!(
-            out.status.success(),
-            "{example}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{example}: {}", String::from_utf8_lossy(&out.stderr));
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -241,10 +210,7 @@ fn analysing_a_capture_again_into_its_database_warns() {
     let kpi = calliper(&["report", "kpi", "--db", db.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&kpi.stdout);
     assert_eq!(text.matches("answer-seizure ratio").count(), 1, "{text}");
-    assert!(
-        text.trim_end().ends_with("definitions in docs/kpi.md"),
-        "{text}"
-    );
+    assert!(text.trim_end().ends_with("definitions in docs/kpi.md"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -268,12 +234,7 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
     // A key without a collector is refused, not silently unused; port 0
     // is refused where it is a collector's.
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let out = run(&[
-        "--read",
-        capture.to_str().unwrap(),
-        "--hep-listen-key",
-        "/dev/null",
-    ]);
+    let out = run(&["--read", capture.to_str().unwrap(), "--hep-listen-key", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--hep-listen-key"));
     for (flag, value) in [("--hep", "udp:127.0.0.1:0"), ("--hep-port", "0")] {
@@ -281,12 +242,7 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
         assert_eq!(out.status.code(), Some(2), "{flag} {value}");
     }
     refused(
-        &run(&[
-            "--hep-listen",
-            "tcp:127.0.0.1:19061",
-            "--hep-listen-key",
-            "/nonexistent/hep.key",
-        ]),
+        &run(&["--hep-listen", "tcp:127.0.0.1:19061", "--hep-listen-key", "/nonexistent/hep.key"]),
         "cannot read the HEP key file /nonexistent/hep.key",
     );
 }

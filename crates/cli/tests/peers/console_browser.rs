@@ -23,11 +23,8 @@ fn the_console_shows_what_the_api_gives() {
     let db = temp("calls.db");
     let _ = std::fs::remove_file(&db);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
-    for p in [
-        "sipp_hold_dtmf.pcap",
-        "heplify__rtp_rtcp_sip_ipv4_udp.pcap",
-        "sngrep__ipv6frag.pcap",
-    ] {
+    for p in ["sipp_hold_dtmf.pcap", "heplify__rtp_rtcp_sip_ipv4_udp.pcap", "sngrep__ipv6frag.pcap"]
+    {
         common::analyze_into_db_append(&root.join(p), &db, &[]);
     }
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
@@ -43,12 +40,8 @@ fn the_console_shows_what_the_api_gives() {
     let ids = browser.js(
         "return [...document.querySelectorAll('#calls tbody tr')].map(r => Number(r.dataset.id));",
     );
-    let api_ids: Vec<Value> = all["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].clone())
-        .collect();
+    let api_ids: Vec<Value> =
+        all["calls"].as_array().unwrap().iter().map(|c| c["id"].clone()).collect();
     assert_eq!(ids, Value::Array(api_ids));
     browser.screenshot("calls.png");
     // At 1400×1000 the call list fits: no cell sticks out of the window.
@@ -60,16 +53,9 @@ fn the_console_shows_what_the_api_gives() {
         "document.querySelector('input[name=caller]').value = '{caller}'; document.querySelector('#search button').click(); return true;"
     ));
     let want = api(&format!("/api/calls?caller={}", enc(caller)));
-    let want_ids: Vec<Value> = want["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].clone())
-        .collect();
-    assert!(
-        !want_ids.is_empty() && want_ids.len() < n,
-        "the search must pick some calls, not all"
-    );
+    let want_ids: Vec<Value> =
+        want["calls"].as_array().unwrap().iter().map(|c| c["id"].clone()).collect();
+    assert!(!want_ids.is_empty() && want_ids.len() < n, "the search must pick some calls, not all");
     let shown = browser.wait(
         "the search's results",
         &format!("return location.hash.includes('caller={caller}') && document.querySelectorAll('#calls tbody tr').length === {} ? [...document.querySelectorAll('#calls tbody tr')].map(r => Number(r.dataset.id)) : null;", want_ids.len()),
@@ -98,17 +84,9 @@ fn the_console_shows_what_the_api_gives() {
             .find(|f| f[0] == name)
             .map(|f| f[1].as_str().unwrap().to_string())
     };
-    assert_eq!(
-        fact("Call-ID").as_deref(),
-        call["call_id"].as_str(),
-        "{facts}"
-    );
+    assert_eq!(fact("Call-ID").as_deref(), call["call_id"].as_str(), "{facts}");
     assert_eq!(fact("State").as_deref(), call["state"].as_str(), "{facts}");
-    assert_eq!(
-        fact("Caller").as_deref(),
-        call["from_uri"].as_str(),
-        "{facts}"
-    );
+    assert_eq!(fact("Caller").as_deref(), call["from_uri"].as_str(), "{facts}");
     let messages = call["messages"].as_array().unwrap();
     let arrows = browser.wait(
         "the ladder",
@@ -143,19 +121,14 @@ fn the_console_shows_what_the_api_gives() {
             v => v.clone(),
         };
         for m in models.as_array().unwrap() {
-            let mos = m["mos"]
-                .as_f64()
-                .map_or("–".to_string(), |v| format!("{v:.2}"));
+            let mos = m["mos"].as_f64().map_or("–".to_string(), |v| format!("{v:.2}"));
             let model = match m["model"].as_str().unwrap() {
                 "fixed50" => "fixed 50 ms",
                 "fixed200" => "fixed 200 ms",
                 other => other,
             };
             let want = format!("{model}: {mos}");
-            assert!(
-                shown.as_str().unwrap().contains(&want),
-                "{shown} lacks {want}"
-            );
+            assert!(shown.as_str().unwrap().contains(&want), "{shown} lacks {want}");
         }
     }
     let mut points_checked = 0;
@@ -163,21 +136,13 @@ fn the_console_shows_what_the_api_gives() {
     for (index, st) in streams.iter().enumerate() {
         let ssrc = st["ssrc"].as_i64().unwrap();
         let intervals = st["intervals"].as_array().unwrap();
-        for (kind, field) in [
-            ("mos", "mos"),
-            ("jitter", "jitter_ms"),
-            ("loss", "loss_percent"),
-        ] {
+        for (kind, field) in [("mos", "mos"), ("jitter", "jitter_ms"), ("loss", "loss_percent")] {
             let want: Vec<f64> = intervals.iter().filter_map(|i| i[field].as_f64()).collect();
             let got = browser.js(&format!(
                 "const s = document.querySelectorAll('.stream-charts')[{index}].querySelector('svg.chart[data-kind=\"{kind}\"]'); return s ? [...s.querySelectorAll('circle')].map(c => Number(c.dataset.value)) : [];"
             ));
-            let got: Vec<f64> = got
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect();
+            let got: Vec<f64> =
+                got.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
             assert_eq!(got.len(), want.len(), "stream {ssrc} {kind}");
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() < 1e-9, "stream {ssrc} {kind}: {g} vs {w}");
@@ -200,12 +165,7 @@ fn the_console_shows_what_the_api_gives() {
         "{text}"
     );
     // Words, not the API's enum names.
-    for raw in [
-        "caller_to_callee",
-        "callee_to_caller",
-        "no_final_response",
-        "not_voice",
-    ] {
+    for raw in ["caller_to_callee", "callee_to_caller", "no_final_response", "not_voice"] {
         assert!(!text.contains(raw), "the page shows {raw}");
     }
     // Compare two messages: tick the first, then the second.
@@ -226,11 +186,7 @@ fn the_console_shows_what_the_api_gives() {
     );
     let asr: Vec<String> = want
         .iter()
-        .map(|r| {
-            r["figures"]["asr"]
-                .as_f64()
-                .map_or(String::new(), |a| format!("{a:.1}"))
-        })
+        .map(|r| r["figures"]["asr"].as_f64().map_or(String::new(), |a| format!("{a:.1}")))
         .collect();
     assert_eq!(shown, json!(asr));
     // The MOS bars carry the API's counts; the load charts its rows.
@@ -255,10 +211,7 @@ fn the_console_shows_what_the_api_gives() {
         .iter()
         .filter(|c| !c["answer_ns"].is_null() && c["worst_mos"].is_null())
         .count();
-    assert!(
-        unscored > 0,
-        "the captures hold an answered call without MOS"
-    );
+    assert!(unscored > 0, "the captures hold an answered call without MOS");
     assert_eq!(none, json!(unscored));
     // The definitions are a link the console serves.
     let doc = browser.js("return document.querySelector('#kpi-doc').getAttribute('href');");
@@ -268,54 +221,35 @@ fn the_console_shows_what_the_api_gives() {
         "{}",
         text.status
     );
-    let load = api("/api/kpi/load?interval=86400")["rows"]
-        .as_array()
-        .unwrap()
-        .len();
+    let load = api("/api/kpi/load?interval=86400")["rows"].as_array().unwrap().len();
     let points = browser
         .js("return Number(document.querySelector('svg[data-kind=concurrent]').dataset.points);");
     assert_eq!(points, json!(load));
     browser.screenshot("kpi.png");
     // Registrations and alerts pages answer with their tables.
-    for (route, path) in [
-        ("registrations", "/api/registrations"),
-        ("alerts", "/api/alerts"),
-    ] {
+    for (route, path) in [("registrations", "/api/registrations"), ("alerts", "/api/alerts")] {
         browser.go(&format!("{base}/#/{route}"));
         let n = api(path)["rows"].as_array().unwrap().len();
         browser.wait(
             route,
             &format!("const t = document.querySelector('#rows tbody'); return t && t.children.length === {n} ? true : null;"),
         );
-        assert_eq!(
-            browser.overflowing("#rows th, #rows td"),
-            json!([]),
-            "{route}"
-        );
+        assert_eq!(browser.overflowing("#rows th, #rows td"), json!([]), "{route}");
     }
     // `serve` has no probe: its Live, Probe and Rules links are hidden, and
     // going there by address says what the page needs, not an API error.
     let shown = browser.js(
         "return [...document.querySelectorAll('nav a')].filter(a => !a.hidden).map(a => a.textContent);",
     );
-    assert_eq!(
-        shown,
-        json!(["Calls", "KPIs", "Registrations", "Alerts", "Metrics"])
-    );
+    assert_eq!(shown, json!(["Calls", "KPIs", "Registrations", "Alerts", "Metrics"]));
     for route in ["live", "probe", "rules"] {
         browser.go(&format!("{base}/#/{route}"));
         let said = browser.wait(
             route,
             "const m = document.getElementById('main').textContent; return m.includes('needs') ? m : null;",
         );
-        assert!(
-            said.as_str().unwrap().contains("calliper probe"),
-            "{route}: {said}"
-        );
-        assert!(
-            !said.as_str().unwrap().to_lowercase().contains("error"),
-            "{route}: {said}"
-        );
+        assert!(said.as_str().unwrap().contains("calliper probe"), "{route}: {said}");
+        assert!(!said.as_str().unwrap().to_lowercase().contains("error"), "{route}: {said}");
     }
 }
 
@@ -336,12 +270,8 @@ fn the_live_page_follows_a_replay() {
         "three live calls",
         "const r = document.querySelectorAll('#live tbody tr'); return r.length === 3 ? [...r].map(t => t.dataset.callId) : null;",
     );
-    let api: Vec<Value> = probe.live()["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["call_id"].clone())
-        .collect();
+    let api: Vec<Value> =
+        probe.live()["calls"].as_array().unwrap().iter().map(|c| c["call_id"].clone()).collect();
     assert_eq!(rows, Value::Array(api));
     assert!(
         probe.started.elapsed() < Duration::from_secs(5),
@@ -358,18 +288,10 @@ fn the_live_page_follows_a_replay() {
         "return [...document.querySelectorAll('#live td.age')].map(t => parseInt(t.textContent));",
     );
     let snap = probe.live();
-    for (age, c) in ages
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(snap["calls"].as_array().unwrap())
-    {
+    for (age, c) in ages.as_array().unwrap().iter().zip(snap["calls"].as_array().unwrap()) {
         let want =
             (snap["now_ns"].as_i64().unwrap() - c["invite_ns"].as_i64().unwrap()) / 1_000_000_000;
-        assert!(
-            (age.as_i64().unwrap() - want).abs() <= 2,
-            "age {age}, API {want} s"
-        );
+        assert!((age.as_i64().unwrap() - want).abs() <= 2, "age {age}, API {want} s");
     }
     browser.screenshot("live.png");
     assert_eq!(browser.overflowing("#live th, #live td"), json!([]));
@@ -383,11 +305,8 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
     };
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
     let write = "browser-write-token-0123456789";
-    let probe = server::Probe::start_with(
-        &pcap,
-        &["-o", "/dev/null"],
-        &[("CALLIPER_WRITE_TOKEN", write)],
-    );
+    let probe =
+        server::Probe::start_with(&pcap, &["-o", "/dev/null"], &[("CALLIPER_WRITE_TOKEN", write)]);
     let base = format!("http://127.0.0.1:{}/", probe.addr.port());
     browser.go(&format!("{base}#/probe"));
     // The page's packet count is one the API gave (the page shows its
@@ -400,21 +319,10 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
         "const d = [...document.querySelectorAll('#health dt')].find(t => t.textContent === 'Packets analysed (both directions)'); \
          return d && d.nextElementSibling.textContent.trim() !== '0' ? d.nextElementSibling.textContent : null;",
     );
-    let after = server::request(probe.addr, "GET", "/api/health", &[]).json()["packets"]
-        .as_u64()
-        .unwrap();
-    let shown: u64 = shown
-        .as_str()
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        before.min(1) <= shown && shown <= after,
-        "{before} ≤ {shown} ≤ {after}"
-    );
+    let after =
+        server::request(probe.addr, "GET", "/api/health", &[]).json()["packets"].as_u64().unwrap();
+    let shown: u64 = shown.as_str().unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(before.min(1) <= shown && shown <= after, "{before} ≤ {shown} ≤ {after}");
     browser.wait(
         "the engine's counters",
         "return [...document.querySelectorAll('#engine-counters td')].some(t => t.textContent === 'sip_messages');",
@@ -425,10 +333,7 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
 
     // Add a rule through the form, see it listed as the API lists it, remove it.
     browser.go(&format!("{base}#/rules"));
-    browser.wait(
-        "the add form",
-        "return document.querySelector('#add-rule') !== null;",
-    );
+    browser.wait("the add form", "return document.querySelector('#add-rule') !== null;");
     browser.js(&format!(
         "const f = document.querySelector('#add-rule'); \
          f.querySelector('[name=token]').value = '{write}'; \
@@ -512,10 +417,7 @@ fn wav_peaks(wav: &[u8], slices: usize) -> Vec<Vec<f64>> {
             side[slice] = side[slice].max(s);
         }
     }
-    peaks
-        .iter()
-        .map(|side| side.iter().map(|p| (p * 1000.0).round() / 1000.0).collect())
-        .collect()
+    peaks.iter().map(|side| side.iter().map(|p| (p * 1000.0).round() / 1000.0).collect()).collect()
 }
 
 #[test]
@@ -532,16 +434,8 @@ fn the_call_page_plays_the_recording_and_draws_its_waveform() {
         &db,
         &["--record", "all", "--record-dir", rec.to_str().unwrap()],
     );
-    let s = Server::start(
-        &db,
-        "127.0.0.1:0",
-        &["--record-dir", rec.to_str().unwrap()],
-        &[],
-    );
-    let calls = s.get("/api/calls", &[]).json()["calls"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let s = Server::start(&db, "127.0.0.1:0", &["--record-dir", rec.to_str().unwrap()], &[]);
+    let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     let mut checked = 0;
     for c in &calls {
         let id = &c["id"];
@@ -574,10 +468,7 @@ fn the_call_page_plays_the_recording_and_draws_its_waveform() {
         let differ = (0..2)
             .flat_map(|ch| (0..600).map(move |x| (ch, x)))
             .find(|&(ch, x)| peaks[ch][x] != want[ch][x]);
-        assert_eq!(
-            differ, None,
-            "call {id}: the waveform is not the WAV's (channel, slice)"
-        );
+        assert_eq!(differ, None, "call {id}: the waveform is not the WAV's (channel, slice)");
         assert!(want[0].iter().any(|&p| p > 0.05), "speech in it");
         // The browser plays the same WAV: its duration is the WAV's.
         let duration = browser.wait(

@@ -36,17 +36,9 @@ fn tshark_blocks(pcap: &Path) -> Blocks {
     for line in out.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
-        let key = (
-            f[0].to_string(),
-            f[1].parse().unwrap(),
-            hex(f[2]),
-            hex(f[3]),
-        );
-        let (fraction, cum, jitter): (u64, i64, u64) = (
-            f[4].parse().unwrap(),
-            f[5].parse().unwrap(),
-            f[6].parse().unwrap(),
-        );
+        let key = (f[0].to_string(), f[1].parse().unwrap(), hex(f[2]), hex(f[3]));
+        let (fraction, cum, jitter): (u64, i64, u64) =
+            (f[4].parse().unwrap(), f[5].parse().unwrap(), f[6].parse().unwrap());
         let e = blocks.entry(key).or_insert((0, 0, 0, 0));
         *e = (e.0 + 1, e.1.max(fraction), cum, e.3.max(jitter));
     }
@@ -59,8 +51,7 @@ fn rtpengine_rtcp_over_hep_joins_the_call() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-hep-rtcp-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/hep_rtcp.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
-        .arg(&dir);
+    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir);
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/hep_rtcp.sh") else {
         return;
     };
@@ -73,15 +64,8 @@ fn rtpengine_rtcp_over_hep_joins_the_call() {
     let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
     assert_eq!(calls.len(), 1, "{probe_log}");
     let call = calls[0];
-    assert_eq!(
-        (&call["final_status"], &call["state"]),
-        (&200.into(), &"completed".into())
-    );
-    assert_eq!(
-        call["streams"],
-        serde_json::json!([]),
-        "the probe saw no media"
-    );
+    assert_eq!((&call["final_status"], &call["state"]), (&200.into(), &"completed".into()));
+    assert_eq!(call["streams"], serde_json::json!([]), "the probe saw no media");
     let mut reported = Blocks::new();
     for r in call["agent_reports"].as_array().unwrap_or(&Vec::new()) {
         assert_eq!(r["kind"], "rtcp", "{r}");
@@ -101,14 +85,8 @@ fn rtpengine_rtcp_over_hep_joins_the_call() {
         assert!(reported.insert(key, value).is_none(), "one entry per pair");
     }
     let captured = tshark_blocks(&dir.join("rtcp.pcap"));
-    assert!(
-        captured.len() >= 2,
-        "baresip sent RTCP both ways: {captured:?}\n{log}"
-    );
-    assert_eq!(
-        reported, captured,
-        "agent reports against tshark\n{probe_log}"
-    );
+    assert!(captured.len() >= 2, "baresip sent RTCP both ways: {captured:?}\n{log}");
+    assert_eq!(reported, captured, "agent reports against tshark\n{probe_log}");
     let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
     let blocks: u64 = captured.values().map(|v| v.0).sum();
     assert_eq!(summary["hep_reports"], blocks, "{summary}");

@@ -54,26 +54,14 @@ fn tshark_delays(pcap: &Path) -> Delays {
         pcap,
         &[],
         "sip",
-        &[
-            "frame.time_epoch",
-            "sip.Call-ID",
-            "sip.Method",
-            "sip.Status-Code",
-            "sip.CSeq.method",
-        ],
+        &["frame.time_epoch", "sip.Call-ID", "sip.Method", "sip.Status-Code", "sip.CSeq.method"],
     );
     let mut sent: HashMap<(String, String), f64> = HashMap::new();
     let mut answered = std::collections::HashSet::new();
-    let mut d = Delays {
-        ringing: vec![],
-        failed: vec![],
-        disconnect: vec![],
-    };
+    let mut d = Delays { ringing: vec![], failed: vec![], disconnect: vec![] };
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
-        let [time, call, method, status, cseq] = f[..] else {
-            panic!("tshark line {line:?}")
-        };
+        let [time, call, method, status, cseq] = f[..] else { panic!("tshark line {line:?}") };
         let time: f64 = time.parse().unwrap();
         let key = (call.to_string(), cseq.to_string());
         if !method.is_empty() {
@@ -121,24 +109,13 @@ fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
         return;
     }
     let sipp = sipp_counts(&dir);
-    let n = |k: &str| {
-        *sipp
-            .get(k)
-            .unwrap_or_else(|| panic!("no {k} in SIPp's counts: {sipp:?}"))
-    };
+    let n = |k: &str| *sipp.get(k).unwrap_or_else(|| panic!("no {k} in SIPp's counts: {sipp:?}"));
     let attempts = n("0_INVITE_Sent");
-    let (ringing, busy, unavailable, timeout) = (
-        n("2_180_Recv"),
-        n("3_486_Recv"),
-        n("4_503_Recv"),
-        n("5_408_Recv"),
-    );
+    let (ringing, busy, unavailable, timeout) =
+        (n("2_180_Recv"), n("3_486_Recv"), n("4_503_Recv"), n("5_408_Recv"));
     let (answered, completed) = (n("6_200_Recv"), n("10_200_Recv"));
     assert_eq!(attempts, 40);
-    assert!(
-        busy > 0 && unavailable > 0 && timeout > 0 && answered > 0,
-        "{sipp:?}"
-    );
+    assert!(busy > 0 && unavailable > 0 && timeout > 0 && answered > 0, "{sipp:?}");
     assert_eq!(ringing + busy + unavailable + timeout, attempts, "{sipp:?}");
 
     let db = dir.join("kpi.db");
@@ -171,21 +148,14 @@ fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
         ("scr", pct(completed)),
     ] {
         let got = r[field].as_f64().unwrap();
-        assert!(
-            (got - want).abs() < 1e-9,
-            "{field}: {got} vs SIPp's {want}\n{r}"
-        );
+        assert!((got - want).abs() < 1e-9, "{field}: {got} vs SIPp's {want}\n{r}");
     }
 
     // The delays, to the microsecond, against tshark's reading of the same
     // capture: per call, the first INVITE to its first response above 100
     // (SRD), and BYE to its final response (SDD).
     let oracle = tshark_delays(&dir.join("kpi.pcap"));
-    assert_eq!(
-        count("srd_count"),
-        oracle.ringing.len() as u64,
-        "SRD to 180"
-    );
+    assert_eq!(count("srd_count"), oracle.ringing.len() as u64, "SRD to 180");
     assert_eq!(count("failed_srd_count"), oracle.failed.len() as u64);
     assert_eq!(count("sdd_count"), oracle.disconnect.len() as u64);
     for (field, want) in [

@@ -21,9 +21,7 @@ fn drop_counters(path: &Path) -> HashMap<String, HashMap<String, u64>> {
     for listing in v.as_array().unwrap() {
         for item in listing["nftables"].as_array().unwrap() {
             let Some(set) = item.get("set") else { continue };
-            let counts = out
-                .entry(set["name"].as_str().unwrap().to_string())
-                .or_default();
+            let counts = out.entry(set["name"].as_str().unwrap().to_string()).or_default();
             for e in set["elem"].as_array().into_iter().flatten() {
                 let c = &e["elem"]["val"]["concat"];
                 let key = format!(
@@ -41,11 +39,7 @@ fn drop_counters(path: &Path) -> HashMap<String, HashMap<String, u64>> {
 }
 
 fn hop_key(h: &Value) -> String {
-    format!(
-        "{}>{}",
-        h["src"].as_str().unwrap(),
-        h["dst"].as_str().unwrap()
-    )
+    format!("{}>{}", h["src"].as_str().unwrap(), h["dst"].as_str().unwrap())
 }
 
 #[test]
@@ -65,10 +59,7 @@ fn hops_are_charged(relay: &str) -> bool {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-legs-{relay}-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/media_relay.sh"));
-    rig.arg(&dir)
-        .arg("3")
-        .env("RELAY", relay)
-        .env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
+    rig.arg(&dir).arg("3").env("RELAY", relay).env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/media_relay.sh") else {
         return false;
     };
@@ -80,10 +71,7 @@ fn hops_are_charged(relay: &str) -> bool {
     let db = temp("legs.db");
     common::analyze_into_db(&dir.join("relay.pcap"), &db, &[]);
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
-    let calls = s.get("/api/calls", &[]).json()["calls"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     assert_eq!(calls.len(), 3, "{log}");
     let mut charged: HashMap<&str, u64> = HashMap::new();
     for c in &calls {
@@ -110,35 +98,21 @@ fn hops_are_charged(relay: &str) -> bool {
             // Which drop point sits on each hop, and which hop has none.
             let (first_point, second_point) = match path["direction"].as_str().unwrap() {
                 "caller_to_callee" => {
-                    assert!(
-                        first["src"].as_str().unwrap().starts_with("10.90.1.2:"),
-                        "{path}"
-                    );
+                    assert!(first["src"].as_str().unwrap().starts_with("10.90.1.2:"), "{path}");
                     (None, "relay_to_callee")
                 }
                 "callee_to_caller" => {
-                    assert!(
-                        first["src"].as_str().unwrap().starts_with("10.90.2.2:"),
-                        "{path}"
-                    );
+                    assert!(first["src"].as_str().unwrap().starts_with("10.90.2.2:"), "{path}");
                     (Some("callee_to_relay"), "relay_to_caller")
                 }
                 d => panic!("direction {d}"),
             };
             let truth = |point: Option<&str>, hop: &Value| {
                 point.map_or(0, |p| {
-                    drops
-                        .get(p)
-                        .and_then(|d| d.get(&hop_key(hop)))
-                        .copied()
-                        .unwrap_or(0)
+                    drops.get(p).and_then(|d| d.get(&hop_key(hop))).copied().unwrap_or(0)
                 })
             };
-            assert_eq!(
-                lost(first, "introduced"),
-                truth(first_point, first),
-                "{path}\n{drops:?}"
-            );
+            assert_eq!(lost(first, "introduced"), truth(first_point, first), "{path}\n{drops:?}");
             assert_eq!(
                 lost(second, "introduced"),
                 truth(Some(second_point), second),
@@ -152,15 +126,8 @@ fn hops_are_charged(relay: &str) -> bool {
     }
     for point in ["relay_to_callee", "relay_to_caller", "callee_to_relay"] {
         let made: u64 = drops.get(point).map_or(0, |d| d.values().sum());
-        assert!(
-            made > 0,
-            "nftables dropped nothing at {point}: the test would prove nothing"
-        );
-        assert_eq!(
-            charged.get(point).copied().unwrap_or(0),
-            made,
-            "{relay}: {point}"
-        );
+        assert!(made > 0, "nftables dropped nothing at {point}: the test would prove nothing");
+        assert_eq!(charged.get(point).copied().unwrap_or(0), made, "{relay}: {point}");
     }
     std::fs::remove_dir_all(&dir).ok();
     true

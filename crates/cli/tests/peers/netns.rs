@@ -41,9 +41,7 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/run.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
-        .arg(&dir)
-        .arg("3");
+    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir).arg("3");
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/run.sh") else {
         return;
     };
@@ -88,18 +86,12 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
             if key.1 >= 40_000 {
                 // baresip sends RTCP; its receiver reports never exceed the truth.
                 assert!(s["rtcp_reports"].as_u64().unwrap() > 0, "{key:?}");
-                assert!(
-                    s["rtcp_cumulative_lost"].as_u64().unwrap() <= want,
-                    "{key:?}"
-                );
+                assert!(s["rtcp_cumulative_lost"].as_u64().unwrap() <= want, "{key:?}");
             }
         }
     }
     assert_eq!(compared, 8);
-    assert!(
-        dropped > 0,
-        "nftables dropped nothing: the test would prove nothing"
-    );
+    assert!(dropped > 0, "nftables dropped nothing: the test would prove nothing");
     probe_equals_offline_analysis(&dir, &drops, &log);
     hep_feed_gives_the_captured_calls(&dir, &lines, &log);
     std::fs::remove_dir_all(&dir).ok();
@@ -139,22 +131,13 @@ fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &st
     };
     let text = std::fs::read_to_string(dir.join("probe.jsonl"))
         .unwrap_or_else(|e| panic!("the probe wrote no output ({e}):\n{probe_log}\n{log}"));
-    let (live, summary, live_packets) = records(
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect(),
-    );
+    let (live, summary, live_packets) =
+        records(text.lines().map(|l| serde_json::from_str(l).unwrap()).collect());
     let (offline, _, offline_packets) = records(calliper_jsonl(&dir.join("proxy.pcap"), &[]));
     assert_eq!(live_packets, offline_packets, "time series packets");
-    let calls = live
-        .iter()
-        .filter(|l| l.contains("\"type\":\"call\""))
-        .count();
+    let calls = live.iter().filter(|l| l.contains("\"type\":\"call\"")).count();
     assert_eq!(calls, 4, "four calls live:\n{probe_log}");
-    assert_eq!(
-        live, offline,
-        "live records differ from the offline analysis"
-    );
+    assert_eq!(live, offline, "live records differ from the offline analysis");
     assert_eq!(summary["capture"]["dropped"], 0, "{summary}");
     assert!(summary["capture"]["received"].as_u64().unwrap() > 0);
     for line in &live {
@@ -163,10 +146,7 @@ fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &st
             continue;
         }
         assert_eq!(c["capture_dropped"], 0);
-        assert!(
-            c.get("ongoing").is_none(),
-            "ended before the probe stopped: {c}"
-        );
+        assert!(c.get("ongoing").is_none(), "ended before the probe stopped: {c}");
         for s in c["streams"].as_array().unwrap() {
             let key = (
                 s["src"].as_str().unwrap().to_string(),
@@ -189,20 +169,11 @@ fn hep_feed_gives_the_captured_calls(dir: &Path, captured: &[Value], log: &str) 
     let probe_log = std::fs::read_to_string(dir.join("hep-probe.log")).unwrap_or_default();
     let text = std::fs::read_to_string(dir.join("hep.jsonl"))
         .unwrap_or_else(|e| panic!("the HEP probe wrote no output ({e}):\n{probe_log}\n{log}"));
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
     let hep = &summary["hep_listen"];
-    assert!(
-        hep["received"].as_u64().unwrap() > 0,
-        "{summary}\n{probe_log}"
-    );
-    assert_eq!(
-        hep["received"], summary["hep"],
-        "every message read as HEP: {summary}"
-    );
+    assert!(hep["received"].as_u64().unwrap() > 0, "{summary}\n{probe_log}");
+    assert_eq!(hep["received"], summary["hep"], "every message read as HEP: {summary}");
     for counter in ["dropped", "unauthenticated", "malformed", "too_long"] {
         assert_eq!(hep[counter], 0, "{counter}: {summary}");
     }
@@ -215,11 +186,7 @@ fn hep_feed_gives_the_captured_calls(dir: &Path, captured: &[Value], log: &str) 
             .collect()
     };
     let (fed, want) = (by_id(&lines), by_id(captured));
-    assert_eq!(
-        fed.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "{probe_log}"
-    );
+    assert_eq!(fed.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{probe_log}");
     assert_eq!(fed.len(), 4);
     for (id, c) in &fed {
         let w = &want[id];
@@ -243,23 +210,13 @@ fn hep_feed_gives_the_captured_calls(dir: &Path, captured: &[Value], log: &str) 
         ] {
             assert_eq!(c.get(field), w.get(field), "{id}: {field}");
         }
-        for field in [
-            "invite_ns",
-            "first_provisional_ns",
-            "ringing_ns",
-            "answer_ns",
-            "end_ns",
-        ] {
+        for field in ["invite_ns", "first_provisional_ns", "ringing_ns", "answer_ns", "end_ns"] {
             let (a, b) = (c[field].as_i64(), w[field].as_i64());
             assert_eq!(a.is_some(), b.is_some(), "{id}: {field}");
             if let (Some(a), Some(b)) = (a, b) {
                 assert!((a - b).abs() < 20_000_000, "{id}: {field} {a} against {b}");
             }
         }
-        assert_eq!(
-            c["streams"],
-            serde_json::json!([]),
-            "{id}: HEP carries no media"
-        );
+        assert_eq!(c["streams"], serde_json::json!([]), "{id}: HEP carries no media");
     }
 }

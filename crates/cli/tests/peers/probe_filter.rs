@@ -14,16 +14,9 @@ fn split(stdout: &[u8]) -> (Vec<String>, Value) {
         .lines()
         .map(|l| serde_json::from_str(l).expect("jsonl"))
         .collect();
-    let summary = lines
-        .iter()
-        .find(|l| l["type"] == "summary")
-        .cloned()
-        .expect("a summary line");
-    let mut records: Vec<String> = lines
-        .iter()
-        .filter(|l| l["type"] != "summary")
-        .map(Value::to_string)
-        .collect();
+    let summary = lines.iter().find(|l| l["type"] == "summary").cloned().expect("a summary line");
+    let mut records: Vec<String> =
+        lines.iter().filter(|l| l["type"] != "summary").map(Value::to_string).collect();
     records.sort_unstable();
     (records, summary)
 }
@@ -38,11 +31,7 @@ fn tcpdump_filter(input: &Path, expr: &str, out: &Path) {
         .arg(expr)
         .output()
         .unwrap_or_else(|e| panic!("tcpdump cannot run ({e}): scripts/test.sh installs it"));
-    assert!(
-        st.status.success(),
-        "tcpdump: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    assert!(st.status.success(), "tcpdump: {}", String::from_utf8_lossy(&st.stderr));
 }
 
 #[test]
@@ -98,16 +87,9 @@ fn filtered_records_equal_analysis_of_tcpdumps_filtered_copy() {
             );
             let (mine, my_summary) = split(&probe.stdout);
             let (theirs, their_summary) = split(&analyze.stdout);
-            assert_eq!(
-                my_summary["packets"], their_summary["packets"],
-                "{what}: packets kept"
-            );
+            assert_eq!(my_summary["packets"], their_summary["packets"], "{what}: packets kept");
             let kept = my_summary["packets"].as_u64().unwrap();
-            assert_eq!(
-                my_summary["filtered_out"].as_u64(),
-                Some(all - kept),
-                "{what}"
-            );
+            assert_eq!(my_summary["filtered_out"].as_u64(), Some(all - kept), "{what}");
             kept_some += usize::from(kept > 0 && kept < all);
             // Both directions: every record of one is in the other, as
             // many times (sorted lists are equal as multisets).
@@ -122,9 +104,6 @@ fn filtered_records_equal_analysis_of_tcpdumps_filtered_copy() {
         }
     }
     assert!(compared >= common::at_least(50, 20), "compared {compared}");
-    assert!(
-        kept_some >= common::at_least(20, 5),
-        "filters that split a capture: {kept_some}"
-    );
+    assert!(kept_some >= common::at_least(20, 5), "filters that split a capture: {kept_some}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -29,15 +29,7 @@ impl Probe {
         let dir = std::env::temp_dir().join(format!("calliper-live-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args([
-                "probe",
-                "-i",
-                "lo",
-                "--format",
-                "jsonl",
-                "--status-every",
-                "0",
-            ])
+            .args(["probe", "-i", "lo", "--format", "jsonl", "--status-every", "0"])
             .args(["--block-timeout", "5"])
             .arg("-o")
             .arg(dir.join("out.jsonl"))
@@ -59,11 +51,7 @@ impl Probe {
                 }
                 panic!("probe exited with {status}:\n{log}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "probe did not start:\n{}",
-                p.log()
-            );
+            assert!(Instant::now() < deadline, "probe did not start:\n{}", p.log());
             std::thread::sleep(Duration::from_millis(20));
         }
         Some(p)
@@ -95,11 +83,7 @@ impl Probe {
             if let Some(s) = self.child.try_wait().unwrap() {
                 break s;
             }
-            assert!(
-                Instant::now() < deadline,
-                "probe did not stop:\n{}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "probe did not stop:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(20));
         };
         let out = (self.lines(), status.code(), self.log());
@@ -171,11 +155,7 @@ impl Call {
         }
     }
     fn sip(&self, from_a: bool, first_line: &str, cseq: &str, body: &str) {
-        let (s, to) = if from_a {
-            (&self.a, &self.b)
-        } else {
-            (&self.b, &self.a)
-        };
+        let (s, to) = if from_a { (&self.a, &self.b) } else { (&self.b, &self.a) };
         let src = s.sip.local_addr().unwrap();
         let msg = format!(
             "{first_line}\r\nVia: SIP/2.0/UDP {src};branch=z9hG4bK{cseq_tag}\r\nFrom: <sip:alice@calliper.test>;tag=a1\r\nTo: <sip:bob@calliper.test>{to_tag}\r\nCall-ID: {id}\r\nCSeq: {cseq}\r\nContact: <sip:x@{src}>\r\nContent-Type: application/sdp\r\nContent-Length: {len}\r\n\r\n{body}",
@@ -184,16 +164,11 @@ impl Call {
             id = self.id,
             len = body.len()
         );
-        s.sip
-            .send_to(msg.as_bytes(), to.sip.local_addr().unwrap())
-            .unwrap();
+        s.sip.send_to(msg.as_bytes(), to.sip.local_addr().unwrap()).unwrap();
         std::thread::sleep(Duration::from_millis(5));
     }
     fn answer(&mut self) {
-        let uri = format!(
-            "INVITE sip:bob@{} SIP/2.0",
-            self.b.sip.local_addr().unwrap()
-        );
+        let uri = format!("INVITE sip:bob@{} SIP/2.0", self.b.sip.local_addr().unwrap());
         self.sip(true, &uri, "1 INVITE", &self.a.sdp());
         self.sip(false, "SIP/2.0 200 OK", "1 INVITE", &self.b.sdp());
         let ack = format!("ACK sip:bob@{} SIP/2.0", self.b.sip.local_addr().unwrap());
@@ -210,9 +185,7 @@ impl Call {
         self.sip(false, "SIP/2.0 200 OK", "2 BYE", "");
     }
     fn record<'a>(&self, lines: &'a [Value]) -> Option<&'a Value> {
-        lines
-            .iter()
-            .find(|l| l["type"] == "call" && l["call_id"] == self.id.as_str())
+        lines.iter().find(|l| l["type"] == "call" && l["call_id"] == self.id.as_str())
     }
 }
 
@@ -224,10 +197,7 @@ fn call_then_sigterm(p: Probe, call: &mut Call, packets: u16) -> (Vec<Value>, Va
     std::thread::sleep(Duration::from_millis(300));
     let (lines, code, log) = p.stop(libc::SIGTERM);
     assert_eq!(code, Some(0), "{log}");
-    let c = call
-        .record(&lines)
-        .unwrap_or_else(|| panic!("no call:\n{log}"))
-        .clone();
+    let c = call.record(&lines).unwrap_or_else(|| panic!("no call:\n{log}")).clone();
     (lines, c, log)
 }
 
@@ -244,16 +214,9 @@ fn sigterm_writes_the_open_call_as_ongoing() {
     let streams = c["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2, "{c}");
     for s in streams {
-        assert_eq!(
-            (s["packets"].as_u64(), s["lost"].as_u64()),
-            (Some(50), Some(0)),
-            "{s}"
-        );
+        assert_eq!((s["packets"].as_u64(), s["lost"].as_u64()), (Some(50), Some(0)), "{s}");
     }
-    let summary = lines
-        .iter()
-        .find(|l| l["type"] == "summary")
-        .expect("summary");
+    let summary = lines.iter().find(|l| l["type"] == "summary").expect("summary");
     assert!(summary["capture"]["received"].as_u64().unwrap() >= 100 + 3);
     assert!(log.contains("event=stopping reason=signal"), "{log}");
 }
@@ -275,10 +238,7 @@ fn a_call_is_written_when_it_ends_so_sigkill_loses_nothing_before() {
     let c = call.record(&lines).expect("the call survives SIGKILL");
     assert_eq!(c["state"], "completed");
     assert!(c.get("ongoing").is_none(), "{c}");
-    assert!(
-        !lines.iter().any(|l| l["type"] == "summary"),
-        "no summary after SIGKILL"
-    );
+    assert!(!lines.iter().any(|l| l["type"] == "summary"), "no summary after SIGKILL");
 }
 
 #[test]
@@ -300,30 +260,15 @@ fn packets_the_ring_dropped_are_in_the_call_and_the_summary() {
     std::thread::sleep(Duration::from_millis(1500));
     let (lines, code, log) = p.stop(libc::SIGTERM);
     assert_eq!(code, Some(0), "{log}");
-    let summary = lines
-        .iter()
-        .find(|l| l["type"] == "summary")
-        .expect("summary");
+    let summary = lines.iter().find(|l| l["type"] == "summary").expect("summary");
     let dropped = summary["capture"]["dropped"].as_u64().unwrap();
-    assert!(
-        dropped > 0,
-        "a stalled probe with a 64 KiB ring dropped nothing: {summary}"
-    );
-    let c = call
-        .record(&lines)
-        .unwrap_or_else(|| panic!("no call:\n{log}"));
+    assert!(dropped > 0, "a stalled probe with a 64 KiB ring dropped nothing: {summary}");
+    let c = call.record(&lines).unwrap_or_else(|| panic!("no call:\n{log}"));
     // Every drop happened while the call was open.
     assert_eq!(c["capture_dropped"].as_u64(), Some(dropped), "{c}");
-    let lost: u64 = c["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["lost"].as_u64().unwrap())
-        .sum();
-    assert!(
-        lost > 0 && lost <= dropped,
-        "lost {lost}, dropped {dropped}"
-    );
+    let lost: u64 =
+        c["streams"].as_array().unwrap().iter().map(|s| s["lost"].as_u64().unwrap()).sum();
+    assert!(lost > 0 && lost <= dropped, "lost {lost}, dropped {dropped}");
 }
 
 #[test]
@@ -340,10 +285,8 @@ fn sighup_reloads_the_rules() {
         .unwrap()
     };
     write("before");
-    let Some(p) = Probe::start(
-        "hup",
-        &["--call-grace", "0", "--rules", rules.to_str().unwrap()],
-    ) else {
+    let Some(p) = Probe::start("hup", &["--call-grace", "0", "--rules", rules.to_str().unwrap()])
+    else {
         return;
     };
     let mut first = Call::new(4);
@@ -363,16 +306,8 @@ fn sighup_reloads_the_rules() {
     wait_for(&p, "second call", |l| second.record(l).is_some());
     let (lines, _, log) = p.stop(libc::SIGTERM);
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(
-        first.record(&lines).unwrap()["labels"],
-        serde_json::json!(["before"]),
-        "{log}"
-    );
-    assert_eq!(
-        second.record(&lines).unwrap()["labels"],
-        serde_json::json!(["after"]),
-        "{log}"
-    );
+    assert_eq!(first.record(&lines).unwrap()["labels"], serde_json::json!(["before"]), "{log}");
+    assert_eq!(second.record(&lines).unwrap()["labels"], serde_json::json!(["after"]), "{log}");
 }
 
 #[test]
@@ -381,10 +316,7 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
     // Everything but b's media: the call is seen, b's stream is not.
     let Some(p) = Probe::start(
         "filter",
-        &[
-            "--filter",
-            "not (src host 127.77.6.2 and udp and not port 5060)",
-        ],
+        &["--filter", "not (src host 127.77.6.2 and udp and not port 5060)"],
     ) else {
         return;
     };
@@ -397,11 +329,7 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
         .filter(|s| s["packets"].as_u64() > Some(0))
         .map(|s| {
             let src = s["src"].as_str().unwrap_or_default().to_string();
-            (
-                src,
-                s["src_port"].as_u64().unwrap(),
-                s["packets"].as_u64().unwrap(),
-            )
+            (src, s["src_port"].as_u64().unwrap(), s["packets"].as_u64().unwrap())
         })
         .collect();
     assert_eq!(
@@ -419,11 +347,7 @@ fn the_filter_runs_in_the_kernel_on_the_live_interface() {
 fn hep_through_a_captured_interface_is_read_once() {
     let _turn = crate::turn();
     use calliper_wire::hep::{kind, Hep};
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("udp:127.0.0.1:{port}");
     let Some(p) = Probe::start("hep", &["--hep-listen", &listen]) else {
         return;
@@ -437,10 +361,9 @@ fn hep_through_a_captured_interface_is_read_once() {
         "SIP/2.0 486 Busy Here\r\nVia: SIP/2.0/UDP 127.0.0.61:5060;branch=z9hG4bK1\r\nFrom: <sip:a@127.0.0.61>;tag=1\r\nTo: <sip:b@127.0.0.62>;tag=2\r\nCall-ID: {call_id}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
     );
     for (i, (msg, from, to)) in [(&invite, 61, 62), (&busy, 62, 61)].into_iter().enumerate() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i64;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as i64;
         let m = Hep {
             src: [127, 0, 0, from].into(),
             dst: [127, 0, 0, to].into(),
@@ -477,8 +400,5 @@ fn hep_through_a_captured_interface_is_read_once() {
         .iter()
         .find(|l| l["type"] == "call" && l["call_id"] == call_id.as_str())
         .unwrap_or_else(|| panic!("no call from HEP:\n{log}"));
-    assert_eq!(
-        (&call["final_status"], &call["invites"]),
-        (&486.into(), &1.into())
-    );
+    assert_eq!((&call["final_status"], &call["invites"]), (&486.into(), &1.into()));
 }

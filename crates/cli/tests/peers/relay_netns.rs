@@ -29,10 +29,7 @@ fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
     }
     for s in 1..=4 {
         let r = json(&dir.join(format!("recv-{s}.json")));
-        let (delivered, lost) = (
-            r["delivered"].as_u64().unwrap(),
-            r["lost"].as_u64().unwrap(),
-        );
+        let (delivered, lost) = (r["delivered"].as_u64().unwrap(), r["lost"].as_u64().unwrap());
         assert_eq!(delivered + lost, 500, "stream {s}: {r}");
         // Only the packets sent while the dead link went unnoticed (~1 s at
         // 50 packets/s) may be lost; the 5 % loss on each hop is recovered.
@@ -48,32 +45,17 @@ fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
         let gap = r["longest_gap_ms"].as_f64().unwrap();
         assert!(gap <= 1200.0, "stream {s}: reroute took {gap} ms");
     }
-    let nodes: Vec<Value> = (1..=3)
-        .map(|i| json(&dir.join(format!("r{i}.json"))))
-        .collect();
-    let sum = |k: &str| {
-        nodes
-            .iter()
-            .map(|n| n["protocol"][k].as_u64().unwrap())
-            .sum::<u64>()
-    };
+    let nodes: Vec<Value> = (1..=3).map(|i| json(&dir.join(format!("r{i}.json")))).collect();
+    let sum = |k: &str| nodes.iter().map(|n| n["protocol"][k].as_u64().unwrap()).sum::<u64>();
     assert!(sum("recovered") > 0 && sum("retransmitted") > 0);
-    assert_eq!(
-        nodes[1]["socket"]["strangers"], 1,
-        "the stranger's datagram is counted"
-    );
-    assert!(
-        nodes[0]["protocol"]["route_changes"].as_u64().unwrap() >= 2,
-        "r1 rerouted"
-    );
+    assert_eq!(nodes[1]["socket"]["strangers"], 1, "the stranger's datagram is counted");
+    assert!(nodes[0]["protocol"]["route_changes"].as_u64().unwrap() >= 2, "r1 rerouted");
     std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Counter `key` of a node's `--stats` section `part`.
 fn counter(stats: &Value, part: &str, key: &str) -> u64 {
-    stats[part][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {part}.{key} in {stats}"))
+    stats[part][key].as_u64().unwrap_or_else(|| panic!("no {part}.{key} in {stats}"))
 }
 
 /// SIPp calls through two Kamailio proxies, each steering the media into
@@ -88,17 +70,11 @@ fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("calliper-edges-{}", std::process::id()));
     let mut rig = Command::new(root.join("tests/netns/edge_overlay.sh"));
-    rig.arg(&dir)
-        .arg("3")
-        .arg("5")
-        .env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
+    rig.arg(&dir).arg("3").arg("5").env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/edge_overlay.sh") else {
         return;
     };
-    let nodes = [
-        json(&dir.join("node-a.json")),
-        json(&dir.join("node-b.json")),
-    ];
+    let nodes = [json(&dir.join("node-a.json")), json(&dir.join("node-b.json"))];
     let mut given_up = 0;
     for n in &nodes {
         let control = &n["edge"]["control"];
@@ -112,11 +88,7 @@ fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
         // 30 ms packets each) and receives the other.
         assert!(counter(n, "edge", "overlay_sent") > 600, "{n}");
         assert!(counter(n, "edge", "overlay_received") > 600, "{n}");
-        assert_eq!(
-            counter(&n["edge"], "control", "media_foreign_source"),
-            0,
-            "{n}"
-        );
+        assert_eq!(counter(&n["edge"], "control", "media_foreign_source"), 0, "{n}");
         // The keyed link refused nothing of its own traffic.
         for key in ["forged", "replayed"] {
             assert_eq!(counter(n, "socket", key), 0, "{key}: {n}");

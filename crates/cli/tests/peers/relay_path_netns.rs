@@ -69,35 +69,15 @@ fn run(relay: &str) -> Option<std::path::PathBuf> {
 fn tshark_rtp(pcap: &Path, party: &str) -> HashMap<String, Vec<(u16, u32, f64)>> {
     // Not the copies quoted in ICMP errors (a party's port not yet open).
     let filter = format!("rtp && !icmp && ip.dst == {party}");
-    let fields = [
-        "udp.srcport",
-        "rtp.ssrc",
-        "rtp.seq",
-        "rtp.timestamp",
-        "frame.time_epoch",
-    ];
-    let mut args = vec![
-        "-d",
-        "udp.port==40000-40999,rtp",
-        "-Y",
-        &filter,
-        "-T",
-        "fields",
-    ];
+    let fields = ["udp.srcport", "rtp.ssrc", "rtp.seq", "rtp.timestamp", "frame.time_epoch"];
+    let mut args = vec!["-d", "udp.port==40000-40999,rtp", "-Y", &filter, "-T", "fields"];
     args.extend(fields.iter().flat_map(|f| ["-e", f]));
     let mut by_stream: HashMap<String, Vec<(u16, u32, f64)>> = HashMap::new();
     for line in common::tshark(pcap, &args).lines() {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), fields.len(), "tshark line {line:?}");
-        let packet = (
-            f[2].parse().unwrap(),
-            f[3].parse().unwrap(),
-            f[4].parse().unwrap(),
-        );
-        by_stream
-            .entry(format!("{}/{}", f[0], f[1]))
-            .or_default()
-            .push(packet);
+        let packet = (f[2].parse().unwrap(), f[3].parse().unwrap(), f[4].parse().unwrap());
+        by_stream.entry(format!("{}/{}", f[0], f[1])).or_default().push(packet);
     }
     by_stream
 }
@@ -131,18 +111,14 @@ fn received(dir: &Path, name: &str, party: &str) -> Received {
             continue;
         }
         let ssrc = format!("{}/0x{:08x}", s["src_port"], s["ssrc"].as_u64().unwrap());
-        let packets = tshark
-            .remove(&ssrc)
-            .unwrap_or_else(|| panic!("{name}: tshark has no stream {ssrc}"));
+        let packets =
+            tshark.remove(&ssrc).unwrap_or_else(|| panic!("{name}: tshark has no stream {ssrc}"));
         assert_eq!(s["packets"], packets.len() as u64, "{name} {ssrc}: {s}");
         got.sent += PER_CALL;
         got.received += packets.len() as u64;
         got.late += late_for_100ms(&packets);
     }
-    assert!(
-        tshark.is_empty(),
-        "{name}: streams the probe missed: {tshark:?}"
-    );
+    assert!(tshark.is_empty(), "{name}: streams the probe missed: {tshark:?}");
     assert_eq!(got.sent, CALLS * PER_CALL, "{name}: {got:?}");
     got
 }
@@ -152,15 +128,9 @@ fn link_drops(dir: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(dir.join("drops.json")).unwrap();
     let tables: Vec<Value> = serde_json::from_str(&text).unwrap();
     let mut drops = Vec::new();
-    for o in tables
-        .iter()
-        .flat_map(|t| t["nftables"].as_array().unwrap())
-    {
+    for o in tables.iter().flat_map(|t| t["nftables"].as_array().unwrap()) {
         if let Some(c) = o.get("counter") {
-            drops.push((
-                c["name"].as_str().unwrap().to_string(),
-                c["packets"].as_u64().unwrap(),
-            ));
+            drops.push((c["name"].as_str().unwrap().to_string(), c["packets"].as_u64().unwrap()));
         }
     }
     assert_eq!(drops.len(), 4, "{text}");
@@ -211,12 +181,7 @@ fn the_overlay_delivers_what_a_lossy_path_takes_from_rtpengine() {
     // nftables' drops where that neighbour's datagrams leave it (data, most
     // of what crosses, so a little below the drops).
     let drops: std::collections::HashMap<String, u64> = link_drops(&overlay).into_iter().collect();
-    let ends = [
-        (1, 2, "drops_c1"),
-        (2, 1, "drops_x1"),
-        (2, 3, "drops_x2"),
-        (3, 2, "drops_c2"),
-    ];
+    let ends = [(1, 2, "drops_c1"), (2, 1, "drops_x1"), (2, 3, "drops_x2"), (3, 2, "drops_c2")];
     for (id, from, end) in ends {
         let n = node(&overlay, id);
         let links = n["links"].as_array().unwrap();
@@ -228,25 +193,16 @@ fn the_overlay_delivers_what_a_lossy_path_takes_from_rtpengine() {
         let (gaps, dropped) = (l["gaps"].as_u64().unwrap(), drops[end]);
         let told = format!("node {id} from {from}: {gaps} gaps, {end} {dropped}");
         assert!(dropped / 2 < gaps && gaps <= dropped, "{told}");
-        assert!(
-            l["loss_after_recovery_percent"].as_f64().unwrap() <= 0.5,
-            "{l}"
-        );
+        assert!(l["loss_after_recovery_percent"].as_f64().unwrap() <= 0.5, "{l}");
     }
     for id in [1, 3] {
         let n = node(&overlay, id);
-        for (key, want) in [
-            ("offers", CALLS),
-            ("answers", CALLS),
-            ("deletes", CALLS),
-            ("errors", 0),
-        ] {
+        for (key, want) in
+            [("offers", CALLS), ("answers", CALLS), ("deletes", CALLS), ("errors", 0)]
+        {
             assert_eq!(n["edge"]["control"][key], want, "node {id} {key}: {n}");
         }
-        assert!(
-            n["protocol"]["recovered"].as_u64().unwrap() > 0,
-            "node {id}: {n}"
-        );
+        assert!(n["protocol"]["recovered"].as_u64().unwrap() > 0, "node {id}: {n}");
     }
     for dir in [base, overlay] {
         std::fs::remove_dir_all(dir).ok();

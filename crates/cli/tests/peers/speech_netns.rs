@@ -13,12 +13,7 @@ use std::process::Command;
 /// The 16-bit samples of a PCM WAV file (interleaved) and its channels.
 fn wav(path: &Path) -> (Vec<i16>, u16) {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(
-        (&b[0..4], &b[8..12]),
-        (&b"RIFF"[..], &b"WAVE"[..]),
-        "{}",
-        path.display()
-    );
+    assert_eq!((&b[0..4], &b[8..12]), (&b"RIFF"[..], &b"WAVE"[..]), "{}", path.display());
     let (mut at, mut channels) = (12, 0);
     while at + 8 <= b.len() {
         let size = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap()) as usize;
@@ -29,9 +24,7 @@ fn wav(path: &Path) -> (Vec<i16>, u16) {
                 assert_eq!(u16::from_le_bytes([body[14], body[15]]), 16, "16-bit PCM");
             }
             b"data" => {
-                let samples = body
-                    .chunks_exact(2)
-                    .map(|s| i16::from_le_bytes([s[0], s[1]]));
+                let samples = body.chunks_exact(2).map(|s| i16::from_le_bytes([s[0], s[1]]));
                 return (samples.collect(), channels);
             }
             _ => {}
@@ -54,27 +47,14 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
     let (db, rec) = (dir.join("calls.db"), dir.join("rec"));
     let lines = common::calliper_jsonl(
         &dir.join("callee.pcap"),
-        &[
-            "--db",
-            db.to_str().unwrap(),
-            "--record",
-            "all",
-            "--record-dir",
-            rec.to_str().unwrap(),
-        ],
+        &["--db", db.to_str().unwrap(), "--record", "all", "--record-dir", rec.to_str().unwrap()],
     );
     let calls: Vec<_> = lines.iter().filter(|l| l["type"] == "call").collect();
     assert_eq!(calls.len(), 1, "{log}");
     let call_id = calls[0]["call_id"].as_str().unwrap();
     let exported = dir.join("export.wav");
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args([
-            "export",
-            "audio",
-            "--db",
-            db.to_str().unwrap(),
-            "--record-dir",
-        ])
+        .args(["export", "audio", "--db", db.to_str().unwrap(), "--record-dir"])
         .arg(&rec)
         .arg("-o")
         .arg(&exported)
@@ -91,11 +71,7 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
     let caller: Vec<i16> = both.iter().step_by(2).copied().collect();
     // The sender sends whole 20 ms packets: the speech's last part-packet is not sent.
     let sent = &reference[..reference.len() / 160 * 160];
-    assert!(
-        sent.len() >= 8000 * 4,
-        "at least 4 s of speech: {}",
-        sent.len()
-    );
+    assert!(sent.len() >= 8000 * 4, "at least 4 s of speech: {}", sent.len());
     assert!(
         sent.iter().filter(|&&s| s.unsigned_abs() > 1000).count() > 4000,
         "speech, not silence"
@@ -105,10 +81,7 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
     let start = (0..caller.len().saturating_sub(sent.len()) + 1)
         .find(|&k| caller[k..k + 400] == sent[..400])
         .unwrap_or_else(|| panic!("the speech's start is nowhere in the export: {said}"));
-    assert!(
-        start < 8000,
-        "the caller's stream starts {start} samples in"
-    );
+    assert!(start < 8000, "the caller's stream starts {start} samples in");
     let got = &caller[start..start + sent.len()];
     // The export is what the listener heard: a packet SIPp sent late for
     // the receiver's jitter buffer (a busy machine) is concealed, and the
@@ -121,24 +94,14 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
         .and_then(|l| l.rsplit(", ").next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count of late packets: {said}"));
-    let differ = got
-        .chunks(160)
-        .zip(sent.chunks(160))
-        .filter(|(a, b)| a != b)
-        .count();
+    let differ = got.chunks(160).zip(sent.chunks(160)).filter(|(a, b)| a != b).count();
     assert_eq!(
         differ,
         late,
         "{differ} of {} packets differ, {late} said late: {said}",
         sent.len() / 160
     );
-    assert!(
-        late <= 3,
-        "{late} packets late: the rig's timing, not the export"
-    );
-    assert!(
-        caller[..start].iter().all(|&s| s == 0),
-        "silence before the stream"
-    );
+    assert!(late <= 3, "{late} packets late: the rig's timing, not the export");
+    assert!(caller[..start].iter().all(|&s| s == 0), "silence before the stream");
     std::fs::remove_dir_all(&dir).ok();
 }

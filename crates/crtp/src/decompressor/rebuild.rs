@@ -75,11 +75,7 @@ fn take_checksum<'a>(
 /// missed packets may not have shared (COMPRESSED_RTP's S, T, I; a new
 /// IPv4 ID step without the absolute ID, which no checksum covers).
 pub(super) fn bridgeable(config: &Config, ctx: &Context, missed: u8, rtp: bool, flags: u8) -> bool {
-    let predictable = if rtp {
-        flags & 0x70 == 0
-    } else {
-        flags & 0x50 != 0x10
-    };
+    let predictable = if rtp { flags & 0x70 == 0 } else { flags & 0x50 != 0x10 };
     config.repeats > 0
         && missed <= config.repeats
         && (ctx.checksum || ctx.header_checksum)
@@ -143,30 +139,11 @@ pub(super) fn rebuild_rtp(
     } else {
         (flags & 0xF0, None)
     };
-    let (m, s, t, i) = (
-        bits & 0x80 != 0,
-        bits & 0x40 != 0,
-        bits & 0x20 != 0,
-        bits & 0x10 != 0,
-    );
-    let id_delta = if i {
-        take_delta(data, &mut at)? as u16
-    } else {
-        ctx.id_delta
-    };
-    let seq_delta = if s {
-        take_delta(data, &mut at)? as u16
-    } else {
-        steps as u16
-    };
-    let ts_delta = if t {
-        take_delta(data, &mut at)?
-    } else {
-        ctx.timestamp_delta
-    };
-    let csrcs = cc
-        .map(|n| take(data, &mut at, 4 * n, "CSRC list"))
-        .transpose()?;
+    let (m, s, t, i) = (bits & 0x80 != 0, bits & 0x40 != 0, bits & 0x20 != 0, bits & 0x10 != 0);
+    let id_delta = if i { take_delta(data, &mut at)? as u16 } else { ctx.id_delta };
+    let seq_delta = if s { take_delta(data, &mut at)? as u16 } else { steps as u16 };
+    let ts_delta = if t { take_delta(data, &mut at)? } else { ctx.timestamp_delta };
+    let csrcs = cc.map(|n| take(data, &mut at, 4 * n, "CSRC list")).transpose()?;
     let (h, hr) = (&ctx.header, ctx.view.rtp());
     let fields = RtpFields {
         marker: m,
@@ -195,27 +172,16 @@ pub(super) fn rebuild_udp(
     out: &mut Vec<u8>,
 ) -> Result<Option<u16>, Error> {
     let mut at = 0;
-    let extension = if flags & 0x80 != 0 {
-        take(data, &mut at, 1, "extended flags")?[0]
-    } else {
-        0
-    };
+    let extension =
+        if flags & 0x80 != 0 { take(data, &mut at, 1, "extended flags")?[0] } else { 0 };
     let count = if extension & 0x08 != 0 {
         Some((take(data, &mut at, 1, "CSRC count")?[0] & 0x0F) as usize)
     } else {
         None
     };
     let (checksum, header_checksum) = take_checksum(ctx, data, &mut at)?;
-    let id_delta = if flags & 0x10 != 0 {
-        take_delta(data, &mut at)? as u16
-    } else {
-        ctx.id_delta
-    };
-    let ts_delta = if flags & 0x20 != 0 {
-        Some(take_delta(data, &mut at)?)
-    } else {
-        None
-    };
+    let id_delta = if flags & 0x10 != 0 { take_delta(data, &mut at)? as u16 } else { ctx.id_delta };
+    let ts_delta = if flags & 0x20 != 0 { Some(take_delta(data, &mut at)?) } else { None };
     let id = if flags & 0x40 != 0 {
         get16(take(data, &mut at, 2, "IPv4 ID")?, 0)
     } else {
@@ -241,21 +207,10 @@ pub(super) fn rebuild_udp(
     } else {
         get32(h, hr + 4).wrapping_add(dt.wrapping_mul(steps as u32))
     };
-    let payload_type = if extension & 0x10 != 0 {
-        take(data, &mut at, 1, "payload type")?[0]
-    } else {
-        h[hr + 1]
-    };
-    let csrcs = count
-        .map(|n| take(data, &mut at, 4 * n, "CSRC list"))
-        .transpose()?;
-    let fields = RtpFields {
-        marker: extension & 0x80 != 0,
-        payload_type,
-        seq,
-        timestamp,
-        csrcs,
-    };
+    let payload_type =
+        if extension & 0x10 != 0 { take(data, &mut at, 1, "payload type")?[0] } else { h[hr + 1] };
+    let csrcs = count.map(|n| take(data, &mut at, 4 * n, "CSRC list")).transpose()?;
+    let fields = RtpFields { marker: extension & 0x80 != 0, payload_type, seq, timestamp, csrcs };
     rebuild(ctx, id, checksum, fields, &data[at..], out)?;
     ctx.id_delta = id_delta;
     ctx.timestamp_delta = dt;
@@ -290,16 +245,9 @@ pub(super) fn rebuild_non_tcp(ctx: &Context, data: &[u8], out: &mut Vec<u8>) -> 
     let ihl = ctx.view.ihl;
     let v4 = ctx.header[0] >> 4 == 4;
     let mut at = 0;
-    let id = if v4 {
-        Some(take(data, &mut at, 2, "non-TCP: IPv4 ID")?)
-    } else {
-        None
-    };
-    let checksum = if ctx.checksum {
-        Some(take(data, &mut at, 2, "non-TCP: UDP checksum")?)
-    } else {
-        None
-    };
+    let id = if v4 { Some(take(data, &mut at, 2, "non-TCP: IPv4 ID")?) } else { None };
+    let checksum =
+        if ctx.checksum { Some(take(data, &mut at, 2, "non-TCP: UDP checksum")?) } else { None };
     let total = ihl + 8 + data.len() - at;
     let length = if v4 { total } else { total - 40 };
     if length > u16::MAX as usize {

@@ -6,12 +6,8 @@ use super::*;
 fn v6(flow: u8, payload: &[u8]) -> Vec<u8> {
     let mut p = vec![0x60, 0, 0, 0, 0, 0, 17, 64];
     p[4..6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&[
-        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, flow,
-    ]);
-    p.extend_from_slice(&[
-        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
-    ]);
+    p.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, flow]);
+    p.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff]);
     p.extend_from_slice(&(6000 + flow as u16).to_be_bytes());
     p.extend_from_slice(&7000u16.to_be_bytes());
     p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
@@ -54,8 +50,7 @@ fn ipv6_and_non_rtp_flows_cross_as_compressed_non_tcp() {
         for p in [v6(1, &rtp_payload(i)), rtcp(i)] {
             let kind = c.compress(&p, i as u64 * 20_000_000, &mut link);
             kinds.push(kind);
-            d.decompress(kind.protocol(&config), &link, 0, &mut back)
-                .unwrap();
+            d.decompress(kind.protocol(&config), &link, 0, &mut back).unwrap();
             assert_eq!(back, p, "packet {i} ({kind:?})");
             if kind == Kind::CompressedNonTcp {
                 // Context id, generation, sequence; IPv4 ID or IPv6 UDP checksum.
@@ -124,8 +119,7 @@ fn losses_of_compressed_non_tcp_packets_damage_nothing() {
         if kind == Kind::CompressedNonTcp && i % 3 != 0 {
             continue;
         }
-        d.decompress(kind.protocol(&config), &link, 0, &mut back)
-            .unwrap();
+        d.decompress(kind.protocol(&config), &link, 0, &mut back).unwrap();
         assert_eq!(back, p);
     }
     assert_eq!(d.stats.context_damaged, 0);

@@ -21,9 +21,7 @@ fn over_lossy_link(
         if lost(i) {
             continue;
         }
-        if d.decompress(kind.protocol(&config), &link, now, &mut back)
-            .is_ok()
-        {
+        if d.decompress(kind.protocol(&config), &link, now, &mut back).is_ok() {
             assert_eq!(back, bytes, "packet {i}");
         }
         if d.context_state(&mut feedback) {
@@ -49,10 +47,7 @@ fn repeated_updates_follow_rfc_3545s_example() {
     // RFC 3545 §2.3.1, second example, N = 2: three FULL_HEADERs, the
     // timestamp delta in three COMPRESSED_UDP, then COMPRESSED_RTP; a new
     // talkspurt's timestamp in three COMPRESSED_UDP, deltas kept.
-    let config = Config {
-        repeats: 2,
-        ..Config::default()
-    };
+    let config = Config { repeats: 2, ..Config::default() };
     let (kinds, d) = over_lossy_link(config, &talkspurts(60, 0), |_| false);
     use Kind::{CompressedRtp as CR, CompressedUdp as CU, FullHeader as FH};
     let mut want = vec![FH, FH, FH, CU, CU, CU];
@@ -83,11 +78,7 @@ fn repeated_updates_bridge_gaps_of_up_to_n_packets() {
     // RFC 3545's header checksum.
     let lossy = |i: usize| i > 3 && i % 7 < 2;
     for (checksum, header_checksum) in [(0x1234, false), (0, true)] {
-        let config = Config {
-            repeats: 2,
-            header_checksum,
-            ..Config::default()
-        };
+        let config = Config { repeats: 2, header_checksum, ..Config::default() };
         let mut packets = talkspurts(400, checksum);
         for (i, p) in packets.iter_mut().enumerate() {
             p.id = p.id.wrapping_add((i / 30) as u16 * 1000);
@@ -99,10 +90,7 @@ fn repeated_updates_bridge_gaps_of_up_to_n_packets() {
         assert!(d.stats.gaps_bridged > 50, "{:?}", d.stats);
         // Plain RFC 2508 on the same link loses the context at every gap,
         // and a packet with it though the refresh is asked for at once.
-        let plain = Config {
-            repeats: 0,
-            ..config
-        };
+        let plain = Config { repeats: 0, ..config };
         let (_, d) = over_lossy_link(plain, &packets, lossy);
         assert!(d.stats.sequence_gaps > 50, "{:?}", d.stats);
         assert!(d.stats.context_damaged >= d.stats.sequence_gaps);
@@ -113,28 +101,17 @@ fn repeated_updates_bridge_gaps_of_up_to_n_packets() {
 fn a_gap_longer_than_n_or_unverifiable_invalidates_the_context() {
     let packets = talkspurts(40, 0);
     // Three lost in a row with N = 2: the context is invalidated.
-    let config = Config {
-        repeats: 2,
-        header_checksum: true,
-        ..Config::default()
-    };
+    let config = Config { repeats: 2, header_checksum: true, ..Config::default() };
     let (_, d) = over_lossy_link(config, &packets, |i| (20..23).contains(&i));
     assert_eq!(d.stats.gaps_bridged, 0);
     assert_eq!(d.stats.sequence_gaps, 1);
     assert!(d.stats.context_damaged > 0);
     // No checksum to vouch for the result: not bridged either.
-    let config = Config {
-        repeats: 2,
-        ..Config::default()
-    };
+    let config = Config { repeats: 2, ..Config::default() };
     let (_, d) = over_lossy_link(config, &packets, |i| i == 20);
     assert_eq!((d.stats.gaps_bridged, d.stats.sequence_gaps), (0, 1));
     // Lost FULL_HEADERs (two of the three) do not lower N.
-    let config = Config {
-        repeats: 2,
-        header_checksum: true,
-        ..Config::default()
-    };
+    let config = Config { repeats: 2, header_checksum: true, ..Config::default() };
     let (_, d) = over_lossy_link(config, &packets, |i| i < 2 || i == 20 || i == 21);
     assert_eq!((d.stats.gaps_bridged, d.stats.sequence_gaps), (1, 0));
     assert_eq!(d.stats.restored, 40 - 4);
@@ -142,10 +119,7 @@ fn a_gap_longer_than_n_or_unverifiable_invalidates_the_context() {
 
 #[test]
 fn repeats_are_bounded_by_the_link_sequence() {
-    let config = Config {
-        repeats: 8,
-        ..Config::default()
-    };
+    let config = Config { repeats: 8, ..Config::default() };
     assert!(Compressor::new(config).is_err());
 }
 
@@ -155,11 +129,7 @@ fn a_steady_stream_under_repeats_takes_two_and_a_half_header_bytes() {
     // its delta) every 5 s, two bytes otherwise; four with the header
     // checksum the robust link needs for flows without a UDP checksum.
     for (header_checksum, most) in [(false, 2.6), (true, 4.6)] {
-        let config = Config {
-            repeats: 2,
-            header_checksum,
-            ..Config::default()
-        };
+        let config = Config { repeats: 2, header_checksum, ..Config::default() };
         let mut c = Compressor::new(config).unwrap();
         let mut link = Vec::new();
         for (n, p) in voice(1, 1000).iter().enumerate() {

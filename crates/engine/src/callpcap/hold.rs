@@ -134,13 +134,7 @@ impl Hold {
         let mut data = self.pool.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(frame);
-        Held {
-            ts_ns,
-            link_type,
-            data,
-            recorded_for: [0; RECORDED_FOR],
-            recorded: 0,
-        }
+        Held { ts_ns, link_type, data, recorded_for: [0; RECORDED_FOR], recorded: 0 }
     }
 
     /// Gives a frame's buffer back.
@@ -192,13 +186,8 @@ impl Hold {
             };
             self.give_up(oldest);
         }
-        let context = Context {
-            links: Links::default(),
-            key,
-            frames: std::mem::take(frames),
-            bytes,
-            lost,
-        };
+        let context =
+            Context { links: Links::default(), key, frames: std::mem::take(frames), bytes, lost };
         match self.contexts.insert(context) {
             Ok(idx) => {
                 self.contexts.touch(idx, LIST, now);
@@ -283,12 +272,7 @@ mod tests {
 
     fn key(n: u16) -> HoldKey {
         let a = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        HoldKey::Tcp(Flow {
-            src: a,
-            sport: n,
-            dst: a,
-            dport: 5060,
-        })
+        HoldKey::Tcp(Flow { src: a, sport: n, dst: a, dport: 5060 })
     }
 
     #[test]
@@ -338,10 +322,7 @@ mod tests {
             h.push(t, key(1), f);
         }
         let mut out = Vec::new();
-        assert!(
-            h.take(&key(1), &mut out),
-            "frames never recorded were given up"
-        );
+        assert!(h.take(&key(1), &mut out), "frames never recorded were given up");
         assert_eq!(out.len(), MAX_CONTEXT_FRAMES);
         assert_eq!(out[0].ts_ns, 10, "the oldest went first");
         assert_eq!((h.dropped, h.bytes), (10, 0));
@@ -367,9 +348,6 @@ mod tests {
         for s in 1..100 {
             f.recorded(s);
         }
-        assert!(
-            !f.wanted_by(39) && f.wanted_by(99),
-            "beyond what it remembers: recorded again"
-        );
+        assert!(!f.wanted_by(39) && f.wanted_by(99), "beyond what it remembers: recorded again");
     }
 }

@@ -52,13 +52,7 @@ fn sequence_numbers_wrap() {
     let data = text(200);
     let mut r = TcpReassembler::new(TcpConfig::default());
     let start = u32::MAX - 49;
-    let got = run(
-        &mut r,
-        &[
-            (0, start, &data[..100]),
-            (1, start.wrapping_add(100), &data[100..]),
-        ],
-    );
+    let got = run(&mut r, &[(0, start, &data[..100]), (1, start.wrapping_add(100), &data[100..])]);
     assert_eq!(got, data);
 }
 
@@ -68,11 +62,7 @@ fn a_gap_that_never_fills_is_skipped_and_counted() {
     let mut r = TcpReassembler::new(TcpConfig::default());
     let got = run(
         &mut r,
-        &[
-            (0, 0, &data[..100]),
-            (1, 200, &data[200..250]),
-            (3_000_000_000, 250, &data[250..]),
-        ],
+        &[(0, 0, &data[..100]), (1, 200, &data[200..250]), (3_000_000_000, 250, &data[250..])],
     );
     assert_eq!(got, [&data[..100], &data[200..]].concat());
     assert_eq!(r.counters.gaps, 1);
@@ -81,11 +71,7 @@ fn a_gap_that_never_fills_is_skipped_and_counted() {
 
 #[test]
 fn caps_hold() {
-    let cfg = TcpConfig {
-        max_flow_bytes: 1000,
-        max_flows: 2,
-        ..Default::default()
-    };
+    let cfg = TcpConfig { max_flow_bytes: 1000, max_flows: 2, ..Default::default() };
     let mut r = TcpReassembler::new(cfg);
     let big = text(600);
     let o = r.segment(0, KEY, 0, 0, &big, true).unwrap();

@@ -57,11 +57,7 @@ fn batches_match_one_packet_at_a_time() {
         for max in [7, 64, 200] {
             let got = batched(data, max);
             assert_eq!(got.1, want.1, "{name}: counters differ in batches of {max}");
-            assert_eq!(
-                got.0.len(),
-                want.0.len(),
-                "{name}: record count, batches of {max}"
-            );
+            assert_eq!(got.0.len(), want.0.len(), "{name}: record count, batches of {max}");
             for (i, (g, w)) in got.0.iter().zip(&want.0).enumerate() {
                 assert_eq!(g, w, "{name}: record {i} differs in batches of {max}");
             }

@@ -21,16 +21,8 @@ fn sdp(ip: [u8; 4], port: u16) -> String {
 
 /// A SIP message of call `id`; `to_tag` empty for none.
 fn sip(first: &str, cseq: &str, to_tag: &str, body: &str) -> Vec<u8> {
-    let tag = if to_tag.is_empty() {
-        String::new()
-    } else {
-        format!(";tag={to_tag}")
-    };
-    let ct = if body.is_empty() {
-        ""
-    } else {
-        "Content-Type: application/sdp\r\n"
-    };
+    let tag = if to_tag.is_empty() { String::new() } else { format!(";tag={to_tag}") };
+    let ct = if body.is_empty() { "" } else { "Content-Type: application/sdp\r\n" };
     format!(
         "{first}\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK{cseq_len}\r\nFrom: <sip:alice@a.example>;tag=caller\r\nTo: <sip:bob@b.example>{tag}\r\nCall-ID: flow@test\r\nCSeq: {cseq}\r\n{ct}Content-Length: {}\r\n\r\n{body}",
         body.len(),
@@ -64,22 +56,17 @@ fn at(ip: [u8; 4], port: u16) -> SocketAddrV4 {
 
 impl Run {
     fn new() -> Run {
-        Run {
-            probe: Probe::new(Config::default(), 1),
-            t: 1_700_000_000_000_000_000,
-        }
+        Run { probe: Probe::new(Config::default(), 1), t: 1_700_000_000_000_000_000 }
     }
     /// Caller to proxy.
     fn up(&mut self, m: Vec<u8>) {
         self.t += 10 * MS;
-        self.probe
-            .udp(self.t, at(CALLER, 5060), at(PROXY, 5060), &m);
+        self.probe.udp(self.t, at(CALLER, 5060), at(PROXY, 5060), &m);
     }
     /// Proxy to caller.
     fn down(&mut self, m: Vec<u8>) {
         self.t += 10 * MS;
-        self.probe
-            .udp(self.t, at(PROXY, 5060), at(CALLER, 5060), &m);
+        self.probe.udp(self.t, at(PROXY, 5060), at(CALLER, 5060), &m);
     }
     fn media(&mut self, src: ([u8; 4], u16), dst: ([u8; 4], u16), ssrc: u32, n: u16) {
         for seq in 0..n {
@@ -103,26 +90,11 @@ fn forked_call_keeps_early_media_of_both_branches() {
     r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
     r.down(resp("100 Trying", "1 INVITE", "", ""));
     // Two branches answer with early media from different gateways.
-    r.down(resp(
-        "183 Session Progress",
-        "1 INVITE",
-        "fork1",
-        &sdp([10, 0, 1, 1], 6000),
-    ));
-    r.down(resp(
-        "183 Session Progress",
-        "1 INVITE",
-        "fork2",
-        &sdp([10, 0, 2, 1], 7000),
-    ));
+    r.down(resp("183 Session Progress", "1 INVITE", "fork1", &sdp([10, 0, 1, 1], 6000)));
+    r.down(resp("183 Session Progress", "1 INVITE", "fork2", &sdp([10, 0, 2, 1], 7000)));
     r.media(([10, 0, 1, 1], 6000), (CALLER, 4000), 111, 20);
     r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 20);
-    r.down(resp(
-        "200 OK",
-        "1 INVITE",
-        "fork2",
-        &sdp([10, 0, 2, 1], 7000),
-    ));
+    r.down(resp("200 OK", "1 INVITE", "fork2", &sdp([10, 0, 2, 1], 7000)));
     r.up(req("ACK", 1, "fork2", ""));
     r.media(([10, 0, 2, 1], 7000), (CALLER, 4000), 222, 10);
     r.up(req("BYE", 2, "fork2", ""));
@@ -131,11 +103,8 @@ fn forked_call_keeps_early_media_of_both_branches() {
     assert_eq!(c.final_status, Some(200));
     assert_eq!(c.state, CallState::Completed);
     assert!(c.ringing_ns.is_some());
-    let ssrcs: Vec<(u32, u64, StreamDirection)> = c
-        .streams
-        .iter()
-        .map(|s| (s.ssrc, s.packets, s.direction))
-        .collect();
+    let ssrcs: Vec<(u32, u64, StreamDirection)> =
+        c.streams.iter().map(|s| (s.ssrc, s.packets, s.direction)).collect();
     assert_eq!(
         ssrcs,
         vec![
@@ -186,12 +155,7 @@ fn challenge_and_retry_on_the_same_call_id_is_one_answered_call() {
 fn prack_and_update_move_the_media() {
     let mut r = Run::new();
     r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
-    r.down(resp(
-        "183 Session Progress",
-        "1 INVITE",
-        "b",
-        &sdp(PROXY, 8000),
-    ));
+    r.down(resp("183 Session Progress", "1 INVITE", "b", &sdp(PROXY, 8000)));
     r.up(req("PRACK", 2, "b", ""));
     r.down(resp("200 OK", "2 PRACK", "b", ""));
     // UPDATE moves the caller's media before the answer.
@@ -200,12 +164,7 @@ fn prack_and_update_move_the_media() {
     r.down(resp("200 OK", "1 INVITE", "b", ""));
     r.media((PROXY, 8000), (CALLER, 4100), 9, 10);
     // REFER and NOTIFY inside the dialog change nothing.
-    r.down(sip(
-        "REFER sip:alice@a.example SIP/2.0",
-        "1 REFER",
-        "caller",
-        "",
-    ));
+    r.down(sip("REFER sip:alice@a.example SIP/2.0", "1 REFER", "caller", ""));
     r.up(resp("202 Accepted", "1 REFER", "caller", ""));
     r.up(req("BYE", 4, "b", ""));
     let c = r.call();
@@ -233,10 +192,7 @@ fn media_from_behind_nat_is_tied_by_the_other_end() {
         c.streams.iter().map(|s| (s.ssrc, s.direction)).collect();
     assert_eq!(
         dirs,
-        vec![
-            (1, StreamDirection::CallerToCallee),
-            (2, StreamDirection::CalleeToCaller)
-        ]
+        vec![(1, StreamDirection::CallerToCallee), (2, StreamDirection::CalleeToCaller)]
     );
 }
 
@@ -249,16 +205,10 @@ fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
     // Leg 1 caller -> proxy; leg 2 proxy -> callee with the SDP rewritten.
     r.up(req("INVITE", 1, "", &sdp(CALLER, 4000)));
     r.t += MS;
-    let leg2 = sip(
-        "INVITE sip:bob@10.0.0.3 SIP/2.0",
-        "1 INVITE",
-        "",
-        &sdp(relay2.0, relay2.1),
-    );
+    let leg2 = sip("INVITE sip:bob@10.0.0.3 SIP/2.0", "1 INVITE", "", &sdp(relay2.0, relay2.1));
     r.probe.udp(r.t, at(PROXY, 5060), at(callee, 5060), &leg2);
     let ok2 = resp("200 OK", "1 INVITE", "b", &sdp(callee, 9000));
-    r.probe
-        .udp(r.t + MS, at(callee, 5060), at(PROXY, 5060), &ok2);
+    r.probe.udp(r.t + MS, at(callee, 5060), at(PROXY, 5060), &ok2);
     r.down(resp("200 OK", "1 INVITE", "b", &sdp(relay.0, relay.1)));
     r.up(req("ACK", 1, "b", ""));
     r.media((CALLER, 4000), relay, 1, 10);
@@ -269,11 +219,8 @@ fn two_legs_through_a_media_relaying_proxy_are_one_call_with_four_streams() {
     let c = r.call();
     assert_eq!(c.invites, 2);
     assert_eq!(c.state, CallState::Completed);
-    let legs: Vec<(u16, u16, StreamDirection)> = c
-        .streams
-        .iter()
-        .map(|s| (s.src_port, s.dst_port, s.direction))
-        .collect();
+    let legs: Vec<(u16, u16, StreamDirection)> =
+        c.streams.iter().map(|s| (s.src_port, s.dst_port, s.direction)).collect();
     assert_eq!(
         legs,
         vec![

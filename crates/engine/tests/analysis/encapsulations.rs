@@ -43,9 +43,7 @@ fn checksum(h: &mut [u8]) {
 }
 
 fn outer_ipv4(proto: u8, inner: &[u8]) -> Vec<u8> {
-    let mut h = vec![
-        0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
-    ];
+    let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2];
     h[2..4].copy_from_slice(&((20 + inner.len()) as u16).to_be_bytes());
     checksum(&mut h);
     h.extend_from_slice(inner);
@@ -128,11 +126,7 @@ fn wrap(kind: &str, ip: &[u8]) -> Vec<u8> {
             let compressed = kind == "pptp-compressed-ppp";
             // PPP: address and control bytes and a two-byte protocol, or
             // both compressed away (one odd protocol byte).
-            let mut ppp = if compressed {
-                vec![]
-            } else {
-                vec![0xFF, 0x03, 0x00]
-            };
+            let mut ppp = if compressed { vec![] } else { vec![0xFF, 0x03, 0x00] };
             ppp.push(if et == 0x86DD { 0x57 } else { 0x21 });
             ppp.extend_from_slice(ip);
             // Enhanced GRE: key and sequence present; with an acknowledgement too.
@@ -175,9 +169,7 @@ fn records(lines: Vec<Value>) -> Vec<Value> {
 }
 
 fn tshark_invites(path: &Path) -> usize {
-    tshark(path, &["-Y", "sip.Method == \"INVITE\""])
-        .lines()
-        .count()
+    tshark(path, &["-Y", "sip.Method == \"INVITE\""]).lines().count()
 }
 
 /// tshark's RTP stream table (one line per stream).
@@ -263,10 +255,7 @@ fn a_packet_seen_on_two_gtpu_legs_counts_once() {
         legs.push((*t, wrap("gtpu", ip)));
         let mut second = ethernet(
             0x0800,
-            &outer_ipv4(
-                17,
-                &emit::udp(2152, 2152, &emit::gtpu(0x9876, None, &[], ip)),
-            ),
+            &outer_ipv4(17, &emit::udp(2152, 2152, &emit::gtpu(0x9876, None, &[], ip))),
         );
         second[14 + 12..14 + 20].copy_from_slice(&[198, 51, 100, 1, 198, 51, 100, 2]);
         checksum(&mut second[14..34]);
@@ -293,10 +282,8 @@ fn frames_that_are_not_ip_are_counted_by_type() {
         p.extend_from_slice(&[1, 2, 3, 4]);
         ethernet(0x8864, &p)
     };
-    let pptp_ack = ethernet(
-        0x0800,
-        &outer_ipv4(47, &[0x20, 0x81, 0x88, 0x0B, 0, 0, 0, 7, 0, 0, 0, 1]),
-    );
+    let pptp_ack =
+        ethernet(0x0800, &outer_ipv4(47, &[0x20, 0x81, 0x88, 0x0B, 0, 0, 0, 7, 0, 0, 0, 1]));
     let frames = [
         ethernet(0x0806, &[0; 28]),                  // ARP
         ethernet(0x8863, &[0x11, 0x09, 0, 0, 0, 0]), // PPPoE discovery (PADI)
@@ -316,13 +303,7 @@ fn frames_that_are_not_ip_are_counted_by_type() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(summary["not_ip"], 5, "{summary}");
     let by_type = &summary["not_ip_by_type"];
-    for kind in [
-        "arp",
-        "pppoe_discovery",
-        "ppp_control",
-        "ppp_compressed",
-        "pptp_ack",
-    ] {
+    for kind in ["arp", "pppoe_discovery", "ppp_control", "ppp_compressed", "pptp_ack"] {
         assert_eq!(by_type[kind], 1, "{kind}: {summary}");
     }
     assert_eq!(summary["anomalies"]["ppp_compressed"], 1, "{summary}");

@@ -30,11 +30,7 @@ fn key(v: &Value) -> Key {
 /// What `analyze --format jsonl --events all --interval 1 --dedup-window 0
 /// --threads N` writes for `file`: the records, every event, the summary.
 fn events(file: &Path, threads: usize) -> Vec<Value> {
-    let cfg = Config {
-        interval_ns: INTERVAL_NS,
-        dedup_window_ns: 0,
-        ..Config::default()
-    };
+    let cfg = Config { interval_ns: INTERVAL_NS, dedup_window_ns: 0, ..Config::default() };
     let mut probe = Probe::new(cfg, threads);
     probe.capture(file);
     let out = probe.finish();
@@ -94,9 +90,7 @@ fn tshark_intervals(file: &Path, keep: &BTreeSet<Key>) -> BTreeMap<(Key, i64), u
             continue;
         }
         let t = epoch_ns(f[0]);
-        *counts
-            .entry((k, t.div_euclid(INTERVAL_NS) * INTERVAL_NS))
-            .or_insert(0) += 1;
+        *counts.entry((k, t.div_euclid(INTERVAL_NS) * INTERVAL_NS)).or_insert(0) += 1;
     }
     counts
 }
@@ -107,11 +101,8 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
     let mut compared_intervals = 0;
     for file in captures() {
         let lines = events(&file, 1);
-        let ended: BTreeMap<Key, &Value> = lines
-            .iter()
-            .filter(|l| l["type"] == "stream_ended")
-            .map(|l| (key(l), l))
-            .collect();
+        let ended: BTreeMap<Key, &Value> =
+            lines.iter().filter(|l| l["type"] == "stream_ended").map(|l| (key(l), l)).collect();
         if ended.is_empty() {
             continue;
         }
@@ -139,20 +130,10 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
                 );
             }
             let lasts: Vec<bool> = iv.iter().map(|i| i["last"] == true).collect();
-            assert_eq!(
-                lasts.iter().filter(|&&l| l).count(),
-                1,
-                "{}: {k:?}",
-                file.display()
-            );
+            assert_eq!(lasts.iter().filter(|&&l| l).count(), 1, "{}: {k:?}", file.display());
+            assert!(lasts[lasts.len() - 1], "{}: {k:?}: last is not last", file.display());
             assert!(
-                lasts[lasts.len() - 1],
-                "{}: {k:?}: last is not last",
-                file.display()
-            );
-            assert!(
-                iv.windows(2)
-                    .all(|w| w[0]["end_ns"].as_i64() <= w[1]["start_ns"].as_i64()),
+                iv.windows(2).all(|w| w[0]["end_ns"].as_i64() <= w[1]["start_ns"].as_i64()),
                 "{}: {k:?}: intervals overlap",
                 file.display()
             );
@@ -168,9 +149,7 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
         // Streams tshark sees differently on purpose (the stream oracle's list).
         let name = file.file_name().unwrap().to_str().unwrap();
         let known = |k: &Key| {
-            KNOWN_DIFFERENCES
-                .iter()
-                .any(|(f, ssrc, _)| *f == name && *ssrc as u64 == k.4)
+            KNOWN_DIFFERENCES.iter().any(|(f, ssrc, _)| *f == name && *ssrc as u64 == k.4)
         };
         ours.retain(|(k, _), _| !known(k));
         let keep: BTreeSet<Key> = ended.keys().filter(|k| !known(k)).cloned().collect();
@@ -211,10 +190,7 @@ fn hold_and_resume_follow_the_offers_tshark_decodes() {
     // tshark: INVITE requests whose SDP offers audio send-only or inactive
     // (hold), and re-INVITEs offering send-receive (resume), by Call-ID.
     let offers = |filter: &str| -> Vec<String> {
-        tshark_fields(&file, &[], filter, &["sip.Call-ID"])
-            .lines()
-            .map(str::to_string)
-            .collect()
+        tshark_fields(&file, &[], filter, &["sip.Call-ID"]).lines().map(str::to_string).collect()
     };
     let holds = offers(
         r#"sip.Method == "INVITE" && (sdp.media_attr == "sendonly" || sdp.media_attr == "inactive")"#,
@@ -284,9 +260,7 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
             let id = match digit {
                 "*" => 10,
                 "#" => 11,
-                d => d
-                    .parse()
-                    .unwrap_or_else(|_| 12 + (d.as_bytes()[0] - b'A') as u64),
+                d => d.parse().unwrap_or_else(|_| 12 + (d.as_bytes()[0] - b'A') as u64),
             };
             ours.entry(key(d)).or_default().push(id);
         }
@@ -315,20 +289,13 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
             .collect();
         let mut ours: BTreeMap<Reported, Vec<i64>> = BTreeMap::new();
         for r in lines.iter().filter(|l| l["type"] == "rtcp") {
-            ours.entry(reported(key(r)))
-                .or_default()
-                .push(r["cumulative_lost"].as_i64().unwrap());
+            ours.entry(reported(key(r))).or_default().push(r["cumulative_lost"].as_i64().unwrap());
         }
         let out = tshark_fields(
             &file,
             &["-E", "occurrence=a"],
             "rtcp.ssrc.identifier",
-            &[
-                "ip.src",
-                "ip.dst",
-                "rtcp.ssrc.identifier",
-                "rtcp.ssrc.cum_nr",
-            ],
+            &["ip.src", "ip.dst", "rtcp.ssrc.identifier", "rtcp.ssrc.cum_nr"],
         );
         let mut theirs: BTreeMap<Reported, Vec<i64>> = BTreeMap::new();
         for l in out.lines() {

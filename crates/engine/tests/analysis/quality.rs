@@ -23,12 +23,7 @@ fn tshark_round_trips(file: &std::path::Path) -> HashMap<(String, u32), Vec<f64>
             "separator=/t",
         ],
         "rtcp.roundtrip-delay",
-        &[
-            "ip.src",
-            "rtcp.rc",
-            "rtcp.ssrc.identifier",
-            "rtcp.roundtrip-delay",
-        ],
+        &["ip.src", "rtcp.rc", "rtcp.ssrc.identifier", "rtcp.roundtrip-delay"],
     );
     let mut by_key: HashMap<(String, u32), Vec<f64>> = HashMap::new();
     for line in out.lines() {
@@ -66,10 +61,7 @@ fn rtcp_round_trip_matches_tshark() {
             .filter(|l| l["type"] == "call")
             .flat_map(|c| c["streams"].as_array().unwrap().iter());
         for s in streams {
-            let key = (
-                s["dst"].as_str().unwrap().to_string(),
-                s["ssrc"].as_u64().unwrap() as u32,
-            );
+            let key = (s["dst"].as_str().unwrap().to_string(), s["ssrc"].as_u64().unwrap() as u32);
             let ours = s["rtt_ms"].as_f64();
             let wireshark = theirs.get(&key);
             match (ours, wireshark) {
@@ -82,19 +74,15 @@ fn rtcp_round_trip_matches_tshark() {
                     );
                     compared += 1;
                 }
-                (Some(ours), None) => panic!(
-                    "{}: {key:?} round trip {ours} ms, Wireshark none",
-                    file.display()
-                ),
+                (Some(ours), None) => {
+                    panic!("{}: {key:?} round trip {ours} ms, Wireshark none", file.display())
+                }
                 // Reports applied to the stream, and Wireshark measured
                 // round trips of a millisecond or more: so must we.
                 (None, Some(values))
                     if s["rtcp_reports"].as_u64() > Some(0) && values.iter().all(|&v| v >= 1.0) =>
                 {
-                    panic!(
-                        "{}: {key:?} no round trip, Wireshark {values:?}",
-                        file.display()
-                    )
+                    panic!("{}: {key:?} no round trip, Wireshark {values:?}", file.display())
                 }
                 _ => {}
             }
@@ -117,10 +105,7 @@ fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
     let bytes = std::fs::read(&original).unwrap();
     let (from, to) = (b"a=rtpmap:8 PCMA/8000", b"a=crypto:1 AES_CM_12");
     assert_eq!(from.len(), to.len());
-    let at = bytes
-        .windows(from.len())
-        .position(|w| w == from)
-        .expect("the offer's rtpmap line");
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("the offer's rtpmap line");
     let mut srtp = bytes.clone();
     srtp[at..at + to.len()].copy_from_slice(to);
     let path = std::env::temp_dir().join(format!("calliper-srtp-{}.pcap", std::process::id()));

@@ -17,11 +17,7 @@ fn tshark_transactions(file: &Path) -> BTreeSet<Transaction> {
     let fields = |filter: &str, extra: &[&str]| -> Vec<Vec<String>> {
         let mut args = vec!["-d", "tcp.port==6060,sip", "-Y", filter, "-T", "fields"];
         let ip = ["ip.src", "ip.dst", "ipv6.src", "ipv6.dst"];
-        for f in ["sip.Call-ID", "sip.CSeq.seq"]
-            .iter()
-            .chain(&ip)
-            .chain(extra)
-        {
+        for f in ["sip.Call-ID", "sip.CSeq.seq"].iter().chain(&ip).chain(extra) {
             args.extend(["-e", f]);
         }
         oracle::tshark(file, &args)
@@ -41,18 +37,12 @@ fn tshark_transactions(file: &Path) -> BTreeSet<Transaction> {
     let requests: BTreeMap<(String, String, String, String), String> =
         fields("sip.Method == \"REGISTER\"", &["sip.to.addr"])
             .into_iter()
-            .map(|f| {
-                (
-                    (f[0].clone(), f[1].clone(), f[2].clone(), f[3].clone()),
-                    f[4].clone(),
-                )
-            })
+            .map(|f| ((f[0].clone(), f[1].clone(), f[2].clone(), f[3].clone()), f[4].clone()))
             .collect();
     let mut first: BTreeMap<(String, String, String, String), u64> = BTreeMap::new();
-    for f in fields(
-        "sip.CSeq.method == \"REGISTER\" && sip.Status-Code >= 200",
-        &["sip.Status-Code"],
-    ) {
+    for f in
+        fields("sip.CSeq.method == \"REGISTER\" && sip.Status-Code >= 200", &["sip.Status-Code"])
+    {
         // The response travels from the registrar to the client.
         let key = (f[0].clone(), f[1].clone(), f[3].clone(), f[2].clone());
         if requests.contains_key(&key) {
@@ -96,16 +86,10 @@ fn registrations_equal_tsharks_transactions_on_every_capture_with_register() {
         let users: Vec<&Value> = lines.iter().filter(|l| l["type"] == "user").collect();
         for u in &users {
             let aor = u["aor"].as_str().unwrap();
-            let n: u64 = [
-                "registered",
-                "unregistered",
-                "challenged",
-                "auth_failed",
-                "failed",
-            ]
-            .iter()
-            .map(|k| u[k].as_u64().unwrap())
-            .sum();
+            let n: u64 = ["registered", "unregistered", "challenged", "auth_failed", "failed"]
+                .iter()
+                .map(|k| u[k].as_u64().unwrap())
+                .sum();
             let expected = oracle.iter().filter(|t| t.3 == aor).count() as u64;
             assert_eq!(n, expected, "{}: {aor}", file.display());
         }

@@ -29,14 +29,7 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
         &capture,
         &["-o", "rtp.heuristic_rtp:TRUE"],
         "rtp",
-        &[
-            "frame.number",
-            "frame.time_epoch",
-            "udp.srcport",
-            "udp.dstport",
-            "rtp.seq",
-            "rtp.ssrc",
-        ],
+        &["frame.number", "frame.time_epoch", "udp.srcport", "udp.dstport", "rtp.seq", "rtp.ssrc"],
     )
     .lines()
     .map(|l| {
@@ -55,42 +48,25 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
     })
     .collect();
     for s in streams {
-        let (sport, dport) = (
-            s["src_port"].as_u64().unwrap() as u16,
-            s["dst_port"].as_u64().unwrap() as u16,
-        );
+        let (sport, dport) =
+            (s["src_port"].as_u64().unwrap() as u16, s["dst_port"].as_u64().unwrap() as u16);
         let ssrc = s["ssrc"].as_u64().unwrap() as u32;
-        let mine: Vec<_> = frames
-            .iter()
-            .filter(|f| (f.2, f.3, f.5) == (sport, dport, ssrc))
-            .collect();
+        let mine: Vec<_> =
+            frames.iter().filter(|f| (f.2, f.3, f.5) == (sport, dport, ssrc)).collect();
         let at = s["restarts_ns"][0].as_i64().expect("the restart's time");
-        let i = mine
-            .iter()
-            .position(|f| f.1 == at)
-            .expect("a packet at the restart's time");
+        let i = mine.iter().position(|f| f.1 == at).expect("a packet at the restart's time");
         let jump = mine[i].4.wrapping_sub(mine[i - 1].4);
-        assert!(
-            jump > 100 && jump < 65_436,
-            "tshark sees no jump at the restart: {jump}"
-        );
+        assert!(jump > 100 && jump < 65_436, "tshark sees no jump at the restart: {jump}");
         // tshark on the capture cut before the restart packet, and from it on.
         let frame = mine[i].0;
-        let parts = [
-            ("before", format!("1-{}", frame - 1)),
-            ("after", format!("{frame}-{}", u32::MAX)),
-        ];
+        let parts =
+            [("before", format!("1-{}", frame - 1)), ("after", format!("{frame}-{}", u32::MAX))];
         let mut max = 0f64;
         for (name, range) in parts {
             let part = dir.join(format!("{sport}-{name}.pcap"));
             wireshark_tool(
                 "editcap",
-                &[
-                    "-r",
-                    capture.to_str().unwrap(),
-                    part.to_str().unwrap(),
-                    &range,
-                ],
+                &["-r", capture.to_str().unwrap(), part.to_str().unwrap(), &range],
             );
             let t = tshark_streams(&part, true);
             let t = t
@@ -99,18 +75,13 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
                 .expect("the stream in the part");
             max = max.max(t.max_jitter);
         }
-        let (whole, within) = (
-            s["max_jitter_ms"].as_f64().unwrap(),
-            s["segment_max_jitter_ms"].as_f64().unwrap(),
-        );
+        let (whole, within) =
+            (s["max_jitter_ms"].as_f64().unwrap(), s["segment_max_jitter_ms"].as_f64().unwrap());
         assert!(
             (within - max).abs() < 0.0015,
             "{sport}: within segments {within}, tshark on the parts {max}"
         );
-        assert!(
-            whole > 600.0 && within < 5.0,
-            "{sport}: whole {whole}, within {within}"
-        );
+        assert!(whole > 600.0 && within < 5.0, "{sport}: whole {whole}, within {within}");
         let mean = s["segment_mean_jitter_ms"].as_f64().unwrap();
         assert!(mean > 0.0 && mean <= within, "{sport}: mean {mean}");
     }

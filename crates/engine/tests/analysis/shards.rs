@@ -76,22 +76,12 @@ fn calls_open_at_the_end_come_out_the_same_in_groups() {
     let pcap = generated_file("open-at-end", &spec);
     let cfg = Config::default();
     let one = run(&pcap, 1, &cfg);
-    let ongoing = one
-        .0
-        .iter()
-        .filter(|r| r.contains("\"ongoing\":true"))
-        .count();
-    assert!(
-        ongoing > 2 * 1024,
-        "only {ongoing} calls open at the end: one group"
-    );
+    let ongoing = one.0.iter().filter(|r| r.contains("\"ongoing\":true")).count();
+    assert!(ongoing > 2 * 1024, "only {ongoing} calls open at the end: one group");
     let alert = one.0.iter().any(|r| r.contains("\"type\":\"alert\""));
     assert!(alert, "no alert to compare");
     let two = run(&pcap, 2, &cfg);
     assert_eq!(two.0, one.0, "records differ between one engine and shards");
-    assert_eq!(
-        two.1, one.1,
-        "counters differ between one engine and shards"
-    );
+    assert_eq!(two.1, one.1, "counters differ between one engine and shards");
     std::fs::remove_dir_all(pcap.parent().unwrap()).ok();
 }

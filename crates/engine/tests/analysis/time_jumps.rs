@@ -83,17 +83,9 @@ fn lone_stamps_far_off_move_nothing() {
         assert!((a.2 - b.2).abs() < 400.0, "{a:?} against {b:?}");
     }
     let times = |kind: &str, field: &str| -> Vec<i64> {
-        after
-            .iter()
-            .filter(|l| l["type"] == kind)
-            .map(|l| l[field].as_i64().unwrap())
-            .collect()
+        after.iter().filter(|l| l["type"] == kind).map(|l| l[field].as_i64().unwrap()).collect()
     };
-    for (kind, field) in [
-        ("traffic", "start_ns"),
-        ("kpi", "start_ns"),
-        ("interval", "start_ns"),
-    ] {
+    for (kind, field) in [("traffic", "start_ns"), ("kpi", "start_ns"), ("interval", "start_ns")] {
         let t = times(kind, field);
         assert!(!t.is_empty(), "no {kind} rows");
         for t in t {
@@ -110,10 +102,8 @@ fn a_jump_the_next_packet_agrees_with_is_believed() {
     let (packets, link) = sample();
     let once = calls(&analyse(&packets, link));
     // The same calls again ten years on, spliced after the first.
-    let later: Vec<(i64, Vec<u8>)> = packets
-        .iter()
-        .map(|(t, f)| (t + 3650 * DAY, f.clone()))
-        .collect();
+    let later: Vec<(i64, Vec<u8>)> =
+        packets.iter().map(|(t, f)| (t + 3650 * DAY, f.clone())).collect();
     let both = analyse(&[packets, later].concat(), link);
     // The packet after the jump comes in the same batch and agrees.
     assert!(implausible(&both).is_null(), "{}", both.last().unwrap());

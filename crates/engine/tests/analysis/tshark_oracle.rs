@@ -61,18 +61,14 @@ fn every_tshark_stream_matches() {
         // The other direction: every stream Calliper reports must be one
         // tshark finds too (by SDP or, for streams without signalling, by
         // its own RTP heuristic).
-        let known: std::collections::HashSet<_> = ts
-            .iter()
-            .chain(&tshark_streams(&file, true))
-            .map(|t| t.key.clone())
-            .collect();
+        let known: std::collections::HashSet<_> =
+            ts.iter().chain(&tshark_streams(&file, true)).map(|t| t.key.clone()).collect();
         for key in ours.keys().filter(|k| !known.contains(*k)) {
             failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
         }
         for t in &ts {
-            if let Some((_, _, why)) = KNOWN_DIFFERENCES
-                .iter()
-                .find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4)
+            if let Some((_, _, why)) =
+                KNOWN_DIFFERENCES.iter().find(|(f, ssrc, _)| *f == name && *ssrc == t.key.4)
             {
                 eprintln!("{name}: {:?}: known difference: {why}", t.key);
                 known_seen += 1;
@@ -89,10 +85,7 @@ fn every_tshark_stream_matches() {
                 bad.push(format!("packets {} vs {}", s["packets"], t.packets));
             }
             if s["wireshark_lost"].as_i64() != Some(t.lost) {
-                bad.push(format!(
-                    "wireshark_lost {} vs {}",
-                    s["wireshark_lost"], t.lost
-                ));
+                bad.push(format!("wireshark_lost {} vs {}", s["wireshark_lost"], t.lost));
             }
             // Our `lost` equals Wireshark's where Wireshark's arithmetic is sound:
             // no duplicates and no sequence restarts (docs/rtp-analysis.md).
@@ -104,25 +97,13 @@ fn every_tshark_stream_matches() {
                 bad.push(format!("lost {} vs {}", s["lost"], t.lost));
             }
             if !close(get("mean_jitter_ms"), t.mean_jitter, 0.05, 0.01) {
-                bad.push(format!(
-                    "mean jitter {} vs {}",
-                    get("mean_jitter_ms"),
-                    t.mean_jitter
-                ));
+                bad.push(format!("mean jitter {} vs {}", get("mean_jitter_ms"), t.mean_jitter));
             }
             if !close(get("max_jitter_ms"), t.max_jitter, 0.05, 0.01) {
-                bad.push(format!(
-                    "max jitter {} vs {}",
-                    get("max_jitter_ms"),
-                    t.max_jitter
-                ));
+                bad.push(format!("max jitter {} vs {}", get("max_jitter_ms"), t.max_jitter));
             }
             if !close(get("max_delta_ms"), t.max_delta, 0.01, 0.0) {
-                bad.push(format!(
-                    "max delta {} vs {}",
-                    get("max_delta_ms"),
-                    t.max_delta
-                ));
+                bad.push(format!("max delta {} vs {}", get("max_delta_ms"), t.max_delta));
             }
             if !bad.is_empty() {
                 failures.push(format!("{name}: {:?}: {}", t.key, bad.join("; ")));
@@ -135,10 +116,7 @@ fn every_tshark_stream_matches() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(
-        compared >= at_least(60, 15),
-        "only {compared} streams compared"
-    );
+    assert!(compared >= at_least(60, 15), "only {compared} streams compared");
     if capture_dirs()[0].ends_with("public") {
         assert_eq!(
             known_seen,
@@ -202,13 +180,8 @@ fn tshark_dtmf(file: &Path) -> Events {
         let src = if f[0].is_empty() { f[1] } else { f[0] };
         let dst = if f[3].is_empty() { f[4] } else { f[3] };
         let ssrc = u32::from_str_radix(f[6].trim_start_matches("0x"), 16).unwrap();
-        let key = (
-            src.to_string(),
-            f[2].parse().unwrap(),
-            dst.to_string(),
-            f[5].parse().unwrap(),
-            ssrc,
-        );
+        let key =
+            (src.to_string(), f[2].parse().unwrap(), dst.to_string(), f[5].parse().unwrap(), ssrc);
         let ts: u64 = f[7].parse().unwrap();
         let id: u8 = f[8].parse().unwrap();
         let duration: u64 = f[9].parse().unwrap();
@@ -253,11 +226,7 @@ fn dtmf_events_match_tshark() {
             continue;
         }
         let mut seen = std::collections::HashSet::new();
-        for call in analyze(&file)
-            .lines()
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
+        for call in analyze(&file).lines().iter().filter(|l| l["type"] == "call") {
             for s in call["streams"].as_array().unwrap() {
                 let key = (
                     s["src"].as_str().unwrap().to_string(),
@@ -272,10 +241,7 @@ fn dtmf_events_match_tshark() {
                     .iter()
                     .map(|e| {
                         let name = e["name"].as_str().unwrap().to_string();
-                        (
-                            name,
-                            (e["duration_ms"].as_f64().unwrap() * 8.0).round() as u64,
-                        )
+                        (name, (e["duration_ms"].as_f64().unwrap() * 8.0).round() as u64)
                     })
                     .collect();
                 let expected = want.get(&key).cloned().unwrap_or_default();
@@ -335,11 +301,7 @@ fn rtcp_reports_match_tshark() {
         if max_jitter.is_empty() {
             continue;
         }
-        for call in analyze(&file)
-            .lines()
-            .iter()
-            .filter(|l| l["type"] == "call")
-        {
+        for call in analyze(&file).lines().iter().filter(|l| l["type"] == "call") {
             for s in call["streams"].as_array().unwrap() {
                 let codec = s["codec"].as_str().unwrap().to_ascii_uppercase();
                 if s["rtcp_reports"].as_u64().unwrap() == 0 || !(codec == "PCMA" || codec == "PCMU")
@@ -393,10 +355,7 @@ fn heuristic_streams_keep_every_packet_tshark_counts() {
         let mut frame = p.data.to_vec();
         let n = seen.entry((sport, dport)).or_insert(0);
         *n += 1;
-        let turn = matches!(
-            ((sport, dport), *n),
-            ((20000, 30000), 2) | ((30000, 20000), 1)
-        );
+        let turn = matches!(((sport, dport), *n), ((20000, 30000), 2) | ((30000, 20000), 1));
         if turn && payload.len() > 12 && payload[1] & 0x7F == 8 {
             let at = payload.as_ptr() as usize - p.data.as_ptr() as usize;
             frame[at + 1] = (frame[at + 1] & 0x80) | 13;

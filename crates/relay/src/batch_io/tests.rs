@@ -62,27 +62,18 @@ fn runs_are_segmented_and_split_again() {
     }
     tx.flush(&a);
     assert_eq!((tx.sent, tx.errors), (300, 0));
-    assert!(
-        tx.segmented > 0 && tx.segmented < 20,
-        "{} segmented sends",
-        tx.segmented
-    );
+    assert!(tx.segmented > 0 && tx.segmented < 20, "{} segmented sends", tx.segmented);
     let got = receive_all(&mut rx, &gro, 150);
     assert!(rx.coalesced > 0);
-    let seqs: Vec<u32> = got
-        .iter()
-        .map(|(_, d)| u32::from_be_bytes(d[..4].try_into().unwrap()))
-        .collect();
+    let seqs: Vec<u32> =
+        got.iter().map(|(_, d)| u32::from_be_bytes(d[..4].try_into().unwrap())).collect();
     let want: Vec<u32> = (0..300).filter(|i| i % 100 < 50).collect();
     assert_eq!(seqs, want);
     assert!(got.iter().all(|(_, d)| d.len() == 172));
     let mut buf = [0u8; 2048];
     for i in (0..300u32).filter(|i| i % 100 >= 50) {
         let (n, _) = plain.recv_from(&mut buf).unwrap();
-        assert_eq!(
-            (n, u32::from_be_bytes(buf[..4].try_into().unwrap())),
-            (172, i)
-        );
+        assert_eq!((n, u32::from_be_bytes(buf[..4].try_into().unwrap())), (172, i));
     }
 }
 

@@ -24,11 +24,7 @@ fn topology() -> Topology {
             payload: 160,
             rtp: false,
         }],
-        cuts: vec![Cut {
-            a: 2,
-            b: 1,
-            at_ms: 100.0,
-        }],
+        cuts: vec![Cut { a: 2, b: 1, at_ms: 100.0 }],
     }
 }
 
@@ -41,10 +37,7 @@ fn simulator_delay_of_1e13_ms_is_refused() {
     t.links[0].delay_ms = 1e13;
     let start = std::time::Instant::now();
     let e = sim::run(&t).unwrap_err().0;
-    assert_eq!(
-        e,
-        "links[0].delay_ms = 10000000000000 is out of range: allowed 0 to 10000 ms"
-    );
+    assert_eq!(e, "links[0].delay_ms = 10000000000000 is out of range: allowed 0 to 10000 ms");
     assert!(start.elapsed().as_secs_f64() < 1.0);
     assert!(sim::run(&topology()).is_ok());
 }
@@ -55,46 +48,19 @@ fn every_simulator_number_is_range_checked() {
     type Edit = fn(&mut Topology);
     let cases: [(Edit, &str); 16] = [
         (|t| t.settings.budget_ms = 0.0, "settings.budget_ms = 0 "),
-        (
-            |t| t.settings.warmup_ms = f64::INFINITY,
-            "settings.warmup_ms = inf ",
-        ),
-        (
-            |t| t.settings.nack_rounds = 200,
-            "settings.nack_rounds = 200 ",
-        ),
-        (
-            |t| t.settings.retransmit_share = -1.0,
-            "settings.retransmit_share = -1 ",
-        ),
-        (
-            |t| t.settings.crtp_repeats = 8,
-            "settings.crtp_repeats = 8 ",
-        ),
-        (
-            |t| t.links[0].jitter_ms = f64::NAN,
-            "links[0].jitter_ms = NaN ",
-        ),
+        (|t| t.settings.warmup_ms = f64::INFINITY, "settings.warmup_ms = inf "),
+        (|t| t.settings.nack_rounds = 200, "settings.nack_rounds = 200 "),
+        (|t| t.settings.retransmit_share = -1.0, "settings.retransmit_share = -1 "),
+        (|t| t.settings.crtp_repeats = 8, "settings.crtp_repeats = 8 "),
+        (|t| t.links[0].jitter_ms = f64::NAN, "links[0].jitter_ms = NaN "),
         (|t| t.links[0].loss_pct = 100.0, "links[0].loss_pct = 100 "),
         (|t| t.links[0].burst = 1.0, "links[0].burst = 1 "),
         (|t| t.links[0].rate_kbps = 0.5, "links[0].rate_kbps = 0.5 "),
         (|t| t.streams[0].packets = 0, "streams[0].packets = 0 "),
-        (
-            |t| t.streams[0].count = 100_000,
-            "streams[0].count = 100000 ",
-        ),
-        (
-            |t| t.streams[0].interval_ms = 0.0,
-            "streams[0].interval_ms = 0 ",
-        ),
-        (
-            |t| t.streams[0].payload = 1 << 20,
-            "streams[0].payload = 1048576 ",
-        ),
-        (
-            |t| t.streams[0].start_ms = -5.0,
-            "streams[0].start_ms = -5 ",
-        ),
+        (|t| t.streams[0].count = 100_000, "streams[0].count = 100000 "),
+        (|t| t.streams[0].interval_ms = 0.0, "streams[0].interval_ms = 0 "),
+        (|t| t.streams[0].payload = 1 << 20, "streams[0].payload = 1048576 "),
+        (|t| t.streams[0].start_ms = -5.0, "streams[0].start_ms = -5 "),
         (
             |t| t.streams[0].packets = 10_000_000,
             "streams[0]: start_ms + packets × interval_ms = 200000000 ",
@@ -114,10 +80,7 @@ fn every_simulator_number_is_range_checked() {
     t.streams[0].count = 10_000;
     t.streams[0].packets = 10_000;
     let e = t.validate().unwrap_err().0;
-    assert!(
-        e.starts_with("streams: count × packets, all together = 100000000"),
-        "{e}"
-    );
+    assert!(e.starts_with("streams: count × packets, all together = 100000000"), "{e}");
 }
 
 fn node() -> NodeConfig {
@@ -136,30 +99,12 @@ fn every_node_config_number_is_range_checked() {
         (|c| c.nack_rounds = 255, "nack_rounds = 255 "),
         (|c| c.socket_buffer = 1, "socket_buffer = 1 "),
         (|c| c.client_lease_ms = 10, "client_lease_ms = 10 "),
-        (
-            |c| c.neighbours[0].delay_ms = 1e13,
-            "neighbours[0].delay_ms = 10000000000000 ",
-        ),
-        (
-            |c| c.neighbours[0].loss_pct = -1.0,
-            "neighbours[0].loss_pct = -1 ",
-        ),
-        (
-            |c| c.neighbours[0].rate_kbps = 1e9,
-            "neighbours[0].rate_kbps = 1000000000 ",
-        ),
-        (
-            |c| c.neighbours[0].crtp_repeats = 9,
-            "neighbours[0].crtp_repeats = 9 ",
-        ),
-        (
-            |c| c.neighbours[0].id = 1,
-            "neighbours[0].id = 1: repeated, or this node's",
-        ),
-        (
-            |c| c.neighbours = vec![c.neighbours[0].clone(); 300],
-            "neighbours (how many) = 300 ",
-        ),
+        (|c| c.neighbours[0].delay_ms = 1e13, "neighbours[0].delay_ms = 10000000000000 "),
+        (|c| c.neighbours[0].loss_pct = -1.0, "neighbours[0].loss_pct = -1 "),
+        (|c| c.neighbours[0].rate_kbps = 1e9, "neighbours[0].rate_kbps = 1000000000 "),
+        (|c| c.neighbours[0].crtp_repeats = 9, "neighbours[0].crtp_repeats = 9 "),
+        (|c| c.neighbours[0].id = 1, "neighbours[0].id = 1: repeated, or this node's"),
+        (|c| c.neighbours = vec![c.neighbours[0].clone(); 300], "neighbours (how many) = 300 "),
     ];
     for (edit, want) in cases {
         let mut c = node();
@@ -186,25 +131,13 @@ fn edge_settings_are_checked() {
         peers: vec![],
     };
     for (e, want) in [
-        (
-            edge("127.0.0.1:2223", "40000-40999", 60.0, 10),
-            "edge.control",
-        ),
+        (edge("127.0.0.1:2223", "40000-40999", 60.0, 10), "edge.control"),
         (edge("udp:nowhere", "40000-40999", 60.0, 10), "edge.control"),
-        (
-            edge("udp:127.0.0.1:2223", "40999-40000", 60.0, 10),
-            "edge.ports",
-        ),
+        (edge("udp:127.0.0.1:2223", "40999-40000", 60.0, 10), "edge.ports"),
         (edge("udp:127.0.0.1:2223", "80-90", 60.0, 10), "edge.ports"),
         (edge("udp:127.0.0.1:2223", "40000", 60.0, 10), "edge.ports"),
-        (
-            edge("udp:127.0.0.1:2223", "40000-40999", f64::NAN, 10),
-            "edge.idle_timeout_s",
-        ),
-        (
-            edge("udp:127.0.0.1:2223", "40000-40999", 60.0, 0),
-            "edge.max_calls",
-        ),
+        (edge("udp:127.0.0.1:2223", "40000-40999", f64::NAN, 10), "edge.idle_timeout_s"),
+        (edge("udp:127.0.0.1:2223", "40000-40999", 60.0, 0), "edge.max_calls"),
     ] {
         let mut c = node();
         c.edge = Some(e);

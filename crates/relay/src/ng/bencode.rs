@@ -45,10 +45,7 @@ impl<'a> Value<'a> {
     /// The value of `key` in a dictionary.
     pub fn get(&self, key: &str) -> Option<&Value<'a>> {
         match self {
-            Value::Dict(items) => items
-                .iter()
-                .find(|(k, _)| *k == key.as_bytes())
-                .map(|(_, v)| v),
+            Value::Dict(items) => items.iter().find(|(k, _)| *k == key.as_bytes()).map(|(_, v)| v),
             _ => None,
         }
     }
@@ -138,9 +135,7 @@ pub fn parse(doc: &[u8]) -> Result<Value<'_>, Error> {
             Some(Open::List(v)) => v.push(value),
             Some(Open::Dict(v, key)) => {
                 // A key was read before this value (the branch above).
-                let k = key
-                    .take()
-                    .ok_or(err(at, "dictionary value without a key"))?;
+                let k = key.take().ok_or(err(at, "dictionary value without a key"))?;
                 v.push((k, value));
             }
         }
@@ -153,27 +148,18 @@ fn byte_string(doc: &[u8], at: usize) -> Result<(&[u8], usize), Error> {
         .iter()
         .take(11)
         .position(|&c| c == b':')
-        .ok_or(Error {
-            at,
-            what: "byte string without a length",
-        })?;
+        .ok_or(Error { at, what: "byte string without a length" })?;
     let digits = &doc[at..at + colon];
     let len: usize = std::str::from_utf8(digits)
         .ok()
         .filter(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
         .and_then(|d| d.parse().ok())
-        .ok_or(Error {
-            at,
-            what: "bad byte string length",
-        })?;
+        .ok_or(Error { at, what: "bad byte string length" })?;
     let start = at + colon + 1;
     let end = start
         .checked_add(len)
         .filter(|&e| e <= doc.len())
-        .ok_or(Error {
-            at,
-            what: "byte string runs past the end",
-        })?;
+        .ok_or(Error { at, what: "byte string runs past the end" })?;
     Ok((&doc[start..end], end))
 }
 
@@ -183,10 +169,7 @@ fn integer(doc: &[u8], at: usize) -> Result<(i64, usize), Error> {
         .iter()
         .take(22)
         .position(|&c| c == b'e')
-        .ok_or(Error {
-            at,
-            what: "integer without an end",
-        })?;
+        .ok_or(Error { at, what: "integer without an end" })?;
     let text = std::str::from_utf8(&doc[at + 1..at + end]).ok();
     let n = text
         .filter(|t| {
@@ -196,10 +179,7 @@ fn integer(doc: &[u8], at: usize) -> Result<(i64, usize), Error> {
             !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) && canonical
         })
         .and_then(|t| t.parse().ok())
-        .ok_or(Error {
-            at,
-            what: "bad integer",
-        })?;
+        .ok_or(Error { at, what: "bad integer" })?;
     Ok((n, at + end + 1))
 }
 

@@ -21,13 +21,8 @@ const BIND_ATTEMPTS: usize = 16;
 /// Flags of Kamailio's `rtpengine` module (and OpenSIPS's) that describe
 /// what the edge does anyway: it trusts the SDP's address, relays
 /// symmetrically, latches onto the first source and then holds to it.
-const KNOWN_FLAGS: &[&str] = &[
-    "trust-address",
-    "symmetric",
-    "port-latching",
-    "strict-source",
-    "full-rtcp-attribute",
-];
+const KNOWN_FLAGS: &[&str] =
+    &["trust-address", "symmetric", "port-latching", "strict-source", "full-rtcp-attribute"];
 /// Keys of a request the edge reads, or that carry nothing for it to do.
 const KNOWN_KEYS: &[&str] = &[
     "command",
@@ -202,10 +197,7 @@ impl Control {
         datagram: &[u8],
         bind: &mut dyn FnMut(u16) -> bool,
     ) -> Option<Vec<u8>> {
-        let space = datagram
-            .iter()
-            .take(MAX_COOKIE + 1)
-            .position(|&b| b == b' ');
+        let space = datagram.iter().take(MAX_COOKIE + 1).position(|&b| b == b' ');
         let Some(space) = space.filter(|&s| s > 0) else {
             self.counters.malformed += 1;
             return None;
@@ -224,10 +216,7 @@ impl Control {
         let body = body.unwrap_or_else(|reason| {
             self.counters.errors += 1;
             let mut w = Writer::default();
-            w.dict(None)
-                .text("error-reason", &reason)
-                .text("result", "error")
-                .end();
+            w.dict(None).text("error-reason", &reason).text("result", "error").end();
             w.out
         });
         let mut reply = cookie.to_vec();
@@ -308,11 +297,7 @@ impl Control {
         self.check_destinations(&audio)?;
         // The sender: the From tag's party in an offer (a late offer in a
         // reply comes with the tags swapped), the To tag's in an answer.
-        let sender_tag = if offer {
-            from_tag
-        } else {
-            required(req, "to-tag")?
-        };
+        let sender_tag = if offer { from_tag } else { required(req, "to-tag")? };
         let new = !self.calls.contains_key(id);
         if new && !offer {
             return Err("Unknown call-id".into());
@@ -327,10 +312,7 @@ impl Control {
             None => 0,
         };
         let other = 1 - sender;
-        let have = self
-            .calls
-            .get(id)
-            .map_or(0, |c| c.parties[other].local.len());
+        let have = self.calls.get(id).map_or(0, |c| c.parties[other].local.len());
         let mut ports = Vec::new();
         for a in audio.iter().skip(have) {
             let port = if a.rejected {
@@ -367,12 +349,7 @@ impl Control {
             self.counters.answers += 1;
         }
         let local = &call.parties[other].local;
-        Ok(sdp::rewrite(
-            body,
-            self.cfg.address,
-            local,
-            self.cfg.refuse_other_media,
-        ))
+        Ok(sdp::rewrite(body, self.cfg.address, local, self.cfg.refuse_other_media))
     }
 
     /// Refuses an SDP whose media would go where no party can be: the
@@ -505,38 +482,32 @@ impl Control {
             let (packets, bytes) = party.received[0];
             w.dict(Some(tag))
                 .int("bytes", saturating(bytes))
-                .int(
-                    "lost",
-                    saturating(party.rtp_seq.iter().map(|s| s.lost()).sum()),
-                )
+                .int("lost", saturating(party.rtp_seq.iter().map(|s| s.lost()).sum()))
                 .int("packets", saturating(packets))
                 .text("tag", tag)
                 .end();
         }
         w.end().dict(Some("totals"));
         for (name, kind) in [("RTCP", 1), ("RTP", 0)] {
-            let (packets, bytes) = call.parties.iter().fold((0, 0), |(p, b), x| {
-                (p + x.received[kind].0, b + x.received[kind].1)
-            });
+            let (packets, bytes) = call
+                .parties
+                .iter()
+                .fold((0, 0), |(p, b), x| (p + x.received[kind].0, b + x.received[kind].1));
             w.dict(Some(name))
                 .int("bytes", saturating(bytes))
                 .int("errors", 0)
                 .int("packets", saturating(packets))
                 .end();
         }
-        w.end()
-            .int("uptime", (now - call.created_ns) / 1_000_000_000)
-            .end();
+        w.end().int("uptime", (now - call.created_ns) / 1_000_000_000).end();
         Ok(())
     }
 }
 
 /// `key`'s text in a request, or a refusal naming it.
 fn required<'a>(req: &Value<'a>, key: &str) -> Result<&'a str, Refusal> {
-    let v = req
-        .str(key)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| format!("no {key} in the request"))?;
+    let v =
+        req.str(key).filter(|v| !v.is_empty()).ok_or_else(|| format!("no {key} in the request"))?;
     if v.len() > MAX_ID && key != "sdp" {
         return Err(format!("{key} longer than {MAX_ID} bytes"));
     }
@@ -547,11 +518,7 @@ fn required<'a>(req: &Value<'a>, key: &str) -> Result<&'a str, Refusal> {
 /// without one. An answer with a new tag (another fork answered) replaces
 /// the answering party: the latest answer wins.
 fn party_of(call: &Call, tag: &str, offer: bool) -> Option<usize> {
-    if let Some(i) = call
-        .parties
-        .iter()
-        .position(|p| p.tag.as_deref() == Some(tag))
-    {
+    if let Some(i) = call.parties.iter().position(|p| p.tag.as_deref() == Some(tag)) {
         return Some(i);
     }
     if let Some(i) = call.parties.iter().position(|p| p.tag.is_none()) {

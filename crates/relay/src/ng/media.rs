@@ -51,10 +51,7 @@ impl Control {
         let peers = &self.cfg.peers;
         let call = self.calls.get_mut(id)?;
         let sender = &mut call.parties[from];
-        let sdp = sender
-            .remote
-            .get(index)
-            .map(|a| if kind == 1 { a.rtcp } else { a.rtp });
+        let sdp = sender.remote.get(index).map(|a| if kind == 1 { a.rtcp } else { a.rtp });
         let latch = sender.latched.get_mut(index).map(|l| &mut l[kind]);
         let admitted = match (src, sdp, latch) {
             (Source::Peer(p), Some(sdp), _) => p == sdp && peers.contains(&p.ip()),
@@ -109,10 +106,7 @@ impl Control {
         call.last_ns = now;
         self.counters.media_relayed += 1;
         self.counters.media_bytes += len as u64;
-        Some(Forward {
-            from_port: out + kind as u16,
-            to: dest,
-        })
+        Some(Forward { from_port: out + kind as u16, to: dest })
     }
 
     /// Ends the calls with no request and no media relayed for the

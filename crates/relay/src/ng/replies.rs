@@ -49,14 +49,10 @@ impl Replies {
     pub fn keep(&mut self, now: i64, from: IpAddr, cookie: &[u8], request: &[u8], reply: &[u8]) {
         let key = (from, cookie.to_vec());
         self.bytes += reply.len();
-        if let Some(old) = self.kept.insert(
-            key.clone(),
-            Kept {
-                at: now,
-                request: hash(request),
-                reply: reply.to_vec(),
-            },
-        ) {
+        if let Some(old) = self
+            .kept
+            .insert(key.clone(), Kept { at: now, request: hash(request), reply: reply.to_vec() })
+        {
             self.bytes -= old.reply.len();
         }
         self.order.push_back((now, from, cookie.to_vec()));

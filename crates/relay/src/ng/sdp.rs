@@ -46,10 +46,7 @@ fn connection(value: &str) -> Option<IpAddr> {
         return None;
     }
     let addr: IpAddr = addr.split('/').next()?.parse().ok()?;
-    let matches = matches!(
-        (family, addr),
-        ("IP4", IpAddr::V4(_)) | ("IP6", IpAddr::V6(_))
-    );
+    let matches = matches!((family, addr), ("IP4", IpAddr::V4(_)) | ("IP6", IpAddr::V6(_)));
     matches.then_some(addr)
 }
 
@@ -86,10 +83,7 @@ pub fn audio(sdp: &str) -> Result<Vec<Audio>, &'static str> {
             ("a", Some(m)) => {
                 if let Some(rtcp) = value.strip_prefix("rtcp:") {
                     let mut f = rtcp.split_whitespace();
-                    let port = f
-                        .next()
-                        .and_then(|p| p.parse().ok())
-                        .ok_or("a bad a=rtcp")?;
+                    let port = f.next().and_then(|p| p.parse().ok()).ok_or("a bad a=rtcp")?;
                     let addr = f.nth(2).and_then(|a| a.parse().ok());
                     m.3 = Some((port, addr));
                 }
@@ -101,9 +95,7 @@ pub fn audio(sdp: &str) -> Result<Vec<Audio>, &'static str> {
         .into_iter()
         .filter(|m| m.0)
         .map(|(_, addr, port, rtcp)| {
-            let addr = addr
-                .or(session_addr)
-                .ok_or("an audio stream without an address")?;
+            let addr = addr.or(session_addr).ok_or("an audio stream without an address")?;
             let (rtcp_port, rtcp_addr) = rtcp.unwrap_or((port.wrapping_add(1), None));
             Ok(Audio {
                 rtp: SocketAddr::new(addr, port),

@@ -62,10 +62,7 @@ impl Node {
     /// Compresses RTP headers on the link to `peer` with `config`; the
     /// peer must do the same for its end.
     pub fn compress_link(&mut self, peer: NodeId, config: CrtpConfig) -> Result<(), String> {
-        let li = *self
-            .by_peer
-            .get(&peer)
-            .ok_or_else(|| format!("{peer} is not a neighbour"))?;
+        let li = *self.by_peer.get(&peer).ok_or_else(|| format!("{peer} is not a neighbour"))?;
         self.links[li].crtp = Some(Box::new(LinkCrtp {
             config,
             compressor: Compressor::new(config)?,
@@ -98,9 +95,7 @@ impl Node {
         let Some(c) = self.links[li].crtp.as_mut() else {
             return false;
         };
-        let kind = c
-            .compressor
-            .compress(payload, now.max(0) as u64, &mut c.buf);
+        let kind = c.compressor.compress(payload, now.max(0) as u64, &mut c.buf);
         out.clear();
         out.push(crtp_kind::to_byte(kind));
         out.extend_from_slice(&c.buf);
@@ -123,9 +118,7 @@ impl Node {
             self.crtp_take(now, li, x);
         } else if seq > next {
             let packet = split(&c.config, x.payload);
-            let cid = packet
-                .and_then(|(p, b)| Decompressor::context_of(p, b))
-                .map(|c| c.0);
+            let cid = packet.and_then(|(p, b)| Decompressor::context_of(p, b)).map(|c| c.0);
             let free = packet.is_some_and(|(p, b)| c.decompressor.in_step(p, b))
                 && cid.is_none_or(|id| !c.held_contexts.contains_key(&id));
             if free {
@@ -181,11 +174,7 @@ impl Node {
                     c.held_contexts.remove(&cid.expect("counted"));
                 }
             }
-            if let Ok(packet::Datagram {
-                msg: Message::Data(x),
-                ..
-            }) = packet::decode(&bytes)
-            {
+            if let Ok(packet::Datagram { msg: Message::Data(x), .. }) = packet::decode(&bytes) {
                 self.crtp_take(now, li, &x);
             }
         }
@@ -205,10 +194,9 @@ impl Node {
         let c = self.links[li].crtp.as_mut().expect("compressed link");
         let mut ip = std::mem::take(&mut c.buf);
         let result = match split(&c.config, x.payload) {
-            Some((protocol, packet)) => c
-                .decompressor
-                .decompress(protocol, packet, now.max(0) as u64, &mut ip)
-                .map(|_| ()),
+            Some((protocol, packet)) => {
+                c.decompressor.decompress(protocol, packet, now.max(0) as u64, &mut ip).map(|_| ())
+            }
             None => Err(CrtpError::Malformed("kind")),
         };
         let mut state = std::mem::take(&mut c.state);
@@ -251,10 +239,7 @@ fn first_missing(missing: &BTreeMap<u32, Missing>, from: u64, to: u64) -> Option
     let found = if a <= b {
         missing.range(a..b).next()
     } else {
-        missing
-            .range(a..)
-            .next()
-            .or_else(|| missing.range(..b).next())
+        missing.range(a..).next().or_else(|| missing.range(..b).next())
     };
     found.map(|(&seq, _)| unwrap(from, seq))
 }
@@ -296,11 +281,8 @@ mod tests {
                 sent_us: k * 20_000,
                 payload: &payload,
             };
-            let datagram = Datagram {
-                flags: FLAG_CRTP,
-                link_seq: k as u32,
-                msg: Message::Data(data),
-            };
+            let datagram =
+                Datagram { flags: FLAG_CRTP, link_seq: k as u32, msg: Message::Data(data) };
             packet::encode(&datagram, &mut bytes);
             sent.push(ip.clone());
             datagrams.push(bytes);
@@ -319,9 +301,8 @@ mod tests {
             }
         }
         node.handle(9, 2, &datagrams[3]);
-        let got: Vec<Vec<u8>> = std::iter::from_fn(|| node.poll_delivery())
-            .map(|d| d.payload)
-            .collect();
+        let got: Vec<Vec<u8>> =
+            std::iter::from_fn(|| node.poll_delivery()).map(|d| d.payload).collect();
         assert_eq!(got, sent);
         assert_eq!(node.counters.crtp_damaged, 0);
     }

@@ -163,9 +163,7 @@ impl Link {
     /// Notes original data sent at `now` (not a retransmission).
     pub(super) fn data_sent(&mut self, now: i64) {
         if self.last_data_sent != i64::MIN {
-            let gap = now
-                .saturating_sub(self.last_data_sent)
-                .clamp(0, TAIL_WAIT_MAX);
+            let gap = now.saturating_sub(self.last_data_sent).clamp(0, TAIL_WAIT_MAX);
             if gap >= self.data_gap_ns {
                 self.data_gap_ns = gap;
             } else {

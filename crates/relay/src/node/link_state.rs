@@ -137,11 +137,7 @@ impl Node {
         self.my_lsu_seq = self.my_lsu_seq.wrapping_add(1);
         self.counters.lsu_originated += 1;
         self.next_refresh = now.saturating_add(self.cfg.lsu_refresh_ns);
-        let lsu = Lsu {
-            origin: self.cfg.id,
-            seq: self.my_lsu_seq,
-            links,
-        };
+        let lsu = Lsu { origin: self.cfg.id, seq: self.my_lsu_seq, links };
         self.flood(now, &lsu);
         self.lsdb.insert(self.cfg.id, Stored { lsu, at: now });
         self.routes_dirty(now);
@@ -150,21 +146,14 @@ impl Node {
 
     /// Takes an update from link `li`.
     pub(super) fn receive_lsu(&mut self, now: i64, li: usize, l: Lsu) {
-        let ack = Message::LsAck {
-            origin: l.origin,
-            seq: l.seq,
-        };
+        let ack = Message::LsAck { origin: l.origin, seq: l.seq };
         self.emit(li, 0, ack);
         if l.origin == self.cfg.id {
             self.own_state_seen(now, l.seq, Some(&l.links));
             return;
         }
         let direct = self.links[li].peer == l.origin;
-        match self
-            .lsdb
-            .get(&l.origin)
-            .map(|s| verdict(&s.lsu, &l, direct))
-        {
+        match self.lsdb.get(&l.origin).map(|s| verdict(&s.lsu, &l, direct)) {
             None if !self.admit_origin(&l) => self.counters.lsu_origins_refused += 1,
             None | Some(Verdict::Newer) => {
                 self.flood(now, &l);
@@ -301,8 +290,7 @@ impl Node {
             self.next_aging = now.saturating_add(AGING_PERIOD_NS);
             let (me, max_age) = (self.cfg.id, self.cfg.lsu_max_age_ns);
             let before = self.lsdb.len();
-            self.lsdb
-                .retain(|&o, s| o == me || now.saturating_sub(s.at) < max_age);
+            self.lsdb.retain(|&o, s| o == me || now.saturating_sub(s.at) < max_age);
             let expired = (before - self.lsdb.len()) as u64;
             if expired > 0 {
                 self.counters.lsu_expired += expired;
@@ -339,9 +327,8 @@ impl Node {
         self.routes_at = now;
         self.counters.route_computations += 1;
         let lsdb = &self.lsdb;
-        let routes = routing::next_hops(self.cfg.id, |n| {
-            lsdb.get(&n).map_or(&[][..], |s| &s.lsu.links[..])
-        });
+        let routes =
+            routing::next_hops(self.cfg.id, |n| lsdb.get(&n).map_or(&[][..], |s| &s.lsu.links[..]));
         if routes != self.routes {
             self.counters.route_changes += 1;
             self.routes = routes;

@@ -79,11 +79,7 @@ impl Node {
                 link.tally.given_up(&mut self.counters, left);
                 break;
             }
-            let m = Missing {
-                detected: now,
-                rounds: 0,
-                next_at: now,
-            };
+            let m = Missing { detected: now, rounds: 0, next_at: now };
             link.missing.insert(from.wrapping_add(k), m);
         }
         if count > 0 {
@@ -132,13 +128,8 @@ impl Node {
         let budget = self.cfg.budget_ns;
         for &seq in seqs {
             let link = &mut self.links[li];
-            let at = link
-                .history
-                .partition_point(|h| (h.0.wrapping_sub(seq) as i32) < 0);
-            let held = link
-                .history
-                .get(at)
-                .filter(|h| h.0 == seq && now - h.1 <= budget);
+            let at = link.history.partition_point(|h| (h.0.wrapping_sub(seq) as i32) < 0);
+            let held = link.history.get(at).filter(|h| h.0 == seq && now - h.1 <= budget);
             let Some(h) = held else {
                 self.counters.retransmit_not_held += 1;
                 continue;

@@ -32,11 +32,7 @@ impl Net {
                 Node::new(Config::new(id), &nbrs, 0)
             })
             .collect();
-        Net {
-            nodes,
-            in_flight: Vec::new(),
-            now: 0,
-        }
+        Net { nodes, in_flight: Vec::new(), now: 0 }
     }
 
     fn node(&mut self, id: NodeId) -> &mut Node {
@@ -56,14 +52,7 @@ impl Net {
     /// Hands node `to` a datagram as if neighbour `from` had sent it.
     fn inject(&mut self, to: NodeId, from: NodeId, msg: Message<'_>) {
         let mut bytes = Vec::new();
-        packet::encode(
-            &Datagram {
-                flags: 0,
-                link_seq: 0,
-                msg,
-            },
-            &mut bytes,
-        );
+        packet::encode(&Datagram { flags: 0, link_seq: 0, msg }, &mut bytes);
         let now = self.now;
         self.node(to).handle(now, from, &bytes);
         self.collect();
@@ -73,9 +62,8 @@ impl Net {
         for _ in 0..ms {
             self.now += MS;
             let now = self.now;
-            let (due, later) = std::mem::take(&mut self.in_flight)
-                .into_iter()
-                .partition(|f| f.0 <= now);
+            let (due, later) =
+                std::mem::take(&mut self.in_flight).into_iter().partition(|f| f.0 <= now);
             self.in_flight = later;
             for (_, to, from, bytes) in due {
                 self.node(to).handle(now, from, &bytes);
@@ -96,11 +84,7 @@ impl Net {
 }
 
 fn forged(origin: NodeId, seq: u32) -> Message<'static> {
-    Message::Lsu(Lsu {
-        origin,
-        seq,
-        links: vec![],
-    })
+    Message::Lsu(Lsu { origin, seq, links: vec![] })
 }
 
 /// A chain 1 - 2 - 3. One forged LSU claiming node 3 has no links, numbered
@@ -166,11 +150,7 @@ fn restarted_node_resumes_its_sequence() {
 
 #[test]
 fn lsu_verdicts_are_serial_and_windowed() {
-    let lsu = |seq| Lsu {
-        origin: 5,
-        seq,
-        links: vec![],
-    };
+    let lsu = |seq| Lsu { origin: 5, seq, links: vec![] };
     let w = LSU_SEQ_WINDOW;
     for (old, new, direct, want) in [
         (10, 11, false, Verdict::Newer),
@@ -199,11 +179,7 @@ fn lsu_flood_from_invented_origins_is_bounded_and_counted() {
     let drain = |n: &mut Node| while n.poll_transmit().is_some() {};
     let lsu = |origin, seq, links: Vec<(NodeId, u32)>| {
         let mut b = Vec::new();
-        let d = Datagram {
-            flags: 0,
-            link_seq: 0,
-            msg: Message::Lsu(Lsu { origin, seq, links }),
-        };
+        let d = Datagram { flags: 0, link_seq: 0, msg: Message::Lsu(Lsu { origin, seq, links }) };
         packet::encode(&d, &mut b);
         b
     };
@@ -326,11 +302,7 @@ fn far_jumps_in_data_numbers_are_resyncs_not_loss() {
     let mut n = Node::new(Config::new(1), &[2], 0);
     let datagram = |msg: Message<'_>| {
         let mut bytes = Vec::new();
-        let d = Datagram {
-            flags: 0,
-            link_seq: 0,
-            msg,
-        };
+        let d = Datagram { flags: 0, link_seq: 0, msg };
         packet::encode(&d, &mut bytes);
         bytes
     };
@@ -352,13 +324,7 @@ fn far_jumps_in_data_numbers_are_resyncs_not_loss() {
     }
     let next = (3u32 + (1 << 31)).wrapping_add(1);
     for (tail, gaps) in [(next + 4, 6), (next + 4 + 70_000, 6)] {
-        n.handle(
-            MS,
-            2,
-            &datagram(Message::Tail {
-                next_data_seq: tail,
-            }),
-        );
+        n.handle(MS, 2, &datagram(Message::Tail { next_data_seq: tail }));
         assert_eq!(n.counters.gaps, gaps, "after tail {tail}");
     }
     assert_eq!(n.counters.data_resyncs, 2);

@@ -14,11 +14,7 @@ fn chain(hops: usize, loss_pct: f64, burst: f64, rounds: u8, packets: u64, seed:
         })
         .collect();
     let t = Topology {
-        settings: Settings {
-            seed,
-            nack_rounds: rounds,
-            ..Settings::default()
-        },
+        settings: Settings { seed, nack_rounds: rounds, ..Settings::default() },
         links,
         streams: vec![StreamSpec {
             from: 1,
@@ -66,11 +62,7 @@ fn repeated_attempts_leave_under_0_05_percent() {
 #[test]
 fn two_lossy_links_deliver_999_per_mille_within_budget() {
     let r = chain(2, 5.0, 0.0, 0, 10_000, 11);
-    assert!(
-        r.within_budget_ratio() >= 0.999,
-        "{}",
-        r.within_budget_ratio()
-    );
+    assert!(r.within_budget_ratio() >= 0.999, "{}", r.within_budget_ratio());
 }
 
 /// A link cut: traffic moves to the other path after dead-link detection.
@@ -88,12 +80,7 @@ fn reroute_after_a_cut_within_1_1_s() {
     };
     let t = Topology {
         settings: Settings::default(),
-        links: vec![
-            link(1, 2, 5.0),
-            link(2, 4, 5.0),
-            link(1, 3, 20.0),
-            link(3, 4, 20.0),
-        ],
+        links: vec![link(1, 2, 5.0), link(2, 4, 5.0), link(1, 3, 20.0), link(3, 4, 20.0)],
         streams: vec![StreamSpec {
             from: 1,
             to: 4,
@@ -104,11 +91,7 @@ fn reroute_after_a_cut_within_1_1_s() {
             payload: 160,
             rtp: false,
         }],
-        cuts: vec![Cut {
-            a: 2,
-            b: 4,
-            at_ms: 2000.0,
-        }],
+        cuts: vec![Cut { a: 2, b: 4, at_ms: 2000.0 }],
     };
     let r = run(&t).unwrap();
     let gap = r.longest_gap_after_cut_ns as f64 / 1e9;
@@ -182,19 +165,10 @@ fn recovery_and_repeats_keep_contexts_whole_at_5_percent_loss() {
         assert_eq!(r.corrupted, 0, "{r:?}");
         assert_eq!(r.counters.malformed, 0, "{r:?}");
     }
-    assert!(
-        plain.counters.crtp_damaged > 2 * plain.counters.given_up,
-        "{plain:?}"
-    );
-    assert!(
-        repeats.counters.crtp_damaged * 20 < plain.counters.crtp_damaged,
-        "{repeats:?}"
-    );
+    assert!(plain.counters.crtp_damaged > 2 * plain.counters.given_up, "{plain:?}");
+    assert!(repeats.counters.crtp_damaged * 20 < plain.counters.crtp_damaged, "{repeats:?}");
     assert_eq!(recovered.counters.crtp_damaged, 0, "{recovered:?}");
-    assert_eq!(
-        recovered.sent - recovered.delivered,
-        recovered.counters.given_up
-    );
+    assert_eq!(recovered.sent - recovered.delivered, recovered.counters.given_up);
 }
 
 /// The same topology and seed give the same figures: nothing may follow a
@@ -202,9 +176,8 @@ fn recovery_and_repeats_keep_contexts_whole_at_5_percent_loss() {
 /// runs here would differ if one did).
 #[test]
 fn a_seeded_run_repeats_exactly() {
-    let runs: Vec<String> = (0..3)
-        .map(|_| format!("{:?}", chain(3, 5.0, 0.0, 0, 2000, 11)))
-        .collect();
+    let runs: Vec<String> =
+        (0..3).map(|_| format!("{:?}", chain(3, 5.0, 0.0, 0, 2000, 11))).collect();
     assert_eq!(runs[0], runs[1]);
     assert_eq!(runs[0], runs[2]);
 }

@@ -21,9 +21,7 @@ pub(crate) fn payload(
     }
     let total = 20 + 8 + 12 + voice;
     let s = stream as u32;
-    let mut ip = [
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 1, 1,
-    ];
+    let mut ip = [0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 1, 1];
     ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
     ip[4..6].copy_from_slice(&(k as u16).to_be_bytes());
     ip[14..16].copy_from_slice(&(s as u16).to_be_bytes());

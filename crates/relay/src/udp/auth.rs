@@ -59,21 +59,14 @@ pub fn load_key(path: &Path) -> io::Result<[u8; 32]> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let meta = std::fs::symlink_metadata(path).map_err(named)?;
     let bad = |why: &str| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: {why}", path.display()),
-        )
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()))
     };
     if !meta.is_file() {
-        return Err(bad(
-            "a link key must be a regular file (not a directory or a symbolic link)",
-        ));
+        return Err(bad("a link key must be a regular file (not a directory or a symbolic link)"));
     }
     let bytes = std::fs::read(path).map_err(named)?;
     if !(16..=1024).contains(&bytes.len()) {
-        return Err(bad(
-            "a link key file holds 16 to 1024 bytes (e.g. head -c 32 /dev/urandom)",
-        ));
+        return Err(bad("a link key file holds 16 to 1024 bytes (e.g. head -c 32 /dev/urandom)"));
     }
     Ok(blake3::derive_key(CONTEXT, &bytes))
 }
@@ -124,10 +117,7 @@ impl LinkAuth {
         let counter: [u8; 8] = trailer[..8].try_into().map_err(|_| Refused::Forged)?;
         let want = Self::tag(&self.recv_key, counter, datagram);
         // Constant time: where the tags differ tells an attacker nothing.
-        let diff = want
-            .iter()
-            .zip(&trailer[8..])
-            .fold(0u8, |d, (a, b)| d | (a ^ b));
+        let diff = want.iter().zip(&trailer[8..]).fold(0u8, |d, (a, b)| d | (a ^ b));
         if diff != 0 {
             return Err(Refused::Forged);
         }
@@ -205,25 +195,14 @@ mod tests {
         assert_eq!(b.open(&bad), Err(Refused::Forged));
         let mut counter = sealed[2].clone();
         counter[41] ^= 1;
-        assert_eq!(
-            b.open(&counter),
-            Err(Refused::Forged),
-            "the counter is covered"
-        );
+        assert_eq!(b.open(&counter), Err(Refused::Forged), "the counter is covered");
         assert_eq!(b.open(&sealed[2][..10]), Err(Refused::Forged));
         // Another key is forgery; so is a's own datagram sent back to a.
         let (mut other, _) = pair(blake3::derive_key(CONTEXT, b"another key here"));
         let d = [9u8; 40];
-        assert_eq!(
-            b.open(&[&d[..], &other.seal(NOW, &d)].concat()),
-            Err(Refused::Forged)
-        );
+        assert_eq!(b.open(&[&d[..], &other.seal(NOW, &d)].concat()), Err(Refused::Forged));
         let mine = [&d[..], &a.seal(NOW + 10, &d)].concat();
-        assert_eq!(
-            a.open(&mine),
-            Err(Refused::Forged),
-            "reflected to its sender"
-        );
+        assert_eq!(a.open(&mine), Err(Refused::Forged), "reflected to its sender");
     }
 
     #[test]

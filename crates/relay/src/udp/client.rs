@@ -28,13 +28,9 @@ impl Client {
     /// while the client lives: it is renewed every [`CLIENT_REFRESH`] while
     /// the client sends or receives, and released when it is dropped.
     pub fn bind(node: SocketAddr, vport: u16) -> io::Result<Client> {
-        let local: SocketAddr = if node.is_ipv4() {
-            "0.0.0.0:0"
-        } else {
-            "[::]:0"
-        }
-        .parse()
-        .map_err(io::Error::other)?;
+        let local: SocketAddr = if node.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
+            .parse()
+            .map_err(io::Error::other)?;
         let c = Client {
             socket: UdpSocket::bind(local)?,
             node,
@@ -115,11 +111,7 @@ impl Client {
         match buf[..n] {
             [o0, o1, v0, v1, ..] if self.is_node(from) => {
                 buf.copy_within(4..n, 0);
-                Some((
-                    u16::from_be_bytes([o0, o1]),
-                    u16::from_be_bytes([v0, v1]),
-                    n - 4,
-                ))
+                Some((u16::from_be_bytes([o0, o1]), u16::from_be_bytes([v0, v1]), n - 4))
             }
             _ => {
                 self.foreign.set(self.foreign.get() + 1);
@@ -174,15 +166,12 @@ impl Client {
         let end = Instant::now().checked_add(timeout);
         loop {
             self.keep_bound()?;
-            let left = end.map_or(CLIENT_REFRESH, |e| {
-                e.saturating_duration_since(Instant::now())
-            });
+            let left = end.map_or(CLIENT_REFRESH, |e| e.saturating_duration_since(Instant::now()));
             if left.is_zero() {
                 return Ok(None);
             }
             self.set_nonblocking(false)?;
-            self.socket
-                .set_read_timeout(Some(left.min(CLIENT_REFRESH)))?;
+            self.socket.set_read_timeout(Some(left.min(CLIENT_REFRESH)))?;
             match self.socket.recv_from(buf) {
                 Ok((n, from)) => {
                     if let Some(d) = self.delivery(buf, n, from) {

@@ -82,10 +82,7 @@ impl NodeConfig {
             e.control_config()?;
             for (i, p) in e.peers.iter().enumerate() {
                 if p.node == self.id {
-                    return Err(format!(
-                        "edge.peers[{i}].node = {}: this node's own id",
-                        p.node
-                    ));
+                    return Err(format!("edge.peers[{i}].node = {}: this node's own id", p.node));
                 }
                 if p.address == e.address {
                     return Err(format!(

@@ -7,10 +7,7 @@ use std::thread::JoinHandle;
 /// A node's configuration: `id` on `listen` with `neighbours`, defaults
 /// otherwise (no emulation unless the neighbours say).
 fn node_config(id: NodeId, listen: SocketAddr, neighbours: Vec<Neighbour>) -> NodeConfig {
-    NodeConfig {
-        neighbours,
-        ..NodeConfig::new(id, listen)
-    }
+    NodeConfig { neighbours, ..NodeConfig::new(id, listen) }
 }
 
 /// Two nodes on loopback ports `ports`, neighbours with 5 % emulated loss
@@ -88,11 +85,7 @@ fn two_nodes_on_loopback_recover_loss() {
     std::thread::sleep(Duration::from_millis(50));
     let (mut na, mut nb) = nodes.stop();
     assert!(na.counters().emulated_loss > 0);
-    assert!(
-        na.protocol_counters().retransmitted > 0,
-        "{:?}",
-        na.protocol_counters()
-    );
+    assert!(na.protocol_counters().retransmitted > 0, "{:?}", na.protocol_counters());
     let (ca, cb) = (na.counters().clone(), nb.counters().clone());
     assert!(
         got.len() as u32 >= n - 2,
@@ -141,19 +134,12 @@ fn a_compressed_link_gives_back_every_datagram() {
     let (na, nb) = nodes.stop();
     let (received, sent) = (nb.protocol_counters(), na.protocol_counters());
     assert_eq!(wrong, 0);
-    assert!(
-        got.len() as u64 >= n - 2,
-        "{} of {n}: {sent:?} {received:?}",
-        got.len()
-    );
+    assert!(got.len() as u64 >= n - 2, "{} of {n}: {sent:?} {received:?}", got.len());
     assert!(sent.retransmitted > 0, "{sent:?}");
     assert_eq!(received.crtp_damaged, 0, "{received:?}");
     let (compressor, _) = na.node.crtp_stats(2).unwrap();
     let (header_in, header_out) = (compressor.header_bytes_in, compressor.header_bytes_out);
-    assert!(
-        header_out * 5 < header_in,
-        "{header_out} of {header_in} header bytes"
-    );
+    assert!(header_out * 5 < header_in, "{header_out} of {header_in} header bytes");
 }
 
 /// A node with no neighbours on a loopback port, for its clients.
@@ -171,10 +157,8 @@ fn lone_node(lease_ms: u64) -> UdpNode {
 #[test]
 fn port_theft_is_refused_while_the_owner_lives() {
     let mut n = lone_node(3_000);
-    let (owner, thief) = (
-        SocketAddr::from(([127, 0, 0, 1], 40_001)),
-        SocketAddr::from(([127, 0, 0, 1], 40_002)),
-    );
+    let (owner, thief) =
+        (SocketAddr::from(([127, 0, 0, 1], 40_001)), SocketAddr::from(([127, 0, 0, 1], 40_002)));
     let s = 1_000_000_000;
     let holder = |n: &UdpNode| n.clients.get(&9).map(|b| b.owner);
     n.datagram(0, owner, &[1, 0, 9]);
@@ -221,9 +205,7 @@ fn a_stolen_port_gets_no_deliveries() {
     let thief = Client::bind(addr, 9).unwrap();
     let sender = Client::bind(addr, 0).unwrap();
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    stranger
-        .send_to(b"\x00\x01\x00\x09fake", owner.local_addr().unwrap())
-        .unwrap();
+    stranger.send_to(b"\x00\x01\x00\x09fake", owner.local_addr().unwrap()).unwrap();
     for i in 0..20u32 {
         sender.send_to(1, 9, &i.to_be_bytes()).unwrap();
     }
@@ -231,18 +213,12 @@ fn a_stolen_port_gets_no_deliveries() {
     let mut got = 0;
     while let Some((origin, vport, len)) = owner.recv(&mut buf, Duration::from_millis(300)).unwrap()
     {
-        assert_eq!(
-            (origin, vport, &buf[..len]),
-            (1, 9, &(got as u32).to_be_bytes()[..])
-        );
+        assert_eq!((origin, vport, &buf[..len]), (1, 9, &(got as u32).to_be_bytes()[..]));
         got += 1;
     }
     assert_eq!(got, 20);
     assert_eq!(owner.foreign(), 1);
-    assert_eq!(
-        thief.recv(&mut buf, Duration::from_millis(100)).unwrap(),
-        None
-    );
+    assert_eq!(thief.recv(&mut buf, Duration::from_millis(100)).unwrap(), None);
     drop(thief); // its release is refused too
     std::thread::sleep(Duration::from_millis(50));
     stop.store(true, Ordering::Relaxed);
@@ -255,9 +231,7 @@ fn a_stolen_port_gets_no_deliveries() {
 /// A key file of 32 random-looking bytes, made 0600 in the temp directory.
 fn key_file(name: &str, seed: u8) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("calliper-link-{name}-{}", std::process::id()));
-    let bytes: Vec<u8> = (0..32u8)
-        .map(|i| i.wrapping_mul(37).wrapping_add(seed))
-        .collect();
+    let bytes: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37).wrapping_add(seed)).collect();
     std::fs::write(&path, bytes).unwrap();
     path
 }
@@ -275,11 +249,7 @@ fn keyed_links_carry_a_stream_with_recovery() {
     let reader = std::thread::spawn(move || {
         let mut got = 0;
         let mut buf = [0u8; 64];
-        while rx
-            .recv(&mut buf, Duration::from_millis(500))
-            .unwrap()
-            .is_some()
-        {
+        while rx.recv(&mut buf, Duration::from_millis(500)).unwrap().is_some() {
             got += 1;
         }
         got
@@ -320,11 +290,7 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
         key_file: Some(key.clone()),
         ..Neighbour::new(2, attacker.local_addr().unwrap())
     };
-    let cfg = node_config(
-        1,
-        SocketAddr::from(([127, 0, 0, 1], 47131)),
-        vec![neighbour],
-    );
+    let cfg = node_config(1, SocketAddr::from(([127, 0, 0, 1], 47131)), vec![neighbour]);
     let mut node = UdpNode::bind(&cfg, 1).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -333,20 +299,8 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
         node
     });
     let mut hello = Vec::new();
-    let msg = crate::packet::Message::Hello {
-        seq: 1,
-        echo_us: 0,
-        rx_loss: 0,
-        reply: false,
-    };
-    crate::packet::encode(
-        &crate::packet::Datagram {
-            flags: 0,
-            link_seq: 1,
-            msg,
-        },
-        &mut hello,
-    );
+    let msg = crate::packet::Message::Hello { seq: 1, echo_us: 0, rx_loss: 0, reply: false };
+    crate::packet::encode(&crate::packet::Datagram { flags: 0, link_seq: 1, msg }, &mut hello);
     let now = super::wall_ns();
     let mut other = auth::LinkAuth::new(auth::load_key(&key_file("other", 3)).unwrap(), 2, 1, now);
     let mut right = auth::LinkAuth::new(auth::load_key(&key).unwrap(), 2, 1, now);
@@ -373,15 +327,8 @@ fn forged_and_replayed_datagrams_are_dropped_whatever_address_they_claim() {
     // Charged to the link whose address they claimed.
     let links = node.link_stats();
     assert_eq!(links.len(), 1, "{links:?}");
-    let want = super::Refusals {
-        forged: 4,
-        replayed: 1,
-    };
+    let want = super::Refusals { forged: 4, replayed: 1 };
     assert_eq!((links[0].link.neighbour, links[0].refused), (2, want));
-    assert_eq!(
-        node.protocol_counters().malformed,
-        0,
-        "nothing forged was parsed"
-    );
+    assert_eq!(node.protocol_counters().malformed, 0, "nothing forged was parsed");
     std::fs::remove_file(key).ok();
 }

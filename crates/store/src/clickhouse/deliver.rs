@@ -166,11 +166,7 @@ impl Shared {
             dropped: self.dropped.load(Relaxed),
             failures: self.failures.load(Relaxed),
             partitions_dropped: self.partitions_dropped.load(Relaxed),
-            last_error: self
-                .last_error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 }
@@ -261,10 +257,8 @@ impl Worker {
 
     /// Takes what the sink handed over, waiting until the next try at most.
     fn receive(&mut self, finishing: &mut Option<Instant>) {
-        let timeout = self
-            .next_try
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(50));
+        let timeout =
+            self.next_try.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
         let mut next = self.rx.recv_timeout(timeout);
         loop {
             match next {
@@ -389,13 +383,8 @@ impl Worker {
                     } else {
                         false
                     };
-                    let aside = if kept {
-                        " (kept as .rejected in the spool)"
-                    } else {
-                        ""
-                    };
-                    self.shared
-                        .failed(&format!("{} rows rejected{aside}: {e}", b.rows));
+                    let aside = if kept { " (kept as .rejected in the spool)" } else { "" };
+                    self.shared.failed(&format!("{} rows rejected{aside}: {e}", b.rows));
                 }
                 Sent::Later(e) => {
                     // No answer, or one that says wait (authentication, a
@@ -457,9 +446,9 @@ impl Worker {
                 Ok(n) => {
                     self.shared.partitions_dropped.fetch_add(n, Relaxed);
                 }
-                Err(err) => self
-                    .shared
-                    .failed(&format!("{}: dropping old days failed: {err}", e.host())),
+                Err(err) => {
+                    self.shared.failed(&format!("{}: dropping old days failed: {err}", e.host()))
+                }
             }
         }
     }

@@ -109,19 +109,14 @@ impl Endpoint {
         };
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let plain = |b: u8| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b);
-        let port = rest
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<u16>().ok());
+        let port = rest.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
         if rest.is_empty() || !rest.bytes().all(plain) || port.is_none() {
             return Err(format!(
                 "{shown:?}: only http://HOST:PORT, such as http://127.0.0.1:8123 (the database, user and password have options of their own)"
             ));
         }
         let authorization = format!("Basic {}", base64(format!("{user}:{password}").as_bytes()));
-        Ok(Endpoint {
-            host: rest.to_string(),
-            authorization,
-        })
+        Ok(Endpoint { host: rest.to_string(), authorization })
     }
 
     /// `HOST:PORT`, for messages.
@@ -167,11 +162,10 @@ impl Endpoint {
             target += &format!("&{name}={}", percent(value.as_bytes()));
         }
         let mut boundary = String::from("calliper-external-data");
-        while tables.iter().any(|t| {
-            t.rows
-                .windows(boundary.len())
-                .any(|w| w == boundary.as_bytes())
-        }) {
+        while tables
+            .iter()
+            .any(|t| t.rows.windows(boundary.len()).any(|w| w == boundary.as_bytes()))
+        {
             boundary.push('-');
         }
         let mut body = Vec::new();
@@ -387,11 +381,7 @@ fn read_response(mut r: impl BufRead) -> io::Result<Response> {
     } else {
         r.take(MAX_RESPONSE as u64).read_to_end(&mut body)?;
     }
-    Ok(Response {
-        status,
-        exception,
-        body,
-    })
+    Ok(Response { status, exception, body })
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
@@ -434,11 +424,7 @@ mod tests {
 
     #[test]
     fn responses_are_read_sized_chunked_or_to_the_close() {
-        let ok = |status, body: &[u8]| Response {
-            status,
-            exception: false,
-            body: body.to_vec(),
-        };
+        let ok = |status, body: &[u8]| Response { status, exception: false, body: body.to_vec() };
         let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef";
         assert_eq!(read_response(&sized[..]).unwrap(), ok(200, b"abc"));
         let chunked = b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
@@ -455,10 +441,8 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nX-ClickHouse-Exception-Code: 252\r\nContent-Length: 0\r\n\r\n";
         assert!(read_response(&exception[..]).unwrap().exception);
         assert!(read_response(&b"SSH-2.0-x\r\n"[..]).is_err());
-        assert!(
-            read_response(&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..])
-                .is_err()
-        );
+        assert!(read_response(&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..])
+            .is_err());
     }
 
     #[test]

@@ -118,15 +118,9 @@ fn first_contact(
         Err(err @ HttpError::Server { status: 0, .. }) => {
             Err(StoreError::Invalid(format!("clickhouse: {err}")))
         }
-        Err(
-            err @ HttpError::Server {
-                status: 401 | 403, ..
-            },
-        ) => Err(StoreError::Invalid(format!(
-            "clickhouse: {}: {err}{}",
-            e.host(),
-            err.hint()
-        ))),
+        Err(err @ HttpError::Server { status: 401 | 403, .. }) => {
+            Err(StoreError::Invalid(format!("clickhouse: {}: {err}{}", e.host(), err.hint())))
+        }
         Err(err) => {
             shared.say(&format!(
                 "clickhouse: {}: {err}; rows wait in the spool until it answers",
@@ -228,10 +222,7 @@ impl ClickHouse {
         let spool = spool::Spool::open(cfg.spool_dir.as_deref(), limit).map_err(|e| {
             StoreError::Invalid(format!(
                 "cannot use spool directory {}: {e}",
-                cfg.spool_dir
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new(""))
-                    .display()
+                cfg.spool_dir.as_deref().unwrap_or(std::path::Path::new("")).display()
             ))
         })?;
         let shared = Arc::new(deliver::Shared::new(spool, say));
@@ -239,19 +230,11 @@ impl ClickHouse {
         let inserts: Vec<String> = Table::all().map(|t| insert(&cfg.database, t)).collect();
         let schema = Schema::new(&cfg.database, cfg.cluster.as_deref());
         if cfg.keep_days.is_some_and(|d| d < 2) {
-            return Err(StoreError::Invalid(
-                "keep at least 2 days (calls span midnight)".into(),
-            ));
+            return Err(StoreError::Invalid("keep at least 2 days (calls span midnight)".into()));
         }
         let first_ready = first_contact(&schema, &endpoints[0], &shared)?;
-        let worker = deliver::Worker::new(
-            endpoints,
-            schema,
-            shared.clone(),
-            rx,
-            cfg.keep_days,
-            first_ready,
-        );
+        let worker =
+            deliver::Worker::new(endpoints, schema, shared.clone(), rx, cfg.keep_days, first_ready);
         let thread = std::thread::Builder::new()
             .name("calliper-clickhouse".into())
             .spawn(move || worker.run())
@@ -287,8 +270,7 @@ impl ClickHouse {
         }
         let open = &mut self.open[table.index()];
         if open.rows == 0 {
-            open.body
-                .extend_from_slice(self.inserts[table.index()].as_bytes());
+            open.body.extend_from_slice(self.inserts[table.index()].as_bytes());
         }
         if !open.days.contains(&day) {
             open.days.push(day);
@@ -387,11 +369,7 @@ impl ClickHouse {
         if open.rows == 0 {
             return;
         }
-        let b = Batch {
-            table,
-            rows: open.rows,
-            body: open.body,
-        };
+        let b = Batch { table, rows: open.rows, body: open.body };
         let Some(tx) = &self.tx else { return };
         if self.wait_when_slow {
             if let Err(std::sync::mpsc::SendError(deliver::Msg::Batch(b))) =
@@ -549,10 +527,8 @@ mod tests {
     #[test]
     fn the_tables_have_every_column_of_sqlite() {
         let ddl = schema("calliper", None).join("\n");
-        for name in columns::CALLS
-            .iter()
-            .map(|c| c.name)
-            .chain(columns::STREAMS.iter().map(|c| c.name))
+        for name in
+            columns::CALLS.iter().map(|c| c.name).chain(columns::STREAMS.iter().map(|c| c.name))
         {
             assert!(ddl.contains(&format!("\n    {name} ")), "{name}");
         }

@@ -19,10 +19,7 @@ pub(super) struct Retention {
 
 impl Retention {
     pub(super) fn new(keep_days: u16) -> Retention {
-        Retention {
-            keep_days,
-            next: Instant::now(),
-        }
+        Retention { keep_days, next: Instant::now() }
     }
 
     /// True when an hour has passed since the last time (or never ran).

@@ -77,9 +77,7 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
         if n > self.rest.len() {
-            return Err(StoreError::Invalid(
-                "clickhouse: an answer ended inside a row".into(),
-            ));
+            return Err(StoreError::Invalid("clickhouse: an answer ended inside a row".into()));
         }
         let (v, rest) = self.rest.split_at(n);
         self.rest = rest;
@@ -101,9 +99,7 @@ impl<'a> Reader<'a> {
                 return self.take(usize::try_from(n).unwrap_or(usize::MAX));
             }
         }
-        Err(StoreError::Invalid(
-            "clickhouse: a string's length does not end".into(),
-        ))
+        Err(StoreError::Invalid("clickhouse: a string's length does not end".into()))
     }
 
     /// A column's value as JSON, as SQLite's rows become JSON

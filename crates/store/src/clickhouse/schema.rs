@@ -46,11 +46,8 @@ fn table_statements(database: &str, cluster: Option<&str>) -> Vec<String> {
     for table in Table::all() {
         let name = table.name();
         let stored = stored(name, cluster);
-        let defs: Vec<String> = table
-            .clickhouse_columns()
-            .iter()
-            .map(|(n, t)| format!("{n} {t}"))
-            .collect();
+        let defs: Vec<String> =
+            table.clickhouse_columns().iter().map(|(n, t)| format!("{n} {t}")).collect();
         let order = table.order_by();
         statements.push(format!(
             "CREATE TABLE IF NOT EXISTS {database}.{stored} (\n    {}\n) ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY ({order})",
@@ -164,9 +161,7 @@ fn named_columns(engines: &[(String, &'static str)]) -> Vec<(String, Vec<(String
 
 impl Schema {
     pub(super) fn new(database: &str, cluster: Option<&str>) -> Schema {
-        let engines = Table::all()
-            .flat_map(|t| engines_of(t.name(), cluster))
-            .collect();
+        let engines = Table::all().flat_map(|t| engines_of(t.name(), cluster)).collect();
         let mut index_engines = engines_of(INDEX, cluster);
         index_engines.push((FEED.to_string(), "MaterializedView"));
         Schema {
@@ -288,10 +283,8 @@ impl Schema {
         for (table, columns) in named_columns(&self.engines) {
             for (name, ty) in columns {
                 if !have.contains(&(table.as_str(), name.as_str())) {
-                    let add = format!(
-                        "ALTER TABLE {}.{table} ADD COLUMN {name} {ty}",
-                        self.database
-                    );
+                    let add =
+                        format!("ALTER TABLE {}.{table} ADD COLUMN {name} {ty}", self.database);
                     e.post(add.as_bytes())?;
                 }
             }
@@ -351,14 +344,6 @@ fn plain_name(name: &str) -> bool {
 /// The insert of `table`'s rows ([`row_binary`]: each value in its
 /// binary form, exact for every float and every byte of text).
 pub(super) fn insert(database: &str, table: Table) -> String {
-    let names: Vec<String> = table
-        .clickhouse_columns()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    format!(
-        "INSERT INTO {database}.{} ({}) FORMAT RowBinary\n",
-        table.name(),
-        names.join(", ")
-    )
+    let names: Vec<String> = table.clickhouse_columns().into_iter().map(|(n, _)| n).collect();
+    format!("INSERT INTO {database}.{} ({}) FORMAT RowBinary\n", table.name(), names.join(", "))
 }

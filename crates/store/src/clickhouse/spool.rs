@@ -38,12 +38,7 @@ pub struct Batch {
 /// Where a spooled batch is.
 enum Held {
     Memory(Batch),
-    File {
-        path: PathBuf,
-        table: Table,
-        rows: u64,
-        bytes: u64,
-    },
+    File { path: PathBuf, table: Table, rows: u64, bytes: u64 },
 }
 
 impl Held {
@@ -85,10 +80,7 @@ pub struct Spool {
 }
 
 fn refused(dir: &Path, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{}: {why}", dir.display()),
-    )
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", dir.display()))
 }
 
 /// This process's user (the owner of `/proc/self`).
@@ -114,18 +106,12 @@ impl Spool {
         if fs::symlink_metadata(dir).is_err() {
             // Only the last part: a mistyped path makes no tree of directories.
             fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| {
-                refused(
-                    dir,
-                    &format!("cannot create the spool ({e}; its parent must exist)"),
-                )
+                refused(dir, &format!("cannot create the spool ({e}; its parent must exist)"))
             })?;
         }
         let meta = fs::symlink_metadata(dir)?;
         if !meta.is_dir() {
-            return Err(refused(
-                dir,
-                "not a directory (a symbolic link or a file): not a spool",
-            ));
+            return Err(refused(dir, "not a directory (a symbolic link or a file): not a spool"));
         }
         let uid = own_uid()?;
         if meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
@@ -145,10 +131,7 @@ impl Spool {
         while lock.try_lock().is_err() {
             tries += 1;
             if tries == 20 {
-                return Err(refused(
-                    dir,
-                    "another process uses this spool (its .lock is held)",
-                ));
+                return Err(refused(dir, "another process uses this spool (its .lock is held)"));
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -178,12 +161,7 @@ impl Spool {
         for (seq, table, rows, path, bytes) in found {
             spool.next_seq = spool.next_seq.max(seq.saturating_add(1));
             spool.bytes += bytes;
-            spool.held.push_back(Held::File {
-                path,
-                table,
-                rows,
-                bytes,
-            });
+            spool.held.push_back(Held::File { path, table, rows, bytes });
         }
         Ok(spool)
     }
@@ -216,12 +194,7 @@ impl Spool {
                 let path = dir.join(format!("{name}.rows"));
                 write_file(dir, &dir.join(format!("{name}.part")), &path, &b.body)
                     .map_err(Refused::Io)?;
-                Held::File {
-                    path,
-                    table: b.table,
-                    rows: b.rows,
-                    bytes: len,
-                }
+                Held::File { path, table: b.table, rows: b.rows, bytes: len }
             }
         };
         self.next_seq += 1;
@@ -236,13 +209,8 @@ impl Spool {
     pub fn front(&self) -> Option<io::Result<Batch>> {
         Some(match self.held.front()? {
             Held::Memory(b) => Ok(b.clone()),
-            Held::File {
-                path, table, rows, ..
-            } => read_private(path, self.max_bytes).map(|body| Batch {
-                table: *table,
-                rows: *rows,
-                body,
-            }),
+            Held::File { path, table, rows, .. } => read_private(path, self.max_bytes)
+                .map(|body| Batch { table: *table, rows: *rows, body }),
         })
     }
 
@@ -293,10 +261,7 @@ fn open_private(path: &Path, create: bool) -> io::Result<File> {
         .open(path)?;
     let m = f.metadata()?;
     if !m.is_file() || m.nlink() != 1 || m.uid() != own_uid()? {
-        return Err(refused(
-            path,
-            "not a regular file of this user's with one name",
-        ));
+        return Err(refused(path, "not a regular file of this user's with one name"));
     }
     Ok(f)
 }
@@ -335,11 +300,7 @@ mod tests {
 
     fn batch(n: u8) -> Batch {
         Batch {
-            table: if n.is_multiple_of(2) {
-                Table::CALLS
-            } else {
-                Table::STREAMS
-            },
+            table: if n.is_multiple_of(2) { Table::CALLS } else { Table::STREAMS },
             rows: n as u64,
             body: vec![b'a' + n; 10],
         }
@@ -424,16 +385,8 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", dir.join("00000000000000000000-calls-1.rows"))
             .unwrap();
         let fifo = dir.join("00000000000000000001-calls-1.rows");
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
-        fs::write(
-            dir.join("00000000000000000002-calls-99999999999999999999.rows"),
-            b"x",
-        )
-        .unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        fs::write(dir.join("00000000000000000002-calls-99999999999999999999.rows"), b"x").unwrap();
         let s = Spool::open(Some(&dir), 1000).unwrap();
         assert_eq!(s.len(), 0);
         drop(s);
@@ -446,11 +399,7 @@ mod tests {
             .find(|p| p.to_string_lossy().contains("-calls-2.rows"))
             .unwrap();
         fs::remove_file(&path).unwrap();
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success());
+        assert!(std::process::Command::new("mkfifo").arg(&path).status().unwrap().success());
         assert!(s.front().unwrap().is_err());
         fs::remove_dir_all(&dir).unwrap();
     }

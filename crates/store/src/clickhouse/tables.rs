@@ -55,35 +55,24 @@ pub(crate) fn all() -> &'static [Def] {
     static ALL: OnceLock<Vec<Def>> = OnceLock::new();
     ALL.get_or_init(|| {
         let of = |cols: Vec<(&'static str, Type)>, order: &'static [&'static str]| {
-            cols.into_iter()
-                .map(|(n, t)| (n, t, order.contains(&n)))
-                .collect()
+            cols.into_iter().map(|(n, t)| (n, t, order.contains(&n))).collect()
         };
         let mut all = vec![
             Def {
                 name: "calls",
                 source: Source::Calls,
-                columns: columns::CALLS
-                    .iter()
-                    .map(|c| (c.name, c.ty, c.required))
-                    .collect(),
+                columns: columns::CALLS.iter().map(|c| (c.name, c.ty, c.required)).collect(),
                 order: &["invite_ns"],
             },
             Def {
                 name: "streams",
                 source: Source::Streams,
-                columns: columns::STREAMS
-                    .iter()
-                    .map(|c| (c.name, c.ty, c.required))
-                    .collect(),
+                columns: columns::STREAMS.iter().map(|c| (c.name, c.ty, c.required)).collect(),
                 order: &[],
             },
         ];
         for t in TRACKED {
-            let order = ORDER
-                .iter()
-                .find(|(n, _)| *n == t.table)
-                .map_or(&[][..], |o| o.1);
+            let order = ORDER.iter().find(|(n, _)| *n == t.table).map_or(&[][..], |o| o.1);
             all.push(Def {
                 name: t.table,
                 source: Source::Tracked(t),
@@ -240,14 +229,8 @@ mod tests {
         assert_eq!(typed(&json!(true), Type::Integer), Sql::Integer(1));
         assert_eq!(typed(&json!(2.0), Type::Real), Sql::Real(2.0));
         assert_eq!(typed(&json!(3), Type::Real), Sql::Real(3.0));
-        assert_eq!(
-            typed(&json!(u64::MAX), Type::Integer),
-            Sql::Integer(i64::MAX)
-        );
-        assert_eq!(
-            typed(&json!(["a"]), Type::Text),
-            Sql::Text("[\"a\"]".into())
-        );
+        assert_eq!(typed(&json!(u64::MAX), Type::Integer), Sql::Integer(i64::MAX));
+        assert_eq!(typed(&json!(["a"]), Type::Text), Sql::Text("[\"a\"]".into()));
         assert_eq!(typed(&json!("x"), Type::Integer), Sql::Null);
         assert_eq!(line_ns(&json!({"last_failure_ns": 5})), 5);
     }

@@ -11,10 +11,7 @@ fn bencode_reads_the_specifications_examples() {
     assert_eq!(bencode::parse(b"i-3e"), Ok(Value::Int(-3)));
     assert_eq!(
         bencode::parse(b"l4:spam4:eggse"),
-        Ok(Value::List(vec![
-            Value::Bytes(b"spam"),
-            Value::Bytes(b"eggs")
-        ]))
+        Ok(Value::List(vec![Value::Bytes(b"spam"), Value::Bytes(b"eggs")]))
     );
     let d = bencode::parse(b"d3:cow3:moo4:spam4:eggse").unwrap();
     assert_eq!(d.str("cow"), Some("moo"));
@@ -45,11 +42,7 @@ fn bencode_refuses_what_is_not_a_whole_document() {
         b"i03e",
         b"i-0e",
     ] {
-        assert!(
-            bencode::parse(bad).is_err(),
-            "{:?}",
-            String::from_utf8_lossy(bad)
-        );
+        assert!(bencode::parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
     }
     // A repeated key is taken as sent (the first is read).
     let d = bencode::parse(b"d1:ai1e1:ai2ee").unwrap();
@@ -60,11 +53,7 @@ fn bencode_refuses_what_is_not_a_whole_document() {
 fn bencode_nesting_and_size_are_capped_without_recursion() {
     let deep = [vec![b'l'; 100_000], vec![b'e'; 100_000]].concat();
     assert_eq!(bencode::parse(&deep).unwrap_err().what, "nested too deeply");
-    let ok = [
-        vec![b'l'; bencode::MAX_DEPTH],
-        vec![b'e'; bencode::MAX_DEPTH],
-    ]
-    .concat();
+    let ok = [vec![b'l'; bencode::MAX_DEPTH], vec![b'e'; bencode::MAX_DEPTH]].concat();
     assert!(bencode::parse(&ok).is_ok());
     let mut many = b"l".to_vec();
     for _ in 0..bencode::MAX_ITEMS {
@@ -78,26 +67,15 @@ fn bencode_nesting_and_size_are_capped_without_recursion() {
 fn sdp_audio_is_read_from_media_and_session_lines() {
     let a = sdp::audio(OFFER_SDP).unwrap();
     assert_eq!(a.len(), 1);
-    assert_eq!(
-        (a[0].rtp, a[0].rtcp),
-        (addr("10.0.0.1:30000"), addr("10.0.0.1:30001"))
-    );
+    assert_eq!((a[0].rtp, a[0].rtcp), (addr("10.0.0.1:30000"), addr("10.0.0.1:30001")));
     let own = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0\r\nc=IN IP4 10.0.0.9\r\n\
 a=rtcp:5001 IN IP4 10.0.0.8\r\nm=audio 0 RTP/AVP 0\r\n";
     let a = sdp::audio(own).unwrap();
-    assert_eq!(
-        (a[0].rtp, a[0].rtcp),
-        (addr("10.0.0.9:4000"), addr("10.0.0.8:5001"))
-    );
+    assert_eq!((a[0].rtp, a[0].rtcp), (addr("10.0.0.9:4000"), addr("10.0.0.8:5001")));
     assert!(a[1].rejected && !a[0].rejected);
-    assert!(
-        sdp::audio("v=0\r\nm=audio 4000 RTP/AVP 0\r\n").is_err(),
-        "no address"
-    );
+    assert!(sdp::audio("v=0\r\nm=audio 4000 RTP/AVP 0\r\n").is_err(), "no address");
     assert!(sdp::audio("c=IN IP4 nonsense\r\n").is_err());
-    let many: String = (0..=sdp::MAX_AUDIO)
-        .map(|_| "m=audio 1 RTP/AVP 0\r\n")
-        .collect();
+    let many: String = (0..=sdp::MAX_AUDIO).map(|_| "m=audio 1 RTP/AVP 0\r\n").collect();
     assert!(sdp::audio(&format!("c=IN IP4 1.2.3.4\r\n{many}")).is_err());
 }
 
@@ -109,14 +87,8 @@ fn sdp_rewrite_moves_audio_and_keeps_the_rest() {
     assert!(out.contains("m=audio 40000 RTP/AVP 8 101\r\n"), "{out}");
     assert!(out.contains("a=rtcp:40001 IN IP4 192.0.2.7\r\n"), "{out}");
     // Video keeps its address as a c= line of its own, and its port.
-    assert!(
-        out.contains("m=video 30002 RTP/AVP 96\r\nc=IN IP4 10.0.0.1\r\n"),
-        "{out}"
-    );
-    assert!(
-        out.contains("o=- 1 1 IN IP4 10.0.0.1\r\n"),
-        "origin kept: {out}"
-    );
+    assert!(out.contains("m=video 30002 RTP/AVP 96\r\nc=IN IP4 10.0.0.1\r\n"), "{out}");
+    assert!(out.contains("o=- 1 1 IN IP4 10.0.0.1\r\n"), "origin kept: {out}");
     let a = sdp::audio(&out).unwrap();
     assert_eq!(a[0].rtp, addr("192.0.2.7:40000"));
     let refused = sdp::rewrite(OFFER_SDP, edge, &[40000], true);

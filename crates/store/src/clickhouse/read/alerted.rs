@@ -106,11 +106,8 @@ impl Reader {
             w.join(" AND "),
             MOST + 1
         );
-        let mut tables = vec![External {
-            name: "_alerted",
-            structure: "call_id String".into(),
-            rows,
-        }];
+        let mut tables =
+            vec![External { name: "_alerted", structure: "call_id String".into(), rows }];
         tables.extend(p.tables());
         // As the calls table defines them (whether each may be NULL).
         let wanted = ["id", "probe", "call_id", "invite_ns", "end_ns"];

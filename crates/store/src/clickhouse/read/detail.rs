@@ -85,21 +85,11 @@ impl Reader {
         let Some(call) = decode(&answer, &columns, 1, &mut budget)?.0.pop() else {
             return Ok(None);
         };
-        let text = |k: &str| {
-            call.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
+        let text = |k: &str| call.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let (probe, call_id) = (text("probe"), text("call_id"));
-        let (invite, end) = (
-            ns(&call, "invite_ns").unwrap_or(0),
-            ns(&call, "end_ns").unwrap_or(0),
-        );
-        let (from, to) = (
-            invite.saturating_sub(DETAIL_MARGIN_NS),
-            end.saturating_add(DETAIL_MARGIN_NS),
-        );
+        let (invite, end) = (ns(&call, "invite_ns").unwrap_or(0), ns(&call, "end_ns").unwrap_or(0));
+        let (from, to) =
+            (invite.saturating_sub(DETAIL_MARGIN_NS), end.saturating_add(DETAIL_MARGIN_NS));
         let span = (probe.as_str(), from, to);
         let mut truncated = Truncated::default();
         let mut p = Params::default();
@@ -113,10 +103,7 @@ impl Reader {
         };
         let (mut streams, more) = self.kind(ask, p, span, &mut budget)?;
         truncated.note("streams", more);
-        truncated.note(
-            "intervals",
-            self.add_intervals(&mut streams, span, &mut budget)?,
-        );
+        truncated.note("intervals", self.add_intervals(&mut streams, span, &mut budget)?);
         let mut p = Params::default();
         let filter = format!(
             "call_id = {} AND ts_ns BETWEEN {} AND {}",
@@ -168,13 +155,7 @@ impl Reader {
         truncated.note("messages", more);
         let (related, more) = self.related_streams(&streams, span, &mut budget)?;
         truncated.note("related_streams", more);
-        let parts = Parts {
-            streams,
-            messages,
-            alerts,
-            related,
-            truncated,
-        };
+        let parts = Parts { streams, messages, alerts, related, truncated };
         Ok(Some(parts.into_detail(call)?))
     }
 
@@ -228,9 +209,7 @@ impl Reader {
         for s in streams.iter_mut() {
             let key = ["ssrc", "src", "src_port", "dst", "dst_port"];
             let (first, last) = (
-                ns(s, "first_ns")
-                    .unwrap_or(0)
-                    .saturating_sub(crate::search::DETAIL_MARGIN_NS),
+                ns(s, "first_ns").unwrap_or(0).saturating_sub(crate::search::DETAIL_MARGIN_NS),
                 ns(s, "last_ns").unwrap_or(0),
             );
             let mut mine: Vec<Value> = all
@@ -293,11 +272,7 @@ impl Reader {
         ];
         let mut columns = vec![("id", Type::Text, true)];
         let all = head_and(columns::STREAMS, &[]);
-        columns.extend(
-            names
-                .iter()
-                .filter_map(|n| all.iter().find(|c| c.0 == *n).copied()),
-        );
+        columns.extend(names.iter().filter_map(|n| all.iter().find(|c| c.0 == *n).copied()));
         let ask = Ask {
             table: "streams",
             columns,

@@ -41,8 +41,7 @@ fn index_key<'a>(s: &'a Search) -> Option<(IndexKey, &'a str)> {
         (IndexKey::Caller, exact(s.caller.as_deref())),
         (IndexKey::Callee, exact(s.callee.as_deref())),
     ];
-    keys.into_iter()
-        .find_map(|(k, v)| Some((k, v.filter(|v| !v.is_empty())?)))
+    keys.into_iter().find_map(|(k, v)| Some((k, v.filter(|v| !v.is_empty())?)))
 }
 
 /// The call index's answer for a search that names a call exactly: its
@@ -61,10 +60,7 @@ pub fn index_query(database: &str, s: &Search) -> Option<Query> {
         w.join(" AND "),
         MAX_INDEXED + 1
     );
-    Some(Query {
-        sql,
-        tables: p.tables(),
-    })
+    Some(Query { sql, tables: p.tables() })
 }
 
 /// Whether the call index holds every call on every node the console
@@ -96,8 +92,7 @@ impl Reader {
         let complete = self.endpoints.iter().all(|e| {
             let mut p = Params::default();
             p.text(&self.database);
-            e.query(&sql, &p.tables(), &[])
-                .is_ok_and(|a| String::from_utf8_lossy(&a).trim() == "1")
+            e.query(&sql, &p.tables(), &[]).is_ok_and(|a| String::from_utf8_lossy(&a).trim() == "1")
         });
         r.complete.store(complete, Relaxed);
         complete
@@ -119,10 +114,7 @@ impl Reader {
             Err(StoreError::Busy(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let columns = [
-            ("day", Type::Integer, true),
-            ("invite_ns", Type::Integer, true),
-        ];
+        let columns = [("day", Type::Integer, true), ("invite_ns", Type::Integer, true)];
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
         let (rows, _) = decode(&answer, &columns, MAX_INDEXED + 1, &mut budget)?;
         if rows.len() > MAX_INDEXED {

@@ -90,11 +90,7 @@ impl Params {
         if self.structure.is_empty() {
             return Vec::new();
         }
-        vec![External {
-            name: "_p",
-            structure: self.structure.join(", "),
-            rows: self.row,
-        }]
+        vec![External { name: "_p", structure: self.structure.join(", "), rows: self.row }]
     }
 }
 
@@ -144,10 +140,7 @@ fn decode(
         }
         let mut m = Map::with_capacity(columns.len());
         for (name, ty, required) in columns {
-            m.insert(
-                name.to_string(),
-                rows.value(*ty, *required, is_json_column(name))?,
-            );
+            m.insert(name.to_string(), rows.value(*ty, *required, is_json_column(name))?);
         }
         if !budget.admit(&m) {
             return Ok((out, true));
@@ -278,9 +271,7 @@ fn day_set<D: std::fmt::Display>(days: &[D]) -> String {
 /// True for ClickHouse's errors that stop a query for its cost: too long
 /// (159), too much memory (241), too many queries at once (202).
 fn stopped(message: &str) -> bool {
-    ["Code: 159,", "Code: 241,", "Code: 202,"]
-        .iter()
-        .any(|c| message.contains(c))
+    ["Code: 159,", "Code: 241,", "Code: 202,"].iter().any(|c| message.contains(c))
 }
 
 fn ns(m: &Map<String, Value>, key: &str) -> Option<i64> {
@@ -301,12 +292,8 @@ mod tests {
         p.day(0, -1);
         p.day(i64::MAX, 1);
         assert_eq!(p.row, [0, 0, 0xff, 0xff]);
-        assert!(stopped(
-            "Code: 159, e.displayText() = DB::Exception: Timeout exceeded"
-        ));
-        assert!(!stopped(
-            "Code: 60, e.displayText() = DB::Exception: Table doesn't exist"
-        ));
+        assert!(stopped("Code: 159, e.displayText() = DB::Exception: Timeout exceeded"));
+        assert!(!stopped("Code: 60, e.displayText() = DB::Exception: Table doesn't exist"));
     }
 
     #[test]
@@ -317,10 +304,7 @@ mod tests {
             row_binary::text(&mut answer, b"x");
         }
         let mut budget = Budget::new(1 << 20);
-        assert_eq!(
-            decode(&answer, &columns, 3, &mut budget).unwrap().0.len(),
-            3
-        );
+        assert_eq!(decode(&answer, &columns, 3, &mut budget).unwrap().0.len(), 3);
         assert!(decode(&answer, &columns, 2, &mut budget).is_err());
     }
 }

@@ -31,19 +31,11 @@ fn int(m: &Map<String, Value>, key: &str) -> i64 {
 impl Reader {
     /// KPI counters summed per interval and key of a dimension.
     pub fn kpi_sums_between(&self, w: &KpiWindow) -> Result<Vec<KpiSum>, StoreError> {
-        let KpiWindow {
-            dimension,
-            interval_ns,
-            from_ns,
-            until_ns,
-            max_rows,
-        } = *w;
+        let KpiWindow { dimension, interval_ns, from_ns, until_ns, max_rows } = *w;
         let mut p = Params::default();
         let b = bucket(interval_ns);
-        let sums: Vec<String> = COUNTER_NAMES
-            .iter()
-            .map(|c| format!("ifNull(toInt64(sum({c})), 0) AS {c}"))
-            .collect();
+        let sums: Vec<String> =
+            COUNTER_NAMES.iter().map(|c| format!("ifNull(toInt64(sum({c})), 0) AS {c}")).collect();
         let sql = format!(
             "SELECT {b} AS bucket, key, {} FROM {}.kpi FINAL PREWHERE dimension = {} \
              AND start_ns >= {} AND start_ns <= {} AND day BETWEEN {} AND {} \
@@ -104,12 +96,7 @@ impl Reader {
         let names = ["start_ns", "open", "started", "ended"];
         let columns: Vec<_> = names.iter().map(|n| (*n, Type::Integer, true)).collect();
         let answer = self.query(&sql, p.tables())?;
-        let (rows, _) = decode(
-            &answer,
-            &columns,
-            max_rows,
-            &mut Budget::new(MAX_ANSWER_BYTES),
-        )?;
+        let (rows, _) = decode(&answer, &columns, max_rows, &mut Budget::new(MAX_ANSWER_BYTES))?;
         Ok(rows
             .iter()
             .map(|r| LoadSum {
@@ -181,13 +168,9 @@ impl Reader {
             cond.push(format!("ts_ns < {} AND day <= {}", p.int(t), p.day(t, 0)));
         }
         for (column, value) in &q.equals {
-            let column = list
-                .filters()
-                .iter()
-                .find(|c| *c == column)
-                .ok_or_else(|| {
-                    StoreError::Invalid(format!("{column}: not a filter of this list"))
-                })?;
+            let column = list.filters().iter().find(|c| *c == column).ok_or_else(|| {
+                StoreError::Invalid(format!("{column}: not a filter of this list"))
+            })?;
             cond.push(format!("{column} = {}", p.text(value)));
         }
         let mut columns = vec![("id", Type::Text, true), ("probe", Type::Text, true)];

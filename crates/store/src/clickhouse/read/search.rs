@@ -49,9 +49,7 @@ fn in_network(p: &mut Params, column: &str, n: &crate::search::Network) -> Strin
         }
         IpAddr::V6(a) => {
             let bits = u128::from(a);
-            let mask = u128::MAX
-                .checked_shl(128 - u32::from(n.prefix))
-                .unwrap_or(0);
+            let mask = u128::MAX.checked_shl(128 - u32::from(n.prefix)).unwrap_or(0);
             let (lo, hi) = (bits & mask, bits | !mask);
             format!(
                 "(position({column}, ':') > 0 AND ({column} = '::' OR IPv6StringToNum({column}) != toFixedString('', 16)) \
@@ -68,18 +66,10 @@ fn in_network(p: &mut Params, column: &str, n: &crate::search::Network) -> Strin
 pub(super) fn time_range(s: &Search, p: &mut Params) -> Vec<String> {
     let mut w = Vec::new();
     if let Some(t) = s.from_ns {
-        w.push(format!(
-            "invite_ns >= {} AND day >= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
+        w.push(format!("invite_ns >= {} AND day >= {}", p.int(t), p.day(t, 0)));
     }
     if let Some(t) = s.to_ns {
-        w.push(format!(
-            "invite_ns < {} AND day <= {}",
-            p.int(t),
-            p.day(t, 0)
-        ));
+        w.push(format!("invite_ns < {} AND day <= {}", p.int(t), p.day(t, 0)));
     }
     w
 }
@@ -127,11 +117,7 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
         w.push(format!("call_id = {}", p.text(v)));
     }
     if let Some(n) = &s.ip {
-        let streams_in = format!(
-            "({} OR {})",
-            in_network(p, "src", n),
-            in_network(p, "dst", n)
-        );
+        let streams_in = format!("({} OR {})", in_network(p, "src", n), in_network(p, "dst", n));
         w.push(format!(
             "({} OR {} OR {})",
             in_network(p, "caller_ip", n),
@@ -176,12 +162,7 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
         let element = serde_json::to_string(v)?;
         let any: Vec<String> = [("[", "]"), ("[", ","), (",", ","), (",", "]")]
             .iter()
-            .map(|(a, b)| {
-                format!(
-                    "position(labels, {}) > 0",
-                    p.text(&format!("{a}{element}{b}"))
-                )
-            })
+            .map(|(a, b)| format!("position(labels, {}) > 0", p.text(&format!("{a}{element}{b}"))))
             .collect();
         w.push(format!("({})", any.join(" OR ")));
     }
@@ -224,11 +205,7 @@ pub fn search_query(database: &str, s: &Search, n: &Narrowed) -> Result<Query, S
     }
     if let Some(i) = &n.indexed {
         let times: Vec<String> = i.invites.iter().map(i64::to_string).collect();
-        w.push(format!(
-            "day IN ({}) AND invite_ns IN ({})",
-            day_set(&i.days),
-            times.join(", ")
-        ));
+        w.push(format!("day IN ({}) AND invite_ns IN ({})", day_set(&i.days), times.join(", ")));
     }
     let cond = match w.is_empty() {
         true => String::new(),
@@ -315,10 +292,8 @@ impl Reader {
             }
             self.add_stream_summaries(&mut calls)?;
             for c in &calls {
-                let values: Vec<Value> = names
-                    .iter()
-                    .map(|n| c.get(n).cloned().unwrap_or(Value::Null))
-                    .collect();
+                let values: Vec<Value> =
+                    names.iter().map(|n| c.get(n).cloned().unwrap_or(Value::Null)).collect();
                 if !each(&names, &values)? {
                     return Ok(true);
                 }
@@ -330,10 +305,7 @@ impl Reader {
     /// The ids and days of the calls `s` selects, in its order (at most
     /// its limit), and whether more follow.
     fn page(&self, s: &Search) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let narrowed = Narrowed {
-            indexed: self.indexed(s)?,
-            alerted: self.alerted(s)?,
-        };
+        let narrowed = Narrowed { indexed: self.indexed(s)?, alerted: self.alerted(s)? };
         if narrowed.leaves_none() {
             return Ok((Vec::new(), false));
         }
@@ -380,10 +352,7 @@ impl Reader {
         let (rows, cut) = decode(&answer, &columns, ids.len(), budget)?;
         let mut by_id: std::collections::HashMap<Option<u64>, Map<String, Value>> =
             rows.into_iter().map(|r| (record_id(&r), r)).collect();
-        let calls = page
-            .iter()
-            .filter_map(|c| by_id.remove(&record_id(c)))
-            .collect();
+        let calls = page.iter().filter_map(|c| by_id.remove(&record_id(c))).collect();
         Ok((calls, cut))
     }
 
@@ -424,10 +393,8 @@ impl Reader {
         ];
         let mut budget = Budget::new(MAX_ANSWER_BYTES);
         let (found, _) = decode(&answer, &columns, ids.len(), &mut budget)?;
-        let by_call: std::collections::HashMap<&Value, &Map<String, Value>> = found
-            .iter()
-            .filter_map(|s| Some((s.get("call")?, s)))
-            .collect();
+        let by_call: std::collections::HashMap<&Value, &Map<String, Value>> =
+            found.iter().filter_map(|s| Some((s.get("call")?, s))).collect();
         for call in calls.iter_mut() {
             let summary = call.get("id").and_then(|id| by_call.get(id));
             let codecs = summary
@@ -465,10 +432,7 @@ mod tests {
         let w = conditions(&s, "calliper", &mut p).unwrap().join(" AND ");
         assert!(!w.contains("OR 1=1") && !w.contains("l\\\""), "{w}");
         assert_eq!(p.structure.len(), 5);
-        let alert = Search {
-            alert: Some("mos".into()),
-            ..Search::default()
-        };
+        let alert = Search { alert: Some("mos".into()), ..Search::default() };
         // The alert filter is never silently left out.
         assert!(search_query("calliper", &alert, &Narrowed::default()).is_err());
     }
