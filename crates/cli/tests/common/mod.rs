@@ -209,6 +209,17 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
     (n, dropped_total)
 }
 
+/// A rig script of the repository's (`tests/...`), given its output
+/// directory (`calliper-NAME-PID` under the temporary directory) as its
+/// first argument and the binary as `CALLIPER`: the command and that
+/// directory.
+pub fn rig(script: &str, name: &str) -> (Command, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("calliper-{name}-{}", std::process::id()));
+    let mut cmd = Command::new(calliper_testkit::captures::repo_root().join(script));
+    cmd.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir);
+    (cmd, dir)
+}
+
 /// Runs a rig script that builds network namespaces (`tests/netns`,
 /// `tests/kpi`): its output, or None when it could not make them (exit 77)
 /// and that skip was requested (`skip_requested`); any other failure fails.

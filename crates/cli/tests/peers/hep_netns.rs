@@ -11,7 +11,6 @@ use crate::common;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 /// (reporter address, port, reporter SSRC, source SSRC) → (reports, largest
 /// fraction lost /256, last cumulative lost, largest jitter), from tshark.
@@ -48,10 +47,7 @@ fn tshark_blocks(pcap: &Path) -> Blocks {
 #[test]
 fn rtpengine_rtcp_over_hep_joins_the_call() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-hep-rtcp-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/netns/hep_rtcp.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir);
+    let (mut rig, dir) = common::rig("tests/netns/hep_rtcp.sh", "hep-rtcp");
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/hep_rtcp.sh") else {
         return;
     };

@@ -8,7 +8,6 @@
 use crate::common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// SIPp's counts file: the last line's value of each column.
 fn sipp_counts(dir: &Path) -> HashMap<String, u64> {
@@ -101,10 +100,8 @@ fn mean(v: &[f64]) -> f64 {
 #[test]
 fn kpis_of_sipp_calls_with_failures_match_sipps_statistics() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-kpi-sipp-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/kpi/run.sh"));
-    rig.arg(&dir).arg("40");
+    let (mut rig, dir) = common::rig("tests/kpi/run.sh", "kpi-sipp");
+    rig.arg("40");
     if common::namespace_rig(&mut rig, "tests/kpi/run.sh").is_none() {
         return;
     }

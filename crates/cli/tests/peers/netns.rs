@@ -13,7 +13,6 @@ use crate::common::{self, calliper_jsonl};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 type Key = (String, u64, String, u64);
 
@@ -38,10 +37,8 @@ fn drop_counters(path: &Path) -> HashMap<Key, u64> {
 #[test]
 fn calls_through_kamailio_report_the_loss_nftables_counted() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-netns-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/netns/run.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir).arg("3");
+    let (mut rig, dir) = common::rig("tests/netns/run.sh", "netns");
+    rig.arg("3");
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/run.sh") else {
         return;
     };

@@ -8,7 +8,6 @@
 use crate::common;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 fn json(p: &Path) -> Value {
     serde_json::from_str(
@@ -20,10 +19,8 @@ fn json(p: &Path) -> Value {
 #[test]
 fn relay_nodes_recover_loss_and_reroute_around_a_dead_link() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-relay-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/netns/relay.sh"));
-    rig.arg(&dir).arg(env!("CARGO_BIN_EXE_calliper")).arg("4");
+    let (mut rig, dir) = common::rig("tests/netns/relay.sh", "relay");
+    rig.arg(env!("CARGO_BIN_EXE_calliper")).arg("4");
     if common::namespace_rig(&mut rig, "tests/netns/relay.sh").is_none() {
         return;
     }
@@ -67,10 +64,8 @@ fn counter(stats: &Value, part: &str, key: &str) -> u64 {
 #[test]
 fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-edges-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/netns/edge_overlay.sh"));
-    rig.arg(&dir).arg("3").arg("5").env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
+    let (mut rig, dir) = common::rig("tests/netns/edge_overlay.sh", "edges");
+    rig.arg("3").arg("5").env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/edge_overlay.sh") else {
         return;
     };

@@ -37,10 +37,7 @@ fn wav(path: &Path) -> (Vec<i16>, u16) {
 #[test]
 fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
     let _turn = crate::turn();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-speech-{}", std::process::id()));
-    let mut rig = Command::new(root.join("tests/netns/speech.sh"));
-    rig.arg(&dir);
+    let (mut rig, dir) = common::rig("tests/netns/speech.sh", "speech");
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/speech.sh") else {
         return;
     };
