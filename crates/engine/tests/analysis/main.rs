@@ -7,6 +7,7 @@
 
 mod batches;
 mod call_flows;
+mod calls;
 mod encapsulations;
 mod events;
 mod quality;
@@ -14,4 +15,5 @@ mod registrations;
 mod restart_jitter;
 mod shards;
 mod time_jumps;
+mod traffic;
 mod tshark_oracle;
