@@ -49,6 +49,19 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Every frame of a one-link capture file: (timestamp ns, frame), and
+/// its link type (what [`write_pcap`] takes back).
+pub fn read_frames(path: &Path) -> (Vec<(i64, Vec<u8>)>, u16) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut r = calliper_capture::CaptureReader::new(&bytes[..]).unwrap();
+    let (mut frames, mut link) = (Vec::new(), 0);
+    while let Some(p) = r.next_packet().unwrap() {
+        link = p.link_type;
+        frames.push((p.ts_ns, p.data.to_vec()));
+    }
+    (frames, link)
+}
+
 /// Writes a nanosecond pcap of `link_type` holding (timestamp ns, frame).
 pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
     use calliper_capture::pcap_out::{file_header, record_header, Resolution};

@@ -3,23 +3,15 @@
 //! engine's (`crates/engine/tests/analysis/time_jumps.rs`).
 
 use crate::common;
-use calliper_capture::CaptureReader;
 use std::path::Path;
 
 const DAY: i64 = 86_400_000_000_000;
 
 /// The sample capture's packets: (time, frame), and its link type.
 fn sample() -> (Vec<(i64, Vec<u8>)>, u32) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bytes = std::fs::read(root.join("testdata/sipp_hold_dtmf.pcap")).unwrap();
-    let mut r = CaptureReader::new(&bytes[..]).unwrap();
-    let mut packets = Vec::new();
-    let mut link = 0;
-    while let Some(p) = r.next_packet().unwrap() {
-        link = u32::from(p.link_type);
-        packets.push((p.ts_ns, p.data.to_vec()));
-    }
-    (packets, link)
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let (frames, link) = calliper_testkit::captures::read_frames(&path);
+    (frames, u32::from(link))
 }
 
 /// `export audio` sees the times the analysis believed: a re-stamped RTP

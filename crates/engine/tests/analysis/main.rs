@@ -8,6 +8,7 @@
 mod batches;
 mod call_flows;
 mod calls;
+mod captures;
 mod encapsulations;
 mod events;
 mod quality;

@@ -5,9 +5,8 @@
 //! on at a new time. (`export audio` reading the believed times is the
 //! command's test, `crates/cli/tests/offline/time_jumps.rs`.)
 
-use calliper_capture::CaptureReader;
 use calliper_engine::Config;
-use calliper_testkit::captures::repo_root;
+use calliper_testkit::captures::{read_frames, repo_root};
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 
@@ -15,15 +14,7 @@ const DAY: i64 = 86_400_000_000_000;
 
 /// The sample capture's packets: (time, frame), and its link type.
 fn sample() -> (Vec<(i64, Vec<u8>)>, u16) {
-    let bytes = std::fs::read(repo_root().join("testdata/sipp_hold_dtmf.pcap")).unwrap();
-    let mut r = CaptureReader::new(&bytes[..]).unwrap();
-    let mut packets = Vec::new();
-    let mut link = 0;
-    while let Some(p) = r.next_packet().unwrap() {
-        link = p.link_type;
-        packets.push((p.ts_ns, p.data.to_vec()));
-    }
-    (packets, link)
+    read_frames(&repo_root().join("testdata/sipp_hold_dtmf.pcap"))
 }
 
 /// What `analyze --format jsonl --events intervals` writes for `packets`:
