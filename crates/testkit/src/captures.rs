@@ -82,3 +82,51 @@ pub fn scratch(name: &str) -> PathBuf {
     let n = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     std::env::temp_dir().join(format!("calliper-{}-{n}-{name}", std::process::id()))
 }
+
+/// The capture with each SIP datagram sent as HEP, 300 µs after it was
+/// captured, from port 5060 as Kamailio's siptrace sends it (HEP from a SIP
+/// port is HEP, not SIP); `mangle` may spoil each HEP message.
+pub fn as_hep_feed(path: &Path, mangle: impl Fn(&mut Vec<u8>)) -> (Vec<(i64, Vec<u8>)>, usize) {
+    let data = std::fs::read(path).unwrap();
+    let mut r = calliper_capture::CaptureReader::new(&data[..]).unwrap();
+    let (mut out, mut sip) = (Vec::new(), 0);
+    while let Some(p) = r.next_packet().unwrap() {
+        let f = calliper_wire::decode(p.link_type, p.data).unwrap();
+        let frame = match f.transport {
+            calliper_wire::Transport::Udp { sport, dport, payload }
+                if payload.first().is_some_and(u8::is_ascii_alphabetic) =>
+            {
+                sip += 1;
+                let mut hep = calliper_wire::hep::Hep {
+                    src: f.src,
+                    dst: f.dst,
+                    sport,
+                    dport,
+                    ip_protocol: 17,
+                    ts_ns: p.ts_ns,
+                    kind: calliper_wire::hep::kind::SIP,
+                    capture_id: 2001,
+                    auth_key: None,
+                    correlation_id: None,
+                    vlan: None,
+                    mos: None,
+                    payload,
+                    compressed: false,
+                }
+                .emit()
+                .unwrap();
+                mangle(&mut hep);
+                let ip =
+                    calliper_wire::emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
+                        .emit(&calliper_wire::emit::udp(5060, 9060, &hep));
+                out.push((p.ts_ns + 300_000, calliper_wire::emit::ethernet(&[], 0x0800, &ip)));
+                continue;
+            }
+            _ => p.data.to_vec(),
+        };
+        assert_eq!(p.link_type, 1, "an Ethernet capture");
+        out.push((p.ts_ns, frame));
+    }
+    out.sort_by_key(|p| p.0);
+    (out, sip)
+}

@@ -98,7 +98,7 @@ fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
     let dir = common::scratch("hep-again");
     std::fs::create_dir_all(&dir).unwrap();
     let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let (feed, sip) = crate::hep::as_hep_feed(&original, |_| {});
+    let (feed, sip) = calliper_testkit::captures::as_hep_feed(&original, |_| {});
     let path = dir.join("feed.pcap");
     common::write_pcap(&path, 1, &feed);
     let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -26,7 +26,6 @@ mod example_tracker;
 mod export;
 mod flood;
 mod generate;
-mod hep;
 mod hep_out;
 mod hostile;
 mod hostile_files;

@@ -11,6 +11,7 @@ mod calls;
 mod captures;
 mod encapsulations;
 mod events;
+mod hep;
 mod quality;
 mod registrations;
 mod restart_jitter;

@@ -1,68 +1,30 @@
 //! A capture of a HEP feed analyses like the traffic it copies: every SIP
 //! packet of real captures is replaced by the HEP3 datagram an agent
-//! would send for it (to the collector port 9060, with the original
-//! addresses, ports and time in its chunks, sent a little later), media
-//! left as captured. The records must equal the original capture's.
-//! Malformed HEP is counted, never read.
+//! would send for it (`calliper_testkit::captures::as_hep_feed`: to the
+//! collector port 9060, with the original addresses, ports and time in its
+//! chunks, sent a little later), media left as captured. The records must
+//! equal the original capture's. Malformed HEP is counted, never read.
 
-use crate::common;
-
-use calliper_capture::CaptureReader;
+use calliper_engine::Config;
+use calliper_testkit::captures::{as_hep_feed, repo_root};
+use calliper_testkit::probe::Probe;
+use calliper_wire::decode;
 use calliper_wire::emit;
-use calliper_wire::hep::{kind, Hep};
-use calliper_wire::{decode, Transport};
-use common::calliper_jsonl;
+use calliper_wire::hep::Hep;
 use serde_json::Value;
 use std::path::Path;
 
-/// The capture with each SIP datagram sent as HEP, 300 µs after it was
-/// captured, from port 5060 as Kamailio's siptrace sends it (HEP from a SIP
-/// port is HEP, not SIP); `mangle` may spoil each HEP message.
-pub(crate) fn as_hep_feed(
-    path: &Path,
-    mangle: impl Fn(&mut Vec<u8>),
-) -> (Vec<(i64, Vec<u8>)>, usize) {
-    let data = std::fs::read(path).unwrap();
-    let mut r = CaptureReader::new(&data[..]).unwrap();
-    let (mut out, mut sip) = (Vec::new(), 0);
-    while let Some(p) = r.next_packet().unwrap() {
-        let f = decode(p.link_type, p.data).unwrap();
-        let frame = match f.transport {
-            Transport::Udp { sport, dport, payload }
-                if payload.first().is_some_and(u8::is_ascii_alphabetic) =>
-            {
-                sip += 1;
-                let mut hep = Hep {
-                    src: f.src,
-                    dst: f.dst,
-                    sport,
-                    dport,
-                    ip_protocol: 17,
-                    ts_ns: p.ts_ns,
-                    kind: kind::SIP,
-                    capture_id: 2001,
-                    auth_key: None,
-                    correlation_id: None,
-                    vlan: None,
-                    mos: None,
-                    payload,
-                    compressed: false,
-                }
-                .emit()
-                .unwrap();
-                mangle(&mut hep);
-                let ip = emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)
-                    .emit(&emit::udp(5060, 9060, &hep));
-                out.push((p.ts_ns + 300_000, emit::ethernet(&[], 0x0800, &ip)));
-                continue;
-            }
-            _ => p.data.to_vec(),
-        };
-        assert_eq!(p.link_type, 1, "an Ethernet capture");
-        out.push((p.ts_ns, frame));
-    }
-    out.sort_by_key(|p| p.0);
-    (out, sip)
+/// What `analyze --format jsonl FILE` writes.
+fn lines(file: &Path) -> Vec<Value> {
+    calliper_testkit::probe::analyze(file).lines()
+}
+
+/// What `analyze --format jsonl [--hep-port PORT] --threads T` writes for
+/// an Ethernet capture of `feed`.
+fn feed_lines(feed: &[(i64, Vec<u8>)], hep_port: Option<u16>, threads: usize) -> Vec<Value> {
+    let mut p = Probe::new(Config { hep_port, ..Config::default() }, threads);
+    p.frames(1, feed);
+    p.finish().lines()
 }
 
 fn records(lines: &[Value]) -> Vec<&Value> {
@@ -71,35 +33,28 @@ fn records(lines: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn a_hep_feed_gives_the_records_of_the_traffic_it_copies() {
-    let dir = common::scratch("hep-feed");
-    std::fs::create_dir_all(&dir).unwrap();
-    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let want = calliper_jsonl(&original, &[]);
+    let original = repo_root().join("testdata/sipp_hold_dtmf.pcap");
+    let want = lines(&original);
     assert!(records(&want).iter().any(|r| r["type"] == "call"));
     let (feed, sip) = as_hep_feed(&original, |_| {});
     assert!(sip > 0);
-    let path = dir.join("feed.pcap");
-    common::write_pcap(&path, 1, &feed);
-    for threads in ["1", "2"] {
-        let got = calliper_jsonl(&path, &["--threads", threads, "--hep-port", "9060"]);
+    for threads in [1, 2] {
+        let got = feed_lines(&feed, Some(9060), threads);
         let summary = got.last().unwrap();
         assert_eq!(summary["hep"], sip, "{summary}");
         assert_eq!(records(&got), records(&want), "{threads} threads");
     }
     // HEP is read only when asked for: by default the feed is just UDP.
-    let off = calliper_jsonl(&path, &[]);
+    let off = feed_lines(&feed, None, 1);
     assert!(!off.iter().any(|l| l["type"] == "call"));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The feed with each HEP message's payload compressed by the system's
 /// `gzip` (chunk 0x0010): the same records as the plain feed.
 #[test]
 fn a_compressed_hep_feed_gives_the_same_records() {
-    let dir = common::scratch("hep-gzip");
-    std::fs::create_dir_all(&dir).unwrap();
-    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let want = calliper_jsonl(&original, &[]);
+    let original = repo_root().join("testdata/sipp_hold_dtmf.pcap");
+    let want = lines(&original);
     let (feed, sip) = as_hep_feed(&original, |_| {});
     let gzip = |data: &[u8]| {
         use std::io::Write;
@@ -131,10 +86,7 @@ fn a_compressed_hep_feed_gives_the_same_records() {
         })
         .collect();
     assert_eq!(compressed, sip);
-    let path = dir.join("gzip.pcap");
-    common::write_pcap(&path, 1, &feed);
-    let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
-    std::fs::remove_dir_all(&dir).ok();
+    let got = feed_lines(&feed, Some(9060), 1);
     let summary = got.last().unwrap();
     assert_eq!(summary["hep"], sip, "{summary}");
     assert_eq!(summary["hep_unread"], 0, "{summary}");
@@ -144,15 +96,10 @@ fn a_compressed_hep_feed_gives_the_same_records() {
 
 #[test]
 fn malformed_hep_is_counted_not_read() {
-    let dir = common::scratch("hep-bad");
-    std::fs::create_dir_all(&dir).unwrap();
-    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let original = repo_root().join("testdata/sipp_hold_dtmf.pcap");
     // The first chunk's length runs past the message.
     let (feed, sip) = as_hep_feed(&original, |h| h[10..12].copy_from_slice(&[0xFF, 0xF0]));
-    let path = dir.join("bad.pcap");
-    common::write_pcap(&path, 1, &feed);
-    let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
-    std::fs::remove_dir_all(&dir).ok();
+    let got = feed_lines(&feed, Some(9060), 1);
     let summary = got.last().unwrap();
     assert_eq!(summary["anomalies"]["hep_bad_chunk"], sip, "{summary}");
     assert_eq!(summary["hep"], 0);
@@ -164,18 +111,14 @@ fn malformed_hep_is_counted_not_read() {
 /// at its packet's time and counted.
 #[test]
 fn a_hep_time_far_from_the_capture_is_not_believed() {
-    let dir = common::scratch("hep-skew");
-    std::fs::create_dir_all(&dir).unwrap();
-    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let original = repo_root().join("testdata/sipp_hold_dtmf.pcap");
     for shift in [-120i64, 2] {
         let (feed, sip) = as_hep_feed(&original, |h| {
             let at = h.windows(6).position(|w| w == [0, 0, 0, 9, 0, 10]).unwrap() + 6;
             let s = u32::from_be_bytes(h[at..at + 4].try_into().unwrap());
             h[at..at + 4].copy_from_slice(&((s as i64 + shift) as u32).to_be_bytes());
         });
-        let path = dir.join("skew.pcap");
-        common::write_pcap(&path, 1, &feed);
-        let got = calliper_jsonl(&path, &["--hep-port", "9060"]);
+        let got = feed_lines(&feed, Some(9060), 1);
         let summary = got.last().unwrap();
         assert_eq!(summary["anomalies"]["hep_clock_skew"], sip, "{shift}: {summary}");
         let first = feed.first().unwrap().0;
@@ -184,5 +127,4 @@ fn a_hep_time_far_from_the_capture_is_not_believed() {
             assert!(invite >= first, "{shift}: {invite} before the capture's first packet");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
