@@ -1,5 +1,6 @@
 //! What the workspace's tests share: the captures they compare on
-//! ([`captures`]) and those the generator makes ([`generated`]), tshark
+//! ([`captures`]), those crafted from headers ([`crafted`]) and those the
+//! generator makes ([`generated`]), tshark
 //! and what is read from it ([`oracle`]), the
 //! in-process probe ([`probe`]: frames in; records, events and counters
 //! out), and the reading of `CALLIPER_SKIP`.
@@ -10,6 +11,7 @@
 //! cannot run is never reported as passed by accident.
 
 pub mod captures;
+pub mod crafted;
 pub mod generated;
 pub mod oracle;
 pub mod probe;

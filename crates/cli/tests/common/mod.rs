@@ -4,7 +4,7 @@
 pub mod callpcaps;
 pub mod clickhouse;
 pub mod forged;
-pub mod hostile;
+pub use calliper_testkit::crafted as hostile;
 pub mod runs;
 
 use serde_json::Value;

@@ -33,7 +33,6 @@ mod hostile_numbers;
 mod kpi;
 mod probe_config;
 mod registrations;
-mod rtcp_xr;
 mod rules;
 mod stored_fields;
 mod time_jumps;

@@ -15,6 +15,7 @@ mod hep;
 mod quality;
 mod registrations;
 mod restart_jitter;
+mod rtcp_xr;
 mod shards;
 mod time_jumps;
 mod traffic;

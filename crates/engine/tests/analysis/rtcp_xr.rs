@@ -4,9 +4,10 @@
 //! must show, with the same values, on the stream it is about, and every
 //! stream's XR figures must be the last block tshark decodes for it.
 
-use crate::common;
-
-use common::hostile::{invite_or_ok, rtp, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0};
+use calliper_testkit::crafted::{
+    invite_or_ok, rtp, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
+};
+use calliper_testkit::oracle::tshark;
 use serde_json::Value;
 use std::net::Ipv4Addr;
 
@@ -91,7 +92,7 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
     for f in fields {
         args.extend(["-e", f]);
     }
-    let out = common::tshark(&pcap, &args);
+    let out = tshark(&pcap, &args);
     // tshark: per block, the stream it is about and the values, in order.
     let mut wireshark: Vec<(u64, Vec<String>)> = Vec::new();
     for line in out.lines().filter(|l| !l.is_empty()) {
@@ -102,7 +103,7 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
         wireshark.push((about, cols[1..].iter().map(|s| s.to_string()).collect()));
     }
     assert_eq!(wireshark.len(), 8, "tshark decoded {out}");
-    let lines = common::calliper_jsonl(&pcap, &[]);
+    let lines = calliper_testkit::probe::analyze(&pcap).lines();
     let call = lines.iter().find(|l| l["type"] == "call").unwrap();
     let streams = call["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2);

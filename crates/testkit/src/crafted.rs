@@ -1,7 +1,9 @@
-//! A small generator of hostile captures: each function builds, from
-//! protocol headers, the capture that reproduced one failure (see
+//! Captures crafted from protocol headers (`wire::emit`): a pcap written
+//! in memory, the frames and SIP messages tests build calls from, and the
+//! capture that reproduced each hostile-input failure (see
 //! docs/hostile-input.md), so the regression tests feed the real thing
-//! rather than hand-edited bytes.
+//! rather than hand-edited bytes. (The command's tests know it as
+//! `common::hostile`.)
 
 use calliper_capture::pcap_out::{file_header, record_header, Resolution};
 use calliper_wire::emit;
@@ -45,7 +47,7 @@ impl Pcap {
 
     /// Writes the capture to a file in the system's temporary directory.
     pub fn save(&self, name: &str) -> std::path::PathBuf {
-        let p = super::scratch(&format!("{name}.pcap"));
+        let p = crate::captures::scratch(&format!("{name}.pcap"));
         std::fs::write(&p, &self.bytes).unwrap();
         p
     }
