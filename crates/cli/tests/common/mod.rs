@@ -132,6 +132,16 @@ pub fn succeeded(out: &std::process::Output) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `calliper analyze --progress never FILE`, the terminal report, run
+/// under [`run_measured`] (a hang or a signal fails the test).
+pub fn analyze_text(file: &Path) -> Measured {
+    run_measured(
+        Command::new(env!("CARGO_BIN_EXE_calliper"))
+            .args(["analyze", "--progress", "never"])
+            .arg(file),
+    )
+}
+
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--format", "jsonl", "--progress", "never"])

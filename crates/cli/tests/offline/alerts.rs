@@ -129,12 +129,7 @@ fn each_threshold_crossed_raises_its_alert_and_nothing_else() {
     assert_eq!(stored_alerts(&db), alerts.len() as i64);
 
     // The text report shows them too.
-    let text = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = common::analyze_text(&pcap).stdout;
     assert_eq!(text.lines().filter(|l| l.starts_with("alert ")).count(), 7, "{text}");
     assert!(text.contains("alert no_rtp call silent"), "{text}");
     assert!(text.contains("alert scanning source 10.0.0.9"), "{text}");

@@ -72,15 +72,7 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
     let dir = std::env::temp_dir().join(format!("calliper-export-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (db, wav) = (dir.join("calls.db"), dir.join("call.wav"));
-    let out = calliper(&[
-        "analyze",
-        "--progress",
-        "never",
-        "--db",
-        db.to_str().unwrap(),
-        capture.to_str().unwrap(),
-    ]);
-    common::succeeded(&out);
+    common::analyze_into_db(&capture, &db, &[]);
     let out = common::export_audio(
         "1-836@127.0.1.1",
         db.to_str().unwrap(),

@@ -44,11 +44,7 @@ fn invented_methods_200000() {
     assert_eq!(kinds["other-method"], 200_000);
     // The terminal summary stays short whatever the methods were.
     let file = hostile::invented_methods(200_000).save("invented-methods-text");
-    let m = run_measured(
-        Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args(["analyze", "--progress", "never"])
-            .arg(&file),
-    );
+    let m = common::analyze_text(&file);
     std::fs::remove_file(&file).ok();
     assert_eq!(m.code, 0);
     let summary = m.stdout.split("---").nth(1).unwrap();
@@ -258,11 +254,7 @@ fn session_refreshes_do_not_use_up_media_descriptions() {
 #[test]
 fn control_characters_do_not_reach_the_terminal() {
     let file = hostile::control_characters().save("control");
-    let m = run_measured(
-        Command::new(env!("CARGO_BIN_EXE_calliper"))
-            .args(["analyze", "--progress", "never"])
-            .arg(&file),
-    );
+    let m = common::analyze_text(&file);
     std::fs::remove_file(&file).ok();
     assert_eq!(m.code, 0);
     assert!(!m.stdout.contains('\u{1b}') && !m.stdout.contains("\rcall"), "{:?}", m.stdout);

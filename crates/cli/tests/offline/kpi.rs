@@ -179,12 +179,7 @@ fn every_rfc6076_metric_and_e411_ratio_matches_hand_built_flows() {
     close(r, 50.0, "ira");
     close(r, 80.0, "rrd_ms");
     // The text report sums the run up in the same figures.
-    let text = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = common::analyze_text(&pcap).stdout;
     assert!(
         text.contains("kpi calls    attempts 7  ASR 14.3 %  NER 42.9 %  SER 16.7 %  SEER 33.3 %  ISA 42.9 %  SCR 14.3 %  SRD 160.0 ms  failed SRD 90.0 ms  SDD 40.0 ms  SDT 10.0 s"),
         "{text}"

@@ -6,25 +6,12 @@ use crate::common;
 
 use common::calliper_jsonl;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn testdata() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    files.sort();
-    files
-}
+use std::path::Path;
 
 #[test]
 fn two_threads_give_the_same_series_and_the_database_holds_it() {
-    let file = testdata()
-        .into_iter()
-        .find(|f| f.ends_with("heplify__rtp_rtcp_sip_ipv4_udp.pcap"))
-        .unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/heplify__rtp_rtcp_sip_ipv4_udp.pcap");
     let rows = |extra: &[&str]| -> Vec<Value> {
         calliper_jsonl(&file, extra).into_iter().filter(|l| l["type"] == "traffic").collect()
     };
