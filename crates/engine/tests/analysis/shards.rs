@@ -34,7 +34,7 @@ fn generated_file(name: &str, spec: &Spec) -> std::path::PathBuf {
 }
 
 #[test]
-fn two_and_three_shards_match_one_thread() {
+fn two_three_and_four_shards_match_one_thread() {
     let mut files = captures();
     let impaired = generated_file("shards", &generated::impaired());
     files.push(impaired.clone());
@@ -46,7 +46,7 @@ fn two_and_three_shards_match_one_thread() {
             cfg.unanswered_timeout_ns = 300_000_000 * 1_000_000_000;
         }
         let one = run(f, 1, &cfg);
-        for t in [2, 3] {
+        for t in [2, 3, 4] {
             let many = run(f, t, &cfg);
             let name = f.display();
             assert_eq!(many.0, one.0, "{name}: records differ with {t} threads");
