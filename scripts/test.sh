@@ -73,18 +73,21 @@ took "building the tests"
 # The command's offline tests run four at a time: a few of them wait in real
 # time (a 20 s paced replay, the console's 10 s header timeout), and with two
 # the CPU sat idle behind them (111 s against 76 s on this machine's 2
-# cores). Every other binary keeps libtest's default.
+# cores). Every other binary keeps libtest's default. All three runs select
+# the whole workspace, so cargo resolves features as the build above did and
+# rebuilds nothing (selecting packages instead rebuilt half the tree).
 if [ "$status" = 0 ]; then
-    cli_tests=()
-    for t in crates/cli/tests/*.rs crates/cli/tests/*/main.rs; do
-        t=${t#crates/cli/tests/}
-        t=${t%/main.rs}
-        t=${t%.rs}
-        [ "$t" = offline ] || cli_tests+=(--test "$t")
-    done
-    cargo test --workspace --exclude calliper --release --no-fail-fast 2>&1 | tee -a target/test.log || status=$?
-    cargo test -p calliper --release --no-fail-fast --bins "${cli_tests[@]}" 2>&1 | tee -a target/test.log || status=$?
-    cargo test -p calliper --release --no-fail-fast --test offline -- --test-threads 4 2>&1 | tee -a target/test.log || status=$?
+    others=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    for t in p["targets"]:
+        if "test" in t["kind"] and t["name"] != "offline":
+            print("--test", t["name"])')
+    [ -n "$others" ] || { echo "cargo metadata named no test target" >&2; exit 1; }
+    # shellcheck disable=SC2086 # one word per option and target name
+    cargo test --workspace --release --no-fail-fast --lib --bins $others 2>&1 | tee -a target/test.log || status=$?
+    cargo test --workspace --release --no-fail-fast --test offline -- --test-threads 4 2>&1 | tee -a target/test.log || status=$?
+    cargo test --workspace --release --no-fail-fast --doc 2>&1 | tee -a target/test.log || status=$?
     took "running the tests"
 fi
 # G.729 (libbcg729, GPL) is a cargo feature: its decoder and its PESQ call
