@@ -89,6 +89,14 @@ pub fn wireshark_tool(tool: &str, args: &[&str]) {
     assert!(out.status.success(), "{tool}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// tshark's `frame.time_epoch` ("1795310759.744595000") as ns since the
+/// epoch.
+pub fn epoch_ns(s: &str) -> i64 {
+    let (sec, frac) = s.split_once('.').unwrap_or((s, "0"));
+    let frac = format!("{frac:0<9}");
+    sec.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap()
+}
+
 /// tshark's `-T fields` output for the packets matching `filter` (all when
 /// empty): a line a packet, the `fields` separated by tabs unless `opts`
 /// (tshark's own options: `-o rtp.heuristic_rtp:TRUE`, `-E separator=|`,

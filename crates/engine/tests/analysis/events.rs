@@ -6,7 +6,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{at_least, captures, repo_root};
-use calliper_testkit::oracle::{tshark_fields, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{epoch_ns, tshark_fields, KNOWN_DIFFERENCES};
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,13 +37,6 @@ fn events(file: &Path, threads: usize) -> Vec<Value> {
     let mut lines = out.lines();
     lines.extend(out.events.iter().cloned());
     lines
-}
-
-/// "1795310759.744595000" as ns.
-fn epoch_ns(s: &str) -> i64 {
-    let (sec, frac) = s.split_once('.').unwrap_or((s, "0"));
-    let frac = format!("{frac:0<9}");
-    sec.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap()
 }
 
 /// The innermost of a field tshark repeats per layer (tunnels).

@@ -34,9 +34,7 @@ fn jitter_within_segments_is_tsharks_on_each_segment() {
     .lines()
     .map(|l| {
         let f: Vec<&str> = l.split('\t').collect();
-        let (secs, frac) = f[1].split_once('.').unwrap();
-        let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
-            + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+        let ns = calliper_testkit::oracle::epoch_ns(f[1]);
         (
             f[0].parse().unwrap(),
             ns,

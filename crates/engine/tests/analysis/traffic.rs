@@ -56,9 +56,7 @@ fn tshark_bins(file: &Path) -> Bins {
     let mut bins = Bins::new();
     for line in out.lines() {
         let f: Vec<&str> = line.split('|').collect();
-        let (secs, frac) = f[0].split_once('.').unwrap();
-        let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
-            + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+        let ns = calliper_testkit::oracle::epoch_ns(f[0]);
         let len: u64 = f[1].parse().unwrap();
         let last = |s: &str| {
             s.rsplit(',').next().filter(|v| !v.is_empty()).map(|v| v.parse::<u8>().unwrap())
@@ -172,9 +170,7 @@ fn tshark_talkers(file: &Path) -> BTreeMap<(i64, String), (u64, u64)> {
     let mut talkers = BTreeMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.split('|').collect();
-        let (secs, frac) = f[0].split_once('.').unwrap();
-        let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
-            + format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+        let ns = calliper_testkit::oracle::epoch_ns(f[0]);
         // The innermost header: the last value listed.
         let last = |s: &str| s.rsplit(',').next().filter(|v| !v.is_empty()).map(str::to_string);
         let Some(src) = last(f[3]).or_else(|| last(f[2])) else {
