@@ -88,7 +88,9 @@ impl Probe {
 
     /// Frames of `link_type` as `analyze` reads a capture of them: in
     /// batches of [`calliper_engine::READ_BATCH`], each batch's capture
-    /// times judged together.
+    /// times judged together. (The file reader also ends a batch where its
+    /// 1 MiB buffer ends: past 1 MiB of capture, use [`Probe::capture`]
+    /// when batch edges matter.)
     pub fn frames(&mut self, link_type: u16, frames: &[(i64, Vec<u8>)]) {
         for chunk in frames.chunks(calliper_engine::READ_BATCH) {
             let packets = chunk.iter().map(|(ts_ns, data)| calliper_capture::Packet {

@@ -27,7 +27,8 @@ fn output_dash_is_stdout() {
 }
 
 /// The in-process probe the library crates' tests use
-/// (`calliper_testkit::probe`) gives, on every capture, what `calliper
+/// (`calliper_testkit::probe`) gives, on every capture and on the impaired
+/// generated one (`calliper_testkit::generated::impaired`), what `calliper
 /// analyze --format jsonl --events all` writes: the same call and stream
 /// lines, the same event lines and the same tracker rows (KPIs, traffic,
 /// registrations, alerts, users), each in the same order with one thread,
@@ -47,14 +48,20 @@ fn the_in_process_probe_gives_the_command_lines_records_events_and_counters() {
         (&["--interval", "1", "--dedup-window", "0", "--threads", "2"], event_tests, 2),
     ];
     let (mut records, mut events, mut rows) = (0, 0, 0);
+    let impaired = common::scratch("impaired.pcap");
+    let spec = calliper_testkit::generated::impaired();
+    std::fs::write(&impaired, calliper_testkit::generated::pcap(&spec)).unwrap();
+    let mut files = common::captures();
+    files.push(impaired.clone());
     for (flags, cfg, threads) in runs {
-        for file in common::captures() {
+        for file in &files {
+            let file = file.as_path();
             let name = format!("{} {flags:?}", file.display());
             let mut args = vec!["--events", "all"];
             args.extend_from_slice(flags);
-            let cli = Lines::of(calliper_jsonl(&file, &args));
+            let cli = Lines::of(calliper_jsonl(file, &args));
             let mut probe = calliper_testkit::probe::Probe::new(cfg.clone(), threads);
-            probe.capture(&file);
+            probe.capture(file);
             let out = probe.finish();
             let ours = Lines::of(out.lines().into_iter().chain(out.events).collect());
             // Each kind in order with one thread: both take what is
@@ -83,6 +90,7 @@ fn the_in_process_probe_gives_the_command_lines_records_events_and_counters() {
             && rows >= common::at_least(400, 10),
         "only {records} records, {events} events and {rows} tracker rows compared"
     );
+    std::fs::remove_file(&impaired).ok();
 }
 
 /// One run's lines by kind.

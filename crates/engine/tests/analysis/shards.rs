@@ -1,7 +1,8 @@
 //! Sharded analysis gives exactly the single-thread results: every record,
 //! tracker row and counter, on every capture and on generated ones with
-//! loss, duplicates and reordering. (The command's `--threads` gives what
-//! this probe gives: `crates/cli/tests/offline/captures.rs`.)
+//! loss, duplicates and reordering. (`crates/cli/tests/offline/captures.rs`
+//! checks that the command with `--threads 2` gives what this probe gives,
+//! on every capture and the impaired one.)
 
 use calliper_engine::Config;
 use calliper_generate::Spec;
