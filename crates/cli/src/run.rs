@@ -274,8 +274,8 @@ impl Outputs {
         if let serde_json::Value::Object(o) = &mut summary {
             o.extend(fields);
         }
-        self.writer.send(taken.into())?;
         self.writer.finish(Finish {
+            last: taken.into(),
             input: input.to_string(),
             summary,
             counters: counters.clone(),

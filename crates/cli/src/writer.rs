@@ -59,6 +59,9 @@ impl Batch {
 
 /// The end of a run, for the sinks.
 pub struct Finish {
+    /// What the trackers still held: written first, and never dropped
+    /// (the summary has already counted the drops).
+    pub last: Batch,
     /// Names of the inputs.
     pub input: String,
     /// Counters and extra fields, as JSON.
@@ -112,7 +115,8 @@ impl Sinks {
         Ok(())
     }
 
-    fn finish(&mut self, f: &Finish) -> Result<()> {
+    fn finish(&mut self, mut f: Finish) -> Result<()> {
+        self.write(std::mem::take(&mut f.last))?;
         for u in f.users.users.values() {
             let v = serde_json::to_value(u)?;
             for s in self.sinks.iter_mut() {
@@ -171,7 +175,7 @@ impl Writer {
                 while let Ok(m) = rx.recv() {
                     match m {
                         Msg::Batch(b) => sinks.write(b)?,
-                        Msg::Finish(f) => return sinks.finish(&f),
+                        Msg::Finish(f) => return sinks.finish(*f),
                     }
                 }
                 Ok(())
@@ -229,7 +233,7 @@ impl Writer {
     /// Writes the end of the run and waits for everything to be written.
     pub fn finish(mut self, f: Finish) -> Result<()> {
         if let Some(sinks) = &mut self.inline {
-            return sinks.finish(&f);
+            return sinks.finish(f);
         }
         let Some(tx) = self.tx.take() else {
             return Err(anyhow!("the writer has stopped"));
@@ -301,5 +305,40 @@ mod tests {
         w.close().unwrap();
         // Everything was either written or counted.
         assert_eq!(*rows.lock().unwrap() + w_dropped, sent);
+    }
+
+    /// The trackers' last rows go with the end, which waits: with the
+    /// queue full when the run ends, they are written, not dropped
+    /// uncounted after the summary took the drop count.
+    #[test]
+    fn the_last_rows_are_written_even_behind_a_full_queue() {
+        let gate = Arc::new(Mutex::new(()));
+        let rows = Arc::new(Mutex::new(0));
+        let stall = gate.lock().unwrap();
+        let sinks = Sinks {
+            sinks: vec![Box::new(Stalled { gate: gate.clone(), rows: rows.clone() })],
+            text: None,
+        };
+        let mut w = Writer::start(sinks, true);
+        for _ in 0..QUEUE + 10 {
+            w.send(row()).unwrap();
+        }
+        let dropped = w.dropped;
+        assert!(dropped > 0, "the queue never filled");
+        let last = Batch { tracked: vec![("alert", Value::Null); 3], ..Batch::default() };
+        let finish = Finish {
+            last,
+            input: "test".into(),
+            summary: Value::Null,
+            counters: Counters::default(),
+            rules: Vec::new(),
+            users: Default::default(),
+            kpis: Default::default(),
+        };
+        let finishing = std::thread::spawn(move || w.finish(finish));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(stall);
+        finishing.join().unwrap().unwrap();
+        assert_eq!(*rows.lock().unwrap(), (QUEUE + 10) as u64 - dropped + 3);
     }
 }
