@@ -26,7 +26,7 @@ ip netns exec "$P" rtpengine --table=-1 --interface=10.90.1.1 --listen-ng=127.0.
     --port-min=40000 --port-max=40999 --homer=127.0.0.1:9060 --homer-protocol=udp --homer-id=2002 \
     --foreground --log-stderr >"$out/rtpengine.log" 2>&1 &
 pids+=($!)
-await_line "$out/rtpengine.log" "Startup complete" rtpengine
+await_line "$out/rtpengine.log" "Startup complete" rtpengine "${pids[-1]}"
 ipa "$P" kamailio -f "$here/kamailio.cfg" -A WITH_RTPENGINE -A WITH_HEP_LOOPBACK -DD -E \
     -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
 pids+=($!)

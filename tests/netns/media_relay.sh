@@ -91,7 +91,7 @@ pids+=($relay_pid)
 if [ "$relay" = calliper ]; then
     sleep 0.5
 else
-    await_line "$out/rtpengine.log" "Startup complete" rtpengine
+    await_line "$out/rtpengine.log" "Startup complete" rtpengine "$relay_pid"
 fi
 ipa "$P" kamailio -f "$here/kamailio.cfg" -A WITH_RTPENGINE -DD -E -P "$out/kamailio.pid" >"$out/kamailio.log" 2>&1 &
 pids+=($!)

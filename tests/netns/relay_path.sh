@@ -198,14 +198,16 @@ TOML
         pids+=($!)
     done
 else
+    declare -A rtpengine_pid
     for ns in "$EA:10.90.1.1" "$EC:10.90.2.1"; do
         ip netns exec "${ns%%:*}" rtpengine --table=-1 --interface="${ns#*:}" --listen-ng=127.0.0.1:2223 \
             --port-min=40000 --port-max=40999 --foreground --log-stderr \
             >"$out/rtpengine-${ns#*:}.log" 2>&1 &
         pids+=($!)
+        rtpengine_pid[${ns#*:}]=$!
     done
     for a in 10.90.1.1 10.90.2.1; do
-        await_line "$out/rtpengine-$a.log" "Startup complete" "rtpengine at $a"
+        await_line "$out/rtpengine-$a.log" "Startup complete" "rtpengine at $a" "${rtpengine_pid[$a]}"
     done
 fi
 ipa "$EA" kamailio -f "$here/kamailio-edge.cfg" -A PATH_A -DD -E -P "$out/kamailio-a.pid" \
