@@ -63,7 +63,11 @@ fi
 took "installing what the tests need"
 # Every test binary runs even after one fails, and the closing line always prints.
 status=0
-cargo test --workspace --release --no-run 2>&1 | tee target/test.log || status=$?
+# G.729 (libbcg729, GPL) is a cargo feature of the command: the tests build
+# with it, so its decoder and its PESQ call run with the rest. A second
+# build for them alone took about a minute of each run.
+all=(--workspace --release --features calliper/g729)
+cargo test "${all[@]}" --no-run 2>&1 | tee target/test.log || status=$?
 took "building the tests"
 # The test binaries run one after another. The tests against real peers in
 # real time (namespaces, Kamailio, rtpengine, linphone and PESQ) are not run
@@ -74,8 +78,9 @@ took "building the tests"
 # time (a 20 s paced replay, the console's 10 s header timeout), and with two
 # the CPU sat idle behind them (111 s against 76 s on this machine's 2
 # cores). Every other binary keeps libtest's default. All three runs select
-# the whole workspace, so cargo resolves features as the build above did and
-# rebuilds nothing (selecting packages instead rebuilt half the tree).
+# the whole workspace and its features, so cargo resolves features as the
+# build above did and rebuilds nothing (selecting packages instead rebuilt
+# half the tree).
 if [ "$status" = 0 ]; then
     others=$(cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys
@@ -85,27 +90,21 @@ for p in json.load(sys.stdin)["packages"]:
             print("--test", t["name"])')
     [ -n "$others" ] || { echo "cargo metadata named no test target" >&2; exit 1; }
     # shellcheck disable=SC2086 # one word per option and target name
-    cargo test --workspace --release --no-fail-fast --lib --bins $others 2>&1 | tee -a target/test.log || status=$?
-    cargo test --workspace --release --no-fail-fast --test offline -- --test-threads 4 2>&1 | tee -a target/test.log || status=$?
-    cargo test --workspace --release --no-fail-fast --doc 2>&1 | tee -a target/test.log || status=$?
+    cargo test "${all[@]}" --no-fail-fast --lib --bins $others 2>&1 | tee -a target/test.log || status=$?
+    cargo test "${all[@]}" --no-fail-fast --test offline -- --test-threads 4 2>&1 | tee -a target/test.log || status=$?
+    cargo test "${all[@]}" --no-fail-fast --doc 2>&1 | tee -a target/test.log || status=$?
     took "running the tests"
 fi
-# G.729 (libbcg729, GPL) is a cargo feature: its decoder and its PESQ call
-# run in a second build of the audio crate and the command-line tool. Both
-# commands name the same packages, so cargo resolves their dependencies'
-# features once (naming the audio crate alone rebuilt serde and others).
-g729=(--release -p calliper-audio -p calliper --features calliper/g729)
-cargo test "${g729[@]}" --lib --test spandsp 2>&1 | tee -a target/test.log || status=$?
-cargo test "${g729[@]}" --test pesq g729 2>&1 | tee -a target/test.log || status=$?
-took "the G.729 build's tests"
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}' target/test.log
 if [ "$status" != 0 ]; then
     echo "tests failed (see target/test.log)" >&2
     exit "$status"
 fi
-# The packet path's instruction budget (callgrind; CALLIPER_SKIP=budget skips it).
-if ! benches/budget.sh; then
+# The packet path's instruction budget (callgrind; CALLIPER_SKIP=budget
+# skips it), on the command the tests built: building it alone (`-p
+# calliper`) would compile it once more.
+if ! CALLIPER=target/release/calliper benches/budget.sh; then
     echo "the instruction budget check failed (benches/budget.sh; its output above says why)" >&2
     exit 1
 fi
