@@ -230,7 +230,8 @@ impl Playout {
         // The packet time: a step of consecutive packets that speech
         // packets can have (a silence without a marker bit, or a jump, is
         // not one).
-        if seq == self.last_seq.wrapping_add(1) && !marker {
+        // A step equal to the one kept changes nothing (most packets).
+        if ts_delta != i32::from(self.step) && seq == self.last_seq.wrapping_add(1) && !marker {
             let step_ms = ts_delta as f32 * self.ms_per_tick;
             if let (Ok(step), true) =
                 (u16::try_from(ts_delta), (PACKET_MS_MIN..=PACKET_MS_MAX).contains(&step_ms))
