@@ -365,7 +365,27 @@ impl StreamStats {
     /// is timed (from the static table or the call's `a=rtpmap`).
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
         let duplicates = self.seq.duplicates;
-        let boundary = match by_time::judge(&self.seq, &self.playout, self.last_ns, p, clock) {
+        // The next number (almost every packet): what the time judgement
+        // and the sequence accounting would both decide, without them.
+        let next = self.seq.started && p.seq == self.seq.max_seq.wrapping_add(1);
+        let boundary = if next {
+            self.seq.advance(p.seq, 1);
+            Boundary::Within
+        } else {
+            self.judged_update(p, clock)
+        };
+        self.play(p, clock, self.seq.duplicates != duplicates);
+        if boundary == Boundary::Within && self.segments.is_none() {
+            self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
+        } else {
+            self.account(p, clock, |ws, seg, p, hz| account_segments(ws, seg, p, hz, boundary));
+        }
+    }
+
+    /// The sequence accounting of a packet that is not the next number,
+    /// as the packet's time judges it ([`by_time::judge`]).
+    fn judged_update(&mut self, p: &Packet, clock: ClockRate) -> Boundary {
+        match by_time::judge(&self.seq, &self.playout, self.last_ns, p, clock) {
             ByTime::Numbers => self.seq.update(p.seq),
             ByTime::Outage(packets) => {
                 self.seq.outage(p.seq, packets);
@@ -375,12 +395,6 @@ impl StreamStats {
                 self.seq.restart(p.seq);
                 Boundary::Restart
             }
-        };
-        self.play(p, clock, self.seq.duplicates != duplicates);
-        if boundary == Boundary::Within && self.segments.is_none() {
-            self.account(p, clock, |ws, _, p, hz| ws.update(p, hz));
-        } else {
-            self.account(p, clock, |ws, seg, p, hz| account_segments(ws, seg, p, hz, boundary));
         }
     }
 
