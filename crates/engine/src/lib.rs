@@ -294,6 +294,7 @@ struct StreamKey {
 
 impl StreamKey {
     /// The key's hash under `seed`, as the stream index stores it.
+    #[inline]
     fn hash(&self, seed: u64) -> u64 {
         let ports = (self.sport as u64) << 48 | (self.dport as u64) << 32 | self.ssrc as u64;
         let (src, dst) = (fasthash::ip_word(self.src, seed), fasthash::ip_word(self.dst, seed));
