@@ -110,7 +110,7 @@ impl Dedup {
     }
 
     /// The frame's hash, or None for frames never treated as copies.
-    #[inline]
+    #[inline(always)]
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
         let (kind, a, b, payload, scope) = match f.transport {
             Transport::Tcp { payload: [], .. } => return None,
