@@ -142,7 +142,7 @@ fn transport_of(protocol: u8) -> usize {
 impl Engine {
     /// Counts one captured packet (before duplicates are removed: this is
     /// what crossed the wire) and ends the interval it leaves behind.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn count_traffic(
         &mut self,
         ts_ns: i64,

@@ -208,7 +208,7 @@ pub struct BufferOutcome {
 impl Playout {
     /// Takes one voice packet (not a duplicate, not comfort noise or an
     /// event) timed by a clock of `hz`.
-    #[inline]
+    #[inline(always)]
     pub fn update(&mut self, arrival_ns: i64, seq: u16, ts: u32, marker: bool, hz: u32) {
         if self.hz == 0 {
             *self = Playout {
