@@ -183,6 +183,7 @@ impl Engine {
     /// send to `media_datagram` (`transport` then does, by the key hint).
     /// No SIP test: SIP starts with a letter, never with RTP's version bits
     /// (`SipClassifier::is_sip`; its test `rtp_is_never_sip` holds that).
+    #[inline(always)]
     pub(crate) fn rtp_key(&self, f: &Frame<'_>) -> Option<StreamKey> {
         let (sport, dport, payload) = f.udp()?;
         if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
