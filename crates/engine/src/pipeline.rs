@@ -312,38 +312,56 @@ impl Engine {
         }
     }
 
-    /// Handles a frame's transport payload (never a fragment).
+    /// Handles a frame's transport payload (never a fragment). UDP, where
+    /// media is, inlines into the packet loop; the rest is a call away.
+    #[inline(always)]
     pub(crate) fn transport(&mut self, now: i64, f: &Frame<'_>) {
         match f.transport {
             Transport::Udp { sport, dport, payload } => {
-                let flow = flow(f, sport, dport);
-                // Signalling is counted by every shard alike (`counters`),
-                // media only by the shard that owns its address pair (`owned`).
-                // A key hint says `rtp_key` already found this datagram to
-                // be owned media, by the same tests as below.
-                if self.key_hint.is_some() {
-                    self.owned.udp += 1;
-                    self.media_datagram(now, &flow, payload);
-                } else if self.sip.is_hep(dport, payload) {
-                    // Before SIP: an agent such as Kamailio sends its HEP
-                    // from its SIP port, and "HEP3" starts with a letter.
-                    self.counters.udp += 1;
-                    self.hep_datagram(now, payload);
-                } else if self.sip.is_sip(sport, dport, payload) {
-                    self.counters.udp += 1;
-                    self.sip_transport = SipTransport::Udp;
-                    self.sip_datagram(now, &flow, payload);
-                } else if looks_like_rtcp(payload) {
-                    // Every shard reads RTCP (it is light), each applying it
-                    // to the streams it owns: RTCP need not be on RTP's
-                    // port + 1 (RFC 3605), so it may hash to another shard.
-                    self.counters.udp += 1;
-                    self.rtcp_datagram(now, &flow, payload);
-                } else if self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
-                    self.owned.udp += 1;
-                    self.media_datagram(now, &flow, payload);
-                }
+                self.udp_datagram(now, f, sport, dport, payload)
             }
+            _ => self.other_transport(now, f),
+        }
+    }
+
+    /// A UDP datagram: media, HEP, SIP or RTCP.
+    #[inline(always)]
+    fn udp_datagram(&mut self, now: i64, f: &Frame<'_>, sport: u16, dport: u16, payload: &[u8]) {
+        let flow = flow(f, sport, dport);
+        // Signalling is counted by every shard alike (`counters`),
+        // media only by the shard that owns its address pair (`owned`).
+        // A key hint says `rtp_key` already found this datagram to
+        // be owned media, by the same tests as below.
+        if self.key_hint.is_some() {
+            self.owned.udp += 1;
+            self.media_datagram(now, &flow, payload);
+        } else if self.sip.is_hep(dport, payload) {
+            // Before SIP: an agent such as Kamailio sends its HEP
+            // from its SIP port, and "HEP3" starts with a letter.
+            self.counters.udp += 1;
+            self.hep_datagram(now, payload);
+        } else if self.sip.is_sip(sport, dport, payload) {
+            self.counters.udp += 1;
+            self.sip_transport = SipTransport::Udp;
+            self.sip_datagram(now, &flow, payload);
+        } else if looks_like_rtcp(payload) {
+            // Every shard reads RTCP (it is light), each applying it
+            // to the streams it owns: RTCP need not be on RTP's
+            // port + 1 (RFC 3605), so it may hash to another shard.
+            self.counters.udp += 1;
+            self.rtcp_datagram(now, &flow, payload);
+        } else if self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
+            self.owned.udp += 1;
+            self.media_datagram(now, &flow, payload);
+        }
+    }
+
+    /// [`Engine::transport`] for all but UDP.
+    #[inline(never)]
+    fn other_transport(&mut self, now: i64, f: &Frame<'_>) {
+        match f.transport {
+            // `transport` takes it.
+            Transport::Udp { .. } => {}
             Transport::Tcp { sport, dport, seq, flags, payload } => {
                 self.counters.tcp += 1;
                 let key = flow(f, sport, dport);
