@@ -206,7 +206,7 @@ impl Engine {
     /// inside a fragmented packet), so reassembly loops here instead of
     /// calling back into this function: nesting in the input is bounded by
     /// the decoder's depth limit and never grows the stack.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn frame(&mut self, now: i64, f: &Frame<'_>) {
         let Transport::Fragment { frag, payload } = f.transport else {
             if !self.rules.no_network_rules() && self.ignored_by_rule(f) {
