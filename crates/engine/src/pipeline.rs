@@ -173,7 +173,7 @@ impl Engine {
     /// decoding in the other shards — no duplicate filter, no rules, no
     /// counting — so shards split the work; everything else (signalling,
     /// RTCP, fragments, other transports) every shard handles (None).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn media_owner(&self, f: &Frame<'_>) -> Option<bool> {
         let (i, n) = self.shard?;
         Some(route::media_flow(&self.sip, f)?.shard(n) == i)
