@@ -280,20 +280,21 @@ mod tests {
         }
     }
 
+    /// A lossy writer to a sink that waits on `gate` and counts `rows`.
+    fn stalled_writer(gate: &Arc<Mutex<()>>, rows: &Arc<Mutex<u64>>) -> Writer {
+        let stalled = Stalled { gate: gate.clone(), rows: rows.clone() };
+        Writer::start(Sinks { sinks: vec![Box::new(stalled)], text: None }, true)
+    }
+
     fn row() -> Batch {
         Batch { tracked: vec![("traffic", Value::Null)], ..Batch::default() }
     }
 
     #[test]
     fn a_stalled_disk_costs_counted_rows_never_a_wait() {
-        let gate = Arc::new(Mutex::new(()));
-        let rows = Arc::new(Mutex::new(0));
+        let (gate, rows) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(0)));
         let stall = gate.lock().unwrap();
-        let sinks = Sinks {
-            sinks: vec![Box::new(Stalled { gate: gate.clone(), rows: rows.clone() })],
-            text: None,
-        };
-        let mut w = Writer::start(sinks, true);
+        let mut w = stalled_writer(&gate, &rows);
         let sent = QUEUE as u64 + 100;
         for _ in 0..sent {
             w.send(row()).unwrap();
@@ -312,14 +313,9 @@ mod tests {
     /// uncounted after the summary took the drop count.
     #[test]
     fn the_last_rows_are_written_even_behind_a_full_queue() {
-        let gate = Arc::new(Mutex::new(()));
-        let rows = Arc::new(Mutex::new(0));
+        let (gate, rows) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(0)));
         let stall = gate.lock().unwrap();
-        let sinks = Sinks {
-            sinks: vec![Box::new(Stalled { gate: gate.clone(), rows: rows.clone() })],
-            text: None,
-        };
-        let mut w = Writer::start(sinks, true);
+        let mut w = stalled_writer(&gate, &rows);
         for _ in 0..QUEUE + 10 {
             w.send(row()).unwrap();
         }
