@@ -28,8 +28,6 @@ pub(crate) struct Traffic {
     end_ns: i64,
     /// Packets and bytes by class ([`class_index`]).
     counts: [(u64, u64); CLASSES],
-    packets: u64,
-    bytes: u64,
     /// `counters.calls` when the interval began.
     calls_before: u64,
     /// Call records written in the interval.
@@ -48,8 +46,6 @@ impl Default for Traffic {
             start_ns: None,
             end_ns: 0,
             counts: [(0, 0); CLASSES],
-            packets: 0,
-            bytes: 0,
             calls_before: 0,
             calls_ended: 0,
             dropped_before: 0,
@@ -73,8 +69,12 @@ impl Traffic {
         let c = &mut self.counts[class];
         c.0 += 1;
         c.1 += len as u64;
-        self.packets += 1;
-        self.bytes += len as u64;
+    }
+
+    /// Packets and bytes of every class: summed once an interval, not
+    /// kept per packet.
+    fn totals(&self) -> (u64, u64) {
+        self.counts.iter().fold((0, 0), |(p, b), c| (p + c.0, b + c.1))
     }
 }
 
@@ -224,7 +224,7 @@ impl Engine {
     fn traffic_close(&mut self, s: i64, every: i64) {
         let tr = &mut self.traffic;
         let quiet =
-            tr.packets == 0 && tr.calls_ended == 0 && self.capture_dropped == tr.dropped_before;
+            tr.totals().0 == 0 && tr.calls_ended == 0 && self.capture_dropped == tr.dropped_before;
         if quiet {
             if tr.quiet.merged_from.is_some() {
                 return;
@@ -313,8 +313,8 @@ impl Engine {
         let row = Row {
             start_ns,
             end_ns,
-            packets: tr.packets,
-            bytes: tr.bytes,
+            packets: tr.totals().0,
+            bytes: tr.totals().1,
             calls_open: self.calls.len() as u64,
             calls_started: self.counters.calls - tr.calls_before,
             calls_ended: tr.calls_ended,
