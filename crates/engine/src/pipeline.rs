@@ -360,8 +360,6 @@ impl Engine {
     #[inline(never)]
     fn other_transport(&mut self, now: i64, f: &Frame<'_>) {
         match f.transport {
-            // `transport` takes it.
-            Transport::Udp { .. } => {}
             Transport::Tcp { sport, dport, seq, flags, payload } => {
                 self.counters.tcp += 1;
                 let key = flow(f, sport, dport);
@@ -410,8 +408,9 @@ impl Engine {
                     }
                 }
             }
-            // Handled by `frame`, which loops over nested reassemblies.
-            Transport::Fragment { .. } => {}
+            // UDP is `transport`'s; a fragment is `frame`'s, which loops
+            // over nested reassemblies.
+            Transport::Udp { .. } | Transport::Fragment { .. } => {}
             Transport::Other { protocol: 132, payload } => {
                 self.counters.other_ip += 1;
                 // Taken out for the length of the call so messages can reach

@@ -310,11 +310,12 @@ impl Engine {
             }
         }
         let (top, talkers) = tr.talkers.top();
+        let (packets, bytes) = tr.totals();
         let row = Row {
             start_ns,
             end_ns,
-            packets: tr.totals().0,
-            bytes: tr.totals().1,
+            packets,
+            bytes,
             calls_open: self.calls.len() as u64,
             calls_started: self.counters.calls - tr.calls_before,
             calls_ended: tr.calls_ended,
