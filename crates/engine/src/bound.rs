@@ -17,9 +17,10 @@ use std::net::IpAddr;
 
 /// Bytes the allocator may add to one allocation (header and rounding).
 const ALLOC: usize = 32;
-/// Texts a call keeps, each at most [`MAX_TEXT`] bytes: From and To URI,
-/// user and display name, the caller's tag, both user agents, the final
-/// and hang-up reasons.
+/// Texts a call keeps besides its Call-ID, each at most [`MAX_TEXT`]
+/// bytes: From and To URI, user and display name, the caller's tag, both
+/// user agents, the final and hang-up reasons (one allocation with the
+/// Call-ID, `call_text`).
 const TEXTS_PER_CALL: usize = 11;
 
 /// A slab of `n` entries of `T`: its slots vector may have twice the
@@ -78,10 +79,11 @@ impl Config {
         let streams = self.max_streams;
         // Only HEP (`--hep-port`, or the probe's collector) brings them.
         let agents = if self.hep_port.is_some() { agent_reports_heap() } else { 0 };
-        // Texts, the Call-ID (in the call and as its table key), SDP media
+        // The text (Call-ID and the rest, one allocation), SDP media
         // descriptions with their rtpmaps, media addresses, stream indices.
-        let call_heap = 2 * (MAX_CALL_ID + ALLOC)
-            + TEXTS_PER_CALL * (MAX_TEXT + ALLOC)
+        let call_heap = MAX_CALL_ID
+            + TEXTS_PER_CALL * MAX_TEXT
+            + ALLOC
             + MAX_DESCS_PER_CALL
                 * (size_of::<MediaDesc>()
                     + calliper_sip::sdp::MAX_FORMATS * size_of::<crate::Rtpmap>()
@@ -96,7 +98,7 @@ impl Config {
         let mut parts = vec![
             part(
                 "calls",
-                slab::<Call>(calls) + table::<(Box<str>, Idx)>(calls) + calls * call_heap,
+                slab::<Call>(calls) + table::<Idx>(calls) + calls * call_heap,
                 "--max-calls",
             ),
             part(
@@ -233,10 +235,11 @@ mod tests {
     /// 528 B: RFC 6076's disconnect delay, 8 B; streams 528 B: a pointer to
     /// RTCP XR VoIP metrics, allocated only for streams that get them;
     /// calls 592 B: the transactions responses are matched to, 30 B, and
-    /// the call's hops, 32 B).
+    /// the call's hops, 32 B; calls 400 B: the texts in one allocation,
+    /// `call_text`).
     #[test]
     fn call_and_stream_state_stay_within_budget() {
         assert!(size_of::<crate::Stream>() <= 528, "{}", size_of::<crate::Stream>());
-        assert!(size_of::<crate::Call>() <= 592, "{}", size_of::<crate::Call>());
+        assert!(size_of::<crate::Call>() <= 400, "{}", size_of::<crate::Call>());
     }
 }

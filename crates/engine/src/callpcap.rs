@@ -251,7 +251,8 @@ impl Engine {
             if !wanted || c.ignored || (signalling && !first_shard) {
                 continue;
             }
-            let tag = CallTag { serial: c.serial, call_id: &c.call_id, start_ns: c.invite_ns };
+            let tag =
+                CallTag { serial: c.serial, call_id: c.text.call_id(), start_ns: c.invite_ns };
             for f in group.iter_mut().filter(|f| f.wanted_by(tag.serial)) {
                 h.sink.packet(tag, f.ts_ns, f.link_type, &f.data, !lost);
                 f.recorded(tag.serial);

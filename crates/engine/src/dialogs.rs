@@ -38,8 +38,8 @@ impl Engine {
             return self.sip_event(now, from, to, m, None);
         }
         let is_invite = matches!(m.start, Some(StartLine::Request { method: "INVITE", .. }));
-        let (idx, started) = match self.call_ids.get(call_id) {
-            Some(&i) => (i, false),
+        let (idx, started) = match self.call_ids.get(call_id, &self.calls) {
+            Some(i) => (i, false),
             None if is_invite => match self.new_call(now, call_id, flow, m) {
                 Some(i) => (i, true),
                 None => return self.sip_event(now, from, to, m, None),
@@ -181,29 +181,23 @@ impl Engine {
         }
         .cloned();
         let c = &mut self.counters;
-        let mut party = |na: NameAddr<'_>| {
-            (
-                Party {
-                    uri: c.cut(na.uri).to_string(),
-                    user: na.user.map(|u| c.cut(u).to_string()),
-                    display_name: na.display.map(|d| c.cut(d).to_string()),
-                },
-                na.tag.map(|t| Box::from(cut(t))),
-            )
-        };
-        let (from, caller_tag) = party(from_na);
-        let (to, _) = party(to_na);
-        let caller_ua = m.user_agent.map(|u| self.counters.cut(u).into());
+        let mut text = [None; 12];
+        text[Field::CallId as usize] = Some(call_id);
+        text[Field::CallerTag as usize] = from_na.tag.map(cut);
+        for (na, [uri, user, display]) in [
+            (&from_na, [Field::FromUri, Field::FromUser, Field::FromDisplay]),
+            (&to_na, [Field::ToUri, Field::ToUser, Field::ToDisplay]),
+        ] {
+            text[uri as usize] = Some(c.cut(na.uri));
+            text[user as usize] = na.user.map(|u| c.cut(u));
+            text[display as usize] = na.display.map(|d| c.cut(d));
+        }
+        text[Field::CallerUa as usize] = m.user_agent.map(|u| c.cut(u));
         let call = Call {
             links: Links::default(),
             // Signalling is counted alike in every shard, so shards agree.
             serial: self.counters.calls + 1,
-            call_id: call_id.into(),
-            caller_tag,
-            from,
-            to,
-            caller_ua,
-            callee_ua: None,
+            text: CallText::new(text),
             caller: (flow.src, flow.sport),
             callee: (flow.dst, flow.dport),
             invite_ns: now,
@@ -216,10 +210,8 @@ impl Engine {
             answer_ns: None,
             end_ns: None,
             final_status: None,
-            final_reason: None,
             closing: None,
             hangup_by: None,
-            hangup_reason: None,
             cancelled: false,
             responded: false,
             sip_messages: 0,
@@ -245,7 +237,7 @@ impl Engine {
         call.hops.insert(flow.src, self.key_seed);
         call.hops.insert(flow.dst, self.key_seed);
         let idx = self.calls.insert(call).ok()?;
-        self.call_ids.insert(call_id.into(), idx);
+        self.call_ids.insert(call_id, idx, &self.calls);
         self.counters.calls += 1;
         if let Some(a) = rule {
             self.apply_rule(idx, a);
@@ -349,8 +341,8 @@ impl Engine {
             },
         };
         let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
-        let from_is_caller = match (&call.caller_tag, from_tag.flatten()) {
-            (Some(ct), Some(ft)) => **ct == *cut(ft),
+        let from_is_caller = match (call.text.get(Field::CallerTag), from_tag.flatten()) {
+            (Some(ct), Some(ft)) => ct == cut(ft),
             _ => true,
         };
         match m.start? {
@@ -383,7 +375,7 @@ impl Engine {
                         });
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(|r| cut(r).into());
+                        call.text.set(Field::HangupReason, m.reason_header.map(cut));
                     }
                     // The first CANCEL ends it; retransmissions change nothing.
                     "CANCEL" if call.answer_ns.is_none() && !call.cancelled => {
@@ -391,7 +383,7 @@ impl Engine {
                         call.closing = Some(CallState::Cancelled);
                         call.end_ns = Some(now);
                         call.hangup_by = Some(sender);
-                        call.hangup_reason = m.reason_header.map(|r| cut(r).into());
+                        call.text.set(Field::HangupReason, m.reason_header.map(cut));
                     }
                     _ => {}
                 }
@@ -411,8 +403,8 @@ impl Engine {
                     return Some(sender);
                 }
                 call.responded = true;
-                if sender == Side::Callee && call.callee_ua.is_none() {
-                    call.callee_ua = m.server.or(m.user_agent).map(|u| cut(u).into());
+                if sender == Side::Callee && call.text.get(Field::CalleeUa).is_none() {
+                    call.text.set(Field::CalleeUa, m.server.or(m.user_agent).map(cut));
                 }
                 if code < 200 && call.first_provisional_ns.is_none() && call.answer_ns.is_none() {
                     call.first_provisional_ns = NonZeroI64::new(now);
@@ -428,7 +420,7 @@ impl Engine {
                 }
                 if code >= 200 && call.answer_ns.is_none() {
                     call.final_status = Some(code);
-                    call.final_reason = Some(cut(reason).into());
+                    call.text.set(Field::FinalReason, Some(cut(reason)));
                     if code < 300 {
                         call.answer_ns = Some(now);
                         call.closing = None;

@@ -48,7 +48,7 @@ impl Engine {
             return;
         };
         let evicted = ending == Ending::Evicted;
-        self.call_ids.remove(&*call.call_id);
+        self.call_ids.remove(call.text.call_id(), idx);
         let mut last_activity = call.links.stamp;
         let mut streams = Vec::with_capacity(call.streams.len());
         for &si in &call.streams {
@@ -96,11 +96,11 @@ impl Engine {
             bye_ns.zip(call.bye_answer_ns).map(|(bye, answer)| ms(bye, answer.get()).max(0.0));
         let mut record = Box::new(CallRecord {
             serial: call.serial,
-            call_id: call.call_id.into(),
-            from: call.from,
-            to: call.to,
-            caller_user_agent: call.caller_ua.map(String::from),
-            callee_user_agent: call.callee_ua.map(String::from),
+            call_id: call.text.call_id().into(),
+            from: call.text.party(true),
+            to: call.text.party(false),
+            caller_user_agent: call.text.get(Field::CallerUa).map(String::from),
+            callee_user_agent: call.text.get(Field::CalleeUa).map(String::from),
             caller_ip: call.caller.0,
             caller_port: call.caller.1,
             callee_ip: call.callee.0,
@@ -115,10 +115,10 @@ impl Engine {
             setup_delay_to_failure: setup_delay_ms.is_some() && call.srd_failed,
             disconnect_delay_ms,
             final_status: call.final_status,
-            final_reason: call.final_reason.map(String::from),
+            final_reason: call.text.get(Field::FinalReason).map(String::from),
             state,
             hangup_by: call.hangup_by,
-            hangup_reason: call.hangup_reason.map(String::from),
+            hangup_reason: call.text.get(Field::HangupReason).map(String::from),
             sip_messages: call.sip_messages,
             invites: call.invites,
             rtcp_packets: call.rtcp_packets as u64,

@@ -17,6 +17,7 @@ mod counters;
 mod agent_reports;
 mod analyzer;
 mod bound;
+mod call_text;
 pub mod dedup;
 pub mod defrag;
 mod fasthash;
@@ -50,6 +51,7 @@ mod traffic;
 mod transactions;
 
 // What the modules use of each other (each module does `use super::*`).
+use call_text::{CallIds, CallText, Field};
 use expiry::Ending;
 use media::Rtpmap;
 pub(crate) use report::dtmf_digits;
@@ -212,12 +214,8 @@ struct Call {
     links: Links,
     /// Number of the call in this run (see [`CallRecord::serial`]).
     serial: u64,
-    call_id: Box<str>,
-    caller_tag: Option<Box<str>>,
-    from: Party,
-    to: Party,
-    caller_ua: Option<Box<str>>,
-    callee_ua: Option<Box<str>>,
+    /// Call-ID, caller's tag, parties, user agents and reasons.
+    text: CallText,
     caller: (IpAddr, u16),
     callee: (IpAddr, u16),
     invite_ns: i64,
@@ -236,10 +234,8 @@ struct Call {
     answer_ns: Option<i64>,
     end_ns: Option<i64>,
     final_status: Option<u16>,
-    final_reason: Option<Box<str>>,
     closing: Option<CallState>,
     hangup_by: Option<Side>,
-    hangup_reason: Option<Box<str>>,
     cancelled: bool,
     /// Any response to the INVITE seen (moves it off the unanswered list).
     responded: bool,
@@ -333,7 +329,7 @@ impl Linked for Stream {
 pub struct Engine {
     cfg: Config,
     calls: Slab<Call>,
-    call_ids: HashMap<Box<str>, Idx>,
+    call_ids: CallIds,
     media: HashMap<(IpAddr, u16), MediaEntry>,
     streams: Slab<Stream>,
     /// Stream slot by key hash ([`index`]); keys are checked in the streams.
@@ -414,7 +410,7 @@ impl Engine {
         Engine {
             calls: Slab::with_capacity(cfg.max_calls),
             streams: Slab::with_capacity(cfg.max_streams),
-            call_ids: HashMap::new(),
+            call_ids: CallIds::default(),
             media: HashMap::new(),
             stream_ids: index::StreamIndex::default(),
             key_seed: fasthash::seed(),

@@ -224,7 +224,7 @@ pub(crate) fn rtcp_packet_event(
     events.deliver(&Event::RtcpPacket(&calliper_model::event::RtcpPacket {
         ts_ns: now,
         call: call.serial,
-        call_id: &call.call_id,
+        call_id: call.text.call_id(),
         src: (flow.src, flow.sport),
         dst: (flow.dst, flow.dport),
         bytes,
