@@ -102,12 +102,9 @@ impl Config {
                 "--max-calls",
             ),
             part(
-                // Each stream is listed by the entries of its two addresses.
                 "media addresses",
-                table::<((IpAddr, u16), MediaEntry)>(self.max_media)
-                    + self.max_media * ALLOC
-                    + 2 * streams * size_of::<Idx>(),
-                "--max-media, --max-streams",
+                table::<((IpAddr, u16), MediaEntry)>(self.max_media),
+                "--max-media",
             ),
             part(
                 // Slots, the index (grows at half full: up to four slots of

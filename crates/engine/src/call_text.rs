@@ -75,8 +75,12 @@ impl CallText {
         self.get(Field::CallId).unwrap_or("")
     }
 
-    /// Sets (or clears) field `f`, rebuilding the text.
+    /// Sets (or clears) field `f`, rebuilding the text if it changes (an
+    /// in-dialog request that leaves it as it was allocates nothing).
     pub(crate) fn set(&mut self, f: Field, value: Option<&str>) {
+        if self.get(f) == value {
+            return;
+        }
         let mut fields = [None; FIELDS];
         for (i, slot) in fields.iter_mut().enumerate() {
             *slot = if i == f as usize { value } else { self.get(field_at(i)) };

@@ -152,9 +152,6 @@ struct MediaEntry {
     desc: u16,
     /// False for non-RTP media such as T.38 over UDPTL.
     rtp: bool,
-    /// Streams sending to or from this address, whatever call they belong to,
-    /// so a new description (RTP <-> T.38) reaches them without a scan.
-    streams: Vec<Idx>,
 }
 
 /// Most SDP media descriptions remembered per call (re-INVITE storms).

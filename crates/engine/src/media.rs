@@ -85,25 +85,23 @@ impl Engine {
                     self.counters.media_refused += 1;
                     continue;
                 } else {
-                    self.media
-                        .insert(key, MediaEntry { call: idx, desc, rtp, streams: Vec::new() });
+                    self.media.insert(key, MediaEntry { call: idx, desc, rtp });
                 }
                 if !call.media_keys.contains(&key) {
                     push_exact(&mut call.media_keys, key);
                 }
             }
-            // Streams on this address follow its latest description (RTP <-> T.38),
-            // whichever call (or leg through a proxy) they were first seen in.
-            if let Some(e) = self.media.get(&(addr, port)) {
-                for &si in &e.streams {
-                    if let Some(st) = self.streams.get_mut(si) {
-                        let own = st.call.is_none_or(|c| c == idx);
-                        if own
-                            && ((st.key.dst, st.key.dport) == (addr, port)
-                                || (st.key.src, st.key.sport) == (addr, port))
-                        {
-                            st.closed = !rtp;
-                        }
+            // The call's streams to or from this address follow its latest
+            // description (RTP <-> T.38).
+            let Some(call) = self.calls.get(idx) else {
+                return hold;
+            };
+            for &si in &call.streams {
+                if let Some(st) = self.streams.get_mut(si) {
+                    if (st.key.dst, st.key.dport) == (addr, port)
+                        || (st.key.src, st.key.sport) == (addr, port)
+                    {
+                        st.closed = !rtp;
                     }
                 }
             }
@@ -138,17 +136,6 @@ impl Engine {
         };
         let peer = if by_dst { k.src } else { k.dst };
         call.media_keys.iter().any(|key| key.0 == peer) || call.hops.contains(peer, self.key_seed)
-    }
-
-    /// Registers a stream with the media entries of its two addresses.
-    pub(crate) fn register_stream(&mut self, si: Idx, k: &StreamKey) {
-        for key in [(k.dst, k.dport), (k.src, k.sport)] {
-            if let Some(e) = self.media.get_mut(&key) {
-                if e.streams.len() < MAX_STREAMS_PER_CALL {
-                    push_exact(&mut e.streams, si);
-                }
-            }
-        }
     }
 }
 

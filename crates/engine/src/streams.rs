@@ -222,18 +222,13 @@ impl Engine {
         }
     }
 
-    /// Removes a stream from the tables and the media entries that list it.
+    /// Removes a stream from the tables.
     pub(crate) fn remove_stream(&mut self, si: Idx) -> Option<Stream> {
         let s = self.streams.remove(si)?;
         if let Some(c) = &self.shared {
             c.give_back_stream();
         }
         self.stream_ids.remove(s.key.hash(self.key_seed), si);
-        for key in [(s.key.dst, s.key.dport), (s.key.src, s.key.sport)] {
-            if let Some(e) = self.media.get_mut(&key) {
-                e.streams.retain(|&x| x != si);
-            }
-        }
         Some(s)
     }
 
@@ -267,10 +262,6 @@ impl Engine {
         s.direction = direction;
         // Call streams live and die with their call: take it off the orphan lists.
         self.streams.detach(si);
-        let key = self.streams.get(si).map(|s| s.key);
-        if let Some(key) = key {
-            self.register_stream(si, &key);
-        }
         self.stream_started_event(si, self.now);
         self.owned.rtp_orphan -= s_packets(&self.streams, si).min(self.owned.rtp_orphan);
         self.owned.rtp_in_calls += s_packets(&self.streams, si);
@@ -320,7 +311,6 @@ impl Engine {
             push_exact(&mut call.streams, si);
         }
         self.stream_ids.insert(key.hash(self.key_seed), si);
-        self.register_stream(si, &key);
         self.owned.streams += 1;
         self.owned.rtp_in_calls += 1;
         self.pending_touches.push((now, e.call));
