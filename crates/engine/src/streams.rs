@@ -40,6 +40,14 @@ impl Engine {
             self.stream_packet(si, &pkt, &payload[start..end], now);
             return;
         }
+        self.media_unknown(key, &pkt, now);
+    }
+
+    /// A packet of no stream yet: a new stream of a call, T.38, a
+    /// candidate, or nothing (out of line: the packet loop is for known
+    /// streams).
+    #[inline(never)]
+    fn media_unknown(&mut self, key: StreamKey, pkt: &calliper_rtp::Packet, now: i64) {
         let entry = self.media_entry(&key);
         if let Some((e, by_dst)) = entry {
             if e.rtp && !self.admits(&key, e, by_dst) {
@@ -49,12 +57,12 @@ impl Engine {
             }
             self.attribute(e.call, false);
             if e.rtp {
-                self.new_call_stream(key, e, by_dst, &pkt, now);
+                self.new_call_stream(key, e, by_dst, pkt, now);
             } else if let Some(call) = self.calls.get_mut(e.call) {
                 call.t38_packets = call.t38_packets.saturating_add(1);
             }
         } else if self.cfg.rtp_heuristic {
-            self.new_candidate(key, &pkt, now);
+            self.new_candidate(key, pkt, now);
         } else {
             self.owned.udp_untracked += 1;
         }
