@@ -65,8 +65,7 @@ impl Engine {
         let call = h
             .correlation_id
             .and_then(|c| std::str::from_utf8(c).ok())
-            .and_then(|id| self.call_ids.get(id, &self.calls))
-            .filter(|&c| self.calls.get(c).is_some());
+            .and_then(|id| self.call_ids.get(id, &self.calls));
         let Some(call) = call else {
             self.counters.hep_reports_uncorrelated += 1;
             return;

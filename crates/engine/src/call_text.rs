@@ -28,7 +28,8 @@ pub(crate) enum Field {
     HangupReason,
 }
 
-const FIELDS: usize = Field::HangupReason as usize + 1;
+/// How many fields a call's text has.
+pub(crate) const FIELDS: usize = Field::HangupReason as usize + 1;
 
 /// Every field is cut before it is kept (`MAX_TEXT`, `MAX_CALL_ID`), so the
 /// whole fits 16-bit offsets with room to spare.

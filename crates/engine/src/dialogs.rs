@@ -181,7 +181,7 @@ impl Engine {
         }
         .cloned();
         let c = &mut self.counters;
-        let mut text = [None; 12];
+        let mut text = [None; call_text::FIELDS];
         text[Field::CallId as usize] = Some(call_id);
         text[Field::CallerTag as usize] = from_na.tag.map(cut);
         for (na, [uri, user, display]) in [
