@@ -20,7 +20,7 @@ mod transport_layer;
 mod tunnel;
 
 pub use outer::outer_ip;
-pub use plain::decode_plain;
+pub use plain::{decode_plain, skim_udp4, Udp4};
 use transport_layer::{frame, transport, udp_parts, vxlan_inner};
 pub use tunnel::ppp_protocol;
 use tunnel::{gre, ppp, pppoe_session};

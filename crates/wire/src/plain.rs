@@ -53,6 +53,56 @@ pub fn decode_plain(link_type: u16, data: &[u8]) -> Option<Frame<'_>> {
     })
 }
 
+/// UDP over IPv4 on Ethernet, read at fixed offsets: what a worker needs
+/// to tell whose media a frame is before spending more on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Udp4<'a> {
+    /// Source address, as a number.
+    pub src: u32,
+    /// Destination address, as a number.
+    pub dst: u32,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// The UDP payload.
+    pub payload: &'a [u8],
+}
+
+/// The commonest frame only — Ethernet without a VLAN tag, IPv4 without
+/// options, not a fragment, UDP not to a tunnel port — read at fixed
+/// offsets: the same addresses, ports and payload [`decode_plain`] gives,
+/// or `None` (then `decode_plain` says what the frame is). About a third
+/// of `decode_plain`'s instructions: no link-type match, no `IpAddr`.
+#[inline(always)]
+pub fn skim_udp4(link_type: u16, d: &[u8]) -> Option<Udp4<'_>> {
+    if link_type != linktype::ETHERNET || d.len() < 42 {
+        return None;
+    }
+    // IPv4 ethertype, version 4 with a 20-byte header, UDP, and neither
+    // more fragments nor an offset (the flags' top bit, DF, may be set).
+    if be16(d, 12) != ETH_IPV4 || d[14] != 0x45 || d[23] != crate::ipproto::UDP {
+        return None;
+    }
+    if be16(d, 20) & 0x3FFF != 0 {
+        return None;
+    }
+    let captured = d.len() - 14;
+    // As `ipv4::Header::payload_end`: a total of 0 (offloaded) is the capture.
+    let end = match usize::from(be16(d, 16)) {
+        0 => captured,
+        total if total < 20 => return None,
+        total => total.min(captured),
+    };
+    let udp = d.get(34..14 + end)?;
+    let (sport, dport, payload) = crate::udp_parts(udp)?;
+    if dport == crate::VXLAN_PORT || dport == crate::tunnel::GTPU_PORT {
+        return None;
+    }
+    let addr = |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+    Some(Udp4 { src: addr(26), dst: addr(30), sport, dport, payload })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,15 +157,29 @@ mod tests {
     }
     const PLAIN: usize = 6;
 
-    /// What the short path returns, the general decoder returns too.
+    /// What the short path returns, the general decoder returns too; what
+    /// the skim returns, the short path does.
     fn agrees(link: u16, data: &[u8]) -> bool {
-        decode_plain(link, data).is_none_or(|f| decode(link, data) == Ok(f))
+        let skimmed = skim_udp4(link, data).is_none_or(|s| {
+            decode_plain(link, data).is_some_and(|f| {
+                let v4 = |a: std::net::IpAddr| match a {
+                    IpAddr::V4(v) => Some(u32::from(v)),
+                    IpAddr::V6(_) => None,
+                };
+                f.vlan.is_none()
+                    && (v4(f.src), v4(f.dst)) == (Some(s.src), Some(s.dst))
+                    && f.udp() == Some((s.sport, s.dport, s.payload))
+            })
+        });
+        skimmed && decode_plain(link, data).is_none_or(|f| decode(link, data) == Ok(f))
     }
 
     #[test]
     fn the_short_path_returns_what_the_decoder_does_or_nothing() {
         for (i, (link, data)) in frames().into_iter().enumerate() {
             assert_eq!(decode_plain(link, &data).is_some(), i < PLAIN, "frame {i}");
+            // The skim takes the plain frames on Ethernet without a tag or options.
+            assert_eq!(skim_udp4(link, &data).is_some(), [0, 4, 5].contains(&i), "frame {i}");
             assert!(agrees(link, &data), "frame {i}");
             // Every cut and every single-byte change of the headers agree too.
             for cut in 0..data.len() {
