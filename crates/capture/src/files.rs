@@ -43,6 +43,9 @@ pub struct Inputs {
     clean: bool,
     /// The files' sizes, summed when they were opened.
     total_bytes: u64,
+    /// The paths, when every one is a regular file (it can be read again
+    /// from its start, by another reader).
+    reopenable: Option<Vec<PathBuf>>,
 }
 
 impl Inputs {
@@ -51,6 +54,7 @@ impl Inputs {
     pub fn open(paths: &[PathBuf]) -> Result<Inputs, OpenError> {
         let mut files = Vec::new();
         let mut total_bytes = 0;
+        let mut regular = true;
         for path in paths {
             let f = File::open(path).map_err(|e| open_error("cannot open", path, e))?;
             let meta = f.metadata().map_err(|e| open_error("cannot read", path, e))?;
@@ -67,10 +71,12 @@ impl Inputs {
                 crate::check_start(&first[..n])
                     .map_err(|e| OpenError(format!("{}: {e}", path.display())))?;
             }
+            regular &= meta.is_file();
             total_bytes += meta.len();
             files.push((path.clone(), f));
         }
-        Ok(Inputs { total_bytes, ..Inputs::new(files) })
+        let reopenable = regular.then(|| paths.to_vec());
+        Ok(Inputs { total_bytes, reopenable, ..Inputs::new(files) })
     }
 
     /// The files, in the order to read them.
@@ -84,7 +90,14 @@ impl Inputs {
             files_end: i64::MIN,
             file_end: i64::MIN,
             clean: true,
+            reopenable: None,
         }
+    }
+
+    /// The paths, when each is a regular file that another reader can
+    /// open and read from its start (not a pipe).
+    pub fn reopenable(&self) -> Option<Vec<PathBuf>> {
+        self.reopenable.clone()
     }
 
     /// The next batch of at most `max` packets, or None after the last

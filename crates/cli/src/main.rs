@@ -4,7 +4,6 @@ use anyhow::{bail, Result};
 use calliper_capture::files::Inputs;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
-use calliper_engine::READ_BATCH;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use options::{EngineArgs, Format, OutputArgs};
@@ -234,10 +233,13 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
     let recorder = a.record.start(&mut cfg, false)?;
     let mut outputs = Outputs::open(&a.out, false, false)?;
     let bar = progress_bar(a.progress, inputs.total_bytes());
-    let mut engine = Analyzer::new(cfg, threads, outputs.hub());
+    let mut engine = Analyzer::for_files(cfg, threads, outputs.hub(), &inputs);
     // A failure of the analysis itself (a panic): the input it was reading and why.
-    let mut failure = read_all(&mut inputs, &mut engine, &mut outputs, &bar)?;
-    let clean = inputs.clean();
+    let read = read_all(&mut inputs, &mut engine, &mut outputs, &bar)?;
+    let (clean, mut failure) = match read {
+        Ok(clean) => (clean, None),
+        Err(failed) => (inputs.clean(), Some(failed)),
+    };
     if failure.is_none() {
         // The calls still open are written a group at a time, not held all at once.
         let mut written = Ok(());
@@ -334,34 +336,23 @@ fn progress_bar(progress: Progress, total_bytes: u64) -> ProgressBar {
 }
 
 /// Reads every input through the analyser, writing what it finishes as it
-/// goes; a failure of the analysis itself stops it, with the input it
-/// was reading.
+/// goes: whether every input read cleanly, or the failure of the analysis
+/// itself, with the input it was reading.
 fn read_all(
     inputs: &mut Inputs,
     engine: &mut Analyzer,
     outputs: &mut Outputs,
     bar: &ProgressBar,
-) -> Result<Option<(String, WorkerFailed)>> {
-    let mut n = 0u64;
+) -> Result<Result<bool, (String, WorkerFailed)>> {
     let mut say = |m: &str| bar.suspend(|| eprintln!("{m}"));
-    while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
-        let read = b.len();
-        if let Err(f) = engine.captured(b.iter()) {
-            return Ok(Some((inputs.name().to_string(), f)));
+    let mut step = |engine: &mut Analyzer, position: u64| -> Result<()> {
+        bar.set_position(position);
+        if let Some(open) = engine.active_calls() {
+            bar.set_message(format!("{open} calls open"));
         }
-        let before = n;
-        n += read as u64;
-        if n / 65536 != before / 65536 {
-            bar.set_position(inputs.position());
-            if let Some(open) = engine.active_calls() {
-                bar.set_message(format!("{open} calls open"));
-            }
-        }
-        if n / calliper_engine::EMIT_EVERY != before / calliper_engine::EMIT_EVERY {
-            outputs.emit(engine, false)?;
-        }
-    }
-    Ok(None)
+        outputs.emit(engine, false)
+    };
+    engine.read_files(inputs, &mut say, &mut step)
 }
 
 /// Tells how many calls went into the database, and what it now holds

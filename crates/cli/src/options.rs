@@ -273,11 +273,11 @@ pub struct EngineArgs {
     /// on Linux `any` or a SPAN of both directions shows each packet twice); 0 keeps all.
     #[arg(long, default_value_t = default_seconds(|c| c.dedup_window_ns) * 1e3, value_name = "MS")]
     pub dedup_window: f64,
-    /// Analysis threads. Above 1, every shard decodes every packet and analyses
-    /// the media of its share of addresses; the results are identical to one
-    /// thread. Decoding is repeated per shard, so extra threads pay only where
-    /// stream analysis dominates: on a 2-vCPU machine 2 threads were slower
-    /// than 1 (BENCHMARKS.md).
+    /// Analysis threads. Above 1, each shard analyses the media of its share
+    /// of addresses (reading capture files itself) and every shard parses all
+    /// signalling; the results are identical to one thread. On a 2-vCPU
+    /// machine 2 threads were 1.14-1.23x faster than 1 when the machine was
+    /// quiet, and no faster when it was not (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
     /// Rules from this TOML file: ignore, label or select for recording

@@ -5,6 +5,7 @@ use crate::parallel::Parallel;
 use crate::time_guard::TimeGuard;
 use crate::workers::{guard, WorkerFailed};
 use crate::{Config, Counters, Engine, RawPacket, Record, TrackerHub};
+use calliper_capture::files::Inputs;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// Packets read and handed to the analysis at a time: one prefetch group.
@@ -46,23 +47,77 @@ impl Analyzer {
         Analyzer { run, time: TimeGuard::default() }
     }
 
+    /// An analyser for capture files: with several threads and regular
+    /// files, each shard reads the files itself ([`Parallel::reading`]), so
+    /// no packet is handed between threads; otherwise as [`Analyzer::new`].
+    /// Read them with [`Analyzer::read_files`].
+    pub fn for_files(cfg: Config, threads: usize, hub: TrackerHub, inputs: &Inputs) -> Analyzer {
+        match inputs.reopenable() {
+            Some(paths) if threads > 1 => Analyzer {
+                run: Run::Sharded(Box::new(Parallel::reading(cfg, threads, Some(hub), paths))),
+                time: TimeGuard::default(),
+            },
+            _ => Analyzer::new(cfg, threads, hub),
+        }
+    }
+
+    /// Reads capture files through the analysis, calling `step` with the
+    /// bytes read so far about every [`EMIT_EVERY`] packets (or, with shards
+    /// reading the files themselves, every 50 ms), for the caller to take
+    /// what is finished and show progress. Messages about the inputs go to
+    /// `say`. Returns whether every input read cleanly; a failure of the
+    /// analysis names the input it was reading.
+    pub fn read_files<E>(
+        &mut self,
+        inputs: &mut Inputs,
+        say: &mut dyn FnMut(&str),
+        step: &mut dyn FnMut(&mut Analyzer, u64) -> Result<(), E>,
+    ) -> Result<Result<bool, (String, WorkerFailed)>, E> {
+        while let Some(p) = self.reading_shards() {
+            let going = p.wait(std::time::Duration::from_millis(50));
+            let (said, position, clean) = p.reading_report();
+            said.iter().for_each(|m| say(m));
+            step(self, position)?;
+            if !going {
+                return Ok(Ok(clean));
+            }
+        }
+        let mut n = 0u64;
+        while let Some(b) = inputs.next_batch(READ_BATCH, say) {
+            let read = b.len() as u64;
+            if let Err(f) = self.captured(b.iter()) {
+                return Ok(Err((inputs.name().to_string(), f)));
+            }
+            if (n + read) / EMIT_EVERY != n / EMIT_EVERY {
+                step(self, inputs.position())?;
+            }
+            n += read;
+        }
+        Ok(Ok(inputs.clean()))
+    }
+
+    /// The shards, when they read the files themselves.
+    fn reading_shards(&mut self) -> Option<&mut Parallel> {
+        match &mut self.run {
+            Run::Sharded(p) if p.is_reading() => Some(p),
+            _ => None,
+        }
+    }
+
     /// Analyses packets, each at the time [`TimeGuard`] believes; an error
     /// means the analysis itself failed (a bug) and cannot go on, though
     /// what it finished can still be drained.
     pub fn packets(&mut self, batch: &mut [RawPacket<'_>]) -> Result<(), WorkerFailed> {
         let judged = self.time.admit_packets(batch);
-        let counts = [("time_implausible", judged.implausible), ("time_jump", judged.jumps)];
         match &mut self.run {
             Run::Single(e) => {
-                for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
-                    e.counters.count_anomalies(kind, n);
-                }
+                e.count_time_anomalies(judged);
                 guard(0, None, || e.packets(batch))
             }
             Run::Sharded(s) => {
                 // Dated as one engine dates them: by the batch's first packet.
                 let at = batch.first().map_or(0, |p| p.ts_ns);
-                for (kind, n) in counts.into_iter().filter(|c| c.1 > 0) {
+                for (kind, n) in judged.counts().into_iter().filter(|c| c.1 > 0) {
                     s.reader_anomalies(kind, n, at);
                 }
                 batch.iter().try_for_each(|p| s.packet(p.ts_ns, p.link_type, p.data))

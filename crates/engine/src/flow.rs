@@ -23,21 +23,39 @@ impl Flow {
     /// a stream land on the same shard (RTCP is read by every shard).
     #[inline]
     pub fn shard(&self, n: u64) -> u64 {
-        let word = |a: IpAddr, port: u16| {
-            let bits = match a {
-                IpAddr::V4(v) => u32::from(v) as u128,
-                IpAddr::V6(v) => u128::from(v),
-            };
-            (bits as u64 ^ (bits >> 64) as u64, port & !1)
+        let word = |a: IpAddr| match a {
+            IpAddr::V4(v) => u32::from(v) as u64,
+            IpAddr::V6(v) => {
+                let bits = u128::from(v);
+                bits as u64 ^ (bits >> 64) as u64
+            }
         };
-        let (x, y) = (word(self.src, self.sport), word(self.dst, self.dport));
-        let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
-        let mut h = lo.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (lo.1 as u64);
-        h = (h ^ hi.0).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (hi.1 as u64) << 17;
-        h = (h ^ (h >> 31)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        // Multiply-shift maps the hash onto 0..n without a division (~40 cycles).
-        (((h ^ (h >> 29)) as u128 * n.max(1) as u128) >> 64) as u64
+        shard_of((word(self.src), self.sport), (word(self.dst), self.dport), n)
     }
+}
+
+/// [`Flow::shard`] of an IPv4 flow given as numbers (what the skim reads).
+#[inline(always)]
+pub(crate) fn shard_v4(src: u32, sport: u16, dst: u32, dport: u16, n: u64) -> u64 {
+    shard_of((src as u64, sport), (dst as u64, dport), n)
+}
+
+/// The shard of the ends `(address word, port)`, in either order: each
+/// end is mixed alone and the two added, so no ordering is needed (a few
+/// instructions: every worker computes this for every media packet).
+#[inline(always)]
+fn shard_of(a: (u64, u16), b: (u64, u16), n: u64) -> u64 {
+    let mix = |(addr, port): (u64, u16)| {
+        let k = (addr.rotate_left(16) ^ (port & !1) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        k ^ (k >> 29)
+    };
+    let h = mix(a).wrapping_add(mix(b)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    // Multiply-shift maps the hash onto 3n - 1 slots without a division
+    // (~40 cycles); the first shard takes two, every other three. The
+    // first shard also counts every packet's traffic and delivers
+    // signalling, so it analyses less media (BENCHMARKS.md, session 36).
+    let slots = 3 * n.max(1) - 1;
+    ((((h as u128 * slots as u128) >> 64) as u64) + 1) / 3
 }
 
 /// The flow of a frame's transport ports.

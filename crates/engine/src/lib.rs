@@ -45,6 +45,7 @@ mod prefetch;
 mod report;
 mod route;
 mod rtcp;
+mod shard;
 mod streams;
 mod talkers;
 mod traffic;

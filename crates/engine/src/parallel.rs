@@ -1,39 +1,38 @@
 //! Analysis on several threads with results identical to one engine.
 //!
-//! The caller's thread copies packets into chunks that every shard reads
-//! (shared, not copied per shard), and routes them ([`crate::Router`]):
-//! media (UDP that is neither SIP nor RTCP) on the short decoding path is
-//! marked with its owner ([`crate::Flow::shard`]: both directions
-//! together), so only the owner decodes it and the other shards skip it
-//! (it moves their clocks, nothing else); the first shard, which keeps the
-//! traffic table, counts it from the class and source the reader noted. Everything else — SIP, RTCP, TCP,
-//! fragments, IPv6 — every shard decodes; each removes capture duplicates
-//! exactly as a single engine would and, with the same test, analyses the
-//! media it owns and all the rest. Every shard therefore keeps the same
-//! call and media tables and analyses only its own streams.
+//! Media (UDP that is neither SIP nor RTCP) belongs to the shard its
+//! address pair hashes to ([`crate::Flow::shard`]: both directions
+//! together). Only the owner analyses it; the other shards let it move
+//! their clocks and nothing else, and the first shard, which keeps the
+//! traffic table, counts it. Everything else — SIP, RTCP, TCP, fragments,
+//! IPv6 — every shard decodes; each removes capture duplicates exactly as a
+//! single engine would and, with the same test, analyses the media it owns
+//! and all the rest. Every shard therefore keeps the same call and media
+//! tables and analyses only its own streams.
 //!
-//! An earlier design decoded every packet in the reader and copied each
-//! media packet to its shard: the reader became the bottleneck (1.0–1.1×
-//! one thread on two cores). Here the reader decodes only far enough to
-//! route (the short path, about 220 instructions) and copies nothing more.
+//! Packets reach the shards two ways ([`crate::shard`]). From regular
+//! files, each shard reads the files itself ([`Parallel::reading`]): no
+//! packet crosses between cores, and routing costs a shard a skim of each
+//! packet's headers at fixed offsets. Otherwise (live rings, pipes, HEP)
+//! the caller's thread copies packets into chunks every shard reads, marked
+//! with their owner ([`crate::Router`]).
 //!
 //! Calls stay identical across shards because they change activity lists
-//! and expire only at batch ends ([`crate::Batcher`] decides where, from the
-//! packets the reader sees): at each end the shards exchange the media
-//! activity they saw ([`Engine::end_batch`]), apply all of it in time order,
-//! then expire. A single engine follows the same rule, so one thread and many
-//! agree. Each shard writes its own version of a call (with its streams); the
-//! reader merges the versions when all have arrived.
+//! and expire only at batch ends ([`crate::Batcher`] decides where, from
+//! every packet's time, as in one engine): at each end the shards exchange
+//! the media activity they saw ([`crate::Engine::end_batch`]), apply all of it in
+//! time order, then expire. Each shard writes its own version of a call
+//! (with its streams); the caller merges the versions when all have arrived.
 
 use crate::lru::Idx;
+use crate::shard::{self, Shard};
 use crate::shared::SharedCaps;
 use crate::workers::{guard, Gate, WorkerFailed};
-use crate::{
-    Batcher, CallRecord, Config, Counters, Engine, RawPacket, Record, Routed, Router, Routing, Sum,
-    TrackerHub, LOOKAHEAD,
-};
+use crate::{Batcher, CallRecord, Config, Counters, Record, Routed, Router, Sum, TrackerHub};
 use hashbrown::HashMap;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -59,23 +58,23 @@ pub(crate) fn queued_bytes(threads: usize) -> usize {
 }
 
 #[derive(Default)]
-struct Chunk {
-    data: Vec<u8>,
+pub(crate) struct Chunk {
+    pub(crate) data: Vec<u8>,
     /// Each packet in `data`.
-    index: Vec<Entry>,
+    pub(crate) index: Vec<Entry>,
 }
 
 /// Where a packet is in its chunk, and which shards take it.
-struct Entry {
-    ts_ns: i64,
-    start: u32,
-    len: u32,
-    link_type: u16,
+pub(crate) struct Entry {
+    pub(crate) ts_ns: i64,
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+    pub(crate) link_type: u16,
     /// Its owner when the reader could tell (else every shard decides).
-    media: Option<Routed>,
+    pub(crate) media: Option<Routed>,
 }
 
-enum Msg {
+pub(crate) enum Msg {
     Packets(Arc<Chunk>),
     /// A batch ends at this time; the capture's drop total so far.
     EndBatch(i64, u64),
@@ -83,28 +82,36 @@ enum Msg {
     Finish(u64),
 }
 
-/// Touches published by each shard at a batch end.
-struct Exchange {
-    slots: Mutex<Vec<Vec<(i64, Idx)>>>,
+/// What the shards share: touches published at a batch end, and what the
+/// run reports while it goes.
+pub(crate) struct Exchange {
+    pub(crate) slots: Mutex<Vec<Vec<(i64, Idx)>>>,
     /// Where shards meet at a batch end; a shard's panic breaks it.
-    gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
     /// The run's trackers: the first shard delivers signalling events.
-    trackers: Option<TrackerHub>,
+    pub(crate) trackers: Option<TrackerHub>,
     /// Each shard's counters as of its last report (about once a second
     /// of capture time), for [`Parallel::counters_so_far`].
-    progress: Mutex<Vec<(Counters, Counters)>>,
+    pub(crate) progress: Mutex<Vec<(Counters, Counters)>>,
+    /// Shards reading files: the first one's messages about the inputs,
+    /// its bytes read, and whether every input read cleanly.
+    pub(crate) messages: Mutex<Vec<String>>,
+    pub(crate) position: AtomicU64,
+    pub(crate) clean: AtomicBool,
 }
 
-/// What a shard sends the reader: its index, the records it finished, and
+/// What a shard sends the merger: its index, the records it finished, and
 /// its clock then.
-type Results = (usize, Vec<Record>, i64);
+pub(crate) type Results = (usize, Vec<Record>, i64);
 
 /// Capture time between two reports of a shard's counters.
-const PROGRESS_NS: i64 = 1_000_000_000;
+pub(crate) const PROGRESS_NS: i64 = 1_000_000_000;
 
 /// The sharded analyser.
 pub struct Parallel {
     n: usize,
+    /// The shards read files themselves (else the caller hands packets over).
+    reading: bool,
     senders: Vec<SyncSender<Msg>>,
     /// The chunk being filled.
     chunk: Chunk,
@@ -135,10 +142,32 @@ pub struct Parallel {
 }
 
 impl Parallel {
-    /// Starts `shards` analysis threads (at least 2). Trackers, if any,
-    /// receive signalling events from the first shard and the merged records
-    /// from the reader.
+    /// Starts `shards` analysis threads (at least 2) fed by
+    /// [`Parallel::packet`]. Trackers, if any, receive signalling events
+    /// from the first shard and the merged records from the caller.
     pub fn new(cfg: Config, shards: usize, trackers: Option<TrackerHub>) -> Parallel {
+        Parallel::start(cfg, shards, trackers, None)
+    }
+
+    /// Starts `shards` analysis threads (at least 2) that each read the
+    /// capture files at `paths` themselves (regular files: each opens them
+    /// anew). The caller waits ([`Parallel::wait`]) and takes what they
+    /// finish; no packet passes through its thread.
+    pub fn reading(
+        cfg: Config,
+        shards: usize,
+        trackers: Option<TrackerHub>,
+        paths: Vec<PathBuf>,
+    ) -> Parallel {
+        Parallel::start(cfg, shards, trackers, Some(Arc::new(paths)))
+    }
+
+    fn start(
+        cfg: Config,
+        shards: usize,
+        trackers: Option<TrackerHub>,
+        paths: Option<Arc<Vec<PathBuf>>>,
+    ) -> Parallel {
         let n = shards.max(2);
         let gate = Arc::new(Gate::new(n));
         let caps = Arc::new(SharedCaps::new(n, cfg.max_calls));
@@ -147,27 +176,44 @@ impl Parallel {
             gate: gate.clone(),
             trackers: trackers.clone(),
             progress: Mutex::new(vec![Default::default(); n]),
+            messages: Mutex::new(Vec::new()),
+            position: AtomicU64::new(0),
+            clean: AtomicBool::new(true),
         });
-        // Unbounded: a shard must never wait on the reader while the reader
-        // waits on it; the reader drains results at every batch end.
+        // Unbounded: a shard must never wait on the caller while the caller
+        // waits on it; the caller drains results at every batch end.
         let (result_tx, results) = channel::<Results>();
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for i in 0..n {
-            let (tx, rx) = sync_channel::<Msg>(QUEUE);
-            senders.push(tx);
             // Streams, candidates and streams per call are capped across
             // shards (`caps`), as in one engine.
-            let shard_cfg = cfg.clone();
-            let caps = caps.clone();
+            let (shard_cfg, caps) = (cfg.clone(), caps.clone());
             let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
+            let rx = match paths {
+                Some(_) => None,
+                None => {
+                    let (tx, rx) = sync_channel::<Msg>(QUEUE);
+                    senders.push(tx);
+                    Some(rx)
+                }
+            };
+            let paths = paths.clone();
             handles.push(std::thread::spawn(move || {
                 let gate = exchange.gate.clone();
-                guard(i, Some(&gate), || shard(i, n, shard_cfg, caps, rx, &exchange, result_tx))?
+                guard(i, Some(&gate), || {
+                    let s = Shard::new((i, n), shard_cfg.clone(), caps, &exchange, result_tx);
+                    match (rx, paths) {
+                        (Some(rx), _) => shard::pushed(s, rx),
+                        (None, Some(paths)) => shard::reading(s, n, &shard_cfg, &paths),
+                        (None, None) => unreachable!("a shard without input"),
+                    }
+                })?
             }));
         }
         Parallel {
             n,
+            reading: paths.is_some(),
             senders,
             chunk: Chunk::default(),
             sent: std::collections::VecDeque::new(),
@@ -187,6 +233,33 @@ impl Parallel {
             capture_dropped: 0,
             router: Router::new(&cfg, n),
         }
+    }
+
+    /// Whether the shards read files themselves ([`Parallel::reading`]).
+    pub fn is_reading(&self) -> bool {
+        self.reading
+    }
+
+    /// Shards reading files: waits up to `timeout` for what they finish,
+    /// and says whether any is still reading.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        if let Ok((shard, records, now)) = self.results.recv_timeout(timeout) {
+            self.passed[shard] = self.passed[shard].max(now);
+            records.into_iter().for_each(|r| self.merge(r));
+        }
+        self.collect(false);
+        self.handles.iter().any(|h| !h.is_finished())
+    }
+
+    /// Shards reading files: what the first said about the inputs since
+    /// the last call, its bytes read, and whether every input read cleanly.
+    pub fn reading_report(&self) -> (Vec<String>, u64, bool) {
+        let said = self.exchange.messages.lock().map(|mut m| std::mem::take(&mut *m));
+        (
+            said.unwrap_or_default(),
+            self.exchange.position.load(Ordering::Relaxed),
+            self.exchange.clean.load(Ordering::Relaxed),
+        )
     }
 
     /// Analyses one captured frame. An error means a shard failed: the run
@@ -408,8 +481,10 @@ impl Parallel {
         for (_, owned) in shards {
             c.add(owned);
         }
-        c.packets = self.packets;
-        c.bytes = self.bytes;
+        if !self.reading {
+            c.packets = self.packets;
+            c.bytes = self.bytes;
+        }
         for &(kind, n) in &self.reader_anomalies {
             c.count_anomalies(kind, n);
         }
@@ -432,103 +507,5 @@ impl Parallel {
     /// Number of shards.
     pub fn shards(&self) -> usize {
         self.n
-    }
-}
-
-fn shard(
-    i: usize,
-    n: usize,
-    cfg: Config,
-    caps: Arc<SharedCaps>,
-    rx: Receiver<Msg>,
-    exchange: &Exchange,
-    results: Sender<Results>,
-) -> Result<(Counters, Counters), WorkerFailed> {
-    let mut e = Engine::new(cfg);
-    e.set_shard(i as u64, n as u64, caps);
-    if let Some(hub) = &exchange.trackers {
-        e.set_trackers(hub.clone(), i == 0, false);
-    }
-    let mut others: Vec<(i64, Idx)> = Vec::new();
-    let mut reported_ns = i64::MIN;
-    // Sent even when empty: the clock tells the reader how far it is.
-    let send = |e: &mut Engine| {
-        let records: Vec<Record> = e.drain().collect();
-        let _ = results.send((i, records, e.now));
-    };
-    while let Ok(msg) = rx.recv() {
-        match msg {
-            Msg::Packets(c) => {
-                shard_chunk(&mut e, i, &c);
-                drop(c);
-                send(&mut e);
-            }
-            Msg::EndBatch(now, dropped) => {
-                e.set_capture_dropped(dropped);
-                if let Ok(mut slots) = exchange.slots.lock() {
-                    slots[i].clear();
-                    slots[i].extend_from_slice(e.batch_touches());
-                }
-                exchange.gate.wait()?;
-                others.clear();
-                if let Ok(slots) = exchange.slots.lock() {
-                    for (j, s) in slots.iter().enumerate() {
-                        if j != i {
-                            others.extend_from_slice(s);
-                        }
-                    }
-                }
-                exchange.gate.wait()?;
-                e.advance_to(now);
-                e.end_batch(&others);
-                // Rows go once every shard's expiry has reported its streams.
-                exchange.gate.wait()?;
-                e.release_rows();
-                send(&mut e);
-                if now.saturating_sub(reported_ns) >= PROGRESS_NS {
-                    reported_ns = now;
-                    let (shared, owned) = e.shard_counters();
-                    if let Ok(mut p) = exchange.progress.lock() {
-                        p[i] = (shared.clone(), owned.clone());
-                    }
-                }
-            }
-            Msg::Finish(dropped) => {
-                e.set_capture_dropped(dropped);
-                break;
-            }
-        }
-    }
-    e.finish_open();
-    // The last rows go once every shard has reported its streams' ends.
-    let all_finished = exchange.gate.wait();
-    e.finish_rows();
-    send(&mut e);
-    all_finished?;
-    let (shared, owned) = e.shard_counters();
-    Ok((shared.clone(), owned.clone()))
-}
-
-/// Gives shard `i` every packet of a chunk, in groups of [`LOOKAHEAD`], in
-/// capture order; those routed to other shards only move its clock.
-fn shard_chunk(e: &mut Engine, i: usize, c: &Chunk) {
-    let mut raw = [RawPacket::default(); LOOKAHEAD];
-    let mut n = 0;
-    for p in &c.index {
-        let routing = p.media.map_or(Routing::Unknown, |m| m.for_shard(i));
-        raw[n] = RawPacket {
-            ts_ns: p.ts_ns,
-            link_type: p.link_type,
-            data: &c.data[p.start as usize..(p.start + p.len) as usize],
-            routing,
-        };
-        n += 1;
-        if n == LOOKAHEAD {
-            e.packets(&raw);
-            n = 0;
-        }
-    }
-    if n > 0 {
-        e.packets(&raw[..n]);
     }
 }

@@ -70,9 +70,18 @@ impl Router {
     }
 
     /// The packet's owner when it is media on the short decoding path;
-    /// `None` sends it to every shard.
+    /// `None` sends it to every shard. The commonest frame is read at fixed
+    /// offsets ([`calliper_wire::skim_udp4`]), the rest decoded.
     #[inline]
     pub fn route(&self, link_type: u16, data: &[u8]) -> Option<Routed> {
+        if let Some(u) = calliper_wire::skim_udp4(link_type, data) {
+            let (sport, dport, payload) = (u.sport, u.dport, u.payload);
+            return is_media(&self.sip, sport, dport, payload).then(|| Routed {
+                shard: flow::shard_v4(u.src, sport, u.dst, dport, self.shards) as u16,
+                class: traffic::class_of_udp4(&self.sip, sport, dport, payload),
+                src: u.src.into(),
+            });
+        }
         let f = calliper_wire::decode_plain(link_type, data)?;
         let IpAddr::V4(src) = f.src else {
             return None;
@@ -84,6 +93,29 @@ impl Router {
             src,
         })
     }
+
+    /// How shard `index` takes a packet: [`Router::route`], then
+    /// [`Routed::for_shard`], but without the traffic class where the shard
+    /// does not count it (a shard reading the input itself decides this
+    /// for every packet).
+    #[inline(always)]
+    pub fn routing(&self, index: usize, link_type: u16, data: &[u8]) -> Routing {
+        let Some(u) = calliper_wire::skim_udp4(link_type, data) else {
+            return self.route(link_type, data).map_or(Routing::Unknown, |r| r.for_shard(index));
+        };
+        let (sport, dport, payload) = (u.sport, u.dport, u.payload);
+        if !is_media(&self.sip, sport, dport, payload) {
+            return Routing::Unknown;
+        }
+        match flow::shard_v4(u.src, sport, u.dst, dport, self.shards) as usize {
+            owner if owner == index => Routing::Owned,
+            _ if index == 0 => Routing::Counted {
+                class: traffic::class_of_udp4(&self.sip, sport, dport, payload),
+                src: u.src.into(),
+            },
+            _ => Routing::Skipped,
+        }
+    }
 }
 
 /// The flow of a frame that is media: UDP that is neither SIP, HEP nor
@@ -91,10 +123,13 @@ impl Router {
 #[inline]
 pub(crate) fn media_flow(sip: &SipClassifier, f: &Frame<'_>) -> Option<Flow> {
     let (sport, dport, payload) = f.udp()?;
-    if sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) || sip.is_hep(dport, payload) {
-        return None;
-    }
-    Some(flow(f, sport, dport))
+    is_media(sip, sport, dport, payload).then(|| flow(f, sport, dport))
+}
+
+/// A UDP datagram is media: neither SIP, RTCP nor HEP.
+#[inline(always)]
+fn is_media(sip: &SipClassifier, sport: u16, dport: u16, payload: &[u8]) -> bool {
+    !(sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) || sip.is_hep(dport, payload))
 }
 
 #[cfg(test)]
@@ -159,6 +194,7 @@ mod tests {
                         (false, _) => Routing::Skipped,
                     };
                     assert_eq!(r.for_shard(i), expect);
+                    assert_eq!(router.routing(i, linktype::ETHERNET, &media), expect);
                 }
             }
             assert!(seen.iter().all(|&n| n > 0), "{seen:?}: a shard got nothing");
@@ -168,6 +204,9 @@ mod tests {
                 v6.clone(),
             ] {
                 assert_eq!(router.route(linktype::ETHERNET, &other), None);
+                for i in 0..shards {
+                    assert_eq!(router.routing(i, linktype::ETHERNET, &other), Routing::Unknown);
+                }
             }
         }
     }

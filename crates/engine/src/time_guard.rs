@@ -17,7 +17,7 @@
 //! (a filtered quiet link) is collapsed onto its first believed time, with
 //! each packet counted; two packets that agree on a new time are believed.
 
-use crate::RawPacket;
+use crate::{Engine, RawPacket};
 
 /// How far apart two neighbouring packets' times may be without the next
 /// packet's agreement: a day.
@@ -72,6 +72,23 @@ pub struct Judged {
     pub implausible: u64,
     /// Jumps believed ([`TimeGuard::jumps`]).
     pub jumps: u64,
+}
+
+impl Judged {
+    /// Each kind of anomaly with its counter name.
+    pub fn counts(&self) -> [(&'static str, u64); 2] {
+        [("time_implausible", self.implausible), ("time_jump", self.jumps)]
+    }
+}
+
+impl Engine {
+    /// Counts what the time guard found in a reading; true if anything.
+    pub(crate) fn count_time_anomalies(&mut self, judged: Judged) -> bool {
+        for (kind, n) in judged.counts().into_iter().filter(|c| c.1 > 0) {
+            self.counters.count_anomalies(kind, n);
+        }
+        judged.implausible + judged.jumps > 0
+    }
 }
 
 impl TimeGuard {

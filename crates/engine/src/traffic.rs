@@ -100,32 +100,49 @@ pub(crate) fn class_of(f: &Frame<'_>, sip: &SipClassifier) -> u8 {
 #[inline(always)]
 fn classify(f: &Frame<'_>, sip: &SipClassifier) -> (usize, usize, usize) {
     let net = if f.src.is_ipv4() { 0 } else { 1 };
-    let app_of_ports = |s: u16, d: u16| {
-        if sip.port(s, d) {
-            Some(0)
-        } else if s.min(d) > 8443 {
-            // Above every port named below (most media): one compare.
-            None
-        } else if s == 53 || d == 53 {
-            Some(3)
-        } else if [80, 443, 8080, 8443].iter().any(|&p| p == s || p == d) {
-            Some(4)
-        } else {
-            None
-        }
-    };
+    let app_of_ports = |s: u16, d: u16| app_of_ports(sip, s, d);
     match f.transport {
         Transport::Udp { sport, dport, payload } => {
-            let app = app_of_ports(sport, dport).unwrap_or_else(|| match payload {
-                [b0, b1, ..] if b0 >> 6 == 2 && (200..=204).contains(b1) => 2,
-                [b0, ..] if b0 >> 6 == 2 && payload.len() >= 12 => 1,
-                _ => 5,
-            });
+            let app = app_of_ports(sport, dport).unwrap_or_else(|| app_of_payload(payload));
             (net, 0, app)
         }
         Transport::Tcp { sport, dport, .. } => (net, 1, app_of_ports(sport, dport).unwrap_or(5)),
         Transport::Fragment { frag, .. } => (net, transport_of(frag.protocol), 5),
         Transport::Other { protocol, .. } => (net, transport_of(protocol), 5),
+    }
+}
+
+/// The application of a UDP payload on no port named: RTCP, RTP or other.
+#[inline(always)]
+fn app_of_payload(payload: &[u8]) -> usize {
+    match payload {
+        [b0, b1, ..] if b0 >> 6 == 2 && (200..=204).contains(b1) => 2,
+        [b0, ..] if b0 >> 6 == 2 && payload.len() >= 12 => 1,
+        _ => 5,
+    }
+}
+
+/// [`class_of`] of UDP over IPv4 the skim read ([`calliper_wire::skim_udp4`]).
+#[inline]
+pub(crate) fn class_of_udp4(sip: &SipClassifier, sport: u16, dport: u16, payload: &[u8]) -> u8 {
+    let app = app_of_ports(sip, sport, dport).unwrap_or_else(|| app_of_payload(payload));
+    class_index(0, 0, app) as u8
+}
+
+/// The application named by either port, if any.
+#[inline(always)]
+fn app_of_ports(sip: &SipClassifier, s: u16, d: u16) -> Option<usize> {
+    if sip.port(s, d) {
+        Some(0)
+    } else if s.min(d) > 8443 {
+        // Above every port named below (most media): one compare.
+        None
+    } else if s == 53 || d == 53 {
+        Some(3)
+    } else if [80, 443, 8080, 8443].iter().any(|&p| p == s || p == d) {
+        Some(4)
+    } else {
+        None
     }
 }
 

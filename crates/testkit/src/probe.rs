@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// An analysis fed in process.
 pub struct Probe {
-    analyzer: Analyzer,
+    analyzer: Option<Analyzer>,
     trackers: TrackerSet,
     records: Vec<Record>,
     rows: Vec<(&'static str, Value)>,
@@ -24,6 +24,13 @@ pub struct Probe {
     /// Packets fed so far: what is finished is taken every
     /// [`EMIT_EVERY`] of them, as the command takes it.
     packets: u64,
+    /// The configuration and threads: the analyser starts with the first
+    /// input, so that shards can read a capture file themselves.
+    cfg: Config,
+    threads: usize,
+    /// Shards are handed the packets even when they could read the file
+    /// themselves (as live rings and pipes feed them).
+    pushed: bool,
 }
 
 /// What an analysis gave.
@@ -50,9 +57,11 @@ impl Probe {
             events: EventKind::ALL.to_vec(),
             ..TrackerSetConfig::default()
         });
-        let hub = std::sync::Arc::new(std::sync::Mutex::new(trackers.trackers()));
         Probe {
-            analyzer: Analyzer::new(cfg, threads, hub),
+            cfg,
+            threads,
+            pushed: false,
+            analyzer: None,
             trackers,
             records: Vec::new(),
             rows: Vec::new(),
@@ -71,9 +80,30 @@ impl Probe {
         }
     }
 
+    /// As [`Probe::new`], with shards handed every packet by the caller's
+    /// thread, as live rings and pipes feed them, even from a file.
+    pub fn pushed(cfg: Config, threads: usize) -> Probe {
+        Probe { pushed: true, ..Probe::new(cfg, threads) }
+    }
+
+    /// The trackers, as the analysis delivers to them.
+    fn hub(&self) -> calliper_engine::TrackerHub {
+        std::sync::Arc::new(std::sync::Mutex::new(self.trackers.trackers()))
+    }
+
+    /// The analyser, started (handed packets) if it was not yet.
+    fn analyzer(&mut self) -> &mut Analyzer {
+        if self.analyzer.is_none() {
+            let (cfg, hub) = (self.cfg.clone(), self.hub());
+            self.analyzer = Some(Analyzer::new(cfg, self.threads, hub));
+        }
+        self.analyzer.as_mut().expect("started above")
+    }
+
     /// Takes what the analysis and the trackers finished.
     fn take(&mut self, end: bool) {
-        self.records.extend(self.analyzer.drain());
+        let records: Vec<Record> = self.analyzer().drain().collect();
+        self.records.extend(records);
         take_rows(&self.trackers, end, &mut self.rows, &mut self.events);
     }
 
@@ -82,7 +112,7 @@ impl Probe {
     /// time; [`Probe::capture`] reads as it does).
     pub fn frame(&mut self, ts_ns: i64, link_type: u16, data: &[u8]) {
         let mut p = [RawPacket { ts_ns, link_type, data, ..RawPacket::default() }];
-        self.analyzer.packets(&mut p).expect("the analysis failed");
+        self.analyzer().packets(&mut p).expect("the analysis failed");
         self.fed(1);
     }
 
@@ -100,7 +130,7 @@ impl Probe {
                 orig_len: data.len() as u32,
                 ..calliper_capture::Packet::EMPTY
             });
-            self.analyzer.captured(packets).expect("the analysis failed");
+            self.analyzer().captured(packets).expect("the analysis failed");
             self.fed(chunk.len());
         }
     }
@@ -117,14 +147,29 @@ impl Probe {
         self.frame(ts_ns, linktype::RAW, &packet);
     }
 
-    /// Every packet of a capture file, read as `analyze` reads it.
+    /// Every packet of a capture file, read as `analyze` reads it (with
+    /// shards, each reads the file itself when this is the probe's only
+    /// input).
     pub fn capture(&mut self, path: &Path) {
         let mut inputs = Inputs::open(&[path.to_path_buf()])
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if self.analyzer.is_none() && !self.pushed {
+            let (cfg, hub) = (self.cfg.clone(), self.hub());
+            self.analyzer = Some(Analyzer::for_files(cfg, self.threads, hub, &inputs));
+        }
+        self.analyzer();
         let mut say = |m: &str| eprintln!("{m}");
-        while let Some(b) = inputs.next_batch(calliper_engine::READ_BATCH, &mut say) {
-            self.analyzer.captured(b.iter()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            self.fed(b.len());
+        let (trackers, records) = (&self.trackers, &mut self.records);
+        let (rows, events) = (&mut self.rows, &mut self.events);
+        let mut step = |a: &mut Analyzer, _| -> Result<(), ()> {
+            records.extend(a.drain());
+            take_rows(trackers, false, rows, events);
+            Ok(())
+        };
+        let analyzer = self.analyzer.as_mut().expect("started above");
+        let read = analyzer.read_files(&mut inputs, &mut say, &mut step);
+        if let Ok(Err((input, e))) = read {
+            panic!("{input}: {e}");
         }
     }
 
@@ -132,9 +177,11 @@ impl Probe {
     pub fn finish(mut self) -> Outcome {
         // As `analyze` ends: the open calls a group at a time, each group
         // taken, then what is left, then what the trackers still hold.
+        self.analyzer();
         let (trackers, records) = (&self.trackers, &mut self.records);
         let (rows, events) = (&mut self.rows, &mut self.events);
-        self.analyzer
+        let analyzer = self.analyzer.as_mut().expect("started above");
+        analyzer
             .finish_in_groups(FINISH_GROUP, |group| {
                 records.extend(group);
                 take_rows(trackers, false, rows, events);
@@ -157,9 +204,10 @@ impl Probe {
             let v = serde_json::to_value(u).expect("a user that does not serialise");
             self.rows.push(("user", v));
         }
+        let counters = self.analyzer().counters().clone();
         Outcome {
             records: self.records,
-            counters: self.analyzer.counters().clone(),
+            counters,
             events: json_lines(&self.events),
             rows: self.rows,
             tracker_fields,

@@ -1,6 +1,7 @@
 //! Sharded analysis gives exactly the single-thread results: every record,
 //! tracker row and counter, on every capture and on generated ones with
-//! loss, duplicates and reordering. (`crates/cli/tests/offline/captures.rs`
+//! loss, duplicates and reordering, whether the shards read the file
+//! themselves or are handed the packets. (`crates/cli/tests/offline/captures.rs`
 //! checks that the command with `--threads 2` gives what this probe gives,
 //! on every capture and the impaired one.)
 
@@ -13,9 +14,17 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Lines sorted (shards finish calls in their own order), KPI rows summed,
-/// and the summary.
+/// and the summary; shards read the file themselves.
 fn run(file: &Path, threads: usize, cfg: &Config) -> (Vec<String>, Value) {
-    let mut p = Probe::new(cfg.clone(), threads);
+    lines(Probe::new(cfg.clone(), threads), file)
+}
+
+/// As [`run`], with the shards handed the packets (as live rings feed them).
+fn run_pushed(file: &Path, threads: usize, cfg: &Config) -> (Vec<String>, Value) {
+    lines(Probe::pushed(cfg.clone(), threads), file)
+}
+
+fn lines(mut p: Probe, file: &Path) -> (Vec<String>, Value) {
     p.capture(file);
     let mut lines = kpi_rows_summed(p.finish().lines());
     let i = lines.iter().position(|l| l["type"] == "summary").unwrap();
@@ -48,11 +57,15 @@ fn two_three_and_four_shards_match_one_thread() {
         }
         let one = run(f, 1, &cfg);
         for t in [2, 3, 4] {
-            let many = run(f, t, &cfg);
             let name = f.display();
+            let many = run(f, t, &cfg);
             assert_eq!(many.0, one.0, "{name}: records differ with {t} threads");
             assert_eq!(many.1, one.1, "{name}: counters differ with {t} threads");
         }
+        // Shards handed the packets (live rings, pipes): the same again.
+        let pushed = run_pushed(f, 2, &cfg);
+        assert_eq!(pushed.0, one.0, "{}: records differ with 2 threads, pushed", f.display());
+        assert_eq!(pushed.1, one.1, "{}: counters differ with 2 threads, pushed", f.display());
         checked += one.0.len();
     }
     std::fs::remove_dir_all(impaired.parent().unwrap()).ok();
