@@ -4,6 +4,7 @@
 use crate::{Batch, CaptureReader};
 use std::fmt;
 use std::fs::File;
+use std::io::{Read, Take};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -27,11 +28,12 @@ fn open_error(what: &str, path: &Path, cause: impl fmt::Display) -> OpenError {
 /// Files read in the order given, as one capture. A file that cannot be
 /// read is reported and skipped, a damaged one is read up to the damage,
 /// and a file that starts before the previous one ended is reported (its
-/// packets are still read in file order).
+/// packets are still read in file order). A regular file is read up to the
+/// length it had when opened: one still being written is read as it was.
 pub struct Inputs {
-    rest: std::vec::IntoIter<(PathBuf, File)>,
+    rest: std::vec::IntoIter<(PathBuf, Take<File>)>,
     /// The file being read, by name.
-    current: Option<(String, CaptureReader<File>)>,
+    current: Option<(String, CaptureReader<Take<File>>)>,
     /// Whether the current file has given a batch yet.
     started: bool,
     /// Bytes read from the files already finished.
@@ -43,9 +45,13 @@ pub struct Inputs {
     clean: bool,
     /// The files' sizes, summed when they were opened.
     total_bytes: u64,
-    /// The paths, when every one is a regular file (it can be read again
-    /// from its start, by another reader).
-    reopenable: Option<Vec<PathBuf>>,
+    /// The paths and lengths as opened, when every one is a regular file
+    /// (another reader can read the same bytes: [`Inputs::reopen`]).
+    reopenable: Option<Vec<(PathBuf, u64)>>,
+    /// Files reopened when their turn comes, last first.
+    pending: Vec<(PathBuf, u64)>,
+    /// Why a reopened file could not be opened.
+    open_failure: Option<OpenError>,
 }
 
 impl Inputs {
@@ -54,7 +60,7 @@ impl Inputs {
     pub fn open(paths: &[PathBuf]) -> Result<Inputs, OpenError> {
         let mut files = Vec::new();
         let mut total_bytes = 0;
-        let mut regular = true;
+        let mut regular = Some(Vec::new());
         for path in paths {
             let f = File::open(path).map_err(|e| open_error("cannot open", path, e))?;
             let meta = f.metadata().map_err(|e| open_error("cannot read", path, e))?;
@@ -71,16 +77,35 @@ impl Inputs {
                 crate::check_start(&first[..n])
                     .map_err(|e| OpenError(format!("{}: {e}", path.display())))?;
             }
-            regular &= meta.is_file();
+            let limit = if meta.is_file() { meta.len() } else { u64::MAX };
+            match (&mut regular, meta.is_file()) {
+                (Some(r), true) => r.push((path.clone(), meta.len())),
+                _ => regular = None,
+            }
             total_bytes += meta.len();
-            files.push((path.clone(), f));
+            files.push((path.clone(), f.take(limit)));
         }
-        let reopenable = regular.then(|| paths.to_vec());
-        Ok(Inputs { total_bytes, reopenable, ..Inputs::new(files) })
+        Ok(Inputs { total_bytes, reopenable: regular, ..Inputs::new(files) })
+    }
+
+    /// The same regular files again, for another reader of the same
+    /// capture: each opened when its turn comes (so readers together hold
+    /// few descriptors) and read up to the length it had when first opened
+    /// (from [`Inputs::reopenable`]). A file that cannot be opened ends the
+    /// reading ([`Inputs::open_failure`]): this reader would see another
+    /// capture than the first.
+    pub fn reopen(files: &[(PathBuf, u64)]) -> Inputs {
+        let total_bytes = files.iter().map(|f| f.1).sum();
+        Inputs {
+            total_bytes,
+            reopenable: Some(files.to_vec()),
+            pending: files.iter().rev().cloned().collect(),
+            ..Inputs::new(Vec::new())
+        }
     }
 
     /// The files, in the order to read them.
-    fn new(files: Vec<(PathBuf, File)>) -> Inputs {
+    fn new(files: Vec<(PathBuf, Take<File>)>) -> Inputs {
         Inputs {
             total_bytes: 0,
             rest: files.into_iter(),
@@ -91,12 +116,36 @@ impl Inputs {
             file_end: i64::MIN,
             clean: true,
             reopenable: None,
+            pending: Vec::new(),
+            open_failure: None,
         }
     }
 
-    /// The paths, when each is a regular file that another reader can
-    /// open and read from its start (not a pipe).
-    pub fn reopenable(&self) -> Option<Vec<PathBuf>> {
+    /// The next file to read: the next opened one, or the next to reopen.
+    fn next_file(&mut self) -> Option<(PathBuf, Take<File>)> {
+        if let Some(f) = self.rest.next() {
+            return Some(f);
+        }
+        let (path, len) = self.pending.pop()?;
+        match File::open(&path) {
+            Ok(f) => Some((path, f.take(len))),
+            Err(e) => {
+                self.open_failure = Some(open_error("cannot open", &path, e));
+                self.pending.clear();
+                None
+            }
+        }
+    }
+
+    /// Why a file [`Inputs::reopen`] was to read could not be opened: the
+    /// reading ended there.
+    pub fn open_failure(&self) -> Option<&OpenError> {
+        self.open_failure.as_ref()
+    }
+
+    /// The paths and lengths as opened, when each is a regular file that
+    /// another reader can open and read from its start (not a pipe).
+    pub fn reopenable(&self) -> Option<Vec<(PathBuf, u64)>> {
         self.reopenable.clone()
     }
 
@@ -105,7 +154,7 @@ impl Inputs {
     pub fn next_batch(&mut self, max: usize, say: &mut dyn FnMut(&str)) -> Option<Batch<'_>> {
         loop {
             if self.current.is_none() {
-                let (path, file) = self.rest.next()?;
+                let (path, file) = self.next_file()?;
                 let name = path.display().to_string();
                 match CaptureReader::new(file) {
                     Ok(r) => self.current = Some((name, r)),

@@ -316,3 +316,34 @@ fn batches_give_the_same_packets_and_errors() {
         }
     }
 }
+
+/// Another reader of the same files reads what the first opened: a file
+/// that grew is read to its length then, and one that is gone ends the
+/// reading with the reason (shards reading for themselves must agree).
+#[test]
+fn a_reopened_file_is_read_as_it_was_opened_or_not_at_all() {
+    let dir = std::env::temp_dir().join(format!("calliper-reopen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("growing.pcap");
+    let mut v = pcap_header(0xa1b2c3d4, 1, false);
+    record(&mut v, false, 1, 0, &[0u8; 60]);
+    record(&mut v, false, 2, 0, &[1u8; 60]);
+    std::fs::write(&path, &v).unwrap();
+    let first = crate::files::Inputs::open(std::slice::from_ref(&path)).unwrap();
+    let files = first.reopenable().expect("a regular file can be read again");
+    // Written on after it was opened: the later packet is not read.
+    record(&mut v, false, 3, 0, &[2u8; 60]);
+    std::fs::write(&path, &v).unwrap();
+    let mut again = crate::files::Inputs::reopen(&files);
+    let mut read = 0;
+    while let Some(b) = again.next_batch(64, &mut |m| panic!("{m}")) {
+        read += b.len();
+    }
+    assert_eq!((read, again.open_failure().is_none()), (2, true));
+    std::fs::remove_file(&path).unwrap();
+    let mut gone = crate::files::Inputs::reopen(&files);
+    assert!(gone.next_batch(64, &mut |m| panic!("{m}")).is_none());
+    let why = gone.open_failure().expect("the missing file is the reason").to_string();
+    assert!(why.contains("growing.pcap"), "{why}");
+    std::fs::remove_dir_all(&dir).ok();
+}

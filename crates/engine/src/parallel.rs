@@ -150,14 +150,15 @@ impl Parallel {
     }
 
     /// Starts `shards` analysis threads (at least 2) that each read the
-    /// capture files at `paths` themselves (regular files: each opens them
-    /// anew). The caller waits ([`Parallel::wait`]) and takes what they
-    /// finish; no packet passes through its thread.
+    /// capture files themselves (regular files, each opened anew and read
+    /// up to the length given: `Inputs::reopenable`). The caller waits
+    /// ([`Parallel::wait`]) and takes what they finish; no packet passes
+    /// through its thread.
     pub fn reading(
         cfg: Config,
         shards: usize,
         trackers: Option<TrackerHub>,
-        paths: Vec<PathBuf>,
+        paths: Vec<(PathBuf, u64)>,
     ) -> Parallel {
         Parallel::start(cfg, shards, trackers, Some(Arc::new(paths)))
     }
@@ -166,7 +167,7 @@ impl Parallel {
         cfg: Config,
         shards: usize,
         trackers: Option<TrackerHub>,
-        paths: Option<Arc<Vec<PathBuf>>>,
+        paths: Option<Arc<Vec<(PathBuf, u64)>>>,
     ) -> Parallel {
         let n = shards.max(2);
         let gate = Arc::new(Gate::new(n));
@@ -322,6 +323,7 @@ impl Parallel {
         self.gate.failed().unwrap_or(WorkerFailed {
             worker: i,
             message: "stopped without a reported panic".to_string(),
+            bug: true,
         })
     }
 
@@ -434,6 +436,7 @@ impl Parallel {
                     failed = failed.or(Some(self.gate.failed().unwrap_or(WorkerFailed {
                         worker: i,
                         message: "thread ended abnormally".to_string(),
+                        bug: true,
                     })))
                 }
             }

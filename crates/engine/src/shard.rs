@@ -7,7 +7,7 @@ use crate::lru::Idx;
 use crate::parallel::{Chunk, Exchange, Msg, Results, PROGRESS_NS};
 use crate::shared::SharedCaps;
 use crate::time_guard::TimeGuard;
-use crate::workers::WorkerFailed;
+use crate::workers::{Meeting, WorkerFailed};
 use crate::{Batcher, Config, Counters, Engine, RawPacket, Router, Routing, LOOKAHEAD, READ_BATCH};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -59,7 +59,10 @@ impl<'a> Shard<'a> {
             slots[i].clear();
             slots[i].extend_from_slice(self.e.batch_touches());
         }
-        x.gate.wait()?;
+        // Tagged with the batch end and the packets so far: shards that read
+        // the files themselves and saw different packets fail here instead
+        // of waiting forever or adding up different counts.
+        x.gate.meet(Meeting::BatchEnd(now, self.e.counters.packets), i)?;
         self.others.clear();
         if let Ok(slots) = x.slots.lock() {
             for (_, s) in slots.iter().enumerate().filter(|(j, _)| *j != i) {
@@ -87,7 +90,8 @@ impl<'a> Shard<'a> {
     fn finish(mut self, dropped: u64) -> Result<(Counters, Counters), WorkerFailed> {
         self.e.set_capture_dropped(dropped);
         self.e.finish_open();
-        let all_finished = self.exchange.gate.wait();
+        let packets = self.e.counters.packets;
+        let all_finished = self.exchange.gate.meet(Meeting::Finish(packets), self.index);
         self.e.finish_rows();
         self.send();
         all_finished?;
@@ -145,25 +149,20 @@ fn feed_chunk(e: &mut Engine, i: usize, c: &Chunk) {
 
 /// Readings between two reports of the first shard's position (finished
 /// records go at batch ends, where the calls expire).
-const POSITION_EVERY: u32 = 16;
-
-/// The most packets a shard reads at a time: [`READ_BATCH`] for each shard
-/// (up to four), so that after skipping the others' media it still hands
-/// the engine about a prefetch group at a time. Smaller groups start the
-/// lookahead cold more often.
-const MOST_READ: usize = READ_BATCH * 4;
+const POSITION_EVERY: u32 = 64;
 
 /// A shard that reads the capture files itself: every shard reads every
 /// packet from its own buffer, judges its time and finds batch ends as one
 /// engine would, and routes it ([`Router`]) — so media another shard owns
-/// costs it a read, a short decode and a hash, and nothing crosses between
-/// cores but the batch-end exchange and the records. The first shard
-/// reports the reading (position, messages, damage) for the run.
+/// costs it a read, a skim of its headers and a hash, and nothing crosses
+/// between cores but the batch-end exchange and the records. The first
+/// shard reports the reading (position, messages, damage) for the run; a
+/// file a shard cannot open stops the run, with the reason.
 pub(crate) fn reading(
     mut s: Shard<'_>,
     n: usize,
     cfg: &Config,
-    paths: &[PathBuf],
+    paths: &[(PathBuf, u64)],
 ) -> Result<(Counters, Counters), WorkerFailed> {
     let x = s.exchange;
     let first = s.index == 0;
@@ -172,83 +171,43 @@ pub(crate) fn reading(
             said.push(m.to_string());
         }
     };
-    let mut inputs = match calliper_capture::files::Inputs::open(paths) {
-        Ok(i) => i,
-        Err(e) => {
-            // Opened once already by the caller: it changed since.
-            say(&format!("calliper: {e}"));
-            x.clean.store(false, Ordering::Relaxed);
-            return s.finish(0);
-        }
-    };
-    let mut way = Reading {
-        time: TimeGuard::default(),
-        batcher: Batcher::default(),
-        router: Router::new(cfg, n),
-    };
-    let per_read = READ_BATCH * n.min(MOST_READ / READ_BATCH);
+    let mut inputs = calliper_capture::files::Inputs::reopen(paths);
+    let (mut time, mut batcher) = (TimeGuard::default(), Batcher::default());
+    let router = Router::new(cfg, n);
     let mut readings = 0u32;
-    while let Some(b) = inputs.next_batch(per_read, &mut say) {
-        let mut raw = [RawPacket::default(); MOST_READ];
+    while let Some(b) = inputs.next_batch(READ_BATCH, &mut say) {
+        let mut raw = [RawPacket::default(); READ_BATCH];
         for (r, p) in raw.iter_mut().zip(b.iter()) {
-            *r = p.into();
+            let routing = router.routing(s.index, p.link_type, p.data);
+            *r = RawPacket { routing, ..p.into() };
         }
-        way.analyse(&mut s, &mut raw[..b.len()])?;
+        let raw = &mut raw[..b.len()];
+        // Judged and dated as one engine judges them: a reading at a time.
+        s.e.count_time_anomalies(time.admit_packets(raw));
+        // Packets another shard owns stay in place, marked: they move the
+        // clock in capture order, as in one engine.
+        let mut start = 0;
+        for j in 0..raw.len() {
+            if batcher.boundary(raw[j].ts_ns) {
+                s.e.packets(&raw[start..j]);
+                start = j;
+                s.end_batch(raw[j].ts_ns, 0)?;
+            }
+        }
+        s.e.packets(&raw[start..]);
         readings += 1;
         if first && readings.is_multiple_of(POSITION_EVERY) {
             x.position.store(inputs.position(), Ordering::Relaxed);
         }
     }
+    if let Some(why) = inputs.open_failure() {
+        // Another shard may have opened it: the run cannot go on alike.
+        let failed = WorkerFailed { worker: s.index, message: why.to_string(), bug: false };
+        x.gate.break_with(failed.clone());
+        return Err(failed);
+    }
     if first && !inputs.clean() {
         x.clean.store(false, Ordering::Relaxed);
     }
     s.finish(0)
-}
-
-/// What a reading shard keeps between readings: the same time guard,
-/// batch ends and routing as one engine's reader.
-struct Reading {
-    time: TimeGuard,
-    batcher: Batcher,
-    router: Router,
-}
-
-impl Reading {
-    /// Judges a reading's times, ends batches where one engine would, and
-    /// hands the engine every packet but the media other shards own (which
-    /// only moves its clock and is counted, as every shard counts packets).
-    fn analyse(
-        &mut self,
-        s: &mut Shard<'_>,
-        raw: &mut [RawPacket<'_>],
-    ) -> Result<(), WorkerFailed> {
-        // Judged as one engine judges them: READ_BATCH at a time (a longer
-        // reading splits where those readings would have ended).
-        for part in raw.chunks_mut(READ_BATCH) {
-            if s.e.count_time_anomalies(self.time.admit_packets(part)) {
-                // Dated by the reading's first packet, as one engine dates them.
-                s.e.packet_anomaly_events(part[0].ts_ns);
-            }
-        }
-        let mut kept = 0;
-        for j in 0..raw.len() {
-            let p = raw[j];
-            if self.batcher.boundary(p.ts_ns) {
-                s.e.packets(&raw[..kept]);
-                kept = 0;
-                s.end_batch(p.ts_ns, 0)?;
-            }
-            let routing = self.router.routing(s.index, p.link_type, p.data);
-            if routing == Routing::Skipped {
-                s.e.now = s.e.now.max(p.ts_ns);
-                s.e.counters.packets += 1;
-                s.e.counters.bytes += p.data.len() as u64;
-                continue;
-            }
-            raw[kept] = RawPacket { routing, ..p };
-            kept += 1;
-        }
-        s.e.packets(&raw[..kept]);
-        Ok(())
-    }
 }

@@ -82,12 +82,12 @@ impl Judged {
 }
 
 impl Engine {
-    /// Counts what the time guard found in a reading; true if anything.
-    pub(crate) fn count_time_anomalies(&mut self, judged: Judged) -> bool {
+    /// Counts what the time guard found in a reading (its events go out
+    /// dated by the reading's first packet, as the packets are handled).
+    pub(crate) fn count_time_anomalies(&mut self, judged: Judged) {
         for (kind, n) in judged.counts().into_iter().filter(|c| c.1 > 0) {
             self.counters.count_anomalies(kind, n);
         }
-        judged.implausible + judged.jumps > 0
     }
 }
 

@@ -13,22 +13,25 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// A worker stopped on a panic: which one and the panic's message.
+/// A worker stopped: which one and why (a panic's message, or workers
+/// that read their own input finding it changed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerFailed {
     /// Index of the worker (0 for a single engine).
     pub worker: usize,
-    /// The panic's message.
+    /// The panic's message, or what went wrong.
     pub message: String,
+    /// A panic (a bug), not the input changing under the workers.
+    pub bug: bool,
 }
 
 impl std::fmt::Display for WorkerFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "analysis worker {} failed: {} (a bug in calliper: please report it with the input)",
-            self.worker, self.message
-        )
+        write!(f, "analysis worker {} failed: {}", self.worker, self.message)?;
+        if self.bug {
+            f.write_str(" (a bug in calliper: please report it with the input)")?;
+        }
+        Ok(())
     }
 }
 
@@ -42,7 +45,7 @@ pub fn guard<T>(
     f: impl FnOnce() -> T,
 ) -> Result<T, WorkerFailed> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        let failed = WorkerFailed { worker, message: panic_message(&panic) };
+        let failed = WorkerFailed { worker, message: panic_message(&panic), bug: true };
         if let Some(g) = gate {
             g.break_with(failed.clone());
         }
@@ -60,6 +63,19 @@ fn panic_message(panic: &Box<dyn Any + Send>) -> String {
     }
 }
 
+/// What a worker arrives at a [`Gate`] for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Meeting {
+    /// Any rendezvous ([`Gate::wait`]).
+    #[default]
+    Any,
+    /// The end of the batch ending at this capture time, after this many
+    /// packets.
+    BatchEnd(i64, u64),
+    /// The end of the input, after this many packets.
+    Finish(u64),
+}
+
 /// A barrier for `n` workers that a failure breaks.
 #[derive(Debug)]
 pub struct Gate {
@@ -73,6 +89,8 @@ struct GateState {
     waiting: usize,
     generation: u64,
     failed: Option<WorkerFailed>,
+    /// What the first worker at this rendezvous said it arrived for.
+    tag: Meeting,
 }
 
 impl Gate {
@@ -90,9 +108,32 @@ impl Gate {
     /// Waits until all `n` workers have arrived, or returns the failure that
     /// broke the gate.
     pub fn wait(&self) -> Result<(), WorkerFailed> {
+        self.meet(Meeting::Any, usize::MAX)
+    }
+
+    /// As [`Gate::wait`], for workers that must arrive at the same point
+    /// (worker `worker` says which): a rendezvous whose workers come for
+    /// different meetings breaks the gate instead of pairing two different
+    /// points (workers that read their input themselves and saw different
+    /// input would otherwise wait forever).
+    pub fn meet(&self, tag: Meeting, worker: usize) -> Result<(), WorkerFailed> {
         let mut s = self.lock();
         if let Some(f) = &s.failed {
             return Err(f.clone());
+        }
+        if s.waiting == 0 {
+            s.tag = tag;
+        } else if s.tag != tag {
+            let f = WorkerFailed {
+                worker,
+                message: "the shards read different packets: a capture file changed while it was \
+                          read (read it again, or with --threads 1)"
+                    .to_string(),
+                bug: false,
+            };
+            s.failed = Some(f.clone());
+            self.turn.notify_all();
+            return Err(f);
         }
         s.waiting += 1;
         if s.waiting == self.n {
@@ -155,6 +196,20 @@ mod tests {
         assert_eq!(failed.worker, 2);
         assert_eq!(failed.message, "worker two breaks");
         assert_eq!(gate.failed(), Some(failed));
+    }
+
+    #[test]
+    fn workers_at_different_points_break_the_gate_instead_of_waiting() {
+        let gate = Arc::new(Gate::new(2));
+        let g = gate.clone();
+        // One worker reaches a batch end the other never does: it ends.
+        let t = std::thread::spawn(move || g.meet(Meeting::BatchEnd(7, 64), 1));
+        let finished = gate.meet(Meeting::Finish(64), 0);
+        let other = t.join().unwrap();
+        let failed = finished.err().or(other.err()).expect("the gate must break");
+        assert!(!failed.bug);
+        assert!(failed.message.contains("changed while it was read"), "{failed}");
+        assert_eq!(gate.meet(Meeting::BatchEnd(7, 64), 0), Err(failed));
     }
 
     #[test]

@@ -226,6 +226,47 @@ pub fn ssrc_churn(ssrcs: u32) -> Pcap {
     p
 }
 
+/// `calls` calls whose RTP starts a second before their INVITE and 200 OK
+/// (each call its own addresses), interleaved with as many streams that no
+/// call describes: the shard owning a call's stream adopts it when the SDP
+/// has come, dated by the packet that does it, while other shards' media
+/// passes by (a shard's clock must not run ahead of its own packets).
+pub fn media_before_its_sdp(calls: u8) -> Pcap {
+    let mut p = Pcap::default();
+    let sip = |call: u8, ok: bool, rtp: Endpoint| {
+        let sdp = format!(
+            "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {port} RTP/AVP 0\r\n",
+            ip = rtp.0,
+            port = rtp.1
+        );
+        let start = if ok { "SIP/2.0 200 OK" } else { "INVITE sip:bob@10.4.0.1 SIP/2.0" };
+        format!(
+            "{start}\r\nVia: SIP/2.0/UDP 10.3.0.1:5060;branch=z9hG4bK{call}\r\nFrom: <sip:alice@10.3.0.1>;tag=a\r\nTo: <sip:bob@10.4.0.1>{tag}\r\nCall-ID: early-{call}\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+            sdp.len(),
+            tag = if ok { ";tag=b" } else { "" },
+        )
+        .into_bytes()
+    };
+    for step in 0..150u16 {
+        let t = T0 + step as i64 * 20_000_000;
+        for c in 0..calls {
+            let at = t + c as i64 * 100_000;
+            let (a, b) =
+                ((Ipv4Addr::new(10, 3, 0, c), 20_000), (Ipv4Addr::new(10, 4, 0, c), 30_000));
+            if step == 50 {
+                let (sa, sb) = ((a.0, 5060), (b.0, 5060));
+                p.udp(at + 10_000, sa, sb, &sip(c, false, a));
+                p.udp(at + 20_000, sb, sa, &sip(c, true, b));
+            }
+            p.udp(at + 30_000, a, b, &rtp(0, step, step as u32 * 160, c as u32, &[0; 160]));
+            let (x, y) =
+                ((Ipv4Addr::new(10, 5, 0, c), 40_000), (Ipv4Addr::new(10, 6, 0, c), 40_002));
+            p.udp(at + 60_000, x, y, &rtp(0, step, step as u32 * 160, 1000 + c as u32, &[0; 160]));
+        }
+    }
+    p
+}
+
 /// `n` RTP streams without signalling, each between its own address pair
 /// and `packets` long, interleaved.
 pub fn orphan_streams(n: u16, packets: u16) -> Pcap {

@@ -24,13 +24,19 @@ fn run_pushed(file: &Path, threads: usize, cfg: &Config) -> (Vec<String>, Value)
     lines(Probe::pushed(cfg.clone(), threads), file)
 }
 
+/// The records and rows, then every event (dated as one engine dates
+/// them: a shard's clock must not run ahead of the packets it handles).
 fn lines(mut p: Probe, file: &Path) -> (Vec<String>, Value) {
     p.capture(file);
-    let mut lines = kpi_rows_summed(p.finish().lines());
+    let outcome = p.finish();
+    let mut lines = kpi_rows_summed(outcome.lines());
     let i = lines.iter().position(|l| l["type"] == "summary").unwrap();
     let summary = lines.remove(i);
     let mut records: Vec<String> = lines.iter().map(Value::to_string).collect();
     records.sort();
+    let mut events: Vec<String> = outcome.events.iter().map(Value::to_string).collect();
+    events.sort();
+    records.extend(events);
     (records, summary)
 }
 
@@ -70,6 +76,25 @@ fn two_three_and_four_shards_match_one_thread() {
     }
     std::fs::remove_dir_all(impaired.parent().unwrap()).ok();
     assert!(checked > 400, "only {checked} records compared");
+}
+
+/// RTP that starts before its SDP is adopted by the shard that owns it,
+/// dated by the packet that does it: shards that read the file themselves
+/// give the same events as one thread although other shards' media passes
+/// them by (an attacker review found a shard's clock running ahead).
+#[test]
+fn media_before_its_sdp_is_dated_alike_by_shards() {
+    let pcap = calliper_testkit::crafted::media_before_its_sdp(40).save("early-media");
+    let cfg = Config::default();
+    let one = run(&pcap, 1, &cfg);
+    let started = one.0.iter().filter(|l| l.contains("stream_started")).count();
+    assert!(started >= 40, "only {started} streams started: nothing to compare");
+    for t in [2, 4] {
+        let many = run(&pcap, t, &cfg);
+        assert_eq!(many.0, one.0, "records or events differ with {t} threads");
+        assert_eq!(many.1, one.1, "counters differ with {t} threads");
+    }
+    std::fs::remove_file(pcap).ok();
 }
 
 /// One engine finishes the calls still open at the end of the input a
