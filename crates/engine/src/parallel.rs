@@ -100,6 +100,14 @@ pub(crate) struct Exchange {
     pub(crate) clean: AtomicBool,
 }
 
+/// Where a shard's packets come from.
+enum Input {
+    /// Regular files it reads itself, each up to its length when opened.
+    Files(Arc<Vec<(PathBuf, u64)>>),
+    /// Chunks the caller sends.
+    Pushed(Receiver<Msg>),
+}
+
 /// What a shard sends the merger: its index, the records it finished, and
 /// its clock then.
 pub(crate) type Results = (usize, Vec<Record>, i64);
@@ -191,23 +199,21 @@ impl Parallel {
             // shards (`caps`), as in one engine.
             let (shard_cfg, caps) = (cfg.clone(), caps.clone());
             let (exchange, result_tx) = (exchange.clone(), result_tx.clone());
-            let rx = match paths {
-                Some(_) => None,
+            let input = match &paths {
+                Some(paths) => Input::Files(paths.clone()),
                 None => {
                     let (tx, rx) = sync_channel::<Msg>(QUEUE);
                     senders.push(tx);
-                    Some(rx)
+                    Input::Pushed(rx)
                 }
             };
-            let paths = paths.clone();
             handles.push(std::thread::spawn(move || {
                 let gate = exchange.gate.clone();
                 guard(i, Some(&gate), || {
                     let s = Shard::new((i, n), shard_cfg.clone(), caps, &exchange, result_tx);
-                    match (rx, paths) {
-                        (Some(rx), _) => shard::pushed(s, rx),
-                        (None, Some(paths)) => shard::reading(s, n, &shard_cfg, &paths),
-                        (None, None) => unreachable!("a shard without input"),
+                    match input {
+                        Input::Files(paths) => shard::reading(s, n, &shard_cfg, &paths),
+                        Input::Pushed(rx) => shard::pushed(s, rx),
                     }
                 })?
             }));
@@ -244,9 +250,8 @@ impl Parallel {
     /// Shards reading files: waits up to `timeout` for what they finish,
     /// and says whether any is still reading.
     pub fn wait(&mut self, timeout: std::time::Duration) -> bool {
-        if let Ok((shard, records, now)) = self.results.recv_timeout(timeout) {
-            self.passed[shard] = self.passed[shard].max(now);
-            records.into_iter().for_each(|r| self.merge(r));
+        if let Ok(got) = self.results.recv_timeout(timeout) {
+            self.take(got);
         }
         self.collect(false);
         self.handles.iter().any(|h| !h.is_finished())
@@ -357,13 +362,18 @@ impl Parallel {
     fn collect(&mut self, wait: bool) {
         loop {
             let got = if wait { self.results.recv().ok() } else { self.results.try_recv().ok() };
-            let Some((shard, records, now)) = got else {
+            let Some(got) = got else {
                 return;
             };
-            self.passed[shard] = self.passed[shard].max(now);
-            for r in records {
-                self.merge(r);
-            }
+            self.take(got);
+        }
+    }
+
+    /// Merges what one shard sent, and notes its clock.
+    fn take(&mut self, (shard, records, now): Results) {
+        self.passed[shard] = self.passed[shard].max(now);
+        for r in records {
+            self.merge(r);
         }
     }
 

@@ -94,27 +94,12 @@ impl Router {
         })
     }
 
-    /// How shard `index` takes a packet: [`Router::route`], then
-    /// [`Routed::for_shard`], but without the traffic class where the shard
-    /// does not count it (a shard reading the input itself decides this
-    /// for every packet).
+    /// How shard `index` takes a packet ([`Router::route`], then
+    /// [`Routed::for_shard`]): a shard reading the input itself decides
+    /// this for every packet.
     #[inline(always)]
     pub fn routing(&self, index: usize, link_type: u16, data: &[u8]) -> Routing {
-        let Some(u) = calliper_wire::skim_udp4(link_type, data) else {
-            return self.route(link_type, data).map_or(Routing::Unknown, |r| r.for_shard(index));
-        };
-        let (sport, dport, payload) = (u.sport, u.dport, u.payload);
-        if !is_media(&self.sip, sport, dport, payload) {
-            return Routing::Unknown;
-        }
-        match flow::shard_v4(u.src, sport, u.dst, dport, self.shards) as usize {
-            owner if owner == index => Routing::Owned,
-            _ if index == 0 => Routing::Counted {
-                class: traffic::class_of_udp4(&self.sip, sport, dport, payload),
-                src: u.src.into(),
-            },
-            _ => Routing::Skipped,
-        }
+        self.route(link_type, data).map_or(Routing::Unknown, |r| r.for_shard(index))
     }
 }
 

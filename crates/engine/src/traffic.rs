@@ -100,13 +100,14 @@ pub(crate) fn class_of(f: &Frame<'_>, sip: &SipClassifier) -> u8 {
 #[inline(always)]
 fn classify(f: &Frame<'_>, sip: &SipClassifier) -> (usize, usize, usize) {
     let net = if f.src.is_ipv4() { 0 } else { 1 };
-    let app_of_ports = |s: u16, d: u16| app_of_ports(sip, s, d);
     match f.transport {
         Transport::Udp { sport, dport, payload } => {
-            let app = app_of_ports(sport, dport).unwrap_or_else(|| app_of_payload(payload));
+            let app = app_of_ports(sip, sport, dport).unwrap_or_else(|| app_of_payload(payload));
             (net, 0, app)
         }
-        Transport::Tcp { sport, dport, .. } => (net, 1, app_of_ports(sport, dport).unwrap_or(5)),
+        Transport::Tcp { sport, dport, .. } => {
+            (net, 1, app_of_ports(sip, sport, dport).unwrap_or(5))
+        }
         Transport::Fragment { frag, .. } => (net, transport_of(frag.protocol), 5),
         Transport::Other { protocol, .. } => (net, transport_of(protocol), 5),
     }
