@@ -5,12 +5,12 @@
 //! asked (the process's memory, the interfaces' kernel counters).
 
 use crate::api::{json_body, ApiError};
+use crate::exposition::Family;
 use crate::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 /// What a running probe last said about itself (cheap to clone; the probe
@@ -188,48 +188,31 @@ pub(crate) async fn serve(
     Ok(json_body(body))
 }
 
-/// A Prometheus label value, escaped.
-pub(crate) fn escape_label(v: &str) -> String {
-    let mut o = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-fn family(o: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
 /// The ClickHouse sink's delivery (docs/scale-out.md).
 fn render_clickhouse(c: &calliper_store::clickhouse::Report, o: &mut String) {
-    family(
+    Family::new(
         o,
         "calliper_clickhouse_rows_total",
         "counter",
         "Rows of calls and streams for ClickHouse, by what became of them: sent (taken by a server), spooled (kept while none answered or the queue was full), retried (sent from the spool), rejected (refused 5 times or by the check of the tables, set aside: kept as .rejected files in a spool directory), dropped (lost: the spool full or unwritable, or held in memory at the end).",
+    )
+    .by(
+        "outcome",
+        [
+            ("sent", c.sent),
+            ("spooled", c.spooled),
+            ("retried", c.retried),
+            ("rejected", c.rejected),
+            ("dropped", c.dropped),
+        ],
     );
-    for (outcome, n) in [
-        ("sent", c.sent),
-        ("spooled", c.spooled),
-        ("retried", c.retried),
-        ("rejected", c.rejected),
-        ("dropped", c.dropped),
-    ] {
-        let _ = writeln!(o, "calliper_clickhouse_rows_total{{outcome=\"{outcome}\"}} {n}");
-    }
-    family(
+    Family::new(
         o,
         "calliper_clickhouse_rows_waiting",
         "gauge",
         "Rows in the spool now, waiting for a server.",
-    );
-    let _ = writeln!(o, "calliper_clickhouse_rows_waiting {}", c.waiting);
+    )
+    .value(c.waiting);
 }
 
 /// Counts by name.
@@ -269,11 +252,11 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
     let Some(r) = health.latest() else {
         return;
     };
-    family(o, "calliper_probe_uptime_seconds", "gauge", "Seconds since the probe started.");
     let up = now_ns().saturating_sub(r.started_ns).max(0) as f64 / 1e9;
-    let _ = writeln!(o, "calliper_probe_uptime_seconds {up:.3}");
-    family(o, "calliper_probe_packets_total", "counter", "Packets handed to the analysis.");
-    let _ = writeln!(o, "calliper_probe_packets_total {}", r.packets);
+    Family::new(o, "calliper_probe_uptime_seconds", "gauge", "Seconds since the probe started.")
+        .value(format_args!("{up:.3}"));
+    Family::new(o, "calliper_probe_packets_total", "counter", "Packets handed to the analysis.")
+        .value(r.packets);
     if let Some(c) = r.capture {
         for (name, help, n) in [
             ("received", "Packets the kernel put in the capture ring.", c.received),
@@ -281,12 +264,38 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
             ("ring_full", "Times the capture ring was full.", c.ring_full),
         ] {
             let metric = format!("calliper_probe_capture_{name}_total");
-            family(o, &metric, "counter", help);
-            let _ = writeln!(o, "{metric} {n}");
+            Family::new(o, &metric, "counter", help).value(n);
         }
     }
-    let interfaces: Vec<InterfaceCounts> =
-        r.interfaces.iter().map(|n| interface_counts(n)).collect();
+    render_interfaces(&r.interfaces, o);
+    let (rss, _) = memory();
+    let help = "Resident memory of the probe process.";
+    let memory = Family::new(o, "calliper_probe_resident_memory_bytes", "gauge", help);
+    if let Some(rss) = rss {
+        memory.value(rss);
+    }
+    let help = "Calls open now (one analysis thread only).";
+    let open = Family::new(o, "calliper_probe_calls_open", "gauge", help);
+    if let Some(n) = r.calls_open {
+        open.value(n);
+    }
+    let help = "Call records handed to the outputs.";
+    Family::new(o, "calliper_probe_calls_written_total", "counter", help).value(r.calls_written);
+    let help = "What the probe's output queues and trackers dropped, by what (the summary's key).";
+    Family::new(o, "calliper_probe_dropped_total", "counter", help).by("what", &r.dropped);
+    let (counters, anomalies) = engine_counters(&r.engine);
+    let help = "The engine's counters (docs/architecture.md), by name.";
+    Family::new(o, "calliper_engine_counter_total", "counter", help).by("counter", counters);
+    let help = "Malformed or hostile input the engine counted, by kind.";
+    Family::new(o, "calliper_engine_anomalies_total", "counter", help).by("kind", anomalies);
+    if let Some(c) = &r.clickhouse {
+        render_clickhouse(c, o);
+    }
+}
+
+/// The kernel's receive counters of the interfaces captured on.
+fn render_interfaces(names: &[String], o: &mut String) {
+    let interfaces: Vec<InterfaceCounts> = names.iter().map(|n| interface_counts(n)).collect();
     for (name, help, get) in [
         (
             "packets",
@@ -302,64 +311,8 @@ pub(crate) fn render_metrics(health: &ProbeHealth, o: &mut String) {
         ("errors", "Receive errors of the interface (kernel counter).", |i| i.rx_errors),
     ] {
         let metric = format!("calliper_probe_interface_receive_{name}_total");
-        family(o, &metric, "counter", help);
-        for i in &interfaces {
-            if let Some(n) = get(i) {
-                let _ = writeln!(o, "{metric}{{interface=\"{}\"}} {n}", escape_label(&i.name));
-            }
-        }
-    }
-    let (rss, _) = memory();
-    family(
-        o,
-        "calliper_probe_resident_memory_bytes",
-        "gauge",
-        "Resident memory of the probe process.",
-    );
-    if let Some(rss) = rss {
-        let _ = writeln!(o, "calliper_probe_resident_memory_bytes {rss}");
-    }
-    family(o, "calliper_probe_calls_open", "gauge", "Calls open now (one analysis thread only).");
-    if let Some(n) = r.calls_open {
-        let _ = writeln!(o, "calliper_probe_calls_open {n}");
-    }
-    family(
-        o,
-        "calliper_probe_calls_written_total",
-        "counter",
-        "Call records handed to the outputs.",
-    );
-    let _ = writeln!(o, "calliper_probe_calls_written_total {}", r.calls_written);
-    family(
-        o,
-        "calliper_probe_dropped_total",
-        "counter",
-        "What the probe's output queues and trackers dropped, by what (the summary's key).",
-    );
-    for (k, n) in &r.dropped {
-        let _ = writeln!(o, "calliper_probe_dropped_total{{what=\"{}\"}} {n}", escape_label(k));
-    }
-    let (counters, anomalies) = engine_counters(&r.engine);
-    family(
-        o,
-        "calliper_engine_counter_total",
-        "counter",
-        "The engine's counters (docs/architecture.md), by name.",
-    );
-    for (k, n) in &counters {
-        let _ = writeln!(o, "calliper_engine_counter_total{{counter=\"{}\"}} {n}", escape_label(k));
-    }
-    family(
-        o,
-        "calliper_engine_anomalies_total",
-        "counter",
-        "Malformed or hostile input the engine counted, by kind.",
-    );
-    for (k, n) in &anomalies {
-        let _ = writeln!(o, "calliper_engine_anomalies_total{{kind=\"{}\"}} {n}", escape_label(k));
-    }
-    if let Some(c) = &r.clickhouse {
-        render_clickhouse(c, o);
+        let rows = interfaces.iter().filter_map(|i| Some((&i.name, get(i)?)));
+        Family::new(o, &metric, "counter", help).by("interface", rows);
     }
 }
 
@@ -448,6 +401,5 @@ mod tests {
         let (c, a) = engine_counters(&v);
         assert_eq!(c, vec![("defrag_evicted".to_string(), 1), ("udp".to_string(), 3)]);
         assert_eq!(a, vec![("sip_bad_line".to_string(), 2)]);
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

@@ -15,6 +15,7 @@ mod auth;
 mod callpcap_api;
 mod csv;
 mod db;
+mod exposition;
 mod health;
 mod listen;
 mod lists_api;

@@ -7,6 +7,7 @@
 //! `docs/console.md`.
 
 use crate::api::ApiError;
+use crate::exposition::Family;
 use crate::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -242,20 +243,10 @@ impl Totals {
 
     fn render(&self) -> String {
         let mut o = String::new();
-        let family = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-        family(
-            &mut o,
-            "calliper_calls_total",
-            "counter",
-            "Calls stored, by how they ended and the class of their final status.",
-        );
+        let help = "Calls stored, by how they ended and the class of their final status.";
+        let mut calls = Family::new(&mut o, "calliper_calls_total", "counter", help);
         for ((state, class), n) in &self.calls {
-            let _ = writeln!(
-                o,
-                "calliper_calls_total{{state=\"{state}\",status_class=\"{class}\"}} {n}"
-            );
+            calls.sample(&[("state", state), ("status_class", class)], n);
         }
         self.mos.write(&mut o, "calliper_call_mos", "Worst stream MOS of each scored call.");
         self.setup_delay.write(
@@ -263,47 +254,43 @@ impl Totals {
             "calliper_call_setup_delay_seconds",
             "Session request delay (RFC 6076 SRD: INVITE to its first response other than 100) of each call.",
         );
-        family(&mut o, "calliper_streams_total", "counter", "RTP streams stored.");
-        let _ = writeln!(o, "calliper_streams_total {}", self.streams);
-        family(
-            &mut o,
-            "calliper_stream_packets_total",
-            "counter",
-            "RTP packets of the stored streams.",
-        );
-        let _ = writeln!(o, "calliper_stream_packets_total {}", self.stream_packets);
-        family(
-            &mut o,
-            "calliper_stream_lost_packets_total",
-            "counter",
-            "RTP packets the stored streams lost (by sequence numbers).",
-        );
-        let _ = writeln!(o, "calliper_stream_lost_packets_total {}", self.stream_lost);
-        family(&mut o, "calliper_sip_requests_total", "counter", "SIP requests stored, by method.");
-        for (m, n) in &self.requests {
-            let _ = writeln!(o, "calliper_sip_requests_total{{method=\"{m}\"}} {n}");
+        for (name, help, n) in [
+            ("calliper_streams_total", "RTP streams stored.", self.streams),
+            (
+                "calliper_stream_packets_total",
+                "RTP packets of the stored streams.",
+                self.stream_packets,
+            ),
+            (
+                "calliper_stream_lost_packets_total",
+                "RTP packets the stored streams lost (by sequence numbers).",
+                self.stream_lost,
+            ),
+        ] {
+            Family::new(&mut o, name, "counter", help).value(n);
         }
-        family(
-            &mut o,
-            "calliper_sip_responses_total",
-            "counter",
-            "SIP responses stored, by status class.",
-        );
-        for (c, n) in &self.responses {
-            let _ = writeln!(o, "calliper_sip_responses_total{{status_class=\"{c}\"}} {n}");
-        }
-        family(&mut o, "calliper_alerts_total", "counter", "Alerts raised, by kind.");
-        for (k, n) in &self.alerts {
-            let _ = writeln!(o, "calliper_alerts_total{{kind=\"{k}\"}} {n}");
-        }
-        family(
-            &mut o,
-            "calliper_registrations_total",
-            "counter",
-            "REGISTER transactions, by outcome.",
-        );
-        for (k, n) in &self.registrations {
-            let _ = writeln!(o, "calliper_registrations_total{{outcome=\"{k}\"}} {n}");
+        for (name, help, label, rows) in [
+            (
+                "calliper_sip_requests_total",
+                "SIP requests stored, by method.",
+                "method",
+                &self.requests,
+            ),
+            (
+                "calliper_sip_responses_total",
+                "SIP responses stored, by status class.",
+                "status_class",
+                &self.responses,
+            ),
+            ("calliper_alerts_total", "Alerts raised, by kind.", "kind", &self.alerts),
+            (
+                "calliper_registrations_total",
+                "REGISTER transactions, by outcome.",
+                "outcome",
+                &self.registrations,
+            ),
+        ] {
+            Family::new(&mut o, name, "counter", help).by(label, rows);
         }
         for (name, help, pick) in [
             (
@@ -314,19 +301,13 @@ impl Totals {
             ("answered", "Calls answered by trunk.", |v| v.1),
         ] {
             let metric = format!("calliper_trunk_{name}_total");
-            family(&mut o, &metric, "counter", help);
-            for (k, v) in &self.trunks {
-                let k = crate::health::escape_label(k);
-                let _ = writeln!(o, "{metric}{{trunk=\"{k}\"}} {}", pick(v));
-            }
+            let rows = self.trunks.iter().map(|(k, v)| (k, pick(v)));
+            Family::new(&mut o, &metric, "counter", help).by("trunk", rows);
         }
-        family(
-            &mut o,
-            "calliper_console_catching_up",
-            "gauge",
-            "1 when the last scrape left rows for the next (a large database, first scrapes).",
-        );
-        let _ = writeln!(o, "calliper_console_catching_up {}", u8::from(self.catching_up));
+        let help =
+            "1 when the last scrape left rows for the next (a large database, first scrapes).";
+        Family::new(&mut o, "calliper_console_catching_up", "gauge", help)
+            .value(u8::from(self.catching_up));
         o
     }
 }

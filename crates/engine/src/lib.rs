@@ -147,7 +147,9 @@ fn push_exact<T>(v: &mut Vec<T>, x: T) {
     v.push(x);
 }
 
-#[derive(Debug, Clone)]
+/// A media address's call and SDP description: the table's entry, copied
+/// out whole for routing.
+#[derive(Debug, Clone, Copy)]
 struct MediaEntry {
     call: Idx,
     desc: u16,
@@ -185,14 +187,6 @@ impl Counters {
         }
         cut(s)
     }
-}
-
-/// A media entry's routing facts, copied out of the table.
-#[derive(Debug, Clone, Copy)]
-struct MediaRef {
-    call: Idx,
-    desc: u16,
-    rtp: bool,
 }
 
 const LIST_ACTIVE: u8 = 0;

@@ -111,12 +111,11 @@ impl Engine {
 
     /// The media entry for a stream: by destination (where SDP says the
     /// receiver listens), else by source (symmetric RTP).
-    pub(crate) fn media_entry(&self, k: &StreamKey) -> Option<(MediaRef, bool)> {
-        let r = |e: &MediaEntry| MediaRef { call: e.call, desc: e.desc, rtp: e.rtp };
+    pub(crate) fn media_entry(&self, k: &StreamKey) -> Option<(MediaEntry, bool)> {
         self.media
             .get(&(k.dst, k.dport))
-            .map(|e| (r(e), true))
-            .or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (r(e), false)))
+            .map(|e| (*e, true))
+            .or_else(|| self.media.get(&(k.src, k.sport)).map(|e| (*e, false)))
     }
 
     /// Whether a new stream may join the call whose SDP names one of its
@@ -130,7 +129,7 @@ impl Engine {
     /// a host the call does not name can never join, displace or dilute
     /// its media. The rule reads only signalling, which every shard sees
     /// alike: any thread count decides the same.
-    pub(crate) fn admits(&self, k: &StreamKey, e: MediaRef, by_dst: bool) -> bool {
+    pub(crate) fn admits(&self, k: &StreamKey, e: MediaEntry, by_dst: bool) -> bool {
         let Some(call) = self.calls.get(e.call) else {
             return false;
         };

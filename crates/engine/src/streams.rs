@@ -249,7 +249,7 @@ impl Engine {
     }
 
     /// Moves an orphan stream into a call. False if the call cannot take it.
-    pub(crate) fn adopt(&mut self, si: Idx, e: MediaRef, by_dst: bool) -> bool {
+    pub(crate) fn adopt(&mut self, si: Idx, e: MediaEntry, by_dst: bool) -> bool {
         if !self.admit_call_stream(e.call) {
             return false;
         }
@@ -279,7 +279,7 @@ impl Engine {
     pub(crate) fn new_call_stream(
         &mut self,
         key: StreamKey,
-        e: MediaRef,
+        e: MediaEntry,
         by_dst: bool,
         pkt: &calliper_rtp::Packet,
         now: i64,

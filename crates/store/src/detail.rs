@@ -46,6 +46,18 @@ fn capped(
 /// SSRCs looked for.
 pub const MAX_RELATED_STREAMS: usize = 32;
 
+/// The call's streams' SSRCs a search for related streams looks for (each
+/// once, the lowest [`MAX_RELATED_STREAMS`]), and whether any were left out.
+pub(crate) fn ssrcs_to_relate(streams: &[Map<String, Value>]) -> (Vec<i64>, bool) {
+    let mut ssrcs: Vec<i64> =
+        streams.iter().filter_map(|s| s.get("ssrc").and_then(Value::as_i64)).collect();
+    ssrcs.sort_unstable();
+    ssrcs.dedup();
+    let unsearched = ssrcs.len() > MAX_RELATED_STREAMS;
+    ssrcs.truncate(MAX_RELATED_STREAMS);
+    (ssrcs, unsearched)
+}
+
 /// Streams without a call that carry one of the call's streams' SSRCs
 /// within its time (`from`..`to`, the call and its margin): a leg the
 /// call's SDP did not name (a relay's, a phone's other address), linked
@@ -57,12 +69,7 @@ fn related_streams(
     from: i64,
     to: i64,
 ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-    let mut ssrcs: Vec<i64> =
-        streams.iter().filter_map(|s| s.get("ssrc").and_then(Value::as_i64)).collect();
-    ssrcs.sort_unstable();
-    ssrcs.dedup();
-    let unsearched = ssrcs.len() > MAX_RELATED_STREAMS;
-    ssrcs.truncate(MAX_RELATED_STREAMS);
+    let (ssrcs, unsearched) = ssrcs_to_relate(streams);
     if ssrcs.is_empty() {
         return Ok((Vec::new(), false));
     }

@@ -104,13 +104,7 @@ impl Reader {
         let (mut streams, more) = self.kind(ask, p, span, &mut budget)?;
         truncated.note("streams", more);
         truncated.note("intervals", self.add_intervals(&mut streams, span, &mut budget)?);
-        let mut p = Params::default();
-        let filter = format!(
-            "call_id = {} AND ts_ns BETWEEN {} AND {}",
-            p.text(&call_id),
-            p.int(invite),
-            p.int(to)
-        );
+        let (p, filter) = call_between(&call_id, invite, to);
         let names = ["ts_ns", "kind", "key", "value", "threshold"];
         let ask = Ask {
             table: "alerts",
@@ -122,13 +116,7 @@ impl Reader {
         let (mut alerts, more) = self.kind(ask, p, span, &mut budget)?;
         truncated.note("alerts", more);
         alerts.iter_mut().for_each(crate::lists::with_unit);
-        let mut p = Params::default();
-        let filter = format!(
-            "call_id = {} AND ts_ns BETWEEN {} AND {}",
-            p.text(&call_id),
-            p.int(from),
-            p.int(to)
-        );
+        let (p, filter) = call_between(&call_id, from, to);
         let names = [
             "ts_ns",
             "src",
@@ -240,11 +228,7 @@ impl Reader {
         span: (&str, i64, i64),
         budget: &mut Budget,
     ) -> Result<(Vec<Map<String, Value>>, bool), StoreError> {
-        let mut ssrcs: Vec<i64> = streams.iter().filter_map(|s| ns(s, "ssrc")).collect();
-        ssrcs.sort_unstable();
-        ssrcs.dedup();
-        let unsearched = ssrcs.len() > MAX_RELATED_STREAMS;
-        ssrcs.truncate(MAX_RELATED_STREAMS);
+        let (ssrcs, unsearched) = crate::detail::ssrcs_to_relate(streams);
         if ssrcs.is_empty() {
             return Ok((Vec::new(), false));
         }
@@ -283,4 +267,17 @@ impl Reader {
         let (rows, more) = self.kind(ask, p, span, budget)?;
         Ok((rows, more || unsearched))
     }
+}
+
+/// A filter on one Call-ID's rows timed from `from` to `to`, with its
+/// parameters (the alerts' and the SIP messages' tables share it).
+fn call_between(call_id: &str, from: i64, to: i64) -> (Params, String) {
+    let mut p = Params::default();
+    let filter = format!(
+        "call_id = {} AND ts_ns BETWEEN {} AND {}",
+        p.text(call_id),
+        p.int(from),
+        p.int(to)
+    );
+    (p, filter)
 }
