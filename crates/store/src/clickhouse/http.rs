@@ -144,6 +144,16 @@ impl Endpoint {
         self.exchange("/", "", body, Exchange::Write)
     }
 
+    /// The rows of a `FORMAT TSV` query's answer, each split at its tabs
+    /// (the schema's and retention's questions about system tables).
+    pub(crate) fn tsv(&self, query: &str) -> Result<Vec<Vec<String>>, HttpError> {
+        let answer = self.post(query.as_bytes())?;
+        Ok(String::from_utf8_lossy(&answer)
+            .lines()
+            .map(|l| l.split('\t').map(str::to_string).collect())
+            .collect())
+    }
+
     /// Runs `sql` (text of ours: it travels in the URL) with `tables` as
     /// external data, ClickHouse's temporary tables sent beside a query:
     /// what a search has from its user reaches the server as rows of

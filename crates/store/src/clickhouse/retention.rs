@@ -43,13 +43,10 @@ impl Retention {
         let cutoff = newest.min(today).saturating_sub(self.keep_days - 1);
         let mut dropped = 0;
         for table in tables {
-            let listed = e.post(
-                format!(
-                    "SELECT DISTINCT partition FROM system.parts WHERE database = '{database}' AND table = '{table}' AND active FORMAT TSV"
-                )
-                .as_bytes(),
-            )?;
-            for partition in String::from_utf8_lossy(&listed).lines() {
+            let listed = e.tsv(&format!(
+                "SELECT DISTINCT partition FROM system.parts WHERE database = '{database}' AND table = '{table}' AND active FORMAT TSV"
+            ))?;
+            for partition in listed.iter().map(|row| row[0].as_str()) {
                 let Some(day) = day_number(partition) else {
                     continue;
                 };

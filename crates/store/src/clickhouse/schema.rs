@@ -217,14 +217,11 @@ impl Schema {
     fn fill_index(&self, e: &Endpoint) -> Result<(), HttpError> {
         let (stored, calls) = &self.index_names;
         let db = &self.database;
-        let listed = e.post(
-            format!(
-                "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
-            )
-            .as_bytes(),
-        )?;
+        let listed = e.tsv(&format!(
+            "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
+        ))?;
         // Days as numbers (a partition of day 0 is named 0000-00-00).
-        for day in String::from_utf8_lossy(&listed).lines() {
+        for day in listed.iter().map(|row| row[0].as_str()) {
             let Ok(day) = day.parse::<u16>() else {
                 continue;
             };
@@ -242,17 +239,13 @@ impl Schema {
 
     /// Refuses tables of another engine (or missing) by name.
     fn check_engines(&self, e: &Endpoint, engines: &[(String, &str)]) -> Result<(), HttpError> {
-        let answer = e.post(
-            format!(
-                "SELECT name, engine FROM system.tables WHERE database = '{}' FORMAT TSV",
-                self.database
-            )
-            .as_bytes(),
-        )?;
-        let answer = String::from_utf8_lossy(&answer);
-        let found: Vec<(&str, &str)> = answer.lines().filter_map(|l| l.split_once('\t')).collect();
+        let found = e.tsv(&format!(
+            "SELECT name, engine FROM system.tables WHERE database = '{}' FORMAT TSV",
+            self.database
+        ))?;
         for (table, engine) in engines {
-            let have = found.iter().find(|(n, _)| n == table).map(|(_, e)| *e);
+            let have = found.iter().find(|row| row[0] == *table).and_then(|row| row.get(1));
+            let have = have.map(String::as_str);
             if have != Some(*engine) {
                 return Err(HttpError::Server {
                     status: 0,
@@ -271,18 +264,13 @@ impl Schema {
 
     /// Adds the columns a table made by an earlier version lacks.
     fn add_columns(&self, e: &Endpoint) -> Result<(), HttpError> {
-        let answer = e.post(
-            format!(
-                "SELECT table, name FROM system.columns WHERE database = '{}' FORMAT TSV",
-                self.database
-            )
-            .as_bytes(),
-        )?;
-        let answer = String::from_utf8_lossy(&answer);
-        let have: Vec<(&str, &str)> = answer.lines().filter_map(|l| l.split_once('\t')).collect();
+        let have = e.tsv(&format!(
+            "SELECT table, name FROM system.columns WHERE database = '{}' FORMAT TSV",
+            self.database
+        ))?;
         for (table, columns) in named_columns(&self.engines) {
             for (name, ty) in columns {
-                if !have.contains(&(table.as_str(), name.as_str())) {
+                if !have.iter().any(|row| row[0] == table && row.get(1) == Some(&name)) {
                     let add =
                         format!("ALTER TABLE {}.{table} ADD COLUMN {name} {ty}", self.database);
                     e.post(add.as_bytes())?;
@@ -294,14 +282,11 @@ impl Schema {
 
     /// Whether the call index holds the calls written before it was made.
     fn index_filled(&self, e: &Endpoint) -> Result<bool, HttpError> {
-        let answer = e.post(
-            format!(
-                "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{FILLED}' FORMAT TSV",
-                self.database
-            )
-            .as_bytes(),
-        )?;
-        Ok(String::from_utf8_lossy(&answer).trim() != "0")
+        let count = e.tsv(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{FILLED}' FORMAT TSV",
+            self.database
+        ))?;
+        Ok(count.first().is_none_or(|row| row[0].trim() != "0"))
     }
 }
 
