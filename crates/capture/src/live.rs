@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use crate::{linktype, Packet};
-use socket::{filter_link_type, os, set_option, socket_filter};
+use socket::{filter_link_type, get_option, os, set_option, socket_filter};
 pub use socket::{interface_index, interfaces};
 
 mod socket;
@@ -470,17 +470,8 @@ impl LiveCapture {
 
     fn socket_error(&self) -> LiveError {
         let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err` and `len` are valid for the call.
-        unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast::<c_void>(),
-                &mut len,
-            )
-        };
+        // Unreadable, it stays 0: the socket failed, reason unknown.
+        let _ = get_option(&self.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err, "SO_ERROR");
         let error = io::Error::from_raw_os_error(err);
         let what = match err {
             libc::ENETDOWN => "the interface went down",
@@ -493,20 +484,8 @@ impl LiveCapture {
     /// The kernel's totals for this socket so far.
     pub fn stats(&mut self) -> Result<LiveStats, LiveError> {
         let mut s = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: `s` and `len` are valid; the kernel writes at most `len` bytes.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut s as *mut libc::tpacket_stats_v3).cast::<c_void>(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(os("cannot read the ring's statistics"));
-        }
+        let (level, name) = (libc::SOL_PACKET, libc::PACKET_STATISTICS);
+        get_option(&self.fd, level, name, &mut s, "cannot read the ring's statistics")?;
         // Reading resets the kernel's counts; its packet count includes drops.
         self.totals.received += s.tp_packets.saturating_sub(s.tp_drops) as u64;
         self.totals.dropped += s.tp_drops as u64;

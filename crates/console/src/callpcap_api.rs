@@ -124,19 +124,31 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
+/// The route's call, its recording read on a blocking thread under a
+/// turn of the downloads, then `made` of the two: (the call's id, what
+/// `made` gave).
+async fn from_recording<T: Send + 'static>(
+    state: &Arc<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    made: impl FnOnce(calliper_store::StoredCall, Vec<u8>) -> Result<T, ApiError> + Send + 'static,
+) -> Result<(u64, T), ApiError> {
+    let id = crate::api::call_id_param(path)?;
+    let (call, file) = recorded(state, id).await?;
+    let permit = turn(state)?;
+    let out = blocking(move || {
+        let _turn = permit;
+        made(call, read_recording(&file, id)?)
+    })
+    .await?;
+    Ok((id, out))
+}
+
 /// `GET /api/calls/{id}/pcap`.
 pub(crate) async fn pcap(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
-    let id = crate::api::call_id_param(path)?;
-    let (_, file) = recorded(&state, id).await?;
-    let permit = turn(&state)?;
-    let bytes = blocking(move || {
-        let _turn = permit;
-        read_recording(&file, id)
-    })
-    .await?;
+    let (id, bytes) = from_recording(&state, path, |_, bytes| Ok(bytes)).await?;
     Ok(attachment(bytes, "application/vnd.tcpdump.pcap", &format!("call-{id}.pcap")))
 }
 
@@ -146,14 +158,7 @@ pub(crate) async fn audio(
     axum::extract::State(state): axum::extract::State<Arc<State>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
-    let id = crate::api::call_id_param(path)?;
-    let (call, file) = recorded(&state, id).await?;
-    let permit = turn(&state)?;
-    let wav = blocking(move || {
-        let _turn = permit;
-        decode(&call, read_recording(&file, id)?)
-    })
-    .await?;
+    let (id, wav) = from_recording(&state, path, |call, bytes| decode(&call, bytes)).await?;
     Ok(attachment(wav, "audio/wav", &format!("call-{id}.wav")))
 }
 

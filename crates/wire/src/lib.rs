@@ -412,22 +412,16 @@ fn ipv6<'a>(ctx: &mut Ctx, data: &'a [u8]) -> Step<'a> {
     // Walk extension headers; the count is bounded by the bytes available.
     loop {
         match next {
-            0 | 43 | 60 | 135 | 139 | 140 => {
+            0 | 43 | 51 | 60 | 135 | 139 | 140 => {
                 if rest.len() < 8 {
                     return Err(DecodeError::Truncated("ipv6 extension"));
                 }
-                let len = (rest[1] as usize + 1) * 8;
-                if rest.len() < len {
-                    return Err(DecodeError::Truncated("ipv6 extension"));
-                }
-                next = rest[0];
-                rest = &rest[len..];
-            }
-            51 => {
-                if rest.len() < 8 {
-                    return Err(DecodeError::Truncated("ipv6 extension"));
-                }
-                let len = (rest[1] as usize + 2) * 4;
+                // The length in 8-byte units after the first 8, except the
+                // Authentication Header's: 4-byte units after the first 8.
+                let len = match next {
+                    51 => (rest[1] as usize + 2) * 4,
+                    _ => (rest[1] as usize + 1) * 8,
+                };
                 if rest.len() < len {
                     return Err(DecodeError::Truncated("ipv6 extension"));
                 }

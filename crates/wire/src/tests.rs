@@ -105,6 +105,38 @@ fn ipv6_with_extension_headers_and_fragment() {
     }
 }
 
+/// The Authentication Header counts its length in 4-byte units, the
+/// other extension headers in 8-byte units: each must land on the UDP
+/// header after it.
+#[test]
+fn ipv6_authentication_header_is_measured_in_words() {
+    let udp = [0x13, 0xc4, 0x13, 0xc4, 0, 12, 0, 0, b's', b'i', b'p', b'!'];
+    // AH with 12 bytes of ICV: (1 + 2) * 4 + 12 = 24 bytes, length field 4.
+    let mut ah = vec![17, 4, 0, 0];
+    ah.extend([0u8; 20]);
+    // Destination options of 16 bytes (length field 1) before it.
+    let mut ext = vec![51, 1];
+    ext.extend([0u8; 14]);
+    ext.extend(&ah);
+    ext.extend(udp);
+    let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 60, 64];
+    v6[4..6].copy_from_slice(&(ext.len() as u16).to_be_bytes());
+    v6.extend([0u8; 15].iter().chain([1u8].iter()));
+    v6.extend([0u8; 15].iter().chain([2u8].iter()));
+    v6.extend(&ext);
+    match decode(101, &v6).unwrap().transport {
+        Transport::Udp { sport, dport, payload } => {
+            assert_eq!((sport, dport, payload), (5060, 5060, &b"sip!"[..]));
+        }
+        t => panic!("{t:?}"),
+    }
+    // One byte short of the AH's length: truncated, not misread.
+    let cut = v6.len() - udp.len() - 1;
+    let mut short = v6[..cut].to_vec();
+    short[4..6].copy_from_slice(&((cut - 40) as u16).to_be_bytes());
+    assert_eq!(decode(101, &short).err(), Some(DecodeError::Truncated("ipv6 extension")));
+}
+
 #[test]
 fn ipip_and_gre_tunnels_report_inner_addresses() {
     let inner = ipv4_udp([192, 168, 0, 1], [192, 168, 0, 2], 5060, 5060, b"sip");

@@ -60,6 +60,26 @@ pub(super) fn set_option<T>(
     Ok(())
 }
 
+/// Reads option `name` of `level` into `value` (a plain C struct or
+/// integer: any bytes the kernel writes make a valid one).
+pub(super) fn get_option<T: Copy>(
+    fd: &OwnedFd,
+    level: i32,
+    name: i32,
+    value: &mut T,
+    what: &'static str,
+) -> Result<(), LiveError> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a live `T` of `len` bytes; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(fd.as_raw_fd(), level, name, (value as *mut T).cast::<c_void>(), &mut len)
+    };
+    if r != 0 {
+        return Err(os(what));
+    }
+    Ok(())
+}
+
 /// A classic BPF program accepting packets of these interfaces only
 /// (`ld ifidx`, one compare each).
 pub(super) fn interface_filter(indexes: &[u32]) -> Vec<libc::sock_filter> {
