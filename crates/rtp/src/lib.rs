@@ -29,8 +29,8 @@ mod wireshark;
 use by_time::ByTime;
 pub use codec::{ClockRate, Codec};
 use segments::{Boundary, SegmentJitter};
+use wireshark::is_cn;
 pub use wireshark::WiresharkView;
-use wireshark::{PT_CN, PT_CN_OLD};
 
 /// RFC 3550 A.1: a jump of at least this many sequence numbers is a dropout.
 pub const MAX_DROPOUT: u16 = 3000;
@@ -412,7 +412,7 @@ impl StreamStats {
     /// marks silence, and its loss is not speech lost), nor an event.
     #[inline]
     fn play(&mut self, p: &Packet, clock: ClockRate, duplicate: bool) {
-        let cn = p.payload_type == PT_CN || p.payload_type == PT_CN_OLD;
+        let cn = is_cn(p.payload_type);
         if let (ClockRate::Hz(hz), false, false) = (clock, duplicate, cn) {
             self.playout.update(p.arrival_ns, p.seq, p.timestamp, p.marker, hz);
         }

@@ -27,7 +27,8 @@ pub struct WiresharkView {
     pub(crate) last_nominal_ms: f64,
     /// Arrival of the last in-time-sequence packet, ns.
     pub(crate) time_ns: i64,
-    prev_pt: u8,
+    /// Whether the previous packet was comfort noise.
+    prev_cn: bool,
     /// Current jitter, ms.
     pub jitter: f64,
     /// Largest jitter over regular packets, ms.
@@ -49,6 +50,12 @@ pub struct WiresharkView {
 pub(crate) const PT_CN: u8 = 13;
 pub(crate) const PT_CN_OLD: u8 = 19;
 
+/// Comfort noise, by either number.
+#[inline(always)]
+pub(crate) fn is_cn(pt: u8) -> bool {
+    pt == PT_CN || pt == PT_CN_OLD
+}
+
 impl WiresharkView {
     pub(crate) fn new(seq: u16, ts: u32, pt: u8, now_ns: i64) -> Self {
         WiresharkView {
@@ -61,7 +68,7 @@ impl WiresharkView {
             first_ts: ts,
             last_nominal_ms: 0.0,
             time_ns: now_ns,
-            prev_pt: pt,
+            prev_cn: is_cn(pt),
             jitter: 0.0,
             max_jitter: 0.0,
             mean_jitter: 0.0,
@@ -100,9 +107,9 @@ impl WiresharkView {
         } else if last + 1 > cur {
             self.sequence_errors += 1;
         }
-        let cn = h.payload_type == PT_CN || h.payload_type == PT_CN_OLD;
-        let follows_cn = self.prev_pt == PT_CN || self.prev_pt == PT_CN_OLD;
-        self.prev_pt = h.payload_type;
+        let cn = is_cn(h.payload_type);
+        let follows_cn = self.prev_cn;
+        self.prev_cn = cn;
 
         if in_time_sequence {
             // Divided, not multiplied by 1e-6: correctly rounded, so 34834 µs prints as
