@@ -60,13 +60,10 @@ fn tshark_messages(pcap: &Path, call_id: &str, invite_ns: i64, end_ns: i64) -> V
         "sip.Status-Code",
     ];
     // The heplify TCP capture runs SIP on port 6060.
-    let mut args = vec!["-d", "tcp.port==6060,sip", "-Y", &filter, "-T", "fields"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
+    let listed = common::tshark_fields(pcap, &["-d", "tcp.port==6060,sip"], &filter, &fields);
     let mut seen: Vec<(f64, String)> = Vec::new();
     let mut out = Vec::new();
-    for line in common::tshark(pcap, &args).lines() {
+    for line in listed.lines() {
         let (t, rest) = line.split_once('\t').unwrap();
         let t: f64 = t.parse().unwrap();
         let window = (invite_ns as f64 / 1e9 - 64.0)..=(end_ns as f64 / 1e9 + 64.0);

@@ -56,11 +56,9 @@ const FIELDS: &[&str] = &[
 
 /// tshark's decoding of every IP packet of `file`, a line each.
 fn decoded(file: &Path) -> Vec<String> {
-    let mut args = vec!["-o", "rtp.heuristic_rtp:TRUE", "-Y", "ip or ipv6", "-T", "fields"];
-    for f in FIELDS {
-        args.extend(["-e", f]);
-    }
-    tshark(file, &args).lines().map(str::to_string).collect()
+    let listed =
+        common::tshark_fields(file, &["-o", "rtp.heuristic_rtp:TRUE"], "ip or ipv6", FIELDS);
+    listed.lines().map(str::to_string).collect()
 }
 
 /// What tshark makes of one frame.
@@ -82,10 +80,6 @@ struct LinkFrames(Vec<Frame>);
 impl LinkFrames {
     fn of(file: &Path) -> LinkFrames {
         let fields = ["frame.protocols", "ppp.protocol", "crtp.cid", "_ws.malformed"];
-        let mut args = vec!["-T", "fields"];
-        for f in fields {
-            args.extend(["-e", f]);
-        }
         let frame = |line: &str| {
             let f: Vec<&str> = line.split('\t').collect();
             let field = |i: usize| f.get(i).copied().unwrap_or("");
@@ -96,7 +90,7 @@ impl LinkFrames {
                 malformed: !field(3).is_empty(),
             }
         };
-        LinkFrames(tshark(file, &args).lines().map(frame).collect())
+        LinkFrames(common::tshark_fields(file, &[], "", &fields).lines().map(frame).collect())
     }
     /// Frames with one of these PPP protocol numbers.
     fn ppp(&self, numbers: &[&str]) -> usize {

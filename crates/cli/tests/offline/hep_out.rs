@@ -9,7 +9,6 @@
 //! them), and must carry the records' and interval reports' figures.
 
 use crate::common;
-use common::tshark;
 use std::path::Path;
 use std::process::Command;
 
@@ -25,11 +24,8 @@ fn sip_messages(pcap: &Path) -> Vec<String> {
         "sip.CSeq",
         "udp.length",
     ];
-    let mut args = vec!["-Y", "sip", "-T", "fields"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
-    let mut v: Vec<String> = tshark(pcap, &args).lines().map(str::to_string).collect();
+    let mut v: Vec<String> =
+        common::tshark_fields(pcap, &[], "sip", &fields).lines().map(str::to_string).collect();
     v.sort();
     v
 }
@@ -400,12 +396,8 @@ fn rtcp_goes_out_as_rtpengine_does() {
         "rtcp.sender.packetcount",
         "rtcp.sender.octetcount",
     ];
-    let mut args = vec!["-Y", "rtcp", "-T", "fields"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
     let mut seen: BTreeMap<(i64, String, u64), Datagram> = BTreeMap::new();
-    for line in common::tshark(&capture, &args).lines() {
+    for line in common::tshark_fields(&capture, &[], "rtcp", &fields).lines() {
         let f: Vec<Vec<&str>> = line
             .split('\t')
             .map(|c| if c.is_empty() { vec![] } else { c.split(',').collect() })

@@ -70,10 +70,10 @@ fn tshark_rtp(pcap: &Path, party: &str) -> HashMap<String, Vec<(u16, u32, f64)>>
     // Not the copies quoted in ICMP errors (a party's port not yet open).
     let filter = format!("rtp && !icmp && ip.dst == {party}");
     let fields = ["udp.srcport", "rtp.ssrc", "rtp.seq", "rtp.timestamp", "frame.time_epoch"];
-    let mut args = vec!["-d", "udp.port==40000-40999,rtp", "-Y", &filter, "-T", "fields"];
-    args.extend(fields.iter().flat_map(|f| ["-e", f]));
+    let listed =
+        common::tshark_fields(pcap, &["-d", "udp.port==40000-40999,rtp"], &filter, &fields);
     let mut by_stream: HashMap<String, Vec<(u16, u32, f64)>> = HashMap::new();
-    for line in common::tshark(pcap, &args).lines() {
+    for line in listed.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), fields.len(), "tshark line {line:?}");
         let packet = (f[2].parse().unwrap(), f[3].parse().unwrap(), f[4].parse().unwrap());

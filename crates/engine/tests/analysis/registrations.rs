@@ -15,12 +15,10 @@ type Transaction = (String, u64, u64, String, String);
 /// addresses): the first final response from the request's receiver to its sender.
 fn tshark_transactions(file: &Path) -> BTreeSet<Transaction> {
     let fields = |filter: &str, extra: &[&str]| -> Vec<Vec<String>> {
-        let mut args = vec!["-d", "tcp.port==6060,sip", "-Y", filter, "-T", "fields"];
         let ip = ["ip.src", "ip.dst", "ipv6.src", "ipv6.dst"];
-        for f in ["sip.Call-ID", "sip.CSeq.seq"].iter().chain(&ip).chain(extra) {
-            args.extend(["-e", f]);
-        }
-        oracle::tshark(file, &args)
+        let listed: Vec<&str> =
+            ["sip.Call-ID", "sip.CSeq.seq"].iter().chain(&ip).chain(extra).copied().collect();
+        oracle::tshark_fields(file, &["-d", "tcp.port==6060,sip"], filter, &listed)
             .lines()
             .map(|l| {
                 let f: Vec<String> = l.split('\t').map(String::from).collect();

@@ -7,7 +7,7 @@
 use calliper_testkit::crafted::{
     invite_or_ok, rtp, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
 };
-use calliper_testkit::oracle::tshark;
+use calliper_testkit::oracle::tshark_fields;
 use serde_json::Value;
 use std::net::Ipv4Addr;
 
@@ -78,6 +78,7 @@ fn capture() -> Pcap {
 fn xr_voip_metrics_match_wireshark_both_ways() {
     let pcap = capture().save("rtcp-xr");
     let fields = [
+        "rtcp.ssrc.identifier",
         "rtcp.xr.voipmetrics.rtdelay",
         "rtcp.xr.voipmetrics.esdelay",
         "rtcp.xr.voipmetrics.rfactor",
@@ -87,12 +88,8 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
         "rtcp.xr.voipmetrics.jbmax",
         "rtcp.xr.voipmetrics.burstduration",
     ];
-    let mut args = vec!["-d", "udp.port==30001,rtcp", "-d", "udp.port==40001,rtcp"];
-    args.extend(["-Y", "rtcp.xr.bt == 7", "-T", "fields", "-e", "rtcp.ssrc.identifier"]);
-    for f in fields {
-        args.extend(["-e", f]);
-    }
-    let out = tshark(&pcap, &args);
+    let decode_as = ["-d", "udp.port==30001,rtcp", "-d", "udp.port==40001,rtcp"];
+    let out = tshark_fields(&pcap, &decode_as, "rtcp.xr.bt == 7", &fields);
     // tshark: per block, the stream it is about and the values, in order.
     let mut wireshark: Vec<(u64, Vec<String>)> = Vec::new();
     for line in out.lines().filter(|l| !l.is_empty()) {
@@ -128,10 +125,10 @@ fn xr_voip_metrics_match_wireshark_both_ways() {
             let w: f64 = w.parse().unwrap();
             match o {
                 Some(o) => {
-                    assert_eq!(o.parse::<f64>().unwrap(), w, "{} of {ssrc:#x}: {xr}", fields[i])
+                    assert_eq!(o.parse::<f64>().unwrap(), w, "{} of {ssrc:#x}: {xr}", fields[i + 1])
                 }
                 // Unavailable (127): tshark shows the raw value.
-                None => assert!(w == 127.0 || w == 12.7, "{} of {ssrc:#x}: {w}", fields[i]),
+                None => assert!(w == 127.0 || w == 12.7, "{} of {ssrc:#x}: {w}", fields[i + 1]),
             }
         }
     }
