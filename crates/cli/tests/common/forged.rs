@@ -89,6 +89,17 @@ pub fn outage() -> Pcap {
     p
 }
 
+/// OPTIONS ping number `n` from the caller: Call-ID `ping-N`.
+fn ping(n: i64) -> Vec<u8> {
+    super::hostile::sip(
+        "OPTIONS sip:10.0.0.2 SIP/2.0",
+        &format!("ping-{n}"),
+        "1 OPTIONS",
+        false,
+        "",
+    )
+}
+
 /// A call answered (INVITE, 200, ACK) with no RTP and no BYE, then other
 /// signalling for `later_s` seconds (an OPTIONS ping every 10 s).
 pub fn silent_call(later_s: i64) -> Pcap {
@@ -97,14 +108,7 @@ pub fn silent_call(later_s: i64) -> Pcap {
     let ack = super::hostile::sip("ACK sip:bob@10.0.0.2 SIP/2.0", "silent", "1 ACK", true, "");
     p.udp(T0 + SEC / 5, CALLER, CALLEE, &ack);
     for s in (10..=later_s).step_by(10) {
-        let ping = super::hostile::sip(
-            "OPTIONS sip:10.0.0.2 SIP/2.0",
-            &format!("ping-{s}"),
-            "1 OPTIONS",
-            false,
-            "",
-        );
-        p.udp(T0 + s * SEC, CALLER, CALLEE, &ping);
+        p.udp(T0 + s * SEC, CALLER, CALLEE, &ping(s));
     }
     p
 }
@@ -123,14 +127,7 @@ pub fn display_name_uri() -> Pcap {
 pub fn quiet_gaps(n: i64, gap_s: i64) -> Pcap {
     let mut p = Pcap::default();
     for i in 0..n {
-        let ping = super::hostile::sip(
-            "OPTIONS sip:10.0.0.2 SIP/2.0",
-            &format!("ping-{i}"),
-            "1 OPTIONS",
-            false,
-            "",
-        );
-        p.udp(T0 + i * gap_s * SEC, CALLER, CALLEE, &ping);
+        p.udp(T0 + i * gap_s * SEC, CALLER, CALLEE, &ping(i));
     }
     p
 }
@@ -152,14 +149,7 @@ pub const ANOMALY_AT: i64 = T0 + 1_234_567_000;
 pub fn anomaly_mid_group() -> Pcap {
     let mut p = Pcap::default();
     for i in 0..20 {
-        let ping = super::hostile::sip(
-            "OPTIONS sip:10.0.0.2 SIP/2.0",
-            &format!("ping-{i}"),
-            "1 OPTIONS",
-            false,
-            "",
-        );
-        p.udp(ANOMALY_AT - 10 * SEC / 1000 + i * SEC / 1000, CALLER, CALLEE, &ping);
+        p.udp(ANOMALY_AT - 10 * SEC / 1000 + i * SEC / 1000, CALLER, CALLEE, &ping(i));
         if i == 9 {
             let bad = b"OPTIONS sip:10.0.0.2 SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bKx\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
             p.udp(ANOMALY_AT, CALLER, CALLEE, bad);

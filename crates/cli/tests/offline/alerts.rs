@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::hostile::{
-    invite_or_ok, rtp, sip, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
+    invite_or_ok, rtp, sip, Endpoint, Pcap, CALLEE, CALLEE_RTP, CALLER, CALLER_RTP, SEC, T0,
 };
 use serde_json::Value;
 use std::net::Ipv4Addr;
@@ -41,6 +41,27 @@ fn call(p: &mut Pcap, id: &str, t: i64, secs: i64, up: bool, down: bool, drop_ev
     p.udp(bye_at + 10 * MS, CALLEE, CALLER, &sip("SIP/2.0 200 OK", id, "2 BYE", true, ""));
 }
 
+/// `n` requests (start line `start`, CSeq 1 of its method, Call-IDs
+/// `PREFIX-0`, `PREFIX-1`...) from `from` to the callee, `every` ns apart
+/// from `t`, each answered with `refusal` `answer` ns after it.
+fn refused(
+    p: &mut Pcap,
+    n: i64,
+    from: Endpoint,
+    (t, every, answer): (i64, i64, i64),
+    start: &str,
+    refusal: &str,
+    prefix: &str,
+) {
+    let cseq = format!("1 {}", start.split(' ').next().unwrap());
+    for i in 0..n {
+        let at = t + i * every;
+        let id = format!("{prefix}-{i}");
+        p.udp(at, from, CALLEE, &sip(start, &id, &cseq, false, ""));
+        p.udp(at + answer, CALLEE, from, &sip(refusal, &id, &cseq, true, ""));
+    }
+}
+
 fn capture() -> Pcap {
     let mut p = Pcap::default();
     call(&mut p, "lossy", T0, 6, true, true, 5);
@@ -49,13 +70,8 @@ fn capture() -> Pcap {
     // A source refused 25 times within a second.
     let guesser = (Ipv4Addr::new(10, 0, 0, 9), 5060);
     let register = "REGISTER sip:example.net SIP/2.0";
-    for i in 0..25 {
-        let t = T0 + 60 * SEC + i * 40 * MS;
-        let id = format!("guess-{i}");
-        p.udp(t, guesser, CALLEE, &sip(register, &id, "1 REGISTER", false, ""));
-        let refused = sip("SIP/2.0 403 Forbidden", &id, "1 REGISTER", true, "");
-        p.udp(t + 5 * MS, CALLEE, guesser, &refused);
-    }
+    let forbidden = "SIP/2.0 403 Forbidden";
+    refused(&mut p, 25, guesser, (T0 + 60 * SEC, 40 * MS, 5 * MS), register, forbidden, "guess");
     // A scanner, refused once.
     let scanner = (Ipv4Addr::new(10, 0, 0, 7), 5060);
     let ua = "User-Agent: friendly-scanner\r\n";
@@ -65,13 +81,8 @@ fn capture() -> Pcap {
     // The trunk's next 20 attempts fail: its ASR falls to 3/20 at the
     // 20th attempt (the minimum), then 3/23.
     let invite = "INVITE sip:bob@example.net SIP/2.0";
-    for i in 0..20 {
-        let t = T0 + 70 * SEC + i * 100 * MS;
-        let id = format!("fail-{i}");
-        p.udp(t, CALLER, CALLEE, &sip(invite, &id, "1 INVITE", false, ""));
-        let busy = sip("SIP/2.0 503 Service Unavailable", &id, "1 INVITE", true, "");
-        p.udp(t + 10 * MS, CALLEE, CALLER, &busy);
-    }
+    let unavailable = "SIP/2.0 503 Service Unavailable";
+    refused(&mut p, 20, CALLER, (T0 + 70 * SEC, 100 * MS, 10 * MS), invite, unavailable, "fail");
     p
 }
 
