@@ -35,6 +35,25 @@ impl Run {
         self.lines.iter().filter(|l| l["type"] == "call").collect()
     }
 
+    /// The call record: fails unless there is exactly one.
+    pub fn only_call(&self) -> &Value {
+        let calls = self.calls();
+        assert_eq!(calls.len(), 1, "{:?}", self.lines);
+        calls[0]
+    }
+
+    /// The alerts of `kind`.
+    pub fn alerts(&self, kind: &str) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["type"] == "alert" && l["kind"] == kind).collect()
+    }
+
+    /// The alert of `kind`: fails unless there is exactly one.
+    pub fn only_alert(&self, kind: &str) -> &Value {
+        let alerts = self.alerts(kind);
+        assert_eq!(alerts.len(), 1, "{kind}: {:?}", self.lines);
+        alerts[0]
+    }
+
     /// Call and stream records, sorted (shards finish in their own order).
     pub fn records(&self) -> Vec<String> {
         let mut v: Vec<String> =

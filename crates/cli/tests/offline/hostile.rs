@@ -15,9 +15,7 @@ use std::process::Command;
 #[test]
 fn non_ascii_rtpmap_then_rtp() {
     let run = small("non-ascii", &hostile::non_ascii_rtpmap());
-    let calls = run.calls();
-    assert_eq!(calls.len(), 1);
-    let streams = calls[0]["streams"].as_array().unwrap();
+    let streams = run.only_call()["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 1);
     assert_eq!(streams[0]["codec"], "ab\u{e9}");
     assert_eq!(streams[0]["packets"], 5);

@@ -5,12 +5,8 @@
 use crate::common;
 
 use common::forged;
-use common::runs::{both_ways, small, Run, SMALL_RSS_KIB};
+use common::runs::{both_ways, small, SMALL_RSS_KIB};
 use serde_json::Value;
-
-fn alerts<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
-    run.lines.iter().filter(|l| l["type"] == "alert" && l["kind"] == kind).collect()
-}
 
 #[test]
 fn fake_answers_from_a_scanner_are_not_answers() {
@@ -24,24 +20,21 @@ fn fake_answers_from_a_scanner_are_not_answers() {
     }
     let summary = run.summary();
     assert_eq!(summary["anomalies"]["sip_response_unmatched"], 25);
-    let scanning = alerts(&run, "scanning");
-    assert_eq!(scanning.len(), 1, "{:?}", run.lines);
-    assert_eq!(scanning[0]["source"], "192.0.2.66");
+    assert_eq!(run.only_alert("scanning")["source"], "192.0.2.66");
 }
 
 #[test]
 fn foreign_media_does_not_join_the_call() {
     let run = small("foreign-media", &forged::foreign_media());
-    let calls = run.calls();
-    assert_eq!(calls.len(), 1);
-    let streams = calls[0]["streams"].as_array().unwrap();
+    let call = run.only_call();
+    let streams = call["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2, "{streams:?}");
     for s in streams {
         assert_ne!(s["src"], "10.0.9.9", "{s}");
         assert_eq!(s["lost"], 0);
     }
-    assert!(calls[0]["worst_mos"].as_f64().unwrap() > 4.0, "{}", calls[0]);
-    assert!(alerts(&run, "low_mos").is_empty() && alerts(&run, "high_loss").is_empty());
+    assert!(call["worst_mos"].as_f64().unwrap() > 4.0, "{call}");
+    assert!(run.alerts("low_mos").is_empty() && run.alerts("high_loss").is_empty());
     // 400 packets sent, every third lost: 266 refused, counted.
     assert_eq!(run.summary()["rtp_foreign"], 266);
 }
@@ -66,9 +59,7 @@ fn silent_call_without_bye_raises_no_rtp() {
     for later_s in [60, 400] {
         let name = format!("silent-{later_s}");
         let run = small(&name, &forged::silent_call(later_s));
-        let no_rtp = alerts(&run, "no_rtp");
-        assert_eq!(no_rtp.len(), 1, "{name}: {:?}", run.lines);
-        assert_eq!(no_rtp[0]["call_id"], "silent");
+        assert_eq!(run.only_alert("no_rtp")["call_id"], "silent", "{name}");
     }
 }
 
@@ -138,7 +129,7 @@ fn a_scanner_answering_copies_of_its_own_is_not_answered() {
             "{c}"
         );
     }
-    assert_eq!(alerts(&run, "scanning").len(), 1, "{:?}", run.lines);
+    run.only_alert("scanning");
 }
 
 #[test]
