@@ -50,6 +50,23 @@ impl Server {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.addr.port()));
         request(addr, "GET", path, headers)
     }
+
+    /// Every item of a paged list (`PATH` with `limit` and `offset` added
+    /// to its query), page by page until `more` is not true: the arrays
+    /// under `items` put together. Fails unless each page is a 200.
+    pub fn all_pages(&self, path: &str, items: &str, limit: usize) -> Vec<serde_json::Value> {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut out = Vec::new();
+        loop {
+            let r = self.get(&format!("{path}{sep}limit={limit}&offset={}", out.len()), &[]);
+            assert_eq!(r.status, 200, "{path}: {}", r.text());
+            let body = r.json();
+            out.extend(body[items].as_array().unwrap().iter().cloned());
+            if body["more"] != true {
+                return out;
+            }
+        }
+    }
 }
 
 impl Drop for Server {

@@ -18,16 +18,7 @@ use std::path::{Path, PathBuf};
 
 /// Every call of a search, page by page.
 fn all_calls(s: &Server, query: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let r = s.get(&format!("/api/calls?{query}&limit=7&offset={}", out.len()), &[]);
-        assert_eq!(r.status, 200, "{query}: {}", r.text());
-        let body = r.json();
-        out.extend(body["calls"].as_array().unwrap().iter().cloned());
-        if body["more"] != true {
-            return out;
-        }
-    }
+    s.all_pages(&format!("/api/calls?{query}"), "calls", 7)
 }
 
 /// (Call-ID, INVITE time): what names a call across the two outputs.

@@ -72,18 +72,21 @@ fn tshark_count(pcap: &Path, filter: &str) -> usize {
     common::tshark(pcap, &["-Y", filter]).lines().count()
 }
 
-/// Every row of a list endpoint, page by page.
-fn all_rows(s: &Server, path: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let r = s.get(&format!("{path}?limit=100&offset={}", out.len()), &[]);
-        assert_eq!(r.status, 200, "{path}: {}", r.text());
-        let body = r.json();
-        out.extend(body["rows"].as_array().unwrap().iter().cloned());
-        if body["more"] != true {
-            return out;
-        }
-    }
+/// The rows of the list endpoint `path` (every page) equal `want`, both
+/// seen through `key`, in any order; how many there are.
+fn rows_equal<K: Ord + std::fmt::Debug>(
+    s: &Server,
+    path: &str,
+    want: &[Value],
+    key: impl Fn(&Value) -> K,
+    pcap: &Path,
+) -> usize {
+    let mut got: Vec<K> = s.all_pages(path, "rows", 100).iter().map(&key).collect();
+    let mut want: Vec<K> = want.iter().map(&key).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{} {path}", pcap.display());
+    want.len()
 }
 
 #[test]
@@ -115,12 +118,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
                 a["unit"].to_string(),
             )
         };
-        let mut got: Vec<_> = all_rows(&s, "/api/alerts").iter().map(alert_key).collect();
-        let mut want: Vec<_> = want_alerts.iter().map(alert_key).collect();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "{} alerts", pcap.display());
-        alerts += want.len();
+        alerts += rows_equal(&s, "/api/alerts", &want_alerts, alert_key, &pcap);
         let reg_key = |r: &Value| {
             (
                 r["ts_ns"].as_i64(),
@@ -129,12 +127,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
                 r["status"].as_i64(),
             )
         };
-        let mut got: Vec<_> = all_rows(&s, "/api/registrations").iter().map(reg_key).collect();
-        let mut want: Vec<_> = want_regs.iter().map(reg_key).collect();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "{} registrations", pcap.display());
-        registrations += want.len();
+        registrations += rows_equal(&s, "/api/registrations", &want_regs, reg_key, &pcap);
         // KPIs per minute, total: the analysis's rows summed by the test.
         let summed = common::kpi_rows_summed(lines.clone());
         let want: std::collections::BTreeMap<(i64, String), (u64, u64, u64)> = summed
