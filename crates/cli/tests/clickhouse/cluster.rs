@@ -12,12 +12,7 @@ fn two_probes_on_a_two_shard_cluster_equal_their_sqlite_runs_from_either_server(
     let Some(servers) = Server::cluster("two", 2) else {
         return;
     };
-    let impaired = scratch("cluster-impaired.pcap");
-    std::fs::write(
-        &impaired,
-        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
-    )
-    .unwrap();
+    let impaired = impaired_at(scratch("cluster-impaired.pcap"));
     let runs =
         [("site-a", capture("sipp_calls"), 0, db("site-a")), ("site-b", impaired, 1, db("site-b"))];
     let cluster = ["--clickhouse-cluster", CLUSTER];

@@ -50,12 +50,7 @@ fn the_console_over_the_cluster_answers_as_both_probes_consoles_together() {
     let Some(servers) = Server::cluster("console", 2) else {
         return;
     };
-    let impaired = scratch("console-impaired.pcap");
-    std::fs::write(
-        &impaired,
-        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
-    )
-    .unwrap();
+    let impaired = impaired_at(scratch("console-impaired.pcap"));
     let strings = storable_strings().save("console-strings");
     let urls = format!("{},{}", servers[0].url, servers[1].url);
     // Each site also sees registrations, IPv6 and crafted strings.

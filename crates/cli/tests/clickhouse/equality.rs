@@ -15,13 +15,7 @@ fn every_call_and_stream_equals_the_sqlite_run_in_both_directions() {
     files.push(storable_strings().save("storable-strings"));
     // Two calls sharing a Call-ID and a start time: two rows, not one.
     files.push(hostile::call_id_reuse().save("call-id-reuse"));
-    let impaired = scratch("impaired.pcap");
-    std::fs::write(
-        &impaired,
-        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
-    )
-    .unwrap();
-    files.push(impaired);
+    files.push(impaired_at(scratch("impaired.pcap")));
     let mut total = 0;
     for (i, f) in files.iter().enumerate() {
         let probe = format!("p{i}");
@@ -126,13 +120,7 @@ fn a_current_clickhouse_takes_the_schema_and_every_batch() {
         Command::new(env!("CARGO_BIN_EXE_calliper")).arg("clickhouse-schema").output().unwrap();
     assert!(out.status.success());
     std::fs::write(&schema, &out.stdout).unwrap();
-    let impaired = dir.join("impaired.pcap");
-    std::fs::write(
-        &impaired,
-        calliper_testkit::generated::pcap(&calliper_testkit::generated::impaired()),
-    )
-    .unwrap();
-    let files = [impaired, storable_strings().save("chdb-strings")];
+    let files = [impaired_at(dir.join("impaired.pcap")), storable_strings().save("chdb-strings")];
     let dead = format!("http://127.0.0.1:{}", free_port());
     for (i, f) in files.iter().enumerate() {
         let (db, spool) = (dir.join(format!("{i}.db")), dir.join(format!("spool-{i}")));

@@ -12,6 +12,14 @@ pub fn capture(name: &str) -> PathBuf {
     found.unwrap_or_else(|| panic!("no shared capture named like {name}"))
 }
 
+/// The generated impaired capture (`calliper_testkit::generated::impaired`)
+/// written to `path`, which it returns.
+pub fn impaired_at(path: PathBuf) -> PathBuf {
+    let spec = calliper_testkit::generated::impaired();
+    std::fs::write(&path, calliper_testkit::generated::pcap(&spec)).unwrap();
+    path
+}
+
 /// `analyze FILE --db DB --clickhouse URL --probe-name PROBE EXTRA...`,
 /// with the test servers' password.
 pub fn analyze_command(file: &Path, db: &Path, url: &str, probe: &str, extra: &[&str]) -> Command {
