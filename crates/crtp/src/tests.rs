@@ -71,6 +71,11 @@ fn udp_checksum(addresses: &[u8], udp: &[u8]) -> u16 {
     }
 }
 
+/// A compressor and a decompressor of the same `config`: the two ends of a link.
+fn ends(config: Config) -> (Compressor, Decompressor) {
+    (Compressor::new(config).unwrap(), Decompressor::new(config).unwrap())
+}
+
 /// A G.729 stream: 20-byte payloads, 20 ms apart.
 fn voice(flow: u8, n: usize) -> Vec<Rtp> {
     (0..n)
@@ -93,8 +98,7 @@ fn voice(flow: u8, n: usize) -> Vec<Rtp> {
 #[test]
 fn a_steady_g729_stream_takes_two_header_bytes() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back) = (Vec::new(), Vec::new());
     let packets = voice(1, 1000);
     let mut previous = Kind::FullHeader;
@@ -135,8 +139,7 @@ fn the_full_header_carries_context_and_sequence_in_the_lengths() {
 #[test]
 fn a_lost_packet_invalidates_the_context_until_refreshed() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
     let packets = voice(1, 10);
     for (n, p) in packets.iter().enumerate() {
@@ -267,8 +270,7 @@ proptest! {
         repeats in prop_oneof![Just(0u8), Just(2), Just(7)],
     ) {
         let config = Config { contexts: 256, max_period: 50, max_time_ns: 0, header_checksum, repeats };
-        let mut c = Compressor::new(config).unwrap();
-        let mut d = Decompressor::new(config).unwrap();
+        let (mut c, mut d) = ends(config);
         let mut flows = [voice(0, 1).remove(0), voice(1, 1).remove(0)];
         let mut on_link = Vec::new();
         let mut link = Vec::new();
@@ -311,8 +313,7 @@ proptest! {
         let max_run = if short_runs && repeats > 0 { repeats as u32 } else { 15 };
         let no_damage = max_run == repeats as u32 && header_checksum && contexts >= 2;
         let config = Config { contexts, max_period: 50, max_time_ns: 0, header_checksum, repeats };
-        let mut c = Compressor::new(config).unwrap();
-        let mut d = Decompressor::new(config).unwrap();
+        let (mut c, mut d) = ends(config);
         let mut flows = [voice(0, 1).remove(0), voice(1, 1).remove(0)];
         let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
         // Losses in a row per context (a flow's RTP and other packets take
@@ -364,8 +365,7 @@ fn a_new_flow_takes_the_least_recently_used_context() {
 /// `check`. Every packet that comes out must be the one sent; returns the
 /// decompressor, to show what it caught.
 fn sixteen_lost(config: Config, packets: &[Rtp], check: impl Fn(usize, &[u8])) -> Decompressor {
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back) = (Vec::new(), Vec::new());
     for (n, p) in packets.iter().enumerate() {
         let bytes = p.bytes();
@@ -435,8 +435,7 @@ fn the_header_checksum_catches_what_the_link_sequence_misses() {
 #[test]
 fn the_refresh_list_holds_each_context_once_however_often_it_is_damaged() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
     // Damage, refresh, damage again, many times, nobody reading the feedback
     // until the end (as `calliper crtp decompress` never does).

@@ -42,8 +42,7 @@ fn rtcp(i: u16) -> Vec<u8> {
 #[test]
 fn ipv6_and_non_rtp_flows_cross_as_compressed_non_tcp() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back) = (Vec::new(), Vec::new());
     let mut kinds = Vec::new();
     for i in 0..40u16 {
@@ -73,8 +72,7 @@ fn ipv6_and_non_rtp_flows_cross_as_compressed_non_tcp() {
 #[test]
 fn a_lost_full_header_that_changed_the_context_drops_packets_until_the_next() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
     let mut restored = 0;
     for i in 0..30u16 {
@@ -110,8 +108,7 @@ fn a_lost_full_header_that_changed_the_context_drops_packets_until_the_next() {
 #[test]
 fn losses_of_compressed_non_tcp_packets_damage_nothing() {
     let config = Config::default();
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back) = (Vec::new(), Vec::new());
     for i in 0..300u16 {
         let p = v6(3, &rtp_payload(i));

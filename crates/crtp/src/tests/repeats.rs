@@ -9,8 +9,7 @@ fn over_lossy_link(
     packets: &[Rtp],
     lost: impl Fn(usize) -> bool,
 ) -> (Vec<Kind>, Decompressor) {
-    let mut c = Compressor::new(config).unwrap();
-    let mut d = Decompressor::new(config).unwrap();
+    let (mut c, mut d) = ends(config);
     let (mut link, mut back, mut feedback) = (Vec::new(), Vec::new(), Vec::new());
     let mut kinds = Vec::new();
     for (i, p) in packets.iter().enumerate() {
