@@ -39,15 +39,38 @@ fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Valu
     m
 }
 
+/// What a comparison with tshark found over the captures: how many things
+/// compared equal, and each difference, so that one failure lists them all.
+#[derive(Default)]
+pub struct Tally {
+    pub compared: usize,
+    pub failures: Vec<String>,
+}
+
+impl Tally {
+    /// Fails with every difference, or if fewer than `least` `what` were
+    /// compared; how many were.
+    pub fn finish(self, what: &str, least: usize) -> usize {
+        let Tally { compared, failures } = self;
+        assert!(
+            failures.is_empty(),
+            "{} of the {what} differ from tshark:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        assert!(compared >= least, "only {compared} {what} compared");
+        compared
+    }
+}
+
 fn close(a: f64, b: f64, abs: f64, rel: f64) -> bool {
     (a - b).abs() <= abs || (a - b).abs() <= rel * b.abs()
 }
 
 #[test]
 fn every_tshark_stream_matches() {
-    let mut compared = 0;
+    let mut tally = Tally::default();
     let mut known_seen = 0;
-    let mut failures = Vec::new();
     for file in captures() {
         let mut ts = tshark_streams(&file, false);
         if ts.is_empty() {
@@ -64,7 +87,7 @@ fn every_tshark_stream_matches() {
         let known: std::collections::HashSet<_> =
             ts.iter().chain(&tshark_streams(&file, true)).map(|t| t.key.clone()).collect();
         for key in ours.keys().filter(|k| !known.contains(*k)) {
-            failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
+            tally.failures.push(format!("{name}: stream {key:?} reported but not by tshark"));
         }
         for t in &ts {
             if let Some((_, _, why)) =
@@ -75,10 +98,10 @@ fn every_tshark_stream_matches() {
                 continue;
             }
             let Some(s) = ours.get(&t.key) else {
-                failures.push(format!("{name}: stream {:?} not reported", t.key));
+                tally.failures.push(format!("{name}: stream {:?} not reported", t.key));
                 continue;
             };
-            compared += 1;
+            tally.compared += 1;
             let get = |k: &str| s[k].as_f64().unwrap();
             let mut bad = vec![];
             if s["packets"].as_u64() != Some(t.packets) {
@@ -106,17 +129,11 @@ fn every_tshark_stream_matches() {
                 bad.push(format!("max delta {} vs {}", get("max_delta_ms"), t.max_delta));
             }
             if !bad.is_empty() {
-                failures.push(format!("{name}: {:?}: {}", t.key, bad.join("; ")));
+                tally.failures.push(format!("{name}: {:?}: {}", t.key, bad.join("; ")));
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of the streams differ from tshark:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert!(compared >= at_least(60, 15), "only {compared} streams compared");
+    let compared = tally.finish("streams", at_least(60, 15));
     if capture_dirs()[0].ends_with("public") {
         assert_eq!(
             known_seen,
@@ -212,8 +229,7 @@ fn tshark_dtmf(file: &Path) -> Events {
 /// to go by, so they are not compared).
 #[test]
 fn dtmf_events_match_tshark() {
-    let mut compared = 0;
-    let mut failures = vec![];
+    let mut tally = Tally::default();
     for file in captures() {
         // tshark reads this capture's payload types from MEGACO (H.248) SDP
         // as well as SIP (see KNOWN_DIFFERENCES), so it decodes other packets
@@ -247,25 +263,24 @@ fn dtmf_events_match_tshark() {
                 let expected = want.get(&key).cloned().unwrap_or_default();
                 seen.insert(key.clone());
                 if got != expected {
-                    failures.push(format!(
+                    tally.failures.push(format!(
                         "{}: {key:?}: tshark {expected:?}, calliper {got:?}",
                         file.display()
                     ));
                 }
-                compared += expected.len();
+                tally.compared += expected.len();
             }
         }
         // The other direction: events tshark decodes on a stream Calliper
         // does not report in any call are missing.
         for (key, events) in want.iter().filter(|(k, _)| !seen.contains(*k)) {
-            failures.push(format!(
+            tally.failures.push(format!(
                 "{}: {key:?}: tshark {events:?}, calliper has no such stream in a call",
                 file.display()
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(compared >= 4, "only {compared} DTMF events compared");
+    tally.finish("DTMF events", 4);
 }
 
 /// RTCP report blocks: for every stream in a call that its receiver reported
@@ -273,8 +288,7 @@ fn dtmf_events_match_tshark() {
 /// decodes from the same report blocks (8 kHz codecs, where the unit is known).
 #[test]
 fn rtcp_reports_match_tshark() {
-    let mut compared = 0;
-    let mut failures = vec![];
+    let mut tally = Tally::default();
     for file in captures() {
         let out = tshark_fields(
             &file,
@@ -311,8 +325,8 @@ fn rtcp_reports_match_tshark() {
                 let ssrc = s["ssrc"].as_u64().unwrap() as u32;
                 let ours = (s["rtcp_max_jitter_ms"].as_f64().unwrap() * 8.0).round() as u64;
                 match max_jitter.get(&ssrc) {
-                    Some(&want) if want == ours => compared += 1,
-                    other => failures.push(format!(
+                    Some(&want) if want == ours => tally.compared += 1,
+                    other => tally.failures.push(format!(
                         "{}: ssrc {ssrc:#x}: tshark {other:?}, calliper {ours}",
                         file.display()
                     )),
@@ -320,8 +334,7 @@ fn rtcp_reports_match_tshark() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(compared >= 2, "only {compared} streams compared");
+    tally.finish("streams", 2);
 }
 
 /// The RTP heuristic (a stream without signalling) keeps the packets it
