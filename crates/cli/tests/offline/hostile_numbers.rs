@@ -5,22 +5,31 @@
 use crate::common;
 
 use common::forged;
-use common::runs::{both_ways, small, SMALL_RSS_KIB};
+use common::runs::{both_ways, small, Run, SMALL_RSS_KIB};
 use serde_json::Value;
+
+/// A scan of `n` attempts: `n` calls, each failed with the server's 404,
+/// and one scanning alert. The calls and the alert.
+fn refused_scan(run: &Run, n: usize) -> (Vec<&Value>, &Value) {
+    let calls = run.calls();
+    assert_eq!(calls.len(), n);
+    for c in &calls {
+        let failed = (&Value::from("failed"), &Value::from(404));
+        assert_eq!((&c["state"], &c["final_status"]), failed, "{c}");
+    }
+    (calls, run.only_alert("scanning"))
+}
 
 #[test]
 fn fake_answers_from_a_scanner_are_not_answers() {
     let run = small("fake-answers", &forged::fake_answers(25));
-    let calls = run.calls();
-    assert_eq!(calls.len(), 25);
+    let (calls, scanning) = refused_scan(&run, 25);
     for c in &calls {
-        assert_eq!(c["final_status"], 404, "{c}");
-        assert_eq!(c["state"], "failed", "{c}");
         assert!(c["answer_ns"].is_null(), "{c}");
     }
     let summary = run.summary();
     assert_eq!(summary["anomalies"]["sip_response_unmatched"], 25);
-    assert_eq!(run.only_alert("scanning")["source"], "192.0.2.66");
+    assert_eq!(scanning["source"], "192.0.2.66");
 }
 
 #[test]
@@ -120,16 +129,7 @@ fn anomaly_events_are_dated_by_their_packet() {
 #[test]
 fn a_scanner_answering_copies_of_its_own_is_not_answered() {
     let run = small("self-answered", &forged::self_answered_copies(25));
-    let calls = run.calls();
-    assert_eq!(calls.len(), 25);
-    for c in &calls {
-        assert_eq!(
-            (&c["state"], &c["final_status"]),
-            (&Value::from("failed"), &Value::from(404)),
-            "{c}"
-        );
-    }
-    run.only_alert("scanning");
+    refused_scan(&run, 25);
 }
 
 #[test]
