@@ -117,6 +117,19 @@ pub use calliper_testkit::oracle::{tshark, tshark_fields, wireshark_tool, KNOWN_
 pub use calliper_testkit::probe::kpi_rows_summed;
 pub use calliper_testkit::skip_requested;
 
+/// The repository's SIPp sample (`testdata/sipp_hold_dtmf.pcap`: calls
+/// with hold and DTMF), the capture most tests run on.
+pub fn sample_capture() -> std::path::PathBuf {
+    calliper_testkit::captures::repo_root().join("testdata/sipp_hold_dtmf.pcap")
+}
+
+/// A directory of this test's own ([`scratch`]), created.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// `calliper ARGS`, run to its end.
 pub fn calliper(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_calliper")).args(args).output().unwrap()
@@ -179,8 +192,7 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
 /// Runs `calliper generate ARGS` into a temporary directory and returns the
 /// capture's bytes (the directory is removed).
 pub fn generated_capture(name: &str, args: &[&str]) -> Vec<u8> {
-    let dir = scratch(name);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir(name);
     let pcap = dir.join("capture.pcap");
     generate(args, &pcap, &dir.join("truth.jsonl"));
     let data = std::fs::read(&pcap).unwrap();

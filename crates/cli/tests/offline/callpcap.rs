@@ -200,7 +200,7 @@ fn each_calls_file_alone_gives_the_calls_record() {
 
 #[test]
 fn signalling_only_and_rule_selected_calls() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let dir = temp("sip");
     let whole = calliper_jsonl(&pcap, &[]);
     calliper_jsonl(&pcap, &["--record", "sip", "--record-dir", dir.to_str().unwrap()]);
@@ -233,7 +233,7 @@ fn signalling_only_and_rule_selected_calls() {
 
 #[test]
 fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let dir = temp("budget");
     let budget = 700_000u64;
     let lines = record_within(&pcap, &dir, budget, &[]);
@@ -263,7 +263,7 @@ fn the_budget_keeps_the_newest_and_bad_requests_are_refused() {
 
 #[test]
 fn the_probe_records_as_analyze_does() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let (dir, out) = (temp("probe"), temp("probe.jsonl"));
     let st = calliper(&[
         "probe",
@@ -300,7 +300,7 @@ fn the_probe_records_as_analyze_does() {
 
 #[test]
 fn nothing_already_there_is_written_to() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let (dir, db) = (temp("again"), temp("again.db"));
     let args =
         ["--record", "all", "--record-dir", dir.to_str().unwrap(), "--db", db.to_str().unwrap()];

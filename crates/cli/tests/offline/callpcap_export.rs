@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// The sample capture analysed into a database with every call recorded:
 /// (capture, recordings' directory, database), named after `name`.
 fn recorded_sample(name: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let (dir, db) = (temp(name), temp(&format!("{name}.db")));
     let (dir_s, db_s) = (dir.to_str().unwrap(), db.to_str().unwrap());
     calliper_jsonl(&pcap, &["--record", "all", "--record-dir", dir_s, "--db", db_s]);

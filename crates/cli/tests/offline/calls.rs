@@ -15,8 +15,7 @@ fn repo(path: &str) -> std::path::PathBuf {
 #[test]
 fn truncated_capture_reports_offset_and_keeps_results() {
     let full = std::fs::read(repo("testdata/sipp_hold_dtmf.pcap")).unwrap();
-    let dir = std::env::temp_dir().join(format!("calliper-trunc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("trunc");
     let cut = dir.join("cut.pcap");
     std::fs::write(&cut, &full[..full.len() * 2 / 3 + 7]).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
@@ -53,8 +52,7 @@ fn truncated_capture_reports_offset_and_keeps_results() {
 
 #[test]
 fn sqlite_store_holds_calls_and_streams() {
-    let dir = std::env::temp_dir().join(format!("calliper-db-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("db");
     let db = dir.join("calls.db");
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze", "--progress", "never", "--db"])
@@ -98,8 +96,7 @@ fn sqlite_store_holds_calls_and_streams() {
 
 #[test]
 fn generated_loss_is_reported_exactly() {
-    let dir = std::env::temp_dir().join(format!("calliper-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("gen");
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
     generate(
         &[

@@ -7,14 +7,12 @@ use crate::common;
 
 use common::{calliper_jsonl, kpi_rows_summed};
 use serde_json::Value;
-use std::path::Path;
 
 /// `-o -` is standard output, as for most tools, not a file named `-`.
 #[test]
 fn output_dash_is_stdout() {
-    let dir = common::scratch("dash-output");
-    std::fs::create_dir_all(&dir).unwrap();
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let dir = common::scratch_dir("dash-output");
+    let capture = common::sample_capture();
     let args = "analyze --progress never --format jsonl -o -".split(' ');
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"));
     let out = cmd.current_dir(&dir).args(args).arg(&capture).output().unwrap();

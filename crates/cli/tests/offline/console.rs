@@ -373,10 +373,7 @@ fn malformed_parameters_get_400_with_a_reason() {
 fn a_database_from_an_older_version_is_shown_without_ladders() {
     let db = temp("old.db");
     let _ = std::fs::remove_file(&db);
-    let records = analyze(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
-        &db,
-    );
+    let records = analyze(&common::sample_capture(), &db);
     // What an older version wrote: no call detail, no alerts or registrations tables.
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(

@@ -44,7 +44,7 @@ fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
 fn trunk_metrics_count_the_trunks_calls() {
     let db = temp("trunks.db");
     let _ = std::fs::remove_file(&db);
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let lines = common::calliper_jsonl(
         &pcap,
         &["--db", db.to_str().unwrap(), "--trunk", "sipp-gw=127.0.2.1"],

@@ -11,12 +11,11 @@ use serde_json::Value;
 use server::Probe;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[test]
 fn calls_appear_live_as_the_capture_unfolds() {
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     // The oracle: each call's first INVITE, its offset in the capture and
     // its parties.
     let invites: Vec<(f64, String, String, String)> = common::tshark_fields(
@@ -109,8 +108,7 @@ fn calls_appear_live_as_the_capture_unfolds() {
 fn a_busy_probe_pushes_at_most_four_times_a_second() {
     // 300 calls starting in the first second and ending within seconds:
     // the live table changes hundreds of times a second.
-    let dir = std::env::temp_dir().join(format!("calliper-live-busy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("live-busy");
     let (pcap, db) = (dir.join("busy.pcap"), dir.join("busy.db"));
     common::generate(
         &[

@@ -4,19 +4,16 @@
 //! only, bearer only) with the records and the summary's hit counts as the
 //! oracle of what a change did.
 
+use crate::common;
 use crate::server;
 
 use serde_json::Value;
 use server::{request, request_with_body, temp, Probe, Response, Server};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const WRITE: &str = "write-token-0123456789abcdef";
 const READ: &str = "read-token-0123456789abcdef";
-
-fn capture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap")
-}
 
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -36,7 +33,7 @@ fn health_follows_the_probe_up_to_its_summary() {
     let out_arg = out.to_str().unwrap();
     // Two threads: the shards' counters reach the page while they run.
     let args = ["--threads", "2", "--format", "jsonl", "-o", out_arg];
-    let mut probe = Probe::start_with(&capture(), &args, &[]);
+    let mut probe = Probe::start_with(&common::sample_capture(), &args, &[]);
     let mut reports: Vec<Value> = Vec::new();
     let mut scraped = false;
     while !probe.ended() {
@@ -84,7 +81,7 @@ fn health_follows_the_probe_up_to_its_summary() {
         }
     }
     for h in &reports {
-        assert_eq!(h["input"], capture().to_str().unwrap());
+        assert_eq!(h["input"], common::sample_capture().to_str().unwrap());
         assert_eq!(h["threads"], 2);
         assert_eq!(h["capture"], Value::Null, "files have no ring");
         assert_eq!(h["interfaces"], serde_json::json!([]));
@@ -152,7 +149,8 @@ fn rules_change_at_run_time_with_the_write_token_only() {
         "--token-file",
         token_file.to_str().unwrap(),
     ];
-    let mut probe = Probe::start_with(&capture(), &args, &[("CALLIPER_WRITE_TOKEN", WRITE)]);
+    let mut probe =
+        Probe::start_with(&common::sample_capture(), &args, &[("CALLIPER_WRITE_TOKEN", WRITE)]);
     let listed = rules(&probe);
     assert_eq!(listed["writable"], true);
     assert_eq!(listed["total"], 1, "{listed}");
@@ -264,7 +262,7 @@ fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
     let rules_file = temp("ro-rules.toml");
     std::fs::write(&rules_file, "[[rule]]\nport = 5060\n").unwrap();
     let args = ["-o", "/dev/null", "--rules", rules_file.to_str().unwrap()];
-    let probe = Probe::start_with(&capture(), &args, &[]);
+    let probe = Probe::start_with(&common::sample_capture(), &args, &[]);
     let parts = request(probe.addr, "GET", "/api/console", &[]).json();
     let want = serde_json::json!({"database": false, "live": true, "probe": true, "rules": true, "store": "none"});
     assert_eq!(parts, want);
@@ -280,7 +278,7 @@ fn a_write_token_must_be_strong_and_differ_from_the_read_token() {
     for (read, write, says) in [(Some(READ), READ, "differ"), (None, "short", "at least 16")] {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_calliper"));
         cmd.args(["probe", "--http", "127.0.0.1:0", "-o", "/dev/null", "--read"])
-            .arg(capture())
+            .arg(common::sample_capture())
             .env("CALLIPER_WRITE_TOKEN", write)
             .env_remove("CALLIPER_TOKEN");
         if let Some(t) = read {

@@ -109,8 +109,7 @@ impl LinkFrames {
 
 #[test]
 fn tshark_reads_what_compress_writes_and_decompress_gives_it_back() {
-    let dir = std::env::temp_dir().join(format!("calliper-crtp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("crtp");
     let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
     let (mut with_rtp, mut with_non_tcp) = (0, 0);
     for capture in common::captures() {
@@ -183,8 +182,7 @@ fn bad_settings_are_refused_plainly() {
 
 #[test]
 fn swapped_arguments_are_refused_and_leave_the_other_file_alone() {
-    let dir = std::env::temp_dir().join(format!("calliper-crtp-swap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("crtp-swap");
     let capture = dir.join("call.pcap");
     std::fs::copy(&common::captures()[0], &capture).unwrap();
     let link = dir.join("link.pcap");
@@ -223,10 +221,8 @@ fn the_output_is_private_even_when_it_was_there_before() {
 
 #[test]
 fn the_header_checksum_option_round_trips() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = std::env::temp_dir().join(format!("calliper-crtp-hc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("crtp-hc");
     let (compressed, restored) = (dir.join("link.pcap"), dir.join("ip.pcap"));
     let summary = crtp(&["compress", "--header-checksum"], &capture, &compressed);
     assert!(figure(&summary, " compressed RTP") > 0, "{summary}");
@@ -260,10 +256,8 @@ fn drop_records(from: &Path, to: &Path, drop: impl Fn(usize, &[u8]) -> bool) -> 
 
 #[test]
 fn repeated_updates_bridge_losses_on_the_link() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = std::env::temp_dir().join(format!("calliper-crtp-rep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("crtp-rep");
     let (link, lossy, restored) =
         (dir.join("link.pcap"), dir.join("lossy.pcap"), dir.join("ip.pcap"));
     let robust = ["--repeats", "2", "--header-checksum"];
@@ -297,10 +291,8 @@ fn repeated_updates_bridge_losses_on_the_link() {
 /// anomaly counted packet for packet, with what to do about it.
 #[test]
 fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = common::scratch("crtp-analyze");
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("crtp-analyze");
     let link = dir.join("link.pcap");
     crtp(&["compress"], &capture, &link);
     let lines = common::calliper_jsonl(&link, &[]);

@@ -2,6 +2,7 @@
 //! days (editcap), read by `calliper probe --read`, lands in one database
 //! per day, and retention by age and by disk budget deletes the oldest days.
 
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -11,7 +12,7 @@ const DAY: i64 = 86_400;
 /// 0..days days, in `dir`: days well before the clock's today and
 /// yesterday, which retention never deletes.
 fn shifted_days(dir: &Path, days: i64) -> Vec<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let src = common::sample_capture();
     (0..days)
         .map(|d| {
             let out = dir.join(format!("day{d}.pcap"));
@@ -71,8 +72,7 @@ fn contents(dir: &Path) -> Vec<(String, i64, i64, i64)> {
 
 #[test]
 fn days_land_in_their_own_databases_and_old_days_are_deleted() {
-    let dir = std::env::temp_dir().join(format!("calliper-daily-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("daily");
     let files = shifted_days(&dir, 4);
 
     let all = dir.join("all");

@@ -67,10 +67,8 @@ fn expected(packets: &[(i64, u32, Vec<u8>)]) -> Vec<(usize, Vec<i16>)> {
 
 #[test]
 fn export_audio_gives_each_side_its_decoded_payloads() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = std::env::temp_dir().join(format!("calliper-export-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("export");
     let (db, wav) = (dir.join("calls.db"), dir.join("call.wav"));
     common::analyze_into_db(&capture, &db, &[]);
     let out = common::export_audio(
@@ -171,10 +169,8 @@ fn export_audio_gives_each_side_its_decoded_payloads() {
 /// the call's own capture.
 #[test]
 fn export_audio_takes_only_packets_within_the_calls_time() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = std::env::temp_dir().join(format!("calliper-export-time-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("export-time");
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (db, earlier, both) = (path("calls.db"), path("earlier.pcap"), path("both.pcap"));
     common::wireshark_tool("editcap", &["-t", "-1000", capture.to_str().unwrap(), &earlier]);

@@ -26,8 +26,7 @@ fn completed_real_calls(lines: &[Value], n: usize) -> Vec<&Value> {
 
 #[test]
 fn invite_flood_and_hostile_messages() {
-    let dir = std::env::temp_dir().join(format!("calliper-flood-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("flood");
     let (pcap, truth, out) =
         (dir.join("flood.pcap"), dir.join("truth.jsonl"), dir.join("out.jsonl"));
     generate(
@@ -112,8 +111,7 @@ fn invite_flood_and_hostile_messages() {
 /// room for each other (counted, no record) and never push out real calls.
 #[test]
 fn challenged_flood_does_not_evict_real_calls() {
-    let dir = std::env::temp_dir().join(format!("calliper-407-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("407");
     let (pcap, truth) = (dir.join("flood407.pcap"), dir.join("truth.jsonl"));
     generate(
         &[

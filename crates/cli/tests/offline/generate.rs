@@ -8,8 +8,7 @@ use calliper_testkit::generated;
 
 #[test]
 fn the_command_writes_the_librarys_seeded_bytes() {
-    let dir = common::scratch("generate");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("generate");
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
     let args = "--calls 400 --concurrent 150 --hold-mean 10 --loss 2 --burst 0.5 \
                 --duplicate 1 --reorder 1 --seed 9";

@@ -32,9 +32,8 @@ fn sip_messages(pcap: &Path) -> Vec<String> {
 
 #[test]
 fn sngrep_receives_every_sip_message_as_captured() {
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
-    let dir = common::scratch("hep-out");
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("hep-out");
     let (received, summary) = (dir.join("sngrep.pcap"), dir.join("out.jsonl"));
     assert!(
         Command::new("sngrep").arg("-V").output().is_ok(),
@@ -91,9 +90,8 @@ fn sngrep_receives_every_sip_message_as_captured() {
 /// before any work.
 #[test]
 fn hep_is_not_sent_again_and_a_device_is_no_key_file() {
-    let dir = common::scratch("hep-again");
-    std::fs::create_dir_all(&dir).unwrap();
-    let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let dir = common::scratch_dir("hep-again");
+    let original = common::sample_capture();
     let (feed, sip) = calliper_testkit::captures::as_hep_feed(&original, |_| {});
     let path = dir.join("feed.pcap");
     common::write_pcap(&path, 1, &feed);
@@ -226,7 +224,7 @@ fn analyze_into_reader(
 #[test]
 fn quality_reports_carry_the_records_figures() {
     use serde_json::Value;
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let capture = common::sample_capture();
     let (lines, received) = analyze_into_reader(&capture, "udp", &["--events", "intervals"]);
     let reports: Vec<(&Value, Value)> = received
         .iter()
@@ -311,7 +309,7 @@ fn quality_reports_carry_the_records_figures() {
 #[test]
 fn hep_over_tcp_carries_the_same_messages() {
     use serde_json::Value;
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let capture = common::sample_capture();
     let receive = |transport: &str| -> (Vec<Value>, Value) {
         let (lines, mut got) = analyze_into_reader(&capture, transport, &[]);
         got.sort_by_key(|m| m.to_string());

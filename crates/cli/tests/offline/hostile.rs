@@ -123,8 +123,7 @@ fn stream_cap_shared_across_shards() {
 fn a_panicking_worker_ends_the_run_with_finished_records() {
     // Calls of ~1 s each, one after another: many are finished (BYE plus
     // grace) long before the injected failure near the end of the capture.
-    let dir = std::env::temp_dir().join(format!("calliper-panic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("panic");
     let (pcap, truth) = (dir.join("calls.pcap"), dir.join("truth.jsonl"));
     common::generate(
         &["--calls", "40", "--concurrent", "2", "--hold-mean", "1", "--seed", "3"],

@@ -9,20 +9,15 @@ use crate::common;
 use common::calliper;
 use common::callpcaps::{files, temp};
 use common::hostile;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn sample() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap")
-}
 
 #[test]
 fn an_output_hard_linked_to_the_input_is_refused() {
     let dir = temp("hard-link");
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("in.pcap");
-    std::fs::copy(sample(), &input).unwrap();
+    std::fs::copy(common::sample_capture(), &input).unwrap();
     let before = std::fs::read(&input).unwrap();
     let link = dir.join("out");
     std::fs::hard_link(&input, &link).unwrap();
@@ -50,7 +45,7 @@ fn an_output_with_other_names_is_refused() {
             "jsonl",
             "-o",
             link.to_str().unwrap(),
-            sample().to_str().unwrap(),
+            common::sample_capture().to_str().unwrap(),
         ],
         vec!["generate", "--calls", "1", "-o", link.to_str().unwrap()],
     ] {
@@ -67,7 +62,7 @@ fn outputs_are_never_written_through_symbolic_links() {
     let dir = temp("symlinks");
     let db = temp("symlinks.db");
     let (dir_s, db_s) = (dir.to_str().unwrap(), db.to_str().unwrap());
-    let pcap = sample();
+    let pcap = common::sample_capture();
     let out = calliper(&[
         "analyze",
         "--record",
@@ -134,7 +129,7 @@ fn the_recordings_budget_deletes_only_what_calliper_named() {
         dir.to_str().unwrap(),
         "--record-max-size",
         "700000",
-        sample().to_str().unwrap(),
+        common::sample_capture().to_str().unwrap(),
     ]);
     common::succeeded(&out);
     assert_eq!(std::fs::metadata(&mine).unwrap().len(), 2 << 20, "the operator's file was deleted");
@@ -176,7 +171,12 @@ fn a_fifo_as_configuration_or_token_file_is_refused_at_once() {
     let pcap = hostile::non_ascii_rtpmap().save("fifo-input");
     refused_at_once(&["probe", "--config", f, "--read", pcap.to_str().unwrap()], "regular file");
     let db = temp("fifo.db");
-    let out = calliper(&["analyze", "--db", db.to_str().unwrap(), sample().to_str().unwrap()]);
+    let out = calliper(&[
+        "analyze",
+        "--db",
+        db.to_str().unwrap(),
+        common::sample_capture().to_str().unwrap(),
+    ]);
     assert!(out.status.success());
     refused_at_once(
         &["serve", "--db", db.to_str().unwrap(), "--token-file", f, "--http", "127.0.0.1:0"],

@@ -2,6 +2,7 @@
 //! command line wins, mistakes are named, `--check-config` says what it
 //! would run with. Driven with `--read`, so no capture privilege is needed.
 
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -10,8 +11,7 @@ fn testdata(name: &str) -> PathBuf {
 }
 
 fn probe(args: &[&str], config: &str) -> Output {
-    let dir = std::env::temp_dir().join(format!("calliper-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("config");
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = dir.join(format!("{n}.toml"));

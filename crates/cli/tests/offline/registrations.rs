@@ -11,8 +11,7 @@ use common::captures;
 fn database_holds_the_registrations_and_users_of_the_json_lines() {
     let mut compared = 0;
     for file in captures() {
-        let dir = std::env::temp_dir().join(format!("calliper-reg-db-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::scratch_dir("reg-db");
         let db = dir.join("calls.db");
         std::fs::remove_file(&db).ok();
         let lines = common::calliper_jsonl(&file, &["--db", db.to_str().unwrap()]);

@@ -7,8 +7,7 @@ use crate::common::{self, captures};
 
 #[test]
 fn every_field_of_every_stored_kind_has_a_column() {
-    let dir = std::env::temp_dir().join(format!("calliper-fields-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("fields");
     // Items stored in tables of their own, and the alert's unit, which the
     // console derives from its kind.
     let elsewhere = ["type", "protocols", "top_talkers", "unit"];

@@ -9,7 +9,7 @@ const DAY: i64 = 86_400_000_000_000;
 
 /// The sample capture's packets: (time, frame), and its link type.
 fn sample() -> (Vec<(i64, Vec<u8>)>, u32) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let path = common::sample_capture();
     let (frames, link) = calliper_testkit::captures::read_frames(&path);
     (frames, u32::from(link))
 }
@@ -21,8 +21,7 @@ fn export_reads_the_times_the_analysis_believed() {
     let (mut packets, link) = sample();
     // Mid-call, where all but 36 of the capture's 2 988 packets are RTP.
     packets[1000].0 += 70 * 365 * DAY;
-    let dir = common::scratch("time-export");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("time-export");
     let (pcap, db, wav) = (dir.join("c.pcap"), dir.join("c.db"), dir.join("c.wav"));
     common::write_pcap(&pcap, link, &packets);
     common::analyze_into_db(&pcap, &db, &[]);

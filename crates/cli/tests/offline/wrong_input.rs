@@ -22,9 +22,8 @@ fn refused(out: &Output, words: &str) {
 fn wrong_files_and_directories_are_refused_before_any_work() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let readme = root.join("README.md");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = common::scratch("wrong-input");
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("wrong-input");
     let d = dir.to_str().unwrap();
     let db = dir.join("calls.db");
     common::analyze_into_db(&capture, &db, &[]);
@@ -74,8 +73,7 @@ fn wrong_files_and_directories_are_refused_before_any_work() {
 /// fixed jitter buffers named with their MOS, and "call" in the singular.
 #[test]
 fn the_text_report_speaks_plainly() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
+    let capture = common::sample_capture();
     let fields = common::tshark_fields(
         &capture,
         &[],
@@ -94,8 +92,7 @@ fn the_text_report_speaks_plainly() {
             }
         }
     }
-    let dir = common::scratch("plain-text");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("plain-text");
     let db = dir.join("calls.db");
     let out = calliper(&[
         "analyze",
@@ -144,10 +141,8 @@ fn the_text_report_speaks_plainly() {
 /// capture for its capture files and scratch files for its outputs.
 #[test]
 fn analyze_help_examples_run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let capture = root.join("testdata/sipp_hold_dtmf.pcap");
-    let dir = common::scratch("help-examples");
-    std::fs::create_dir_all(&dir).unwrap();
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("help-examples");
     let help = String::from_utf8(calliper(&["analyze", "--help"]).stdout).unwrap();
     let examples: Vec<&str> = help
         .split("Examples:")
@@ -184,10 +179,9 @@ fn analyze_help_examples_run() {
 /// its calls are stored twice (the walk-through found it silent).
 #[test]
 fn analysing_a_capture_again_into_its_database_warns() {
-    let dir = common::scratch("again");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("again");
     let db = dir.join("calls.db");
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let capture = common::sample_capture();
     let args = [
         "analyze",
         "--progress",
@@ -233,7 +227,7 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("give udp:ADDR:PORT or tcp:ADDR:PORT"));
     // A key without a collector is refused, not silently unused; port 0
     // is refused where it is a collector's.
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let capture = common::sample_capture();
     let out = run(&["--read", capture.to_str().unwrap(), "--hep-listen-key", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--hep-listen-key"));
@@ -249,7 +243,7 @@ fn a_hep_collector_is_refused_when_unsafe_or_inconsistent() {
 
 #[test]
 fn bad_event_kinds_and_formats_are_refused() {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let file = common::sample_capture();
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_calliper"))
             .arg("analyze")

@@ -259,7 +259,7 @@ fn the_live_page_follows_a_replay() {
     let Some(browser) = Browser::start() else {
         return;
     };
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let db = temp("live.db");
     let _ = std::fs::remove_file(&db);
     let probe = server::Probe::start(&pcap, &db);
@@ -303,7 +303,7 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
     let Some(browser) = Browser::start() else {
         return;
     };
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     let write = "browser-write-token-0123456789";
     let probe =
         server::Probe::start_with(&pcap, &["-o", "/dev/null"], &[("CALLIPER_WRITE_TOKEN", write)]);
@@ -428,7 +428,7 @@ fn the_call_page_plays_the_recording_and_draws_its_waveform() {
     };
     let (db, rec) = (temp("player.db"), temp("player-rec"));
     let _ = std::fs::remove_dir_all(&rec);
-    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap");
+    let pcap = common::sample_capture();
     common::analyze_into_db(
         &pcap,
         &db,

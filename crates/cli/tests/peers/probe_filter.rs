@@ -37,8 +37,7 @@ fn tcpdump_filter(input: &Path, expr: &str, out: &Path) {
 #[test]
 fn filtered_records_equal_analysis_of_tcpdumps_filtered_copy() {
     let _turn = crate::turn();
-    let dir = std::env::temp_dir().join(format!("calliper-filter-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("filter");
     let exprs = [
         "udp port 5060",
         "not udp port 5060",

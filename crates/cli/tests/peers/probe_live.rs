@@ -274,8 +274,7 @@ fn packets_the_ring_dropped_are_in_the_call_and_the_summary() {
 #[test]
 fn sighup_reloads_the_rules() {
     let _turn = crate::turn();
-    let dir = std::env::temp_dir().join(format!("calliper-live-rules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("live-rules");
     let rules = dir.join("rules.toml");
     let write = |label: &str| {
         std::fs::write(
