@@ -11,9 +11,8 @@
 //! Buffers of finished datagrams come back through [`Defragmenter::recycle`]
 //! and are reused, so steady state allocates nothing.
 
-use crate::lru::{Idx, Linked, Links, Slab};
+use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
 use calliper_wire::Fragment;
-use hashbrown::HashMap;
 use std::net::IpAddr;
 
 /// The largest datagram IP can carry (without IPv6 jumbograms).
@@ -79,6 +78,13 @@ impl Linked for Pending {
     }
 }
 
+impl Keyed for Pending {
+    type Key = Key;
+    fn key(&self) -> Key {
+        self.key
+    }
+}
+
 /// A reassembled datagram: its protocol and payload (give it back with
 /// [`Defragmenter::recycle`]).
 #[derive(Debug)]
@@ -107,8 +113,7 @@ pub(crate) fn memory_bound(cfg: &DefragConfig) -> usize {
 #[derive(Debug)]
 pub struct Defragmenter {
     cfg: DefragConfig,
-    pending: Slab<Pending>,
-    index: HashMap<Key, Idx>,
+    pending: KeyedSlab<Pending>,
     bytes: usize,
     pool: Vec<Vec<u8>>,
     /// Counters.
@@ -119,8 +124,7 @@ impl Defragmenter {
     /// A defragmenter with these caps.
     pub fn new(cfg: DefragConfig) -> Self {
         Defragmenter {
-            pending: Slab::with_capacity(cfg.max_datagrams),
-            index: HashMap::new(),
+            pending: KeyedSlab::with_capacity(cfg.max_datagrams),
             bytes: 0,
             pool: Vec::new(),
             counters: DefragCounters::default(),
@@ -140,7 +144,7 @@ impl Defragmenter {
 
     /// Whether a datagram of (source, destination, id, protocol) is pending.
     pub fn holds(&self, key: &Key) -> bool {
-        self.index.contains_key(key)
+        self.pending.holds(key)
     }
 
     /// Bytes held by pending datagrams.
@@ -167,8 +171,8 @@ impl Defragmenter {
             self.drop_key(&key);
             return None;
         }
-        let idx = match self.index.get(&key) {
-            Some(&i) => i,
+        let idx = match self.pending.find(&key) {
+            Some(i) => i,
             None => self.open(now, key, end)?,
         };
         let p = self.pending.get_mut(idx)?;
@@ -254,19 +258,17 @@ impl Defragmenter {
             .insert(Pending { links: Links::default(), key, data, ranges: Vec::new(), total: None })
             .ok()?;
         self.pending.touch(idx, LIST, now);
-        self.index.insert(key, idx);
         Some(idx)
     }
 
     fn drop_key(&mut self, key: &Key) {
-        if let Some(&idx) = self.index.get(key) {
+        if let Some(idx) = self.pending.find(key) {
             self.remove(idx);
         }
     }
 
     fn remove(&mut self, idx: Idx) -> Option<Pending> {
         let p = self.pending.remove(idx)?;
-        self.index.remove(&p.key);
         self.bytes -= p.data.len();
         Some(p)
     }

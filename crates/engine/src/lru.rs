@@ -207,6 +207,92 @@ impl<T: Linked> Slab<T> {
     }
 }
 
+/// An entry of a [`KeyedSlab`]: it knows its key, so removing it also
+/// removes it from the index.
+pub trait Keyed: Linked {
+    /// What the entry is found by.
+    type Key: std::hash::Hash + Eq + Copy;
+    /// The entry's key.
+    fn key(&self) -> Self::Key;
+}
+
+/// A slab whose entries are also found by key: the reassembly tables
+/// (datagrams by fragment key, TCP flows, SCTP messages), with the index
+/// kept in step by the only two ways in and out, [`Self::insert`] and
+/// [`Self::remove`].
+#[derive(Debug)]
+pub struct KeyedSlab<T: Keyed> {
+    slab: Slab<T>,
+    index: hashbrown::HashMap<T::Key, Idx>,
+}
+
+impl<T: Keyed> KeyedSlab<T> {
+    /// A table holding at most `cap` live entries.
+    pub fn with_capacity(cap: usize) -> Self {
+        KeyedSlab { slab: Slab::with_capacity(cap), index: hashbrown::HashMap::new() }
+    }
+
+    /// The entry of `key`, if held.
+    pub fn find(&self, key: &T::Key) -> Option<Idx> {
+        self.index.get(key).copied()
+    }
+
+    /// Whether an entry of `key` is held.
+    pub fn holds(&self, key: &T::Key) -> bool {
+        self.index.contains_key(key)
+    }
+
+    /// Stores `v` and indexes it by its key (`Err(v)` when full).
+    pub fn insert(&mut self, v: T) -> Result<Idx, T> {
+        let key = v.key();
+        let i = self.slab.insert(v)?;
+        self.index.insert(key, i);
+        Ok(i)
+    }
+
+    /// Removes entry `i` and its index entry.
+    pub fn remove(&mut self, i: Idx) -> Option<T> {
+        let v = self.slab.remove(i)?;
+        self.index.remove(&v.key());
+        Some(v)
+    }
+
+    /// See [`Slab::get`].
+    pub fn get(&self, i: Idx) -> Option<&T> {
+        self.slab.get(i)
+    }
+
+    /// See [`Slab::get_mut`].
+    pub fn get_mut(&mut self, i: Idx) -> Option<&mut T> {
+        self.slab.get_mut(i)
+    }
+
+    /// See [`Slab::touch`].
+    pub fn touch(&mut self, i: Idx, list: u8, now: i64) {
+        self.slab.touch(i, list, now)
+    }
+
+    /// See [`Slab::oldest`].
+    pub fn oldest(&mut self, list: u8) -> Option<(Idx, i64)> {
+        self.slab.oldest(list)
+    }
+
+    /// Live entries.
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// True when no entry can be added.
+    pub fn is_full(&self) -> bool {
+        self.slab.is_full()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +342,32 @@ mod tests {
         s.touch(b, 0, 50); // capture time stepped back
         s.touch(a, 0, 60);
         assert_eq!(s.oldest(0), Some((b, 100)));
+    }
+
+    #[derive(Default)]
+    struct K(Links, u8);
+    impl Linked for K {
+        fn links(&mut self) -> &mut Links {
+            &mut self.0
+        }
+    }
+    impl Keyed for K {
+        type Key = u8;
+        fn key(&self) -> u8 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_keyed_slab_finds_what_it_holds_and_forgets_what_it_removed() {
+        let mut s: KeyedSlab<K> = KeyedSlab::with_capacity(2);
+        let a = s.insert(K(Links::default(), 7)).ok().unwrap();
+        let b = s.insert(K(Links::default(), 9)).ok().unwrap();
+        assert!(s.insert(K(Links::default(), 11)).is_err());
+        assert!(!s.holds(&11), "a refused entry is not indexed");
+        assert_eq!((s.find(&7), s.find(&9)), (Some(a), Some(b)));
+        assert_eq!(s.remove(a).map(|k| k.1), Some(7));
+        assert!(!s.holds(&7) && s.holds(&9) && s.len() == 1);
+        assert!(s.remove(a).is_none());
     }
 }

@@ -8,9 +8,8 @@
 //! total, and given up after [`PARTIAL_TIMEOUT_NS`] without a piece; the
 //! oldest go first (an activity list, no scan).
 
-use crate::lru::{Idx, Linked, Links, Slab};
+use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
 use crate::Flow;
-use hashbrown::HashMap;
 use std::net::IpAddr;
 
 const CHUNK_DATA: u8 = 0;
@@ -56,6 +55,13 @@ impl Linked for Partial {
     }
 }
 
+impl Keyed for Partial {
+    type Key = Flow;
+    fn key(&self) -> Flow {
+        self.key
+    }
+}
+
 /// Worst-case heap of the SCTP layer (docs/hostile-input.md): message bytes
 /// (capacity up to twice the length) and per partial message its slot and
 /// index entry.
@@ -68,8 +74,7 @@ pub(crate) fn memory_bound() -> usize {
 #[derive(Debug)]
 pub struct Sctp {
     /// Partial messages on one activity list, oldest first.
-    partial: Slab<Partial>,
-    by_key: HashMap<Flow, Idx>,
+    partial: KeyedSlab<Partial>,
     /// Bytes in all partial messages.
     held: usize,
     /// Counters.
@@ -79,8 +84,7 @@ pub struct Sctp {
 impl Default for Sctp {
     fn default() -> Self {
         Sctp {
-            partial: Slab::with_capacity(MAX_PARTIAL),
-            by_key: HashMap::new(),
+            partial: KeyedSlab::with_capacity(MAX_PARTIAL),
             held: 0,
             counters: SctpCounters::default(),
         }
@@ -157,7 +161,7 @@ impl Sctp {
             deliver(payload);
             return;
         }
-        let current = self.by_key.get(&key).copied();
+        let current = self.partial.find(&key);
         if begin {
             if let Some(i) = current {
                 // A new message abandons the unfinished one.
@@ -176,7 +180,6 @@ impl Sctp {
             };
             if let Ok(i) = self.partial.insert(partial) {
                 self.held += payload.len();
-                self.by_key.insert(key, i);
                 self.partial.touch(i, 0, now);
             }
             return;
@@ -241,14 +244,13 @@ impl Sctp {
 
     fn remove(&mut self, i: Idx) -> Option<Partial> {
         let p = self.partial.remove(i)?;
-        self.by_key.remove(&p.key);
         self.held -= p.data.len();
         Some(p)
     }
 
     /// Whether the association direction has a message in pieces.
     pub fn holds(&self, key: &Flow) -> bool {
-        self.by_key.contains_key(key)
+        self.partial.holds(key)
     }
 
     /// Bytes held in partial messages.

@@ -10,9 +10,8 @@
 //! given up is counted. Flows sit on one activity list, so idle expiry and
 //! eviction look only at its head.
 
-use crate::lru::{Idx, Linked, Links, Slab};
+use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
 use crate::Flow;
-use hashbrown::HashMap;
 
 const LIST: u8 = 0;
 const SYN: u8 = 0x02;
@@ -105,6 +104,13 @@ impl Linked for FlowState {
     }
 }
 
+impl Keyed for FlowState {
+    type Key = Flow;
+    fn key(&self) -> Flow {
+        self.key
+    }
+}
+
 /// Result of offering a segment to a tracked flow.
 #[derive(Debug, Clone, Copy)]
 pub struct Offered {
@@ -133,8 +139,7 @@ pub(crate) fn memory_bound(cfg: &TcpConfig) -> usize {
 #[derive(Debug)]
 pub struct TcpReassembler {
     cfg: TcpConfig,
-    flows: Slab<FlowState>,
-    index: HashMap<Flow, Idx>,
+    flows: KeyedSlab<FlowState>,
     bytes: usize,
     pool: Vec<Vec<u8>>,
     /// Counters.
@@ -149,8 +154,7 @@ impl TcpReassembler {
     /// A reassembler with these caps.
     pub fn new(cfg: TcpConfig) -> Self {
         TcpReassembler {
-            flows: Slab::with_capacity(cfg.max_flows),
-            index: HashMap::new(),
+            flows: KeyedSlab::with_capacity(cfg.max_flows),
             bytes: 0,
             pool: Vec::new(),
             counters: TcpCounters::default(),
@@ -175,7 +179,7 @@ impl TcpReassembler {
 
     /// True when this direction is tracked.
     pub fn tracks(&self, key: &Flow) -> bool {
-        self.index.contains_key(key)
+        self.flows.holds(key)
     }
 
     /// Offers a segment. Untracked flows are ignored unless `start` asks to
@@ -191,8 +195,8 @@ impl TcpReassembler {
         start: bool,
     ) -> Option<Offered> {
         self.expire(now);
-        let idx = match self.index.get(&key) {
-            Some(&i) => i,
+        let idx = match self.flows.find(&key) {
+            Some(i) => i,
             None if start => self.open(key, seq)?,
             None => return None,
         };
@@ -313,7 +317,6 @@ impl TcpReassembler {
                 tag: 0,
             })
             .ok()?;
-        self.index.insert(key, idx);
         self.counters.flows += 1;
         Some(idx)
     }
@@ -322,7 +325,6 @@ impl TcpReassembler {
         let Some(mut f) = self.flows.remove(idx) else {
             return false;
         };
-        self.index.remove(&f.key);
         self.bytes -= f.buf.len() + f.ooo_bytes;
         for (_, _, b) in f.ooo.drain(..) {
             self.recycle(b);
