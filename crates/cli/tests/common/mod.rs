@@ -156,12 +156,8 @@ pub fn analyze_text(file: &Path) -> Measured {
 }
 
 pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--format", "jsonl", "--progress", "never"])
-        .args(extra)
-        .arg(file)
-        .output()
-        .unwrap();
+    let analyze = ["analyze", "--format", "jsonl", "--progress", "never"];
+    let out = calliper(&[&analyze, extra, &[file.to_str().unwrap()]].concat());
     assert!(
         out.status.code() == Some(0) || out.status.code() == Some(1),
         "calliper failed on {}: {}",
@@ -267,25 +263,20 @@ pub fn analyze_into_db(pcap: &Path, db: &Path, extra: &[&str]) {
 /// `calliper analyze --db DB PCAP` with `extra` options, adding to what
 /// `db` holds.
 pub fn analyze_into_db_append(pcap: &Path, db: &Path, extra: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "-o", "/dev/null"])
-        .args(extra)
-        .arg("--db")
-        .arg(db)
-        .arg(pcap)
-        .output()
-        .unwrap();
-    succeeded(&out);
+    succeeded(&analyze_db(pcap, db, &[&["-o", "/dev/null"], extra].concat()));
+}
+
+/// `calliper analyze --progress never EXTRA --db DB PCAP`, run to its end.
+pub fn analyze_db(pcap: &Path, db: &Path, extra: &[&str]) -> std::process::Output {
+    let (db, pcap) = (db.to_str().unwrap(), pcap.to_str().unwrap());
+    calliper(&[&["analyze", "--progress", "never"], extra, &["--db", db, pcap]].concat())
 }
 
 /// `calliper report kpi --db DB --format jsonl` with `extra` options: its rows.
 pub fn report_kpi(db: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["report", "kpi", "--format", "jsonl", "--db"])
-        .arg(db)
-        .args(extra)
-        .output()
-        .unwrap();
+    let out = calliper(
+        &[&["report", "kpi", "--format", "jsonl", "--db", db.to_str().unwrap()], extra].concat(),
+    );
     succeeded(&out);
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }

@@ -5,16 +5,11 @@
 use crate::common;
 
 use common::{calliper_jsonl, check_truth, generate};
-use std::path::Path;
 use std::process::Command;
-
-fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
-}
 
 #[test]
 fn truncated_capture_reports_offset_and_keeps_results() {
-    let full = std::fs::read(repo("testdata/sipp_hold_dtmf.pcap")).unwrap();
+    let full = std::fs::read(common::sample_capture()).unwrap();
     let dir = common::scratch_dir("trunc");
     let cut = dir.join("cut.pcap");
     std::fs::write(&cut, &full[..full.len() * 2 / 3 + 7]).unwrap();
@@ -34,11 +29,7 @@ fn truncated_capture_reports_offset_and_keeps_results() {
     // Not a capture at all.
     let junk = dir.join("notes.txt");
     std::fs::write(&junk, "hello, this is not a capture").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never"])
-        .arg(&junk)
-        .output()
-        .unwrap();
+    let out = common::calliper(&["analyze", "--progress", "never", junk.to_str().unwrap()]);
     // Refused before any work, as a usage error, with what it holds.
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -54,25 +45,22 @@ fn truncated_capture_reports_offset_and_keeps_results() {
 fn sqlite_store_holds_calls_and_streams() {
     let dir = common::scratch_dir("db");
     let db = dir.join("calls.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "--db"])
-        .arg(&db)
-        .arg(repo("testdata/sipp_hold_dtmf.pcap"))
-        .output()
-        .unwrap();
-    common::succeeded(&out);
+    common::succeeded(&common::analyze_db(&common::sample_capture(), &db, &[]));
     // Call records name people and numbers: owner-only, as is the -o output.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "database created {mode:o}");
     let report = dir.join("report.txt");
-    let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never", "-o"])
-        .arg(&report)
-        .arg(repo("testdata/sipp_hold_dtmf.pcap"))
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let sample = common::sample_capture();
+    let out = common::calliper(&[
+        "analyze",
+        "--progress",
+        "never",
+        "-o",
+        report.to_str().unwrap(),
+        sample.to_str().unwrap(),
+    ]);
+    common::succeeded(&out);
     let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "report created {mode:o}");
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -326,11 +326,7 @@ fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
     assert!(compressed > 0);
     assert_eq!(summary["anomalies"]["ppp_header_compressed"], compressed, "{summary}");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
-        .args(["analyze", "--progress", "never"])
-        .arg(&link)
-        .output()
-        .unwrap();
+    let out = common::calliper(&["analyze", "--progress", "never", link.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("calliper crtp decompress"), "{text}");
     std::fs::remove_dir_all(&dir).ok();

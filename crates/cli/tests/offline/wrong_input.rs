@@ -94,14 +94,7 @@ fn the_text_report_speaks_plainly() {
     }
     let dir = common::scratch_dir("plain-text");
     let db = dir.join("calls.db");
-    let out = calliper(&[
-        "analyze",
-        "--progress",
-        "never",
-        "--db",
-        db.to_str().unwrap(),
-        capture.to_str().unwrap(),
-    ]);
+    let out = common::analyze_db(&capture, &db, &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     common::succeeded(&out);
     assert_eq!(first.len(), 3);
@@ -124,14 +117,7 @@ fn the_text_report_speaks_plainly() {
         .unwrap();
     assert!(status.status.success());
     let db1 = dir.join("one.db");
-    let out = calliper(&[
-        "analyze",
-        "--progress",
-        "never",
-        "--db",
-        db1.to_str().unwrap(),
-        one.to_str().unwrap(),
-    ]);
+    let out = common::analyze_db(&one, &db1, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stored 1 call in"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
