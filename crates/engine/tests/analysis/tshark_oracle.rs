@@ -17,6 +17,17 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 
+/// A stream record's (source, port, destination, port, SSRC), as tshark keys its streams.
+fn stream_key(s: &Value) -> (String, u16, String, u16, u32) {
+    (
+        s["src"].as_str().unwrap().to_string(),
+        s["src_port"].as_u64().unwrap() as u16,
+        s["dst"].as_str().unwrap().to_string(),
+        s["dst_port"].as_u64().unwrap() as u16,
+        s["ssrc"].as_u64().unwrap() as u32,
+    )
+}
+
 fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Value> {
     let mut m = HashMap::new();
     for l in lines {
@@ -26,14 +37,7 @@ fn all_streams(lines: &[Value]) -> HashMap<(String, u16, String, u16, u32), Valu
             _ => vec![],
         };
         for s in streams {
-            let key = (
-                s["src"].as_str().unwrap().to_string(),
-                s["src_port"].as_u64().unwrap() as u16,
-                s["dst"].as_str().unwrap().to_string(),
-                s["dst_port"].as_u64().unwrap() as u16,
-                s["ssrc"].as_u64().unwrap() as u32,
-            );
-            m.insert(key, s.clone());
+            m.insert(stream_key(s), s.clone());
         }
     }
     m
@@ -244,13 +248,7 @@ fn dtmf_events_match_tshark() {
         let mut seen = std::collections::HashSet::new();
         for call in analyze(&file).lines().iter().filter(|l| l["type"] == "call") {
             for s in call["streams"].as_array().unwrap() {
-                let key = (
-                    s["src"].as_str().unwrap().to_string(),
-                    s["src_port"].as_u64().unwrap() as u16,
-                    s["dst"].as_str().unwrap().to_string(),
-                    s["dst_port"].as_u64().unwrap() as u16,
-                    s["ssrc"].as_u64().unwrap() as u32,
-                );
+                let key = stream_key(s);
                 let got: Vec<(String, u64)> = s["dtmf"]
                     .as_array()
                     .unwrap()
