@@ -276,7 +276,7 @@ pub struct EngineArgs {
     /// Analysis threads. Above 1, each shard analyses the media of its share
     /// of addresses (reading capture files itself) and every shard parses all
     /// signalling; the results are identical to one thread. On a 2-vCPU
-    /// machine 2 threads were 1.06-1.25x faster than 1 (BENCHMARKS.md).
+    /// machine 2 threads ran at 0.85-1.25x the speed of 1 (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
     /// Rules from this TOML file: ignore, label or select for recording
