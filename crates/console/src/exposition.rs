@@ -25,13 +25,20 @@ impl<'a> Family<'a> {
     /// A sample of the series whose labels are `labels` (name, value):
     /// values are escaped, names are the code's.
     pub(crate) fn sample(&mut self, labels: &[(&str, &str)], v: impl Display) {
+        self.series("", labels, v);
+    }
+
+    /// A sample of the family's series named with `suffix` (a histogram's
+    /// `_bucket`, `_sum` and `_count`), braces only around labels.
+    pub(crate) fn series(&mut self, suffix: &str, labels: &[(&str, &str)], v: impl Display) {
         self.o.push_str(self.name);
-        self.o.push('{');
+        self.o.push_str(suffix);
         for (i, (k, value)) in labels.iter().enumerate() {
-            let comma = if i > 0 { "," } else { "" };
-            let _ = write!(self.o, "{comma}{k}=\"{}\"", escape_label(value));
+            let open = if i > 0 { "," } else { "{" };
+            let _ = write!(self.o, "{open}{k}=\"{}\"", escape_label(value));
         }
-        let _ = writeln!(self.o, "}} {v}");
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self.o, "{close} {v}");
     }
 
     /// One sample per `(value of label, count)`.
@@ -71,11 +78,15 @@ mod tests {
         let mut f = Family::new(&mut o, "n", "gauge", "Two labels.");
         f.sample(&[("x", "1"), ("y", "2")], 1.5);
         Family::new(&mut o, "g", "gauge", "One value.").value(7);
+        let mut h = Family::new(&mut o, "h", "histogram", "Suffixed.");
+        h.series("_bucket", &[("le", "+Inf")], 2);
+        h.series("_sum", &[], 0.5);
         assert_eq!(
             o,
             "# HELP m_total Things.\n# TYPE m_total counter\nm_total{kind=\"a\\\"b\\\\c\\nd\"} 3\n\
              # HELP n Two labels.\n# TYPE n gauge\nn{x=\"1\",y=\"2\"} 1.5\n\
-             # HELP g One value.\n# TYPE g gauge\ng 7\n"
+             # HELP g One value.\n# TYPE g gauge\ng 7\n\
+             # HELP h Suffixed.\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0.5\n"
         );
         assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }

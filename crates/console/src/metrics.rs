@@ -13,7 +13,6 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use rusqlite::Connection;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
 /// Most new rows of one table read by one scrape (the rest wait for the
@@ -69,12 +68,13 @@ impl Histogram {
     }
 
     fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut f = Family::new(out, name, "histogram", help);
         for (b, c) in self.bounds.iter().zip(&self.counts) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+            f.series("_bucket", &[("le", &b.to_string())], c);
         }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", self.sum, self.count);
+        f.series("_bucket", &[("le", "+Inf")], self.count);
+        f.series("_sum", &[], self.sum);
+        f.series("_count", &[], self.count);
     }
 }
 

@@ -246,7 +246,8 @@ impl<T: Keyed> KeyedSlab<T> {
     pub fn insert(&mut self, v: T) -> Result<Idx, T> {
         let key = v.key();
         let i = self.slab.insert(v)?;
-        self.index.insert(key, i);
+        let held = self.index.insert(key, i);
+        debug_assert!(held.is_none(), "a key inserted while held: find it first");
         Ok(i)
     }
 

@@ -60,9 +60,19 @@ pub(super) fn set_option<T>(
     Ok(())
 }
 
-/// Reads option `name` of `level` into `value` (a plain C struct or
-/// integer: any bytes the kernel writes make a valid one).
-pub(super) fn get_option<T: Copy>(
+/// Plain C data: any bytes the kernel writes make a valid value (so not
+/// `bool`, `char`, references, enums or non-zero integers).
+///
+/// # Safety
+/// Implement only for integers and `repr(C)` structs of integers.
+pub(super) unsafe trait PlainData: Copy {}
+// SAFETY: an integer; every bit pattern is one.
+unsafe impl PlainData for libc::c_int {}
+// SAFETY: three `u32` counters.
+unsafe impl PlainData for libc::tpacket_stats_v3 {}
+
+/// Reads option `name` of `level` into `value`.
+pub(super) fn get_option<T: PlainData>(
     fd: &OwnedFd,
     level: i32,
     name: i32,

@@ -144,14 +144,13 @@ impl Endpoint {
         self.exchange("/", "", body, Exchange::Write)
     }
 
-    /// The rows of a `FORMAT TSV` query's answer, each split at its tabs
-    /// (the schema's and retention's questions about system tables).
-    pub(crate) fn tsv(&self, query: &str) -> Result<Vec<Vec<String>>, HttpError> {
+    /// A `FORMAT TSV` query's answer as text (invalid UTF-8 replaced), for
+    /// the schema's and retention's questions about system tables; callers
+    /// walk its lines as they need, building nothing per row.
+    pub(crate) fn tsv(&self, query: &str) -> Result<String, HttpError> {
         let answer = self.post(query.as_bytes())?;
-        Ok(String::from_utf8_lossy(&answer)
-            .lines()
-            .map(|l| l.split('\t').map(str::to_string).collect())
-            .collect())
+        Ok(String::from_utf8(answer)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     }
 
     /// Runs `sql` (text of ours: it travels in the URL) with `tables` as

@@ -46,7 +46,7 @@ impl Retention {
             let listed = e.tsv(&format!(
                 "SELECT DISTINCT partition FROM system.parts WHERE database = '{database}' AND table = '{table}' AND active FORMAT TSV"
             ))?;
-            for partition in listed.iter().map(|row| row[0].as_str()) {
+            for partition in listed.lines() {
                 let Some(day) = day_number(partition) else {
                     continue;
                 };

@@ -7,6 +7,7 @@ use super::http::Endpoint;
 use super::HttpError;
 use super::Table;
 use crate::StoreError;
+use std::collections::HashSet;
 
 /// The statements that make the database and its tables on one server
 /// (none drops or changes anything that exists). With a `cluster` (one
@@ -221,7 +222,7 @@ impl Schema {
             "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE database = '{db}' AND table = '{calls}' AND active FORMAT TSV"
         ))?;
         // Days as numbers (a partition of day 0 is named 0000-00-00).
-        for day in listed.iter().map(|row| row[0].as_str()) {
+        for day in listed.lines() {
             let Ok(day) = day.parse::<u16>() else {
                 continue;
             };
@@ -239,13 +240,15 @@ impl Schema {
 
     /// Refuses tables of another engine (or missing) by name.
     fn check_engines(&self, e: &Endpoint, engines: &[(String, &str)]) -> Result<(), HttpError> {
-        let found = e.tsv(&format!(
+        let answer = e.tsv(&format!(
             "SELECT name, engine FROM system.tables WHERE database = '{}' FORMAT TSV",
             self.database
         ))?;
+        // Each table looked for in the answer's rows, nothing collected: the
+        // answer is the server's, up to `MAX_RESPONSE`, and a row is a few bytes.
+        let rows = || answer.lines().filter_map(|l| l.split_once('\t'));
         for (table, engine) in engines {
-            let have = found.iter().find(|row| row[0] == *table).and_then(|row| row.get(1));
-            let have = have.map(String::as_str);
+            let have = rows().find(|(n, _)| n == table).map(|(_, e)| e);
             if have != Some(*engine) {
                 return Err(HttpError::Server {
                     status: 0,
@@ -264,13 +267,24 @@ impl Schema {
 
     /// Adds the columns a table made by an earlier version lacks.
     fn add_columns(&self, e: &Endpoint) -> Result<(), HttpError> {
-        let have = e.tsv(&format!(
+        let answer = e.tsv(&format!(
             "SELECT table, name FROM system.columns WHERE database = '{}' FORMAT TSV",
             self.database
         ))?;
-        for (table, columns) in named_columns(&self.engines) {
+        let wanted = named_columns(&self.engines);
+        let mut missing: HashSet<(&str, &str)> = wanted
+            .iter()
+            .flat_map(|(table, columns)| {
+                columns.iter().map(move |(n, _)| (table.as_str(), n.as_str()))
+            })
+            .collect();
+        // One pass over the server's rows, keeping only what was wanted.
+        for row in answer.lines().filter_map(|l| l.split_once('\t')) {
+            missing.remove(&row);
+        }
+        for (table, columns) in &wanted {
             for (name, ty) in columns {
-                if !have.iter().any(|row| row[0] == table && row.get(1) == Some(&name)) {
+                if missing.contains(&(table.as_str(), name.as_str())) {
                     let add =
                         format!("ALTER TABLE {}.{table} ADD COLUMN {name} {ty}", self.database);
                     e.post(add.as_bytes())?;
@@ -286,7 +300,7 @@ impl Schema {
             "SELECT count() FROM system.tables WHERE database = '{}' AND name = '{FILLED}' FORMAT TSV",
             self.database
         ))?;
-        Ok(count.first().is_none_or(|row| row[0].trim() != "0"))
+        Ok(count.trim() != "0")
     }
 }
 
