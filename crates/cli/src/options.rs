@@ -275,7 +275,9 @@ pub struct EngineArgs {
     pub dedup_window: f64,
     /// Analysis threads. Above 1, each shard analyses the media of its share
     /// of addresses (reading capture files itself) and every shard parses all
-    /// signalling; the results are identical to one thread. On a 2-vCPU
+    /// signalling; the calls, streams and counters equal one thread's, perhaps in
+    /// another order (KPI rows may split differently, with equal sums:
+    /// docs/kpi.md). On a 2-vCPU
     /// machine 2 threads ran at 0.85-1.25x the speed of 1 (BENCHMARKS.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
