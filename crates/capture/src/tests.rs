@@ -43,6 +43,15 @@ fn pcap_both_byte_orders_and_resolutions() {
         assert_eq!(p.ts_ns, 10_000_000_000 + if nanos { 500 } else { 500_000 });
         assert_eq!(r.next_packet().unwrap().unwrap().data, b"defg");
         assert!(r.next_packet().unwrap().is_none());
+        // The batched reading (its own loop for each byte order and unit).
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        let b = r.next_batch(64).unwrap();
+        let got: Vec<_> = b.iter().map(|p| (p.ts_ns, p.data.to_vec(), p.orig_len)).collect();
+        let frac = if nanos { 500 } else { 500_000 };
+        assert_eq!(
+            got,
+            [(10_000_000_000 + frac, b"abc".to_vec(), 3), (11_000_000_000, b"defg".to_vec(), 4)]
+        );
     }
 }
 
