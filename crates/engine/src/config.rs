@@ -83,6 +83,26 @@ impl Batcher {
         true
     }
 
+    /// [`Self::boundary`] for packets in order when none of them ends a
+    /// batch: then they are all taken and this is true; else none is
+    /// (false), and the caller asks packet by packet. One test a reading
+    /// instead of one a packet.
+    #[inline]
+    pub fn take_all(&mut self, batch: &[crate::RawPacket<'_>]) -> bool {
+        let Some(first) = batch.first() else {
+            return true;
+        };
+        let latest = batch.iter().fold(first.ts_ns, |t, p| t.max(p.ts_ns));
+        let start_ns = if self.start_ns == i64::MIN { first.ts_ns } else { self.start_ns };
+        let fits = self.packets as usize + batch.len() <= BATCH as usize
+            && latest.saturating_sub(start_ns) < BATCH_NS;
+        if fits {
+            self.start_ns = start_ns;
+            self.packets += batch.len() as u32;
+        }
+        fits
+    }
+
     /// Called for every packet, in order: true when a batch ends before it.
     pub fn boundary(&mut self, ts_ns: i64) -> bool {
         if self.start_ns == i64::MIN {

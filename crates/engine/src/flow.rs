@@ -50,12 +50,13 @@ fn shard_of(a: (u64, u16), b: (u64, u16), n: u64) -> u64 {
         k ^ (k >> 29)
     };
     let h = mix(a).wrapping_add(mix(b)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    // Multiply-shift maps the hash onto 3n - 1 slots without a division
-    // (~40 cycles); the first shard takes two, every other three. The
+    // Multiply-shift maps the hash onto 4n - 1 slots without a division
+    // (~40 cycles); the first shard takes three, every other four. The
     // first shard also counts every packet's traffic and delivers
-    // signalling, so it analyses less media (BENCHMARKS.md, session 36).
-    let slots = 3 * n.max(1) - 1;
-    ((((h as u128 * slots as u128) >> 64) as u64) + 1) / 3
+    // signalling, so it analyses less media (BENCHMARKS.md, sessions 36
+    // and 38: with two shards, 3 of 7 evens their instructions).
+    let slots = 4 * n.max(1) - 1;
+    ((((h as u128 * slots as u128) >> 64) as u64) + 1) / 4
 }
 
 /// The flow of a frame's transport ports.

@@ -18,6 +18,25 @@ impl Engine {
     /// instead of stalling one packet after another. The prefetches are
     /// hints only: every packet is then handled exactly as alone.
     pub fn packets(&mut self, batch: &[RawPacket<'_>]) {
+        // Batch ends, unless the caller ends batches (a shard): looked for
+        // once for the lot, and packet by packet only when one falls inside.
+        if self.external_batches || self.batcher.take_all(batch) {
+            return self.groups(batch);
+        }
+        let mut start = 0;
+        for (j, p) in batch.iter().enumerate() {
+            if self.batcher.boundary(p.ts_ns) {
+                self.groups(&batch[start..j]);
+                start = j;
+                self.advance_to(p.ts_ns);
+                self.end_batch(&[]);
+            }
+        }
+        self.groups(&batch[start..]);
+    }
+
+    /// Packets within one batch, a group of [`LOOKAHEAD`] at a time.
+    fn groups(&mut self, batch: &[RawPacket<'_>]) {
         if let [one] = batch {
             // No lookahead: skip setting up a group's worth of state.
             return self.group::<1>(std::slice::from_ref(one));
@@ -76,7 +95,10 @@ impl Engine {
                         d.prefetch(h);
                     }
                 }
-                if let Some(k) = e.rtp_key(f) {
+                // A shard's own media was found so by `media_owner` or the
+                // reader: its key needs no second ownership test.
+                let mine = e.shard.is_none() || media[i] == Some(true);
+                if let Some(k) = e.rtp_key(f).filter(|_| mine) {
                     let h = k.hash(e.key_seed);
                     e.stream_ids.prefetch(h);
                     sh[i] = Some(h);
@@ -118,10 +140,6 @@ impl Engine {
             }
             self.counters.packets += 1;
             self.counters.bytes += p.data.len() as u64;
-            if !self.external_batches && self.batcher.boundary(p.ts_ns) {
-                self.advance_to(p.ts_ns);
-                self.end_batch(&[]);
-            }
             if p.ts_ns > self.now {
                 self.now = p.ts_ns;
             }
@@ -179,17 +197,15 @@ impl Engine {
         Some(route::media_flow(&self.sip, f)?.shard(n) == i)
     }
 
-    /// The stream key of a frame this engine analyses as RTP: one it would
-    /// send to `media_datagram` (`transport` then does, by the key hint).
+    /// The stream key of a frame analysed as RTP: one `transport` would
+    /// send to `media_datagram` (it then does, by the key hint), given that
+    /// in a sharded run the caller found the frame to be this shard's media.
     /// No SIP test: SIP starts with a letter, never with RTP's version bits
     /// (`SipClassifier::is_sip`; its test `rtp_is_never_sip` holds that).
     #[inline(always)]
     pub(crate) fn rtp_key(&self, f: &Frame<'_>) -> Option<StreamKey> {
         let (sport, dport, payload) = f.udp()?;
         if payload.len() < 12 || payload[0] >> 6 != 2 || looks_like_rtcp(payload) {
-            return None;
-        }
-        if self.shard.is_some_and(|(i, n)| flow(f, sport, dport).shard(n) != i) {
             return None;
         }
         Some(StreamKey {

@@ -94,11 +94,32 @@ impl Router {
         })
     }
 
-    /// How shard `index` takes a packet ([`Router::route`], then
-    /// [`Routed::for_shard`]): a shard reading the input itself decides
-    /// this for every packet.
+    /// How shard `index` takes a packet: [`Router::route`], then
+    /// [`Routed::for_shard`]. A shard reading the input itself decides this
+    /// for every packet, most of them another shard's, so the skim's case
+    /// is spelled out here: no traffic class unless this shard counts it.
     #[inline(always)]
     pub fn routing(&self, index: usize, link_type: u16, data: &[u8]) -> Routing {
+        let Some(u) = calliper_wire::skim_udp4(link_type, data) else {
+            return self.decoded_routing(index, link_type, data);
+        };
+        let (sport, dport, payload) = (u.sport, u.dport, u.payload);
+        if !is_media(&self.sip, sport, dport, payload) {
+            return Routing::Unknown;
+        }
+        if flow::shard_v4(u.src, sport, u.dst, dport, self.shards) == index as u64 {
+            Routing::Owned
+        } else if index == 0 {
+            let class = traffic::class_of_udp4(&self.sip, sport, dport, payload);
+            Routing::Counted { class, src: u.src.into() }
+        } else {
+            Routing::Skipped
+        }
+    }
+
+    /// [`Router::routing`] of a frame the skim does not read.
+    #[inline(never)]
+    fn decoded_routing(&self, index: usize, link_type: u16, data: &[u8]) -> Routing {
         self.route(link_type, data).map_or(Routing::Unknown, |r| r.for_shard(index))
     }
 }

@@ -187,11 +187,13 @@ pub(crate) fn reading(
         // Packets another shard owns stay in place, marked: they move the
         // clock in capture order, as in one engine.
         let mut start = 0;
-        for j in 0..raw.len() {
-            if batcher.boundary(raw[j].ts_ns) {
-                s.e.packets(&raw[start..j]);
-                start = j;
-                s.end_batch(raw[j].ts_ns, 0)?;
+        if !batcher.take_all(raw) {
+            for j in 0..raw.len() {
+                if batcher.boundary(raw[j].ts_ns) {
+                    s.e.packets(&raw[start..j]);
+                    start = j;
+                    s.end_batch(raw[j].ts_ns, 0)?;
+                }
             }
         }
         s.e.packets(&raw[start..]);
