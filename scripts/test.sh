@@ -12,18 +12,30 @@ took() {
 # the browser (Chromium and its WebDriver) of the console test, and valgrind
 # (callgrind counts the packet path's instructions: benches/budget.sh), and
 # ClickHouse's server (the tests start their own, on loopback ports).
+# What a group named in CALLIPER_SKIP (README) alone needs is not installed.
+skipped() {
+    local skip=${CALLIPER_SKIP:-}
+    case ",${skip// /}," in *",$1,"*) return 0 ;; esac
+    return 1
+}
 need=()
-for pair in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
+# command:package, or command:package:group for what only that group's tests use.
+for entry in tshark:tshark mergecap:wireshark-common sipp:sip-tester kamailio:kamailio \
     baresip:baresip rtpengine:rtpengine-daemon nft:nftables tcpdump:tcpdump ip:iproute2 python3:python3 /usr/bin/time:time \
-    linphonec:linphone-cli espeak-ng:espeak-ng sox:sox iptables:iptables sngrep:sngrep \
-    chromium:chromium /usr/bin/chromedriver:chromium-driver valgrind:valgrind \
-    /usr/sbin/clickhouse-server:clickhouse-server; do
-    command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+    linphonec:linphone-cli:pesq espeak-ng:espeak-ng sox:sox iptables:iptables sngrep:sngrep \
+    chromium:chromium:browser /usr/bin/chromedriver:chromium-driver:browser valgrind:valgrind:budget \
+    /usr/sbin/clickhouse-server:clickhouse-server:clickhouse; do
+    IFS=: read -r command package group <<<"$entry"
+    if [ -n "$group" ] && skipped "$group"; then continue; fi
+    command -v "$command" >/dev/null 2>&1 || need+=("$package")
 done
 # spandsp (the PESQ rig's PLC, and the audio decoders' oracle), what
 # netfilterqueue builds on, a font for the browser's screenshots, bcg729
 # (the G.729 feature) and cmake (which builds libopus).
-for package in libspandsp2 libnetfilter-queue-dev fonts-dejavu-core libbcg729-dev cmake; do
+packages=(libnetfilter-queue-dev libbcg729-dev cmake)
+skipped browser || packages+=(fonts-dejavu-core)
+{ skipped spandsp && skipped pesq; } || packages+=(libspandsp2)
+for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -37,7 +49,8 @@ mkdir -p target
 # The PESQ scorer, the loss injector and chdb (a current ClickHouse, embedded)
 # are Python packages: used where they are installed, else installed into a
 # virtual environment under target/.
-modules="pesq numpy scipy soundfile netfilterqueue chdb"
+modules="pesq numpy scipy soundfile netfilterqueue"
+skipped chdb || modules+=" chdb"
 if ! python3 -c "import ${modules// /, }" 2>/dev/null; then
     venv=$PWD/target/pesq-python
     if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c "import ${modules// /, }" 2>/dev/null; then

@@ -63,7 +63,7 @@ calliper analyze --format jsonl -o calls.jsonl cap.pcap  \
 # a JSON object per call, stream and alert, and a summary\n  \
 calliper analyze --events intervals --format jsonl cap.pcap  \
 # also each stream's quality every --interval\n  \
-calliper analyze --sip-port 5060,5080 --hep-port 9060 cap.pcap  \
+calliper analyze --sip-port 5060,5080,7060 --hep-port 9060 cap.pcap \
 # SIP on other ports, and HEP feeds in the capture\n  \
 calliper analyze --memory-bound --max-calls 10000        \
 # the most memory these caps allow, and which flag bounds what\n  \

@@ -23,7 +23,7 @@ pub fn capture_dirs() -> Vec<PathBuf> {
 }
 
 /// The least a comparison must cover: `shared` on ../shared/pcaps, or
-/// `testdata_only` when only the repository's four captures are there.
+/// `testdata_only` when only the repository's own captures (`testdata/`) are there.
 pub fn at_least(shared: usize, testdata_only: usize) -> usize {
     if capture_dirs()[0].ends_with("public") {
         shared
