@@ -94,6 +94,10 @@ impl Batcher {
         };
         let latest = batch.iter().fold(first.ts_ns, |t, p| t.max(p.ts_ns));
         let start_ns = if self.start_ns == i64::MIN { first.ts_ns } else { self.start_ns };
+        if start_ns == i64::MIN {
+            // `boundary` reads this time as "no batch yet": its way then.
+            return false;
+        }
         let fits = self.packets as usize + batch.len() <= BATCH as usize
             && latest.saturating_sub(start_ns) < BATCH_NS;
         if fits {
@@ -226,5 +230,75 @@ mod tests {
         // The test can fail: a letter first is SIP on a SIP port.
         payload[0] = b'I';
         assert!(sip.is_sip(5060, 40000, &payload));
+    }
+
+    /// The batch ends `boundary` finds packet by packet, and those found
+    /// taking readings of `sizes` whole where `take_all` allows.
+    fn ends_both_ways(
+        times: &[i64],
+        sizes: &mut impl FnMut() -> usize,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let mut one = Batcher::default();
+        let alone = (0..times.len()).filter(|&j| one.boundary(times[j])).collect();
+        let (mut whole, mut ends, mut at) = (Batcher::default(), Vec::new(), 0);
+        while at < times.len() {
+            let reading: Vec<crate::RawPacket<'_>> = times[at..(at + sizes()).min(times.len())]
+                .iter()
+                .map(|&ts_ns| crate::RawPacket { ts_ns, ..Default::default() })
+                .collect();
+            if !whole.take_all(&reading) {
+                let ended = reading.iter().enumerate().filter(|(_, p)| whole.boundary(p.ts_ns));
+                ends.extend(ended.map(|(j, _)| at + j));
+            }
+            at += reading.len();
+        }
+        (ends, alone)
+    }
+
+    /// Readings taken whole by `take_all` (else packet by packet) end
+    /// batches before the very packets `boundary` alone ends them before.
+    #[test]
+    fn take_all_ends_batches_where_boundary_does() {
+        // The packet count: a reading whose last packet is the one past
+        // BATCH must not be taken whole.
+        let n = BATCH as usize;
+        for last in [n - 1, n, n + 1, n + 2] {
+            let times = vec![5; last + 1];
+            let mut sizes = {
+                let mut first = true;
+                move || if std::mem::take(&mut first) { last - 3 } else { 4 }
+            };
+            let (ends, alone) = ends_both_ways(&times, &mut sizes);
+            assert_eq!(ends, alone, "{last} packets");
+        }
+        // Times that run on, stall, step back, jump and sit at i64::MIN
+        // (which `boundary` reads as "no batch yet").
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for trial in 0..200 {
+            let mut ts = if trial % 2 == 0 { i64::MIN } else { 1_000_000_000 };
+            let times: Vec<i64> = (0..3_000)
+                .map(|_| {
+                    let r = next();
+                    ts = match r % 500 {
+                        // A lone packet stamped i64::MIN; the others run on.
+                        0 => return i64::MIN,
+                        1..=15 => ts.saturating_sub(5_000_000),
+                        16..=20 => ts.saturating_add(150_000_000),
+                        _ => ts.saturating_add((r >> 8) as i64 % 3_000_000),
+                    };
+                    ts
+                })
+                .collect();
+            let mut sizes = || (1 + next() % 64) as usize;
+            let (ends, alone) = ends_both_ways(&times, &mut sizes);
+            assert_eq!(ends, alone, "trial {trial}");
+            assert!(alone.len() > 3, "trial {trial}: too few batch ends to prove anything");
+        }
     }
 }
