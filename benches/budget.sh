@@ -21,8 +21,8 @@
 #                                     target/release/calliper)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-skip=${CALLIPER_SKIP:-}
-case ",${skip// /}," in *,budget,*) echo "budget: skipped (CALLIPER_SKIP=budget)"; exit 0 ;; esac
+skip=$(printf '%s' "${CALLIPER_SKIP:-}" | tr -d '[:space:]')
+case ",$skip," in *,budget,*) echo "budget: skipped (CALLIPER_SKIP=budget)"; exit 0 ;; esac
 command -v valgrind >/dev/null || {
     echo "budget: valgrind is needed (apt-get install valgrind; scripts/test.sh installs it)," \
         "or set CALLIPER_SKIP=budget to skip this on purpose" >&2

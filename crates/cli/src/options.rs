@@ -224,7 +224,7 @@ impl KpiArgs {
 /// How the engine analyses.
 #[derive(clap::Args, Debug)]
 pub struct EngineArgs {
-    /// Ports always treated as SIP (repeat or comma-separate). SIP on other ports is found by its start line.
+    /// Ports always treated as SIP (repeat or comma-separate; replaces the defaults, so repeat them to add one). SIP on other ports is found by its start line.
     #[arg(long = "sip-port", value_delimiter = ',', default_values_t = Config::default().sip_ports)]
     pub sip_ports: Vec<u16>,
     /// Only treat the --sip-port ports as SIP.
