@@ -75,10 +75,9 @@ impl Router {
     #[inline]
     pub fn route(&self, link_type: u16, data: &[u8]) -> Option<Routed> {
         if let Some(u) = calliper_wire::skim_udp4(link_type, data) {
-            let (sport, dport, payload) = (u.sport, u.dport, u.payload);
-            return is_media(&self.sip, sport, dport, payload).then(|| Routed {
-                shard: flow::shard_v4(u.src, sport, u.dst, dport, self.shards) as u16,
-                class: traffic::class_of_udp4(&self.sip, sport, dport, payload),
+            return self.skimmed_owner(&u).map(|shard| Routed {
+                shard: shard as u16,
+                class: traffic::class_of_udp4(&self.sip, u.sport, u.dport, u.payload),
                 src: u.src.into(),
             });
         }
@@ -103,18 +102,22 @@ impl Router {
         let Some(u) = calliper_wire::skim_udp4(link_type, data) else {
             return self.decoded_routing(index, link_type, data);
         };
-        let (sport, dport, payload) = (u.sport, u.dport, u.payload);
-        if !is_media(&self.sip, sport, dport, payload) {
-            return Routing::Unknown;
+        match self.skimmed_owner(&u) {
+            None => Routing::Unknown,
+            Some(shard) if shard == index as u64 => Routing::Owned,
+            Some(_) if index == 0 => {
+                let class = traffic::class_of_udp4(&self.sip, u.sport, u.dport, u.payload);
+                Routing::Counted { class, src: u.src.into() }
+            }
+            Some(_) => Routing::Skipped,
         }
-        if flow::shard_v4(u.src, sport, u.dst, dport, self.shards) == index as u64 {
-            Routing::Owned
-        } else if index == 0 {
-            let class = traffic::class_of_udp4(&self.sip, sport, dport, payload);
-            Routing::Counted { class, src: u.src.into() }
-        } else {
-            Routing::Skipped
-        }
+    }
+
+    /// The shard owning a skimmed datagram, when it is media.
+    #[inline(always)]
+    fn skimmed_owner(&self, u: &calliper_wire::Udp4<'_>) -> Option<u64> {
+        is_media(&self.sip, u.sport, u.dport, u.payload)
+            .then(|| flow::shard_v4(u.src, u.sport, u.dst, u.dport, self.shards))
     }
 
     /// [`Router::routing`] of a frame the skim does not read.
