@@ -97,6 +97,12 @@ pub fn epoch_ns(s: &str) -> i64 {
     sec.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap()
 }
 
+/// The `-T fields` names that tell an RTP stream apart, in this order:
+/// source address (IPv4, IPv6: one of the two is empty), source port,
+/// destination address (IPv4, IPv6), destination port, SSRC (hex).
+pub const RTP_STREAM_FIELDS: [&str; 7] =
+    ["ip.src", "ipv6.src", "udp.srcport", "ip.dst", "ipv6.dst", "udp.dstport", "rtp.ssrc"];
+
 /// tshark's `-T fields` output for the packets matching `filter` (all when
 /// empty): a line a packet, the `fields` separated by tabs unless `opts`
 /// (tshark's own options: `-o rtp.heuristic_rtp:TRUE`, `-E separator=|`,

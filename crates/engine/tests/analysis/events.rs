@@ -6,7 +6,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{at_least, captures, repo_root};
-use calliper_testkit::oracle::{epoch_ns, tshark_fields, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{epoch_ns, tshark_fields, KNOWN_DIFFERENCES, RTP_STREAM_FIELDS};
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,16 +50,7 @@ fn tshark_intervals(file: &Path, keep: &BTreeSet<Key>) -> BTreeMap<(Key, i64), u
         file,
         &["-o", "rtp.heuristic_rtp:TRUE"],
         "rtp",
-        &[
-            "frame.time_epoch",
-            "ip.src",
-            "ipv6.src",
-            "udp.srcport",
-            "ip.dst",
-            "ipv6.dst",
-            "udp.dstport",
-            "rtp.ssrc",
-        ],
+        &[&["frame.time_epoch"], &RTP_STREAM_FIELDS[..]].concat(),
     );
     let mut counts = BTreeMap::new();
     for line in out.lines() {

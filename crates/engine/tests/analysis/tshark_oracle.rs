@@ -11,7 +11,9 @@
 //! `crates/cli/tests/offline/captures.rs`.
 
 use calliper_testkit::captures::{at_least, capture_dirs, captures, write_pcap};
-use calliper_testkit::oracle::{tshark_fields, tshark_streams, KNOWN_DIFFERENCES};
+use calliper_testkit::oracle::{
+    tshark_fields, tshark_streams, KNOWN_DIFFERENCES, RTP_STREAM_FIELDS,
+};
 use calliper_testkit::probe::analyze;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -178,18 +180,8 @@ fn tshark_dtmf(file: &Path) -> Events {
         file,
         &[],
         "rtpevent",
-        &[
-            "ip.src",
-            "ipv6.src",
-            "udp.srcport",
-            "ip.dst",
-            "ipv6.dst",
-            "udp.dstport",
-            "rtp.ssrc",
-            "rtp.timestamp",
-            "rtpevent.event_id",
-            "rtpevent.duration",
-        ],
+        &[&RTP_STREAM_FIELDS[..], &["rtp.timestamp", "rtpevent.event_id", "rtpevent.duration"]]
+            .concat(),
     );
     let mut events: Events = HashMap::new();
     let mut last_ts: HashMap<(String, u16, String, u16, u32), u64> = HashMap::new();
