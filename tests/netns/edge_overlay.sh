@@ -25,6 +25,7 @@ loss=${3:-5}
 : "${CALLIPER:?CALLIPER must name the calliper binary}"
 A=cal-ea-$$ B=cal-eb-$$ P=cal-ep-$$
 . "$here/topology.sh"
+. "$here/edge.sh"
 ipa "$P" ip addr add 127.0.0.2/8 dev lo 2>/dev/null || true
 
 # The overlay link is keyed: every datagram on it authenticated.
@@ -38,12 +39,8 @@ id = $3
 addr = "$4"
 loss_pct = $loss
 key_file = "$out/link.key"
-[edge]
-control = "udp:$5"
-address = "$6"
-ports = "$7"
-peers = [{ node = $3, address = "$8" }]
 TOML
+    edge_table "$5" "$6" "$7" "$3" "$8"
 }
 node 1 127.0.0.1:7001 2 127.0.0.1:7002 127.0.0.1:2223 10.90.1.1 40000-40499 10.90.2.1 >"$out/node-a.toml"
 node 2 127.0.0.1:7002 1 127.0.0.1:7001 127.0.0.1:2224 10.90.2.1 40500-40999 10.90.1.1 >"$out/node-b.toml"

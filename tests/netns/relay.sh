@@ -18,30 +18,12 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 bin=$2
 streams=${3:-4}
 R1=cal-r1-$$ R2=cal-r2-$$ R3=cal-r3-$$
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for n in "$R1" "$R2" "$R3"; do ip netns del "$n" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-if ! ip netns add "$R1" 2>/dev/null; then
-    echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
-    exit 77
-fi
-ip netns add "$R2"
-ip netns add "$R3"
-ns() { ip netns exec "$1" "${@:2}"; }
-link() { # link NS_A DEV_A ADDR_A NS_B DEV_B ADDR_B
-    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
-    ns "$1" ip addr add "$3/24" dev "$2"
-    ns "$4" ip addr add "$6/24" dev "$5"
-    ns "$1" ip link set "$2" up
-    ns "$4" ip link set "$5" up
-}
-for n in "$R1" "$R2" "$R3"; do ns "$n" ip link set lo up; done
-link "$R1" v12 10.91.12.1 "$R2" v21 10.91.12.2
-link "$R2" v23 10.91.23.2 "$R3" v32 10.91.23.3
-link "$R1" v13 10.91.13.1 "$R3" v31 10.91.13.3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/namespaces.sh"
+namespaces "$R1" "$R2" "$R3"
+link "$R1" v12 10.91.12.1/24 "$R2" v21 10.91.12.2/24
+link "$R2" v23 10.91.23.2/24 "$R3" v32 10.91.23.3/24
+link "$R1" v13 10.91.13.1/24 "$R3" v31 10.91.13.3/24
 
 cat >"$out/r1.toml" <<T
 id = 1
@@ -86,25 +68,25 @@ T
 run_for=16
 for i in 1 2 3; do
     n=R$i
-    ns "${!n}" "$bin" relay run "$out/r$i.toml" --duration $run_for --stats "$out/r$i.json" --seed $i \
+    ipa "${!n}" "$bin" relay run "$out/r$i.toml" --duration $run_for --stats "$out/r$i.json" --seed $i \
         2>"$out/r$i.log" &
     pids+=($!)
 done
 sleep 2 # hellos, RTTs and link state settle
 for s in $(seq 1 "$streams"); do
-    ns "$R3" "$bin" relay recv --node 127.0.0.1:7000 --vport $((5000 + s)) --count 500 --idle 4 \
+    ipa "$R3" "$bin" relay recv --node 127.0.0.1:7000 --vport $((5000 + s)) --count 500 --idle 4 \
         >"$out/recv-$s.json" 2>"$out/recv-$s.log" &
     pids+=($!)
 done
 sleep 0.3
 for s in $(seq 1 "$streams"); do
-    ns "$R1" "$bin" relay send --node 127.0.0.1:7000 --dest 3 --vport $((5000 + s)) --count 500 \
+    ipa "$R1" "$bin" relay send --node 127.0.0.1:7000 --dest 3 --vport $((5000 + s)) --count 500 \
         --interval-ms 20 2>"$out/send-$s.log" &
     pids+=($!)
 done
 sleep 4
-ns "$R2" ip link set v23 down  # kill the r2-r3 link
+ipa "$R2" ip link set v23 down  # kill the r2-r3 link
 # A stranger: r1's address but not the node's port is no neighbour of r2.
-ns "$R1" python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.91.12.1', 0)); s.sendto(b'\xca\x11junk', ('10.91.12.2', 7000))"
+ipa "$R1" python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.91.12.1', 0)); s.sendto(b'\xca\x11junk', ('10.91.12.2', 7000))"
 wait
 echo "relay netns: $streams streams done, reports in $out"

@@ -56,33 +56,11 @@ burst=${BURST:-1}
 A=cal-pa-$$ EA=cal-pea-$$ R=cal-pr-$$ R2=cal-pr2-$$ EC=cal-pec-$$ B=cal-pb-$$ X=cal-px-$$
 all=("$A" "$EA" "$R" "$EC" "$B" "$X")
 [ "$hops" = 2 ] || all+=("$R2")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for n in "${all[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
-    sleep 0.2
-    # What did not stop on TERM is killed, so no namespace is left behind.
-    for n in "${all[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true; done
-    for n in "${all[@]}"; do ip netns del "$n" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+. "$here/namespaces.sh"
+. "$here/edge.sh"
 . "$here/sipp_calls.sh"
 . "$here/ready.sh"
-if ! ip netns add "$A" 2>/dev/null; then
-    echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
-    exit 77
-fi
-for n in "${all[@]:1}"; do ip netns add "$n"; done
-ipa() { ip netns exec "$1" "${@:2}"; }
-# link NS1 DEV1 ADDR1 NS2 DEV2 ADDR2: a veth pair, addressed and up.
-link() {
-    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
-    ipa "$1" ip addr add "$3" dev "$2"
-    ipa "$4" ip addr add "$6" dev "$5"
-    ipa "$1" ip link set "$2" up
-    ipa "$4" ip link set "$5" up
-}
-for n in "${all[@]}"; do ipa "$n" ip link set lo up; done
+namespaces "${all[@]}"
 link "$A" a0 10.90.1.2/24 "$EA" pa 10.90.1.1/24
 link "$EA" x1 10.91.1.1/24 "$R" c1 10.91.1.2/24
 link "$EC" pb 10.90.2.1/24 "$B" b0 10.90.2.2/24
@@ -170,13 +148,7 @@ if [ "$relay" = calliper ]; then
             echo "key_file = \"${rest#*,}\""
         done
         [ $# -gt 3 ] || return 0
-        cat <<TOML
-[edge]
-control = "udp:127.0.0.1:2223"
-address = "$4"
-ports = "$5"
-peers = [{ node = $6, address = "$7" }]
-TOML
+        edge_table 127.0.0.1:2223 "$4" "$5" "$6" "$7"
     }
     # Edge C's neighbour: the core (node 2), or the second core (node 4).
     if [ "$hops" = 2 ]; then
