@@ -51,6 +51,17 @@ impl Server {
         request(addr, "GET", path, headers)
     }
 
+    /// Each of `paths` is refused: a 400 whose JSON gives the reason in
+    /// a non-empty `error`.
+    pub fn assert_bad_requests(&self, paths: &[&str]) {
+        for q in paths {
+            let r = self.get(q, &[]);
+            assert_eq!(r.status, 400, "{q}: {}", r.text());
+            let why = r.json()["error"].as_str().map(str::to_string);
+            assert!(why.is_some_and(|e| !e.is_empty()), "{q}: no reason in {}", r.text());
+        }
+    }
+
     /// Every item of a paged list (`PATH` with `limit` and `offset` added
     /// to its query), page by page until `more` is not true: the arrays
     /// under `items` put together. Fails unless each page is a 200.

@@ -220,7 +220,7 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
 fn list_parameters_are_checked() {
     let db = sample_db("lists-bad.db");
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
-    for q in [
+    s.assert_bad_requests(&[
         "/api/alerts?nonsense=1",
         "/api/alerts?from=yesterday",
         "/api/alerts?limit=0",
@@ -235,10 +235,6 @@ fn list_parameters_are_checked() {
         "/api/kpi/load?interval=0",
         "/api/kpi/mos?interval=60",
         "/api/kpi/mos?from=yesterday",
-    ] {
-        let r = s.get(q, &[]);
-        assert_eq!(r.status, 400, "{q}: {}", r.text());
-        assert!(r.json()["error"].as_str().is_some_and(|e| !e.is_empty()));
-    }
+    ]);
     assert_eq!(s.get("/api/alerts?kind=low_mos&from=2026-01-01", &[]).status, 200);
 }
