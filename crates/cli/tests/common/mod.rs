@@ -254,6 +254,14 @@ pub fn namespace_rig(cmd: &mut Command, what: &str) -> Option<String> {
     Some(log)
 }
 
+/// Runs a namespace rig script (`rig`) that takes no argument but its
+/// output directory: that directory and the script's output, or None as
+/// `namespace_rig` says.
+pub fn run_namespace_rig(script: &str, name: &str) -> Option<(std::path::PathBuf, String)> {
+    let (mut cmd, dir) = rig(script, name);
+    namespace_rig(&mut cmd, script).map(|log| (dir, log))
+}
+
 /// `calliper analyze` of `pcap` into a fresh database `db`, with `extra` options.
 pub fn analyze_into_db(pcap: &Path, db: &Path, extra: &[&str]) {
     let _ = std::fs::remove_file(db);

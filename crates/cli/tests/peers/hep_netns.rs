@@ -47,8 +47,7 @@ fn tshark_blocks(pcap: &Path) -> Blocks {
 #[test]
 fn rtpengine_rtcp_over_hep_joins_the_call() {
     let _turn = crate::turn();
-    let (mut rig, dir) = common::rig("tests/netns/hep_rtcp.sh", "hep-rtcp");
-    let Some(log) = common::namespace_rig(&mut rig, "tests/netns/hep_rtcp.sh") else {
+    let Some((dir, log)) = common::run_namespace_rig("tests/netns/hep_rtcp.sh", "hep-rtcp") else {
         return;
     };
     let probe_log = std::fs::read_to_string(dir.join("hep-probe.log")).unwrap_or_default();

@@ -37,8 +37,7 @@ fn wav(path: &Path) -> (Vec<i16>, u16) {
 #[test]
 fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
     let _turn = crate::turn();
-    let (mut rig, dir) = common::rig("tests/netns/speech.sh", "speech");
-    let Some(log) = common::namespace_rig(&mut rig, "tests/netns/speech.sh") else {
+    let Some((dir, log)) = common::run_namespace_rig("tests/netns/speech.sh", "speech") else {
         return;
     };
     let (db, rec) = (dir.join("calls.db"), dir.join("rec"));
