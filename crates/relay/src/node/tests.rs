@@ -49,6 +49,19 @@ impl Net {
         }
     }
 
+    /// Node `from` sends `payload` to node `to` (virtual port 7) now, into
+    /// the links; with `lose`, the DATA datagram carrying it (the last one
+    /// taken) is lost there.
+    fn send_data(&mut self, from: NodeId, to: NodeId, payload: &[u8], lose: bool) {
+        let now = self.now;
+        self.node(from).send(now, to, 7, payload);
+        self.collect();
+        if lose {
+            let data = self.in_flight.pop().unwrap();
+            assert_eq!(data.3[2], 1, "a DATA datagram");
+        }
+    }
+
     /// Hands node `to` a datagram as if neighbour `from` had sent it.
     fn inject(&mut self, to: NodeId, from: NodeId, msg: Message<'_>) {
         let mut bytes = Vec::new();
@@ -231,13 +244,7 @@ fn a_lost_first_packet_is_found_and_recovered() {
     net.run_ms(500);
     assert!(net.node(1).counters.tails_sent > 0, "tails with the hellos");
     for i in 0..3u8 {
-        let now = net.now;
-        net.node(1).send(now, 2, 7, &[i; 20]);
-        net.collect();
-        if i == 0 {
-            let first = net.in_flight.pop().unwrap();
-            assert_eq!(first.3[2], 1, "a DATA datagram");
-        }
+        net.send_data(1, 2, &[i; 20], i == 0);
         net.run_ms(20);
     }
     net.run_ms(100);
@@ -262,14 +269,9 @@ fn a_lost_last_packet_is_found_by_the_tail_and_recovered() {
     // Those sent with the hellos before any data.
     let before = net.node(1).counters.tails_sent;
     for i in 0..10u8 {
-        let now = net.now;
-        net.node(1).send(now, 2, 7, &[i; 20]);
-        net.collect();
-        if i == 9 {
-            // The last datagram taken is the data just sent: lose it.
-            let last = net.in_flight.pop().unwrap();
-            assert_eq!(last.3[2], 1, "a DATA datagram");
-        } else {
+        // The last packet lost on the link.
+        net.send_data(1, 2, &[i; 20], i == 9);
+        if i < 9 {
             net.run_ms(20);
         }
     }
