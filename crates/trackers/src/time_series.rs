@@ -20,8 +20,14 @@ use std::sync::{Arc, Mutex};
 /// they are counted in [`TimeSeries::dropped`]). A row with packets is
 /// always kept: there are no more of those than packets between two writes.
 pub const MAX_TRAFFIC_ROWS: usize = 100_000;
-/// Stream reports held for rows not yet delivered (beyond: counted late).
+/// Stream reports held one by one for rows not yet delivered, and interval
+/// starts with sums waiting (beyond: counted late).
 const MAX_HELD: usize = 1_000_000;
+/// MOS is summed in units of 2^-52 (finer than an f64's step at 1.0) as
+/// integers: exact, so the sum is the same whatever order the shards
+/// delivered the reports in (floating-point addition is not associative),
+/// and no report need be kept to sort them.
+const MOS_UNIT: f64 = (1u64 << 52) as f64;
 
 /// One stream's report of one interval, as much as the row needs.
 #[derive(Debug, Clone, Copy)]
@@ -34,13 +40,132 @@ struct Report {
     mos: Option<f64>,
 }
 
+/// What a row takes from its reports; adding them up in any order gives
+/// the same sums.
+#[derive(Debug, Clone, Copy)]
+struct Sums {
+    streams: u64,
+    packets: u64,
+    expected: u64,
+    lost: i64,
+    mos_count: u64,
+    mos_units: u128,
+    mos_min: f64,
+}
+
+impl Default for Sums {
+    fn default() -> Self {
+        Sums {
+            streams: 0,
+            packets: 0,
+            expected: 0,
+            lost: 0,
+            mos_count: 0,
+            mos_units: 0,
+            mos_min: f64::INFINITY,
+        }
+    }
+}
+
+impl Sums {
+    fn add(&mut self, r: &Report) {
+        self.streams += 1;
+        self.packets = self.packets.saturating_add(r.packets);
+        self.expected = self.expected.saturating_add(r.expected);
+        self.lost = self.lost.saturating_add(r.lost);
+        if let Some(mos) = r.mos {
+            self.mos_count += 1;
+            // `as` saturates: a negative or NaN score adds 0.
+            self.mos_units = self.mos_units.saturating_add((mos * MOS_UNIT).round() as u128);
+            self.mos_min = self.mos_min.min(mos);
+        }
+    }
+
+    fn merge(&mut self, o: &Sums) {
+        self.streams += o.streams;
+        self.packets = self.packets.saturating_add(o.packets);
+        self.expected = self.expected.saturating_add(o.expected);
+        self.lost = self.lost.saturating_add(o.lost);
+        self.mos_count += o.mos_count;
+        self.mos_units = self.mos_units.saturating_add(o.mos_units);
+        self.mos_min = self.mos_min.min(o.mos_min);
+    }
+
+    fn write(&self, row: &mut Value) {
+        if let Value::Object(o) = row {
+            o.insert("streams".into(), self.streams.into());
+            o.insert("stream_packets".into(), self.packets.into());
+            o.insert("stream_expected".into(), self.expected.into());
+            o.insert("stream_lost".into(), self.lost.into());
+            let mean = (self.mos_count > 0)
+                .then(|| self.mos_units as f64 / MOS_UNIT / self.mos_count as f64);
+            o.insert("mos_mean".into(), mean.into());
+            o.insert("mos_min".into(), mean.map(|_| self.mos_min).into());
+        }
+    }
+}
+
+/// The reports of one interval until its row comes. A row is released at
+/// a batch end an interval or more after its interval ended, so a report
+/// made before `start + 2 × interval` counts whenever it comes, and is only
+/// summed. The one release that can come earlier is the end of the input's,
+/// at the newest packet's time, when no report is newer: those made at that
+/// very time are summed apart. Reports made later are kept one by one.
+#[derive(Debug, Default)]
+struct Interval {
+    early: Sums,
+    newest_ns: i64,
+    at_newest: Sums,
+    later: Vec<Report>,
+}
+
+impl Interval {
+    fn add_early(&mut self, r: &Report) {
+        if self.early.streams + self.at_newest.streams == 0 || r.reported_ns > self.newest_ns {
+            let newest = std::mem::take(&mut self.at_newest);
+            self.early.merge(&newest);
+            self.newest_ns = r.reported_ns;
+        }
+        if r.reported_ns == self.newest_ns {
+            self.at_newest.add(r);
+        } else {
+            self.early.add(r);
+        }
+    }
+
+    /// Reports made from `released_ns` on are late ([`Series::late`]).
+    fn close(self, released_ns: i64, late: &mut u64) -> Sums {
+        let mut sums = self.early;
+        if self.newest_ns < released_ns {
+            sums.merge(&self.at_newest);
+        } else {
+            *late += self.at_newest.streams;
+        }
+        for r in &self.later {
+            if r.reported_ns < released_ns {
+                sums.add(r);
+            } else {
+                *late += 1;
+            }
+        }
+        sums
+    }
+
+    /// Entries it holds against [`MAX_HELD`]: itself and its reports kept.
+    fn held(&self) -> usize {
+        1 + self.later.len()
+    }
+}
+
 #[derive(Default)]
 struct Series {
     /// Rows done, to be written.
     ready: Vec<Value>,
-    /// Reports held per interval start until its row comes.
-    held: BTreeMap<i64, Vec<Report>>,
+    /// Reports per interval start until its row comes.
+    held: BTreeMap<i64, Interval>,
     held_count: usize,
+    /// The reporting interval, learnt from the first report of a whole one.
+    every_ns: Option<i64>,
     /// The start of the newest row gone: reports for it or earlier are late.
     gone: Option<i64>,
     dropped: u64,
@@ -51,50 +176,56 @@ impl Series {
     /// Completes a row with the reports made before its release; those made
     /// after (held or still to come) are late, in one thread as in several.
     fn release(&mut self, start: i64, released_ns: i64, mut row: Value) {
-        let reports = self.held.remove(&start).unwrap_or_default();
-        self.held_count -= reports.len();
-        let (mut streams, mut packets, mut expected, mut lost) = (0u64, 0u64, 0u64, 0i64);
-        let mut scores = Vec::new();
-        for r in &reports {
-            if r.reported_ns >= released_ns {
-                self.late += 1;
-                continue;
+        let sums = match self.held.remove(&start) {
+            Some(i) => {
+                self.held_count -= i.held();
+                i.close(released_ns, &mut self.late)
             }
-            streams += 1;
-            packets += r.packets;
-            expected += r.expected;
-            lost += r.lost;
-            scores.extend(r.mos);
-        }
-        // Summed in one order whatever order the shards delivered them in:
-        // floating-point addition is not associative.
-        scores.sort_by(f64::total_cmp);
-        let mos_count = scores.len();
-        let mos_sum: f64 = scores.iter().sum();
-        let mos_min = scores.first().copied().unwrap_or(f64::INFINITY);
-        if let Value::Object(o) = &mut row {
-            o.insert("streams".into(), streams.into());
-            o.insert("stream_packets".into(), packets.into());
-            o.insert("stream_expected".into(), expected.into());
-            o.insert("stream_lost".into(), lost.into());
-            let mean = (mos_count > 0).then(|| mos_sum / mos_count as f64);
-            o.insert("mos_mean".into(), mean.into());
-            o.insert("mos_min".into(), mean.map(|_| mos_min).into());
-        }
+            None => Sums::default(),
+        };
+        sums.write(&mut row);
         self.gone = Some(self.gone.map_or(start, |g| g.max(start)));
         // Reports for intervals before this one can no longer find a row.
-        let stale: Vec<i64> = self.held.range(..start).map(|(k, _)| *k).collect();
-        for k in stale {
-            if let Some(v) = self.held.remove(&k) {
-                self.held_count -= v.len();
-                self.late += v.len() as u64;
+        while let Some(entry) = self.held.first_entry() {
+            if *entry.key() >= start {
+                break;
             }
+            let i = entry.remove();
+            self.held_count -= i.held();
+            self.late += i.early.streams + i.at_newest.streams + i.later.len() as u64;
         }
         let empty = row.get("packets").and_then(Value::as_u64) == Some(0);
         if empty && self.ready.len() >= MAX_TRAFFIC_ROWS {
             self.dropped += 1;
         } else {
             self.ready.push(row);
+        }
+    }
+
+    /// Holds a stream's report of the interval from `start` (`whole`: not
+    /// its stream's last, partial one, which ends at `end`).
+    fn report(&mut self, start: i64, end: i64, whole: bool, r: Report) {
+        if self.gone.is_some_and(|g| start <= g) {
+            self.late += 1;
+            return;
+        }
+        if whole && self.every_ns.is_none() && end > start {
+            self.every_ns = Some(end - start);
+        }
+        let early = self
+            .every_ns
+            .is_some_and(|every| r.reported_ns < start.saturating_add(every.saturating_mul(2)));
+        let is_new = !self.held.contains_key(&start);
+        if self.held_count + usize::from(is_new) + usize::from(!early) > MAX_HELD {
+            self.late += 1;
+            return;
+        }
+        let interval = self.held.entry(start).or_default();
+        self.held_count += usize::from(is_new) + usize::from(!early);
+        if early {
+            interval.add_early(&r);
+        } else {
+            interval.later.push(r);
         }
     }
 }
@@ -141,24 +272,249 @@ impl Tracker for TimeSeries {
                 self.lock().release(t.start_ns, t.released_ns, row);
             }
             Event::Interval(i) => {
-                let mut s = self.lock();
-                let start = i.figures.start_ns;
-                if s.gone.is_some_and(|g| start <= g) || s.held_count >= MAX_HELD {
-                    s.late += 1;
-                    return;
-                }
                 // Narrowband scores only: the row's MOS is on one scale.
                 let narrowband = i.mos_scale == Some(MosScale::Narrowband) && i.figures.packets > 0;
-                s.held.entry(start).or_default().push(Report {
+                let report = Report {
                     reported_ns: i.reported_ns,
                     packets: i.figures.packets as u64,
                     expected: i.figures.expected as u64,
                     lost: i.figures.lost,
                     mos: i.mos.filter(|_| narrowband),
-                });
-                s.held_count += 1;
+                };
+                let f = &i.figures;
+                self.lock().report(f.start_ns, f.end_ns, !i.last, report);
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVERY: i64 = 10_000;
+
+    /// The rule as first written: every report held, then filtered and
+    /// summed in sorted order at the release.
+    #[derive(Default)]
+    struct Reference {
+        held: BTreeMap<i64, Vec<Report>>,
+        gone: Option<i64>,
+        late: u64,
+    }
+
+    impl Reference {
+        fn report(&mut self, start: i64, r: Report) {
+            if self.gone.is_some_and(|g| start <= g) {
+                self.late += 1;
+            } else {
+                self.held.entry(start).or_default().push(r);
+            }
+        }
+
+        fn release(
+            &mut self,
+            start: i64,
+            released_ns: i64,
+        ) -> (u64, u64, u64, i64, Option<f64>, f64) {
+            let reports = self.held.remove(&start).unwrap_or_default();
+            let (mut streams, mut packets, mut expected, mut lost) = (0, 0, 0, 0);
+            let mut scores = Vec::new();
+            for r in reports {
+                if r.reported_ns >= released_ns {
+                    self.late += 1;
+                    continue;
+                }
+                streams += 1;
+                packets += r.packets;
+                expected += r.expected;
+                lost += r.lost;
+                scores.extend(r.mos);
+            }
+            scores.sort_by(f64::total_cmp);
+            let mean =
+                (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64);
+            self.gone = Some(self.gone.map_or(start, |g| g.max(start)));
+            let stale: Vec<i64> = self.held.range(..start).map(|(k, _)| *k).collect();
+            for k in stale {
+                self.late += self.held.remove(&k).map_or(0, |v| v.len() as u64);
+            }
+            (
+                streams,
+                packets,
+                expected,
+                lost,
+                mean,
+                scores.first().copied().unwrap_or(f64::INFINITY),
+            )
+        }
+    }
+
+    /// A small deterministic generator (no dependency).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    fn row(start: i64) -> Value {
+        serde_json::json!({ "start_ns": start, "packets": 1 })
+    }
+
+    /// Interval k's reports come during k + 1 (some later, some at the
+    /// release's own time), delivered in a shuffled order as shards would;
+    /// row k is released at a batch end an interval or more after k ended,
+    /// and the end of the input releases the rest at the newest time.
+    fn scenario(seed: u64) -> (Vec<Value>, Vec<Value>, u64, u64) {
+        let mut g = Lcg(seed);
+        let (mut s, mut reference) = (Series::default(), Reference::default());
+        let (mut rows, mut expected_rows) = (Vec::new(), Vec::new());
+        let intervals = 2 + g.next(5) as i64;
+        let mut pending: Vec<(i64, i64, bool, Report)> = Vec::new();
+        let mut newest = 0;
+        for k in 0..intervals {
+            let start = k * EVERY;
+            for _ in 0..g.next(40) {
+                let reported_ns = match g.next(6) {
+                    0 => start + EVERY + 3 * EVERY / 2 + g.next(EVERY as u64) as i64,
+                    1 => start + 2 * EVERY,
+                    _ => start + EVERY + g.next(EVERY as u64) as i64,
+                };
+                let mos = match g.next(4) {
+                    0 => None,
+                    _ => Some(1.0 + g.next(3_500_000) as f64 / 1e6),
+                };
+                let r = Report {
+                    reported_ns,
+                    packets: g.next(500),
+                    expected: g.next(500),
+                    lost: g.next(20) as i64 - 5,
+                    mos,
+                };
+                newest = newest.max(reported_ns);
+                pending.push((start, start + EVERY - g.next(2) as i64, g.next(5) != 0, r));
+            }
+        }
+        pending.sort_by_key(|p| p.3.reported_ns);
+        let mut released = 0;
+        let mut at = 0;
+        while released < intervals {
+            let start = released * EVERY;
+            let released_ns = start + 2 * EVERY + g.next(EVERY as u64) as i64;
+            // What comes before the release, shuffled within the batch.
+            let mut batch: Vec<_> = Vec::new();
+            while at < pending.len()
+                && pending[at].3.reported_ns <= released_ns + g.next(EVERY as u64 / 2) as i64
+            {
+                batch.push(pending[at]);
+                at += 1;
+            }
+            for i in (1..batch.len()).rev() {
+                batch.swap(i, g.next(i as u64 + 1) as usize);
+            }
+            for (st, end, whole, r) in batch {
+                let end = if whole { st + EVERY } else { end };
+                s.report(st, end, whole, r);
+                reference.report(st, r);
+            }
+            let last = released == intervals - 1;
+            let released_ns = if last { newest } else { released_ns };
+            s.release(start, released_ns, row(start));
+            let (streams, packets, exp, lost, mean, min) = reference.release(start, released_ns);
+            let mut want = row(start);
+            if let Value::Object(o) = &mut want {
+                o.insert("streams".into(), streams.into());
+                o.insert("stream_packets".into(), packets.into());
+                o.insert("stream_expected".into(), exp.into());
+                o.insert("stream_lost".into(), lost.into());
+                o.insert("mos_mean".into(), mean.into());
+                o.insert("mos_min".into(), mean.map(|_| min).into());
+            }
+            expected_rows.push(want);
+            released += 1;
+        }
+        for (st, end, whole, r) in &pending[at..] {
+            s.report(*st, *end, *whole, *r);
+            reference.report(*st, *r);
+        }
+        rows.append(&mut s.ready);
+        (rows, expected_rows, s.late, reference.late)
+    }
+
+    #[test]
+    fn sums_give_the_rows_holding_every_report_gave() {
+        for seed in 0..300 {
+            let (rows, want, late, want_late) = scenario(seed);
+            assert_eq!(late, want_late, "seed {seed}");
+            assert_eq!(rows.len(), want.len());
+            for (r, w) in rows.iter().zip(&want) {
+                for field in
+                    ["streams", "stream_packets", "stream_expected", "stream_lost", "mos_min"]
+                {
+                    assert_eq!(r[field], w[field], "seed {seed} {field}: {r} against {w}");
+                }
+                match (r["mos_mean"].as_f64(), w["mos_mean"].as_f64()) {
+                    (Some(a), Some(b)) => {
+                        assert!((a - b).abs() < 1e-9, "seed {seed}: {a} against {b}")
+                    }
+                    (a, b) => assert_eq!(a, b, "seed {seed}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_order_reports_come_in_does_not_change_a_row() {
+        let reports: Vec<Report> = (0..50)
+            .map(|i| Report {
+                reported_ns: EVERY + 10 * i,
+                packets: 50,
+                expected: 51,
+                lost: 1,
+                mos: Some(1.0 + (i as f64).sqrt() / 3.0),
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for order in [false, true] {
+            let mut s = Series::default();
+            let mut list = reports.clone();
+            if order {
+                list.reverse();
+            }
+            for r in list {
+                s.report(0, EVERY, true, r);
+            }
+            s.release(0, 2 * EVERY, row(0));
+            rows.push(s.ready.remove(0).to_string());
+        }
+        assert_eq!(rows[0], rows[1]);
+    }
+
+    #[test]
+    fn reports_made_at_the_release_or_after_are_late() {
+        let mut s = Series::default();
+        let r = |reported_ns| Report { reported_ns, packets: 1, expected: 1, lost: 0, mos: None };
+        // Summed (made within the next interval), the newest apart.
+        s.report(0, EVERY, true, r(EVERY + 1));
+        s.report(0, EVERY, true, r(EVERY + 5));
+        s.report(0, EVERY, true, r(EVERY + 5));
+        // Kept one by one (made two intervals on).
+        s.report(0, EVERY / 2, false, r(2 * EVERY + 7));
+        // The end of the input at the newest time: what was made then is late.
+        s.release(0, 2 * EVERY + 7, row(0));
+        assert_eq!(s.ready[0]["streams"], 3);
+        assert_eq!(s.late, 1);
+        assert_eq!(s.held_count, 0);
+        // A report for a row gone is late too.
+        s.report(0, EVERY, true, r(EVERY + 2));
+        assert_eq!(s.late, 2);
+        let mut s = Series::default();
+        s.report(0, EVERY, true, r(EVERY + 5));
+        s.report(0, EVERY, true, r(EVERY + 5));
+        s.release(0, EVERY + 5, row(0));
+        assert_eq!((s.ready[0]["streams"].as_u64(), s.late), (Some(0), 2));
     }
 }
