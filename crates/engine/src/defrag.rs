@@ -11,7 +11,7 @@
 //! Buffers of finished datagrams come back through [`Defragmenter::recycle`]
 //! and are reused, so steady state allocates nothing.
 
-use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
+use crate::lru::{Idx, KeyedSlab, Links};
 use calliper_wire::Fragment;
 use std::net::IpAddr;
 
@@ -72,18 +72,7 @@ struct Pending {
     total: Option<u32>,
 }
 
-impl Linked for Pending {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
-
-impl Keyed for Pending {
-    type Key = Key;
-    fn key(&self) -> Key {
-        self.key
-    }
-}
+crate::lru::entry!(Pending, key: Key);
 
 /// A reassembled datagram: its protocol and payload (give it back with
 /// [`Defragmenter::recycle`]).

@@ -80,7 +80,7 @@ pub use events::TrackerHub;
 use flow::flow;
 pub use flow::Flow;
 use hashbrown::HashMap;
-use lru::{Idx, Linked, Links, Slab};
+use lru::{Idx, Links, Slab};
 pub use route::{Routed, Router, Routing};
 use sctp::Sctp;
 use std::net::IpAddr;
@@ -265,11 +265,7 @@ struct Call {
     agent_reports: Option<Box<agent_reports::AgentReports>>,
 }
 
-impl Linked for Call {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::lru::entry!(Call);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct StreamKey {
@@ -311,11 +307,7 @@ struct Stream {
     closed: bool,
 }
 
-impl Linked for Stream {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::lru::entry!(Stream);
 
 /// The probe's state.
 pub struct Engine {

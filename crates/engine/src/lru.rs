@@ -36,6 +36,29 @@ pub trait Linked {
     fn links(&mut self) -> &mut Links;
 }
 
+/// Implements [`Linked`] for an entry keeping its links in a field `links`
+/// and, given `key: K`, [`Keyed`] for one keeping its key in a field `key`:
+/// every table's entries keep them so.
+macro_rules! entry {
+    ($t:ty) => {
+        impl $crate::lru::Linked for $t {
+            fn links(&mut self) -> &mut $crate::lru::Links {
+                &mut self.links
+            }
+        }
+    };
+    ($t:ty, key: $k:ty) => {
+        $crate::lru::entry!($t);
+        impl $crate::lru::Keyed for $t {
+            type Key = $k;
+            fn key(&self) -> $k {
+                self.key
+            }
+        }
+    };
+}
+pub(crate) use entry;
+
 /// A slab of `T` with free-slot reuse and several activity lists.
 #[derive(Debug)]
 pub struct Slab<T> {

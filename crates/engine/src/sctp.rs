@@ -8,7 +8,7 @@
 //! total, and given up after [`PARTIAL_TIMEOUT_NS`] without a piece; the
 //! oldest go first (an activity list, no scan).
 
-use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
+use crate::lru::{Idx, KeyedSlab, Links};
 use crate::Flow;
 use std::net::IpAddr;
 
@@ -49,18 +49,7 @@ struct Partial {
     data: Vec<u8>,
 }
 
-impl Linked for Partial {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
-
-impl Keyed for Partial {
-    type Key = Flow;
-    fn key(&self) -> Flow {
-        self.key
-    }
-}
+crate::lru::entry!(Partial, key: Flow);
 
 /// Worst-case heap of the SCTP layer (docs/hostile-input.md): message bytes
 /// (capacity up to twice the length) and per partial message its slot and

@@ -10,7 +10,7 @@
 //! given up is counted. Flows sit on one activity list, so idle expiry and
 //! eviction look only at its head.
 
-use crate::lru::{Idx, Keyed, KeyedSlab, Linked, Links};
+use crate::lru::{Idx, KeyedSlab, Links};
 use crate::Flow;
 
 const LIST: u8 = 0;
@@ -98,18 +98,7 @@ struct FlowState {
     tag: u8,
 }
 
-impl Linked for FlowState {
-    fn links(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
-
-impl Keyed for FlowState {
-    type Key = Flow;
-    fn key(&self) -> Flow {
-        self.key
-    }
-}
+crate::lru::entry!(FlowState, key: Flow);
 
 /// Result of offering a segment to a tracked flow.
 #[derive(Debug, Clone, Copy)]
