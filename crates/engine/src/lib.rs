@@ -305,9 +305,19 @@ struct Stream {
     rtcp: RtcpView,
     /// SDP moved this address to non-RTP media (T.38): packets no longer count as RTP.
     closed: bool,
+    /// Its packets' traffic class and talker slot (in padding: no cost).
+    traffic: traffic::StreamTraffic,
 }
 
 crate::lru::entry!(Stream);
+
+/// A packet found to be this engine's RTP before it is handled
+/// ([`Engine`]'s `key_hint`).
+#[derive(Debug, Clone, Copy)]
+struct KeyHint {
+    /// The stream with its key, if any.
+    stream: Option<Idx>,
+}
 
 /// The probe's state.
 pub struct Engine {
@@ -320,13 +330,15 @@ pub struct Engine {
     stream_ids: index::StreamIndex,
     /// Seed of the stream-key hash (a sender cannot aim keys at one slot run).
     key_seed: u64,
-    /// The stream-key hash computed while prefetching for the packet being
-    /// handled, so its lookup need not hash again. Set for every packet
-    /// (None unless `rtp_key` found it to be this engine's RTP), and read
-    /// only by that packet's own lookup: `transport` sends a packet with a
-    /// hint straight to `media_datagram`, whose key is built from the same
-    /// frame by the same rule, so the hash is the key's.
-    key_hint: Option<u64>,
+    /// The stream of the packet being handled, looked up (by the key hash
+    /// computed while prefetching) when its traffic was counted, so the
+    /// stream's own lookup need not look again. Set
+    /// for every packet (None unless `rtp_key` found it to be this engine's
+    /// RTP), and read only by that packet's own lookup: `transport` sends a
+    /// packet with a hint straight to `media_datagram`, whose key is built
+    /// from the same frame by the same rule, and no stream is added or
+    /// removed in between.
+    key_hint: Option<KeyHint>,
     out: Vec<Record>,
     now: i64,
     dedup: Option<Dedup>,

@@ -151,9 +151,18 @@ impl Engine {
                 Routing::Skipped => continue,
                 Routing::Owned | Routing::Unknown => {}
             }
-            self.key_hint = stream_hash[i];
-            if let Some(d) = &decoded[i] {
-                self.count_traffic(p.ts_ns, p.data.len(), d);
+            self.key_hint = match (&decoded[i], stream_hash[i]) {
+                (Some(Ok(f)), Some(hash)) => {
+                    Some(KeyHint { stream: self.stream_of_frame(f, hash) })
+                }
+                _ => None,
+            };
+            match (&decoded[i], self.key_hint) {
+                (Some(Ok(f)), Some(KeyHint { stream: Some(si) })) => {
+                    self.count_stream_traffic(p.ts_ns, p.data.len(), si, f)
+                }
+                (Some(d), _) => self.count_traffic(p.ts_ns, p.data.len(), d),
+                (None, _) => {}
             }
             match &decoded[i] {
                 // Another shard's media: it alone goes further with it.
@@ -215,6 +224,15 @@ impl Engine {
             dport,
             ssrc: u32::from_be_bytes([payload[8], payload[9], payload[10], payload[11]]),
         })
+    }
+
+    /// The stream of a frame whose [`Engine::rtp_key`] hashed to `hash`
+    /// (that key, without its tests again: it passed them).
+    #[inline(always)]
+    fn stream_of_frame(&self, f: &Frame<'_>, hash: u64) -> Option<Idx> {
+        let (sport, dport, payload) = f.udp()?;
+        let ssrc = u32::from_be_bytes(payload.get(8..12)?.try_into().ok()?);
+        self.stream_by_hash(&StreamKey { src: f.src, dst: f.dst, sport, dport, ssrc }, hash)
     }
 
     /// Handles a decoded frame. A fragment goes to reassembly; a datagram it

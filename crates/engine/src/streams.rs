@@ -19,13 +19,6 @@ impl Engine {
             }
             return;
         };
-        let key = StreamKey {
-            src: flow.src,
-            dst: flow.dst,
-            sport: flow.sport,
-            dport: flow.dport,
-            ssrc: h.ssrc,
-        };
         let pkt = calliper_rtp::Packet {
             arrival_ns: now,
             seq: h.seq,
@@ -34,13 +27,26 @@ impl Engine {
             marker: h.marker,
             bytes: payload.len() as u32,
         };
-        if let Some(si) = self.stream_id(&key) {
+        let key = |h: &RtpHeader| StreamKey {
+            src: flow.src,
+            dst: flow.dst,
+            sport: flow.sport,
+            dport: flow.dport,
+            ssrc: h.ssrc,
+        };
+        // Looked up already when the packet's traffic was counted (the
+        // same key: the same frame, the same SSRC bytes).
+        let found = match self.key_hint.take() {
+            Some(KeyHint { stream }) => stream,
+            None => self.stream_id(&key(&h)),
+        };
+        if let Some(si) = found {
             let start = (h.header_len as usize).min(payload.len());
             let end = (start + h.payload_len as usize).min(payload.len());
             self.stream_packet(si, &pkt, &payload[start..end], now);
             return;
         }
-        self.media_unknown(key, &pkt, now);
+        self.media_unknown(key(&h), &pkt, now);
     }
 
     /// A packet of no stream yet: a new stream of a call, T.38, a
@@ -146,11 +152,13 @@ impl Engine {
     }
 
     /// The stream with this key.
-    pub(crate) fn stream_id(&mut self, k: &StreamKey) -> Option<Idx> {
-        let hash = match self.key_hint.take() {
-            Some(h) => h,
-            None => k.hash(self.key_seed),
-        };
+    pub(crate) fn stream_id(&self, k: &StreamKey) -> Option<Idx> {
+        self.stream_by_hash(k, k.hash(self.key_seed))
+    }
+
+    /// The stream with key `k`, whose hash is `hash`.
+    #[inline(always)]
+    pub(crate) fn stream_by_hash(&self, k: &StreamKey, hash: u64) -> Option<Idx> {
         let streams = &self.streams;
         self.stream_ids.find(hash, |i| streams.get(i).is_some_and(|s| s.key == *k))
     }
@@ -309,6 +317,7 @@ impl Engine {
             dtmf: None,
             rtcp: RtcpView::default(),
             closed: false,
+            traffic: traffic::StreamTraffic::new(&self.sip, &key),
         };
         let Some(si) = self.insert_stream(stream) else {
             self.release_call_stream(e.call);
@@ -351,6 +360,7 @@ impl Engine {
             dtmf: None,
             rtcp: RtcpView::default(),
             closed: false,
+            traffic: traffic::StreamTraffic::new(&self.sip, &key),
         };
         let Some(si) = self.insert_stream(stream) else {
             self.owned.streams_refused += 1;

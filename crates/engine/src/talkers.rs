@@ -26,12 +26,32 @@ struct Table {
 
 /// One interval's sources; the 8 KiB table is made at the first packet and
 /// kept (emptied) across intervals.
-#[derive(Default)]
 pub(crate) struct Talkers {
     table: Option<Box<Table>>,
     /// Packets of sources without a slot.
     pub(crate) untracked: u64,
+    /// Counts the intervals: a [`Remembered`] slot of another is stale.
+    generation: u32,
 }
+
+impl Default for Talkers {
+    fn default() -> Self {
+        // Never 0, the generation of a slot not yet remembered.
+        Talkers { table: None, untracked: 0, generation: 1 }
+    }
+}
+
+/// Where a stream's source was counted in an interval, so its next packets
+/// go straight there: the same slot (slots are not freed within an
+/// interval), or none when its group was full.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Remembered {
+    generation: u32,
+    slot: u16,
+}
+
+/// [`Remembered::slot`] of a source counted as untracked.
+const UNTRACKED: u16 = u16::MAX;
 
 /// The lanes of `x` that are zero, as their high bits. The lowest flagged
 /// lane is exact; a lane above a zero one may be flagged wrongly (a borrow),
@@ -42,9 +62,27 @@ fn zero_lanes(x: u64) -> u64 {
 }
 
 impl Talkers {
-    /// Counts one packet of `len` bytes from `src`.
+    /// [`Talkers::add`] for a packet of a stream, which remembers its
+    /// source's slot for the interval: no hash, no tag compare.
     #[inline(always)]
-    pub(crate) fn add(&mut self, src: IpAddr, len: u64) {
+    pub(crate) fn add_remembered(&mut self, r: &mut Remembered, src: IpAddr, len: u64) {
+        if let (true, Some(t)) = (r.generation == self.generation, self.table.as_mut()) {
+            match t.slots.get_mut(r.slot as usize) {
+                Some(s) => {
+                    s.1 += 1;
+                    s.2 += len;
+                }
+                None => self.untracked += 1,
+            }
+            return;
+        }
+        let slot = self.add(src, len);
+        *r = Remembered { generation: self.generation, slot: slot.map_or(UNTRACKED, |s| s as u16) };
+    }
+
+    /// Counts one packet of `len` bytes from `src`; its slot, if it has one.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, src: IpAddr, len: u64) -> Option<usize> {
         let key = match src {
             IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
             IpAddr::V6(a) => u128::from(a),
@@ -63,7 +101,7 @@ impl Talkers {
             if s.0 == key {
                 s.1 += 1;
                 s.2 += len;
-                return;
+                return Some(group * WAYS + matches.trailing_zeros() as usize / 16);
             }
             matches &= matches - 1;
         }
@@ -72,11 +110,12 @@ impl Talkers {
         let free = zero_lanes(word);
         if free == 0 {
             self.untracked += 1;
-            return;
+            return None;
         }
         let lane = free.trailing_zeros() as usize / 16;
         t.tags[group] |= tag << (16 * lane);
         t.slots[group * WAYS + lane] = (key, 1, len);
+        Some(group * WAYS + lane)
     }
 
     /// Empties the table for the next interval (keeping its memory).
@@ -85,6 +124,9 @@ impl Talkers {
             t.tags = [0; GROUPS];
         }
         self.untracked = 0;
+        // Never 0. After 2^32 intervals (as many packets at least) a stream
+        // silent all along could find a stale slot: in bounds, miscounted.
+        self.generation = self.generation.checked_add(1).unwrap_or(1);
     }
 
     /// The top sources by bytes (then packets, then address), and how many
@@ -150,6 +192,35 @@ mod tests {
             (top[0].address, top[0].packets, top[0].bytes),
             ("10.0.0.1".parse().unwrap(), 2, 5)
         );
+    }
+
+    /// A stream's remembered slot counts exactly what a fresh lookup would:
+    /// many streams per source, more sources than slots (untracked ones
+    /// remembered as such), and remembered slots going stale at each clear.
+    #[test]
+    fn remembered_slots_count_as_lookups_do() {
+        let (mut plain, mut remembering) = (Talkers::default(), Talkers::default());
+        let mut streams = vec![Remembered::default(); 3000];
+        let source = |k: usize| IpAddr::V4((0x0A00_0000 + (k as u32 % 1500) * 13).into());
+        let mut x = 7u64;
+        for interval in 0..4 {
+            for _ in 0..40_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k = (x >> 33) as usize % streams.len();
+                let len = 60 + (x >> 20) % 200;
+                plain.add(source(k), len);
+                remembering.add_remembered(&mut streams[k], source(k), len);
+            }
+            let (a, b) = (plain.table.as_ref().unwrap(), remembering.table.as_ref().unwrap());
+            assert_eq!(a.tags, b.tags, "interval {interval}");
+            for i in (0..SLOTS).filter(|&i| a.tags[i / WAYS] >> (16 * (i % WAYS)) & 0xFFFF != 0) {
+                assert_eq!(a.slots[i], b.slots[i], "interval {interval}, slot {i}");
+            }
+            assert!(plain.untracked > 0, "more sources than slots");
+            assert_eq!(plain.untracked, remembering.untracked);
+            plain.clear();
+            remembering.clear();
+        }
     }
 
     #[test]
