@@ -98,6 +98,10 @@ pub(crate) struct Exchange {
     pub(crate) messages: Mutex<Vec<String>>,
     pub(crate) position: AtomicU64,
     pub(crate) clean: AtomicBool,
+    /// Set at a batch end, before the shards' last meeting, by the shard
+    /// that delivers the time series: it will release a row, so every
+    /// shard waits for that before going on.
+    pub(crate) release_due: AtomicBool,
 }
 
 /// Where a shard's packets come from.
@@ -188,6 +192,7 @@ impl Parallel {
             messages: Mutex::new(Vec::new()),
             position: AtomicU64::new(0),
             clean: AtomicBool::new(true),
+            release_due: AtomicBool::new(false),
         });
         // Unbounded: a shard must never wait on the caller while the caller
         // waits on it; the caller drains results at every batch end.

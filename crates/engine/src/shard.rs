@@ -72,8 +72,20 @@ impl<'a> Shard<'a> {
         x.gate.wait()?;
         self.e.advance_to(now);
         self.e.end_batch(&self.others);
+        if self.e.signalling_events() {
+            x.release_due.store(self.e.rows_due(), Ordering::Relaxed);
+        }
         x.gate.wait()?;
+        // One thread releases a row before it reads another packet. A shard
+        // let go first could deliver a stream report of the next batch
+        // before the release, which time stepping back makes count in the
+        // row (made before the release's time): so, when a row goes, every
+        // shard waits for it (about once an interval).
+        let due = x.release_due.load(Ordering::Relaxed);
         self.e.release_rows();
+        if due {
+            x.gate.wait()?;
+        }
         self.send();
         if now.saturating_sub(self.reported_ns) >= PROGRESS_NS {
             self.reported_ns = now;

@@ -386,6 +386,12 @@ impl Engine {
         self.traffic_rows.push_back(row);
     }
 
+    /// Whether [`Engine::traffic_release`] would deliver a row now.
+    pub(crate) fn rows_due(&self) -> bool {
+        let every = self.cfg.interval_ns.max(1);
+        self.traffic_rows.front().is_some_and(|r| r.end_ns.saturating_add(every) <= self.now)
+    }
+
     /// Delivers the rows whose interval ended an interval or more before
     /// now (`all`: every row, at the end of the input). Called at batch
     /// ends, when every shard has handled every packet before it: the
