@@ -50,13 +50,13 @@ fn shard_of(a: (u64, u16), b: (u64, u16), n: u64) -> u64 {
         k ^ (k >> 29)
     };
     let h = mix(a).wrapping_add(mix(b)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    // Multiply-shift maps the hash onto 4n - 1 slots without a division
-    // (~40 cycles); the first shard takes three, every other four. The
+    // Multiply-shift maps the hash onto 6n - 1 slots without a division
+    // (~40 cycles); the first shard takes five, every other six. The
     // first shard also counts every packet's traffic and delivers
-    // signalling, so it analyses less media (BENCHMARKS.md, sessions 36
-    // and 38: with two shards, 3 of 7 evens their instructions).
-    let slots = 4 * n.max(1) - 1;
-    ((((h as u128 * slots as u128) >> 64) as u64) + 1) / 4
+    // signalling, so it analyses less media (BENCHMARKS.md, sessions 36,
+    // 38 and 39: with two shards, 5 of 11 evens their instructions).
+    let slots = 6 * n.max(1) - 1;
+    ((((h as u128 * slots as u128) >> 64) as u64) + 1) / 6
 }
 
 /// The flow of a frame's transport ports.
