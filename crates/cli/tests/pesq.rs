@@ -128,7 +128,7 @@ fn calliper_mos_follows_pesq() {
     }
     let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-pesq-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join("pesq");
     let mut rig = Command::new(root.join("tests/pesq/run.sh"));
     rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
         .arg(&dir)
@@ -192,7 +192,7 @@ fn calliper_mos_follows_pesq() {
 fn codec_call(codec: &str) -> Option<(f64, f64)> {
     let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-pesq-{codec}-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join(format!("pesq-{codec}"));
     let mut rig = Command::new(root.join("tests/pesq/run.sh"));
     rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
         .env("CODEC", codec)

@@ -74,13 +74,35 @@ pub fn write_pcap(path: &Path, link_type: u32, packets: &[(i64, Vec<u8>)]) {
     std::fs::write(path, out).unwrap();
 }
 
-/// A path under the system's temporary directory that no other test of
-/// this run uses: the tests of one binary share its process id, so a
+/// A path that no other test of this run uses, in this test process's
+/// directory ([`scratch_root`]): the tests of one binary share it, so a
 /// counter tells them apart.
 pub fn scratch(name: &str) -> PathBuf {
     static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::env::temp_dir().join(format!("calliper-{}-{n}-{name}", std::process::id()))
+    scratch_root().join(format!("{n}-{name}"))
+}
+
+/// This test process's directory for its files: `calliper-tests/PID`
+/// under the system's temporary directory. Its first use removes the
+/// directories of processes that have ended (libtest has no hook at the
+/// end of a binary, and a suite's run left about 500 MB), so a run leaves
+/// no more than its own files behind, until the next run.
+pub fn scratch_root() -> PathBuf {
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let base = std::env::temp_dir().join("calliper-tests");
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = base.join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+    .clone()
 }
 
 /// The capture with each SIP datagram sent as HEP, 300 µs after it was

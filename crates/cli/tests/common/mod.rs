@@ -43,8 +43,8 @@ pub fn run_measured(cmd: &mut Command) -> Measured {
         Path::new("/usr/bin/time").exists(),
         "/usr/bin/time (Debian package `time`) is needed to measure peak memory; scripts/test.sh installs it"
     );
-    let dir = std::env::temp_dir();
-    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
+    let dir = calliper_testkit::captures::scratch_root();
+    let tag = format!("{:?}", std::thread::current().id());
     let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
     let (out_path, err_path, rss_path) = (
         dir.join(format!("calliper-out-{tag}")),
@@ -228,11 +228,11 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
 }
 
 /// A rig script of the repository's (`tests/...`), given its output
-/// directory (`calliper-NAME-PID` under the temporary directory) as its
+/// directory (`NAME` in this process's [`calliper_testkit::captures::scratch_root`]) as its
 /// first argument and the binary as `CALLIPER`: the command and that
 /// directory.
 pub fn rig(script: &str, name: &str) -> (Command, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("calliper-{name}-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join(name);
     let mut cmd = Command::new(calliper_testkit::captures::repo_root().join(script));
     cmd.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir);
     (cmd, dir)

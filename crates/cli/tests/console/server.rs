@@ -325,7 +325,7 @@ pub fn enc(v: &str) -> String {
 
 /// A file in this test process's own temporary directory.
 pub fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("calliper-console-{}", std::process::id()));
+    let d = calliper_testkit::captures::scratch_root().join("console");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }

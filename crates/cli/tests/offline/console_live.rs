@@ -31,7 +31,7 @@ fn calls_appear_live_as_the_capture_unfolds() {
     })
     .collect();
     assert_eq!(invites.len(), 3, "{invites:?}");
-    let db = std::env::temp_dir().join(format!("calliper-live-{}.db", std::process::id()));
+    let db = calliper_testkit::captures::scratch_root().join("live.db");
     let _ = std::fs::remove_file(&db);
     let probe = Probe::start(&pcap, &db);
     for (offset, call_id, from, to) in &invites {

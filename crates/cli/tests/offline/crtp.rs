@@ -209,8 +209,7 @@ fn swapped_arguments_are_refused_and_leave_the_other_file_alone() {
 #[test]
 fn the_output_is_private_even_when_it_was_there_before() {
     use std::os::unix::fs::PermissionsExt;
-    let output =
-        std::env::temp_dir().join(format!("calliper-crtp-mode-{}.pcap", std::process::id()));
+    let output = calliper_testkit::captures::scratch_root().join("crtp-mode.pcap");
     std::fs::write(&output, b"old").unwrap();
     std::fs::set_permissions(&output, std::fs::Permissions::from_mode(0o644)).unwrap();
     crtp(&["compress"], &common::captures()[0], &output);

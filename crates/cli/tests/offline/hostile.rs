@@ -277,7 +277,7 @@ fn output_that_is_an_input_empty_files_and_directories() {
         assert_eq!(std::fs::read(&file).unwrap(), before, "{opt} overwrote the capture");
     }
     std::fs::remove_file(&file).ok();
-    let empty = std::env::temp_dir().join(format!("calliper-empty-{}.pcap", std::process::id()));
+    let empty = calliper_testkit::captures::scratch_root().join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["analyze"])

@@ -97,8 +97,7 @@ fn time_series_gaps_of_days_stay_small_and_alike() {
 
 #[test]
 fn rule_ignored_media_is_counted_alike_with_threads() {
-    let rules =
-        std::env::temp_dir().join(format!("calliper-ignore-media-{}.toml", std::process::id()));
+    let rules = calliper_testkit::captures::scratch_root().join("ignore-media.toml");
     let rule = "[[rule]]\nprotocol = \"udp\"\na = \"10.0.0.1:40000\"\nb = \"10.0.0.2:30000\"\naction = \"ignore\"\n";
     std::fs::write(&rules, rule).unwrap();
     let run = both_ways(

@@ -98,7 +98,7 @@ fn a_flag_that_conflicts_with_a_key_overrides_it() {
 #[test]
 fn an_output_cut_short_is_ended_before_the_next_run_appends() {
     let pcap = testdata("sipp_hold_dtmf.pcap");
-    let out = std::env::temp_dir().join(format!("calliper-append-{}.jsonl", std::process::id()));
+    let out = calliper_testkit::captures::scratch_root().join("append.jsonl");
     std::fs::write(&out, "{\"type\":\"call\",\"cut").unwrap();
     let o = probe(
         &["--read", pcap.to_str().unwrap(), "-o", out.to_str().unwrap()],

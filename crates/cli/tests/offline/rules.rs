@@ -19,7 +19,7 @@ fn capture() -> PathBuf {
 
 /// Writes a rule file into a fresh directory and returns its path.
 fn rule_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("calliper-rules-{}-{name}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join(format!("rules-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("rules.toml");
     std::fs::write(&p, text).unwrap();

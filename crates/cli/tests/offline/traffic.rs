@@ -18,7 +18,7 @@ fn two_threads_give_the_same_series_and_the_database_holds_it() {
     let one = rows(&[]);
     assert!(one.len() >= 3);
     assert_eq!(rows(&["--threads", "2"]), one);
-    let db = std::env::temp_dir().join(format!("calliper-traffic-{}.db", std::process::id()));
+    let db = calliper_testkit::captures::scratch_root().join("traffic.db");
     std::fs::remove_file(&db).ok();
     rows(&["--db", db.to_str().unwrap()]);
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -57,7 +57,7 @@ fn each_hop_is_charged_the_loss_nftables_made_on_it() {
 /// and skipping them was asked for.
 fn hops_are_charged(relay: &str) -> bool {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-legs-{relay}-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join(format!("legs-{relay}"));
     let mut rig = Command::new(root.join("tests/netns/media_relay.sh"));
     rig.arg(&dir).arg("3").env("RELAY", relay).env("CALLIPER", env!("CARGO_BIN_EXE_calliper"));
     let Some(log) = common::namespace_rig(&mut rig, "tests/netns/media_relay.sh") else {

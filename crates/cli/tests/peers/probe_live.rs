@@ -26,7 +26,7 @@ impl Probe {
     /// Starts the probe on `lo`, writing JSON lines; None when capturing is
     /// not permitted here and `live` is in CALLIPER_SKIP.
     fn start(name: &str, extra: &[&str]) -> Option<Probe> {
-        let dir = std::env::temp_dir().join(format!("calliper-live-{name}-{}", std::process::id()));
+        let dir = calliper_testkit::captures::scratch_root().join(format!("live-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_calliper"))
             .args(["probe", "-i", "lo", "--format", "jsonl", "--status-every", "0"])

@@ -51,7 +51,7 @@ impl Received {
 /// Runs the rig with `relay`; None when namespaces cannot be made here.
 fn run(relay: &str) -> Option<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("calliper-path-{relay}-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join(format!("path-{relay}"));
     let mut rig = Command::new(root.join("tests/netns/relay_path.sh"));
     rig.arg(&dir)
         .arg(CALLS.to_string())

@@ -183,7 +183,7 @@ fn tshark_rtp(path: &Path) -> Vec<String> {
 
 #[test]
 fn every_encapsulation_gives_the_records_of_the_plain_capture() {
-    let dir = std::env::temp_dir().join(format!("calliper-encap-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join("encap");
     std::fs::create_dir_all(&dir).unwrap();
     let mut failures = vec![];
     for capture in ["sipp_hold_dtmf.pcap", "sngrep__ipv6frag.pcap"] {
@@ -274,7 +274,7 @@ fn a_packet_seen_on_two_gtpu_legs_counts_once() {
 /// compressed or encrypted (its calls cannot be seen) is also an anomaly.
 #[test]
 fn frames_that_are_not_ip_are_counted_by_type() {
-    let dir = std::env::temp_dir().join(format!("calliper-notip-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join("notip");
     std::fs::create_dir_all(&dir).unwrap();
     let pppoe = |proto: u16| {
         let mut p = vec![0x11, 0x00, 0x00, 0x01, 0x00, 0x06];

@@ -108,7 +108,7 @@ fn srtp_streams_are_flagged_and_their_rtcp_not_read() {
     let at = bytes.windows(from.len()).position(|w| w == from).expect("the offer's rtpmap line");
     let mut srtp = bytes.clone();
     srtp[at..at + to.len()].copy_from_slice(to);
-    let path = std::env::temp_dir().join(format!("calliper-srtp-{}.pcap", std::process::id()));
+    let path = calliper_testkit::captures::scratch_root().join("srtp.pcap");
     std::fs::write(&path, &srtp).unwrap();
     // The stream to the offered address 200.57.7.196:40376.
     let offered = |file: &std::path::Path| {

@@ -334,7 +334,7 @@ fn rtcp_reports_match_tshark() {
 /// of the stream; so must we.
 #[test]
 fn heuristic_streams_keep_every_packet_tshark_counts() {
-    let dir = std::env::temp_dir().join(format!("calliper-heur-{}", std::process::id()));
+    let dir = calliper_testkit::captures::scratch_root().join("heur");
     std::fs::create_dir_all(&dir).unwrap();
     let data = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sipp_hold_dtmf.pcap"),
