@@ -113,11 +113,14 @@ fn classify(f: &Frame<'_>, sip: &SipClassifier) -> (usize, usize, usize) {
     }
 }
 
+/// The second bytes that class a version-2 payload as RTCP (SR to APP).
+const RTCP_TYPES: std::ops::RangeInclusive<u8> = 200..=204;
+
 /// The application of a UDP payload on no port named: RTCP, RTP or other.
 #[inline(always)]
 fn app_of_payload(payload: &[u8]) -> usize {
     match payload {
-        [b0, b1, ..] if b0 >> 6 == 2 && (200..=204).contains(b1) => 2,
+        [b0, b1, ..] if b0 >> 6 == 2 && RTCP_TYPES.contains(b1) => 2,
         [b0, ..] if b0 >> 6 == 2 && payload.len() >= 12 => 1,
         _ => 5,
     }
@@ -214,7 +217,7 @@ impl Engine {
         let (Some(s), Some((_, _, payload))) = (self.streams.get_mut(si), f.udp()) else {
             return self.count_class(ts_ns, len, class_of(f, &self.sip), f.src);
         };
-        let rtcp_shaped = payload.get(1).is_some_and(|b| (200..=204).contains(b));
+        let rtcp_shaped = payload.get(1).is_some_and(|b| RTCP_TYPES.contains(b));
         let class = s.traffic.classes[rtcp_shaped as usize];
         self.traffic.talkers.add_remembered(&mut s.traffic.talker, f.src, len as u64);
         self.traffic.add(class as usize, len);
@@ -471,7 +474,7 @@ mod tests {
                     };
                     let key = StreamKey { src, dst, sport, dport, ssrc: 7 };
                     let st = StreamTraffic::new(&sip, &key);
-                    let rtcp_shaped = (200..=204).contains(&b1);
+                    let rtcp_shaped = RTCP_TYPES.contains(&b1);
                     assert_eq!(
                         st.classes[rtcp_shaped as usize],
                         class_of(&f, &sip),

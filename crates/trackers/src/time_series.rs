@@ -69,16 +69,17 @@ impl Default for Sums {
 
 impl Sums {
     fn add(&mut self, r: &Report) {
-        self.streams += 1;
-        self.packets = self.packets.saturating_add(r.packets);
-        self.expected = self.expected.saturating_add(r.expected);
-        self.lost = self.lost.saturating_add(r.lost);
-        if let Some(mos) = r.mos {
-            self.mos_count += 1;
-            // `as` saturates: a negative or NaN score adds 0.
-            self.mos_units = self.mos_units.saturating_add((mos * MOS_UNIT).round() as u128);
-            self.mos_min = self.mos_min.min(mos);
-        }
+        // `as` saturates: a negative or NaN score adds 0.
+        let mos_units = r.mos.map_or(0, |mos| (mos * MOS_UNIT).round() as u128);
+        self.merge(&Sums {
+            streams: 1,
+            packets: r.packets,
+            expected: r.expected,
+            lost: r.lost,
+            mos_count: r.mos.is_some() as u64,
+            mos_units,
+            mos_min: r.mos.unwrap_or(f64::INFINITY),
+        });
     }
 
     fn merge(&mut self, o: &Sums) {
