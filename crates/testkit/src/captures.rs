@@ -91,7 +91,20 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn scratch_root() -> PathBuf {
     static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     ROOT.get_or_init(|| {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         let base = std::env::temp_dir().join("calliper-tests");
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&base);
+        // Never through a link, nor in a directory someone else made: its
+        // cleanup removes directories. Kept private (0700).
+        let me = std::fs::metadata("/proc/self").map(|p| p.uid()).ok();
+        let ours = std::fs::symlink_metadata(&base)
+            .is_ok_and(|m| m.file_type().is_dir() && Some(m.uid()) == me);
+        assert!(
+            ours,
+            "{} must be a directory of this user's, not a link: remove it",
+            base.display()
+        );
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
         for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
             let pid = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok());
             if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
