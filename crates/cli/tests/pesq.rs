@@ -13,7 +13,9 @@
 //! spandsp's PLC on every lossy condition. The bound is looser than the full
 //! run's 0.3 target on means because these are single calls; linphone's
 //! own PLC is not held to it (its 10 % calls are 0.5-0.6 from Calliper, see
-//! docs/pesq.md).
+//! docs/pesq.md). A condition whose linphone played out far worse than
+//! spandsp decoded the same packets was stalled by the rig, not the
+//! network, and is run once more ([`PLAYOUT_STALL`]).
 //!
 //! And the recording issue's check of `calliper export audio` on the same
 //! calls: the lossless call's export scores at least PESQ 4.0, and each
@@ -127,18 +129,33 @@ fn calliper_mos_follows_pesq() {
         return;
     }
     let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = calliper_testkit::captures::scratch_root().join("pesq");
-    let mut rig = Command::new(root.join("tests/pesq/run.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
-        .arg(&dir)
-        .args(["1", "none", "r3", "r10", "g8b3"]);
-    let Some(log) = common::namespace_rig(&mut rig, "tests/pesq/run.sh") else {
+    let conditions = ["none", "r3", "r10", "g8b3"];
+    let Some((mut rows, mut log)) = conditions_run(&dir, &conditions) else {
         return;
     };
-    let rows = rows(&dir.join("results.tsv"));
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["none", "r3", "r10", "g8b3"], "{log}");
+    assert_eq!(names, conditions, "{log}");
+    // A call whose linphone played out much worse than spandsp decoding the
+    // packets linphone received was hurt by the rig (linphonec missing its
+    // real-time deadlines on a loaded machine), not by the network: that
+    // condition is run once more, and its second call is the one judged.
+    let stalled: Vec<String> = rows
+        .iter()
+        .filter(|r| r.spandsp - r.linphone > PLAYOUT_STALL)
+        .map(|r| r.name.clone())
+        .collect();
+    if !stalled.is_empty() {
+        let names: Vec<&str> = stalled.iter().map(String::as_str).collect();
+        let Some((retried, second)) = conditions_run(&dir.join("again"), &names) else {
+            return;
+        };
+        log = format!("{log}\nrun again (linphone's playout below spandsp's by over {PLAYOUT_STALL}): {stalled:?}\n{second}");
+        for r in retried {
+            let at = conditions.iter().position(|c| *c == r.name).expect("a condition asked for");
+            rows[at] = r;
+        }
+    }
     for r in &rows {
         // Packets dropped after the last one that arrived are not visible
         // to anyone downstream; the dropper's log says how many there were.
@@ -185,6 +202,22 @@ fn calliper_mos_follows_pesq() {
         );
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// How far below spandsp's PESQ linphone's own playout of the same packets
+/// may fall before the call counts as stalled by the rig: over the full
+/// run's six calls per condition linphone scores 0.2-0.4 below spandsp
+/// (docs/pesq.md); a call 0.7 below was linphonec starved of CPU.
+const PLAYOUT_STALL: f64 = 0.5;
+
+/// One call per condition through the rig into `dir`: its rows and log, or
+/// None when the rig was skipped on request.
+fn conditions_run(dir: &Path, conditions: &[&str]) -> Option<(Vec<Row>, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut rig = Command::new(root.join("tests/pesq/run.sh"));
+    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(dir).arg("1").args(conditions);
+    let log = common::namespace_rig(&mut rig, "tests/pesq/run.sh")?;
+    Some((rows(&dir.join("results.tsv")), log))
 }
 
 /// One lossless call in `codec` through the rig: (export's PESQ,
