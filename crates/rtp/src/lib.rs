@@ -363,6 +363,7 @@ impl StreamStats {
 
     /// Accounts one more packet. `clock` tells how this packet's payload type
     /// is timed (from the static table or the call's `a=rtpmap`).
+    #[inline]
     pub fn update(&mut self, p: &Packet, clock: ClockRate) {
         let duplicates = self.seq.duplicates;
         // The next number (almost every packet): what the time judgement

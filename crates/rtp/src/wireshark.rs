@@ -84,6 +84,7 @@ impl WiresharkView {
     /// compute jitter (unknown clock, telephone-event). Returns the packet's
     /// inter-arrival delta if it is a regular packet (one the min/mean/max
     /// figures take).
+    #[inline]
     pub(crate) fn update(&mut self, h: &Packet, clock_hz: u32) -> Option<f64> {
         let since_first = h.timestamp.wrapping_sub(self.first_ts);
         let in_time_sequence = self.in_time_sequence(h.timestamp);
