@@ -5,8 +5,9 @@
 //! report every stream as 100 % duplicated and every call's SIP twice. The
 //! filter remembers a hash of each packet's addresses, ports and payload
 //! bytes (the first and last 16 of RTP, the first 64 of TCP and fragments,
-//! all of other UDP, with the length; [`Scope`]) for
-//! a short window in a fixed table of 7-way sets, two cache lines each (no
+//! all of other UDP, with the length; [`Scope`]; an RTP packet with a stream
+//! key is hashed on its key's hash instead of its addresses and ports,
+//! [`Dedup::hash_rtp`]) for a short window in a fixed table of 7-way sets, two cache lines each (no
 //! allocation, O(1)); a packet equal to one seen within the window is
 //! dropped and counted. A new packet takes its set's entry written longest
 //! ago (the oldest, as packets come in time order); only
@@ -140,25 +141,31 @@ impl Dedup {
                 (protocol as u64, 0, 0, payload, Scope::First64)
             }
         };
-        // Without an IP ID, bit 16 of its field (bit 40): the length
-        // starts at bit 44.
         let words = [
-            kind | (f.ip_id.map_or(1 << 16, |i| i as u64) << 24) | (payload.len() as u64) << 44,
+            kind_word(kind, f.ip_id, payload),
             a << 32 | b,
             ip_word(f.src, self.seed),
             ip_word(f.dst, self.seed),
         ];
         let mut ends = [0u8; 2 * RTP_END];
         let hashed: &[u8] = match scope {
-            Scope::Ends if payload.len() > ends.len() => {
-                ends[..RTP_END].copy_from_slice(&payload[..RTP_END]);
-                ends[RTP_END..].copy_from_slice(&payload[payload.len() - RTP_END..]);
-                &ends
-            }
-            Scope::Ends | Scope::Whole => payload,
+            Scope::Ends => rtp_ends(payload, &mut ends),
+            Scope::Whole => payload,
             Scope::First64 => &payload[..payload.len().min(64)],
         };
         Some(fasthash::hash(self.seed, words, hashed))
+    }
+
+    /// [`Dedup::hash`] of an RTP datagram (`payload`, in `f`) whose stream
+    /// key hashed to `key_hash`: the key stands for the addresses, ports
+    /// and SSRC, so one multiply of words is left. Every RTP packet with a
+    /// stream key is hashed so (one engine and every shard alike), so a copy
+    /// meets its original's hash.
+    #[inline(always)]
+    pub fn hash_rtp(&self, f: &Frame<'_>, payload: &[u8], key_hash: u64) -> u64 {
+        let mut ends = [0u8; 2 * RTP_END];
+        let hashed = rtp_ends(payload, &mut ends);
+        fasthash::hash2(self.seed, [kind_word(17, f.ip_id, payload), key_hash], hashed)
     }
 
     /// True when a frame with this hash was seen within the window; else
@@ -185,6 +192,26 @@ impl Dedup {
         set.times[oldest] = now;
         false
     }
+}
+
+/// The transport `kind`, the IPv4 ID and the payload's length in one word.
+/// Without an IP ID, bit 16 of its field (bit 40): the length starts at
+/// bit 44.
+#[inline(always)]
+fn kind_word(kind: u64, ip_id: Option<u16>, payload: &[u8]) -> u64 {
+    kind | (ip_id.map_or(1 << 16, |i| i as u64) << 24) | (payload.len() as u64) << 44
+}
+
+/// What of an RTP payload is hashed: its first and last [`RTP_END`]
+/// bytes, or all of it when that is no longer.
+#[inline(always)]
+fn rtp_ends<'a>(payload: &'a [u8], ends: &'a mut [u8; 2 * RTP_END]) -> &'a [u8] {
+    if payload.len() <= ends.len() {
+        return payload;
+    }
+    ends[..RTP_END].copy_from_slice(&payload[..RTP_END]);
+    ends[RTP_END..].copy_from_slice(&payload[payload.len() - RTP_END..]);
+    ends
 }
 
 #[cfg(test)]
@@ -248,6 +275,39 @@ mod tests {
         assert!(!dup(&mut d, &other));
         other[299] = b'y';
         assert!(!dup(&mut d, &other), "not RTP: its last byte counts");
+    }
+
+    /// The packet loop's hash of RTP with a stream key: a copy (the same
+    /// key, IP ID and bytes) meets it; any field of the packet or the key
+    /// that differs makes another packet.
+    #[test]
+    fn rtp_hashed_on_its_key_tells_packets_apart_and_meets_copies() {
+        let mut d = Dedup::new(1000);
+        let rtp = |seq: u16, last: u8, len: usize| {
+            let mut p = vec![0u8; len];
+            p[0] = 0x80;
+            p[2..4].copy_from_slice(&seq.to_be_bytes());
+            p[len - 1] = last;
+            p
+        };
+        let mut dup = |ip_id: u16, key: u64, p: &[u8]| {
+            let f = Frame { ip_id: Some(ip_id), ..udp(p) };
+            let h = d.hash_rtp(&f, p, fasthash::hash(7, [key, 0, 0, 0], &[]));
+            d.check(10, h)
+        };
+        assert!(!dup(1, 1, &rtp(1, 0, 172)));
+        assert!(dup(1, 1, &rtp(1, 0, 172)), "a copy");
+        for (what, ip_id, key, packet) in [
+            ("another sequence number", 1, 1, rtp(2, 0, 172)),
+            ("another payload end", 1, 1, rtp(1, 9, 172)),
+            ("another IP ID", 2, 1, rtp(1, 0, 172)),
+            ("another length", 1, 1, rtp(1, 0, 173)),
+            ("another stream", 1, 2, rtp(1, 0, 172)),
+            ("short, hashed whole", 1, 1, rtp(1, 0, 20)),
+        ] {
+            assert!(!dup(ip_id, key, &packet), "{what}");
+            assert!(dup(ip_id, key, &packet), "{what}: its copy");
+        }
     }
 
     #[test]

@@ -61,8 +61,23 @@ pub fn ip_word(a: IpAddr, seed: u64) -> u64 {
 #[inline(always)]
 pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     let s2 = other(seed);
-    let mut h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
+    let h = mum(words[0] ^ seed ^ K0, words[1] ^ s2 ^ K1)
         ^ mum(words[2] ^ seed.rotate_left(17) ^ K2, words[3] ^ s2.rotate_left(23) ^ K3);
+    with_bytes(seed, h, bytes)
+}
+
+/// [`hash`] of two words: one multiply fewer, for keys that fit (an IPv4
+/// stream key; an RTP packet's duplicate-filter hash built on its key's).
+#[inline(always)]
+pub fn hash2(seed: u64, words: [u64; 2], bytes: &[u8]) -> u64 {
+    let h = mum(words[0] ^ seed ^ K0, words[1] ^ other(seed) ^ K1);
+    with_bytes(seed, h, bytes)
+}
+
+/// The words' terms `h` with `bytes` and their length mixed in.
+#[inline(always)]
+fn with_bytes(seed: u64, mut h: u64, bytes: &[u8]) -> u64 {
+    let s2 = other(seed);
     let (step, chunk_hi) = (s2.wrapping_shl(1), seed.rotate_left(41) ^ K2);
     // The key of chunk n (from 1) is the odd multiple (2n + 1) of `s2`.
     let mut key = s2;
@@ -117,6 +132,23 @@ mod tests {
                 assert_ne!(hash(s, [1, 2, 3, 4], &b[..len]), base, "byte {i} of {len}");
             }
         }
+        // Two words: each of them, and the bytes after them.
+        let base = hash2(s, [1, 2], &[7; 20]);
+        for i in 0..2 {
+            let mut w = [1, 2];
+            w[i] ^= 1 << 40;
+            assert_ne!(hash2(s, w, &[7; 20]), base, "word {i} of two");
+        }
+        for i in 0..20 {
+            let mut b = [7u8; 20];
+            b[i] ^= 1;
+            assert_ne!(hash2(s, [1, 2], &b), base, "byte {i} after two words");
+        }
+        assert_ne!(
+            hash2(s, [1, 2], &[]),
+            hash(s, [1, 2, 0, 0], &[]),
+            "two words are their own hash"
+        );
         // Equal chunks in different places differ; a zero tail is not the same as no tail.
         assert_ne!(hash(s, [0; 4], &[0; 32]), hash(s, [0; 4], &[0; 16]));
         assert_ne!(hash(s, [0; 4], &[0; 17]), hash(s, [0; 4], &[0; 16]));
@@ -178,6 +210,13 @@ mod tests {
         let hashes: std::collections::HashSet<u64> =
             (0..64u64).map(|i| tail_cancelling(7 * i)).collect();
         assert_eq!(hashes.len(), 64, "the tail cancels the words");
+        let tail_cancelling_two = |w1: u64| {
+            let w0 = w1 ^ K1 ^ K3 ^ 8;
+            hash2(s, [w0, w1], &w0.to_le_bytes())
+        };
+        let hashes: std::collections::HashSet<u64> =
+            (0..64u64).map(|i| tail_cancelling_two(7 * i)).collect();
+        assert_eq!(hashes.len(), 64, "the tail cancels the two words");
         // The words against each other: w3 = w0 ^ K0 ^ K3, w2 = w1 ^ K1 ^ K2.
         let hashes: std::collections::HashSet<u64> =
             (0..64u64).map(|i| hash(s, [i, 5 * i, (5 * i) ^ K1 ^ K2, i ^ K0 ^ K3], &[])).collect();

@@ -89,17 +89,20 @@ impl Engine {
                 };
             }
             if let (Ok(f), false) = (&*r, media[i] == Some(false)) {
+                // A shard's own media was found so by `media_owner` or the
+                // reader: its key needs no second ownership test.
+                let mine = e.shard.is_none() || media[i] == Some(true);
+                let key_hash = e.rtp_key(f).filter(|_| mine).map(|k| k.hash(e.key_seed));
                 if let Some(d) = &e.dedup {
-                    dh[i] = d.hash(f);
+                    dh[i] = match (key_hash, f.udp()) {
+                        (Some(k), Some((_, _, payload))) => Some(d.hash_rtp(f, payload, k)),
+                        _ => d.hash(f),
+                    };
                     if let Some(h) = dh[i] {
                         d.prefetch(h);
                     }
                 }
-                // A shard's own media was found so by `media_owner` or the
-                // reader: its key needs no second ownership test.
-                let mine = e.shard.is_none() || media[i] == Some(true);
-                if let Some(k) = e.rtp_key(f).filter(|_| mine) {
-                    let h = k.hash(e.key_seed);
+                if let Some(h) = key_hash {
                     e.stream_ids.prefetch(h);
                     sh[i] = Some(h);
                 }
@@ -361,15 +364,16 @@ impl Engine {
     /// A UDP datagram: media, HEP, SIP or RTCP.
     #[inline(always)]
     fn udp_datagram(&mut self, now: i64, f: &Frame<'_>, sport: u16, dport: u16, payload: &[u8]) {
-        let flow = flow(f, sport, dport);
         // Signalling is counted by every shard alike (`counters`),
         // media only by the shard that owns its address pair (`owned`).
         // A key hint says `rtp_key` already found this datagram to
         // be owned media, by the same tests as below.
         if self.key_hint.is_some() {
             self.owned.udp += 1;
-            self.media_datagram(now, &flow, payload);
-        } else if self.sip.is_hep(dport, payload) {
+            return self.media_datagram(now, f, sport, dport, payload);
+        }
+        let flow = flow(f, sport, dport);
+        if self.sip.is_hep(dport, payload) {
             // Before SIP: an agent such as Kamailio sends its HEP
             // from its SIP port, and "HEP3" starts with a letter.
             self.counters.udp += 1;
@@ -386,7 +390,7 @@ impl Engine {
             self.rtcp_datagram(now, &flow, payload);
         } else if self.shard.is_none_or(|(i, n)| flow.shard(n) == i) {
             self.owned.udp += 1;
-            self.media_datagram(now, &flow, payload);
+            self.media_datagram(now, f, sport, dport, payload);
         }
     }
 

@@ -5,9 +5,19 @@
 use super::*;
 
 impl Engine {
-    pub(crate) fn media_datagram(&mut self, now: i64, flow: &Flow, payload: &[u8]) {
+    /// A UDP datagram that is media (neither SIP, HEP nor RTCP), from the
+    /// frame `f`: its flow is built only off the known stream's path, which
+    /// needs none.
+    pub(crate) fn media_datagram(
+        &mut self,
+        now: i64,
+        f: &Frame<'_>,
+        sport: u16,
+        dport: u16,
+        payload: &[u8],
+    ) {
         let Ok(h) = RtpHeader::parse(payload) else {
-            let entry = self.media_of(flow).map(|e| (e.call, e.rtp));
+            let entry = self.media_of(&flow(f, sport, dport)).map(|e| (e.call, e.rtp));
             match entry.filter(|&(_, rtp)| !rtp) {
                 Some((c, _)) if self.calls.get(c).is_some() => {
                     if let Some(call) = self.calls.get_mut(c) {
@@ -27,13 +37,7 @@ impl Engine {
             marker: h.marker,
             bytes: payload.len() as u32,
         };
-        let key = |h: &RtpHeader| StreamKey {
-            src: flow.src,
-            dst: flow.dst,
-            sport: flow.sport,
-            dport: flow.dport,
-            ssrc: h.ssrc,
-        };
+        let key = |h: &RtpHeader| StreamKey { src: f.src, dst: f.dst, sport, dport, ssrc: h.ssrc };
         // Looked up already when the packet's traffic was counted (the
         // same key: the same frame, the same SSRC bytes).
         let found = match self.key_hint.take() {
