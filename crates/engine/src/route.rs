@@ -135,10 +135,16 @@ pub(crate) fn media_flow(sip: &SipClassifier, f: &Frame<'_>) -> Option<Flow> {
     is_media(sip, sport, dport, payload).then(|| flow(f, sport, dport))
 }
 
-/// A UDP datagram is media: neither SIP, RTCP nor HEP.
+/// A UDP datagram is media: neither SIP, RTCP nor HEP. RTP's version bits
+/// (a first byte of 0x80 to 0xBF) are never SIP's first byte (a letter)
+/// nor HEP's ("HEP3"), so such a datagram needs only the RTCP test: the
+/// SIP port lookup is spared for almost every packet.
 #[inline(always)]
 fn is_media(sip: &SipClassifier, sport: u16, dport: u16, payload: &[u8]) -> bool {
-    !(sip.is_sip(sport, dport, payload) || looks_like_rtcp(payload) || sip.is_hep(dport, payload))
+    if payload.first().is_some_and(|b| b >> 6 == 2) {
+        return !looks_like_rtcp(payload);
+    }
+    !(sip.is_sip(sport, dport, payload) || sip.is_hep(dport, payload))
 }
 
 #[cfg(test)]
@@ -157,6 +163,36 @@ mod tests {
         let ip = emit::Ipv4 { id, ..emit::Ipv4::new(src.into(), dst.into(), ipproto::UDP) }
             .emit(&emit::udp(sport, dport, payload));
         emit::ethernet(&[], emit::ethertype::IPV4, &ip)
+    }
+
+    /// The shortcut for RTP's version bits decides as the three tests do,
+    /// for every first byte, on SIP, HEP and other ports, with SIP found
+    /// on any port or not.
+    #[test]
+    fn media_is_what_is_neither_sip_rtcp_nor_hep() {
+        for any_port in [false, true] {
+            let cfg = Config { sip_any_port: any_port, hep_port: Some(9060), ..Config::default() };
+            let sip = SipClassifier::new(&cfg);
+            for first in 0..=255u8 {
+                for rest in [
+                    &b"NVITE sip:a@b SIP/2.0\r\n\r\n"[..],
+                    b"EP3\x00\x10",
+                    &[201, 0, 1, 0, 0, 0, 7],
+                ] {
+                    let payload = [&[first][..], rest].concat();
+                    for (sport, dport) in [(5060, 4000), (4000, 5060), (4000, 9060), (4000, 4002)] {
+                        let full = !(sip.is_sip(sport, dport, &payload)
+                            || looks_like_rtcp(&payload)
+                            || sip.is_hep(dport, &payload));
+                        assert_eq!(
+                            is_media(&sip, sport, dport, &payload),
+                            full,
+                            "{payload:?} {sport} {dport}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// The reader routes exactly the packets a shard would call media, to
