@@ -99,18 +99,24 @@ impl Dedup {
 
     /// True when this frame is a copy of one seen within the window. Empty
     /// TCP segments are never copies: pure ACKs differ only in fields not
-    /// hashed, and nothing here reads them.
+    /// hashed, and nothing here reads them. For the tests: the packet loop
+    /// hashes RTP with a stream key by [`Dedup::hash_rtp`], and a filter
+    /// must hash every copy the same way.
+    #[cfg(test)]
     pub fn is_duplicate(&mut self, now: i64, f: &Frame<'_>) -> bool {
         self.hash(f).is_some_and(|h| self.check(now, h))
     }
 
-    /// Starts loading the set of a frame's hash (from [`Dedup::hash`]).
+    /// Starts loading the set of a frame's hash (from [`Dedup::hash`] or
+    /// [`Dedup::hash_rtp`]).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         crate::prefetch::prefetch_all(&self.sets[hash as usize & (SETS - 1)]);
     }
 
-    /// The frame's hash, or None for frames never treated as copies.
+    /// The frame's hash, or None for frames never treated as copies. The
+    /// packet loop takes [`Dedup::hash_rtp`] instead for RTP that has a
+    /// stream key (so for every RTP packet it analyses), always.
     #[inline(always)]
     pub fn hash(&self, f: &Frame<'_>) -> Option<u64> {
         let (kind, a, b, payload, scope) = match f.transport {

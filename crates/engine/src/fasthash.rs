@@ -66,8 +66,8 @@ pub fn hash(seed: u64, words: [u64; 4], bytes: &[u8]) -> u64 {
     with_bytes(seed, h, bytes)
 }
 
-/// [`hash`] of two words: one multiply fewer, for keys that fit (an IPv4
-/// stream key; an RTP packet's duplicate-filter hash built on its key's).
+/// [`hash`] of two words: one multiply fewer, for an RTP packet's
+/// duplicate-filter hash built on its stream key's (`Dedup::hash_rtp`).
 #[inline(always)]
 pub fn hash2(seed: u64, words: [u64; 2], bytes: &[u8]) -> u64 {
     let h = mum(words[0] ^ seed ^ K0, words[1] ^ other(seed) ^ K1);

@@ -198,7 +198,7 @@ impl Engine {
     }
 
     /// For one shard of several: whether a frame is media (UDP that is
-    /// neither SIP nor RTCP, the very tests `transport` makes) and if so
+    /// neither SIP, HEP nor RTCP, the very tests `transport` makes) and if so
     /// whether this shard owns its address pair. Media goes no further than
     /// decoding in the other shards — no duplicate filter, no rules, no
     /// counting — so shards split the work; everything else (signalling,
