@@ -2,7 +2,7 @@
 //! state (answer, hang-up, failure, cancel) and activity lists.
 
 use super::*;
-use crate::transactions::Answer;
+use crate::call_state::Refused;
 
 impl Engine {
     pub(crate) fn sip_message(&mut self, now: i64, flow: &Flow, m: &SipMessage<'_>) {
@@ -298,145 +298,32 @@ impl Engine {
         let seed = self.key_seed;
         let call = self.calls.get_mut(idx)?;
         call.sip_messages += 1;
-        let establishing = match m.start? {
-            StartLine::Request { method, .. } => {
-                let establishing = method == "INVITE" && establishes(call, m, src, dst);
-                if establishing {
-                    call.transactions.request(seed, m, src, dst, true);
-                }
-                if !call.hops.contains(src, seed) {
-                    // A leg's INVITE waits for its answer to make its
-                    // addresses hops; anything else from here is refused.
-                    call.invites += u32::from(method == "INVITE");
-                    if !establishing && matches!(method, "BYE" | "CANCEL" | "INVITE" | "UPDATE") {
-                        call.anomalies += 1;
-                        self.counters.anomaly("sip_request_from_outsider");
-                    }
-                    return None;
-                }
-                if !establishing {
-                    call.transactions.request(seed, m, src, dst, false);
-                }
-                establishing
+        let establishing = match call.admit(seed, m, src, dst) {
+            Ok(establishing) => establishing,
+            Err(Refused::Silently) => return None,
+            Err(Refused::Anomaly(name)) => {
+                call.anomalies += 1;
+                self.counters.anomaly(name);
+                return None;
             }
-            StartLine::Response { code, .. } => match call.transactions.response(seed, m, src, dst)
-            {
-                // An establishing INVITE answered 1xx or 2xx: its two ends
-                // are the call's hops (a leg that no one answers adds none).
-                Answer::Matched { establishing: true } => {
-                    if code < 300 {
-                        call.hops.insert(src, seed);
-                        call.hops.insert(dst, seed);
-                    }
-                    true
-                }
-                Answer::Matched { .. } if !call.hops.contains(src, seed) => return None,
-                Answer::Matched { .. } => false,
-                Answer::Untracked => return None,
-                Answer::Unmatched => {
-                    call.anomalies += 1;
-                    self.counters.anomaly("sip_response_unmatched");
-                    return None;
-                }
-            },
         };
         let from_tag = m.from.map(|f| NameAddr::parse(f).tag);
         let from_is_caller = match (call.text.get(Field::CallerTag), from_tag.flatten()) {
             (Some(ct), Some(ft)) => ct == cut(ft),
             _ => true,
         };
-        match m.start? {
+        Some(match m.start? {
             StartLine::Request { method, .. } => {
                 let sender = if from_is_caller { Side::Caller } else { Side::Callee };
-                match method {
-                    "INVITE" => {
-                        call.invites += 1;
-                        // A retry after a challenge or failure reopens an unanswered
-                        // call; after a challenge, SRD is measured from the retry.
-                        if establishing
-                            && call.answer_ns.is_none()
-                            && call.closing.is_some()
-                            && !call.cancelled
-                        {
-                            if call.challenged() {
-                                call.srd_from_ns = now;
-                                call.srd_to_ns = None;
-                                call.srd_failed = false;
-                            }
-                            call.closing = None;
-                            call.end_ns = None;
-                        }
-                    }
-                    "BYE" if call.closing.is_none() => {
-                        call.closing = Some(if call.answer_ns.is_some() {
-                            CallState::Completed
-                        } else {
-                            CallState::Cancelled
-                        });
-                        call.end_ns = Some(now);
-                        call.hangup_by = Some(sender);
-                        call.text.set(Field::HangupReason, m.reason_header.map(cut));
-                    }
-                    // The first CANCEL ends it; retransmissions change nothing.
-                    "CANCEL" if call.answer_ns.is_none() && !call.cancelled => {
-                        call.cancelled = true;
-                        call.closing = Some(CallState::Cancelled);
-                        call.end_ns = Some(now);
-                        call.hangup_by = Some(sender);
-                        call.text.set(Field::HangupReason, m.reason_header.map(cut));
-                    }
-                    _ => {}
-                }
-                Some(sender)
+                call.apply_request(now, m, method, sender, establishing);
+                sender
             }
             StartLine::Response { code, reason } => {
                 let sender = if from_is_caller { Side::Callee } else { Side::Caller };
-                if m.cseq_method == Some("BYE") {
-                    // SDD: the BYE that ended the call, to its first final answer.
-                    if code >= 200 && call.ended_by_bye() && call.bye_answer_ns.is_none() {
-                        call.bye_answer_ns = NonZeroI64::new(now);
-                    }
-                    return Some(sender);
-                }
-                // Only an establishing INVITE's answer sets the call up.
-                if m.cseq_method != Some("INVITE") || !establishing {
-                    return Some(sender);
-                }
-                call.responded = true;
-                if sender == Side::Callee && call.text.get(Field::CalleeUa).is_none() {
-                    call.text.set(Field::CalleeUa, m.server.or(m.user_agent).map(cut));
-                }
-                if code < 200 && call.first_provisional_ns.is_none() && call.answer_ns.is_none() {
-                    call.first_provisional_ns = NonZeroI64::new(now);
-                }
-                let challenge = code == 401 || code == 407;
-                if code > 100 && !challenge && call.srd_to_ns.is_none() && call.answer_ns.is_none()
-                {
-                    call.srd_to_ns = NonZeroI64::new(now);
-                    call.srd_failed = code >= 400;
-                }
-                if (code == 180 || code == 183) && call.ringing_ns.is_none() {
-                    call.ringing_ns = NonZeroI64::new(now);
-                }
-                if code >= 200 && call.answer_ns.is_none() {
-                    call.final_status = Some(code);
-                    call.text.set(Field::FinalReason, Some(cut(reason)));
-                    if code < 300 {
-                        call.answer_ns = Some(now);
-                        call.closing = None;
-                        call.end_ns = None;
-                    } else if call.closing.is_none() || call.cancelled {
-                        call.closing = Some(if call.cancelled {
-                            CallState::Cancelled
-                        } else {
-                            CallState::Failed
-                        });
-                        call.end_ns.get_or_insert(now);
-                    }
-                }
-                Some(sender)
+                call.apply_response(now, m, (code, reason), sender, establishing);
+                sender
             }
-        }
+        })
     }
 }
 
@@ -452,32 +339,4 @@ pub(crate) fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
         }
     }
     std::str::from_utf8(&buf[at..]).unwrap_or("?")
-}
-
-/// Whether an INVITE sets the call up (`transactions`): an initial INVITE
-/// of one of the call's legs (no To tag: the caller's, a proxy's copy, a
-/// B2BUA's second leg, seen at another capture point): to the first
-/// INVITE's destination, or after a redirect, or else a leg between two
-/// other addresses than the caller's — so a scanner cannot answer a copy
-/// it sends itself or elsewhere. Its addresses become the call's hops
-/// once its destination answers it 1xx or 2xx.
-fn establishes(call: &Call, m: &SipMessage<'_>, src: IpAddr, dst: IpAddr) -> bool {
-    let to_tag = m.to.and_then(|t| NameAddr::parse(t).tag).is_some();
-    let redirected = call.final_status.is_some_and(|s| (300..400).contains(&s));
-    let elsewhere = src != call.caller.0 && dst != call.caller.0 && src != dst;
-    !to_tag && (dst == call.callee.0 || redirected || elsewhere)
-}
-
-impl Call {
-    /// A BYE ended it: hung up, and not by a CANCEL (a 2xx that crossed a
-    /// CANCEL makes the call answered, and its BYE the end).
-    pub(crate) fn ended_by_bye(&self) -> bool {
-        self.hangup_by.is_some() && (!self.cancelled || self.answer_ns.is_some())
-    }
-
-    /// Failed by a 401/407 challenge, so waiting for the retry with
-    /// credentials (a retry, CANCEL or BYE changes `closing`).
-    pub(crate) fn challenged(&self) -> bool {
-        self.closing == Some(CallState::Failed) && matches!(self.final_status, Some(401 | 407))
-    }
 }

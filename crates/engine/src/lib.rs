@@ -17,6 +17,7 @@ mod counters;
 mod agent_reports;
 mod analyzer;
 mod bound;
+mod call_state;
 mod call_text;
 pub mod dedup;
 pub mod defrag;
