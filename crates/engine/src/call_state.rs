@@ -17,6 +17,55 @@ pub(crate) enum Refused {
 }
 
 impl Call {
+    /// A call set up by an INVITE from `flow`'s source at `now`: its
+    /// `serial`, its texts, and the capture's drop total then.
+    pub(crate) fn new(
+        serial: u64,
+        text: CallText,
+        flow: &Flow,
+        now: i64,
+        capture_dropped: u32,
+    ) -> Call {
+        Call {
+            links: Links::default(),
+            serial,
+            text,
+            caller: (flow.src, flow.sport),
+            callee: (flow.dst, flow.dport),
+            invite_ns: now,
+            first_provisional_ns: None,
+            srd_from_ns: now,
+            srd_to_ns: None,
+            srd_failed: false,
+            bye_answer_ns: None,
+            ringing_ns: None,
+            answer_ns: None,
+            end_ns: None,
+            final_status: None,
+            closing: None,
+            hangup_by: None,
+            cancelled: false,
+            responded: false,
+            sip_messages: 0,
+            invites: 0,
+            rtcp_packets: 0,
+            t38_packets: 0,
+            anomalies: 0,
+            media: Vec::new(),
+            media_keys: Vec::new(),
+            streams: Vec::new(),
+            labels: Box::default(),
+            record_payload: false,
+            ignored: false,
+            held: false,
+            refer_cseq: 0,
+            transactions: Default::default(),
+            hops: Default::default(),
+            capture_dropped_at_start: capture_dropped,
+            agent_reports: None,
+        }
+    }
+
     /// Whether the call takes message `m` from `src` to `dst`, and if so
     /// whether it belongs to an establishing INVITE's transaction. A
     /// response changes the call only if it answers one of the call's

@@ -141,6 +141,43 @@ impl Engine {
         flow: &Flow,
         m: &SipMessage<'_>,
     ) -> Option<Idx> {
+        self.make_room_for_a_call()?;
+        let (from_na, to_na) =
+            (NameAddr::parse(m.from.unwrap_or("")), NameAddr::parse(m.to.unwrap_or("")));
+        let rule = self.sip_rule(m, &from_na, &to_na);
+        let c = &mut self.counters;
+        let mut text = [None; call_text::FIELDS];
+        text[Field::CallId as usize] = Some(call_id);
+        text[Field::CallerTag as usize] = from_na.tag.map(cut);
+        for (na, [uri, user, display]) in [
+            (&from_na, [Field::FromUri, Field::FromUser, Field::FromDisplay]),
+            (&to_na, [Field::ToUri, Field::ToUser, Field::ToDisplay]),
+        ] {
+            text[uri as usize] = Some(c.cut(na.uri));
+            text[user as usize] = na.user.map(|u| c.cut(u));
+            text[display as usize] = na.display.map(|d| c.cut(d));
+        }
+        text[Field::CallerUa as usize] = m.user_agent.map(|u| c.cut(u));
+        // Signalling is counted alike in every shard, so shards agree.
+        let serial = self.counters.calls + 1;
+        let mut call = Call::new(serial, CallText::new(text), flow, now, self.capture_dropped);
+        // The first INVITE's two ends take part whatever comes of it.
+        call.hops.insert(flow.src, self.key_seed);
+        call.hops.insert(flow.dst, self.key_seed);
+        let idx = self.calls.insert(call).ok()?;
+        self.call_ids.insert(call_id, idx, &self.calls);
+        self.counters.calls += 1;
+        if let Some(a) = rule {
+            self.apply_rule(idx, a);
+        }
+        Some(idx)
+    }
+
+    /// Makes room for a new call: past the unanswered cap its oldest
+    /// unanswered call goes; in a full table a challenged call, else the
+    /// oldest unanswered, closing or active one. None when there is none to
+    /// evict (a table of no calls).
+    fn make_room_for_a_call(&mut self) -> Option<()> {
         if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
             if let Some((oldest, _)) = self.calls.oldest(LIST_UNANSWERED) {
                 // A flood: count it, do not write a record per forged INVITE.
@@ -164,85 +201,30 @@ impl Engine {
                 self.finish_call(oldest, Ending::Evicted);
             }
         }
-        let (from_na, to_na) =
-            (NameAddr::parse(m.from.unwrap_or("")), NameAddr::parse(m.to.unwrap_or("")));
-        let rule = if self.rules.no_sip_rules() {
-            None
-        } else {
-            // Cut as the record keeps them: a pattern's cost stays bounded.
-            self.rules.lookup_sip(&calliper_rules::SipFacts {
+        Some(())
+    }
+
+    /// The action of the first SIP rule a new call's INVITE matches.
+    fn sip_rule(
+        &self,
+        m: &SipMessage<'_>,
+        from: &NameAddr<'_>,
+        to: &NameAddr<'_>,
+    ) -> Option<RuleAction> {
+        if self.rules.no_sip_rules() {
+            return None;
+        }
+        // Cut as the record keeps them: a pattern's cost stays bounded.
+        self.rules
+            .lookup_sip(&calliper_rules::SipFacts {
                 method: "INVITE",
-                from_user: from_na.user.map(cut),
-                from_domain: Some(cut(from_na.host)),
-                to_user: to_na.user.map(cut),
-                to_domain: Some(cut(to_na.host)),
+                from_user: from.user.map(cut),
+                from_domain: Some(cut(from.host)),
+                to_user: to.user.map(cut),
+                to_domain: Some(cut(to.host)),
                 user_agent: m.user_agent.map(cut),
             })
-        }
-        .cloned();
-        let c = &mut self.counters;
-        let mut text = [None; call_text::FIELDS];
-        text[Field::CallId as usize] = Some(call_id);
-        text[Field::CallerTag as usize] = from_na.tag.map(cut);
-        for (na, [uri, user, display]) in [
-            (&from_na, [Field::FromUri, Field::FromUser, Field::FromDisplay]),
-            (&to_na, [Field::ToUri, Field::ToUser, Field::ToDisplay]),
-        ] {
-            text[uri as usize] = Some(c.cut(na.uri));
-            text[user as usize] = na.user.map(|u| c.cut(u));
-            text[display as usize] = na.display.map(|d| c.cut(d));
-        }
-        text[Field::CallerUa as usize] = m.user_agent.map(|u| c.cut(u));
-        let call = Call {
-            links: Links::default(),
-            // Signalling is counted alike in every shard, so shards agree.
-            serial: self.counters.calls + 1,
-            text: CallText::new(text),
-            caller: (flow.src, flow.sport),
-            callee: (flow.dst, flow.dport),
-            invite_ns: now,
-            first_provisional_ns: None,
-            srd_from_ns: now,
-            srd_to_ns: None,
-            srd_failed: false,
-            bye_answer_ns: None,
-            ringing_ns: None,
-            answer_ns: None,
-            end_ns: None,
-            final_status: None,
-            closing: None,
-            hangup_by: None,
-            cancelled: false,
-            responded: false,
-            sip_messages: 0,
-            invites: 0,
-            rtcp_packets: 0,
-            t38_packets: 0,
-            anomalies: 0,
-            media: Vec::new(),
-            media_keys: Vec::new(),
-            streams: Vec::new(),
-            labels: Box::default(),
-            record_payload: false,
-            ignored: false,
-            held: false,
-            refer_cseq: 0,
-            transactions: Default::default(),
-            hops: Default::default(),
-            capture_dropped_at_start: self.capture_dropped,
-            agent_reports: None,
-        };
-        // The first INVITE's two ends take part whatever comes of it.
-        let mut call = call;
-        call.hops.insert(flow.src, self.key_seed);
-        call.hops.insert(flow.dst, self.key_seed);
-        let idx = self.calls.insert(call).ok()?;
-        self.call_ids.insert(call_id, idx, &self.calls);
-        self.counters.calls += 1;
-        if let Some(a) = rule {
-            self.apply_rule(idx, a);
-        }
-        Some(idx)
+            .cloned()
     }
 
     /// Applies the action a network rule chose for the packet being handled

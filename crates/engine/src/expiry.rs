@@ -47,7 +47,6 @@ impl Engine {
         let Some(call) = self.calls.remove(idx) else {
             return;
         };
-        let evicted = ending == Ending::Evicted;
         self.call_ids.remove(call.text.call_id(), idx);
         let mut last_activity = call.links.stamp;
         let mut streams = Vec::with_capacity(call.streams.len());
@@ -77,67 +76,8 @@ impl Engine {
             return;
         }
         streams.sort_by_key(|s| (s.first_ns, s.src_port, s.dst_port, s.ssrc));
-        let state = if evicted {
-            CallState::Evicted
-        } else if let Some(s) = call.closing {
-            s
-        } else if call.answer_ns.is_some() {
-            CallState::Answered
-        } else if call.final_status.is_some_and(|c| c >= 300) {
-            CallState::Failed
-        } else {
-            CallState::NoFinalResponse
-        };
-        let end_ns = call.end_ns.unwrap_or(last_activity.max(call.invite_ns));
-        let ms = |a: i64, b: i64| (i128::from(b) - i128::from(a)) as f64 / 1e6;
-        let setup_delay_ms = call.srd_to_ns.map(|t| ms(call.srd_from_ns, t.get()));
-        let bye_ns = call.end_ns.filter(|_| call.ended_by_bye());
-        let disconnect_delay_ms =
-            bye_ns.zip(call.bye_answer_ns).map(|(bye, answer)| ms(bye, answer.get()).max(0.0));
-        let mut record = Box::new(CallRecord {
-            serial: call.serial,
-            call_id: call.text.call_id().into(),
-            from: call.text.party(true),
-            to: call.text.party(false),
-            caller_user_agent: call.text.get(Field::CallerUa).map(String::from),
-            callee_user_agent: call.text.get(Field::CalleeUa).map(String::from),
-            caller_ip: call.caller.0,
-            caller_port: call.caller.1,
-            callee_ip: call.callee.0,
-            callee_port: call.callee.1,
-            invite_ns: call.invite_ns,
-            first_provisional_ns: call.first_provisional_ns.map(NonZeroI64::get),
-            ringing_ns: call.ringing_ns.map(NonZeroI64::get),
-            answer_ns: call.answer_ns,
-            end_ns,
-            duration_ms: call.answer_ns.map_or(0.0, |a| ms(a, end_ns).max(0.0)),
-            setup_delay_ms,
-            setup_delay_to_failure: setup_delay_ms.is_some() && call.srd_failed,
-            disconnect_delay_ms,
-            final_status: call.final_status,
-            final_reason: call.text.get(Field::FinalReason).map(String::from),
-            state,
-            hangup_by: call.hangup_by,
-            hangup_reason: call.text.get(Field::HangupReason).map(String::from),
-            sip_messages: call.sip_messages,
-            invites: call.invites,
-            rtcp_packets: call.rtcp_packets as u64,
-            t38_packets: call.t38_packets as u64,
-            anomalies: call.anomalies,
-            dtmf_digits: dtmf_digits(&streams),
-            worst_mos: None,
-            worst_interval_mos: None,
-            mos_scale: None,
-            labels: call.labels.iter().map(|l| l.to_string()).collect(),
-            record_payload: call.record_payload,
-            capture_dropped: self.capture_dropped.wrapping_sub(call.capture_dropped_at_start)
-                as u64,
-            // A call in its grace after BYE, CANCEL or failure has ended.
-            ongoing: ending == Ending::Open && call.closing.is_none(),
-            held_until_ns: self.now.max(end_ns),
-            streams,
-            agent_reports: call.agent_reports.map_or_else(Vec::new, |r| r.0),
-        });
+        let clock = (self.now, self.capture_dropped);
+        let mut record = report::call_record(call, ending, streams, last_activity, clock);
         record.summarise_quality();
         if let Some(r) = self.recorder.as_mut() {
             r.call_ended(record.serial);
