@@ -2,15 +2,15 @@
 //! datagrams over emulated links (seeded loss, delay, jitter, cuts), so the
 //! paper's experiments rerun in seconds and tests can pin their figures.
 
-use crate::emu::LinkEmulator;
-use crate::node::{Config, Counters, Node};
+use crate::node::Counters;
 use crate::packet::NodeId;
 use crate::routing::Metric;
 use serde::Deserialize;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 pub(crate) mod voice;
+mod world;
+
+use world::World;
 
 const MS: f64 = 1e6;
 
@@ -233,200 +233,9 @@ struct Flow {
 
 /// Runs a scenario to the end and reports.
 pub fn run(t: &Topology) -> Result<Report, TopologyError> {
-    let s = &t.settings;
-    let ids: BTreeSet<NodeId> = t.links.iter().flat_map(|l| [l.a, l.b]).collect();
-    let ids: Vec<NodeId> = ids.into_iter().collect();
-    let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    // Ordered: the neighbours of each node are listed from it, and the
-    // figures must not depend on a hash order (the same file and seed give
-    // the same figures).
-    let mut emus: BTreeMap<(NodeId, NodeId), LinkEmulator> = BTreeMap::new();
-    t.validate()?;
-    for (i, l) in t.links.iter().enumerate() {
-        for (dir, (x, y)) in [(l.a, l.b), (l.b, l.a)].into_iter().enumerate() {
-            let seed = s.seed.wrapping_mul(1_000_003).wrapping_add((i * 2 + dir) as u64);
-            let mut e = LinkEmulator::new(
-                l.loss_pct / 100.0,
-                l.burst,
-                (l.delay_ms * MS) as i64,
-                (l.jitter_ms * MS) as i64,
-                seed,
-            );
-            e.rate_bps = (l.rate_kbps * 1000.0) as u64;
-            if emus.insert((x, y), e).is_some() {
-                return Err(TopologyError(format!("link {x} - {y} listed twice")));
-            }
-        }
-    }
-    let budget = (s.budget_ms * MS) as i64;
-    let mut nodes: Vec<Node> = ids
-        .iter()
-        .map(|&id| {
-            let mut c = Config::new(id);
-            c.metric = s.metric;
-            c.max_nack_rounds = s.nack_rounds;
-            c.budget_ns = budget;
-            c.retransmit_share = s.retransmit_share;
-            c.recovery = !s.no_recovery;
-            let nbrs: Vec<NodeId> = emus.keys().filter(|k| k.0 == id).map(|k| k.1).collect();
-            Node::new(c, &nbrs, 0)
-        })
-        .collect();
-    let crtp = calliper_crtp::Config {
-        repeats: s.crtp_repeats,
-        header_checksum: s.crtp_repeats > 0,
-        ..calliper_crtp::Config::default()
-    };
-    for l in t.links.iter().filter(|l| l.crtp) {
-        for (x, y) in [(l.a, l.b), (l.b, l.a)] {
-            nodes[index[&x]]
-                .compress_link(y, crtp)
-                .map_err(|e| TopologyError(format!("link {x} - {y}: {e}")))?;
-        }
-    }
-    let warmup = (s.warmup_ms * MS) as i64;
-    let mut flows = Vec::new();
-    for st in &t.streams {
-        let (Some(&from), true) = (index.get(&st.from), index.contains_key(&st.to)) else {
-            return Err(TopologyError(format!("stream {} -> {}: unknown node", st.from, st.to)));
-        };
-        for _ in 0..st.count {
-            flows.push(Flow {
-                from,
-                to: st.to,
-                vport: flows.len() as u16,
-                packets: st.packets,
-                start: warmup + (st.start_ms * MS) as i64,
-                interval: (st.interval_ms * MS) as i64,
-                payload: st.payload,
-                rtp: st.rtp,
-                last_delivery: 0,
-            });
-        }
-    }
-
-    let mut queue: BinaryHeap<Reverse<(i64, u64)>> = BinaryHeap::new();
-    let mut events: HashMap<u64, Ev> = HashMap::new();
-    let mut order = 0u64;
-    let mut push = |queue: &mut BinaryHeap<_>, events: &mut HashMap<u64, Ev>, at: i64, ev: Ev| {
-        order += 1;
-        queue.push(Reverse((at, order)));
-        events.insert(order, ev);
-    };
-    let mut next_timer = vec![0; nodes.len()];
-    for node in 0..nodes.len() {
-        push(&mut queue, &mut events, 0, Ev::Timer { node });
-    }
-    for (f, flow) in flows.iter().enumerate() {
-        push(&mut queue, &mut events, flow.start, Ev::Send { stream: f, k: 0 });
-    }
-    let mut first_cut = i64::MAX;
-    for c in &t.cuts {
-        let at = warmup + (c.at_ms * MS) as i64;
-        first_cut = first_cut.min(at);
-        push(&mut queue, &mut events, at, Ev::Cut { a: c.a, b: c.b });
-    }
-    let end = flows.iter().map(|f| f.start + f.interval * f.packets as i64).max().unwrap_or(warmup)
-        + 2 * budget
-        + 1_000_000_000;
-
-    let mut report = Report::default();
-    let mut payload_buf = Vec::new();
-    while let Some(Reverse((now, id))) = queue.pop() {
-        if now > end {
-            break;
-        }
-        let Some(ev) = events.remove(&id) else {
-            continue;
-        };
-        let touched = match ev {
-            Ev::Arrive { node, from, bytes } => {
-                nodes[node].handle(now, from, &bytes);
-                node
-            }
-            Ev::Timer { node } => {
-                if next_timer[node] != now {
-                    continue;
-                }
-                next_timer[node] = i64::MAX;
-                nodes[node].handle_timeout(now);
-                node
-            }
-            Ev::Send { stream, k } => {
-                let f = &flows[stream];
-                report.sent += 1;
-                let (from, to, vport) = (f.from, f.to, f.vport);
-                voice::payload(f.rtp, stream, k, f.interval, f.payload, &mut payload_buf);
-                nodes[from].send(now, to, vport, &payload_buf);
-                if k + 1 < f.packets {
-                    let at = f.start + f.interval * (k as i64 + 1);
-                    push(&mut queue, &mut events, at, Ev::Send { stream, k: k + 1 });
-                }
-                from
-            }
-            Ev::Cut { a, b } => {
-                for key in [(a, b), (b, a)] {
-                    if let Some(e) = emus.get_mut(&key) {
-                        e.down = true;
-                    }
-                }
-                continue;
-            }
-        };
-        // Carry out what the node produced.
-        let me = nodes[touched].id();
-        while let Some((peer, bytes)) = nodes[touched].poll_transmit() {
-            let Some(emu) = emus.get_mut(&(me, peer)) else {
-                continue;
-            };
-            if let Some(at) = emu.admit(now, bytes.len()) {
-                push(
-                    &mut queue,
-                    &mut events,
-                    at,
-                    Ev::Arrive { node: index[&peer], from: me, bytes },
-                );
-            }
-        }
-        while let Some(d) = nodes[touched].poll_delivery() {
-            let f = &flows[d.vport as usize];
-            // Which packet of the stream: its RTP sequence number (streams
-            // of up to 65 536 packets; opaque payloads are all alike).
-            let k = if f.rtp && d.payload.len() >= 32 {
-                u16::from_be_bytes([d.payload[30], d.payload[31]]) as u64
-            } else {
-                0
-            };
-            voice::payload(f.rtp, d.vport as usize, k, f.interval, f.payload, &mut payload_buf);
-            report.corrupted += (d.payload != payload_buf) as u64;
-            let delay = now - d.sent_us as i64 * 1000;
-            report.delivered += 1;
-            report.within_budget += (delay <= budget) as u64;
-            report.delays_ns.push(delay);
-            let f = &mut flows[d.vport as usize];
-            if now > first_cut && f.last_delivery > 0 {
-                report.longest_gap_after_cut_ns =
-                    report.longest_gap_after_cut_ns.max(now - f.last_delivery.max(first_cut));
-            }
-            f.last_delivery = now;
-        }
-        let t = nodes[touched].poll_timeout().max(now);
-        if t < next_timer[touched] {
-            next_timer[touched] = t;
-            push(&mut queue, &mut events, t, Ev::Timer { node: touched });
-        }
-    }
-    report.delays_ns.sort_unstable();
-    for n in &nodes {
-        report.counters.add(&n.counters);
-    }
-    report.link_drops = emus.values().map(|e| e.lost).sum();
-    report.queue_drops = emus.values().map(|e| e.queue_drops).sum();
-    report.link_bytes = emus.values().map(|e| e.bytes).sum();
-    let first = flows.iter().map(|f| f.start).min().unwrap_or(0);
-    let last = flows.iter().map(|f| f.start + f.interval * f.packets as i64).max().unwrap_or(0);
-    report.duration_s = (last - first) as f64 / 1e9;
-    Ok(report)
+    let mut world = World::new(t)?;
+    world.run();
+    Ok(world.into_report())
 }
 
 #[cfg(test)]
