@@ -173,34 +173,67 @@ const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
 const ARPHRD_NONE: u16 = 0xfffe;
 
+/// The configuration's sizes and interfaces within what a probe takes.
+fn check(cfg: &LiveConfig) -> Result<(), LiveError> {
+    let bs = cfg.block_size;
+    if !bs.is_power_of_two() || !(4096..=128 << 20).contains(&bs) {
+        return Err(LiveError::Config(format!(
+            "block size {bs} must be a power of two from 4096 to 134217728 bytes"
+        )));
+    }
+    let ring_len = bs as u64 * cfg.block_count as u64;
+    if cfg.block_count == 0 || ring_len > MAX_RING_BYTES {
+        return Err(LiveError::Config(format!(
+            "block count {} must be at least 1 and the ring ({ring_len} bytes) at most {MAX_RING_BYTES}",
+            cfg.block_count
+        )));
+    }
+    if !(1..=60_000).contains(&cfg.block_timeout_ms) {
+        return Err(LiveError::Config("block timeout must be 1 to 60000 ms".into()));
+    }
+    if cfg.interfaces.is_empty() {
+        return Err(LiveError::Config("no interface to capture on".into()));
+    }
+    if cfg.interfaces.len() > MAX_INTERFACES {
+        return Err(LiveError::Config(format!(
+            "{} interfaces: at most {MAX_INTERFACES} per probe",
+            cfg.interfaces.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel filter, when one is needed: the interfaces' program for
+/// several interfaces, ending in the user's `--filter` if given.
+fn attach_filter(fd: &OwnedFd, cfg: &LiveConfig, indexes: &[u32]) -> Result<(), LiveError> {
+    let user = match &cfg.filter {
+        Some(expr) => {
+            let link_type = filter_link_type(&cfg.interfaces)?;
+            Some(crate::filter::compile(expr, link_type).map_err(|e| LiveError::Config(e.0))?)
+        }
+        None => None,
+    };
+    if indexes.len() > 1 || user.is_some() {
+        let prog = socket_filter(indexes, user.as_ref());
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        set_option(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog,
+            "cannot attach the capture filter",
+        )?;
+    }
+    Ok(())
+}
+
 impl LiveCapture {
     /// Opens a ring on the configured interfaces.
     pub fn open(cfg: &LiveConfig) -> Result<LiveCapture, LiveError> {
-        let bs = cfg.block_size;
-        if !bs.is_power_of_two() || !(4096..=128 << 20).contains(&bs) {
-            return Err(LiveError::Config(format!(
-                "block size {bs} must be a power of two from 4096 to 134217728 bytes"
-            )));
-        }
-        let ring_len = bs as u64 * cfg.block_count as u64;
-        if cfg.block_count == 0 || ring_len > MAX_RING_BYTES {
-            return Err(LiveError::Config(format!(
-                "block count {} must be at least 1 and the ring ({ring_len} bytes) at most {MAX_RING_BYTES}",
-                cfg.block_count
-            )));
-        }
-        if !(1..=60_000).contains(&cfg.block_timeout_ms) {
-            return Err(LiveError::Config("block timeout must be 1 to 60000 ms".into()));
-        }
-        if cfg.interfaces.is_empty() {
-            return Err(LiveError::Config("no interface to capture on".into()));
-        }
-        if cfg.interfaces.len() > MAX_INTERFACES {
-            return Err(LiveError::Config(format!(
-                "{} interfaces: at most {MAX_INTERFACES} per probe",
-                cfg.interfaces.len()
-            )));
-        }
+        check(cfg)?;
         let indexes =
             cfg.interfaces.iter().map(|n| interface_index(n)).collect::<Result<Vec<_>, _>>()?;
         // Protocol 0: nothing is received before `bind` chooses.
@@ -219,27 +252,16 @@ impl LiveCapture {
             &version,
             "cannot select TPACKET_V3",
         )?;
-        let user = match &cfg.filter {
-            Some(expr) => {
-                let link_type = filter_link_type(&cfg.interfaces)?;
-                Some(crate::filter::compile(expr, link_type).map_err(|e| LiveError::Config(e.0))?)
-            }
-            None => None,
-        };
-        if indexes.len() > 1 || user.is_some() {
-            let prog = socket_filter(&indexes, user.as_ref());
-            let fprog = libc::sock_fprog {
-                len: prog.len() as u16,
-                filter: prog.as_ptr() as *mut libc::sock_filter,
-            };
-            set_option(
-                &fd,
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                &fprog,
-                "cannot attach the capture filter",
-            )?;
-        }
+        attach_filter(&fd, cfg, &indexes)?;
+        let capture = LiveCapture::map_ring(fd, cfg)?;
+        capture.bind(cfg, &indexes)?;
+        Ok(capture)
+    }
+
+    /// Creates the socket's receive ring and maps it: the capture, which
+    /// unmaps it when dropped.
+    fn map_ring(fd: OwnedFd, cfg: &LiveConfig) -> Result<LiveCapture, LiveError> {
+        let bs = cfg.block_size;
         let frame_size = 2048u32;
         let req = libc::tpacket_req3 {
             tp_block_size: bs,
@@ -257,7 +279,7 @@ impl LiveCapture {
             &req,
             "cannot create the receive ring (too large for the kernel's memory limits?)",
         )?;
-        let ring_len = ring_len as usize;
+        let ring_len = bs as usize * cfg.block_count as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket.
         let ptr = unsafe {
             libc::mmap(
@@ -275,7 +297,7 @@ impl LiveCapture {
         let ring =
             NonNull::new(ptr.cast::<u8>()).ok_or_else(|| os("cannot map the receive ring"))?;
         // From here `Drop` unmaps.
-        let capture = LiveCapture {
+        Ok(LiveCapture {
             fd,
             ring,
             ring_len,
@@ -285,7 +307,13 @@ impl LiveCapture {
             totals: LiveStats::default(),
             malformed: 0,
             outgoing_only: cfg.direction == Direction::Out,
-        };
+        })
+    }
+
+    /// Binds the socket to its interface (or all, for several: the filter
+    /// keeps theirs), then sets the direction, promiscuous mode and the
+    /// fanout group asked for.
+    fn bind(&self, cfg: &LiveConfig, indexes: &[u32]) -> Result<(), LiveError> {
         // SAFETY: a zeroed sockaddr_ll is valid; fields set below.
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         addr.sll_family = libc::AF_PACKET as u16;
@@ -294,7 +322,7 @@ impl LiveCapture {
         // SAFETY: `addr` is a valid sockaddr_ll of the size given.
         let r = unsafe {
             libc::bind(
-                capture.fd.as_raw_fd(),
+                self.fd.as_raw_fd(),
                 (&addr as *const libc::sockaddr_ll).cast::<libc::sockaddr>(),
                 std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
             )
@@ -305,7 +333,7 @@ impl LiveCapture {
         if cfg.direction == Direction::In {
             let on: libc::c_int = 1;
             set_option(
-                &capture.fd,
+                &self.fd,
                 libc::SOL_PACKET,
                 libc::PACKET_IGNORE_OUTGOING,
                 &on,
@@ -313,13 +341,13 @@ impl LiveCapture {
             )?;
         }
         if cfg.promiscuous {
-            for &ix in &indexes {
+            for &ix in indexes {
                 // SAFETY: a zeroed packet_mreq is valid.
                 let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
                 mreq.mr_ifindex = ix as i32;
                 mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
                 set_option(
-                    &capture.fd,
+                    &self.fd,
                     libc::SOL_PACKET,
                     libc::PACKET_ADD_MEMBERSHIP,
                     &mreq,
@@ -331,14 +359,14 @@ impl LiveCapture {
             let mode = libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG;
             let arg = (group as u32 | (mode << 16)) as libc::c_int;
             set_option(
-                &capture.fd,
+                &self.fd,
                 libc::SOL_PACKET,
                 libc::PACKET_FANOUT,
                 &arg,
                 "cannot join the fanout group",
             )?;
         }
-        Ok(capture)
+        Ok(())
     }
 
     fn block(&self, i: usize) -> *mut u8 {
