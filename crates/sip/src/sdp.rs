@@ -142,129 +142,161 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
         // Keep the valid prefix: a binary tail must not hide the media lines before it.
         Err(e) => std::str::from_utf8(&body[..e.valid_up_to()]).unwrap_or(""),
     };
-    let mut sdp = Sdp::default();
-    let mut session_dir: Option<Direction> = None;
-    let mut media_dir: Option<Direction> = None;
-    let mut skip_media = false;
+    let mut p = Parser::default();
     // `trim_end` also takes the CR of a CRLF line end.
     for line in split_on(text, b'\n') {
         let line = line.trim_end();
         let Some((k, v)) = split_once_on(line, b'=') else {
             if !line.is_empty() {
-                sdp.bad_lines += 1;
+                p.sdp.bad_lines += 1;
             }
             continue;
         };
-        let in_media = !sdp.media.is_empty();
         match k {
-            "c" => {
-                let addr = parse_connection(v);
-                if addr.is_none() {
-                    sdp.bad_lines += 1;
-                }
-                if skip_media {
-                } else if let Some(m) = sdp.media.last_mut() {
-                    m.addr = addr.or(m.addr);
-                } else {
-                    sdp.session_addr = addr;
+            "c" => p.connection(v),
+            "m" => p.media_line(v),
+            "a" => p.attribute(v),
+            _ => {}
+        }
+    }
+    p.finish()
+}
+
+/// The description so far, and what the lines before decided for the next.
+#[derive(Default)]
+struct Parser<'a> {
+    sdp: Sdp<'a>,
+    /// `a=sendonly` and the like, at session level and in the current media.
+    session_dir: Option<Direction>,
+    media_dir: Option<Direction>,
+    /// The current media section was refused (malformed, or past
+    /// [`MAX_MEDIA`]): its lines are ignored.
+    skip_media: bool,
+}
+
+impl<'a> Parser<'a> {
+    /// `c=`: the current media's address, or the session's.
+    fn connection(&mut self, v: &str) {
+        let addr = parse_connection(v);
+        if addr.is_none() {
+            self.sdp.bad_lines += 1;
+        }
+        if self.skip_media {
+        } else if let Some(m) = self.sdp.media.last_mut() {
+            m.addr = addr.or(m.addr);
+        } else {
+            self.sdp.session_addr = addr;
+        }
+    }
+
+    /// `m=`: ends the current media section and starts the next.
+    fn media_line(&mut self, v: &'a str) {
+        self.end_media();
+        if self.sdp.media.len() >= MAX_MEDIA {
+            self.skip_media = true;
+            self.sdp.bad_lines += 1;
+            return;
+        }
+        let mut it = v.split_ascii_whitespace();
+        let (Some(kind), Some(port), Some(proto)) = (it.next(), it.next(), it.next()) else {
+            self.sdp.bad_lines += 1;
+            self.skip_media = true;
+            return;
+        };
+        let port = split_once_on(port, b'/').map_or(port, |(p, _)| p);
+        let Ok(port) = port.parse::<u16>() else {
+            self.sdp.bad_lines += 1;
+            self.skip_media = true;
+            return;
+        };
+        self.skip_media = false;
+        let formats = it
+            .filter_map(|f| f.parse::<u8>().ok())
+            .filter(|&f| f < 128)
+            .take(MAX_FORMATS)
+            .collect();
+        self.sdp.media.push(Media {
+            kind,
+            port,
+            proto,
+            addr: self.sdp.session_addr,
+            formats,
+            rtpmaps: Vec::new(),
+            ptime: None,
+            direction: Direction::SendRecv,
+            rtcp_port: None,
+            crypto: false,
+        });
+    }
+
+    /// `a=`: a direction, or an attribute of the current media.
+    fn attribute(&mut self, v: &'a str) {
+        let (name, value) = split_once_on(v, b':').unwrap_or((v, ""));
+        if self.skip_media {
+            return;
+        }
+        if let Some(d) = parse_direction(name) {
+            if self.sdp.media.is_empty() {
+                self.session_dir = Some(d);
+            } else {
+                self.media_dir = Some(d);
+            }
+            return;
+        }
+        let Some(m) = self.sdp.media.last_mut() else {
+            return;
+        };
+        match name {
+            "rtpmap" => {
+                if !add_rtpmap(m, value) {
+                    self.sdp.bad_lines += 1;
                 }
             }
-            "m" => {
-                if let Some(m) = sdp.media.last_mut() {
-                    m.direction = media_dir.or(session_dir).unwrap_or_default();
-                }
-                media_dir = None;
-                if sdp.media.len() >= MAX_MEDIA {
-                    skip_media = true;
-                    sdp.bad_lines += 1;
-                    continue;
-                }
-                let mut it = v.split_ascii_whitespace();
-                let (Some(kind), Some(port), Some(proto)) = (it.next(), it.next(), it.next())
-                else {
-                    sdp.bad_lines += 1;
-                    skip_media = true;
-                    continue;
-                };
-                let port = split_once_on(port, b'/').map_or(port, |(p, _)| p);
-                let Ok(port) = port.parse::<u16>() else {
-                    sdp.bad_lines += 1;
-                    skip_media = true;
-                    continue;
-                };
-                skip_media = false;
-                let formats = it
-                    .filter_map(|f| f.parse::<u8>().ok())
-                    .filter(|&f| f < 128)
-                    .take(MAX_FORMATS)
-                    .collect();
-                sdp.media.push(Media {
-                    kind,
-                    port,
-                    proto,
-                    addr: sdp.session_addr,
-                    formats,
-                    rtpmaps: Vec::new(),
-                    ptime: None,
-                    direction: Direction::SendRecv,
-                    rtcp_port: None,
-                    crypto: false,
-                });
-            }
-            "a" => {
-                let (name, value) = split_once_on(v, b':').unwrap_or((v, ""));
-                if skip_media {
-                    continue;
-                }
-                if let Some(d) = parse_direction(name) {
-                    if in_media {
-                        media_dir = Some(d);
-                    } else {
-                        session_dir = Some(d);
-                    }
-                    continue;
-                }
-                let Some(m) = sdp.media.last_mut() else {
-                    continue;
-                };
-                match name {
-                    "rtpmap" => {
-                        let Some((pt, enc)) = split_once_on(value, b' ') else {
-                            sdp.bad_lines += 1;
-                            continue;
-                        };
-                        let Ok(pt) = pt.trim().parse::<u8>() else {
-                            sdp.bad_lines += 1;
-                            continue;
-                        };
-                        let enc = enc.trim();
-                        let (encoding, rate) = split_once_on(enc, b'/').unwrap_or((enc, ""));
-                        let rate = split_once_on(rate, b'/').map_or(rate, |(r, _)| r);
-                        let clock_rate = rate.parse().unwrap_or(0);
-                        if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
-                            m.rtpmaps.push(RtpMap { payload_type: pt, encoding, clock_rate });
-                        }
-                    }
-                    "ptime" => m.ptime = value.trim().parse().ok(),
-                    "crypto" => m.crypto = true,
-                    "rtcp" => {
-                        m.rtcp_port =
-                            value.split_ascii_whitespace().next().and_then(|p| p.parse().ok())
-                    }
-                    _ => {}
-                }
+            "ptime" => m.ptime = value.trim().parse().ok(),
+            "crypto" => m.crypto = true,
+            "rtcp" => {
+                m.rtcp_port = value.split_ascii_whitespace().next().and_then(|p| p.parse().ok())
             }
             _ => {}
         }
     }
-    if let Some(m) = sdp.media.last_mut() {
-        m.direction = media_dir.or(session_dir).unwrap_or_default();
-    }
-    // A session-level c= after the m= lines is malformed, but apply it where missing.
-    if let Some(addr) = sdp.session_addr {
-        for m in sdp.media.iter_mut().filter(|m| m.addr.is_none()) {
-            m.addr = Some(addr);
+
+    /// The current media section's direction: its own, else the session's.
+    fn end_media(&mut self) {
+        if let Some(m) = self.sdp.media.last_mut() {
+            m.direction = self.media_dir.or(self.session_dir).unwrap_or_default();
         }
+        self.media_dir = None;
     }
-    sdp
+
+    fn finish(mut self) -> Sdp<'a> {
+        self.end_media();
+        let mut sdp = self.sdp;
+        // A session-level c= after the m= lines is malformed, but apply it where missing.
+        if let Some(addr) = sdp.session_addr {
+            for m in sdp.media.iter_mut().filter(|m| m.addr.is_none()) {
+                m.addr = Some(addr);
+            }
+        }
+        sdp
+    }
+}
+
+/// Adds an `a=rtpmap` value (`PT encoding/rate[/channels]`) to `m`, up to
+/// [`MAX_FORMATS`]; false when it is malformed.
+fn add_rtpmap<'a>(m: &mut Media<'a>, value: &'a str) -> bool {
+    let Some((pt, enc)) = split_once_on(value, b' ') else {
+        return false;
+    };
+    let Ok(pt) = pt.trim().parse::<u8>() else {
+        return false;
+    };
+    let enc = enc.trim();
+    let (encoding, rate) = split_once_on(enc, b'/').unwrap_or((enc, ""));
+    let rate = split_once_on(rate, b'/').map_or(rate, |(r, _)| r);
+    let clock_rate = rate.parse().unwrap_or(0);
+    if m.rtpmaps.len() < MAX_FORMATS && pt < 128 {
+        m.rtpmaps.push(RtpMap { payload_type: pt, encoding, clock_rate });
+    }
+    true
 }
