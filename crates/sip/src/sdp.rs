@@ -247,11 +247,7 @@ impl<'a> Parser<'a> {
             return;
         };
         match name {
-            "rtpmap" => {
-                if !add_rtpmap(m, value) {
-                    self.sdp.bad_lines += 1;
-                }
-            }
+            "rtpmap" => self.sdp.bad_lines += u32::from(!add_rtpmap(m, value)),
             "ptime" => m.ptime = value.trim().parse().ok(),
             "crypto" => m.crypto = true,
             "rtcp" => {
