@@ -45,98 +45,79 @@ impl<R: Read> CaptureReader<R> {
             self.pos += blen;
             let body = block_start + 8..block_start + blen - 4;
             match btype {
-                1 => {
-                    let iface = parse_idb(&self.buf[body], endian).ok_or_else(|| {
-                        CaptureError::Corrupt {
-                            offset,
-                            reason: "short interface description block".into(),
-                        }
-                    })?;
-                    if let Format::Pcapng { interfaces, .. } = &mut self.format {
-                        if interfaces.len() >= 65536 {
-                            return Err(CaptureError::Corrupt {
-                                offset,
-                                reason: "more than 65536 interfaces".into(),
-                            });
-                        }
-                        interfaces.push(iface);
-                    }
-                }
+                1 => self.add_interface(body, endian, offset)?,
                 6 | 2 | 3 => {
-                    let Format::Pcapng { interfaces, .. } = &self.format else {
-                        unreachable!("pcapng state")
-                    };
-                    let body = &self.buf[body.clone()];
-                    let (if_id, ts_ticks, data_off, caplen, orig) = match btype {
-                        6 | 2 => {
-                            if body.len() < 20 {
-                                return Err(CaptureError::Corrupt {
-                                    offset,
-                                    reason: "short packet block".into(),
-                                });
-                            }
-                            let if_id = if btype == 6 {
-                                endian.u32(&body[0..4])
-                            } else {
-                                endian.u16(&body[0..2]) as u32
-                            };
-                            let ts = ((endian.u32(&body[4..8]) as u64) << 32)
-                                | endian.u32(&body[8..12]) as u64;
-                            (
-                                if_id,
-                                ts,
-                                20usize,
-                                endian.u32(&body[12..16]) as usize,
-                                endian.u32(&body[16..20]),
-                            )
-                        }
-                        _ => {
-                            if body.len() < 4 {
-                                return Err(CaptureError::Corrupt {
-                                    offset,
-                                    reason: "short simple packet block".into(),
-                                });
-                            }
-                            let orig = endian.u32(&body[0..4]);
-                            let snap = interfaces.first().map(|i| i.snaplen).unwrap_or(0);
-                            let mut cap = (body.len() - 4).min(orig as usize);
-                            if snap != 0 {
-                                cap = cap.min(snap as usize);
-                            }
-                            (0, 0, 4, cap, orig)
-                        }
-                    };
-                    let Some(iface) = interfaces.get(if_id as usize).copied() else {
-                        return Err(CaptureError::Corrupt {
-                            offset,
-                            reason: format!(
-                                "packet names interface {if_id}, which was never described"
-                            ),
-                        });
-                    };
-                    if data_off + caplen > body.len() {
-                        return Err(CaptureError::Corrupt {
-                            offset,
-                            reason: format!("captured length {caplen} overruns its block"),
-                        });
-                    }
-                    let ts_ns = iface
-                        .resolution
-                        .ticks_to_ns(ts_ticks)
-                        .saturating_add(iface.offset_s.saturating_mul(1_000_000_000));
-                    let start = block_start + 8 + data_off;
-                    return Ok(Step::Packet(Rec {
-                        ts_ns,
-                        link_type: iface.link_type,
-                        start,
-                        len: caplen,
-                        orig_len: orig,
-                        file_offset: offset,
-                    }));
+                    return self.packet_block(btype, body, endian, offset).map(Step::Packet)
                 }
                 _ => self.skipped_blocks += 1,
             }
         }
+    }
+
+    /// An interface description block (its `body`): one more interface of
+    /// the section, at most 65 536.
+    fn add_interface(
+        &mut self,
+        body: std::ops::Range<usize>,
+        endian: Endian,
+        offset: u64,
+    ) -> Result<(), CaptureError> {
+        let iface = parse_idb(&self.buf[body], endian).ok_or_else(|| CaptureError::Corrupt {
+            offset,
+            reason: "short interface description block".into(),
+        })?;
+        if let Format::Pcapng { interfaces, .. } = &mut self.format {
+            if interfaces.len() >= 65536 {
+                return Err(CaptureError::Corrupt {
+                    offset,
+                    reason: "more than 65536 interfaces".into(),
+                });
+            }
+            interfaces.push(iface);
+        }
+        Ok(())
+    }
+
+    /// A packet block (enhanced 6, obsolete 2, simple 3; its `body`) as a
+    /// record, dated by its interface's resolution and offset.
+    fn packet_block(
+        &self,
+        btype: u32,
+        body: std::ops::Range<usize>,
+        endian: Endian,
+        offset: u64,
+    ) -> Result<Rec, CaptureError> {
+        let Format::Pcapng { interfaces, .. } = &self.format else { unreachable!("pcapng state") };
+        let start = body.start;
+        let body = &self.buf[body];
+        let snaplen = interfaces.first().map(|i| i.snaplen).unwrap_or(0);
+        let short = if btype == 3 { "short simple packet block" } else { "short packet block" };
+        let f = packet_fields(btype, body, endian, snaplen)
+            .ok_or_else(|| CaptureError::Corrupt { offset, reason: short.into() })?;
+        let Some(iface) = interfaces.get(f.if_id as usize).copied() else {
+            return Err(CaptureError::Corrupt {
+                offset,
+                reason: format!("packet names interface {}, which was never described", f.if_id),
+            });
+        };
+        if f.data_off + f.caplen > body.len() {
+            return Err(CaptureError::Corrupt {
+                offset,
+                reason: format!("captured length {} overruns its block", f.caplen),
+            });
+        }
+        let ts_ns = iface
+            .resolution
+            .ticks_to_ns(f.ts_ticks)
+            .saturating_add(iface.offset_s.saturating_mul(1_000_000_000));
+        Ok(Rec {
+            ts_ns,
+            link_type: iface.link_type,
+            start: start + f.data_off,
+            len: f.caplen,
+            orig_len: f.orig,
+            file_offset: offset,
+        })
     }
 
     fn read_section_header(&mut self, offset: u64) -> Result<(), CaptureError> {
@@ -202,4 +183,38 @@ fn parse_idb(body: &[u8], e: Endian) -> Option<Interface> {
         opts = opts.get(4 + padded..).unwrap_or(&[]);
     }
     Some(iface)
+}
+
+/// A packet block's fields before its data.
+struct PacketFields {
+    if_id: u32,
+    ts_ticks: u64,
+    /// Where the data starts in the block's body.
+    data_off: usize,
+    caplen: usize,
+    orig: u32,
+}
+
+/// The fields of a packet block's `body` (block type `btype`): None when
+/// it is too short for them. A simple packet block (3) names no interface
+/// or time: the first interface, at tick 0, its data cut to `snaplen`.
+fn packet_fields(btype: u32, body: &[u8], endian: Endian, snaplen: u32) -> Option<PacketFields> {
+    if btype == 3 {
+        let orig = endian.u32(body.get(0..4)?);
+        let mut caplen = (body.len() - 4).min(orig as usize);
+        if snaplen != 0 {
+            caplen = caplen.min(snaplen as usize);
+        }
+        return Some(PacketFields { if_id: 0, ts_ticks: 0, data_off: 4, caplen, orig });
+    }
+    let head = body.get(0..20)?;
+    let if_id = if btype == 6 { endian.u32(&head[0..4]) } else { endian.u16(&head[0..2]) as u32 };
+    let ts_ticks = ((endian.u32(&head[4..8]) as u64) << 32) | endian.u32(&head[8..12]) as u64;
+    Some(PacketFields {
+        if_id,
+        ts_ticks,
+        data_off: 20,
+        caplen: endian.u32(&head[12..16]) as usize,
+        orig: endian.u32(&head[16..20]),
+    })
 }
