@@ -57,67 +57,16 @@ impl Engine {
                 panic!("fault injection after {n} packets");
             }
         }
-        type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
-        let mut decoded: [Decoded<'a>; N] = [None; N];
-        let mut dedup_hash = [None::<u64>; N];
-        // For a shard: Some(owned) when the packet is media (see `media_owner`).
-        let mut media = [None::<bool>; N];
-        let mut stream_hash = [None::<u64>; N];
+        let mut ahead = Ahead::<'a, N>::default();
         let n = group.len();
         // A rolling pipeline: decoding packet i + INDEX_AHEAD starts the load of
         // its index slot, packet i + STREAM_AHEAD (whose slot has arrived by
         // now) starts the load of its stream, and packet i is handled.
-        let decode = |e: &Self,
-                      i: usize,
-                      decoded: &mut [Decoded<'a>],
-                      dh: &mut [Option<u64>],
-                      sh: &mut [Option<u64>],
-                      media: &mut [Option<bool>]| {
-            let p = &group[i];
-            if let Routing::Counted { .. } | Routing::Skipped = p.routing {
-                return;
-            }
-            // Written in place and read by reference: a frame is ten words.
-            let r = decoded[i].insert(match calliper_wire::decode_plain(p.link_type, p.data) {
-                Some(f) => Ok(f),
-                None => calliper_wire::decode(p.link_type, p.data),
-            });
-            if let Ok(f) = r {
-                media[i] = match p.routing {
-                    Routing::Owned => Some(true),
-                    _ => e.media_owner(f),
-                };
-            }
-            if let (Ok(f), false) = (&*r, media[i] == Some(false)) {
-                // A shard's own media was found so by `media_owner` or the
-                // reader: its key needs no second ownership test.
-                let mine = e.shard.is_none() || media[i] == Some(true);
-                let key_hash = e.rtp_key(f).filter(|_| mine).map(|k| k.hash(e.key_seed));
-                if let Some(d) = &e.dedup {
-                    dh[i] = match (key_hash, f.udp()) {
-                        (Some(k), Some((_, _, payload))) => Some(d.hash_rtp(f, payload, k)),
-                        _ => d.hash(f),
-                    };
-                    if let Some(h) = dh[i] {
-                        d.prefetch(h);
-                    }
-                }
-                if let Some(h) = key_hash {
-                    e.stream_ids.prefetch(h);
-                    sh[i] = Some(h);
-                }
-            }
-        };
-        let load_stream = |e: &Self, sh: Option<u64>| {
-            if let Some(si) = sh.and_then(|h| e.stream_ids.peek(h)) {
-                e.streams.prefetch(si);
-            }
-        };
-        for i in 0..n.min(INDEX_AHEAD) {
-            decode(self, i, &mut decoded, &mut dedup_hash, &mut stream_hash, &mut media);
+        for (i, p) in group.iter().enumerate().take(INDEX_AHEAD) {
+            self.decode_ahead(p, i, &mut ahead);
         }
-        for &sh in &stream_hash[..n.min(STREAM_AHEAD)] {
-            load_stream(self, sh);
+        for &sh in &ahead.stream_hash[..n.min(STREAM_AHEAD)] {
+            self.load_stream(sh);
         }
         // Each packet's anomalies are dated by it: looked for before the
         // next (a duplicate's `continue` skips the loop's end).
@@ -129,71 +78,126 @@ impl Engine {
             }
             previous_ts = Some(p.ts_ns);
             if i + INDEX_AHEAD < n {
-                decode(
-                    self,
-                    i + INDEX_AHEAD,
-                    &mut decoded,
-                    &mut dedup_hash,
-                    &mut stream_hash,
-                    &mut media,
-                );
+                self.decode_ahead(&group[i + INDEX_AHEAD], i + INDEX_AHEAD, &mut ahead);
             }
             if i + STREAM_AHEAD < n {
-                load_stream(self, stream_hash[i + STREAM_AHEAD]);
+                self.load_stream(ahead.stream_hash[i + STREAM_AHEAD]);
             }
-            self.counters.packets += 1;
-            self.counters.bytes += p.data.len() as u64;
-            if p.ts_ns > self.now {
-                self.now = p.ts_ns;
-            }
-            match p.routing {
-                Routing::Counted { class, src } => {
-                    self.count_routed(p.ts_ns, p.data.len(), class, IpAddr::V4(src));
-                    continue;
-                }
-                Routing::Skipped => continue,
-                Routing::Owned | Routing::Unknown => {}
-            }
-            self.key_hint = match (&decoded[i], stream_hash[i]) {
-                (Some(Ok(f)), Some(hash)) => {
-                    Some(KeyHint { stream: self.stream_of_frame(f, hash) })
-                }
-                _ => None,
-            };
-            match (&decoded[i], self.key_hint) {
-                (Some(Ok(f)), Some(KeyHint { stream: Some(si) })) => {
-                    self.count_stream_traffic(p.ts_ns, p.data.len(), si, f)
-                }
-                (Some(d), _) => self.count_traffic(p.ts_ns, p.data.len(), d),
-                (None, _) => {}
-            }
-            match &decoded[i] {
-                // Another shard's media: it alone goes further with it.
-                Some(Ok(_)) if media[i] == Some(false) => {}
-                Some(Ok(frame)) => {
-                    if let Some((index, _)) = self.shard {
-                        // Media is seen by its owner only, which counts its
-                        // rule hits; what all shards see, the first counts.
-                        self.rules.count_hits(media[i].is_some() || index == 0);
-                    }
-                    if let (Some(d), Some(h)) = (self.dedup.as_mut(), dedup_hash[i]) {
-                        if d.check(p.ts_ns, h) {
-                            self.owned_duplicates += media[i].is_some() as u64;
-                            continue;
-                        }
-                    }
-                    self.frame(p.ts_ns, frame);
-                    if self.recorder.is_some() {
-                        self.record_packet(p);
-                    }
-                }
-                Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
-                Some(Err(e)) => self.counters.anomaly(e.name()),
-                None => {}
-            }
+            self.handle_decoded(p, i, &ahead);
         }
         if let (true, Some(t)) = (anomaly_events, previous_ts) {
             self.packet_anomaly_events(t);
+        }
+    }
+
+    /// Decodes packet `i` of a group before its turn, and starts loading
+    /// its duplicate-filter set and its stream's index slot.
+    #[inline(always)]
+    fn decode_ahead<'a, const N: usize>(
+        &self,
+        p: &RawPacket<'a>,
+        i: usize,
+        ahead: &mut Ahead<'a, N>,
+    ) {
+        if let Routing::Counted { .. } | Routing::Skipped = p.routing {
+            return;
+        }
+        // Written in place and read by reference: a frame is ten words.
+        let r = ahead.decoded[i].insert(match calliper_wire::decode_plain(p.link_type, p.data) {
+            Some(f) => Ok(f),
+            None => calliper_wire::decode(p.link_type, p.data),
+        });
+        if let Ok(f) = r {
+            ahead.media[i] = match p.routing {
+                Routing::Owned => Some(true),
+                _ => self.media_owner(f),
+            };
+        }
+        if let (Ok(f), false) = (&*r, ahead.media[i] == Some(false)) {
+            // A shard's own media was found so by `media_owner` or the
+            // reader: its key needs no second ownership test.
+            let mine = self.shard.is_none() || ahead.media[i] == Some(true);
+            let key_hash = self.rtp_key(f).filter(|_| mine).map(|k| k.hash(self.key_seed));
+            if let Some(d) = &self.dedup {
+                ahead.dedup_hash[i] = match (key_hash, f.udp()) {
+                    (Some(k), Some((_, _, payload))) => Some(d.hash_rtp(f, payload, k)),
+                    _ => d.hash(f),
+                };
+                if let Some(h) = ahead.dedup_hash[i] {
+                    d.prefetch(h);
+                }
+            }
+            if let Some(h) = key_hash {
+                self.stream_ids.prefetch(h);
+                ahead.stream_hash[i] = Some(h);
+            }
+        }
+    }
+
+    /// Starts loading the stream whose index slot `hash` found.
+    #[inline(always)]
+    fn load_stream(&self, hash: Option<u64>) {
+        if let Some(si) = hash.and_then(|h| self.stream_ids.peek(h)) {
+            self.streams.prefetch(si);
+        }
+    }
+
+    /// Handles packet `i` of a group, decoded ahead.
+    #[inline(always)]
+    fn handle_decoded<const N: usize>(
+        &mut self,
+        p: &RawPacket<'_>,
+        i: usize,
+        ahead: &Ahead<'_, N>,
+    ) {
+        self.counters.packets += 1;
+        self.counters.bytes += p.data.len() as u64;
+        if p.ts_ns > self.now {
+            self.now = p.ts_ns;
+        }
+        match p.routing {
+            Routing::Counted { class, src } => {
+                return self.count_routed(p.ts_ns, p.data.len(), class, IpAddr::V4(src));
+            }
+            Routing::Skipped => return,
+            Routing::Owned | Routing::Unknown => {}
+        }
+        let decoded = &ahead.decoded[i];
+        self.key_hint = match (decoded, ahead.stream_hash[i]) {
+            (Some(Ok(f)), Some(hash)) => Some(KeyHint { stream: self.stream_of_frame(f, hash) }),
+            _ => None,
+        };
+        match (decoded, self.key_hint) {
+            (Some(Ok(f)), Some(KeyHint { stream: Some(si) })) => {
+                self.count_stream_traffic(p.ts_ns, p.data.len(), si, f)
+            }
+            (Some(d), _) => self.count_traffic(p.ts_ns, p.data.len(), d),
+            (None, _) => {}
+        }
+        let media = ahead.media[i];
+        match decoded {
+            // Another shard's media: it alone goes further with it.
+            Some(Ok(_)) if media == Some(false) => {}
+            Some(Ok(frame)) => {
+                if let Some((index, _)) = self.shard {
+                    // Media is seen by its owner only, which counts its
+                    // rule hits; what all shards see, the first counts.
+                    self.rules.count_hits(media.is_some() || index == 0);
+                }
+                if let (Some(d), Some(h)) = (self.dedup.as_mut(), ahead.dedup_hash[i]) {
+                    if d.check(p.ts_ns, h) {
+                        self.owned_duplicates += media.is_some() as u64;
+                        return;
+                    }
+                }
+                self.frame(p.ts_ns, frame);
+                if self.recorder.is_some() {
+                    self.record_packet(p);
+                }
+            }
+            Some(Err(calliper_wire::DecodeError::NotIp(kind))) => self.counters.not_ip(kind),
+            Some(Err(e)) => self.counters.anomaly(e.name()),
+            None => {}
         }
     }
 
@@ -471,6 +475,28 @@ impl Engine {
                 self.sctp = sctp;
             }
             Transport::Other { .. } => self.counters.other_ip += 1,
+        }
+    }
+}
+
+type Decoded<'a> = Option<Result<Frame<'a>, calliper_wire::DecodeError>>;
+
+/// What a group's decoding ahead found for each of its packets.
+struct Ahead<'a, const N: usize> {
+    decoded: [Decoded<'a>; N],
+    dedup_hash: [Option<u64>; N],
+    /// For a shard: Some(owned) when the packet is media (`media_owner`).
+    media: [Option<bool>; N],
+    stream_hash: [Option<u64>; N],
+}
+
+impl<const N: usize> Default for Ahead<'_, N> {
+    fn default() -> Self {
+        Ahead {
+            decoded: [None; N],
+            dedup_hash: [None; N],
+            media: [None; N],
+            stream_hash: [None; N],
         }
     }
 }
