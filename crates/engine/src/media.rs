@@ -42,54 +42,21 @@ impl Engine {
             if port == 0 || addr.is_unspecified() && med.direction == Direction::Inactive {
                 continue;
             }
-            let holder = self.media.get(&(addr, port)).map(|e| e.call).filter(|&c| c != idx);
-            let stranger = holder
-                .and_then(|c| self.calls.get(c))
-                .is_some_and(|other| addr != sender && !other.hops.contains(sender, self.key_seed));
-            if stranger {
+            if self.held_by_another_call(idx, (addr, port), sender) {
                 self.counters.anomaly("sdp_media_of_another_call");
                 continue;
             }
-            let Some(call) = self.calls.get_mut(idx) else {
+            if self.calls.get(idx).is_none() {
                 return hold;
-            };
-            let rtpmaps: Box<[Rtpmap]> = med
-                .rtpmaps
-                .iter()
-                .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
-                .collect();
-            // The same media offered again (session refresh, hold and
-            // resume) reuses its description instead of filling the cap.
-            let encrypted = med.encrypted();
-            let same =
-                |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps && d.encrypted == encrypted;
-            let desc = match call.media.iter().position(same) {
-                Some(d) => d as u16,
-                None if call.media.len() >= MAX_DESCS_PER_CALL => {
-                    self.counters.anomaly("sdp_too_many_media_per_call");
-                    break;
-                }
-                None => {
-                    push_exact(&mut call.media, MediaDesc { owner: side, rtpmaps, encrypted });
-                    (call.media.len() - 1) as u16
-                }
+            }
+            let Some(desc) = self.description(idx, side, med) else {
+                self.counters.anomaly("sdp_too_many_media_per_call");
+                break;
             };
             let rtp = med.proto.to_ascii_uppercase().contains("RTP");
             let rtcp = med.rtcp_port.unwrap_or(port.wrapping_add(1));
             for key in [(addr, port), (addr, rtcp)] {
-                if let Some(e) = self.media.get_mut(&key) {
-                    e.call = idx;
-                    e.desc = desc;
-                    e.rtp = rtp;
-                } else if self.media.len() >= self.cfg.max_media {
-                    self.counters.media_refused += 1;
-                    continue;
-                } else {
-                    self.media.insert(key, MediaEntry { call: idx, desc, rtp });
-                }
-                if !call.media_keys.contains(&key) {
-                    push_exact(&mut call.media_keys, key);
-                }
+                self.map_media(idx, key, MediaEntry { call: idx, desc, rtp });
             }
             // The call's streams to or from this address follow its latest
             // description (RTP <-> T.38).
@@ -107,6 +74,57 @@ impl Engine {
             }
         }
         hold
+    }
+
+    /// Whether another live call holds `at`, and `sender` may not take it
+    /// over: neither the party at that address nor one of that call's hops.
+    fn held_by_another_call(&self, idx: Idx, at: (IpAddr, u16), sender: IpAddr) -> bool {
+        let holder = self.media.get(&at).map(|e| e.call).filter(|&c| c != idx);
+        holder
+            .and_then(|c| self.calls.get(c))
+            .is_some_and(|other| at.0 != sender && !other.hops.contains(sender, self.key_seed))
+    }
+
+    /// The index of call `idx`'s description of `med` as `side` offered it:
+    /// the same one again (session refresh, hold and resume) reuses its
+    /// description instead of filling the cap; None past the cap.
+    fn description(&mut self, idx: Idx, side: Side, med: &sdp::Media<'_>) -> Option<u16> {
+        let call = self.calls.get_mut(idx)?;
+        let rtpmaps: Box<[Rtpmap]> = med
+            .rtpmaps
+            .iter()
+            .map(|r| Rtpmap::new(r.payload_type, r.encoding, r.clock_rate))
+            .collect();
+        let encrypted = med.encrypted();
+        let same =
+            |d: &MediaDesc| d.owner == side && d.rtpmaps == rtpmaps && d.encrypted == encrypted;
+        match call.media.iter().position(same) {
+            Some(d) => Some(d as u16),
+            None if call.media.len() >= MAX_DESCS_PER_CALL => None,
+            None => {
+                push_exact(&mut call.media, MediaDesc { owner: side, rtpmaps, encrypted });
+                Some((call.media.len() - 1) as u16)
+            }
+        }
+    }
+
+    /// Points the media table's entry for `key` at call `idx` (a new entry
+    /// within `max_media`, else refused and counted), and lists the key
+    /// with the call.
+    fn map_media(&mut self, idx: Idx, key: (IpAddr, u16), entry: MediaEntry) {
+        if let Some(e) = self.media.get_mut(&key) {
+            *e = entry;
+        } else if self.media.len() >= self.cfg.max_media {
+            self.counters.media_refused += 1;
+            return;
+        } else {
+            self.media.insert(key, entry);
+        }
+        if let Some(call) = self.calls.get_mut(idx) {
+            if !call.media_keys.contains(&key) {
+                push_exact(&mut call.media_keys, key);
+            }
+        }
     }
 
     /// The media entry for a stream: by destination (where SDP says the
