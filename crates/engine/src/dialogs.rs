@@ -9,25 +9,7 @@ impl Engine {
         let Flow { src, sport, dst, dport } = *flow;
         self.counters.sip_messages += 1;
         self.message_completed();
-        // Keys come from a fixed set (methods by name, others as one key;
-        // status codes are 100..=699), so the map stays small whatever the
-        // input, and nothing is allocated once a kind has been seen.
-        let mut digits = [0u8; 5];
-        let kind = match m.start {
-            Some(StartLine::Request { method, .. }) => calliper_sip::METHODS
-                .iter()
-                .find(|&&k| k == method)
-                .copied()
-                .unwrap_or(OTHER_METHOD),
-            Some(StartLine::Response { code, .. }) => decimal(code, &mut digits),
-            None => "?",
-        };
-        match self.counters.sip_by_kind.get_mut(kind) {
-            Some(n) => *n += 1,
-            None => {
-                self.counters.sip_by_kind.insert(kind.to_string(), 1);
-            }
-        }
+        self.count_sip_kind(m);
         let (from, to) = ((src, sport), (dst, dport));
         let Some(call_id) = m.call_id.filter(|c| !c.is_empty()) else {
             self.counters.anomaly("sip_missing_call_id");
@@ -67,28 +49,65 @@ impl Engine {
             }
         }
         if let Some(side) = sdp_side {
-            if m.has_sdp() {
-                let hold = self.apply_sdp(idx, side, m.body, src);
-                // Offers decide (an answer to a hold says recvonly).
-                let offer =
-                    matches!(m.start, Some(StartLine::Request { method: "INVITE" | "UPDATE", .. }));
-                if let (Some(hold), true) = (hold, offer) {
-                    self.hold_change(idx, now, side, hold);
-                }
-            }
-            // A REFER accepted: its sender (this response's receiver) transferred the call.
-            let refer_accepted = m.cseq_method == Some("REFER")
-                && m.status().is_some_and(|s| (200..300).contains(&s))
-                && self.first_refer_answer(idx, m.cseq);
-            if refer_accepted {
-                let by = match side {
-                    Side::Caller => Side::Callee,
-                    Side::Callee => Side::Caller,
-                };
-                self.call_event(idx, now, CallPhase::Transferred, m.status(), Some(by));
-            }
+            self.apply_sdp_and_refer(idx, now, m, side, src);
         }
         self.touch_call(idx, now);
+    }
+
+    /// Counts a message by its kind. Keys come from a fixed set (methods
+    /// by name, others as one key; status codes are 100..=699), so the map
+    /// stays small whatever the input, and nothing is allocated once a kind
+    /// has been seen.
+    fn count_sip_kind(&mut self, m: &SipMessage<'_>) {
+        let mut digits = [0u8; 5];
+        let kind = match m.start {
+            Some(StartLine::Request { method, .. }) => calliper_sip::METHODS
+                .iter()
+                .find(|&&k| k == method)
+                .copied()
+                .unwrap_or(OTHER_METHOD),
+            Some(StartLine::Response { code, .. }) => decimal(code, &mut digits),
+            None => "?",
+        };
+        match self.counters.sip_by_kind.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.counters.sip_by_kind.insert(kind.to_string(), 1);
+            }
+        }
+    }
+
+    /// What a message call `idx` took says, given who sent it (`side`,
+    /// from `src`): its SDP describes where that side receives (an offer
+    /// may hold or resume the call), and a REFER's 2xx transfers the call.
+    fn apply_sdp_and_refer(
+        &mut self,
+        idx: Idx,
+        now: i64,
+        m: &SipMessage<'_>,
+        side: Side,
+        src: IpAddr,
+    ) {
+        if m.has_sdp() {
+            let hold = self.apply_sdp(idx, side, m.body, src);
+            // Offers decide (an answer to a hold says recvonly).
+            let offer =
+                matches!(m.start, Some(StartLine::Request { method: "INVITE" | "UPDATE", .. }));
+            if let (Some(hold), true) = (hold, offer) {
+                self.hold_change(idx, now, side, hold);
+            }
+        }
+        // A REFER accepted: its sender (this response's receiver) transferred the call.
+        let refer_accepted = m.cseq_method == Some("REFER")
+            && m.status().is_some_and(|s| (200..300).contains(&s))
+            && self.first_refer_answer(idx, m.cseq);
+        if refer_accepted {
+            let by = match side {
+                Side::Caller => Side::Callee,
+                Side::Callee => Side::Caller,
+            };
+            self.call_event(idx, now, CallPhase::Transferred, m.status(), Some(by));
+        }
     }
 
     /// True for the first 2xx to a REFER transaction (its retransmissions
