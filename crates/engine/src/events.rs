@@ -176,44 +176,14 @@ impl Engine {
             return;
         }
         self.expire_registers(now);
-        let ev = &mut self.events;
         let Some(status) = status else {
-            // A request (retransmissions keep the first one's time).
-            let key: RegisterKey = (call_id.into(), cseq, src.0, dst.0);
-            if ev.pending.contains_key(&key) {
-                return;
-            }
-            // Full: give up the oldest still open (the queue's front may
-            // hold transactions answered meanwhile; every open one is in it).
-            while ev.pending.len() >= MAX_PENDING_REGISTERS {
-                let Some((_, oldest)) = ev.order.pop_front() else {
-                    break;
-                };
-                if ev.pending.remove(&oldest).is_some() {
-                    self.counters.registers_given_up += 1;
-                }
-            }
-            let to = NameAddr::parse(m.to.unwrap_or(""));
-            ev.pending.insert(
-                key.clone(),
-                Pending {
-                    ts_ns: now,
-                    aor: cut(to.uri).into(),
-                    contact: boxed(m.contact),
-                    expires: expiry(m),
-                    user_agent: boxed(m.user_agent),
-                    client: src,
-                    registrar: dst,
-                    credentials: m.authorization,
-                },
-            );
-            ev.order.push_back((now, key));
-            return;
+            return self.register_request(now, (call_id, cseq), src, dst, m);
         };
         if status < 200 {
             return;
         }
         // The response goes from the registrar back to the client.
+        let ev = &mut self.events;
         let Some(p) = ev.pending.remove(&(Box::from(call_id), cseq, dst.0, src.0)) else {
             return;
         };
@@ -244,6 +214,49 @@ impl Engine {
             client: p.client,
             registrar: p.registrar,
         }));
+    }
+
+    /// A REGISTER request opens its transaction (retransmissions keep the
+    /// first one's time); past [`MAX_PENDING_REGISTERS`] the oldest still
+    /// open is given up, counted.
+    fn register_request(
+        &mut self,
+        now: i64,
+        (call_id, cseq): (&str, u32),
+        src: (IpAddr, u16),
+        dst: (IpAddr, u16),
+        m: &SipMessage<'_>,
+    ) {
+        let ev = &mut self.events;
+        let key: RegisterKey = (call_id.into(), cseq, src.0, dst.0);
+        if ev.pending.contains_key(&key) {
+            return;
+        }
+        // Full: give up the oldest still open (the queue's front may
+        // hold transactions answered meanwhile; every open one is in it).
+        while ev.pending.len() >= MAX_PENDING_REGISTERS {
+            let Some((_, oldest)) = ev.order.pop_front() else {
+                break;
+            };
+            if ev.pending.remove(&oldest).is_some() {
+                self.counters.registers_given_up += 1;
+            }
+        }
+        let to = NameAddr::parse(m.to.unwrap_or(""));
+        ev.pending.insert(
+            key.clone(),
+            Pending {
+                ts_ns: now,
+                aor: cut(to.uri).into(),
+                contact: boxed(m.contact),
+                expires: expiry(m),
+                user_agent: boxed(m.user_agent),
+                client: src,
+                registrar: dst,
+                credentials: m.authorization,
+            },
+        );
+        ev.order.push_back((now, key));
     }
 
     /// Gives up REGISTERs unanswered for [`REGISTER_TIMEOUT_NS`]: only the
