@@ -167,6 +167,17 @@ pub struct LiveCapture {
 // synchronised through each block's status word, not through the thread.
 unsafe impl Send for LiveCapture {}
 
+/// One packet entry of a ring block.
+struct Entry {
+    /// Where its frame is in the block, and its link type; None for a
+    /// frame not kept (another link type, or a direction left out).
+    frame: Option<(usize, usize, u16)>,
+    ts_ns: i64,
+    orig_len: u32,
+    /// The offset of the next entry from this one (0: the last).
+    next: u32,
+}
+
 /// Packets handed to the caller at once.
 const BATCH: usize = 64;
 const ARPHRD_ETHER: u16 = 1;
@@ -396,27 +407,8 @@ impl LiveCapture {
         timeout_ms: i32,
         mut f: impl FnMut(&[Packet<'_>]),
     ) -> Result<usize, LiveError> {
-        if !self.ready() {
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    return Ok(0);
-                }
-                return Err(LiveError::Os { what: "waiting for packets failed", error: e });
-            }
-            if pfd.revents & libc::POLLERR != 0 {
-                return Err(self.socket_error());
-            }
-            if !self.ready() {
-                return Ok(0);
-            }
+        if !self.ready() && !self.wait_for_block(timeout_ms)? {
+            return Ok(0);
         }
         let block = self.block(self.next);
         let desc = block.cast::<libc::tpacket_block_desc>();
@@ -434,43 +426,20 @@ impl LiveCapture {
         let mut n = 0;
         let mut delivered = 0;
         let mut off = first as usize;
-        let hdr_len = std::mem::size_of::<libc::tpacket3_hdr>();
-        let sll_at = (hdr_len + 15) & !15;
-        let sll_len = std::mem::size_of::<libc::sockaddr_ll>();
         for _ in 0..count {
-            if off + sll_at + sll_len > self.block_size {
+            let Some(entry) = self.entry(block, off) else {
                 self.malformed += 1;
                 break;
-            }
-            // SAFETY: header and address lie inside the block (checked above).
-            let (h, sll) = unsafe {
-                (
-                    std::ptr::read_unaligned(block.add(off).cast::<libc::tpacket3_hdr>()),
-                    std::ptr::read_unaligned(block.add(off + sll_at).cast::<libc::sockaddr_ll>()),
-                )
             };
-            let start = off + h.tp_mac as usize;
-            let len = h.tp_snaplen as usize;
-            if start + len > self.block_size {
-                self.malformed += 1;
-                break;
-            }
-            let link = match sll.sll_hatype {
-                ARPHRD_ETHER | ARPHRD_LOOPBACK => Some(linktype::ETHERNET),
-                ARPHRD_NONE => Some(linktype::RAW),
-                _ => None,
-            };
-            let sent = sll.sll_pkttype == libc::PACKET_OUTGOING;
-            let skip =
-                if self.outgoing_only { !sent } else { sent && sll.sll_hatype == ARPHRD_LOOPBACK };
-            if let (Some(link_type), false) = (link, skip) {
-                // SAFETY: inside the block, which stays ours until released below.
+            if let Some((start, len, link_type)) = entry.frame {
+                // SAFETY: inside the block (checked by `entry`), which stays
+                // ours until released below.
                 let data = unsafe { std::slice::from_raw_parts(block.add(start), len) };
                 batch[n] = Packet {
-                    ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
+                    ts_ns: entry.ts_ns,
                     link_type,
                     data,
-                    orig_len: h.tp_len,
+                    orig_len: entry.orig_len,
                     file_offset: 0,
                 };
                 n += 1;
@@ -480,10 +449,10 @@ impl LiveCapture {
                     n = 0;
                 }
             }
-            if h.tp_next_offset == 0 {
+            if entry.next == 0 {
                 break;
             }
-            off += h.tp_next_offset as usize;
+            off += entry.next as usize;
         }
         if n > 0 {
             f(&batch[..n]);
@@ -494,6 +463,66 @@ impl LiveCapture {
         unsafe { std::ptr::write_volatile(self.status(self.next), libc::TP_STATUS_KERNEL) };
         self.next = (self.next + 1) % self.block_count;
         Ok(delivered)
+    }
+
+    /// Waits up to `timeout_ms` for the kernel to hand over the next block:
+    /// whether it did (a signal ends the wait early, as a timeout).
+    fn wait_for_block(&self, timeout_ms: i32) -> Result<bool, LiveError> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(LiveError::Os { what: "waiting for packets failed", error: e });
+        }
+        if pfd.revents & libc::POLLERR != 0 {
+            return Err(self.socket_error());
+        }
+        Ok(self.ready())
+    }
+
+    /// The packet entry at `off` in `block`: None when its header or its
+    /// frame would overrun the block (malformed).
+    fn entry(&self, block: *mut u8, off: usize) -> Option<Entry> {
+        let hdr_len = std::mem::size_of::<libc::tpacket3_hdr>();
+        let sll_at = (hdr_len + 15) & !15;
+        let sll_len = std::mem::size_of::<libc::sockaddr_ll>();
+        if off + sll_at + sll_len > self.block_size {
+            return None;
+        }
+        // SAFETY: header and address lie inside the block (checked above).
+        let (h, sll) = unsafe {
+            (
+                std::ptr::read_unaligned(block.add(off).cast::<libc::tpacket3_hdr>()),
+                std::ptr::read_unaligned(block.add(off + sll_at).cast::<libc::sockaddr_ll>()),
+            )
+        };
+        let start = off + h.tp_mac as usize;
+        let len = h.tp_snaplen as usize;
+        if start + len > self.block_size {
+            return None;
+        }
+        let link = match sll.sll_hatype {
+            ARPHRD_ETHER | ARPHRD_LOOPBACK => Some(linktype::ETHERNET),
+            ARPHRD_NONE => Some(linktype::RAW),
+            _ => None,
+        };
+        let sent = sll.sll_pkttype == libc::PACKET_OUTGOING;
+        let skip =
+            if self.outgoing_only { !sent } else { sent && sll.sll_hatype == ARPHRD_LOOPBACK };
+        Some(Entry {
+            frame: link.filter(|_| !skip).map(|link_type| (start, len, link_type)),
+            ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
+            orig_len: h.tp_len,
+            next: h.tp_next_offset,
+        })
     }
 
     fn socket_error(&self) -> LiveError {
