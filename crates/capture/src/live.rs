@@ -290,7 +290,8 @@ impl LiveCapture {
             &req,
             "cannot create the receive ring (too large for the kernel's memory limits?)",
         )?;
-        let ring_len = bs as usize * cfg.block_count as usize;
+        // Within MAX_RING_BYTES (`check`).
+        let ring_len = (bs as u64 * cfg.block_count as u64) as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket.
         let ptr = unsafe {
             libc::mmap(
@@ -427,7 +428,7 @@ impl LiveCapture {
         let mut delivered = 0;
         let mut off = first as usize;
         for _ in 0..count {
-            let Some(entry) = self.entry(block, off) else {
+            let Some(entry) = self.entry(off) else {
                 self.malformed += 1;
                 break;
             };
@@ -488,9 +489,10 @@ impl LiveCapture {
         Ok(self.ready())
     }
 
-    /// The packet entry at `off` in `block`: None when its header or its
-    /// frame would overrun the block (malformed).
-    fn entry(&self, block: *mut u8, off: usize) -> Option<Entry> {
+    /// The packet entry at `off` in the block being read (`next`): None
+    /// when its header or its frame would overrun the block (malformed).
+    fn entry(&self, off: usize) -> Option<Entry> {
+        let block = self.block(self.next);
         let hdr_len = std::mem::size_of::<libc::tpacket3_hdr>();
         let sll_at = (hdr_len + 15) & !15;
         let sll_len = std::mem::size_of::<libc::sockaddr_ll>();

@@ -194,8 +194,8 @@ impl Engine {
 
     /// Makes room for a new call: past the unanswered cap its oldest
     /// unanswered call goes; in a full table a challenged call, else the
-    /// oldest unanswered, closing or active one. None when there is none to
-    /// evict (a table of no calls).
+    /// oldest unanswered, closing or active one. None when a full table has
+    /// no call to evict (`max_calls` 0).
     fn make_room_for_a_call(&mut self) -> Option<()> {
         if self.calls.list_len(LIST_UNANSWERED) >= self.cfg.max_unanswered {
             if let Some((oldest, _)) = self.calls.oldest(LIST_UNANSWERED) {

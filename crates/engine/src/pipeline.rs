@@ -69,7 +69,7 @@ impl Engine {
             self.load_stream(sh);
         }
         // Each packet's anomalies are dated by it: looked for before the
-        // next (a duplicate's `continue` skips the loop's end).
+        // next (a duplicate returns early from `handle_decoded`).
         let anomaly_events = self.events.media();
         let mut previous_ts = None;
         for (i, p) in group.iter().enumerate() {

@@ -166,11 +166,13 @@ pub fn parse(body: &[u8]) -> Sdp<'_> {
 #[derive(Default)]
 struct Parser<'a> {
     sdp: Sdp<'a>,
-    /// `a=sendonly` and the like, at session level and in the current media.
+    /// `a=sendonly` and the like at session level,
     session_dir: Option<Direction>,
+    /// and in the current media section.
     media_dir: Option<Direction>,
     /// The current media section was refused (malformed, or past
-    /// [`MAX_MEDIA`]): its lines are ignored.
+    /// [`MAX_MEDIA`]): its lines change nothing (malformed ones are still
+    /// counted).
     skip_media: bool,
 }
 
