@@ -121,15 +121,7 @@ impl RuleSpec {
         if let Some(l) = &self.label {
             crate::check_text("label", l, true)?;
         }
-        let action = match (self.action.as_deref().unwrap_or("track"), &self.label) {
-            ("label", Some(l)) => Action::Label(l.as_str().into()),
-            ("label", None) => return error("action = \"label\" needs label = \"...\""),
-            (_, Some(_)) => return error("label = is only for action = \"label\""),
-            ("track", None) => Action::Track,
-            ("ignore", None) => Action::Ignore,
-            ("record", None) => Action::Record,
-            (a, None) => return error(format!("action `{a}`: say track, ignore, record or label")),
-        };
+        let action = self.action()?;
         let sip = [
             &self.method,
             &self.from_user,
@@ -155,57 +147,85 @@ impl RuleSpec {
             if network {
                 return error("a rule matches SIP fields or the network, not both");
             }
-            if self.method.as_deref().is_some_and(|m| m != "INVITE") {
-                // (Also keeps an absurd method out of listings.)
-                return error(
-                    "SIP rules apply to calls (their first INVITE): method can only be \"INVITE\"",
-                );
-            }
-            Filter::Sip(SipFilter {
-                method: self.method.clone(),
-                from_user: pattern(&self.from_user)?,
-                from_domain: pattern(&self.from_domain)?,
-                to_user: pattern(&self.to_user)?,
-                to_domain: pattern(&self.to_domain)?,
-                user_agent: pattern(&self.user_agent)?,
-            })
+            self.sip_filter()?
         } else if exact {
             if wild {
                 return error(
                     "an exact flow (a, b) takes protocol and vlan only; use src/dst/net/ports for a wildcard rule",
                 );
             }
-            let (Some(a), Some(b), Some(p)) = (&self.a, &self.b, &self.protocol) else {
-                return error("an exact flow needs protocol, a and b");
-            };
-            Filter::Exact(ExactFilter {
-                vlan: self.vlan,
-                protocol: protocol_number(p)?,
-                a: endpoint(a)?,
-                b: endpoint(b)?,
-            })
+            self.exact_filter()?
         } else if network {
-            if self.net.is_some() && (self.src.is_some() || self.dst.is_some()) {
-                return error("net matches either address: use it or src/dst, not both");
-            }
-            let cidr = |c: &Option<String>| c.as_deref().map(Cidr::parse).transpose();
-            let ports = |p: &Option<Ports>| p.as_ref().map(Ports::parse).transpose();
-            Filter::Wild(WildFilter {
-                vlan: self.vlan,
-                protocol: self.protocol.as_deref().map(protocol_number).transpose()?,
-                src: cidr(&self.src)?,
-                dst: cidr(&self.dst)?,
-                net: cidr(&self.net)?,
-                sport: ports(&self.sport)?,
-                dport: ports(&self.dport)?,
-                port: ports(&self.port)?,
-            })
+            self.wild_filter()?
         } else {
             return error(
                 "the rule matches nothing in particular: give network keys (net, src, dst, ports, vlan, protocol, a/b) or SIP keys (method, from_user, from_domain, to_user, to_domain, user_agent)",
             );
         };
         Ok((self.name.clone().unwrap_or_default(), self.priority, filter, action))
+    }
+
+    /// The action, `track` when none is named; a label only with `label`.
+    fn action(&self) -> Result<Action, RuleError> {
+        Ok(match (self.action.as_deref().unwrap_or("track"), &self.label) {
+            ("label", Some(l)) => Action::Label(l.as_str().into()),
+            ("label", None) => return error("action = \"label\" needs label = \"...\""),
+            (_, Some(_)) => return error("label = is only for action = \"label\""),
+            ("track", None) => Action::Track,
+            ("ignore", None) => Action::Ignore,
+            ("record", None) => Action::Record,
+            (a, None) => return error(format!("action `{a}`: say track, ignore, record or label")),
+        })
+    }
+
+    /// A SIP rule's filter: it applies to calls, so its method is INVITE.
+    fn sip_filter(&self) -> Result<Filter, RuleError> {
+        if self.method.as_deref().is_some_and(|m| m != "INVITE") {
+            // (Also keeps an absurd method out of listings.)
+            return error(
+                "SIP rules apply to calls (their first INVITE): method can only be \"INVITE\"",
+            );
+        }
+        Ok(Filter::Sip(SipFilter {
+            method: self.method.clone(),
+            from_user: pattern(&self.from_user)?,
+            from_domain: pattern(&self.from_domain)?,
+            to_user: pattern(&self.to_user)?,
+            to_domain: pattern(&self.to_domain)?,
+            user_agent: pattern(&self.user_agent)?,
+        }))
+    }
+
+    /// An exact flow's filter: protocol and both ends.
+    fn exact_filter(&self) -> Result<Filter, RuleError> {
+        let (Some(a), Some(b), Some(p)) = (&self.a, &self.b, &self.protocol) else {
+            return error("an exact flow needs protocol, a and b");
+        };
+        Ok(Filter::Exact(ExactFilter {
+            vlan: self.vlan,
+            protocol: protocol_number(p)?,
+            a: endpoint(a)?,
+            b: endpoint(b)?,
+        }))
+    }
+
+    /// A wildcard rule's filter: prefixes, port ranges, VLAN and protocol.
+    fn wild_filter(&self) -> Result<Filter, RuleError> {
+        if self.net.is_some() && (self.src.is_some() || self.dst.is_some()) {
+            return error("net matches either address: use it or src/dst, not both");
+        }
+        let cidr = |c: &Option<String>| c.as_deref().map(Cidr::parse).transpose();
+        let ports = |p: &Option<Ports>| p.as_ref().map(Ports::parse).transpose();
+        Ok(Filter::Wild(WildFilter {
+            vlan: self.vlan,
+            protocol: self.protocol.as_deref().map(protocol_number).transpose()?,
+            src: cidr(&self.src)?,
+            dst: cidr(&self.dst)?,
+            net: cidr(&self.net)?,
+            sport: ports(&self.sport)?,
+            dport: ports(&self.dport)?,
+            port: ports(&self.port)?,
+        }))
     }
 }
 
