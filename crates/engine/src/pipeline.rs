@@ -120,7 +120,7 @@ impl Engine {
             let key_hash = self.rtp_key(f).filter(|_| mine).map(|k| k.hash(self.key_seed));
             if let Some(d) = &self.dedup {
                 ahead.dedup_hash[i] = match (key_hash, f.udp()) {
-                    (Some(k), Some((_, _, payload))) => Some(d.hash_rtp(f, payload, k)),
+                    (Some(k), Some((_, _, payload))) => Some(d.hash_rtp(f.ip_id, payload, k)),
                     _ => d.hash(f),
                 };
                 if let Some(h) = ahead.dedup_hash[i] {
