@@ -131,7 +131,7 @@ fn calliper_mos_follows_pesq() {
     let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = calliper_testkit::captures::scratch_root().join("pesq");
     let conditions = ["none", "r3", "r10", "g8b3"];
-    let Some((mut rows, mut log)) = conditions_run(&dir, &conditions) else {
+    let Some((mut rows, mut log)) = conditions_run(&dir, None, &conditions) else {
         return;
     };
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
@@ -148,7 +148,7 @@ fn calliper_mos_follows_pesq() {
         .collect();
     if !stalled.is_empty() {
         let names: Vec<&str> = stalled.iter().map(String::as_str).collect();
-        let Some((retried, second)) = conditions_run(&dir.join("again"), &names) else {
+        let Some((retried, second)) = conditions_run(&dir.join("again"), None, &names) else {
             return;
         };
         log = format!("{log}\nrun again (linphone's playout below spandsp's by over {PLAYOUT_STALL}): {stalled:?}\n{second}");
@@ -220,12 +220,20 @@ fn assert_loss_counted(rows: &[Row], log: &str) {
     }
 }
 
-/// One call per condition through the rig into `dir`: its rows and log, or
-/// None when the rig was skipped on request.
-fn conditions_run(dir: &Path, conditions: &[&str]) -> Option<(Vec<Row>, String)> {
+/// One call per condition through the rig into `dir`, in `codec` (the
+/// rig's default, PCMU, when None): its rows and log, or None when the rig
+/// was skipped on request.
+fn conditions_run(
+    dir: &Path,
+    codec: Option<&str>,
+    conditions: &[&str],
+) -> Option<(Vec<Row>, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut rig = Command::new(root.join("tests/pesq/run.sh"));
     rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(dir).arg("1").args(conditions);
+    if let Some(codec) = codec {
+        rig.env("CODEC", codec);
+    }
     let log = common::namespace_rig(&mut rig, "tests/pesq/run.sh")?;
     Some((rows(&dir.join("results.tsv")), log))
 }
@@ -234,15 +242,8 @@ fn conditions_run(dir: &Path, conditions: &[&str]) -> Option<(Vec<Row>, String)>
 /// linphone's own playout's PESQ), or None when the rig was skipped.
 fn codec_call(codec: &str) -> Option<(f64, f64)> {
     let _rig = RIG.lock().unwrap_or_else(|e| e.into_inner());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = calliper_testkit::captures::scratch_root().join(format!("pesq-{codec}"));
-    let mut rig = Command::new(root.join("tests/pesq/run.sh"));
-    rig.env("CALLIPER", env!("CARGO_BIN_EXE_calliper"))
-        .env("CODEC", codec)
-        .arg(&dir)
-        .args(["1", "none"]);
-    let log = common::namespace_rig(&mut rig, "tests/pesq/run.sh")?;
-    let rows = rows(&dir.join("results.tsv"));
+    let (rows, log) = conditions_run(&dir, Some(codec), &["none"])?;
     let [call] = &rows[..] else {
         panic!("{codec}: one call expected\n{log}");
     };
