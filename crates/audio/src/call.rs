@@ -6,7 +6,7 @@
 //! console's player; what each stream gave, or why it was left out, comes
 //! back as notes to show.
 
-use crate::timeline::{Codec, Timeline, MAX_SECONDS};
+use crate::timeline::{Codec, Timeline, TimelineStats, MAX_SECONDS};
 use calliper_model::stored::{StoredCall, StoredStream};
 use calliper_wire::rtp::{looks_like_rtcp, RtpHeader};
 use std::collections::HashMap;
@@ -269,73 +269,99 @@ impl CallAudio {
         let start = self.decodings.iter().filter_map(|d| d.first_ns).min().unwrap_or(0);
         let rate = self.decodings.iter().map(|t| t.timeline.rate()).max().unwrap_or(8000);
         let seconds = (self.span_ns.max(0) / 1_000_000_000 + 10).min(MAX_SECONDS as i64) as usize;
-        let limit = seconds * rate as usize;
-        let (mut left, mut right) = (Vec::<i16>::new(), Vec::<i16>::new());
-        // DTMF marks (seconds into the WAV, side, event): the voice
-        // streams' own, placed by their samples, then those of event streams.
-        let mut marks: Vec<(f64, bool, u8)> = Vec::new();
-        for Decoding { caller, timeline, name, first_ns } in self.decodings {
-            let Some(first) = first_ns else {
-                notes.push(format!("stream {name}: no packets in the capture"));
-                continue;
-            };
-            let dtmf = timeline.dtmf.len();
-            let begins = (first - start).max(0) as f64 / 1e9;
-            marks.extend(
-                timeline
-                    .dtmf
-                    .iter()
-                    .map(|m| (begins + m.at as f64 / f64::from(timeline.rate()), caller, m.event)),
-            );
-            let (samples, own_rate, s) = timeline.finish();
-            notes.push(format!(
-                "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable, {} over the decoding budget",
-                s.played,
-                s.late,
-                s.concealed_samples * 1000 / u64::from(own_rate),
-                s.silent_samples * 1000 / u64::from(own_rate),
-                s.comfort_noise,
-                dtmf,
-                s.resyncs,
-                s.out_of_range,
-                s.other_payload,
-                s.undecodable,
-                s.over_budget
-            ));
-            let up = (rate / own_rate) as usize;
-            let offset = ((first - start).max(0) as u128 * u128::from(rate) / 1_000_000_000)
-                .min(limit as u128) as usize;
-            let channel = if caller { &mut left } else { &mut right };
-            let end = (offset + samples.len() * up).min(limit);
-            if offset + samples.len() * up > limit {
-                notes.push(format!(
-                    "stream {name}: cut at {seconds} s, the call's stored span and 10 s (it starts {:.1} s in)",
-                    offset as f64 / f64::from(rate)
-                ));
-            }
-            if channel.len() < end {
-                channel.resize(end, 0);
-            }
-            for (at, x) in channel[offset..end]
-                .iter_mut()
-                .zip(samples.iter().flat_map(|&x| std::iter::repeat_n(x, up)))
-            {
-                *at = at.saturating_add(x);
-            }
+        let mut m = Mixer {
+            start,
+            rate,
+            seconds,
+            limit: seconds * rate as usize,
+            left: Vec::new(),
+            right: Vec::new(),
+            marks: Vec::new(),
+            notes,
+        };
+        for d in self.decodings {
+            m.add(d);
         }
         let start = if start == 0 { self.dtmf.first().map_or(0, |d| d.arrival_ns) } else { start };
-        marks.extend(
+        m.marks.extend(
             self.dtmf
                 .iter()
                 .map(|d| ((d.arrival_ns - start).max(0) as f64 / 1e9, d.caller, d.event)),
         );
-        marks.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (name, events) in &self.event_streams {
-            notes.push(format!("stream {name}: {events} DTMF events on an SSRC of their own"));
+            m.notes.push(format!("stream {name}: {events} DTMF events on an SSRC of their own"));
         }
-        let seconds = left.len().max(right.len()) as f64 / f64::from(rate);
+        m.finish()
+    }
+}
+
+/// Two channels being mixed from a call's decoded streams.
+struct Mixer {
+    /// The earliest stream's first packet (ns since the epoch): time 0.
+    start: i64,
+    /// The channels' rate: the highest of the streams'.
+    rate: u32,
+    /// The channels' length: in seconds, and in samples.
+    seconds: usize,
+    limit: usize,
+    left: Vec<i16>,
+    right: Vec<i16>,
+    /// DTMF marks (seconds into the WAV, side, event): the voice streams'
+    /// own, placed by their samples, then those of event streams.
+    marks: Vec<(f64, bool, u8)>,
+    notes: Vec<String>,
+}
+
+impl Mixer {
+    /// Places a stream's samples on its side's channel, repeated up to the
+    /// channels' rate, from its first packet's arrival.
+    fn add(&mut self, d: Decoding) {
+        let Decoding { caller, timeline, name, first_ns } = d;
+        let Some(first) = first_ns else {
+            self.notes.push(format!("stream {name}: no packets in the capture"));
+            return;
+        };
+        let dtmf = timeline.dtmf.len();
+        let begins = (first - self.start).max(0) as f64 / 1e9;
+        self.marks.extend(
+            timeline
+                .dtmf
+                .iter()
+                .map(|m| (begins + m.at as f64 / f64::from(timeline.rate()), caller, m.event)),
+        );
+        let (samples, own_rate, s) = timeline.finish();
+        self.notes.push(played_note(&name, &s, own_rate, dtmf));
+        let (rate, limit) = (self.rate, self.limit);
+        let up = (rate / own_rate) as usize;
+        let offset = ((first - self.start).max(0) as u128 * u128::from(rate) / 1_000_000_000)
+            .min(limit as u128) as usize;
+        let end = (offset + samples.len() * up).min(limit);
+        if offset + samples.len() * up > limit {
+            self.notes.push(format!(
+                "stream {name}: cut at {} s, the call's stored span and 10 s (it starts {:.1} s in)",
+                self.seconds,
+                offset as f64 / f64::from(rate)
+            ));
+        }
+        let channel = if caller { &mut self.left } else { &mut self.right };
+        if channel.len() < end {
+            channel.resize(end, 0);
+        }
+        for (at, x) in channel[offset..end]
+            .iter_mut()
+            .zip(samples.iter().flat_map(|&x| std::iter::repeat_n(x, up)))
+        {
+            *at = at.saturating_add(x);
+        }
+    }
+
+    /// The channels, with a note per side listing its DTMF events in time.
+    fn finish(mut self) -> Mixed {
+        self.marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let seconds = self.left.len().max(self.right.len()) as f64 / f64::from(self.rate);
         for (caller, side) in [(true, "caller"), (false, "callee")] {
-            let listed: Vec<String> = marks
+            let listed: Vec<String> = self
+                .marks
                 .iter()
                 .filter(|m| m.1 == caller)
                 .map(|&(at, _, event)| {
@@ -344,11 +370,29 @@ impl CallAudio {
                 })
                 .collect();
             if !listed.is_empty() {
-                notes.push(format!("DTMF from the {side}: {}", listed.join(", ")));
+                self.notes.push(format!("DTMF from the {side}: {}", listed.join(", ")));
             }
         }
-        Mixed { rate, left, right, notes }
+        Mixed { rate: self.rate, left: self.left, right: self.right, notes: self.notes }
     }
+}
+
+/// What a stream's decoding gave, for the notes.
+fn played_note(name: &str, s: &TimelineStats, own_rate: u32, dtmf: usize) -> String {
+    format!(
+        "stream {name}: {} packets played, {} late for the jitter buffer, {} ms concealed, {} ms silent, {} comfort noise, {} DTMF events, {} timestamp resyncs, {} out of range, {} of another payload type, {} undecodable, {} over the decoding budget",
+        s.played,
+        s.late,
+        s.concealed_samples * 1000 / u64::from(own_rate),
+        s.silent_samples * 1000 / u64::from(own_rate),
+        s.comfort_noise,
+        dtmf,
+        s.resyncs,
+        s.out_of_range,
+        s.other_payload,
+        s.undecodable,
+        s.over_budget
+    )
 }
 
 /// An RFC 4733 event's key: 0-9, *, #, A-D (others by number).

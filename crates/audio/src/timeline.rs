@@ -233,35 +233,37 @@ impl Timeline {
             self.stats.over_budget += 1;
             return;
         }
+        if !self.decode(payload) {
+            self.stats.undecodable += 1;
+            return;
+        }
+        self.decoded += self.scratch.len();
+        self.place(at);
+    }
+
+    /// Decodes a voice payload into `scratch`; false where the codec's
+    /// decoder refuses it.
+    fn decode(&mut self, payload: &[u8]) -> bool {
         self.scratch.clear();
         match self.codec {
             Codec::Pcmu => g711::decode(g711::Law::Mu, payload, &mut self.scratch),
             Codec::Pcma => g711::decode(g711::Law::A, payload, &mut self.scratch),
             Codec::G722 => self.g722.decode(payload, &mut self.scratch),
-            Codec::Opus => {
-                if !self.opus.decode(payload, &mut self.scratch) {
-                    self.stats.undecodable += 1;
-                    return;
-                }
-            }
+            Codec::Opus => return self.opus.decode(payload, &mut self.scratch),
             #[cfg(feature = "g729")]
-            Codec::G729 => {
-                if !self.g729.decode(payload, &mut self.scratch) {
-                    self.stats.undecodable += 1;
-                    return;
-                }
-            }
+            Codec::G729 => return self.g729.decode(payload, &mut self.scratch),
+            // `from_name` gives no G.729 without the feature.
             #[cfg(not(feature = "g729"))]
-            Codec::G729 => {
-                // `from_name` gives no G.729 without the feature.
-                self.stats.undecodable += 1;
-                return;
-            }
+            Codec::G729 => return false,
         }
-        self.decoded += self.scratch.len();
+        true
+    }
+
+    /// Writes the decoded samples (`scratch`) at sample index `at`,
+    /// concealing any gap before it, unless they run past the bound.
+    fn place(&mut self, at: usize) {
         let end = at + self.scratch.len();
-        let limit = self.limit_ticks as usize * self.codec.samples_per_tick();
-        if end > limit {
+        if end > self.max_samples() {
             self.stats.out_of_range += 1;
             return;
         }

@@ -155,101 +155,133 @@ impl Program {
     }
 
     fn run(&self, data: &[u8], wire_len: u32) -> u32 {
-        let (mut a, mut x) = (0u32, 0u32);
-        let mut mem = [0u32; MEMWORDS];
+        let mut m = Machine { a: 0, x: 0, mem: [0; MEMWORDS], data, wire_len };
         let mut pc = 0usize;
         while let Some(i) = self.insns.get(pc) {
             pc += 1;
-            let (class, size, mode) = (i.code & 0x07, i.code & 0x18, i.code & 0xe0);
-            let src = if i.code & 0x08 != 0 { x } else { i.k };
-            match class {
-                BPF_LD => {
-                    a = match mode {
-                        0x00 => i.k,
-                        0x20 => match load(data, i.k, size) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        // libpcap rejects an offset that overflows; so do we.
-                        0x40 => match x.checked_add(i.k).and_then(|at| load(data, at, size)) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        0x60 => match mem.get(i.k as usize) {
-                            Some(&v) => v,
-                            None => return 0,
-                        },
-                        0x80 => wire_len,
-                        _ => return 0,
-                    }
-                }
-                BPF_LDX => {
-                    x = match mode {
-                        0x00 => i.k,
-                        0x60 => match mem.get(i.k as usize) {
-                            Some(&v) => v,
-                            None => return 0,
-                        },
-                        0x80 => wire_len,
-                        0xa0 => match data.get(i.k as usize) {
-                            Some(&b) => u32::from(b & 0x0f) << 2,
-                            None => return 0,
-                        },
-                        _ => return 0,
-                    }
-                }
-                BPF_ST | BPF_STX => match mem.get_mut(i.k as usize) {
-                    Some(m) => *m = if class == BPF_ST { a } else { x },
-                    None => return 0,
-                },
-                BPF_ALU => {
-                    a = match i.code & 0xf0 {
-                        0x00 => a.wrapping_add(src),
-                        0x10 => a.wrapping_sub(src),
-                        0x20 => a.wrapping_mul(src),
-                        0x30 if src != 0 => a / src,
-                        0x40 => a | src,
-                        0x50 => a & src,
-                        0x60 => a.checked_shl(src).unwrap_or(0),
-                        0x70 => a.checked_shr(src).unwrap_or(0),
-                        0x80 => a.wrapping_neg(),
-                        0x90 if src != 0 => a % src,
-                        0xa0 => a ^ src,
-                        _ => return 0,
-                    }
-                }
-                BPF_JMP => {
-                    let taken = match i.code & 0xf0 {
-                        0x00 => {
-                            pc = pc.saturating_add(i.k as usize);
-                            continue;
-                        }
-                        0x10 => a == src,
-                        0x20 => a > src,
-                        0x30 => a >= src,
-                        0x40 => a & src != 0,
-                        _ => return 0,
-                    };
-                    pc += usize::from(if taken { i.jt } else { i.jf });
-                }
-                BPF_RET => {
-                    return match i.code & 0x18 {
-                        0x00 => i.k,
-                        0x10 => a,
-                        _ => 0,
-                    }
-                }
-                BPF_MISC => match i.code & 0xf8 {
-                    0x00 => x = a,
-                    0x80 => a = x,
-                    _ => return 0,
-                },
-                _ => return 0,
+            match m.execute(i) {
+                Some(Next::Skip(n)) => pc = pc.saturating_add(n),
+                Some(Next::Return(v)) => return v,
+                // A failed load, a division by zero, an invalid instruction.
+                None => return 0,
             }
         }
         // Ran off the end: not a valid program.
         0
     }
+}
+
+/// The BPF machine while a program runs over one packet: its registers,
+/// its scratch memory and the packet.
+struct Machine<'a> {
+    a: u32,
+    x: u32,
+    mem: [u32; MEMWORDS],
+    data: &'a [u8],
+    wire_len: u32,
+}
+
+/// Where a program goes after an instruction.
+enum Next {
+    /// On, past this many more instructions (0 for the next).
+    Skip(usize),
+    /// The program ends with this verdict.
+    Return(u32),
+}
+
+impl Machine<'_> {
+    /// Runs one instruction; `None` rejects the packet.
+    fn execute(&mut self, i: &Insn) -> Option<Next> {
+        let class = i.code & 0x07;
+        match class {
+            BPF_LD => self.a = self.load_a(i)?,
+            BPF_LDX => self.x = self.load_x(i)?,
+            BPF_ST | BPF_STX => {
+                let v = if class == BPF_ST { self.a } else { self.x };
+                *self.mem.get_mut(i.k as usize)? = v;
+            }
+            BPF_ALU => self.a = alu(i.code & 0xf0, self.a, self.source(i))?,
+            BPF_JMP => return self.jump(i).map(Next::Skip),
+            BPF_RET => {
+                return Some(Next::Return(match i.code & 0x18 {
+                    0x00 => i.k,
+                    0x10 => self.a,
+                    _ => 0,
+                }))
+            }
+            BPF_MISC => match i.code & 0xf8 {
+                0x00 => self.x = self.a,
+                0x80 => self.a = self.x,
+                _ => return None,
+            },
+            _ => return None,
+        }
+        Some(Next::Skip(0))
+    }
+
+    /// The operand: X or the constant, by the instruction's source bit.
+    fn source(&self, i: &Insn) -> u32 {
+        if i.code & 0x08 != 0 {
+            self.x
+        } else {
+            i.k
+        }
+    }
+
+    fn load_a(&self, i: &Insn) -> Option<u32> {
+        let size = i.code & 0x18;
+        match i.code & 0xe0 {
+            0x00 => Some(i.k),
+            0x20 => load(self.data, i.k, size),
+            // libpcap rejects an offset that overflows; so do we.
+            0x40 => load(self.data, self.x.checked_add(i.k)?, size),
+            0x60 => self.mem.get(i.k as usize).copied(),
+            0x80 => Some(self.wire_len),
+            _ => None,
+        }
+    }
+
+    fn load_x(&self, i: &Insn) -> Option<u32> {
+        match i.code & 0xe0 {
+            0x00 => Some(i.k),
+            0x60 => self.mem.get(i.k as usize).copied(),
+            0x80 => Some(self.wire_len),
+            0xa0 => Some(u32::from(self.data.get(i.k as usize)? & 0x0f) << 2),
+            _ => None,
+        }
+    }
+
+    /// How many instructions a jump skips.
+    fn jump(&self, i: &Insn) -> Option<usize> {
+        let src = self.source(i);
+        let taken = match i.code & 0xf0 {
+            0x00 => return Some(i.k as usize),
+            0x10 => self.a == src,
+            0x20 => self.a > src,
+            0x30 => self.a >= src,
+            0x40 => self.a & src != 0,
+            _ => return None,
+        };
+        Some(usize::from(if taken { i.jt } else { i.jf }))
+    }
+}
+
+/// An ALU operation (`op`, the code's high nibble) on A and the operand.
+fn alu(op: u16, a: u32, src: u32) -> Option<u32> {
+    Some(match op {
+        0x00 => a.wrapping_add(src),
+        0x10 => a.wrapping_sub(src),
+        0x20 => a.wrapping_mul(src),
+        0x30 if src != 0 => a / src,
+        0x40 => a | src,
+        0x50 => a & src,
+        0x60 => a.checked_shl(src).unwrap_or(0),
+        0x70 => a.checked_shr(src).unwrap_or(0),
+        0x80 => a.wrapping_neg(),
+        0x90 if src != 0 => a % src,
+        0xa0 => a ^ src,
+        _ => return None,
+    })
 }
 
 /// A filter expression, compiled for each link type as packets of it come.

@@ -38,6 +38,73 @@ impl Rng {
     }
 }
 
+/// One synthetic call: who, when, how it ended, its quality.
+struct Synthetic {
+    call_id: String,
+    from: String,
+    to: String,
+    user_agent: &'static str,
+    caller_ip: String,
+    callee_ip: String,
+    invite: i64,
+    answer: Option<i64>,
+    end: i64,
+    duration_ms: f64,
+    setup_ms: f64,
+    status: Option<u16>,
+    reason: &'static str,
+    state: &'static str,
+    loss: f64,
+    mos: Option<f64>,
+}
+
+impl Synthetic {
+    /// Call `i` of `calls`, spread evenly over the days.
+    fn draw(rng: &mut Rng, i: u64, calls: u64) -> Synthetic {
+        let invite = START_NS + (i as i64 * (DAYS * DAY_NS / calls as i64));
+        let (from, to) = (rng.user(), rng.user());
+        let (status, reason, state) = match rng.below(100) {
+            0..=64 => (Some(200), "OK", "completed"),
+            65..=79 => (Some(486), "Busy Here", "failed"),
+            80..=87 => (Some(487), "Request Terminated", "cancelled"),
+            88..=94 => (Some(404), "Not Found", "failed"),
+            95..=98 => (Some(503), "Service Unavailable", "failed"),
+            _ => (None, "", "no_final_response"),
+        };
+        let answered = status == Some(200);
+        let duration_ms = if answered { rng.below(600_000) as f64 } else { 0.0 };
+        let setup_ms = 50.0 + rng.below(3000) as f64;
+        let answer = answered.then(|| invite + (setup_ms * 1e6) as i64 + 2_000_000_000);
+        let loss = if rng.below(20) == 0 {
+            rng.below(1500) as f64 / 100.0
+        } else {
+            rng.below(50) as f64 / 100.0
+        };
+        let caller_ip = format!("10.{}.{}.{}", rng.below(4), rng.below(256), rng.below(256));
+        let callee_ip = format!("192.0.2.{}", rng.below(256));
+        let call_id = format!("{i:x}-{}@sbc.example", rng.next());
+        let agents = ["Polycom/7.1", "Yealink SIP-T46S", "Linphone/5.2", "Cisco-SIPGateway/IOS-16"];
+        Synthetic {
+            call_id,
+            from,
+            to,
+            user_agent: agents[rng.below(4) as usize],
+            caller_ip,
+            callee_ip,
+            invite,
+            answer,
+            end: answer.unwrap_or(invite) + (duration_ms * 1e6) as i64,
+            duration_ms,
+            setup_ms,
+            status,
+            reason,
+            state,
+            loss,
+            mos: answered.then_some(4.4 - loss * 0.12),
+        }
+    }
+}
+
 fn fill(db: &Path, calls: u64) {
     // The schema is the store's: opening with its sink creates it.
     drop(calliper_store::Sqlite::open(db).expect("create the database"));
@@ -62,98 +129,73 @@ fn fill(db: &Path, calls: u64) {
             )
             .unwrap();
         for i in 0..calls {
-            let invite = START_NS + (i as i64 * (DAYS * DAY_NS / calls as i64));
-            let (from, to) = (rng.user(), rng.user());
-            let roll = rng.below(100);
-            let (status, reason, state) = match roll {
-                0..=64 => (Some(200), "OK", "completed"),
-                65..=79 => (Some(486), "Busy Here", "failed"),
-                80..=87 => (Some(487), "Request Terminated", "cancelled"),
-                88..=94 => (Some(404), "Not Found", "failed"),
-                95..=98 => (Some(503), "Service Unavailable", "failed"),
-                _ => (None, "", "no_final_response"),
-            };
-            let answered = status == Some(200);
-            let duration_ms = if answered { rng.below(600_000) as f64 } else { 0.0 };
-            let srd = 50.0 + rng.below(3000) as f64;
-            let answer = answered.then(|| invite + (srd * 1e6) as i64 + 2_000_000_000);
-            let end = answer.unwrap_or(invite) + (duration_ms * 1e6) as i64;
-            let loss = if rng.below(20) == 0 {
-                rng.below(1500) as f64 / 100.0
-            } else {
-                rng.below(50) as f64 / 100.0
-            };
-            let mos = answered.then_some(4.4 - loss * 0.12);
-            let (caller_ip, callee_ip) = (
-                format!("10.{}.{}.{}", rng.below(4), rng.below(256), rng.below(256)),
-                format!("192.0.2.{}", rng.below(256)),
-            );
+            let c = Synthetic::draw(&mut rng, i, calls);
             call.execute(rusqlite::params![
-                format!("{i:x}-{}@sbc.example", rng.next()),
-                format!("sip:{from}@carrier.example"),
-                from,
-                format!("sip:{to}@carrier.example"),
-                to,
-                ["Polycom/7.1", "Yealink SIP-T46S", "Linphone/5.2", "Cisco-SIPGateway/IOS-16"]
-                    [rng.below(4) as usize],
-                caller_ip,
-                callee_ip,
-                invite,
-                answer,
-                end,
-                duration_ms,
-                srd,
-                status,
-                reason,
-                state,
-                if answered { 7 } else { 3 },
-                mos,
+                c.call_id,
+                format!("sip:{}@carrier.example", c.from),
+                c.from,
+                format!("sip:{}@carrier.example", c.to),
+                c.to,
+                c.user_agent,
+                c.caller_ip,
+                c.callee_ip,
+                c.invite,
+                c.answer,
+                c.end,
+                c.duration_ms,
+                c.setup_ms,
+                c.status,
+                c.reason,
+                c.state,
+                if c.answer.is_some() { 7 } else { 3 },
+                c.mos,
             ])
             .unwrap();
-            let id = conn.last_insert_rowid();
-            if answered {
-                let codec = ["PCMU", "PCMA", "G729", "G722"][rng.below(4) as usize];
-                let packets = (duration_ms / 20.0) as i64;
-                for (dir, src, dst) in [
-                    ("caller_to_callee", &caller_ip, &callee_ip),
-                    ("callee_to_caller", &callee_ip, &caller_ip),
-                ] {
-                    let lost = (packets as f64 * loss / 100.0) as i64;
-                    stream
-                        .execute(rusqlite::params![
-                            id,
-                            src,
-                            20000 + rng.below(10000) as i64,
-                            dst,
-                            20000 + rng.below(10000) as i64,
-                            rng.next() as u32,
-                            dir,
-                            0,
-                            codec,
-                            answer,
-                            end,
-                            packets - lost,
-                            packets,
-                            lost,
-                            loss,
-                            rng.below(3000) as f64 / 100.0,
-                            mos
-                        ])
-                        .unwrap();
-                }
+            if c.answer.is_some() {
+                insert_streams(&mut stream, &mut rng, conn.last_insert_rowid(), &c);
             }
             if i % 100_000 == 99_999 {
                 conn.execute_batch("COMMIT; BEGIN").unwrap();
-                eprint!(
-                    "\r{} calls ({:.0}/s)",
-                    i + 1,
-                    (i + 1) as f64 / started.elapsed().as_secs_f64()
-                );
+                let rate = (i + 1) as f64 / started.elapsed().as_secs_f64();
+                eprint!("\r{} calls ({rate:.0}/s)", i + 1);
             }
         }
     }
     conn.execute_batch("COMMIT").unwrap();
     eprintln!("\nfilled {calls} calls in {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// An answered call's two streams, one each way.
+fn insert_streams(stream: &mut rusqlite::Statement, rng: &mut Rng, id: i64, c: &Synthetic) {
+    let codec = ["PCMU", "PCMA", "G729", "G722"][rng.below(4) as usize];
+    let packets = (c.duration_ms / 20.0) as i64;
+    let lost = (packets as f64 * c.loss / 100.0) as i64;
+    for (dir, src, dst) in [
+        ("caller_to_callee", &c.caller_ip, &c.callee_ip),
+        ("callee_to_caller", &c.callee_ip, &c.caller_ip),
+    ] {
+        stream
+            .execute(rusqlite::params![
+                id,
+                src,
+                20000 + rng.below(10000) as i64,
+                dst,
+                20000 + rng.below(10000) as i64,
+                rng.next() as u32,
+                dir,
+                0,
+                codec,
+                c.answer,
+                c.end,
+                packets - lost,
+                packets,
+                lost,
+                c.loss,
+                rng.below(3000) as f64 / 100.0,
+                c.mos
+            ])
+            .unwrap();
+    }
 }
 
 /// GET over a fresh connection: (status, body bytes).
@@ -183,10 +225,19 @@ fn main() {
     if !db.exists() {
         fill(&db, calls);
     }
+    let port = serve(db);
+    let mut rng = Rng(42);
+    caller_searches(port, &mut rng, requests);
+    partial_searches(port, &mut rng, (requests / 10).max(5));
+    page_weight(port);
+}
+
+/// The console on the database, on a port of loopback's.
+fn serve(db: std::path::PathBuf) -> u16 {
     let (tx, rx) = std::sync::mpsc::channel();
     let cfg = calliper_console::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: Some(db.clone()),
+        db: Some(db),
         clickhouse: None,
         live: None,
         health: None,
@@ -198,8 +249,11 @@ fn main() {
     std::thread::spawn(move || {
         calliper_console::serve(cfg, |a| tx.send(a).unwrap()).unwrap();
     });
-    let port = rx.recv().unwrap().port();
-    let mut rng = Rng(42);
+    rx.recv().unwrap().port()
+}
+
+/// Searches by caller over one day and over a week, which the indexes serve.
+fn caller_searches(port: u16, rng: &mut Rng, requests: usize) {
     let (mut found, mut times) = (0usize, Vec::new());
     for (label, days) in [("one day", 1), ("one week", 7)] {
         times.clear();
@@ -227,10 +281,12 @@ fn main() {
         );
     }
     println!("calls found in all: {found}");
-    // Searches an index serves only in part: a day and a quality filter
-    // (the day's rows are read), a caller prefix, and no time range at all
-    // (every row is read, and may be stopped at 10 s: a 503).
-    let few = (requests / 10).max(5);
+}
+
+/// Searches an index serves only in part: a day and a quality filter (the
+/// day's rows are read), a caller prefix, and no time range at all (every
+/// row is read, and may be stopped at 10 s: a 503).
+fn partial_searches(port: u16, rng: &mut Rng, few: usize) {
     let day_from = |rng: &mut Rng| START_NS + rng.below(DAYS as u64 - 1) as i64 * DAY_NS;
     type Query = Box<dyn Fn(&mut Rng) -> String>;
     let kinds: Vec<(&str, Query)> = vec![
@@ -267,7 +323,7 @@ fn main() {
         let mut t = Vec::new();
         let mut statuses = std::collections::BTreeMap::new();
         for _ in 0..few {
-            let path = query(&mut rng);
+            let path = query(rng);
             let s = Instant::now();
             let (status, _) = get(port, &path);
             t.push(s.elapsed());
@@ -280,6 +336,10 @@ fn main() {
             percentile(&t, 0.95)
         );
     }
+}
+
+/// The newest calls' time, and what the call list page weighs.
+fn page_weight(port: u16) {
     let t = Instant::now();
     let (_, list) = get(port, "/api/calls");
     println!("newest 50 calls (no filter): {:.1} ms", t.elapsed().as_secs_f64() * 1000.0);

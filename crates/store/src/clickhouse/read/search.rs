@@ -76,39 +76,16 @@ pub(super) fn time_range(s: &Search, p: &mut Params) -> Vec<String> {
 
 /// The conditions of a search, over the calls table, and their values.
 fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, StoreError> {
-    let mut w = Vec::new();
-    // Calls whose streams match: the streams' day is their first packet's,
-    // at or after their call's INVITE (a day's margin for clocks). No
-    // FINAL: a row sent twice is the same member of the set.
-    let streams = |p: &mut Params, cond: String| {
-        let after = match s.from_ns {
-            Some(t) => format!(" AND day >= {}", p.day(t, -1)),
-            None => String::new(),
-        };
-        format!(
-            "record_id GLOBAL IN (SELECT assumeNotNull(call_record_id) FROM {db}.streams \
-             PREWHERE call_record_id IS NOT NULL{after} AND {cond})"
-        )
-    };
-    w.extend(time_range(s, p));
-    let mut text = |p: &mut Params, columns: &[&str], pattern: &str| {
-        let any: Vec<String> = columns
-            .iter()
-            .map(|c| match pattern.contains(['*', '?']) {
-                true => format!("match({c}, {})", p.text(&regex(pattern))),
-                false => format!("{c} = {}", p.text(pattern)),
-            })
-            .collect();
-        w.push(format!("({})", any.join(" OR ")));
-    };
-    if let Some(v) = &s.caller {
-        text(p, &["from_user"], v);
-    }
-    if let Some(v) = &s.callee {
-        text(p, &["to_user"], v);
-    }
-    if let Some(v) = &s.user_agent {
-        text(p, &["caller_user_agent", "callee_user_agent"], v);
+    let mut w = time_range(s, p);
+    let texts = [
+        (&s.caller, &["from_user"][..]),
+        (&s.callee, &["to_user"]),
+        (&s.user_agent, &["caller_user_agent", "callee_user_agent"]),
+    ];
+    for (value, columns) in texts {
+        if let Some(v) = value {
+            w.push(text_match(p, columns, v));
+        }
     }
     if let Some(v) = &s.probe {
         w.push(format!("probe = {}", p.text(v)));
@@ -122,32 +99,23 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
             "({} OR {} OR {})",
             in_network(p, "caller_ip", n),
             in_network(p, "callee_ip", n),
-            streams(p, streams_in)
+            with_streams(s, db, p, streams_in)
         ));
     }
-    match s.status {
-        Some(Status::Code(c)) => w.push(format!("final_status = {}", p.int(c.into()))),
-        Some(Status::Class(c)) => w.push(format!(
-            "final_status >= {} AND final_status < {}",
-            p.int(i64::from(c) * 100),
-            p.int(i64::from(c) * 100 + 100)
-        )),
-        Some(Status::None) => w.push("final_status IS NULL".into()),
-        None => {}
-    }
+    w.extend(s.status.map(|status| status_condition(status, p)));
     if let Some(v) = &s.state {
         w.push(format!("state = {}", p.text(v)));
     }
     if let Some(v) = &s.codec {
         let cond = format!("lower(codec) = lower({})", p.text(v));
-        w.push(streams(p, cond));
+        w.push(with_streams(s, db, p, cond));
     }
     if let Some(v) = s.mos_below {
         w.push(format!("worst_mos < {}", p.real(v)));
     }
     if let Some(v) = s.loss_above {
         let cond = format!("loss_percent > {}", p.real(v));
-        w.push(streams(p, cond));
+        w.push(with_streams(s, db, p, cond));
     }
     if let Some(v) = s.min_duration_ms {
         w.push(format!("duration_ms >= {}", p.real(v)));
@@ -156,19 +124,62 @@ fn conditions(s: &Search, db: &str, p: &mut Params) -> Result<Vec<String>, Store
         w.push(format!("duration_ms <= {}", p.real(v)));
     }
     if let Some(v) = &s.label {
-        // Labels are a compact JSON array of strings: the label's JSON
-        // text, with the bracket or comma around it, is found only where
-        // it is a whole element (a quote inside a string is escaped).
-        let element = serde_json::to_string(v)?;
-        let any: Vec<String> = [("[", "]"), ("[", ","), (",", ","), (",", "]")]
-            .iter()
-            .map(|(a, b)| format!("position(labels, {}) > 0", p.text(&format!("{a}{element}{b}"))))
-            .collect();
-        w.push(format!("({})", any.join(" OR ")));
+        w.push(label_condition(p, v)?);
     }
     // The alert filter: see `Narrowed::alerted` (ClickHouse 18.16 has no
     // correlated subquery to say "an alert of this call's").
     Ok(w)
+}
+
+/// Calls whose streams match `cond`: the streams' day is their first
+/// packet's, at or after their call's INVITE (a day's margin for clocks).
+/// No FINAL: a row sent twice is the same member of the set.
+fn with_streams(s: &Search, db: &str, p: &mut Params, cond: String) -> String {
+    let after = match s.from_ns {
+        Some(t) => format!(" AND day >= {}", p.day(t, -1)),
+        None => String::new(),
+    };
+    format!(
+        "record_id GLOBAL IN (SELECT assumeNotNull(call_record_id) FROM {db}.streams \
+         PREWHERE call_record_id IS NOT NULL{after} AND {cond})"
+    )
+}
+
+/// Any of `columns` equal to `pattern`, or matching it where it has
+/// wildcards.
+fn text_match(p: &mut Params, columns: &[&str], pattern: &str) -> String {
+    let any: Vec<String> = columns
+        .iter()
+        .map(|c| match pattern.contains(['*', '?']) {
+            true => format!("match({c}, {})", p.text(&regex(pattern))),
+            false => format!("{c} = {}", p.text(pattern)),
+        })
+        .collect();
+    format!("({})", any.join(" OR "))
+}
+
+fn status_condition(status: Status, p: &mut Params) -> String {
+    match status {
+        Status::Code(c) => format!("final_status = {}", p.int(c.into())),
+        Status::Class(c) => format!(
+            "final_status >= {} AND final_status < {}",
+            p.int(i64::from(c) * 100),
+            p.int(i64::from(c) * 100 + 100)
+        ),
+        Status::None => "final_status IS NULL".into(),
+    }
+}
+
+/// Labels are a compact JSON array of strings: the label's JSON text, with
+/// the bracket or comma around it, is found only where it is a whole
+/// element (a quote inside a string is escaped).
+fn label_condition(p: &mut Params, label: &str) -> Result<String, StoreError> {
+    let element = serde_json::to_string(label)?;
+    let any: Vec<String> = [("[", "]"), ("[", ","), (",", ","), (",", "]")]
+        .iter()
+        .map(|(a, b)| format!("position(labels, {}) > 0", p.text(&format!("{a}{element}{b}"))))
+        .collect();
+    Ok(format!("({})", any.join(" OR ")))
 }
 
 /// A query as the console sends it: its SQL and its external tables.
