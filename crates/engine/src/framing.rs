@@ -315,24 +315,10 @@ pub(crate) mod tests {
         correlation_id: Option<&[u8]>,
         compressed: bool,
     ) -> Vec<u8> {
-        Hep {
-            src: from.parse().unwrap(),
-            dst: to.parse().unwrap(),
-            sport: 5060,
-            dport: 5060,
-            ip_protocol: 17,
-            ts_ns: at,
-            kind,
-            capture_id: 1,
-            auth_key: None,
-            correlation_id,
-            vlan: None,
-            mos: None,
-            payload,
-            compressed,
-        }
-        .emit()
-        .unwrap()
+        let (src, dst) = ((from.parse().unwrap(), 5060), (to.parse().unwrap(), 5060));
+        Hep { capture_id: 1, correlation_id, compressed, ..Hep::udp(kind, src, dst, at, payload) }
+            .emit()
+            .unwrap()
     }
 
     /// HEP times never go back: a 200 stamped 30 s before its INVITE (inside

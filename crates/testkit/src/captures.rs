@@ -132,24 +132,12 @@ pub fn as_hep_feed(path: &Path, mangle: impl Fn(&mut Vec<u8>)) -> (Vec<(i64, Vec
                 if payload.first().is_some_and(u8::is_ascii_alphabetic) =>
             {
                 sip += 1;
-                let mut hep = calliper_wire::hep::Hep {
-                    src: f.src,
-                    dst: f.dst,
-                    sport,
-                    dport,
-                    ip_protocol: 17,
-                    ts_ns: p.ts_ns,
-                    kind: calliper_wire::hep::kind::SIP,
-                    capture_id: 2001,
-                    auth_key: None,
-                    correlation_id: None,
-                    vlan: None,
-                    mos: None,
-                    payload,
-                    compressed: false,
-                }
-                .emit()
-                .unwrap();
+                use calliper_wire::hep::{kind, Hep};
+                let (src, dst) = ((f.src, sport), (f.dst, dport));
+                let mut hep =
+                    Hep { capture_id: 2001, ..Hep::udp(kind::SIP, src, dst, p.ts_ns, payload) }
+                        .emit()
+                        .unwrap();
                 mangle(&mut hep);
                 let ip =
                     calliper_wire::emit::Ipv4::new([10, 9, 9, 9].into(), [10, 9, 9, 10].into(), 17)

@@ -305,20 +305,11 @@ impl HepOut {
 /// A SIP message as HEP type 1 (None when too long).
 fn sip_message(m: &SipSeen<'_>, f: &HepFields) -> Option<Vec<u8>> {
     Hep {
-        src: m.src.0,
-        dst: m.dst.0,
-        sport: m.src.1,
-        dport: m.dst.1,
         ip_protocol: ip_protocol(m.transport),
-        ts_ns: m.ts_ns,
-        kind: hep::kind::SIP,
         capture_id: f.capture_id,
         auth_key: f.auth_key,
         correlation_id: (!m.call_id.is_empty()).then_some(m.call_id.as_bytes()),
-        vlan: None,
-        mos: None,
-        payload: m.bytes,
-        compressed: false,
+        ..Hep::udp(hep::kind::SIP, m.src, m.dst, m.ts_ns, m.bytes)
     }
     .emit()
     .ok()

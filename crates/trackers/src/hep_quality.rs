@@ -142,21 +142,13 @@ impl Report<'_> {
             _ => {}
         }
         let payload = serde_json::to_vec(&body).ok()?;
+        let (src, dst) = ((s.src, s.src_port), (s.dst, s.dst_port));
         Hep {
-            src: s.src,
-            dst: s.dst,
-            sport: s.src_port,
-            dport: s.dst_port,
-            ip_protocol: 17,
-            ts_ns: self.ts_ns,
-            kind: hep::kind::QUALITY_JSON,
             capture_id: f.capture_id,
             auth_key: f.auth_key,
             correlation_id: Some(self.call_id.as_bytes()),
-            vlan: None,
             mos: self.mos.map(|m| (m * 100.0).round().clamp(0.0, 500.0) as u16),
-            payload: &payload,
-            compressed: false,
+            ..Hep::udp(hep::kind::QUALITY_JSON, src, dst, self.ts_ns, &payload)
         }
         .emit()
         .ok()

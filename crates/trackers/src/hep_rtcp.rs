@@ -60,20 +60,10 @@ pub(crate) fn messages<'a>(
         let payload = serde_json::to_vec(&body).ok()?;
         Some(
             Hep {
-                src: p.src.0,
-                dst: p.dst.0,
-                sport: p.src.1,
-                dport: p.dst.1,
-                ip_protocol: 17,
-                ts_ns: p.ts_ns,
-                kind: hep::kind::RTCP_JSON,
                 capture_id: f.capture_id,
                 auth_key: f.auth_key,
                 correlation_id: Some(p.call_id.as_bytes()),
-                vlan: None,
-                mos: None,
-                payload: &payload,
-                compressed: false,
+                ..Hep::udp(hep::kind::RTCP_JSON, p.src, p.dst, p.ts_ns, &payload)
             }
             .emit()
             .ok(),

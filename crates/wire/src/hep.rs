@@ -229,6 +229,34 @@ impl<'a> Fields<'a> {
 }
 
 impl<'a> Hep<'a> {
+    /// A message of `kind` about a UDP packet from `src` to `dst`
+    /// (address, port): capture agent 0, no key, correlation id, VLAN or
+    /// MOS, the payload as it is. Other fields by struct update.
+    pub fn udp(
+        kind: u8,
+        src: (IpAddr, u16),
+        dst: (IpAddr, u16),
+        ts_ns: i64,
+        payload: &'a [u8],
+    ) -> Hep<'a> {
+        Hep {
+            src: src.0,
+            dst: dst.0,
+            sport: src.1,
+            dport: dst.1,
+            ip_protocol: 17,
+            ts_ns,
+            kind,
+            capture_id: 0,
+            auth_key: None,
+            correlation_id: None,
+            vlan: None,
+            mos: None,
+            payload,
+            compressed: false,
+        }
+    }
+
     /// Reads one message from the start of `data` (bytes past its stated
     /// length are not part of it).
     pub fn parse(data: &'a [u8]) -> Result<Hep<'a>, HepError> {
@@ -327,21 +355,19 @@ mod tests {
     use super::*;
 
     fn sip_over_hep() -> Hep<'static> {
+        let (src, dst) =
+            (("192.0.2.10".parse().unwrap(), 5060), ("198.51.100.7".parse().unwrap(), 5080));
         Hep {
-            src: "192.0.2.10".parse().unwrap(),
-            dst: "198.51.100.7".parse().unwrap(),
-            sport: 5060,
-            dport: 5080,
-            ip_protocol: 17,
-            ts_ns: 1_700_000_000_123_456_000,
-            kind: kind::SIP,
             capture_id: 2001,
             auth_key: Some(b"secret"),
             correlation_id: Some(b"abc@host"),
-            vlan: None,
-            mos: None,
-            payload: b"OPTIONS sip:a@b SIP/2.0\r\n\r\n",
-            compressed: false,
+            ..Hep::udp(
+                kind::SIP,
+                src,
+                dst,
+                1_700_000_000_123_456_000,
+                b"OPTIONS sip:a@b SIP/2.0\r\n\r\n",
+            )
         }
     }
 

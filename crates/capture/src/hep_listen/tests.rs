@@ -3,24 +3,12 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 
 fn message(key: Option<&'static [u8]>, body: &'static [u8]) -> Vec<u8> {
-    hep::Hep {
-        src: "192.0.2.10".parse().unwrap(),
-        dst: "198.51.100.7".parse().unwrap(),
-        sport: 5060,
-        dport: 5080,
-        ip_protocol: 17,
-        ts_ns: 1_700_000_000_123_456_000,
-        kind: hep::kind::SIP,
-        capture_id: 7,
-        auth_key: key,
-        correlation_id: None,
-        vlan: None,
-        mos: None,
-        payload: body,
-        compressed: false,
-    }
-    .emit()
-    .unwrap()
+    let (src, dst) =
+        (("192.0.2.10".parse().unwrap(), 5060), ("198.51.100.7".parse().unwrap(), 5080));
+    let at = 1_700_000_000_123_456_000;
+    hep::Hep { capture_id: 7, auth_key: key, ..hep::Hep::udp(hep::kind::SIP, src, dst, at, body) }
+        .emit()
+        .unwrap()
 }
 
 fn listen(transport: HepTransport, key: Option<&[u8]>) -> HepListener {

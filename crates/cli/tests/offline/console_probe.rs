@@ -310,24 +310,11 @@ fn hep_refusals_are_in_the_metrics() {
         .unwrap();
     let addr = server::console_address(&mut child);
     let agent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let unkeyed = calliper_wire::hep::Hep {
-        src: "192.0.2.1".parse().unwrap(),
-        dst: "192.0.2.2".parse().unwrap(),
-        sport: 5060,
-        dport: 5060,
-        ip_protocol: 17,
-        ts_ns: 0,
-        kind: calliper_wire::hep::kind::SIP,
-        capture_id: 1,
-        auth_key: None,
-        correlation_id: None,
-        vlan: None,
-        mos: None,
-        payload: b"OPTIONS sip:a@b SIP/2.0\r\n\r\n",
-        compressed: false,
-    }
-    .emit()
-    .unwrap();
+    let (src, dst) = (([192, 0, 2, 1].into(), 5060), ([192, 0, 2, 2].into(), 5060));
+    let options = b"OPTIONS sip:a@b SIP/2.0\r\n\r\n";
+    use calliper_wire::hep::{kind, Hep};
+    let unkeyed =
+        Hep { capture_id: 1, ..Hep::udp(kind::SIP, src, dst, 0, options) }.emit().unwrap();
     for _ in 0..3 {
         agent.send_to(&unkeyed, ("127.0.0.1", port)).unwrap();
     }

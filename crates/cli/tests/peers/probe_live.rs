@@ -363,24 +363,10 @@ fn hep_through_a_captured_interface_is_read_once() {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
                 as i64;
-        let m = Hep {
-            src: [127, 0, 0, from].into(),
-            dst: [127, 0, 0, to].into(),
-            sport: 5060,
-            dport: 5060,
-            ip_protocol: 17,
-            ts_ns: now,
-            kind: kind::SIP,
-            capture_id: 9,
-            auth_key: None,
-            correlation_id: None,
-            vlan: None,
-            mos: None,
-            payload: msg.as_bytes(),
-            compressed: false,
-        }
-        .emit()
-        .unwrap();
+        let (src, dst) = (([127, 0, 0, from].into(), 5060), ([127, 0, 0, to].into(), 5060));
+        let m = Hep { capture_id: 9, ..Hep::udp(kind::SIP, src, dst, now, msg.as_bytes()) }
+            .emit()
+            .unwrap();
         agent.send_to(&m, ("127.0.0.1", port)).unwrap();
         if i == 0 {
             std::thread::sleep(Duration::from_millis(100));
