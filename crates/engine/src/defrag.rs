@@ -226,10 +226,7 @@ impl Defragmenter {
 
     /// Drops datagrams older than the timeout.
     pub fn expire(&mut self, now: i64) {
-        while let Some((idx, born)) = self.pending.oldest(LIST) {
-            if now - born < self.cfg.timeout_ns {
-                break;
-            }
+        while let Some(idx) = self.pending.idle_past(LIST, now, self.cfg.timeout_ns) {
             self.counters.timed_out += 1;
             self.remove(idx);
         }

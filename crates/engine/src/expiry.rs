@@ -14,23 +14,15 @@ impl Engine {
             (LIST_UNANSWERED, self.cfg.unanswered_timeout_ns),
         ];
         for (list, timeout) in call_lists {
-            while let Some((i, t)) = self.calls.oldest(list) {
-                if now - t < timeout {
-                    break;
-                }
+            while let Some(i) = self.calls.idle_past(list, now, timeout) {
                 self.finish_call(i, Ending::Normal);
             }
         }
-        while let Some((i, t)) = self.streams.oldest(LIST_CANDIDATE) {
-            if now - t < self.cfg.stream_idle_timeout_ns {
-                break;
-            }
+        let timeout = self.cfg.stream_idle_timeout_ns;
+        while let Some(i) = self.streams.idle_past(LIST_CANDIDATE, now, timeout) {
             self.drop_candidate(i);
         }
-        while let Some((i, t)) = self.streams.oldest(LIST_ORPHAN) {
-            if now - t < self.cfg.stream_idle_timeout_ns {
-                break;
-            }
+        while let Some(i) = self.streams.idle_past(LIST_ORPHAN, now, timeout) {
             self.finish_orphan(i);
         }
     }

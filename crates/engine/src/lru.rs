@@ -219,6 +219,12 @@ impl<T: Linked> Slab<T> {
         Some((h, self.links(h).stamp))
     }
 
+    /// The entry idle longest on `list` if it has been idle `timeout_ns`
+    /// or more at `now`: the next to expire, oldest first.
+    pub fn idle_past(&mut self, list: u8, now: i64, timeout_ns: i64) -> Option<Idx> {
+        self.oldest(list).filter(|&(_, t)| now.saturating_sub(t) >= timeout_ns).map(|(i, _)| i)
+    }
+
     /// Entries on `list`.
     pub fn list_len(&self, list: u8) -> usize {
         self.lens[list as usize]
@@ -299,6 +305,11 @@ impl<T: Keyed> KeyedSlab<T> {
     /// See [`Slab::oldest`].
     pub fn oldest(&mut self, list: u8) -> Option<(Idx, i64)> {
         self.slab.oldest(list)
+    }
+
+    /// See [`Slab::idle_past`].
+    pub fn idle_past(&mut self, list: u8, now: i64, timeout_ns: i64) -> Option<Idx> {
+        self.slab.idle_past(list, now, timeout_ns)
     }
 
     /// Live entries.

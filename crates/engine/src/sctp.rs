@@ -222,10 +222,7 @@ impl Sctp {
 
     /// Gives up partial messages idle past the timeout (heads of the list only).
     fn expire(&mut self, now: i64) {
-        while let Some((i, t)) = self.partial.oldest(0) {
-            if now.saturating_sub(t) < PARTIAL_TIMEOUT_NS {
-                break;
-            }
+        while let Some(i) = self.partial.idle_past(0, now, PARTIAL_TIMEOUT_NS) {
             self.counters.partial_expired += 1;
             self.remove(i);
         }

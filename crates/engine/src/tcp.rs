@@ -276,10 +276,7 @@ impl TcpReassembler {
 
     /// Drops flows idle past the timeout.
     pub fn expire(&mut self, now: i64) {
-        while let Some((idx, seen)) = self.flows.oldest(LIST) {
-            if now - seen < self.cfg.idle_timeout_ns {
-                break;
-            }
+        while let Some(idx) = self.flows.idle_past(LIST, now, self.cfg.idle_timeout_ns) {
             self.counters.flows_expired += 1;
             self.remove(idx);
         }

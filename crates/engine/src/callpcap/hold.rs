@@ -245,10 +245,7 @@ impl Hold {
 
     /// Gives up contexts with no frame for [`MAX_AGE_NS`].
     fn expire(&mut self, now: i64) {
-        while let Some((idx, seen)) = self.contexts.oldest(LIST) {
-            if now - seen < MAX_AGE_NS {
-                break;
-            }
+        while let Some(idx) = self.contexts.idle_past(LIST, now, MAX_AGE_NS) {
             self.give_up(idx);
         }
     }
