@@ -57,11 +57,15 @@ mod tests {
 
     #[test]
     fn controls_and_direction_overrides_are_shown() {
-        assert_eq!(visible("alice"), "alice");
-        assert_eq!(visible("ali\u{202e}ce"), "ali\\u{202e}ce");
-        assert_eq!(visible("\u{1b}[2J\r"), "\\u{1b}[2J\\u{d}");
-        assert_eq!(visible("a\u{200b}b\u{2066}"), "a\\u{200b}b\\u{2066}");
-        assert_eq!(visible("é—"), "é—");
-        assert_eq!(visible("a\u{ad}\u{e0041}b\u{3164}"), "a\\u{ad}\\u{e0041}b\\u{3164}");
+        for (text, shown) in [
+            ("alice", "alice"),
+            ("ali\u{202e}ce", "ali\\u{202e}ce"),
+            ("\u{1b}[2J\r", "\\u{1b}[2J\\u{d}"),
+            ("a\u{200b}b\u{2066}", "a\\u{200b}b\\u{2066}"),
+            ("é—", "é—"),
+            ("a\u{ad}\u{e0041}b\u{3164}", "a\\u{ad}\\u{e0041}b\\u{3164}"),
+        ] {
+            assert_eq!(visible(text), shown, "{text:?}");
+        }
     }
 }

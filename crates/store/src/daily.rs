@@ -10,6 +10,7 @@
 
 use crate::{Sink, Sqlite, StoreError};
 use calliper_model::Record;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 const DAY_NS: i64 = 86_400_000_000_000;
@@ -242,11 +243,7 @@ impl Sink for Daily {
         }
     }
 
-    fn write_tracked(
-        &mut self,
-        kind: &'static str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    fn write_tracked(&mut self, kind: &'static str, value: &Value) -> Result<(), StoreError> {
         let ns = ["ts_ns", "start_ns"].iter().find_map(|k| value.get(*k).and_then(|v| v.as_i64()));
         match self.db(ns)? {
             Some(db) => db.write_tracked(kind, value),
@@ -261,7 +258,7 @@ impl Sink for Daily {
         Ok(())
     }
 
-    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+    fn finish(&mut self, input: &str, summary: &Value) -> Result<(), StoreError> {
         self.flush()?;
         if self.dropped > 0 {
             eprintln!(

@@ -7,6 +7,7 @@ use calliper_model::{CallRecord, Record, StreamRecord};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use serde::Serialize;
+use serde_json::Value;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
@@ -108,11 +109,7 @@ pub trait Sink {
     fn write(&mut self, r: &Record) -> Result<(), StoreError>;
     /// Stores what a tracker produced (`kind` is its line type, e.g.
     /// `registration`, `user`); a sink that has no place for it yet ignores it.
-    fn write_tracked(
-        &mut self,
-        kind: &'static str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    fn write_tracked(&mut self, kind: &'static str, value: &Value) -> Result<(), StoreError> {
         let _ = (kind, value);
         Ok(())
     }
@@ -126,7 +123,7 @@ pub trait Sink {
     /// transaction committed): a long-running probe calls it periodically.
     fn flush(&mut self) -> Result<(), StoreError>;
     /// Flushes and records the run's summary (counters as JSON).
-    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError>;
+    fn finish(&mut self, input: &str, summary: &Value) -> Result<(), StoreError>;
     /// A line on what a sink that delivers elsewhere delivered, kept and
     /// lost, for the end of a run (None for files and databases here).
     fn delivery_report(&self) -> Option<String> {
@@ -160,7 +157,7 @@ struct SummaryLine<'a> {
     kind: &'static str,
     input: &'a str,
     #[serde(flatten)]
-    summary: &'a serde_json::Value,
+    summary: &'a Value,
 }
 
 /// One JSON object per line: calls, streams without a call, and a final summary.
@@ -199,11 +196,7 @@ impl<W: Write> Sink for JsonLines<W> {
         Ok(())
     }
 
-    fn write_tracked(
-        &mut self,
-        kind: &'static str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    fn write_tracked(&mut self, kind: &'static str, value: &Value) -> Result<(), StoreError> {
         if tracked::DATABASE_ONLY.contains(&kind) {
             return Ok(());
         }
@@ -212,7 +205,7 @@ impl<W: Write> Sink for JsonLines<W> {
             #[serde(rename = "type")]
             kind: &'static str,
             #[serde(flatten)]
-            value: &'a serde_json::Value,
+            value: &'a Value,
         }
         self.line(&Line { kind, value })
     }
@@ -234,7 +227,7 @@ impl<W: Write> Sink for JsonLines<W> {
         }
     }
 
-    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+    fn finish(&mut self, input: &str, summary: &Value) -> Result<(), StoreError> {
         self.line(&SummaryLine { kind: "summary", input, summary })?;
         self.w.flush()?;
         Ok(())
@@ -332,11 +325,7 @@ impl Sink for Sqlite {
         self.counted()
     }
 
-    fn write_tracked(
-        &mut self,
-        kind: &'static str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    fn write_tracked(&mut self, kind: &'static str, value: &Value) -> Result<(), StoreError> {
         if tracked::insert(&self.conn, kind, value)? {
             self.counted()?;
         }
@@ -351,7 +340,7 @@ impl Sink for Sqlite {
         Ok(())
     }
 
-    fn finish(&mut self, input: &str, summary: &serde_json::Value) -> Result<(), StoreError> {
+    fn finish(&mut self, input: &str, summary: &Value) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO runs (input, summary) VALUES (?, ?)",
             rusqlite::params![input, summary.to_string()],

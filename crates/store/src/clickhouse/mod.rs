@@ -30,6 +30,7 @@ pub use tables::Table;
 use crate::columns::{self, Type};
 use crate::StoreError;
 use calliper_model::{CallRecord, Record, StreamRecord};
+use serde_json::Value;
 use spool::Batch;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -146,8 +147,8 @@ fn record_id(parts: &[&[u8]]) -> u64 {
 }
 
 /// A tracker's line's values for `table`'s columns, in order.
-fn typed_values(table: Table, line: &serde_json::Value) -> Vec<rusqlite::types::Value> {
-    let null = serde_json::Value::Null;
+fn typed_values(table: Table, line: &Value) -> Vec<rusqlite::types::Value> {
+    let null = Value::Null;
     table
         .def()
         .columns
@@ -297,7 +298,7 @@ impl ClickHouse {
 
     /// A tracker's line: a row of its kind's table, and one per item of
     /// its arrays (the time series' protocols and talkers) in theirs.
-    fn tracked(&mut self, kind: &str, line: &serde_json::Value) -> Result<(), StoreError> {
+    fn tracked(&mut self, kind: &str, line: &Value) -> Result<(), StoreError> {
         let Some(table) = Table::of_kind(kind) else {
             return Ok(());
         };
@@ -313,7 +314,7 @@ impl ClickHouse {
         let values = typed_values(table, line);
         self.row(table, id, ns, None, values);
         for (items_table, items) in table.item_tables() {
-            let list = line.get(items.field).and_then(serde_json::Value::as_array);
+            let list = line.get(items.field).and_then(Value::as_array);
             for (n, item) in list.into_iter().flatten().enumerate() {
                 let item_id = record_id(&[b"item", &id.to_le_bytes(), &n.to_le_bytes()]);
                 let values = typed_values(items_table, item);
@@ -437,11 +438,7 @@ impl crate::Sink for ClickHouse {
         Ok(())
     }
 
-    fn write_tracked(
-        &mut self,
-        kind: &'static str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    fn write_tracked(&mut self, kind: &'static str, value: &Value) -> Result<(), StoreError> {
         self.tracked(kind, value)
     }
 
@@ -453,7 +450,7 @@ impl crate::Sink for ClickHouse {
     /// Hands over what is open and waits for delivery: what the server does
     /// not take is left in the spool directory (for the next run), or, with
     /// no directory, is lost and the run fails saying so.
-    fn finish(&mut self, _input: &str, _summary: &serde_json::Value) -> Result<(), StoreError> {
+    fn finish(&mut self, _input: &str, _summary: &Value) -> Result<(), StoreError> {
         self.hand_over_due(true);
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(deliver::Msg::Finish);
