@@ -187,6 +187,7 @@ fn jsonl(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
 }
 
 fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()> {
+    use calliper_model::kpi::Figure;
     use calliper_trackers::Counter::*;
     let Some(first) = rows.first() else {
         return Ok(());
@@ -226,19 +227,19 @@ fn table(out: &mut impl Write, a: &KpiReportArgs, rows: &[KpiSum]) -> Result<()>
             "  {:<28} {:>8} {} {} {} {} {} {} {} {} {} {} {:>6} {} {}",
             key,
             r.counts.get(Attempts),
-            f(k.asr, 6, 1),
-            f(k.ner, 6, 1),
-            f(k.ser, 6, 1),
-            f(k.seer, 6, 1),
-            f(k.isa, 6, 1),
-            f(k.scr, 6, 1),
-            f(k.srd_ms, 8, 1),
-            f(k.failed_srd_ms, 8, 1),
-            f(k.sdd_ms, 7, 1),
-            f(k.sdt_s, 7, 1),
+            f(k.get(Figure::Asr), 6, 1),
+            f(k.get(Figure::Ner), 6, 1),
+            f(k.get(Figure::Ser), 6, 1),
+            f(k.get(Figure::Seer), 6, 1),
+            f(k.get(Figure::Isa), 6, 1),
+            f(k.get(Figure::Scr), 6, 1),
+            f(k.get(Figure::SrdMs), 8, 1),
+            f(k.get(Figure::FailedSrdMs), 8, 1),
+            f(k.get(Figure::SddMs), 7, 1),
+            f(k.get(Figure::SdtS), 7, 1),
             r.counts.get(Registrations),
-            f(k.ira, 6, 1),
-            f(k.rrd_ms, 7, 1),
+            f(k.get(Figure::Ira), 6, 1),
+            f(k.get(Figure::RrdMs), 7, 1),
         )?;
     }
     Ok(())

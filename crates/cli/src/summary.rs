@@ -251,26 +251,22 @@ impl<W: Write> TextReport<W> {
     /// The run's KPIs in one line each for calls and registrations
     /// (`calliper report kpi` gives them per interval and key).
     pub fn kpis(&mut self, k: &calliper_trackers::KpiCounts) -> io::Result<()> {
+        use calliper_model::kpi::Figure::*;
         use calliper_trackers::Counter::{Attempts, Registrations, Unresolved};
         let f = k.figures();
-        let show =
-            |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
+        let show = |figures: &[calliper_model::kpi::Figure]| {
+            let shown: Vec<String> = figures
+                .iter()
+                .map(|&g| {
+                    let value = f.get(g).map_or("-".to_string(), |v| format!("{v:.1}{}", g.unit()));
+                    format!("{} {value}", g.label())
+                })
+                .collect();
+            shown.join("  ")
+        };
         if k.get(Attempts) > 0 {
-            writeln!(
-                self.w,
-                "kpi calls    attempts {}  ASR {}  NER {}  SER {}  SEER {}  ISA {}  SCR {}  SRD {}  failed SRD {}  SDD {}  SDT {}",
-                k.get(Attempts),
-                show(f.asr, " %"),
-                show(f.ner, " %"),
-                show(f.ser, " %"),
-                show(f.seer, " %"),
-                show(f.isa, " %"),
-                show(f.scr, " %"),
-                show(f.srd_ms, " ms"),
-                show(f.failed_srd_ms, " ms"),
-                show(f.sdd_ms, " ms"),
-                show(f.sdt_s, " s"),
-            )?;
+            let calls = show(&[Asr, Ner, Ser, Seer, Isa, Scr, SrdMs, FailedSrdMs, SddMs, SdtS]);
+            writeln!(self.w, "kpi calls    attempts {}  {calls}", k.get(Attempts))?;
         }
         if k.get(Unresolved) > 0 {
             writeln!(
@@ -280,12 +276,11 @@ impl<W: Write> TextReport<W> {
             )?;
         }
         if k.get(Registrations) > 0 {
+            let registrations = show(&[Ira, RrdMs]);
             writeln!(
                 self.w,
-                "kpi register transactions {}  IRA {}  RRD {}",
-                k.get(Registrations),
-                show(f.ira, " %"),
-                show(f.rrd_ms, " ms"),
+                "kpi register transactions {}  {registrations}",
+                k.get(Registrations)
             )?;
         }
         if k.get(Attempts) > 0 || k.get(Registrations) > 0 {

@@ -110,34 +110,102 @@ session attempts, SCR session completion ratio, SRD session request delay, SDD s
 delay, SDT session duration, IRA ineffective registration attempts, RRD registration request delay \
 (RFC 6076); fSRD the SRD of failed attempts, REG registrations; definitions in docs/kpi.md";
 
-/// The ratios and means of a [`KpiCounts`]: percentages, and delays in ms
-/// (SDT in s); none where the denominator is 0.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct KpiFigures {
+/// One KPI figure: an index into [`KpiFigures`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
     /// E.411 answer-seizure ratio: answered / attempts.
-    pub asr: Option<f64>,
+    Asr,
     /// E.411 network effectiveness ratio: network-effective / attempts.
-    pub ner: Option<f64>,
+    Ner,
     /// RFC 6076 session establishment ratio: answered / (attempts − 3xx).
-    pub ser: Option<f64>,
+    Ser,
     /// RFC 6076 session establishment effectiveness ratio.
-    pub seer: Option<f64>,
+    Seer,
     /// RFC 6076 ineffective session attempts: ineffective / attempts.
-    pub isa: Option<f64>,
+    Isa,
     /// RFC 6076 session completion ratio: completed / attempts.
-    pub scr: Option<f64>,
+    Scr,
     /// RFC 6076 ineffective registration attempts: failed / registrations.
-    pub ira: Option<f64>,
+    Ira,
     /// Mean successful SRD, ms.
-    pub srd_ms: Option<f64>,
+    SrdMs,
     /// Mean failed SRD, ms.
-    pub failed_srd_ms: Option<f64>,
+    FailedSrdMs,
     /// Mean SDD, ms.
-    pub sdd_ms: Option<f64>,
+    SddMs,
     /// Mean SDT, s.
-    pub sdt_s: Option<f64>,
+    SdtS,
     /// Mean RRD, ms.
-    pub rrd_ms: Option<f64>,
+    RrdMs,
+}
+
+impl Figure {
+    /// Every figure, in [`KpiFigures`] order (the JSON's).
+    pub const ALL: [Figure; 12] = {
+        use Figure::*;
+        [Asr, Ner, Ser, Seer, Isa, Scr, Ira, SrdMs, FailedSrdMs, SddMs, SdtS, RrdMs]
+    };
+
+    /// Its field name in JSON.
+    pub fn name(self) -> &'static str {
+        use Figure::*;
+        match self {
+            Asr => "asr",
+            Ner => "ner",
+            Ser => "ser",
+            Seer => "seer",
+            Isa => "isa",
+            Scr => "scr",
+            Ira => "ira",
+            SrdMs => "srd_ms",
+            FailedSrdMs => "failed_srd_ms",
+            SddMs => "sdd_ms",
+            SdtS => "sdt_s",
+            RrdMs => "rrd_ms",
+        }
+    }
+
+    /// Its abbreviation for people ([`LEGEND`] spells them out): its
+    /// name's first word in capitals.
+    pub fn label(self) -> String {
+        match self {
+            Figure::FailedSrdMs => "failed SRD".into(),
+            _ => self.name().split('_').next().unwrap_or_default().to_ascii_uppercase(),
+        }
+    }
+
+    /// Its unit, with the space before it.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Figure::SdtS => " s",
+            Figure::SrdMs | Figure::FailedSrdMs | Figure::SddMs | Figure::RrdMs => " ms",
+            _ => " %",
+        }
+    }
+}
+
+/// The ratios and means of a [`KpiCounts`] by [`Figure`]: percentages, and
+/// delays in ms (SDT in s); none where the denominator is 0. Serialised as
+/// a map of the figures' names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KpiFigures(pub [Option<f64>; 12]);
+
+impl KpiFigures {
+    /// One figure.
+    pub fn get(&self, f: Figure) -> Option<f64> {
+        self.0[f as usize]
+    }
+}
+
+impl Serialize for KpiFigures {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(Figure::ALL.len()))?;
+        for f in Figure::ALL {
+            m.serialize_entry(f.name(), &self.get(f))?;
+        }
+        m.end()
+    }
 }
 
 impl KpiCounts {
@@ -231,20 +299,20 @@ impl KpiCounts {
         let ratio = |n: f64, d: f64| (d > 0.0).then(|| 100.0 * n / d);
         let mean = |sum: f64, n: f64, scale: f64| (n > 0.0).then(|| sum / n / scale);
         let established = g(Attempts) - g(Redirected);
-        KpiFigures {
-            asr: ratio(g(Answered), g(Attempts)),
-            ner: ratio(g(NetworkEffective), g(Attempts)),
-            ser: ratio(g(Answered), established),
-            seer: ratio(g(Effective), established),
-            isa: ratio(g(Ineffective), g(Attempts)),
-            scr: ratio(g(Completed), g(Attempts)),
-            ira: ratio(g(RegistrationsFailed), g(Registrations)),
-            srd_ms: mean(g(SrdSumUs), g(SrdCount), 1000.0),
-            failed_srd_ms: mean(g(FailedSrdSumUs), g(FailedSrdCount), 1000.0),
-            sdd_ms: mean(g(SddSumUs), g(SddCount), 1000.0),
-            sdt_s: mean(g(SdtSumMs), g(SdtCount), 1000.0),
-            rrd_ms: mean(g(RrdSumUs), g(RrdCount), 1000.0),
-        }
+        KpiFigures(Figure::ALL.map(|f| match f {
+            Figure::Asr => ratio(g(Answered), g(Attempts)),
+            Figure::Ner => ratio(g(NetworkEffective), g(Attempts)),
+            Figure::Ser => ratio(g(Answered), established),
+            Figure::Seer => ratio(g(Effective), established),
+            Figure::Isa => ratio(g(Ineffective), g(Attempts)),
+            Figure::Scr => ratio(g(Completed), g(Attempts)),
+            Figure::Ira => ratio(g(RegistrationsFailed), g(Registrations)),
+            Figure::SrdMs => mean(g(SrdSumUs), g(SrdCount), 1000.0),
+            Figure::FailedSrdMs => mean(g(FailedSrdSumUs), g(FailedSrdCount), 1000.0),
+            Figure::SddMs => mean(g(SddSumUs), g(SddCount), 1000.0),
+            Figure::SdtS => mean(g(SdtSumMs), g(SdtCount), 1000.0),
+            Figure::RrdMs => mean(g(RrdSumUs), g(RrdCount), 1000.0),
+        }))
     }
 }
 
