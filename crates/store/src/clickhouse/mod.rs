@@ -461,29 +461,31 @@ impl crate::Sink for ClickHouse {
             })?;
         }
         let r = self.report();
-        let on_disk = self.shared.on_disk();
+        // What became of rows set aside, and what to do about rows lost.
+        let (kept, remedy) = if self.shared.on_disk() {
+            (
+                "kept as .rejected files in the spool directory (docs/scale-out.md: sending them again)",
+                "raise --clickhouse-spool-mib, or free its disk",
+            )
+        } else {
+            (
+                "lost: no spool directory",
+                "give --clickhouse-spool DIR to keep them for the next run",
+            )
+        };
+        let last = r.last_error.as_deref();
         if r.rejected > 0 {
-            let kept = if on_disk {
-                "kept as .rejected files in the spool directory (docs/scale-out.md: sending them again)"
-            } else {
-                "lost: no spool directory"
-            };
             return Err(StoreError::Invalid(format!(
                 "clickhouse: {} rows were refused by the server and set aside, {kept}; last failure: {}",
                 r.rejected,
-                r.last_error.as_deref().unwrap_or("")
+                last.unwrap_or("")
             )));
         }
         if r.dropped > 0 {
-            let keep = if on_disk {
-                "raise --clickhouse-spool-mib, or free its disk"
-            } else {
-                "give --clickhouse-spool DIR to keep them for the next run"
-            };
             return Err(StoreError::Invalid(format!(
-                "clickhouse: {} rows were not delivered and are lost ({}); {keep}",
+                "clickhouse: {} rows were not delivered and are lost ({}); {remedy}",
                 r.dropped,
-                r.last_error.as_deref().unwrap_or("the spool was full")
+                last.unwrap_or("the spool was full")
             )));
         }
         Ok(())

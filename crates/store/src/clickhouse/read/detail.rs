@@ -164,27 +164,25 @@ impl Reader {
         }
         let mut p = Params::default();
         let any: Vec<String> = ssrcs.iter().map(|s| p.int(*s)).collect();
-        let names = [
-            "src",
-            "src_port",
-            "dst",
-            "dst_port",
-            "ssrc",
-            "start_ns",
-            "end_ns",
-            "packets",
-            "expected",
-            "lost",
-            "loss_percent",
-            "duplicates",
-            "late",
-            "loss_after_buffer_percent",
-            "buffer_delay_ms",
-            "jitter_ms",
-            "max_delta_ms",
-            "r_factor",
-            "mos",
-        ];
+        let names: Vec<&str> = STREAM_KEY
+            .into_iter()
+            .chain([
+                "start_ns",
+                "end_ns",
+                "packets",
+                "expected",
+                "lost",
+                "loss_percent",
+                "duplicates",
+                "late",
+                "loss_after_buffer_percent",
+                "buffer_delay_ms",
+                "jitter_ms",
+                "max_delta_ms",
+                "r_factor",
+                "mos",
+            ])
+            .collect();
         let ask = Ask {
             table: "stream_intervals",
             columns: tracked("stream_intervals", &names),
@@ -195,7 +193,7 @@ impl Reader {
         let (all, mut more) = self.kind(ask, p, span, budget)?;
         let mut left = MAX_DETAIL_INTERVALS;
         for s in streams.iter_mut() {
-            let key = ["ssrc", "src", "src_port", "dst", "dst_port"];
+            let key = STREAM_KEY;
             let (first, last) = (
                 ns(s, "first_ns").unwrap_or(0).saturating_sub(crate::search::DETAIL_MARGIN_NS),
                 ns(s, "last_ns").unwrap_or(0),
@@ -240,12 +238,7 @@ impl Reader {
             p.int(span.2),
             any.join(", ")
         );
-        let names = [
-            "src",
-            "src_port",
-            "dst",
-            "dst_port",
-            "ssrc",
+        let names = STREAM_KEY.into_iter().chain([
             "codec",
             "first_ns",
             "last_ns",
@@ -253,10 +246,10 @@ impl Reader {
             "lost",
             "loss_percent",
             "mos",
-        ];
+        ]);
         let mut columns = vec![("id", Type::Text, true)];
         let all = head_and(columns::STREAMS, &[]);
-        columns.extend(names.iter().filter_map(|n| all.iter().find(|c| c.0 == *n).copied()));
+        columns.extend(names.filter_map(|n| all.iter().find(|c| c.0 == n).copied()));
         let ask = Ask {
             table: "streams",
             columns,
@@ -268,6 +261,10 @@ impl Reader {
         Ok((rows, more || unsearched))
     }
 }
+
+/// The columns that name a stream (its flow and SSRC): what matches an
+/// interval or a related stream to a call's stream.
+const STREAM_KEY: [&str; 5] = ["src", "src_port", "dst", "dst_port", "ssrc"];
 
 /// A filter on one Call-ID's rows timed from `from` to `to`, with its
 /// parameters (the alerts' and the SIP messages' tables share it).
