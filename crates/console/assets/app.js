@@ -46,6 +46,17 @@ async function api(path) {
   return body;
 }
 
+// The API's answer at `path`, or null after showing its error in `status`.
+async function load(status, path) {
+  try {
+    return await api(path);
+  } catch (e) {
+    status.textContent = "Error: " + visible(e.message);
+    status.className = "error";
+    return null;
+  }
+}
+
 // A time in ns from the API as a BigInt, or null when it is not one (a
 // database from elsewhere may hold anything in any column).
 function nsOf(v) {
@@ -113,14 +124,8 @@ async function searchPage(params) {
   });
   const status = el("p", { id: "status" }, "Searching…");
   show(el("h1", {}, "Calls"), form, status);
-  let body;
-  try {
-    body = await api("/api/calls?" + params.toString());
-  } catch (e) {
-    status.textContent = "Error: " + visible(e.message);
-    status.className = "error";
-    return;
-  }
+  const body = await load(status, "/api/calls?" + params.toString());
+  if (!body) return;
   const limit = body.limit, offset = body.offset;
   const clip = (text) => el("td", { class: "clip", title: text }, text);
   const rows = body.calls.map((c) =>
@@ -221,14 +226,8 @@ function filterForm(route, fields, params, extra) {
 async function listPage(title, route, api_path, fields, head, cells, params) {
   const status = el("p", { id: "status" }, "Loading…");
   show(el("h1", {}, title), filterForm(route, fields, params), status);
-  let body;
-  try {
-    body = await api(api_path + "?" + params.toString());
-  } catch (e) {
-    status.textContent = "Error: " + visible(e.message);
-    status.className = "error";
-    return;
-  }
+  const body = await load(status, api_path + "?" + params.toString());
+  if (!body) return;
   const offset = body.offset, limit = body.limit;
   status.textContent = body.rows.length === 0 ? "Nothing matches." : `Rows ${offset + 1}–${offset + body.rows.length}${body.more ? " (more follow)" : ""}`;
   const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); return route + "?" + p.toString(); };
@@ -272,14 +271,8 @@ async function kpiPage(params) {
   const status = el("p", { id: "status" }, "Loading…");
   show(el("h1", {}, "KPIs"), filterForm("#/kpi", [["from", "From (UTC)"], ["to", "To (UTC)"]], params,
     [el("label", {}, "By", dimension), el("label", {}, "Per", interval)]), status);
-  let body;
-  try {
-    body = await api("/api/kpi?" + params.toString());
-  } catch (e) {
-    status.textContent = "Error: " + visible(e.message);
-    status.className = "error";
-    return;
-  }
+  const body = await load(status, "/api/kpi?" + params.toString());
+  if (!body) return;
   status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: `;
   if (body.rows.length) status.append(el("a", { href: "/assets/kpi.md", id: "kpi-doc" }, "docs/kpi.md"), ".");
   const pct = (v) => (v === null || v === undefined ? "" : num(v, 1));

@@ -154,7 +154,7 @@ impl SegmentJitter {
 
 #[cfg(test)]
 mod tests {
-    use crate::tests::pkt;
+    use crate::tests::{pkt, steady_50};
     use crate::{ClockRate, StreamStats};
 
     /// Jitter within restart segments: a steady stream keeps the Wireshark
@@ -195,10 +195,7 @@ mod tests {
     #[test]
     fn segment_restarts_carried_by_events_and_stale_strays() {
         let clock = ClockRate::Hz(8000);
-        let mut s = StreamStats::new(&pkt(0.0, 100, 1000), clock);
-        for i in 1..50u16 {
-            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 1000 + u32::from(i) * 160), clock);
-        }
+        let mut s = steady_50(1000, clock);
         // Two events renumber the stream (30 000 on), then audio follows with new timestamps.
         let ev = |s: &mut StreamStats, ms: f64, seq: u16| {
             let mut p = pkt(ms, seq, 9_000_000);

@@ -14,6 +14,16 @@ pub(crate) fn pkt(arrival_ms: f64, seq: u16, ts: u32) -> Packet {
     }
 }
 
+/// 50 packets 20 ms apart, numbered from 100, timestamps from `ts0` in
+/// 160-tick steps: the steady start many tests build on.
+pub(crate) fn steady_50(ts0: u32, clock: ClockRate) -> StreamStats {
+    let mut s = StreamStats::new(&pkt(0.0, 100, ts0), clock);
+    for i in 1..50u16 {
+        s.update(&pkt(f64::from(i) * 20.0, 100 + i, ts0 + u32::from(i) * 160), clock);
+    }
+    s
+}
+
 #[test]
 fn wrap_vector_extends_sequence() {
     // 65534, 65535, 0, 1 -> extended max 65537 at seq 1, nothing lost.
@@ -335,10 +345,7 @@ fn burst_ratio_follows_the_gilbert_model() {
 fn outage_is_loss_and_restart_is_not() {
     let clock = ClockRate::Hz(8000);
     let stream = |resumed: (u16, u32), resumed_ms: f64| {
-        let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
-        for i in 1..50u16 {
-            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
-        }
+        let mut s = steady_50(16_000, clock);
         for i in 0..50u16 {
             let (seq, ts) = resumed;
             let p =
@@ -366,10 +373,7 @@ fn outage_is_loss_and_restart_is_not() {
 fn long_outages_and_near_restarts() {
     let clock = ClockRate::Hz(8000);
     let resumed = |missing: u32, seq_step: u16, ts: Option<u32>, after_ms: f64| {
-        let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
-        for i in 1..50u16 {
-            s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
-        }
+        let mut s = steady_50(16_000, clock);
         let seq = 149u16.wrapping_add(seq_step);
         let ts = ts.unwrap_or(23_840u32.wrapping_add((missing + 1).wrapping_mul(160)));
         for i in 0..20u16 {
@@ -402,19 +406,13 @@ fn long_outages_and_near_restarts() {
 #[test]
 fn loss_behind_a_late_packet_and_after_comfort_noise() {
     let clock = ClockRate::Hz(8000);
-    let mut s = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
-    for i in 1..50u16 {
-        s.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
-    }
+    let mut s = steady_50(16_000, clock);
     // Packet 149 arrived 2.9 s late; 150 packets are lost after it; the
     // rest arrive at once.
     s.update(&pkt(3_880.0, 150, 16_000 + 50 * 160), clock);
     s.update(&pkt(3_900.0, 301, 16_000 + 201 * 160), clock);
     assert_eq!((s.seq.resets, s.seq.lost()), (0, 150));
-    let mut cn = StreamStats::new(&pkt(0.0, 100, 16_000), clock);
-    for i in 1..50u16 {
-        cn.update(&pkt(f64::from(i) * 20.0, 100 + i, 16_000 + u32::from(i) * 160), clock);
-    }
+    let mut cn = steady_50(16_000, clock);
     let mut noise = pkt(1_000.0, 150, 16_000 + 50 * 160);
     noise.payload_type = 13;
     cn.update(&noise, clock);
