@@ -255,6 +255,11 @@ impl Outcome {
     }
 }
 
+/// The JSON lines of one `type` ("call", "registration", "interval", …).
+pub fn of_type<'a>(lines: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    lines.iter().filter(move |l| l["type"] == kind)
+}
+
 /// The analysis of one capture file with the default configuration, one
 /// engine, as `analyze FILE` runs it.
 pub fn analyze(path: &Path) -> Outcome {

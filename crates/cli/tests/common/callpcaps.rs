@@ -1,5 +1,6 @@
 //! Helpers of the recording tests (`callpcap.rs`, `callpcap_export.rs`).
 
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -33,5 +34,5 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
 
 /// The call records among JSON lines.
 pub fn calls(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|l| l["type"] == "call").collect()
+    of_type(lines, "call").collect()
 }

@@ -7,6 +7,7 @@ pub mod forged;
 pub use calliper_testkit::crafted as hostile;
 pub mod runs;
 
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -202,7 +203,7 @@ pub fn generated_capture(name: &str, args: &[&str]) -> Vec<u8> {
 /// reordered. Returns (streams checked, packets dropped).
 pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
     let mut ours = std::collections::HashMap::new();
-    for c in lines.iter().filter(|l| l["type"] == "call") {
+    for c in of_type(lines, "call") {
         for s in c["streams"].as_array().unwrap() {
             let key = (s["src"].as_str().unwrap().to_string(), s["ssrc"].as_u64().unwrap());
             let n = |k: &str| s[k].as_u64().unwrap();

@@ -4,6 +4,7 @@
 
 use super::hostile::Pcap;
 use super::run_measured;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -32,7 +33,7 @@ impl Run {
     }
 
     pub fn calls(&self) -> Vec<&Value> {
-        self.lines.iter().filter(|l| l["type"] == "call").collect()
+        of_type(&self.lines, "call").collect()
     }
 
     /// The call record: fails unless there is exactly one.

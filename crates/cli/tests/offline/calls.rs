@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use calliper_testkit::probe::of_type;
 use common::{calliper_jsonl, check_truth, generate};
 use std::process::Command;
 
@@ -107,7 +108,7 @@ fn generated_loss_is_reported_exactly() {
         &truth,
     );
     let lines = calliper_jsonl(&pcap, &[]);
-    for c in lines.iter().filter(|l| l["type"] == "call") {
+    for c in of_type(&lines, "call") {
         assert_eq!(c["final_status"], 200);
     }
     let (n, total_lost) = check_truth(&lines, &std::fs::read_to_string(&truth).unwrap());

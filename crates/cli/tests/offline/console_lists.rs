@@ -7,6 +7,7 @@
 use crate::common;
 use crate::server;
 
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use server::{analyze, metric_sum, sample_db, temp, Server};
 use std::path::Path;
@@ -180,7 +181,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
 /// Returns how many rows and scored calls it compared.
 fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path) -> usize {
     let mut want = std::collections::BTreeMap::<i64, (i64, i64, i64)>::new();
-    for l in lines.iter().filter(|l| l["type"] == "traffic") {
+    for l in of_type(lines, "traffic") {
         let start = l["start_ns"].as_i64().unwrap().div_euclid(60_000_000_000) * 60_000_000_000;
         let e = want.entry(start).or_default();
         e.0 = e.0.max(l["calls_open"].as_i64().unwrap());

@@ -7,6 +7,7 @@
 use crate::common;
 use crate::server;
 
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use server::{request, request_with_body, temp, Probe, Response, Server};
 use std::path::Path;
@@ -223,7 +224,7 @@ fn rules_change_at_run_time_with_the_write_token_only() {
     // What the rule did is in the records: the calls whose INVITE came
     // after it carry its label, and its hits count exactly those.
     let lines = jsonl(&out);
-    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<&Value> = of_type(&lines, "call").collect();
     assert_eq!(calls.len(), 3);
     let labelled: Vec<&str> = calls
         .iter()

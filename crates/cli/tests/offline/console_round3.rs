@@ -6,6 +6,7 @@
 use crate::common;
 use crate::server;
 
+use calliper_testkit::probe::of_type;
 use common::hostile::{self, call_setup, Pcap, CALLEE, CALLER, SEC, T0};
 use server::{analyze, sample_db, temp, Server};
 use std::io::{Read, Write};
@@ -159,7 +160,7 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
     let db = temp("related.db");
     let _ = std::fs::remove_file(&db);
     let lines = common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap()]);
-    let orphans: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "stream").collect();
+    let orphans: Vec<&serde_json::Value> = of_type(&lines, "stream").collect();
     let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
     let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     let mut linked = 0;

@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use calliper_testkit::probe::of_type;
 use common::tshark;
 use std::path::Path;
 use std::process::Command;
@@ -296,11 +297,8 @@ fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
     crtp(&["compress"], &capture, &link);
     let lines = common::calliper_jsonl(&link, &[]);
     let summary = lines.last().unwrap();
-    let calls: Vec<&str> = lines
-        .iter()
-        .filter(|l| l["type"] == "call")
-        .map(|l| l["call_id"].as_str().unwrap())
-        .collect();
+    let calls: Vec<&str> =
+        of_type(&lines, "call").map(|l| l["call_id"].as_str().unwrap()).collect();
     // First INVITEs only (the calls re-INVITE for hold and resume).
     let mut seen = std::collections::HashSet::new();
     let theirs: Vec<String> =

@@ -9,6 +9,7 @@
 //! them), and must carry the records' and interval reports' figures.
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use std::path::Path;
 use std::process::Command;
 
@@ -246,7 +247,7 @@ fn quality_reports_carry_the_records_figures() {
     };
     let mos_chunk = |mos: &Value| mos.as_f64().map(|m| (m * 100.0).round() as u64);
     let (mut hangups, mut periodic) = (0, 0);
-    for call in lines.iter().filter(|l| l["type"] == "call") {
+    for call in of_type(&lines, "call") {
         let id = &call["call_id"];
         for s in call["streams"].as_array().unwrap() {
             let found: Vec<&(&Value, Value)> = reports
@@ -277,7 +278,7 @@ fn quality_reports_carry_the_records_figures() {
             hangups += 1;
         }
     }
-    for i in lines.iter().filter(|l| l["type"] == "interval") {
+    for i in of_type(&lines, "interval") {
         let found: Vec<&(&Value, Value)> = reports
             .iter()
             .filter(|(m, r)| {
@@ -372,11 +373,7 @@ fn rtcp_goes_out_as_rtpengine_does() {
             d.2.push(format!("{} {}", s["packets"], s["octets"]));
         }
     }
-    let in_calls: u64 = lines
-        .iter()
-        .filter(|l| l["type"] == "call")
-        .map(|c| c["rtcp_packets"].as_u64().unwrap())
-        .sum();
+    let in_calls: u64 = of_type(&lines, "call").map(|c| c["rtcp_packets"].as_u64().unwrap()).sum();
     assert!(in_calls > 0);
     assert_eq!(sent.len() as u64, in_calls, "one datagram's reports per RTCP packet of the calls");
     let fields = [

@@ -6,6 +6,7 @@
 
 use crate::common;
 
+use calliper_testkit::probe::of_type;
 use common::hostile;
 use common::run_measured;
 use common::runs::{analyze, both_ways, both_ways_counters, small, Run, SMALL_RSS_KIB};
@@ -115,7 +116,7 @@ fn stream_cap_shared_across_shards() {
     );
     let s = run.summary();
     assert_eq!(s["streams_refused"], 150 * 5, "{s}");
-    let streams = run.lines.iter().filter(|l| l["type"] == "stream").count();
+    let streams = of_type(&run.lines, "stream").count();
     assert_eq!(streams, 50);
 }
 

@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use calliper_testkit::probe::of_type;
 use common::forged;
 use common::runs::{both_ways, small, Run, SMALL_RSS_KIB};
 use serde_json::Value;
@@ -87,7 +88,7 @@ fn time_series_gaps_of_days_stay_small_and_alike() {
     // two threads, and 274 MB; more than a day between lone packets is
     // now not believed: time_jumps.rs).
     let run = small("quiet-gaps", &forged::quiet_gaps(20, 79_200));
-    let rows: Vec<&Value> = run.lines.iter().filter(|l| l["type"] == "traffic").collect();
+    let rows: Vec<&Value> = of_type(&run.lines, "traffic").collect();
     // Each gap: 30 quiet rows one by one, then one spanning the rest.
     assert_eq!(rows.len(), 20 + 19 * 31, "{}", rows.len());
     let spans: i64 =
@@ -119,7 +120,7 @@ fn anomaly_events_are_dated_by_their_packet() {
         &["--events", "anomalies"],
         SMALL_RSS_KIB,
     );
-    let events: Vec<&Value> = run.lines.iter().filter(|l| l["type"] == "anomaly").collect();
+    let events: Vec<&Value> = of_type(&run.lines, "anomaly").collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["kind"], "sip_missing_call_id");
     assert_eq!(events[0]["ts_ns"], forged::ANOMALY_AT);

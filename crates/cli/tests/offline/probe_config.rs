@@ -3,6 +3,7 @@
 //! would run with. Driven with `--read`, so no capture privilege is needed.
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -112,5 +113,5 @@ fn an_output_cut_short_is_ended_before_the_next_run_appends() {
     let parsed =
         lines.map(serde_json::from_str::<serde_json::Value>).collect::<Result<Vec<_>, _>>();
     let parsed = parsed.expect("every appended line is whole JSON");
-    assert_eq!(parsed.iter().filter(|l| l["type"] == "call").count(), 3);
+    assert_eq!(of_type(&parsed, "call").count(), 3);
 }

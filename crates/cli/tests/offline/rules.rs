@@ -6,6 +6,7 @@
 
 use crate::common;
 
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ fn rule_file(name: &str, text: &str) -> PathBuf {
 /// compare with tshark's frames); returns (calls, summary).
 fn analyze(extra: &[&str]) -> (Vec<Value>, Value) {
     let lines = common::calliper_jsonl(&capture(), &[&["--dedup-window", "0"], extra].concat());
-    let calls = lines.iter().filter(|l| l["type"] == "call").cloned().collect();
+    let calls = of_type(&lines, "call").cloned().collect();
     let summary = lines.iter().find(|l| l["type"] == "summary").unwrap().clone();
     (calls, summary)
 }

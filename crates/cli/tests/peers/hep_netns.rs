@@ -8,6 +8,7 @@
 //! proxy received, compared both ways.
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -56,7 +57,7 @@ fn rtpengine_rtcp_over_hep_joins_the_call() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<&Value> = of_type(&lines, "call").collect();
     assert_eq!(calls.len(), 1, "{probe_log}");
     let call = calls[0];
     assert_eq!((&call["final_status"], &call["state"]), (&200.into(), &"completed".into()));

@@ -10,6 +10,7 @@
 //! that only listens for HEP: its calls must be the captured calls.
 
 use crate::common::{self, calliper_jsonl};
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -58,7 +59,7 @@ fn calls_through_kamailio_report_the_loss_nftables_counted() {
     }
     let drops = drop_counters(&dir.join("drops.json"));
     let lines = calliper_jsonl(&dir.join("calls.pcap"), &[]);
-    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<&Value> = of_type(&lines, "call").collect();
     // Three SIPp calls and one baresip call, each seen on both legs.
     assert_eq!(calls.len(), 4, "{log}");
     let mut compared = 0;
@@ -109,9 +110,7 @@ fn probe_equals_offline_analysis(dir: &Path, drops: &HashMap<Key, u64>, log: &st
         // KPI rows add up: a live run splits them by the clock.
         let lines = common::kpi_rows_summed(lines);
         let summary = lines.iter().find(|l| l["type"] == "summary").cloned();
-        let traffic = lines
-            .iter()
-            .filter(|l| l["type"] == "traffic")
+        let traffic = of_type(&lines, "traffic")
             .flat_map(|l| l["protocols"].as_array().unwrap())
             .filter(|p| {
                 p["network"] == "ipv4" && (p["transport"] == "udp" || p["transport"] == "tcp")
@@ -176,9 +175,7 @@ fn hep_feed_gives_the_captured_calls(dir: &Path, captured: &[Value], log: &str) 
     }
     assert_eq!(summary["anomalies"], serde_json::json!({}), "{summary}");
     let by_id = |lines: &[Value]| -> std::collections::BTreeMap<String, Value> {
-        lines
-            .iter()
-            .filter(|l| l["type"] == "call")
+        of_type(lines, "call")
             .map(|c| (c["call_id"].as_str().unwrap().to_string(), c.clone()))
             .collect()
     };

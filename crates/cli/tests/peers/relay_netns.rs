@@ -6,6 +6,7 @@
 //! link (tests/netns/edge_overlay.sh).
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::path::Path;
 
@@ -97,9 +98,7 @@ fn calls_steered_into_two_edges_cross_a_lossy_overlay_whole() {
     // the streams from the edges to the caller and to the callee.
     for (file, party) in [("callee.pcap", "10.90.2.2"), ("caller.pcap", "10.90.1.2")] {
         let lines = common::calliper_jsonl(&dir.join(file), &[]);
-        let streams: Vec<&Value> = lines
-            .iter()
-            .filter(|l| l["type"] == "call")
+        let streams: Vec<&Value> = of_type(&lines, "call")
             .flat_map(|c| c["streams"].as_array().unwrap())
             .filter(|s| s["dst"] == party)
             .collect();

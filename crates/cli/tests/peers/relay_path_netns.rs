@@ -9,6 +9,7 @@
 //! probe`, and late packets by tshark's reading of the same interface.
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -102,7 +103,7 @@ fn received(dir: &Path, name: &str, party: &str) -> Received {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<&Value> = of_type(&lines, "call").collect();
     assert_eq!(calls.len() as u64, CALLS, "{name}: {calls:?}");
     let mut tshark = tshark_rtp(&dir.join(format!("{name}.pcap")), party);
     let mut got = Received::default();

@@ -7,6 +7,7 @@
 //! jitter buffer: a listener did not hear it either).
 
 use crate::common;
+use calliper_testkit::probe::of_type;
 use std::path::Path;
 use std::process::Command;
 
@@ -45,7 +46,7 @@ fn a_lossless_g711_call_exports_exactly_the_speech_sent() {
         &dir.join("callee.pcap"),
         &["--db", db.to_str().unwrap(), "--record", "all", "--record-dir", rec.to_str().unwrap()],
     );
-    let calls: Vec<_> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<_> = of_type(&lines, "call").collect();
     assert_eq!(calls.len(), 1, "{log}");
     let call_id = calls[0]["call_id"].as_str().unwrap();
     let exported = dir.join("export.wav");

@@ -4,6 +4,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{read_frames, repo_root};
+use calliper_testkit::probe::of_type;
 use calliper_testkit::probe::Probe;
 use calliper_testkit::skip_requested;
 use serde_json::Value;
@@ -55,9 +56,9 @@ const EXPECTED: &[(&str, usize, usize, usize)] = &[
 ];
 
 fn counts(lines: &[Value]) -> (usize, usize, usize) {
-    let calls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "call").collect();
+    let calls: Vec<&Value> = of_type(lines, "call").collect();
     let in_calls = calls.iter().map(|c| c["streams"].as_array().map_or(0, |s| s.len())).sum();
-    let orphans = lines.iter().filter(|l| l["type"] == "stream").count();
+    let orphans = of_type(lines, "stream").count();
     (calls.len(), in_calls, orphans)
 }
 

@@ -7,6 +7,7 @@
 use calliper_engine::Config;
 use calliper_testkit::captures::{at_least, captures, repo_root};
 use calliper_testkit::oracle::{epoch_ns, tshark_fields, KNOWN_DIFFERENCES, RTP_STREAM_FIELDS};
+use calliper_testkit::probe::of_type;
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,14 +87,14 @@ fn intervals_hold_tshark_packets_and_add_up_to_the_record() {
     for file in captures() {
         let lines = events(&file, 1);
         let ended: BTreeMap<Key, &Value> =
-            lines.iter().filter(|l| l["type"] == "stream_ended").map(|l| (key(l), l)).collect();
+            of_type(&lines, "stream_ended").map(|l| (key(l), l)).collect();
         if ended.is_empty() {
             continue;
         }
         // Intervals per stream, in order.
         let mut ours: BTreeMap<(Key, i64), u64> = BTreeMap::new();
         let mut by_stream: BTreeMap<Key, Vec<&Value>> = BTreeMap::new();
-        for i in lines.iter().filter(|l| l["type"] == "interval") {
+        for i in of_type(&lines, "interval") {
             by_stream.entry(key(i)).or_default().push(i);
             let start = i["start_ns"].as_i64().unwrap();
             assert_eq!(start % INTERVAL_NS, 0, "{}: unaligned {i}", file.display());
@@ -239,7 +240,7 @@ fn dtmf_events_are_the_digits_tshark_decodes() {
         }
         let lines = events(&file, 1);
         let mut ours: BTreeMap<Key, Vec<u64>> = BTreeMap::new();
-        for d in lines.iter().filter(|l| l["type"] == "dtmf") {
+        for d in of_type(&lines, "dtmf") {
             let digit = d["digit"].as_str().unwrap();
             let id = match digit {
                 "*" => 10,
@@ -272,7 +273,7 @@ fn rtcp_events_are_the_report_blocks_tshark_decodes() {
             .map(|l| reported(key(l)))
             .collect();
         let mut ours: BTreeMap<Reported, Vec<i64>> = BTreeMap::new();
-        for r in lines.iter().filter(|l| l["type"] == "rtcp") {
+        for r in of_type(&lines, "rtcp") {
             ours.entry(reported(key(r))).or_default().push(r["cumulative_lost"].as_i64().unwrap());
         }
         let out = tshark_fields(
@@ -326,7 +327,7 @@ fn anomaly_events_count_what_the_summary_counts() {
         for threads in [1, 2] {
             let lines = events(&file, threads);
             let mut ours: BTreeMap<String, u64> = BTreeMap::new();
-            for a in lines.iter().filter(|l| l["type"] == "anomaly") {
+            for a in of_type(&lines, "anomaly") {
                 *ours.entry(a["kind"].as_str().unwrap().into()).or_default() +=
                     a["count"].as_u64().unwrap();
             }

@@ -7,6 +7,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{as_hep_feed, repo_root};
+use calliper_testkit::probe::of_type;
 use calliper_testkit::probe::Probe;
 use calliper_wire::decode;
 use calliper_wire::emit;
@@ -122,7 +123,7 @@ fn a_hep_time_far_from_the_capture_is_not_believed() {
         let summary = got.last().unwrap();
         assert_eq!(summary["anomalies"]["hep_clock_skew"], sip, "{shift}: {summary}");
         let first = feed.first().unwrap().0;
-        for call in got.iter().filter(|l| l["type"] == "call") {
+        for call in of_type(&got, "call") {
             let invite = call["invite_ns"].as_i64().unwrap();
             assert!(invite >= first, "{shift}: {invite} before the capture's first packet");
         }

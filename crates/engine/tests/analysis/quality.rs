@@ -4,6 +4,7 @@
 use calliper_testkit::captures::{captures, repo_root};
 use calliper_testkit::oracle::tshark_fields;
 use calliper_testkit::probe::analyze;
+use calliper_testkit::probe::of_type;
 use std::collections::HashMap;
 
 /// Wireshark's round trips (`rtcp.roundtrip-delay`, computed from the
@@ -56,10 +57,7 @@ fn rtcp_round_trip_matches_tshark() {
     for file in captures() {
         let theirs = tshark_round_trips(&file);
         let lines = analyze(&file).lines();
-        let streams = lines
-            .iter()
-            .filter(|l| l["type"] == "call")
-            .flat_map(|c| c["streams"].as_array().unwrap().iter());
+        let streams = of_type(&lines, "call").flat_map(|c| c["streams"].as_array().unwrap().iter());
         for s in streams {
             let key = (s["dst"].as_str().unwrap().to_string(), s["ssrc"].as_u64().unwrap() as u32);
             let ours = s["rtt_ms"].as_f64();
@@ -145,7 +143,7 @@ fn worst_interval_mos_includes_the_final_interval() {
         let out = analyze(&repo.join(f));
         let lines = out.lines();
         let mut lowest: HashMap<(u64, u64), f64> = HashMap::new();
-        for i in out.events.iter().filter(|l| l["type"] == "interval") {
+        for i in of_type(&out.events, "interval") {
             if i["expected"].as_u64().unwrap_or(0) >= 50 {
                 if let Some(m) = i["mos"].as_f64() {
                     let k = (i["ssrc"].as_u64().unwrap(), i["src_port"].as_u64().unwrap());
@@ -154,7 +152,7 @@ fn worst_interval_mos_includes_the_final_interval() {
                 }
             }
         }
-        for c in lines.iter().filter(|l| l["type"] == "call") {
+        for c in of_type(&lines, "call") {
             for s in c["streams"].as_array().unwrap() {
                 let k = (s["ssrc"].as_u64().unwrap(), s["src_port"].as_u64().unwrap());
                 let want = lowest.get(&k).copied();

@@ -2,6 +2,7 @@
 //! final response matched by Call-ID and CSeq) on every capture that has
 //! one, compared in both directions; per-user counts agree with them.
 
+use calliper_testkit::probe::of_type;
 use calliper_testkit::{captures, oracle, probe};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,9 +63,7 @@ fn registrations_equal_tsharks_transactions_on_every_capture_with_register() {
     for file in captures::captures() {
         let oracle = tshark_transactions(&file);
         let lines = probe::analyze(&file).lines();
-        let ours: BTreeSet<Transaction> = lines
-            .iter()
-            .filter(|l| l["type"] == "registration")
+        let ours: BTreeSet<Transaction> = of_type(&lines, "registration")
             .map(|r| {
                 (
                     r["call_id"].as_str().unwrap().to_string(),
@@ -81,7 +80,7 @@ fn registrations_equal_tsharks_transactions_on_every_capture_with_register() {
         }
         compared += oracle.len();
         // Per user, the outcomes add up to the transactions.
-        let users: Vec<&Value> = lines.iter().filter(|l| l["type"] == "user").collect();
+        let users: Vec<&Value> = of_type(&lines, "user").collect();
         for u in &users {
             let aor = u["aor"].as_str().unwrap();
             let n: u64 = ["registered", "unregistered", "challenged", "auth_failed", "failed"]

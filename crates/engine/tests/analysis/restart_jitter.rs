@@ -9,15 +9,14 @@
 use calliper_testkit::captures::{repo_root, scratch};
 use calliper_testkit::oracle::{tshark_fields, tshark_streams, wireshark_tool};
 use calliper_testkit::probe::analyze;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 
 #[test]
 fn jitter_within_segments_is_tsharks_on_each_segment() {
     let capture = repo_root().join("testdata/sipp_hold_dtmf.pcap");
     let lines = analyze(&capture).lines();
-    let streams: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["type"] == "call")
+    let streams: Vec<&Value> = of_type(&lines, "call")
         .flat_map(|l| l["streams"].as_array().unwrap())
         .filter(|s| s["seq_resets"] == 1)
         .collect();

@@ -7,6 +7,7 @@
 
 use calliper_engine::Config;
 use calliper_testkit::captures::{read_frames, repo_root};
+use calliper_testkit::probe::of_type;
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 
@@ -33,9 +34,7 @@ fn analyse(packets: &[(i64, Vec<u8>)], link: u16) -> Vec<Value> {
 
 /// (Call-ID, INVITE time, duration) of each call.
 fn calls(lines: &[Value]) -> Vec<(String, i64, f64)> {
-    let mut v: Vec<_> = lines
-        .iter()
-        .filter(|l| l["type"] == "call")
+    let mut v: Vec<_> = of_type(lines, "call")
         .map(|c| {
             (
                 c["call_id"].as_str().unwrap().to_string(),

@@ -8,6 +8,7 @@
 use calliper_engine::Config;
 use calliper_testkit::captures::repo_root;
 use calliper_testkit::oracle::tshark_fields;
+use calliper_testkit::probe::of_type;
 use calliper_testkit::probe::Probe;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -115,7 +116,7 @@ fn intervals_hold_what_tshark_shows_by_protocol() {
     let mut compared = 0;
     for file in testdata() {
         let lines = lines_every_2s(&file);
-        let rows: Vec<&Value> = lines.iter().filter(|l| l["type"] == "traffic").collect();
+        let rows: Vec<&Value> = of_type(&lines, "traffic").collect();
         let ours = calliper_bins(&rows);
         let theirs = tshark_bins(&file);
         for (k, v) in &theirs {
@@ -133,7 +134,7 @@ fn intervals_hold_what_tshark_shows_by_protocol() {
                 assert_eq!(empties, 8640, "{}: a gap after {}", file.display(), w[0]);
             }
         }
-        let calls = lines.iter().filter(|l| l["type"] == "call").count() as u64;
+        let calls = of_type(&lines, "call").count() as u64;
         let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>();
         assert_eq!(sum("calls_ended"), calls, "{}", file.display());
         let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
@@ -189,7 +190,7 @@ fn top_talkers_are_tsharks_busiest_sources() {
     for file in testdata() {
         let lines = lines_every_2s(&file);
         let theirs = tshark_talkers(&file);
-        for row in lines.iter().filter(|l| l["type"] == "traffic") {
+        for row in of_type(&lines, "traffic") {
             let start = row["start_ns"].as_i64().unwrap();
             let listed = row["top_talkers"].as_array().unwrap();
             assert_eq!(row["talkers_untracked_packets"], 0, "{}", file.display());

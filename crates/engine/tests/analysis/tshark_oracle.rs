@@ -15,6 +15,7 @@ use calliper_testkit::oracle::{
     tshark_fields, tshark_streams, KNOWN_DIFFERENCES, RTP_STREAM_FIELDS,
 };
 use calliper_testkit::probe::analyze;
+use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -238,7 +239,7 @@ fn dtmf_events_match_tshark() {
             continue;
         }
         let mut seen = std::collections::HashSet::new();
-        for call in analyze(&file).lines().iter().filter(|l| l["type"] == "call") {
+        for call in of_type(&analyze(&file).lines(), "call") {
             for s in call["streams"].as_array().unwrap() {
                 let key = stream_key(s);
                 let got: Vec<(String, u64)> = s["dtmf"]
@@ -305,7 +306,7 @@ fn rtcp_reports_match_tshark() {
         if max_jitter.is_empty() {
             continue;
         }
-        for call in analyze(&file).lines().iter().filter(|l| l["type"] == "call") {
+        for call in of_type(&analyze(&file).lines(), "call") {
             for s in call["streams"].as_array().unwrap() {
                 let codec = s["codec"].as_str().unwrap().to_ascii_uppercase();
                 if s["rtcp_reports"].as_u64().unwrap() == 0 || !(codec == "PCMA" || codec == "PCMU")
