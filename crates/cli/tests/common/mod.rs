@@ -172,11 +172,12 @@ pub fn calliper_jsonl(file: &Path, extra: &[&str]) -> Vec<Value> {
         .collect()
 }
 
-/// Runs `calliper generate ARGS -o PCAP --truth TRUTH` and checks it succeeded.
-pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
+/// Runs `calliper generate FLAGS -o PCAP --truth TRUTH` (FLAGS as on a
+/// command line, split at white space) and checks it succeeded.
+pub fn generate(flags: &str, pcap: &Path, truth: &Path) {
     let st = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .arg("generate")
-        .args(args)
+        .args(flags.split_whitespace())
         .arg("-o")
         .arg(pcap)
         .arg("--truth")
@@ -186,12 +187,12 @@ pub fn generate(args: &[&str], pcap: &Path, truth: &Path) {
     assert!(st.success());
 }
 
-/// Runs `calliper generate ARGS` into a temporary directory and returns the
+/// Runs `calliper generate FLAGS` into a temporary directory and returns the
 /// capture's bytes (the directory is removed).
-pub fn generated_capture(name: &str, args: &[&str]) -> Vec<u8> {
+pub fn generated_capture(name: &str, flags: &str) -> Vec<u8> {
     let dir = scratch_dir(name);
     let pcap = dir.join("capture.pcap");
-    generate(args, &pcap, &dir.join("truth.jsonl"));
+    generate(flags, &pcap, &dir.join("truth.jsonl"));
     let data = std::fs::read(&pcap).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     data

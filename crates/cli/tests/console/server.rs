@@ -22,6 +22,16 @@ impl Server {
         Server::serve(&[&db, extra].concat(), listen, env)
     }
 
+    /// `calliper serve --db DB` on a loopback port of its choosing.
+    pub fn on(db: &Path) -> Server {
+        Server::start(db, "127.0.0.1:0", &[], &[])
+    }
+
+    /// [`Server::on`] a fresh copy of the sample database ([`sample_db`]).
+    pub fn sample(name: &str) -> Server {
+        Server::on(&sample_db(name))
+    }
+
     /// `calliper serve ARGS --http LISTEN` with `env`.
     pub fn serve(args: &[&str], listen: &str, env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))

@@ -12,19 +12,10 @@ use crate::tracking::ALLOCATIONS;
 
 /// 400 calls arriving within about a second, holding ~30 s: a steady state.
 fn steady_capture() -> Vec<u8> {
-    let args = [
-        "--calls",
-        "400",
-        "--concurrent",
-        "20000",
-        "--hold-mean",
-        "30",
-        "--loss",
-        "1",
-        "--seed",
-        "3",
-    ];
-    common::generated_capture("alloc", &args)
+    common::generated_capture(
+        "alloc",
+        "--calls 400 --concurrent 20000 --hold-mean 30 --loss 1 --seed 3",
+    )
 }
 
 pub(crate) fn rtp_packets_allocate_nothing_after_warm_up() {

@@ -14,19 +14,7 @@ use crate::tracking::LIVE;
 pub(crate) fn state_per_concurrent_call_stays_within_budget() {
     let data = common::generated_capture(
         "memory",
-        &[
-            "--calls",
-            "20000",
-            "--concurrent",
-            "5000",
-            "--warm-start",
-            "--duration",
-            "2",
-            "--codecs",
-            "g729:1",
-            "--seed",
-            "9",
-        ],
+        "--calls 20000 --concurrent 5000 --warm-start --duration 2 --codecs g729:1 --seed 9",
     );
 
     // Fixed tables sized at start (the duplicate filter's 4 MiB) are not per call.

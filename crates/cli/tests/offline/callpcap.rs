@@ -347,18 +347,7 @@ fn nothing_already_there_is_written_to() {
 fn a_flood_of_calls_keeps_to_the_budget() {
     let pcap = temp("flood.pcap");
     common::generate(
-        &[
-            "--calls",
-            "20",
-            "--concurrent",
-            "5",
-            "--hold-mean",
-            "5",
-            "--flood",
-            "3000",
-            "--flood-rate",
-            "3000",
-        ],
+        "--calls 20 --concurrent 5 --hold-mean 5 --flood 3000 --flood-rate 3000",
         &pcap,
         &temp("flood.jsonl"),
     );

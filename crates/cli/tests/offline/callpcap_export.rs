@@ -144,7 +144,7 @@ fn the_console_sends_a_recorded_calls_pcap_and_audio() {
     assert_eq!(s.get("/api/calls/99/pcap", &[]).status, 404);
     assert_eq!(s.get("/api/calls/x/pcap", &[]).status, 400);
     // Without a recordings directory: no link, and a 404 that says why.
-    let s = server::Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = server::Server::on(&db);
     let id = calls[0]["id"].as_i64().unwrap();
     assert_eq!(s.get(&format!("/api/calls/{id}"), &[]).json()["recording_pcap"], Value::Null);
     let r = s.get(&format!("/api/calls/{id}/pcap"), &[]);

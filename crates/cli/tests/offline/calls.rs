@@ -88,22 +88,7 @@ fn generated_loss_is_reported_exactly() {
     let dir = common::scratch_dir("gen");
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
     generate(
-        &[
-            "--calls",
-            "60",
-            "--concurrent",
-            "20",
-            "--hold-mean",
-            "8",
-            "--hold-shape",
-            "4",
-            "--loss",
-            "3",
-            "--burst",
-            "0.5",
-            "--seed",
-            "7",
-        ],
+        "--calls 60 --concurrent 20 --hold-mean 8 --hold-shape 4 --loss 3 --burst 0.5 --seed 7",
         &pcap,
         &truth,
     );

@@ -12,7 +12,7 @@ use crate::common;
 use crate::server;
 
 use serde_json::Value;
-use server::{analyze, enc, metric_sum, sample_db, temp, Server};
+use server::{analyze, enc, metric_sum, temp, Server};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,7 @@ fn every_capture_comes_back_through_the_api() {
         if records.is_empty() {
             continue;
         }
-        let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+        let s = Server::on(&db);
         let retimed = std::cell::OnceCell::new();
         let listed = all_calls(&s, "order=asc");
         let want: BTreeSet<_> = records.iter().map(key).collect();
@@ -154,18 +154,7 @@ fn mixed_database(name: &str) -> (PathBuf, Vec<Value>) {
     let _ = std::fs::remove_file(&db);
     let generated = temp("generated.pcap");
     common::generate(
-        &[
-            "--calls",
-            "120",
-            "--concurrent",
-            "20",
-            "--hold-mean",
-            "30",
-            "--loss",
-            "3",
-            "--burst",
-            "0.5",
-        ],
+        "--calls 120 --concurrent 20 --hold-mean 30 --loss 3 --burst 0.5",
         &generated,
         &temp("truth.jsonl"),
     );
@@ -211,7 +200,7 @@ fn in_network(ip: &Value, net: &str) -> bool {
 #[test]
 fn each_filter_returns_exactly_the_calls_it_describes() {
     let (db, records) = mixed_database("mixed.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let streams = |r: &Value| r["streams"].as_array().cloned().unwrap_or_default();
     let invites: Vec<i64> = {
         let mut v: Vec<i64> = records.iter().map(|r| r["invite_ns"].as_i64().unwrap()).collect();
@@ -320,8 +309,7 @@ fn each_filter_returns_exactly_the_calls_it_describes() {
 
 #[test]
 fn malformed_parameters_get_400_with_a_reason() {
-    let db = sample_db("small.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("small.db");
     s.assert_bad_requests(&[
         "/api/calls?from=yesterday",
         "/api/calls?status=7xx",
@@ -376,7 +364,7 @@ fn a_database_from_an_older_version_is_shown_without_ladders() {
     )
     .unwrap();
     drop(conn);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     assert_eq!(all_calls(&s, "").len(), records.len());
     let d = s.get("/api/calls/1", &[]).json();
     assert_eq!(d["messages"].as_array().unwrap().len(), 0);

@@ -67,7 +67,7 @@ fn hostile_rows_get_clear_answers_and_the_server_goes_on() {
          ALTER TABLE calls ADD COLUMN \"=HYPERLINK(\"\"http://evil.example\"\")\" TEXT;
          UPDATE calls SET from_user = printf('%.*c', 300000, 'a') WHERE id = 3;",
     );
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     assert_eq!(s.get("/api/calls?label=x", &[]).status, 200);
     assert_eq!(s.get("/api/calls?ip=10.0.0.0%2F8", &[]).status, 200);
     // The oversized value (longer than calliper writes) is refused with a reason.
@@ -105,7 +105,7 @@ fn a_call_detail_is_bounded_however_the_rows_multiply() {
     sql += "INSERT INTO stream_intervals (src, src_port, dst, dst_port, ssrc, start_ns, packets)
             SELECT src, src_port, dst, dst_port, ssrc, first_ns, 1 FROM streams, n WHERE streams.id = 1;";
     let db = crafted("amplify.db", &sql);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let r = s.get("/api/calls/1", &[]);
     assert_eq!(r.status, 200);
     let d = r.json();
@@ -129,7 +129,7 @@ fn abandoned_requests_stop_and_do_not_hold_the_console() {
     sql += "INSERT INTO calls (call_id, invite_ns, end_ns, state) SELECT 'c' || i, i, i, 'completed' FROM n;";
     sql += "INSERT INTO alerts (ts_ns, kind, call_id) SELECT i, 'low_mos', 'a' || i FROM n;";
     let db = crafted("slow.db", &sql);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let slow = "/api/calls?alert=zzz";
     let started = Instant::now();
     let r = s.get(slow, &[]);
@@ -218,7 +218,7 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
     drop(s);
     // Loopback without a token: a page elsewhere that rebinds its name to
     // 127.0.0.1 still names itself in Host, and is refused.
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     assert_eq!(s.get("/api/calls", &[("Host", "attacker.example")]).status, 403);
     assert_eq!(
         s.get("/api/calls", &[("Host", &format!("127.0.0.1:{}", s.addr.port()))]).status,
@@ -241,8 +241,7 @@ fn off_loopback_a_token_is_required_and_on_loopback_a_foreign_host_is_refused() 
 #[test]
 fn a_client_that_never_finishes_its_headers_is_cut_off() {
     use std::io::{Read, Write};
-    let db = sample_db("slow.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("slow.db");
     let mut slow = std::net::TcpStream::connect(("127.0.0.1", s.addr.port())).unwrap();
     slow.write_all(b"GET /api/calls HTTP/1.1\r\nHost: localhost\r\n").unwrap();
     slow.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();

@@ -9,7 +9,7 @@ use crate::server;
 
 use calliper_testkit::probe::of_type;
 use serde_json::Value;
-use server::{analyze, metric_sum, sample_db, temp, Server};
+use server::{analyze, metric_sum, temp, Server};
 use std::path::Path;
 
 #[test]
@@ -18,7 +18,7 @@ fn metrics_count_the_stored_calls_and_follow_a_growing_database() {
     let _ = std::fs::remove_file(&db);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
     let first = analyze(&root.join("sipp_hold_dtmf.pcap"), &db);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let m = s.get("/metrics", &[]);
     assert_eq!(m.status, 200);
     assert!(m.header("content-type").is_some_and(|v| v.starts_with("text/plain; version=0.0.4")));
@@ -50,7 +50,7 @@ fn trunk_metrics_count_the_trunks_calls() {
         &pcap,
         &["--db", db.to_str().unwrap(), "--trunk", "sipp-gw=127.0.2.1"],
     );
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let text = s.get("/metrics", &[]).text();
     // Attempts: the INVITEs that open a dialog (no To tag) towards the trunk.
     let attempts =
@@ -97,7 +97,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
     // One capture with alerts for sure: loss above the 5 % threshold.
     let lossy = temp("lossy.pcap");
     common::generate(
-        &["--calls", "40", "--concurrent", "10", "--hold-mean", "20", "--loss", "8"],
+        "--calls 40 --concurrent 10 --hold-mean 20 --loss 8",
         &lossy,
         &temp("lossy.jsonl"),
     );
@@ -109,7 +109,7 @@ fn alerts_registrations_and_kpis_come_back_as_the_analysis_wrote_them() {
             common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap(), "--kpi-interval", "60"]);
         let of = |t: &str| lines.iter().filter(|l| l["type"] == t).cloned().collect::<Vec<_>>();
         let (want_alerts, want_regs) = (of("alert"), of("registration"));
-        let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+        let s = Server::on(&db);
         let alert_key = |a: &Value| {
             (
                 a["ts_ns"].as_i64(),
@@ -219,8 +219,7 @@ fn load_and_mos_are_the_analysis_summed(s: &Server, lines: &[Value], pcap: &Path
 
 #[test]
 fn list_parameters_are_checked() {
-    let db = sample_db("lists-bad.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("lists-bad.db");
     s.assert_bad_requests(&[
         "/api/alerts?nonsense=1",
         "/api/alerts?from=yesterday",

@@ -111,19 +111,7 @@ fn a_busy_probe_pushes_at_most_four_times_a_second() {
     let dir = common::scratch_dir("live-busy");
     let (pcap, db) = (dir.join("busy.pcap"), dir.join("busy.db"));
     common::generate(
-        &[
-            "--calls",
-            "300",
-            "--concurrent",
-            "300",
-            "--warm-start",
-            "--hold-mean",
-            "2",
-            "--hold-shape",
-            "2",
-            "--duration",
-            "6",
-        ],
+        "--calls 300 --concurrent 300 --warm-start --hold-mean 2 --hold-shape 2 --duration 6",
         &pcap,
         &dir.join("truth.jsonl"),
     );

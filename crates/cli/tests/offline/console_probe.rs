@@ -243,8 +243,7 @@ fn rules_change_at_run_time_with_the_write_token_only() {
 
 #[test]
 fn a_console_without_a_probe_or_a_write_token_changes_nothing() {
-    let db = server::sample_db("norules.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("norules.db");
     for path in ["/api/rules", "/api/health"] {
         let r = s.get(path, &[]);
         assert_eq!(r.status, 404, "{path}: {}", r.text());

@@ -52,8 +52,7 @@ fn closed(s: &mut TcpStream) -> bool {
 
 #[test]
 fn one_client_holding_connections_does_not_lock_out_others() {
-    let db = sample_db("hold.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("hold.db");
     // 300 idle connections from one address: past 32 they are closed at once.
     let mut held: Vec<TcpStream> = (0..300).map(|_| connect_from([127, 0, 0, 2], s.addr)).collect();
     assert!(closed(held.last_mut().unwrap()), "the 300th connection was kept");
@@ -85,8 +84,7 @@ fn a_refused_client_loses_its_connection() {
 
 #[test]
 fn frames_and_other_sites_fetches_are_refused() {
-    let db = sample_db("frames.db");
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::sample("frames.db");
     let frame = |site: &str, dest: &str| {
         s.get(
             "/api/calls/1/audio",
@@ -137,7 +135,7 @@ fn a_call_padded_past_the_answer_budget_is_truncated_not_an_error() {
         let _ = std::fs::remove_file(&db);
         analyze(&pcap, &db);
         std::fs::remove_file(&pcap).ok();
-        let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+        let s = Server::on(&db);
         let r = s.get("/api/calls/1", &[]);
         assert_eq!(r.status, 200, "{name}: {}", r.text());
         assert!(r.body.len() < 65 << 20, "{name}: a {} byte answer", r.body.len());
@@ -161,7 +159,7 @@ fn a_call_lists_the_streams_without_a_call_that_share_its_ssrcs() {
     let _ = std::fs::remove_file(&db);
     let lines = common::calliper_jsonl(&pcap, &["--db", db.to_str().unwrap()]);
     let orphans: Vec<&serde_json::Value> = of_type(&lines, "stream").collect();
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     let mut linked = 0;
     for c in &calls {

@@ -30,22 +30,7 @@ fn invite_flood_and_hostile_messages() {
     let (pcap, truth, out) =
         (dir.join("flood.pcap"), dir.join("truth.jsonl"), dir.join("out.jsonl"));
     generate(
-        &[
-            "--calls",
-            "300",
-            "--concurrent",
-            "30",
-            "--hold-mean",
-            "20",
-            "--loss",
-            "2",
-            "--flood",
-            "1000000",
-            "--hostile",
-            "1000",
-            "--seed",
-            "7",
-        ],
+        "--calls 300 --concurrent 30 --hold-mean 20 --loss 2 --flood 1000000 --hostile 1000 --seed 7",
         &pcap,
         &truth,
     );
@@ -114,21 +99,7 @@ fn challenged_flood_does_not_evict_real_calls() {
     let dir = common::scratch_dir("407");
     let (pcap, truth) = (dir.join("flood407.pcap"), dir.join("truth.jsonl"));
     generate(
-        &[
-            "--calls",
-            "200",
-            "--concurrent",
-            "20",
-            "--hold-mean",
-            "10",
-            "--flood",
-            "100000",
-            "--flood-rate",
-            "2000",
-            "--flood-challenged",
-            "--seed",
-            "11",
-        ],
+        "--calls 200 --concurrent 20 --hold-mean 10 --flood 100000 --flood-rate 2000 --flood-challenged --seed 11",
         &pcap,
         &truth,
     );

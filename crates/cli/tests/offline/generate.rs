@@ -12,8 +12,7 @@ fn the_command_writes_the_librarys_seeded_bytes() {
     let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
     let args = "--calls 400 --concurrent 150 --hold-mean 10 --loss 2 --burst 0.5 \
                 --duplicate 1 --reorder 1 --seed 9";
-    let args: Vec<&str> = args.split_whitespace().collect();
-    common::generate(&args, &pcap, &truth);
+    common::generate(args, &pcap, &truth);
     let by_command = std::fs::read(&pcap).unwrap();
     let by_library = generated::pcap(&generated::impaired());
     assert!(by_command.len() > 1_000_000, "{} bytes", by_command.len());

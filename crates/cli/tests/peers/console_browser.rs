@@ -14,12 +14,16 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
+/// This binary's turn at the real-time peers, and a browser; None where
+/// `CALLIPER_SKIP=browser` asked to skip it.
+fn browser_turn() -> Option<(std::sync::MutexGuard<'static, ()>, Browser)> {
+    let turn = crate::turn();
+    Some((turn, Browser::start()?))
+}
+
 #[test]
 fn the_console_shows_what_the_api_gives() {
-    let _turn = crate::turn();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let Some((_turn, browser)) = browser_turn() else { return };
     let db = temp("calls.db");
     let _ = std::fs::remove_file(&db);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
@@ -27,7 +31,7 @@ fn the_console_shows_what_the_api_gives() {
     {
         common::analyze_into_db_append(&root.join(p), &db, &[]);
     }
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let base = format!("http://127.0.0.1:{}", s.addr.port());
     let api = |path: &str| s.get(path, &[]).json();
 
@@ -255,10 +259,7 @@ fn the_console_shows_what_the_api_gives() {
 
 #[test]
 fn the_live_page_follows_a_replay() {
-    let _turn = crate::turn();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let Some((_turn, browser)) = browser_turn() else { return };
     let pcap = common::sample_capture();
     let db = temp("live.db");
     let _ = std::fs::remove_file(&db);
@@ -299,10 +300,7 @@ fn the_live_page_follows_a_replay() {
 
 #[test]
 fn the_probe_and_rules_pages_show_and_change_the_probe() {
-    let _turn = crate::turn();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let Some((_turn, browser)) = browser_turn() else { return };
     let pcap = common::sample_capture();
     let write = "browser-write-token-0123456789";
     let probe =
@@ -365,15 +363,12 @@ fn the_probe_and_rules_pages_show_and_change_the_probe() {
 
 #[test]
 fn the_loss_by_leg_table_shows_what_the_api_gives() {
-    let _turn = crate::turn();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let Some((_turn, browser)) = browser_turn() else { return };
     let db = temp("legs.db");
     let pcap =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/rtpengine_relay_loss.pcap");
     common::analyze_into_db(&pcap, &db, &[]);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let id = s.get("/api/calls", &[]).json()["calls"][0]["id"].clone();
     let detail = s.get(&format!("/api/calls/{id}"), &[]).json();
     browser.go(&format!("http://127.0.0.1:{}/#/call/{id}", s.addr.port()));
@@ -422,10 +417,7 @@ fn wav_peaks(wav: &[u8], slices: usize) -> Vec<Vec<f64>> {
 
 #[test]
 fn the_call_page_plays_the_recording_and_draws_its_waveform() {
-    let _turn = crate::turn();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
+    let Some((_turn, browser)) = browser_turn() else { return };
     let (db, rec) = (temp("player.db"), temp("player-rec"));
     let _ = std::fs::remove_dir_all(&rec);
     let pcap = common::sample_capture();

@@ -70,7 +70,7 @@ fn hops_are_charged(relay: &str) -> bool {
     }
     let db = temp("legs.db");
     common::analyze_into_db(&dir.join("relay.pcap"), &db, &[]);
-    let s = Server::start(&db, "127.0.0.1:0", &[], &[]);
+    let s = Server::on(&db);
     let calls = s.get("/api/calls", &[]).json()["calls"].as_array().unwrap().clone();
     assert_eq!(calls.len(), 3, "{log}");
     let mut charged: HashMap<&str, u64> = HashMap::new();
