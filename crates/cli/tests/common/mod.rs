@@ -10,7 +10,7 @@ pub mod runs;
 use calliper_testkit::probe::of_type;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -120,12 +120,12 @@ pub use calliper_testkit::skip_requested;
 
 /// The repository's SIPp sample (`testdata/sipp_hold_dtmf.pcap`: calls
 /// with hold and DTMF), the capture most tests run on.
-pub fn sample_capture() -> std::path::PathBuf {
+pub fn sample_capture() -> PathBuf {
     calliper_testkit::captures::repo_root().join("testdata/sipp_hold_dtmf.pcap")
 }
 
 /// A directory of this test's own ([`scratch`]), created.
-pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+pub fn scratch_dir(name: &str) -> PathBuf {
     let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -187,12 +187,19 @@ pub fn generate(flags: &str, pcap: &Path, truth: &Path) {
     assert!(st.success());
 }
 
+/// Runs `calliper generate FLAGS` into scratch directory `name`: the
+/// directory, the capture and the generator's truth (JSON lines).
+pub fn generated(name: &str, flags: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = scratch_dir(name);
+    let (pcap, truth) = (dir.join("capture.pcap"), dir.join("truth.jsonl"));
+    generate(flags, &pcap, &truth);
+    (dir, pcap, truth)
+}
+
 /// Runs `calliper generate FLAGS` into a temporary directory and returns the
 /// capture's bytes (the directory is removed).
 pub fn generated_capture(name: &str, flags: &str) -> Vec<u8> {
-    let dir = scratch_dir(name);
-    let pcap = dir.join("capture.pcap");
-    generate(flags, &pcap, &dir.join("truth.jsonl"));
+    let (dir, pcap, _) = generated(name, flags);
     let data = std::fs::read(&pcap).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     data
@@ -233,7 +240,7 @@ pub fn check_truth(lines: &[Value], truth: &str) -> (usize, u64) {
 /// directory (`NAME` in this process's [`calliper_testkit::captures::scratch_root`]) as its
 /// first argument and the binary as `CALLIPER`: the command and that
 /// directory.
-pub fn rig(script: &str, name: &str) -> (Command, std::path::PathBuf) {
+pub fn rig(script: &str, name: &str) -> (Command, PathBuf) {
     let dir = calliper_testkit::captures::scratch_root().join(name);
     let mut cmd = Command::new(calliper_testkit::captures::repo_root().join(script));
     cmd.env("CALLIPER", env!("CARGO_BIN_EXE_calliper")).arg(&dir);
@@ -259,7 +266,7 @@ pub fn namespace_rig(cmd: &mut Command, what: &str) -> Option<String> {
 /// Runs a namespace rig script (`rig`) that takes no argument but its
 /// output directory: that directory and the script's output, or None as
 /// `namespace_rig` says.
-pub fn run_namespace_rig(script: &str, name: &str) -> Option<(std::path::PathBuf, String)> {
+pub fn run_namespace_rig(script: &str, name: &str) -> Option<(PathBuf, String)> {
     let (mut cmd, dir) = rig(script, name);
     namespace_rig(&mut cmd, script).map(|log| (dir, log))
 }

@@ -5,7 +5,7 @@
 use crate::common;
 
 use calliper_testkit::probe::of_type;
-use common::{calliper_jsonl, check_truth, generate};
+use common::{calliper_jsonl, check_truth};
 use std::process::Command;
 
 #[test]
@@ -85,12 +85,9 @@ fn sqlite_store_holds_calls_and_streams() {
 
 #[test]
 fn generated_loss_is_reported_exactly() {
-    let dir = common::scratch_dir("gen");
-    let (pcap, truth) = (dir.join("gen.pcap"), dir.join("truth.jsonl"));
-    generate(
+    let (dir, pcap, truth) = common::generated(
+        "gen",
         "--calls 60 --concurrent 20 --hold-mean 8 --hold-shape 4 --loss 3 --burst 0.5 --seed 7",
-        &pcap,
-        &truth,
     );
     let lines = calliper_jsonl(&pcap, &[]);
     for c in of_type(&lines, "call") {

@@ -96,13 +96,7 @@ fn invite_flood_and_hostile_messages() {
 /// room for each other (counted, no record) and never push out real calls.
 #[test]
 fn challenged_flood_does_not_evict_real_calls() {
-    let dir = common::scratch_dir("407");
-    let (pcap, truth) = (dir.join("flood407.pcap"), dir.join("truth.jsonl"));
-    generate(
-        "--calls 200 --concurrent 20 --hold-mean 10 --flood 100000 --flood-rate 2000 --flood-challenged --seed 11",
-        &pcap,
-        &truth,
-    );
+    let (dir, pcap, truth) = common::generated("407", "--calls 200 --concurrent 20 --hold-mean 10 --flood 100000 --flood-rate 2000 --flood-challenged --seed 11");
     let lines = common::calliper_jsonl(&pcap, &["--max-calls", "1000"]);
     let truth = std::fs::read_to_string(&truth).unwrap();
     std::fs::remove_dir_all(&dir).ok();

@@ -124,9 +124,8 @@ fn stream_cap_shared_across_shards() {
 fn a_panicking_worker_ends_the_run_with_finished_records() {
     // Calls of ~1 s each, one after another: many are finished (BYE plus
     // grace) long before the injected failure near the end of the capture.
-    let dir = common::scratch_dir("panic");
-    let (pcap, truth) = (dir.join("calls.pcap"), dir.join("truth.jsonl"));
-    common::generate("--calls 40 --concurrent 2 --hold-mean 1 --seed 3", &pcap, &truth);
+    let (dir, pcap, _) =
+        common::generated("panic", "--calls 40 --concurrent 2 --hold-mean 1 --seed 3");
     let complete = analyze(&pcap, 1, &[]);
     assert_eq!(complete.code, 0);
     let packets = complete.summary()["packets"].as_u64().unwrap();
