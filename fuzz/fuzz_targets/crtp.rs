@@ -5,6 +5,7 @@
 //! Each record: protocol selector (1 byte), length (2), bytes.
 #![no_main]
 use calliper_crtp::{protocol, Compressor, Config, Decompressor};
+use calliper_fuzz::{be16, records};
 use libfuzzer_sys::fuzz_target;
 
 const PROTOCOLS: [u16; 8] = [
@@ -33,13 +34,9 @@ fuzz_target!(|data: &[u8]| {
         let mut c = Compressor::new(config).unwrap();
         let mut check = Decompressor::new(config).unwrap();
         let (mut out, mut link, mut back) = (Vec::new(), Vec::new(), Vec::new());
-        let mut rest = data;
         let mut now = 0u64;
-        while rest.len() >= 3 {
-            let selector = rest[0];
-            let len = (u16::from_be_bytes([rest[1], rest[2]]) as usize).min(rest.len() - 3);
-            let (bytes, tail) = rest[3..].split_at(len);
-            rest = tail;
+        for (h, bytes) in records(data, 3, be16(1)) {
+            let selector = h[0];
             now += 20_000_000;
             let _ = d.decompress(PROTOCOLS[selector as usize % 8], bytes, now, &mut out);
             if d.context_state(&mut out) {
@@ -47,10 +44,7 @@ fuzz_target!(|data: &[u8]| {
             }
             c.context_state(bytes);
             let kind = c.compress(bytes, now, &mut link);
-            if check
-                .decompress(kind.protocol(&config), &link, now, &mut back)
-                .is_ok()
-            {
+            if check.decompress(kind.protocol(&config), &link, now, &mut back).is_ok() {
                 assert_eq!(back, bytes);
             }
         }

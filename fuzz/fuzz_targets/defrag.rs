@@ -1,26 +1,18 @@
 //! The defragmenter on arbitrary fragment sequences: caps hold, no panic.
 #![no_main]
 use calliper_engine::defrag::{DefragConfig, Defragmenter, MAX_DATAGRAM};
+use calliper_fuzz::records;
 use calliper_wire::Fragment;
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr};
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = DefragConfig {
-        max_datagrams: 8,
-        max_bytes: 100_000,
-        timeout_ns: 1000,
-    };
+    let cfg = DefragConfig { max_datagrams: 8, max_bytes: 100_000, timeout_ns: 1000 };
     let mut d = Defragmenter::new(cfg);
     let a = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut rest = data;
     let mut now = 0i64;
     // Each piece: id (1), offset/8 (2), more (1), time step (1), length (1), bytes.
-    while rest.len() >= 6 {
-        let (h, tail) = rest.split_at(6);
-        let len = (h[5] as usize).min(tail.len());
-        let (piece, tail) = tail.split_at(len);
-        rest = tail;
+    for (h, piece) in records(data, 6, |h| usize::from(h[5])) {
         now += h[4] as i64 * 10;
         let frag = Fragment {
             id: h[0] as u32 % 4,

@@ -7,6 +7,7 @@
 use calliper_engine::{
     CallTag, Config, Engine, PacketSink, RawPacket, Record, RecordingMode, SinkFactory,
 };
+use calliper_fuzz::{be16, records};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, Mutex};
 
@@ -34,13 +35,9 @@ fn config() -> Config {
 
 fuzz_target!(|data: &[u8]| {
     let mut packets = Vec::new();
-    let mut rest = data;
     let mut now = 1_000_000_000i64;
-    while rest.len() >= 3 {
-        let len = (u16::from_be_bytes([rest[0], rest[1]]) as usize).min(rest.len() - 3);
-        now += rest[2] as i64 * 1_000_000;
-        let (pkt, tail) = rest[3..].split_at(len);
-        rest = tail;
+    for (h, pkt) in records(data, 3, be16(0)) {
+        now += h[2] as i64 * 1_000_000;
         packets.push(RawPacket {
             ts_ns: now,
             link_type: 101, // LINKTYPE_RAW
@@ -58,11 +55,7 @@ fuzz_target!(|data: &[u8]| {
     one.finish();
     want.extend(one.drain());
     let got = batched(Engine::new(config()), &packets);
-    assert_eq!(
-        format!("{got:?}"),
-        format!("{want:?}"),
-        "batched records differ"
-    );
+    assert_eq!(format!("{got:?}"), format!("{want:?}"), "batched records differ");
     let kept = Arc::new(Mutex::new(Vec::new()));
     let sink = kept.clone();
     let recording = Engine::new(Config {
@@ -71,17 +64,10 @@ fuzz_target!(|data: &[u8]| {
         ..config()
     });
     let got = batched(recording, &packets);
-    assert_eq!(
-        format!("{got:?}"),
-        format!("{want:?}"),
-        "recording changed the records"
-    );
+    assert_eq!(format!("{got:?}"), format!("{want:?}"), "recording changed the records");
     let input: std::collections::HashSet<&[u8]> = packets.iter().map(|p| p.data).collect();
     for frame in kept.lock().unwrap().iter() {
-        assert!(
-            input.contains(frame.as_slice()),
-            "a recorded frame that was never input"
-        );
+        assert!(input.contains(frame.as_slice()), "a recorded frame that was never input");
     }
 });
 

@@ -21,10 +21,7 @@ fuzz_target!(|data: &[u8]| {
     hep.extend_from_slice(data);
     let ip = emit::Ipv4::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 17)
         .emit(&emit::udp(40000, 9060, &hep));
-    let mut e = Engine::new(Config {
-        hep_port: Some(9060),
-        ..Config::default()
-    });
+    let mut e = Engine::new(Config { hep_port: Some(9060), ..Config::default() });
     // A call for reports to join (its Call-ID is the seeds' correlation id).
     let invite = emit::Ipv4::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 17)
         .emit(&emit::udp(5060, 5060, INVITE));

@@ -4,6 +4,7 @@
 //! length (2), then the datagram; a media record's first two bytes pick the
 //! edge port and the next two the source port.
 #![no_main]
+use calliper_fuzz::{be16, records};
 use calliper_relay::ng::{bencode, sdp, Control, ControlConfig, Source};
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
@@ -26,14 +27,10 @@ fuzz_target!(|data: &[u8]| {
         ..ControlConfig::default()
     });
     let mut now = 0i64;
-    let mut rest = data;
     let mut bound = 0usize;
-    while rest.len() >= 4 {
-        let kind = rest[0];
-        now += i64::from(rest[1]) * 100_000_000;
-        let len = (u16::from_be_bytes([rest[2], rest[3]]) as usize).min(rest.len() - 4);
-        let (d, tail) = rest[4..].split_at(len);
-        rest = tail;
+    for (h, d) in records(data, 4, be16(2)) {
+        let kind = h[0];
+        now += i64::from(h[1]) * 100_000_000;
         if kind % 2 == 0 {
             let proxy = SocketAddr::from(([127, 0, 0, 1], 5060));
             let reply = c.handle(now, proxy, d, &mut |p| {

@@ -23,9 +23,5 @@ fuzz_target!(|data: &[u8]| {
 fn same_as_reference(v: &str) {
     let na = calliper_sip::NameAddr::parse(v);
     let (display, uri) = calliper_sip::reference::display_and_uri(v);
-    assert_eq!(
-        (na.display, na.uri),
-        (display.as_deref(), uri.as_str()),
-        "{v:?}"
-    );
+    assert_eq!((na.display, na.uri), (display.as_deref(), uri.as_str()), "{v:?}");
 }

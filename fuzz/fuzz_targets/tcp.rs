@@ -2,6 +2,7 @@
 #![no_main]
 use calliper_engine::tcp::{TcpConfig, TcpReassembler};
 use calliper_engine::Flow;
+use calliper_fuzz::records;
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -15,21 +16,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut r = TcpReassembler::new(cfg);
     let a = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut rest = data;
     let mut now = 0i64;
     // Each segment: port (1), seq (4), flags (1), time step (1), length (1), bytes.
-    while rest.len() >= 8 {
-        let (h, tail) = rest.split_at(8);
-        let len = (h[7] as usize).min(tail.len());
-        let (payload, tail) = tail.split_at(len);
-        rest = tail;
+    for (h, payload) in records(data, 8, |h| usize::from(h[7])) {
         now += h[6] as i64 * 10;
-        let key = Flow {
-            src: a,
-            sport: h[0] as u16 % 6,
-            dst: a,
-            dport: 5060,
-        };
+        let key = Flow { src: a, sport: h[0] as u16 % 6, dst: a, dport: 5060 };
         let seq = u32::from_be_bytes([h[1], h[2], h[3], h[4]]);
         if let Some(o) = r.segment(now, key, seq, h[5], payload, true) {
             let (mut buf, _) = r.take_buffer(o.flow);

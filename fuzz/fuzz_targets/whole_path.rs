@@ -349,12 +349,8 @@ fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 fn ipv4(src: u8, dst: u8, proto: u8, id: u16, frag: u16, payload: &[u8]) -> Vec<u8> {
-    emit::Ipv4 {
-        id,
-        frag,
-        ..emit::Ipv4::new(ip4(src).into(), ip4(dst).into(), proto)
-    }
-    .emit(payload)
+    emit::Ipv4 { id, frag, ..emit::Ipv4::new(ip4(src).into(), ip4(dst).into(), proto) }
+        .emit(payload)
 }
 
 fn ipv6(src: u8, dst: u8, proto: u8, payload: &[u8]) -> Vec<u8> {
@@ -404,11 +400,7 @@ fn frames(p: &Packet) -> Vec<Vec<u8>> {
         };
     }
     if p.v6 {
-        return vec![ethernet(
-            p.vlans,
-            0x86DD,
-            &ipv6(p.src, p.dst, proto, &inner),
-        )];
+        return vec![ethernet(p.vlans, 0x86DD, &ipv6(p.src, p.dst, proto, &inner))];
     }
     let pieces = (p.fragments % 5).max(1) as usize;
     let step = (inner.len() / pieces).next_multiple_of(8).max(8);
@@ -418,19 +410,11 @@ fn frames(p: &Packet) -> Vec<Vec<u8>> {
         .map(|(i, c)| {
             let more = (i + 1) * step < inner.len();
             let field = ((i * step / 8) as u16 & 0x1FFF) | if more { 0x2000 } else { 0 };
-            ethernet(
-                p.vlans,
-                0x0800,
-                &ipv4(p.src, p.dst, proto, p.ip_id, field, c),
-            )
+            ethernet(p.vlans, 0x0800, &ipv4(p.src, p.dst, proto, p.ip_id, field, c))
         })
         .collect();
     if out.is_empty() {
-        out.push(ethernet(
-            p.vlans,
-            0x0800,
-            &ipv4(p.src, p.dst, proto, p.ip_id, 0, &[]),
-        ));
+        out.push(ethernet(p.vlans, 0x0800, &ipv4(p.src, p.dst, proto, p.ip_id, 0, &[])));
     }
     if p.reverse {
         out.reverse();
@@ -463,10 +447,8 @@ fn sorted(records: Vec<Record>) -> Vec<String> {
 fn event_log() -> (EventLog, TimeSeries, TrackerHub) {
     let log = EventLog::new(&EventKind::ALL);
     let series = TimeSeries::new();
-    let hub: TrackerHub = Arc::new(Mutex::new(vec![
-        Box::new(log.clone()),
-        Box::new(series.clone()),
-    ]));
+    let hub: TrackerHub =
+        Arc::new(Mutex::new(vec![Box::new(log.clone()), Box::new(series.clone())]));
     (log, series, hub)
 }
 
@@ -515,21 +497,9 @@ fuzz_target!(|packets: Vec<Packet>| {
     }
     two.finish().expect("a shard failed");
     got.extend(two.drain());
-    assert_eq!(
-        two.counters(),
-        one.counters(),
-        "counters differ with 2 shards"
-    );
+    assert_eq!(two.counters(), one.counters(), "counters differ with 2 shards");
     assert_eq!(sorted(got), sorted(want), "records differ with 2 shards");
-    assert_eq!(
-        event_lines(&log_two),
-        event_lines(&log_one),
-        "events differ with 2 shards"
-    );
-    assert_eq!(
-        rows(&series_two),
-        rows(&series_one),
-        "time series differ with 2 shards"
-    );
+    assert_eq!(event_lines(&log_two), event_lines(&log_one), "events differ with 2 shards");
+    assert_eq!(rows(&series_two), rows(&series_one), "time series differ with 2 shards");
     assert_eq!(log_one.dropped(), 0);
 });
