@@ -340,6 +340,24 @@ mod tests {
         }
     }
 
+    /// The expiry test at the edges of time (a pcapng offset can put a
+    /// packet anywhere): a time far before an entry's stamp expires nothing
+    /// (the plain subtraction wrapped to a large positive age there, and
+    /// every entry expired at once); a time far after expires it.
+    #[test]
+    fn idle_past_saturates_across_any_gap() {
+        let mut s: Slab<E> = Slab::with_capacity(2);
+        let a = s.insert(E::default()).ok().unwrap();
+        let late = 5_000_000_000_000_000_000;
+        s.touch(a, 0, late);
+        assert_eq!(s.idle_past(0, -late, 1_000), None);
+        assert_eq!(s.idle_past(0, i64::MIN, 0), None);
+        assert_eq!(s.idle_past(0, late + 999, 1_000), None);
+        assert_eq!(s.idle_past(0, late + 1_000, 1_000), Some(a));
+        assert_eq!(s.idle_past(0, i64::MAX, i64::MAX - late), Some(a));
+        assert_eq!(s.idle_past(1, i64::MAX, 0), None);
+    }
+
     #[test]
     fn oldest_follows_touches_and_moves_between_lists() {
         let mut s: Slab<E> = Slab::with_capacity(3);
