@@ -402,6 +402,10 @@ impl Engine {
     /// all been delivered by then, in one thread as in several.
     pub(crate) fn traffic_release(&mut self, all: bool) {
         let every = self.cfg.interval_ns.max(1);
+        // At the end of the input every report has been made, the streams'
+        // last ones (their calls ended at the end) at this very clock: the
+        // rows are released after them, so they are not taken as late.
+        let released_ns = if all { self.now.saturating_add(1) } else { self.now };
         while let Some(r) = self.traffic_rows.front() {
             if !all && r.end_ns.saturating_add(every) > self.now {
                 return;
@@ -421,7 +425,7 @@ impl Engine {
                 protocols: &r.protocols,
                 top_talkers: &r.top_talkers,
                 talkers_untracked_packets: r.talkers_untracked_packets,
-                released_ns: self.now,
+                released_ns,
             };
             self.events.deliver(&Event::Traffic(&row));
         }

@@ -160,6 +160,24 @@ fn intervals_hold_what_tshark_shows_by_protocol() {
     assert!(compared > 20, "compared {compared} bins");
 }
 
+/// The sample's calls end with the input (their grace runs past its last
+/// packet): the streams' last reports, made at the end, are in the last
+/// rows, not late, and the rows hold every packet of the stream records.
+#[test]
+fn reports_made_at_the_end_of_the_input_are_in_the_rows() {
+    let sample = repo_root().join("testdata/sipp_hold_dtmf.pcap");
+    let lines = calliper_testkit::probe::analyze(&sample).lines();
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+    assert!(summary.get("late_stream_intervals").is_none(), "{summary}");
+    let in_rows: u64 =
+        of_type(&lines, "traffic").map(|r| r["stream_packets"].as_u64().unwrap()).sum();
+    let recorded: u64 = of_type(&lines, "call")
+        .flat_map(|c| c["streams"].as_array().unwrap())
+        .map(|s| s["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!((in_rows, recorded), (2952, 2952));
+}
+
 /// (interval start, source address) → (packets, bytes), as tshark sees them.
 fn tshark_talkers(file: &Path) -> BTreeMap<(i64, String), (u64, u64)> {
     let out = tshark_fields(
