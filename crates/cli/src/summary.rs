@@ -41,6 +41,9 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
             _ => {}
         }
     }
+    if totals.is_empty() {
+        totals.push("none (no packet read)".into());
+    }
     writeln!(w, "counters     {}", totals.join(", "))?;
     for (name, o) in groups {
         let parts: Vec<String> = o
