@@ -5,8 +5,8 @@
 
 use crate::files::{distinct, reader};
 use anyhow::{bail, Context as _, Result};
-use calliper_capture::linktype;
 use calliper_capture::pcap_out::{self, Resolution};
+use calliper_capture::{linktype, CaptureReader, Packet};
 use calliper_crtp::{protocol, Compressor, Config, Decompressor, Kind};
 use clap::{Args, Subcommand};
 use std::io::{BufWriter, Write};
@@ -120,9 +120,8 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     let mut out = Output::new(&a.output, LINKTYPE_PPP);
     let (mut link, mut frame) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
     let (mut not_ip, mut ipv6, mut bytes_in, mut bytes_out) = (0u64, 0u64, 0u64, 0u64);
-    while let Some(p) =
-        input.next_packet().with_context(|| format!("reading {}", a.input.display()))?
-    {
+    let mut complete = true;
+    while let Some(p) = next_or_stop(&mut input, &a.input, &mut complete) {
         if p.link_type as u32 == LINKTYPE_PPP {
             bail!(
                 "{} is already a capture of PPP frames: did you mean `calliper crtp decompress`?",
@@ -181,7 +180,25 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     } else {
         eprintln!("link bytes    none: no IP packets in {}", a.input.display());
     }
-    Ok(true)
+    Ok(complete)
+}
+
+/// The next packet, or None at the end. A damaged capture ends the reading
+/// where it is damaged, said and noted in `complete`: what came before is
+/// written and counted, as `analyze` keeps it (exit status 1).
+fn next_or_stop<'a>(
+    input: &'a mut CaptureReader<std::fs::File>,
+    path: &Path,
+    complete: &mut bool,
+) -> Option<Packet<'a>> {
+    match input.next_packet() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("calliper: reading {}: {e}; the packets before it are kept", path.display());
+            *complete = false;
+            None
+        }
+    }
 }
 
 fn decompress(a: &DecompressArgs) -> Result<bool> {
@@ -192,9 +209,8 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
     let mut out = Output::new(&a.output, linktype::RAW as u32);
     let mut ip = Vec::with_capacity(2048);
     let (mut not_ppp, mut context_states) = (0u64, 0u64);
-    while let Some(p) =
-        input.next_packet().with_context(|| format!("reading {}", a.input.display()))?
-    {
+    let mut complete = true;
+    while let Some(p) = next_or_stop(&mut input, &a.input, &mut complete) {
         if p.link_type as u32 != LINKTYPE_PPP {
             bail!(
                 "{} is not a capture of PPP frames (link type {}, not 9)",
@@ -235,7 +251,7 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
             s.malformed, config.contexts
         );
     }
-    Ok(s.malformed == 0)
+    Ok(complete && s.malformed == 0)
 }
 
 /// A PPP frame's protocol and payload: address and control (FF 03) when

@@ -328,3 +328,29 @@ fn analyze_reads_a_ppp_link_and_names_its_compressed_media() {
     assert!(text.contains("calliper crtp decompress"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A capture cut short is compressed up to the cut, which is said, with
+/// exit status 1 as `analyze` gives: the link frames before it are kept,
+/// and `decompress` gives back every whole packet the cut capture holds.
+#[test]
+fn a_truncated_capture_is_compressed_up_to_the_cut() {
+    let dir = common::scratch_dir("crtp-cut");
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &std::fs::read(common::sample_capture()).unwrap()[..3000]).unwrap();
+    let bytes = std::fs::read(&cut).unwrap();
+    let mut reader = calliper_capture::CaptureReader::new(&bytes[..]).unwrap();
+    let mut whole = 0;
+    while let Ok(Some(_)) = reader.next_packet() {
+        whole += 1;
+    }
+    assert!(whole > 0);
+    let link = dir.join("cut.ppp");
+    let out =
+        common::calliper(&["crtp", "compress", cut.to_str().unwrap(), link.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("truncated capture: record at byte offset"), "{stderr}");
+    assert_eq!(figure(&stderr, " IP ("), whole, "{stderr}");
+    let back = crtp(&["decompress"], &link, &dir.join("back.pcap"));
+    assert_eq!(figure(&back, " restored of"), whole, "{back}");
+}
