@@ -89,7 +89,10 @@ pub fn run(command: ExportCommand) -> Result<()> {
 /// several records must be given as a record id).
 fn one_call(db: &Path, call: &str) -> Result<StoredCall> {
     if !db.exists() {
-        bail!("{} does not exist (write one with `calliper analyze CAPTURE --db FILE`)", db.display());
+        bail!(
+            "{} does not exist (write one with `calliper analyze CAPTURE --db FILE`)",
+            db.display()
+        );
     }
     let conn = calliper_store::open_read_only(db)
         .with_context(|| format!("cannot open {}", db.display()))?;

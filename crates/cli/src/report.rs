@@ -101,7 +101,10 @@ fn duration_ns(s: &str) -> Result<i64, String> {
 pub fn run(cmd: ReportCommand) -> Result<()> {
     let ReportCommand::Kpi(a) = cmd;
     if !a.db.exists() {
-        bail!("{} does not exist (write one with `calliper analyze CAPTURE --db FILE`)", a.db.display());
+        bail!(
+            "{} does not exist (write one with `calliper analyze CAPTURE --db FILE`)",
+            a.db.display()
+        );
     }
     let conn = calliper_store::open_read_only(&a.db)
         .with_context(|| format!("cannot open {}", a.db.display()))?;
