@@ -46,8 +46,9 @@ async function api(path) {
   return body;
 }
 
-// The API's answer at `path`, or null after showing its error in `status`.
-async function load(status, path) {
+// The API's answer at `path`, or null after showing its error in `status`
+// (for the pages whose status line says what they are loading).
+async function apiShown(status, path) {
   try {
     return await api(path);
   } catch (e) {
@@ -124,7 +125,7 @@ async function searchPage(params) {
   });
   const status = el("p", { id: "status" }, "Searching…");
   show(el("h1", {}, "Calls"), form, status);
-  const body = await load(status, "/api/calls?" + params.toString());
+  const body = await apiShown(status, "/api/calls?" + params.toString());
   if (!body) return;
   const limit = body.limit, offset = body.offset;
   const clip = (text) => el("td", { class: "clip", title: text }, text);
@@ -226,7 +227,7 @@ function filterForm(route, fields, params, extra) {
 async function listPage(title, route, api_path, fields, head, cells, params) {
   const status = el("p", { id: "status" }, "Loading…");
   show(el("h1", {}, title), filterForm(route, fields, params), status);
-  const body = await load(status, api_path + "?" + params.toString());
+  const body = await apiShown(status, api_path + "?" + params.toString());
   if (!body) return;
   const offset = body.offset, limit = body.limit;
   status.textContent = body.rows.length === 0 ? "Nothing matches." : `Rows ${offset + 1}–${offset + body.rows.length}${body.more ? " (more follow)" : ""}`;
@@ -271,7 +272,7 @@ async function kpiPage(params) {
   const status = el("p", { id: "status" }, "Loading…");
   show(el("h1", {}, "KPIs"), filterForm("#/kpi", [["from", "From (UTC)"], ["to", "To (UTC)"]], params,
     [el("label", {}, "By", dimension), el("label", {}, "Per", interval)]), status);
-  const body = await load(status, "/api/kpi?" + params.toString());
+  const body = await apiShown(status, "/api/kpi?" + params.toString());
   if (!body) return;
   status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: `;
   if (body.rows.length) status.append(el("a", { href: "/assets/kpi.md", id: "kpi-doc" }, "docs/kpi.md"), ".");
