@@ -284,9 +284,9 @@ impl CallAudio {
         }
         let start = if start == 0 { self.dtmf.first().map_or(0, |d| d.arrival_ns) } else { start };
         m.marks.extend(
-            self.dtmf
-                .iter()
-                .map(|d| ((d.arrival_ns - start).max(0) as f64 / 1e9, d.caller, d.event)),
+            self.dtmf.iter().map(|d| {
+                (d.arrival_ns.saturating_sub(start).max(0) as f64 / 1e9, d.caller, d.event)
+            }),
         );
         for (name, events) in &self.event_streams {
             m.notes.push(format!("stream {name}: {events} DTMF events on an SSRC of their own"));
@@ -322,7 +322,7 @@ impl Mixer {
             return;
         };
         let dtmf = timeline.dtmf.len();
-        let begins = (first - self.start).max(0) as f64 / 1e9;
+        let begins = first.saturating_sub(self.start).max(0) as f64 / 1e9;
         self.marks.extend(
             timeline
                 .dtmf
@@ -333,7 +333,8 @@ impl Mixer {
         self.notes.push(played_note(&name, &s, own_rate, dtmf));
         let (rate, limit) = (self.rate, self.limit);
         let up = (rate / own_rate) as usize;
-        let offset = ((first - self.start).max(0) as u128 * u128::from(rate) / 1_000_000_000)
+        let offset = (first.saturating_sub(self.start).max(0) as u128 * u128::from(rate)
+            / 1_000_000_000)
             .min(limit as u128) as usize;
         let end = (offset + samples.len() * up).min(limit);
         if offset + samples.len() * up > limit {
