@@ -188,7 +188,7 @@ impl Figure {
 /// delays in ms (SDT in s); none where the denominator is 0. Serialised as
 /// a map of the figures' names.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KpiFigures(pub [Option<f64>; 12]);
+pub struct KpiFigures(pub [Option<f64>; Figure::ALL.len()]);
 
 impl KpiFigures {
     /// One figure.

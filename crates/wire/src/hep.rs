@@ -244,7 +244,7 @@ impl<'a> Hep<'a> {
             dst: dst.0,
             sport: src.1,
             dport: dst.1,
-            ip_protocol: 17,
+            ip_protocol: crate::ipproto::UDP,
             ts_ns,
             kind,
             capture_id: 0,
