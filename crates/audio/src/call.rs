@@ -183,8 +183,9 @@ impl CallAudio {
             a.decodings.push(Decoding {
                 caller,
                 // Room for the stream's span as stored, and some slack.
-                timeline: Timeline::new(codec, pt, Some(101))
-                    .limit_seconds(((s.last_ns - s.first_ns).max(0) / 1_000_000_000) as u64 + 10),
+                timeline: Timeline::new(codec, pt, Some(101)).limit_seconds(
+                    (s.last_ns.saturating_sub(s.first_ns).max(0) / 1_000_000_000) as u64 + 10,
+                ),
                 name,
                 first_ns: None,
             });

@@ -42,7 +42,7 @@ pub fn print_counters(w: &mut impl Write, c: &Counters) -> io::Result<()> {
         }
     }
     if totals.is_empty() {
-        totals.push("none (no packet read)".into());
+        totals.push("none (no packet analysed)".into());
     }
     writeln!(w, "counters     {}", totals.join(", "))?;
     for (name, o) in groups {
