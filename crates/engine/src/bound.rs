@@ -240,3 +240,53 @@ mod tests {
         assert!(size_of::<crate::Call>() <= 400, "{}", size_of::<crate::Call>());
     }
 }
+#[cfg(test)]
+mod tmp_layout {
+    #[test]
+    fn print_layout() {
+        use crate::Stream;
+        use std::mem::{offset_of, size_of};
+        eprintln!("Stream {}", size_of::<Stream>());
+        eprintln!("links {} {}", offset_of!(Stream, links), size_of::<crate::lru::Links>());
+        eprintln!("key {} {}", offset_of!(Stream, key), size_of::<crate::StreamKey>());
+        eprintln!("call {}", offset_of!(Stream, call));
+        eprintln!("desc {}", offset_of!(Stream, desc));
+        eprintln!("direction {}", offset_of!(Stream, direction));
+        eprintln!("last_pt {}", offset_of!(Stream, last_pt));
+        eprintln!("touched {}", offset_of!(Stream, touched_call_ns));
+        eprintln!(
+            "last_clock {} {}",
+            offset_of!(Stream, last_clock),
+            size_of::<calliper_rtp::ClockRate>()
+        );
+        eprintln!("stats {} {}", offset_of!(Stream, stats), size_of::<calliper_rtp::StreamStats>());
+        eprintln!("probation {}", offset_of!(Stream, probation));
+        eprintln!("dtmf {}", offset_of!(Stream, dtmf));
+        eprintln!("rtcp {} {}", offset_of!(Stream, rtcp), size_of::<crate::rtcp::RtcpView>());
+        eprintln!("closed {}", offset_of!(Stream, closed));
+        eprintln!(
+            "traffic {} {}",
+            offset_of!(Stream, traffic),
+            size_of::<crate::traffic::StreamTraffic>()
+        );
+        use calliper_rtp::StreamStats as S;
+        eprintln!("S.packets {}", offset_of!(S, packets));
+        eprintln!("S.seq {} {}", offset_of!(S, seq), size_of::<calliper_rtp::SeqTracker>());
+        eprintln!("S.ws {} {}", offset_of!(S, ws), size_of::<calliper_rtp::WiresharkView>());
+        eprintln!(
+            "S.playout {} {}",
+            offset_of!(S, playout),
+            size_of::<calliper_rtp::playout::Playout>()
+        );
+        eprintln!("S.worst {}", offset_of!(S, worst_interval_mos));
+        eprintln!("S.segments {}", offset_of!(S, segments));
+        eprintln!(
+            "S.first {} last {} bytes {} pt {} ev {}",
+            offset_of!(S, first_ns),
+            offset_of!(S, last_ns),
+            offset_of!(S, bytes),
+            offset_of!(S, payload_type),
+            offset_of!(S, event_packets)
+        );
+    }
+}

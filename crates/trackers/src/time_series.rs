@@ -20,9 +20,11 @@ use std::sync::{Arc, Mutex};
 /// they are counted in [`TimeSeries::dropped`]). A row with packets is
 /// always kept: there are no more of those than packets between two writes.
 pub const MAX_TRAFFIC_ROWS: usize = 100_000;
-/// Stream reports held one by one for rows not yet delivered, and interval
-/// starts with sums waiting (beyond: counted late).
-const MAX_HELD: usize = 1_000_000;
+/// Entries held for rows not yet delivered: interval starts with sums
+/// waiting, and sums of reports made an interval or more after theirs ended,
+/// one per time they were made (beyond: counted late). An entry is 80 bytes
+/// at most, so they hold 40 MB at most.
+const MAX_HELD: usize = 500_000;
 /// MOS is summed in units of 2^-52 (finer than an f64's step at 1.0) as
 /// integers: exact, so the sum is the same whatever order the shards
 /// delivered the reports in (floating-point addition is not associative),
@@ -111,13 +113,15 @@ impl Sums {
 /// made before `start + 2 × interval` counts whenever it comes, and is only
 /// summed. The one release that can come earlier is the end of the input's,
 /// at the newest packet's time, when no report is newer: those made at that
-/// very time are summed apart. Reports made later are kept one by one.
+/// very time are summed apart. Reports made later are summed by the time
+/// they were made (consecutive reports of one time share an entry: the
+/// streams open at the end of the input all report at its last packet).
 #[derive(Debug, Default)]
 struct Interval {
     early: Sums,
     newest_ns: i64,
     at_newest: Sums,
-    later: Vec<Report>,
+    later: Vec<(i64, Sums)>,
 }
 
 impl Interval {
@@ -142,17 +146,32 @@ impl Interval {
         } else {
             *late += self.at_newest.streams;
         }
-        for r in &self.later {
-            if r.reported_ns < released_ns {
-                sums.add(r);
+        for (reported_ns, later) in &self.later {
+            if *reported_ns < released_ns {
+                sums.merge(later);
             } else {
-                *late += 1;
+                *late += later.streams;
             }
         }
         sums
     }
 
-    /// Entries it holds against [`MAX_HELD`]: itself and its reports kept.
+    /// Whether a report made at `reported_ns` needs an entry of its own in
+    /// `later` (it cannot join the last one).
+    fn later_needs_entry(&self, reported_ns: i64) -> bool {
+        self.later.last().is_none_or(|(t, _)| *t != reported_ns)
+    }
+
+    fn add_later(&mut self, r: &Report) {
+        if self.later_needs_entry(r.reported_ns) {
+            self.later.push((r.reported_ns, Sums::default()));
+        }
+        if let Some((_, sums)) = self.later.last_mut() {
+            sums.add(r);
+        }
+    }
+
+    /// Entries it holds against [`MAX_HELD`]: itself and its later sums.
     fn held(&self) -> usize {
         1 + self.later.len()
     }
@@ -193,7 +212,8 @@ impl Series {
             }
             let i = entry.remove();
             self.held_count -= i.held();
-            self.late += i.early.streams + i.at_newest.streams + i.later.len() as u64;
+            let later: u64 = i.later.iter().map(|(_, s)| s.streams).sum();
+            self.late += i.early.streams + i.at_newest.streams + later;
         }
         let empty = row.get("packets").and_then(Value::as_u64) == Some(0);
         if empty && self.ready.len() >= MAX_TRAFFIC_ROWS {
@@ -216,17 +236,20 @@ impl Series {
         let early = self
             .every_ns
             .is_some_and(|every| r.reported_ns < start.saturating_add(every.saturating_mul(2)));
-        let is_new = !self.held.contains_key(&start);
-        if self.held_count + usize::from(is_new) + usize::from(!early) > MAX_HELD {
+        let held = self.held.get(&start);
+        let is_new = held.is_none();
+        let new_later = !early && held.is_none_or(|i| i.later_needs_entry(r.reported_ns));
+        let adds = usize::from(is_new) + usize::from(new_later);
+        if self.held_count + adds > MAX_HELD {
             self.late += 1;
             return;
         }
         let interval = self.held.entry(start).or_default();
-        self.held_count += usize::from(is_new) + usize::from(!early);
+        self.held_count += adds;
         if early {
             interval.add_early(&r);
         } else {
-            interval.later.push(r);
+            interval.add_later(&r);
         }
     }
 }
@@ -517,5 +540,31 @@ mod tests {
         s.report(0, EVERY, true, r(EVERY + 5));
         s.release(0, EVERY + 5, row(0));
         assert_eq!((s.ready[0]["streams"].as_u64(), s.late), (Some(0), 2));
+    }
+
+    /// Reports whose interval length is not yet known (no stream has
+    /// finished a whole one) are held as later ones; those made at one time,
+    /// as every open stream's at the end of the input, share one entry, and
+    /// past the cap a new time's reports are late.
+    #[test]
+    fn later_reports_of_one_time_share_an_entry_up_to_the_cap() {
+        let r = |reported_ns| Report { reported_ns, packets: 2, expected: 3, lost: 1, mos: None };
+        let mut s = Series::default();
+        for _ in 0..100_000 {
+            s.report(0, EVERY / 2, false, r(EVERY / 2));
+        }
+        assert_eq!(s.held_count, 2, "the interval and one sum");
+        s.release(0, EVERY / 2 + 1, row(0));
+        assert_eq!(s.ready[0]["streams"], 100_000);
+        assert_eq!(s.ready[0]["stream_lost"], 100_000);
+        assert_eq!((s.late, s.held_count), (0, 0));
+        let mut s = Series::default();
+        for t in 0..MAX_HELD as i64 + 10 {
+            s.report(0, EVERY / 2, false, r(t));
+        }
+        assert_eq!(s.held_count, MAX_HELD);
+        assert_eq!(s.late, 11, "the interval's own entry and 10 times past the cap");
+        s.report(0, EVERY / 2, false, r(MAX_HELD as i64 - 2));
+        assert_eq!(s.late, 11, "the newest time's sum still takes reports");
     }
 }
