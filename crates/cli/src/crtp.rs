@@ -120,9 +120,11 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     let mut out = Output::new(&a.output, LINKTYPE_PPP);
     let (mut link, mut frame) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
     let (mut not_ip, mut ipv6, mut bytes_in, mut bytes_out) = (0u64, 0u64, 0u64, 0u64);
-    let mut complete = true;
+    let (mut complete, mut first) = (true, true);
     while let Some(p) = next_or_stop(&mut input, &a.input, &mut complete) {
-        if p.link_type as u32 == LINKTYPE_PPP {
+        // Judged by the first packet, before anything is written: a later
+        // PPP frame (a pcapng of several links) is read as any other link.
+        if std::mem::take(&mut first) && p.link_type as u32 == LINKTYPE_PPP {
             bail!(
                 "{} is already a capture of PPP frames: did you mean `calliper crtp decompress`?",
                 a.input.display()
@@ -208,16 +210,23 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
     let mut input = reader(&a.input)?;
     let mut out = Output::new(&a.output, linktype::RAW as u32);
     let mut ip = Vec::with_capacity(2048);
-    let (mut not_ppp, mut context_states) = (0u64, 0u64);
-    let mut complete = true;
+    let (mut not_ppp, mut other_links, mut context_states) = (0u64, 0u64, 0u64);
+    let (mut complete, mut first) = (true, true);
     while let Some(p) = next_or_stop(&mut input, &a.input, &mut complete) {
+        // Judged by the first packet, before anything is written; later
+        // frames of another link (a pcapng of several) are counted.
         if p.link_type as u32 != LINKTYPE_PPP {
-            bail!(
-                "{} is not a capture of PPP frames (link type {}, not 9)",
-                a.input.display(),
-                p.link_type
-            );
+            if first {
+                bail!(
+                    "{} is not a capture of PPP frames (link type {}, not 9)",
+                    a.input.display(),
+                    p.link_type
+                );
+            }
+            other_links += 1;
+            continue;
         }
+        first = false;
         let Some((protocol, payload)) = ppp(p.data) else {
             not_ppp += 1;
             continue;
@@ -244,7 +253,9 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
         s.malformed,
         s.other_protocols
     );
-    eprintln!("skipped       {not_ppp} frames too short for PPP, {context_states} CONTEXT_STATE");
+    eprintln!(
+        "skipped       {not_ppp} frames too short for PPP, {other_links} of another link type, {context_states} CONTEXT_STATE"
+    );
     if s.malformed > 0 {
         eprintln!(
             "calliper: {} packets could not be read: a context id beyond --contexts {} (give the compressor's), or a damaged capture",

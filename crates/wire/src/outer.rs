@@ -5,12 +5,17 @@ use crate::{be16, linktype, ETH_IPV4, ETH_IPV6, ETH_QINQ, ETH_QINQ_OLD1, ETH_QIN
 
 /// The outermost IP datagram of a frame of `link_type`, cut to the length
 /// its header gives (Ethernet pads short frames): Ethernet with up to two
-/// VLAN tags, Linux cooked captures, loopback and raw IP. None for other
-/// framing (MPLS, PPPoE, ...), other link types, and datagrams cut short.
+/// VLAN tags, Linux cooked captures, loopback, raw IP and a PPP link's plain
+/// IP. None for other framing (MPLS, PPPoE, ...), other link types or PPP
+/// protocols (header-compressed ones included), and datagrams cut short.
 pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
     let ip = match link_type {
         linktype::RAW | linktype::IPV4 | linktype::IPV6 => data,
         linktype::NULL | linktype::LOOP => data.get(4..)?,
+        linktype::PPP => match crate::tunnel::ppp(data).ok()? {
+            crate::Next::Layer(crate::Layer::Ipv4(ip) | crate::Layer::Ipv6(ip)) => ip,
+            _ => return None,
+        },
         linktype::ETHERNET | linktype::LINUX_SLL | linktype::LINUX_SLL2 => {
             let (type_at, mut rest) = match link_type {
                 linktype::ETHERNET => (12, data.get(14..)?),
@@ -37,4 +42,28 @@ pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
         _ => return None,
     };
     (len >= 20 && len <= ip.len()).then(|| &ip[..len])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::{udp, Ipv4};
+    use crate::tunnel::ppp_protocol;
+    use std::net::Ipv4Addr;
+
+    /// A PPP link's plain IP is its datagram, with or without address and
+    /// control bytes; header-compressed and control frames are not.
+    #[test]
+    fn a_ppp_links_plain_ip_is_its_datagram() {
+        let ip = Ipv4::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 17)
+            .emit(&udp(5060, 5060, b"x"));
+        let with = |head: &[u8]| [head, &ip[..], &[0, 0][..]].concat();
+        let ipv4 = ppp_protocol::IPV4.to_be_bytes();
+        assert_eq!(outer_ip(linktype::PPP, &with(&[0xFF, 0x03, ipv4[0], ipv4[1]])), Some(&ip[..]));
+        assert_eq!(outer_ip(linktype::PPP, &with(&[0x21])), Some(&ip[..]));
+        let rtp = ppp_protocol::COMPRESSED_RTP_8.to_be_bytes();
+        assert_eq!(outer_ip(linktype::PPP, &with(&[0xFF, 0x03, rtp[0], rtp[1]])), None);
+        assert_eq!(outer_ip(linktype::PPP, &with(&[0xC0, 0x21])), None);
+        assert_eq!(outer_ip(linktype::PPP, &[0xFF, 0x03, 0x00]), None);
+    }
 }

@@ -354,3 +354,65 @@ fn a_truncated_capture_is_compressed_up_to_the_cut() {
     let back = crtp(&["decompress"], &link, &dir.join("back.pcap"));
     assert_eq!(figure(&back, " restored of"), whole, "{back}");
 }
+
+/// A pcapng of several links is judged by its first packet, and a later
+/// frame of another link neither stops the run nor leaves a partial file:
+/// `compress` reads a PPP frame carrying IP as it reads Ethernet, and
+/// `decompress` counts a frame that is not PPP and goes on. Both ways the
+/// same packets come back as when the links are not mixed.
+#[test]
+fn a_capture_mixing_links_is_read_to_its_end() {
+    use calliper_capture::pcap_out::pcapng;
+    let dir = common::scratch_dir("crtp-mixed");
+    let bytes = std::fs::read(common::sample_capture()).unwrap();
+    let mut reader = calliper_capture::CaptureReader::new(&bytes[..]).unwrap();
+    let (mut mixed, mut frames) = (pcapng::section_header(), 0);
+    mixed.extend(pcapng::interface(1, 65535));
+    mixed.extend(pcapng::interface(9, 65535));
+    while let Ok(Some(p)) = reader.next_packet() {
+        assert_eq!(p.link_type, 1, "the sample is Ethernet");
+        if frames % 2 == 1 && p.data.get(12..14) == Some(&[8, 0][..]) {
+            // The same IPv4 packet as a PPP frame (address, control, 0x0021).
+            let ppp = [&[0xFF, 0x03, 0x00, 0x21][..], &p.data[14..]].concat();
+            mixed.extend(pcapng::packet(1, p.ts_ns, &ppp));
+        } else {
+            mixed.extend(pcapng::packet(0, p.ts_ns, p.data));
+        }
+        frames += 1;
+    }
+    let input = dir.join("mixed.pcapng");
+    std::fs::write(&input, &mixed).unwrap();
+    let (plain_link, mixed_link) = (dir.join("plain.ppp"), dir.join("mixed.ppp"));
+    let plain = crtp(&["compress"], &common::sample_capture(), &plain_link);
+    let summary = crtp(&["compress"], &input, &mixed_link);
+    assert_eq!(figure(&summary, " IP ("), frames, "{summary}");
+    assert_eq!(figure(&summary, " IP ("), figure(&plain, " IP ("), "{summary}");
+    assert_eq!(decoded(&common::sample_capture()), decoded(&mixed_link_back(&dir, &mixed_link)));
+    // The link capture with an Ethernet frame among its PPP frames.
+    let link = std::fs::read(&plain_link).unwrap();
+    let mut reader = calliper_capture::CaptureReader::new(&link[..]).unwrap();
+    let mut with_ethernet = pcapng::section_header();
+    with_ethernet.extend(pcapng::interface(9, 65535));
+    with_ethernet.extend(pcapng::interface(1, 65535));
+    let mut n = 0;
+    while let Ok(Some(p)) = reader.next_packet() {
+        with_ethernet.extend(pcapng::packet(0, p.ts_ns, p.data));
+        if n == 3 {
+            with_ethernet.extend(pcapng::packet(1, p.ts_ns, &[0u8; 60]));
+        }
+        n += 1;
+    }
+    let input = dir.join("with-ethernet.pcapng");
+    std::fs::write(&input, &with_ethernet).unwrap();
+    let back = crtp(&["decompress"], &input, &dir.join("back.pcap"));
+    assert!(back.contains(" 1 of another link type"), "{back}");
+    assert_eq!(figure(&back, " restored of"), frames, "{back}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `decompress`es a link capture next to it.
+fn mixed_link_back(dir: &Path, link: &Path) -> std::path::PathBuf {
+    let back = dir.join("mixed-back.pcap");
+    crtp(&["decompress"], link, &back);
+    back
+}
