@@ -33,6 +33,15 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// Each navigation's number. A page takes `onThisPage()` as it starts and
+// asks it after every wait: an answer that comes after the user has gone
+// to another page must not draw on that page or start its timers.
+let navigation = 0;
+function onThisPage() {
+  const page = navigation;
+  return () => page === navigation;
+}
+
 function show(...nodes) {
   const main = document.getElementById("main");
   main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
@@ -103,6 +112,7 @@ const FIELDS = [
 const SORTS = ["time", "duration", "mos", "setup_delay", "status"];
 
 async function searchPage(params) {
+  const here = onThisPage();
   const form = el("form", { id: "search", class: "search" });
   // Over ClickHouse: calls of many probes (a probe filter).
   const central = parts && parts.store === "clickhouse";
@@ -126,7 +136,7 @@ async function searchPage(params) {
   const status = el("p", { id: "status" }, "Searching…");
   show(el("h1", {}, "Calls"), form, status);
   const body = await apiShown(status, "/api/calls?" + params.toString());
-  if (!body) return;
+  if (!body || !here()) return;
   const limit = body.limit, offset = body.offset;
   const clip = (text) => el("td", { class: "clip", title: text }, text);
   const rows = body.calls.map((c) =>
@@ -225,10 +235,11 @@ function filterForm(route, fields, params, extra) {
 }
 
 async function listPage(title, route, api_path, fields, head, cells, params) {
+  const here = onThisPage();
   const status = el("p", { id: "status" }, "Loading…");
   show(el("h1", {}, title), filterForm(route, fields, params), status);
   const body = await apiShown(status, api_path + "?" + params.toString());
-  if (!body) return;
+  if (!body || !here()) return;
   const offset = body.offset, limit = body.limit;
   status.textContent = body.rows.length === 0 ? "Nothing matches." : `Rows ${offset + 1}–${offset + body.rows.length}${body.more ? " (more follow)" : ""}`;
   const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); return route + "?" + p.toString(); };
@@ -265,6 +276,7 @@ function registrationsPage(params) {
 }
 
 async function kpiPage(params) {
+  const here = onThisPage();
   const dimension = el("select", { name: "dimension" }, ["total", "trunk", "caller_domain", "callee_domain", "user_agent"].map((d) => el("option", { value: d }, d.replaceAll("_", " "))));
   dimension.value = params.get("dimension") || "total";
   const interval = el("select", { name: "interval" }, [["300", "5 minutes"], ["3600", "hour"], ["86400", "day"]].map(([v, l]) => el("option", { value: v }, l)));
@@ -273,7 +285,7 @@ async function kpiPage(params) {
   show(el("h1", {}, "KPIs"), filterForm("#/kpi", [["from", "From (UTC)"], ["to", "To (UTC)"]], params,
     [el("label", {}, "By", dimension), el("label", {}, "Per", interval)]), status);
   const body = await apiShown(status, "/api/kpi?" + params.toString());
-  if (!body) return;
+  if (!body || !here()) return;
   status.textContent = body.rows.length === 0 ? "No KPI rows stored for this range." : `${body.rows.length} rows${body.more ? " (the first; narrow the range for more)" : ""}. Definitions: `;
   if (body.rows.length) status.append(el("a", { href: "/assets/kpi.md", id: "kpi-doc" }, "docs/kpi.md"), ".");
   const pct = (v) => (v === null || v === undefined ? "" : num(v, 1));
@@ -298,6 +310,7 @@ async function kpiPage(params) {
   const [load, mos] = await Promise.all([
     api("/api/kpi/load?" + range.toString() + "&interval=" + interval.value).catch(() => null),
     api("/api/kpi/mos?" + range.toString()).catch(() => null)]);
+  if (!here()) return;
   const loadCharts = load && load.rows.length ? el("div", { class: "stream-charts" }, el("h3", {}, "Load"),
     chart("Concurrent calls (most)", load.rows, (r) => r.max_calls_open, 0, null, "concurrent"),
     chart("Calls started", load.rows, (r) => r.calls_started, 0, null, "started")) : null;
@@ -341,9 +354,13 @@ const PART_WHERE = {
 
 async function route() {
   leaveProbePages();
+  navigation += 1;
+  const here = onThisPage();
   if (parts === null) {
-    parts = await api("/api/console").catch(() => ({ database: true, live: true, probe: true, rules: true }));
+    const answer = await api("/api/console").catch(() => ({ database: true, live: true, probe: true, rules: true }));
+    parts = parts || answer;
     document.querySelectorAll("nav a[data-part]").forEach((a) => { a.hidden = !parts[a.dataset.part]; });
+    if (!here()) return;
   }
   const hash = location.hash || (parts.database ? "#/calls" : "#/live");
   const [path, query] = hash.slice(1).split("?");

@@ -5,14 +5,16 @@
 "use strict";
 
 async function callPage(id) {
+  const here = onThisPage();
   show(el("p", {}, "Loading call " + id + "…"));
   let c;
   try {
     c = await api("/api/calls/" + encodeURIComponent(id));
   } catch (e) {
-    show(el("p", { class: "error" }, "Error: " + visible(e.message)));
+    if (here()) show(el("p", { class: "error" }, "Error: " + visible(e.message)));
     return;
   }
+  if (!here()) return;
   const facts = [
     ["Call-ID", c.call_id], ["Caller", c.from_uri], ["Callee", c.to_uri],
     ["Caller agent", c.caller_user_agent], ["Callee agent", c.callee_user_agent],

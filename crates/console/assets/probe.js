@@ -13,6 +13,7 @@ function leaveProbePages() {
 }
 
 function livePage() {
+  const here = onThisPage();
   const status = el("p", { id: "live-status" }, "Connecting…");
   const body = el("tbody", {});
   const table = el("table", { id: "live" },
@@ -40,6 +41,7 @@ function livePage() {
   liveSource.onerror = async () => {
     // A console without live calls answers 404: say so once, stop retrying.
     const r = await fetch(location.origin + "/api/live").catch(() => null);
+    if (!here()) return;
     if (r && r.status === 404) {
       liveSource.close();
       status.textContent = visible(String((await r.json()).error));
@@ -71,6 +73,7 @@ function flatCounters(engine) {
 }
 
 function healthPage() {
+  const here = onThisPage();
   const status = el("p", { id: "health-status" }, "Loading…");
   const content = el("div", {});
   show(el("h1", {}, "Probe health"), status, content);
@@ -80,11 +83,13 @@ function healthPage() {
     try {
       h = await api("/api/health");
     } catch (e) {
+      if (!here()) return;
       status.textContent = "Error: " + visible(e.message);
       status.className = "error";
       leaveProbePages();
       return;
     }
+    if (!here()) return;
     const rate = last && h.updated_ns > last.updated_ns ? ((h.packets - last.packets) * 1e9 / (h.updated_ns - last.updated_ns)).toFixed(0) + " packets/s" : "";
     last = h;
     status.className = "";
@@ -144,6 +149,7 @@ function ruleFilter(text) {
 }
 
 async function rulesPage(params) {
+  const here = onThisPage();
   const status = el("p", { id: "rules-status" }, "Loading…");
   const table = el("div", {});
   show(el("h1", {}, "Rules"), status, table);
@@ -154,11 +160,13 @@ async function rulesPage(params) {
     try {
       body = await api("/api/rules?offset=" + offset + "&limit=100");
     } catch (e) {
+      if (!here()) return;
       status.textContent = "Error: " + visible(e.message);
       status.className = "error";
       leaveProbePages();
       return;
     }
+    if (!here()) return;
     writable = body.writable;
     status.className = "";
     status.textContent = `${body.total} rules${body.total > 100 ? `; ${offset + 1}–${offset + body.rules.length} shown` : ""}. Hits count packets (network rules) or calls and registrations (SIP rules). Changes here last until the rules file is reloaded or the probe restarts.`;
@@ -175,7 +183,7 @@ async function rulesPage(params) {
     return body;
   };
   const first = await refresh();
-  if (!first) return;
+  if (!first || !here()) return;
   probeTimer = setInterval(refresh, 5000);
   if (!first.writable) {
     table.after(el("p", { class: "hint" }, "Read-only: the probe was started without a write token (--write-token-file)."));
