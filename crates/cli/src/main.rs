@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use calliper_capture::files::Inputs;
 use calliper_engine::workers::WorkerFailed;
 use calliper_engine::Analyzer;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use options::{EngineArgs, Format, OutputArgs};
 use run::Outputs;
@@ -144,6 +144,21 @@ struct AnalyzeArgs {
     memory_bound: bool,
 }
 
+/// The command line, with a negative number taken as an option's value:
+/// `--threads -1` is then refused as out of range, where clap would have
+/// advised `-- -1` (which makes it a file name).
+fn command_line() -> clap::Command {
+    fn negatives_are_values(c: clap::Command) -> clap::Command {
+        c.mut_args(|a| {
+            let option = a.get_long().is_some() || a.get_short().is_some();
+            let takes = option && a.get_action().takes_values();
+            a.allow_negative_numbers(takes)
+        })
+        .mut_subcommands(negatives_are_values)
+    }
+    negatives_are_values(Cli::command())
+}
+
 fn main() -> ExitCode {
     let argv = match probe::config_file::expand(std::env::args_os().collect()) {
         Ok(a) => a,
@@ -154,7 +169,8 @@ fn main() -> ExitCode {
     };
     let with_config =
         argv.iter().any(|a| a == "--config" || a.to_string_lossy().starts_with("--config="));
-    let cli = match Cli::try_parse_from(argv) {
+    let parsed = command_line().try_get_matches_from(argv);
+    let cli = match parsed.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

@@ -247,3 +247,22 @@ fn bad_event_kinds_and_formats_are_refused() {
     let o = run(&["--format", "jsonl", "--interval", "0.5"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A negative number is an option's value, refused for its range, in every
+/// subcommand; clap's own advice (`-- -1`) would make it a file name.
+#[test]
+fn negative_numbers_are_refused_for_their_range() {
+    let file = common::sample_capture();
+    let file = file.to_str().unwrap();
+    for (args, says) in [
+        (&["analyze", "--threads", "-1", file][..], "-1 is not in 1..=64"),
+        (&["generate", "--calls", "-3", "-o", "/dev/null"][..], "'-3' for '--calls"),
+        (&["probe", "--read", file, "--threads", "-2"][..], "-2 is not in 1..=64"),
+    ] {
+        let out = calliper(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {says:?} not in {err}");
+        assert!(!err.contains("tip:"), "{args:?}: {err}");
+    }
+}
