@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 pub const MAX_TRAFFIC_ROWS: usize = 100_000;
 /// Entries held for rows not yet delivered: interval starts with sums
 /// waiting, and sums of reports made an interval or more after theirs ended,
-/// one per time they were made (beyond: counted late). An entry is 80 bytes
-/// at most, so they hold 40 MB at most.
+/// one per time they were made (beyond: counted late). With its share of a
+/// half-empty B-tree node an entry takes at most about 370 bytes (an
+/// interval) or 160 (a time's sums).
 const MAX_HELD: usize = 500_000;
 /// MOS is summed in units of 2^-52 (finer than an f64's step at 1.0) as
 /// integers: exact, so the sum is the same whatever order the shards
@@ -114,14 +115,15 @@ impl Sums {
 /// summed. The one release that can come earlier is the end of the input's,
 /// at the newest packet's time, when no report is newer: those made at that
 /// very time are summed apart. Reports made later are summed by the time
-/// they were made (consecutive reports of one time share an entry: the
-/// streams open at the end of the input all report at its last packet).
+/// they were made (the streams open at the end of the input all report at
+/// its last packet), in a map so that the entries do not depend on the
+/// order shards deliver them in.
 #[derive(Debug, Default)]
 struct Interval {
     early: Sums,
     newest_ns: i64,
     at_newest: Sums,
-    later: Vec<(i64, Sums)>,
+    later: BTreeMap<i64, Sums>,
 }
 
 impl Interval {
@@ -157,18 +159,13 @@ impl Interval {
     }
 
     /// Whether a report made at `reported_ns` needs an entry of its own in
-    /// `later` (it cannot join the last one).
+    /// `later` (no report of that time is there yet).
     fn later_needs_entry(&self, reported_ns: i64) -> bool {
-        self.later.last().is_none_or(|(t, _)| *t != reported_ns)
+        !self.later.contains_key(&reported_ns)
     }
 
     fn add_later(&mut self, r: &Report) {
-        if self.later_needs_entry(r.reported_ns) {
-            self.later.push((r.reported_ns, Sums::default()));
-        }
-        if let Some((_, sums)) = self.later.last_mut() {
-            sums.add(r);
-        }
+        self.later.entry(r.reported_ns).or_default().add(r);
     }
 
     /// Entries it holds against [`MAX_HELD`]: itself and its later sums.
@@ -212,7 +209,7 @@ impl Series {
             }
             let i = entry.remove();
             self.held_count -= i.held();
-            let later: u64 = i.later.iter().map(|(_, s)| s.streams).sum();
+            let later: u64 = i.later.values().map(|s| s.streams).sum();
             self.late += i.early.streams + i.at_newest.streams + later;
         }
         let empty = row.get("packets").and_then(Value::as_u64) == Some(0);
@@ -558,6 +555,12 @@ mod tests {
         assert_eq!(s.ready[0]["streams"], 100_000);
         assert_eq!(s.ready[0]["stream_lost"], 100_000);
         assert_eq!((s.late, s.held_count), (0, 0));
+        // Whatever order they come in (shards interleave them).
+        let mut s = Series::default();
+        for i in 0..1000 {
+            s.report(0, EVERY / 2, false, r(EVERY / 2 + i % 2));
+        }
+        assert_eq!(s.held_count, 3, "the interval and one sum per time");
         let mut s = Series::default();
         for t in 0..MAX_HELD as i64 + 10 {
             s.report(0, EVERY / 2, false, r(t));
