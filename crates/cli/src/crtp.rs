@@ -149,7 +149,7 @@ fn compress(a: &CompressArgs) -> Result<bool> {
         bytes_in += ip.len() as u64;
         bytes_out += link.len() as u64;
     }
-    out.finish()?;
+    out.finish(&a.input, !first)?;
     let s = compressor.stats;
     let compressed = s.full_headers + s.compressed_rtp + s.compressed_udp + s.compressed_non_tcp;
     eprintln!(
@@ -240,7 +240,7 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
             out.write(p.ts_ns, &ip)?;
         }
     }
-    out.finish()?;
+    out.finish(&a.input, !first)?;
     let s = decompressor.stats;
     eprintln!(
         "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps, {} bad checksums), {} gaps bridged (RFC 3545), {} malformed, {} other PPP protocols",
@@ -277,7 +277,8 @@ fn ppp(frame: &[u8]) -> Option<(u16, &[u8])> {
 }
 
 /// The output file, created only when the first packet is written (or at
-/// the end), so input found wrong at its first packet leaves it untouched.
+/// the end, once a packet was read), so input found wrong at its first
+/// packet, or with none to judge it by, leaves it untouched.
 struct Output<'a> {
     path: &'a Path,
     link_type: u32,
@@ -296,10 +297,20 @@ impl<'a> Output<'a> {
         self.writer.as_mut().expect("just created").write(ts_ns, frame)
     }
 
-    fn finish(self) -> Result<()> {
+    /// Ends the file; `read_any`: a packet of `input` was read (else the
+    /// direction was never judged, and an existing file is not replaced).
+    fn finish(self, input: &Path, read_any: bool) -> Result<()> {
         match self.writer {
             Some(w) => w.finish(),
-            None => PcapWriter::create(self.path, self.link_type)?.finish(),
+            None if read_any => PcapWriter::create(self.path, self.link_type)?.finish(),
+            None => {
+                eprintln!(
+                    "calliper: no packet read from {}: {} not written",
+                    input.display(),
+                    self.path.display()
+                );
+                Ok(())
+            }
         }
     }
 }

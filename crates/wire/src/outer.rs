@@ -12,8 +12,10 @@ pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
     let ip = match link_type {
         linktype::RAW | linktype::IPV4 | linktype::IPV6 => data,
         linktype::NULL | linktype::LOOP => data.get(4..)?,
+        // The protocol and the datagram's version must agree.
         linktype::PPP => match crate::tunnel::ppp(data).ok()? {
-            crate::Next::Layer(crate::Layer::Ipv4(ip) | crate::Layer::Ipv6(ip)) => ip,
+            crate::Next::Layer(crate::Layer::Ipv4(ip)) if version(ip) == Some(4) => ip,
+            crate::Next::Layer(crate::Layer::Ipv6(ip)) if version(ip) == Some(6) => ip,
             _ => return None,
         },
         linktype::ETHERNET | linktype::LINUX_SLL | linktype::LINUX_SLL2 => {
@@ -36,12 +38,24 @@ pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
         }
         _ => return None,
     };
-    let len = match ip.first()? >> 4 {
-        4 => be16(ip.get(..4)?, 2) as usize,
+    let len = match version(ip)? {
+        4 => {
+            // The total length must hold the header it declares.
+            let header = usize::from(ip[0] & 0x0F) * 4;
+            let len = be16(ip.get(..4)?, 2) as usize;
+            if header < 20 || len < header {
+                return None;
+            }
+            len
+        }
         6 => 40 + be16(ip.get(..6)?, 4) as usize,
         _ => return None,
     };
     (len >= 20 && len <= ip.len()).then(|| &ip[..len])
+}
+
+fn version(ip: &[u8]) -> Option<u8> {
+    Some(ip.first()? >> 4)
 }
 
 #[cfg(test)]
@@ -65,5 +79,22 @@ mod tests {
         assert_eq!(outer_ip(linktype::PPP, &with(&[0xFF, 0x03, rtp[0], rtp[1]])), None);
         assert_eq!(outer_ip(linktype::PPP, &with(&[0xC0, 0x21])), None);
         assert_eq!(outer_ip(linktype::PPP, &[0xFF, 0x03, 0x00]), None);
+        // IPv4 under the IPv6 protocol number is not taken.
+        let ipv6 = ppp_protocol::IPV6.to_be_bytes();
+        assert_eq!(outer_ip(linktype::PPP, &with(&[ipv6[0], ipv6[1]])), None);
+    }
+
+    /// A total length shorter than the header it declares is no datagram
+    /// (found by review: IHL 15 with total length 20 was passed on).
+    #[test]
+    fn an_ipv4_header_longer_than_its_datagram_is_refused() {
+        let mut ip = Ipv4::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 17)
+            .emit(&udp(5060, 5060, &[0; 60]));
+        assert!(outer_ip(linktype::RAW, &ip).is_some());
+        ip[0] = 0x4F;
+        ip[2..4].copy_from_slice(&20u16.to_be_bytes());
+        assert_eq!(outer_ip(linktype::RAW, &ip), None);
+        ip[0] = 0x44;
+        assert_eq!(outer_ip(linktype::RAW, &ip), None);
     }
 }

@@ -416,3 +416,26 @@ fn mixed_link_back(dir: &Path, link: &Path) -> std::path::PathBuf {
     crtp(&["decompress"], link, &back);
     back
 }
+
+/// A capture without a packet cannot tell which way it goes, so an existing
+/// output is left as it was (found by review: an empty PPP capture given to
+/// `compress` emptied the file named after it).
+#[test]
+fn a_capture_without_packets_leaves_the_output_alone() {
+    use calliper_capture::pcap_out::{file_header, Resolution};
+    let dir = common::scratch_dir("crtp-empty");
+    let victim = dir.join("victim.pcap");
+    std::fs::copy(common::sample_capture(), &victim).unwrap();
+    let before = std::fs::read(&victim).unwrap();
+    for (command, link) in [("compress", 9), ("decompress", 1)] {
+        let empty = dir.join(format!("empty-{link}.pcap"));
+        std::fs::write(&empty, file_header(link, 65535, Resolution::Micros)).unwrap();
+        let out =
+            common::calliper(&["crtp", command, empty.to_str().unwrap(), victim.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{command}: {stderr}");
+        assert!(stderr.contains("not written"), "{command}: {stderr}");
+        assert_eq!(std::fs::read(&victim).unwrap(), before, "{command}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
