@@ -4,7 +4,6 @@
 //! given on the command line wins over the file.
 
 use anyhow::{bail, Context, Result};
-use clap::CommandFactory;
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -50,7 +49,7 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
         "cannot read it as a configuration file (a regular file of UTF-8 text, at most 1 MiB)",
     )?;
     let table: toml::Table = text.parse().context("not valid TOML")?;
-    let cmd = crate::Cli::command();
+    let cmd = crate::command_line();
     let probe = cmd.find_subcommand("probe").context("no probe command (a bug)")?;
     let known: Vec<(String, Option<char>, bool)> = probe
         .get_arguments()
@@ -123,12 +122,12 @@ fn overridden(probe: &clap::Command, given: &[OsString], long: &str) -> bool {
 /// The probe's effective settings, defaults included, as a configuration
 /// file would give them (`--check-config` prints this).
 pub fn effective(argv: &[OsString]) -> Result<String> {
-    let matches = crate::Cli::command().try_get_matches_from(argv)?;
+    let matches = crate::command_line().try_get_matches_from(argv)?;
     let (_, probe) = matches
         .subcommand()
         .filter(|(name, _)| *name == "probe")
         .context("not the probe command")?;
-    let cmd = crate::Cli::command();
+    let cmd = crate::command_line();
     let probe_cmd = cmd.find_subcommand("probe").context("no probe command (a bug)")?;
     let value = |v: &str| -> String {
         if v.parse::<f64>().is_ok() || v == "true" || v == "false" {

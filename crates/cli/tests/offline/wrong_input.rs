@@ -265,4 +265,9 @@ fn negative_numbers_are_refused_for_their_range() {
         assert!(err.contains(says), "{args:?}: {says:?} not in {err}");
         assert!(!err.contains("tip:"), "{args:?}: {err}");
     }
+    // `--check-config` reads the command line the same way.
+    let out = calliper(&["probe", "--check-config", "--read", file, "--call-grace", "-0"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.lines().any(|l| l == "call-grace = -0"), "{said}");
 }
