@@ -134,7 +134,7 @@ if [ -z "$limit" ] || [ -z "$limit2" ]; then
 fi
 if [ "$figure" -gt "$limit" ]; then
     echo "budget: $figure exceeds the budget of $limit instructions per RTP packet ($budget_file)." >&2
-    echo "budget: find the cost with callgrind_annotate, or raise the budget with --set and say why in the commit." >&2
+    echo "budget: find the cost with callgrind_annotate (build with --profile profiling for source lines), or raise the budget with --set and say why in the commit." >&2
     exit 1
 fi
 if [ "$busiest" -gt "$limit2" ]; then
