@@ -72,6 +72,26 @@ function flatCounters(engine) {
   return out;
 }
 
+// A self-refreshing page's answer at `path`, or null: an error is shown
+// and the page stops refreshing; an answer that comes after the user has
+// left the page (`here()` false) is dropped.
+async function refreshed(here, status, path) {
+  let body;
+  try {
+    body = await api(path);
+  } catch (e) {
+    if (here()) {
+      status.textContent = "Error: " + visible(e.message);
+      status.className = "error";
+      leaveProbePages();
+    }
+    return null;
+  }
+  if (!here()) return null;
+  status.className = "";
+  return body;
+}
+
 function healthPage() {
   const here = onThisPage();
   const status = el("p", { id: "health-status" }, "Loading…");
@@ -79,20 +99,10 @@ function healthPage() {
   show(el("h1", {}, "Probe health"), status, content);
   let last = null;
   const refresh = async () => {
-    let h;
-    try {
-      h = await api("/api/health");
-    } catch (e) {
-      if (!here()) return;
-      status.textContent = "Error: " + visible(e.message);
-      status.className = "error";
-      leaveProbePages();
-      return;
-    }
-    if (!here()) return;
+    const h = await refreshed(here, status, "/api/health");
+    if (!h) return;
     const rate = last && h.updated_ns > last.updated_ns ? ((h.packets - last.packets) * 1e9 / (h.updated_ns - last.updated_ns)).toFixed(0) + " packets/s" : "";
     last = h;
-    status.className = "";
     status.textContent = `Updated ${time(h.updated_ns)} UTC; refreshed every 2 s.`;
     const dropped = Object.entries(h.dropped || {});
     const lost = (h.capture ? h.capture.dropped : 0) + dropped.reduce((n, [, v]) => n + v, 0);
@@ -156,19 +166,9 @@ async function rulesPage(params) {
   const offset = Number(params.get("offset") || 0);
   let writable = false;
   const refresh = async () => {
-    let body;
-    try {
-      body = await api("/api/rules?offset=" + offset + "&limit=100");
-    } catch (e) {
-      if (!here()) return;
-      status.textContent = "Error: " + visible(e.message);
-      status.className = "error";
-      leaveProbePages();
-      return;
-    }
-    if (!here()) return;
+    const body = await refreshed(here, status, "/api/rules?offset=" + offset + "&limit=100");
+    if (!body) return;
     writable = body.writable;
-    status.className = "";
     status.textContent = `${body.total} rules${body.total > 100 ? `; ${offset + 1}–${offset + body.rules.length} shown` : ""}. Hits count packets (network rules) or calls and registrations (SIP rules). Changes here last until the rules file is reloaded or the probe restarts.`;
     table.replaceChildren(el("table", { id: "rules" },
       el("thead", {}, el("tr", {}, ["ID", "Name", "Priority", "Kind", "Filter", "Action", "Label", "Hits", ""].map((t) => el("th", {}, t)))),
