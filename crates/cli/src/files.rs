@@ -14,6 +14,16 @@ pub fn distinct(input: &Path, output: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether two paths name one file, existing or to be made: the same text,
+/// or the same file on disk.
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    a == b
+        || std::fs::canonicalize(a)
+            .ok()
+            .zip(std::fs::canonicalize(b).ok())
+            .is_some_and(|(x, y)| x == y)
+}
+
 /// Opens a pcap or pcapng capture.
 pub fn reader(path: &Path) -> Result<CaptureReader<std::fs::File>> {
     let file =

@@ -97,7 +97,7 @@ impl GenerateArgs {
 pub fn run(a: GenerateArgs) -> Result<()> {
     let spec = a.spec();
     spec.check().map_err(anyhow::Error::msg)?;
-    if a.truth.as_ref().is_some_and(|t| same_path(t, &a.output)) {
+    if a.truth.as_ref().is_some_and(|t| crate::files::same_path(t, &a.output)) {
         bail!("--truth and --output name the same file");
     }
     // The truth first: a truth file that cannot be made leaves the output untouched.
@@ -123,13 +123,4 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         a.output.display()
     );
     Ok(())
-}
-
-/// Whether two paths name one file: the same text, or the same file on disk.
-fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
-    a == b
-        || std::fs::canonicalize(a)
-            .ok()
-            .zip(std::fs::canonicalize(b).ok())
-            .is_some_and(|(x, y)| x == y)
 }

@@ -390,12 +390,25 @@ fn say_stored(db: &std::path::Path, calls_written: u64) {
     }
 }
 
-/// Refuses outputs that name an input: writing the report over a capture
-/// would destroy it before it is read.
+/// Refuses outputs that name an input (writing the report over a capture
+/// would destroy it before it is read), a report and a database in one
+/// file, and a report written over a database (`-o` meant as `--db`).
 pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> Result<()> {
     for out in o.output.iter().chain(&o.db) {
         if inputs.iter().any(|f| same_file(f, out)) {
             bail!("{} is also an input: refusing to overwrite it", out.display());
+        }
+    }
+    let report = o.output.as_ref().filter(|p| p.as_path() != std::path::Path::new("-"));
+    if let Some(report) = report {
+        if o.db.as_ref().is_some_and(|db| files::same_path(db, report)) {
+            bail!("-o and --db name the same file, {}: give each its own", report.display());
+        }
+        if calliper_store::is_sqlite_database(report) {
+            bail!(
+                "{} is a SQLite database: -o would write the report over it (to store calls in it, use --db)",
+                report.display()
+            );
         }
     }
     Ok(())

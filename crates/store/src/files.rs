@@ -99,6 +99,14 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// Whether `path` is a SQLite database (its file begins with SQLite's
+/// header string): a file a report must not be written over.
+pub fn is_sqlite_database(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+        && &head == b"SQLite format 3\0"
+}
+
 /// True when both paths name one existing file (by device and inode: any
 /// name, hard links included).
 pub fn same_file(a: &Path, b: &Path) -> bool {

@@ -23,7 +23,7 @@ pub use calliper_model::stored::{StoredCall, StoredStream};
 pub use lookup::{find_calls, runs_of, totals};
 mod detail;
 pub mod files;
-pub use files::{append_private, create_private};
+pub use files::{append_private, create_private, is_sqlite_database};
 pub mod legs;
 mod lists;
 pub use lists::{list_rows, List, ListQuery};

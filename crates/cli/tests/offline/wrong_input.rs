@@ -271,3 +271,34 @@ fn negative_numbers_are_refused_for_their_range() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(said.lines().any(|l| l == "call-grace = -0"), "{said}");
 }
+
+/// A report must not land on a database: `-o` and `--db` naming one file
+/// (found by the new-user walk of session 42: the report's lines were lost
+/// and the database's calls replaced, with exit status 0), or `-o` naming
+/// an existing database (meant as `--db`). Both are refused and the
+/// database keeps its calls.
+#[test]
+fn a_report_is_not_written_over_a_database() {
+    let capture = common::sample_capture();
+    let dir = common::scratch_dir("report-over-db");
+    let db = dir.join("calls.db");
+    common::analyze_into_db(&capture, &db, &[]);
+    let before = std::fs::read(&db).unwrap();
+    let (c, d) = (capture.to_str().unwrap(), db.to_str().unwrap());
+    let fresh = dir.join("new.out");
+    let f = fresh.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["analyze", c, "-o", d, "--db", d, "--format", "jsonl"],
+            "-o and --db name the same file",
+        ),
+        (vec!["analyze", c, "-o", f, "--db", f], "-o and --db name the same file"),
+        (vec!["analyze", c, "-o", d], "is a SQLite database: -o would write the report over it"),
+        (vec!["probe", "--read", c, "-o", d], "is a SQLite database"),
+    ] {
+        refused(&calliper(&args), says);
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    assert!(!fresh.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
