@@ -82,7 +82,7 @@ pub struct OutputArgs {
 #[derive(clap::Args, Debug)]
 pub struct AlertArgs {
     /// Alert on a call whose worst stream MOS is below this.
-    #[arg(long, default_value_t = Threshold(AlertConfig::default().mos_below), value_name = "MOS|off", value_parser = threshold)]
+    #[arg(long, default_value_t = Threshold(AlertConfig::default().mos_below), value_name = "MOS|off", value_parser = mos)]
     pub alert_mos_below: Threshold,
     /// Alert on a call with a scored stream losing more than this percentage.
     #[arg(long, default_value_t = Threshold(AlertConfig::default().loss_above), value_name = "PERCENT|off", value_parser = percent)]
@@ -139,6 +139,25 @@ fn percent(s: &str) -> Result<Threshold, String> {
     match threshold(s)? {
         Threshold(Some(v)) if v > 100.0 => Err(format!("`{s}` is more than 100 %")),
         t => Ok(t),
+    }
+}
+
+/// A MOS (1 to 5, the scale's ends), or `off`.
+fn mos(s: &str) -> Result<Threshold, String> {
+    match threshold(s)? {
+        Threshold(Some(v)) if !(1.0..=5.0).contains(&v) => {
+            Err(format!("`{s}` is not a MOS (1 to 5), or off"))
+        }
+        t => Ok(t),
+    }
+}
+
+/// A table's size: at least 1 (a call table of none would drop every call
+/// uncounted).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(format!("`{s}` is not a whole number of at least 1")),
     }
 }
 
@@ -254,7 +273,7 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = default_seconds(|c| c.stream_idle_timeout_ns), value_name = "SECONDS", value_parser = positive_seconds)]
     pub stream_timeout: f64,
     /// Most calls held at once (the least recently active is evicted beyond it).
-    #[arg(long, default_value_t = Config::default().max_calls)]
+    #[arg(long, default_value_t = Config::default().max_calls, value_parser = at_least_one)]
     pub max_calls: usize,
     /// Most RTP streams held at once (new streams are refused beyond it).
     #[arg(long, default_value_t = Config::default().max_streams)]

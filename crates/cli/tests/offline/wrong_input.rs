@@ -258,6 +258,10 @@ fn negative_numbers_are_refused_for_their_range() {
         (&["analyze", "--threads", "-1", file][..], "-1 is not in 1..=64"),
         (&["generate", "--calls", "-3", "-o", "/dev/null"][..], "'-3' for '--calls"),
         (&["probe", "--read", file, "--threads", "-2"][..], "-2 is not in 1..=64"),
+        // Found by the new-user walk of session 42: a call table of none
+        // dropped every call uncounted, and a MOS of 7 alerted on every call.
+        (&["analyze", "--max-calls", "0", file][..], "`0` is not a whole number of at least 1"),
+        (&["analyze", "--alert-mos-below", "7", file][..], "`7` is not a MOS (1 to 5), or off"),
     ] {
         let out = calliper(args);
         let err = String::from_utf8_lossy(&out.stderr);
