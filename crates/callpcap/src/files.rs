@@ -4,17 +4,14 @@
 
 use calliper_capture::pcap_out::{self, Resolution};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub use calliper_store::callpcap_paths::{day_dir, relative_path, safe_call_id};
 
 /// Largest packet a recording keeps whole (the pcap header's snap length).
 pub const SNAPLEN: u32 = 262_144;
-/// Creates `dir` (and its parents) readable by its owner only.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
-}
+pub use calliper_store::files::private_dir;
 
 /// Creates a call's file, 0600, with a pcap header (nanosecond times,
 /// `link_type`): never over anything already there (a file, a link, a

@@ -68,12 +68,13 @@ pub struct DecompressArgs {
 pub struct LinkArgs {
     /// Contexts (flows compressed at once); above 256 context ids take 16 bits. The
     /// decompressor's must be at least the compressor's.
-    #[arg(long, default_value_t = Config::default().contexts, value_name = "N")]
+    #[arg(long, default_value_t = Config::default().contexts, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(calliper_crtp::MAX_CONTEXTS)))]
     pub contexts: u32,
-    /// A full header at least every N packets of a flow (F_MAX_PERIOD; 0: never for age).
+    /// Compress only: a full header at least every N packets of a flow (F_MAX_PERIOD; 0:
+    /// never for age).
     #[arg(long, default_value_t = Config::default().max_period, value_name = "N")]
     pub max_period: u32,
-    /// ... and at least every this many seconds (F_MAX_TIME; 0: never for age).
+    /// Compress only: ... and at least every this many seconds (F_MAX_TIME; 0: never for age).
     #[arg(long, default_value_t = Config::default().max_time_ns as f64 / 1e9, value_name = "SECONDS")]
     pub max_time: f64,
     /// RFC 3545's header checksum on flows without a UDP checksum, so context damage their

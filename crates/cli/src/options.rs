@@ -375,19 +375,22 @@ const MAX_SECONDS: f64 = 315_576_000.0;
 /// A duration in seconds, 0 allowed: finite and at most [`MAX_SECONDS`]
 /// (NaN or infinity would make every call expire at once or never).
 pub fn nonnegative_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(0.0..=MAX_SECONDS).contains(&v) {
-        return Err(format!("`{s}` must be between 0 and {MAX_SECONDS} seconds"));
+    match parse_seconds(s)? {
+        v if (0.0..=MAX_SECONDS).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` must be between 0 and {MAX_SECONDS} seconds")),
     }
-    Ok(v)
 }
 
 /// A duration in seconds above 0 (see [`nonnegative_seconds`]).
 pub fn positive_seconds(s: &str) -> Result<f64, String> {
-    match nonnegative_seconds(s)? {
-        v if v > 0.0 => Ok(v),
-        _ => Err(format!("`{s}` must be more than 0 seconds")),
+    match parse_seconds(s)? {
+        v if v > 0.0 && v <= MAX_SECONDS => Ok(v),
+        _ => Err(format!("`{s}` must be more than 0 and at most {MAX_SECONDS} seconds")),
     }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))
 }
 
 /// Event kinds chosen with `--events`.

@@ -125,7 +125,7 @@ pub fn run(cmd: ReportCommand) -> Result<()> {
         let ns = (s * 1e9).round() as i64;
         if ns <= 0 || a.interval % ns != 0 {
             bail!(
-                "--interval {} s is not a multiple of the stored KPI interval ({s} s)",
+                "the report's interval ({} s; --interval, an hour by default) is not a multiple of the stored KPI interval ({s} s): give --interval as a multiple of it",
                 a.interval / 1_000_000_000
             );
         }

@@ -89,8 +89,7 @@ fn day_of_file(name: &str) -> Option<i64> {
 impl Daily {
     /// Writes day databases into `dir` (created 0700 if missing).
     pub fn open(dir: &Path, retention: Retention) -> Result<Daily, StoreError> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        crate::files::private_dir(dir)?;
         Ok(Daily {
             dir: dir.to_path_buf(),
             retention,

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 fn refused(path: &Path, why: &str) -> io::Error {
@@ -97,6 +97,15 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<String> {
         return Err(refused(path, &format!("is larger than {max} bytes")));
     }
     Ok(text)
+}
+
+/// Creates `dir` (and its parents) readable by its owner only; a file
+/// already at `dir` is said to be one, not "File exists".
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(io::Error::other("a file, not a directory"));
+    }
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Whether `path` is a SQLite database (its file begins with SQLite's

@@ -163,7 +163,7 @@ fn bad_settings_are_refused_plainly() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("contexts must be 1-65536"), "{stderr}");
+    assert!(stderr.contains("0 is not in 1..=65536"), "{stderr}");
     let out = Command::new(env!("CARGO_BIN_EXE_calliper"))
         .args(["crtp", "decompress", "/nonexistent.pcap", "/tmp/out.pcap"])
         .output()

@@ -304,5 +304,13 @@ fn a_report_is_not_written_over_a_database() {
     }
     assert_eq!(std::fs::read(&db).unwrap(), before);
     assert!(!fresh.exists());
+    // A file named as a directory is said to be one (was "File exists").
+    for args in [
+        vec!["analyze", c, "--record", "all", "--record-dir", d],
+        vec!["analyze", c, "--db-dir", d],
+    ] {
+        refused(&calliper(&args), "a file, not a directory");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
     std::fs::remove_dir_all(&dir).ok();
 }
