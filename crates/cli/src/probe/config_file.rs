@@ -4,6 +4,7 @@
 //! given on the command line wins over the file.
 
 use anyhow::{bail, Context, Result};
+use clap::parser::ValueSource;
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -119,8 +120,9 @@ fn overridden(probe: &clap::Command, given: &[OsString], long: &str) -> bool {
         })
 }
 
-/// The probe's effective settings, defaults included, as a configuration
-/// file would give them (`--check-config` prints this).
+/// The probe's effective settings as a configuration file that reads back:
+/// what was set as keys, the defaults commented (`--check-config` prints
+/// this).
 pub fn effective(argv: &[OsString]) -> Result<String> {
     let matches = crate::command_line().try_get_matches_from(argv)?;
     let (_, probe) = matches
@@ -149,11 +151,15 @@ pub fn effective(argv: &[OsString]) -> Result<String> {
         let vals: Vec<String> = raw.map(|v| value(&v.to_string_lossy())).collect();
         let many = matches!(arg.get_action(), clap::ArgAction::Append)
             || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
-        out += &if many {
-            format!("{long} = [{}]\n", vals.join(", "))
+        let setting = if many {
+            format!("{long} = [{}]", vals.join(", "))
         } else {
-            format!("{long} = {}\n", vals.join(", "))
+            format!("{long} = {}", vals.join(", "))
         };
+        // A default is shown commented: given as a key, some would call
+        // for others (hep-id for --hep), and the output must read back.
+        let default = probe.value_source(arg.get_id().as_str()) == Some(ValueSource::DefaultValue);
+        out += &if default { format!("# {setting} (default)\n") } else { format!("{setting}\n") };
     }
     Ok(out)
 }

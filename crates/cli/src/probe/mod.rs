@@ -459,7 +459,8 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
             open_hep(a, l)?;
         }
     }
-    println!("configuration OK");
+    // On stderr: the settings on stdout read back as a configuration file.
+    eprintln!("calliper: configuration OK");
     Ok(())
 }
 

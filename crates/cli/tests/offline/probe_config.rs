@@ -78,8 +78,18 @@ fn check_config_reports_and_does_not_run() {
     let o = probe(&["--check-config"], &config);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("max-calls = 1234\n") && t.contains("call-timeout = 300\n"), "{t}");
+    assert!(
+        t.contains("max-calls = 1234\n") && t.contains("# call-timeout = 300 (default)\n"),
+        "{t}"
+    );
     assert!(!t.contains("call "), "no analysis: {t}");
+    // What it prints on stdout reads back as the configuration, and says
+    // the same again (found by the new-user walk of session 42: the
+    // defaults given as keys called for other flags).
+    let settings = String::from_utf8_lossy(&o.stdout).to_string();
+    let again = probe(&["--check-config"], &settings);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), settings);
     // A missing interface is named with the ones that exist.
     let o = probe(&["--check-config", "-i", "nosuch0"], "");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
