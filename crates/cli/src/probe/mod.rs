@@ -24,12 +24,14 @@ use std::time::{Duration, Instant};
 /// The environment variable that may hold the console's write token.
 const WRITE_TOKEN_ENV: &str = "CALLIPER_WRITE_TOKEN";
 
-/// Options of `calliper probe`.
+/// Options of `calliper probe`. Its input is interfaces, capture files or
+/// a HEP collector (named together when none is given).
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["interfaces", "read", "hep_listen"])))]
 pub struct ProbeArgs {
     /// Interface to capture on; repeat for several (one ring receives them
     /// all, in the kernel's order).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present_any = ["read", "check_config", "hep_listen"])]
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     interfaces: Vec<String>,
     /// Drive the probe from these capture files instead of interfaces, through
     /// the same loop (replays and tests); time comes from the packets.

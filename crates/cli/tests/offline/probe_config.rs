@@ -90,6 +90,13 @@ fn check_config_reports_and_does_not_run() {
     let again = probe(&["--check-config"], &settings);
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(String::from_utf8_lossy(&again.stdout), settings);
+    // No input at all: the three kinds are named (it once named
+    // --interface alone).
+    let o = probe(&["--check-config"], "");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for input in ["--interface", "--read", "--hep-listen"] {
+        assert!(text(&o).contains(input), "{input}: {}", text(&o));
+    }
     // A missing interface is named with the ones that exist.
     let o = probe(&["--check-config", "-i", "nosuch0"], "");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
