@@ -68,7 +68,7 @@ pub struct DecompressArgs {
 pub struct LinkArgs {
     /// Contexts (flows compressed at once); above 256 context ids take 16 bits. The
     /// decompressor's must be at least the compressor's.
-    #[arg(long, default_value_t = Config::default().contexts, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(calliper_crtp::MAX_CONTEXTS)))]
+    #[arg(long, default_value_t = Config::default().contexts, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(Config::MAX_CONTEXTS)))]
     pub contexts: u32,
     /// Compress only: a full header at least every N packets of a flow (F_MAX_PERIOD; 0:
     /// never for age).

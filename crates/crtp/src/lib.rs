@@ -35,9 +35,6 @@ pub use header::{set_ip_checksum, MAX_HEADER};
 /// PPP protocol numbers (RFC 3544 §2 and RFC 2509): what a packet is.
 pub use calliper_wire::ppp_protocol as protocol;
 
-/// Most contexts a link can have (16-bit context ids).
-pub const MAX_CONTEXTS: u32 = 65536;
-
 /// Largest N for RFC 3545's repeats. A gap is read from a 4-bit link
 /// sequence, so a packet r places late (a link that reorders) looks like
 /// a gap of 15 − r; up to 7 it cannot pass for a gap of N or fewer, which
@@ -48,7 +45,7 @@ pub const MAX_REPEATS: u8 = 7;
 /// The settings both ends of a link must share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Contexts (flows compressed at once), 1..=[`MAX_CONTEXTS`]; above 256 the
+    /// Contexts (flows compressed at once), 1..=[`Config::MAX_CONTEXTS`]; above 256 the
     /// context id takes 16 bits. RFC 2509's NON_TCP_SPACE default is 15
     /// (16 contexts); this implementation defaults to 256.
     pub contexts: u32,
@@ -87,6 +84,9 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Most contexts a link can have (16-bit context ids).
+    pub const MAX_CONTEXTS: u32 = 65536;
+
     /// Whether context ids take 16 bits.
     pub fn wide(&self) -> bool {
         self.contexts > 256
@@ -94,8 +94,9 @@ impl Config {
 
     /// A configuration error, said plainly.
     pub fn check(&self) -> Result<(), String> {
-        if !(1..=MAX_CONTEXTS).contains(&self.contexts) {
-            return Err(format!("contexts must be 1-{MAX_CONTEXTS}, not {}", self.contexts));
+        if !(1..=Self::MAX_CONTEXTS).contains(&self.contexts) {
+            let max = Self::MAX_CONTEXTS;
+            return Err(format!("contexts must be 1-{max}, not {}", self.contexts));
         }
         if self.repeats > MAX_REPEATS {
             return Err(format!("repeats must be 0-{MAX_REPEATS}, not {}", self.repeats));
