@@ -108,11 +108,13 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
-/// Whether `path` is a SQLite database (its file begins with SQLite's
-/// header string): a file a report must not be written over.
+/// Whether `path` is a SQLite database (a regular file beginning with
+/// SQLite's header string): a file a report must not be written over. Only
+/// a regular file is opened: reading a FIFO or a terminal would wait.
 pub fn is_sqlite_database(path: &Path) -> bool {
     let mut head = [0u8; 16];
-    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        && File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
         && &head == b"SQLite format 3\0"
 }
 

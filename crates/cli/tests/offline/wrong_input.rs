@@ -304,6 +304,26 @@ fn a_report_is_not_written_over_a_database() {
     }
     assert_eq!(std::fs::read(&db).unwrap(), before);
     assert!(!fresh.exists());
+    // A FIFO named as the report is refused at once: the database check
+    // must not open it for reading, which waits for a writer (found by
+    // review of the check).
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["analyze", c, "-o", fifo.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("analyze -o FIFO still running after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    refused(&child.wait_with_output().unwrap(), "is a FIFO or socket: not a file to write");
     // A file named as a directory is said to be one (was "File exists").
     for args in [
         vec!["analyze", c, "--record", "all", "--record-dir", d],
