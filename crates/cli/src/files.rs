@@ -15,13 +15,19 @@ pub fn distinct(input: &Path, output: &Path) -> Result<()> {
 }
 
 /// Whether two paths name one file, existing or to be made: the same text,
-/// or the same file on disk.
+/// or the same place once resolved (`./a.db`, `sub/../a.db` and `$PWD/a.db`
+/// name one file even before it exists).
 pub fn same_path(a: &Path, b: &Path) -> bool {
-    a == b
-        || std::fs::canonicalize(a)
-            .ok()
-            .zip(std::fs::canonicalize(b).ok())
-            .is_some_and(|(x, y)| x == y)
+    a == b || resolved(a).zip(resolved(b)).is_some_and(|(x, y)| x == y)
+}
+
+/// Where `path` is or would be: resolved whole when it exists, else its
+/// directory resolved and its name added.
+pub fn resolved(path: &Path) -> Option<std::path::PathBuf> {
+    std::fs::canonicalize(path).ok().or_else(|| {
+        let name = path.file_name()?;
+        Some(std::fs::canonicalize(directory_of(path)).ok()?.join(name))
+    })
 }
 
 /// Opens a pcap or pcapng capture.

@@ -401,8 +401,26 @@ pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> R
     }
     let report = o.output.as_ref().filter(|p| p.as_path() != std::path::Path::new("-"));
     if let Some(report) = report {
-        if o.db.as_ref().is_some_and(|db| files::same_path(db, report)) {
-            bail!("-o and --db name the same file, {}: give each its own", report.display());
+        // The database's own file and SQLite's files beside it.
+        let db_files = o.db.iter().flat_map(|db| {
+            ["", "-wal", "-shm", "-journal"].map(|end| {
+                let mut name = db.clone().into_os_string();
+                name.push(end);
+                PathBuf::from(name)
+            })
+        });
+        if let Some(db) = db_files.into_iter().find(|f| files::same_path(f, report)) {
+            bail!(
+                "-o names {}, a file of the database (--db): give the report its own",
+                db.display()
+            );
+        }
+        let in_db_dir = o.db_dir.as_ref().zip(files::resolved(files::directory_of(report)));
+        if in_db_dir.is_some_and(|(dir, at)| files::resolved(dir) == Some(at)) {
+            bail!(
+                "-o {} is in the --db-dir directory, which holds the day databases: write the report elsewhere",
+                report.display()
+            );
         }
         if calliper_store::is_sqlite_database(report) {
             bail!(

@@ -144,11 +144,10 @@ fn percent(s: &str) -> Result<Threshold, String> {
 
 /// A MOS (1 to 5, the scale's ends), or `off`.
 fn mos(s: &str) -> Result<Threshold, String> {
-    match threshold(s)? {
-        Threshold(Some(v)) if !(1.0..=5.0).contains(&v) => {
-            Err(format!("`{s}` is not a MOS (1 to 5), or off"))
-        }
-        t => Ok(t),
+    match threshold(s) {
+        Ok(Threshold(Some(v))) if (1.0..=5.0).contains(&v) => Ok(Threshold(Some(v))),
+        Ok(Threshold(None)) => Ok(Threshold(None)),
+        _ => Err(format!("`{s}` is not a MOS (1 to 5), or off")),
     }
 }
 

@@ -108,13 +108,19 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
-/// Whether `path` is a SQLite database (a regular file beginning with
-/// SQLite's header string): a file a report must not be written over. Only
-/// a regular file is opened: reading a FIFO or a terminal would wait.
+/// Whether `path` is a SQLite database (a regular file of at least one
+/// 512-byte page, beginning with SQLite's header string): a file a report
+/// must not be written over. Opened without waiting and judged by what was
+/// opened, so a FIFO, a terminal or a /proc file is never read.
 pub fn is_sqlite_database(path: &Path) -> bool {
+    let open = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path);
+    let Ok(mut file) = open else { return false };
     let mut head = [0u8; 16];
-    std::fs::metadata(path).is_ok_and(|m| m.is_file())
-        && File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+    file.metadata().is_ok_and(|m| m.is_file() && m.len() >= 512)
+        && file.read_exact(&mut head).is_ok()
         && &head == b"SQLite format 3\0"
 }
 

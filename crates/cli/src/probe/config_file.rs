@@ -56,8 +56,7 @@ fn settings(path: &Path, given: &[OsString]) -> Result<Vec<OsString>> {
         .get_arguments()
         .filter_map(|a| {
             let long = a.get_long()?.to_string();
-            let flag =
-                matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse);
+            let flag = is_switch(a);
             (!NOT_IN_FILE.contains(&long.as_str())).then_some((long, a.get_short(), flag))
         })
         .collect();
@@ -120,6 +119,26 @@ fn overridden(probe: &clap::Command, given: &[OsString], long: &str) -> bool {
         })
 }
 
+/// A flag that takes no value (its key is true or false).
+fn is_switch(a: &clap::Arg) -> bool {
+    matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse)
+}
+
+/// A setting's value as TOML that `settings` reads back as the same text:
+/// a switch's true or false; a number only where the reader's number-to-
+/// text gives the text again (`1.50` or `010` would not: strings); else a
+/// string.
+fn toml_value(v: &str, switch: bool) -> String {
+    let integer = v.parse::<i64>().is_ok_and(|i| i.to_string() == v);
+    let float =
+        v.contains('.') && v.parse::<f64>().is_ok_and(|f| f.is_finite() && f.to_string() == v);
+    if switch || integer || float {
+        v.to_string()
+    } else {
+        toml::Value::String(v.to_string()).to_string()
+    }
+}
+
 /// The probe's effective settings as a configuration file that reads back:
 /// what was set as keys, the defaults commented (`--check-config` prints
 /// this).
@@ -131,13 +150,6 @@ pub fn effective(argv: &[OsString]) -> Result<String> {
         .context("not the probe command")?;
     let cmd = crate::command_line();
     let probe_cmd = cmd.find_subcommand("probe").context("no probe command (a bug)")?;
-    let value = |v: &str| -> String {
-        if v.parse::<f64>().is_ok() || v == "true" || v == "false" {
-            v.to_string()
-        } else {
-            toml::Value::String(v.to_string()).to_string()
-        }
-    };
     let mut out = String::new();
     for arg in probe_cmd.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
@@ -148,7 +160,8 @@ pub fn effective(argv: &[OsString]) -> Result<String> {
             out += &format!("# {long} (not set)\n");
             continue;
         };
-        let vals: Vec<String> = raw.map(|v| value(&v.to_string_lossy())).collect();
+        let switch = is_switch(arg);
+        let vals: Vec<String> = raw.map(|v| toml_value(&v.to_string_lossy(), switch)).collect();
         let many = matches!(arg.get_action(), clap::ArgAction::Append)
             || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
         let setting = if many {

@@ -450,10 +450,8 @@ fn check(a: &ProbeArgs, live: &LiveConfig) -> Result<()> {
             bail!("{} cannot be written: {} {why}", p.display(), d.display());
         }
     }
+    // Some input is given: clap requires one of the three.
     if a.read.is_empty() {
-        if a.interfaces.is_empty() && a.hep_listen.is_none() {
-            bail!("no --interface (or --read, or --hep-listen) given");
-        }
         if !a.interfaces.is_empty() {
             LiveCapture::open(live)?;
         }

@@ -90,6 +90,13 @@ fn check_config_reports_and_does_not_run() {
     let again = probe(&["--check-config"], &settings);
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(String::from_utf8_lossy(&again.stdout), settings);
+    // Texts that look like numbers stay texts (found by review: a probe
+    // name or file named 1.10 read back as 1.1), and numbers stay numbers.
+    let o = probe(&["--check-config", "-o", "1.10", "--call-grace", "2.5"], &config);
+    let settings = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(settings.contains("output = \"1.10\"\n") && settings.contains("call-grace = 2.5\n"));
+    let again = probe(&["--check-config"], &settings);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), settings, "{}", text(&again));
     // No input at all: the three kinds are named (it once named
     // --interface alone).
     let o = probe(&["--check-config"], "");

@@ -273,7 +273,7 @@ fn negative_numbers_are_refused_for_their_range() {
     let out = calliper(&["probe", "--check-config", "--read", file, "--call-grace", "-0"]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(said.lines().any(|l| l == "call-grace = -0"), "{said}");
+    assert!(said.lines().any(|l| l == "call-grace = \"-0\""), "{said}");
 }
 
 /// A report must not land on a database: `-o` and `--db` naming one file
@@ -291,12 +291,31 @@ fn a_report_is_not_written_over_a_database() {
     let (c, d) = (capture.to_str().unwrap(), db.to_str().unwrap());
     let fresh = dir.join("new.out");
     let f = fresh.to_str().unwrap();
+    // Another name for the new file (found by review: only the same text
+    // was caught before the file existed).
+    let f_again = dir.join("sub/../new.out");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let wal = format!("{d}-wal");
+    let day_dir = dir.join("days");
+    std::fs::create_dir_all(&day_dir).unwrap();
+    let day_file = day_dir.join("calliper-2026-11-22.db");
+    let of_the_db = "a file of the database (--db)";
     for (args, says) in [
+        (vec!["analyze", c, "-o", d, "--db", d, "--format", "jsonl"], of_the_db),
+        (vec!["analyze", c, "-o", f, "--db", f], of_the_db),
+        (vec!["analyze", c, "-o", f_again.to_str().unwrap(), "--db", f], of_the_db),
+        (vec!["analyze", c, "-o", &wal, "--db", d, "--format", "jsonl"], of_the_db),
         (
-            vec!["analyze", c, "-o", d, "--db", d, "--format", "jsonl"],
-            "-o and --db name the same file",
+            vec![
+                "analyze",
+                c,
+                "--db-dir",
+                day_dir.to_str().unwrap(),
+                "-o",
+                day_file.to_str().unwrap(),
+            ],
+            "is in the --db-dir directory",
         ),
-        (vec!["analyze", c, "-o", f, "--db", f], "-o and --db name the same file"),
         (vec!["analyze", c, "-o", d], "is a SQLite database: -o would write the report over it"),
         (vec!["probe", "--read", c, "-o", d], "is a SQLite database"),
     ] {
