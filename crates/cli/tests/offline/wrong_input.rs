@@ -299,23 +299,14 @@ fn a_report_is_not_written_over_a_database() {
     let day_dir = dir.join("days");
     std::fs::create_dir_all(&day_dir).unwrap();
     let day_file = day_dir.join("calliper-2026-11-22.db");
+    let (days, day) = (day_dir.to_str().unwrap(), day_file.to_str().unwrap());
     let of_the_db = "a file of the database (--db)";
     for (args, says) in [
         (vec!["analyze", c, "-o", d, "--db", d, "--format", "jsonl"], of_the_db),
         (vec!["analyze", c, "-o", f, "--db", f], of_the_db),
         (vec!["analyze", c, "-o", f_again.to_str().unwrap(), "--db", f], of_the_db),
         (vec!["analyze", c, "-o", &wal, "--db", d, "--format", "jsonl"], of_the_db),
-        (
-            vec![
-                "analyze",
-                c,
-                "--db-dir",
-                day_dir.to_str().unwrap(),
-                "-o",
-                day_file.to_str().unwrap(),
-            ],
-            "is in the --db-dir directory",
-        ),
+        (vec!["analyze", c, "--db-dir", days, "-o", day], "is in the --db-dir directory"),
         (vec!["analyze", c, "-o", d], "is a SQLite database: -o would write the report over it"),
         (vec!["probe", "--read", c, "-o", d], "is a SQLite database"),
     ] {
