@@ -242,7 +242,7 @@ fn analyze(a: AnalyzeArgs) -> Result<bool> {
         return Ok(true);
     }
     let mut inputs = Inputs::open(&a.files)?;
-    refuse_overwriting_inputs(&a.files, &a.out)?;
+    refuse_clashing_outputs(&a.files, &a.out)?;
     if let Some(db) = &a.out.db {
         warn_if_analysed_before(db, &input_names(&a.files));
     }
@@ -393,7 +393,7 @@ fn say_stored(db: &std::path::Path, calls_written: u64) {
 /// Refuses outputs that name an input (writing the report over a capture
 /// would destroy it before it is read), a report and a database in one
 /// file, and a report written over a database (`-o` meant as `--db`).
-pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> Result<()> {
+pub(crate) fn refuse_clashing_outputs(inputs: &[PathBuf], o: &OutputArgs) -> Result<()> {
     for out in o.output.iter().chain(&o.db) {
         if inputs.iter().any(|f| same_file(f, out)) {
             bail!("{} is also an input: refusing to overwrite it", out.display());
@@ -402,21 +402,21 @@ pub(crate) fn refuse_overwriting_inputs(inputs: &[PathBuf], o: &OutputArgs) -> R
     let report = o.output.as_ref().filter(|p| p.as_path() != std::path::Path::new("-"));
     if let Some(report) = report {
         // The database's own file and SQLite's files beside it.
-        let db_files = o.db.iter().flat_map(|db| {
+        let mut db_files = o.db.iter().flat_map(|db| {
             ["", "-wal", "-shm", "-journal"].map(|end| {
                 let mut name = db.clone().into_os_string();
                 name.push(end);
                 PathBuf::from(name)
             })
         });
-        if let Some(db) = db_files.into_iter().find(|f| files::same_path(f, report)) {
+        if let Some(db) = db_files.find(|f| files::same_path(f, report)) {
             bail!(
                 "-o names {}, a file of the database (--db): give the report its own",
                 db.display()
             );
         }
-        let in_db_dir = o.db_dir.as_ref().zip(files::resolved(files::directory_of(report)));
-        if in_db_dir.is_some_and(|(dir, at)| files::resolved(dir) == Some(at)) {
+        let at = files::resolved(files::directory_of(report));
+        if o.db_dir.as_ref().is_some_and(|dir| at.is_some() && files::resolved(dir) == at) {
             bail!(
                 "-o {} is in the --db-dir directory, which holds the day databases: write the report elsewhere",
                 report.display()

@@ -145,8 +145,7 @@ fn percent(s: &str) -> Result<Threshold, String> {
 /// A MOS (1 to 5, the scale's ends), or `off`.
 fn mos(s: &str) -> Result<Threshold, String> {
     match threshold(s) {
-        Ok(Threshold(Some(v))) if (1.0..=5.0).contains(&v) => Ok(Threshold(Some(v))),
-        Ok(Threshold(None)) => Ok(Threshold(None)),
+        Ok(t) if t.0.is_none_or(|v| (1.0..=5.0).contains(&v)) => Ok(t),
         _ => Err(format!("`{s}` is not a MOS (1 to 5), or off")),
     }
 }

@@ -87,10 +87,7 @@ pub fn append_private(path: &Path) -> io::Result<File> {
 /// A small file's text, at most `max` bytes: a regular file only (a FIFO,
 /// device or directory is refused at once, never waited on).
 pub fn read_small(path: &Path, max: u64) -> io::Result<String> {
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(refused(path, "is not a regular file (a FIFO, device or directory)"));
-    }
+    let file = open_regular(path, 0)?;
     let mut text = String::new();
     file.take(max + 1).read_to_string(&mut text)?;
     if text.len() as u64 > max {
@@ -99,10 +96,22 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// Opens `path` for reading without waiting (a FIFO would), and only if
+/// what was opened is a regular file (a device or directory is refused).
+/// `flags`: more open flags (`O_NOFOLLOW`).
+fn open_regular(path: &Path, flags: i32) -> io::Result<File> {
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | flags).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(refused(path, "is not a regular file (a FIFO, device or directory)"));
+    }
+    Ok(file)
+}
+
 /// Creates `dir` (and its parents) readable by its owner only; a file
 /// already at `dir` is said to be one, not "File exists".
 pub fn private_dir(dir: &Path) -> io::Result<()> {
-    if dir.exists() && !dir.is_dir() {
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(io::Error::other("a file, not a directory"));
     }
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
@@ -113,13 +122,9 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 /// must not be written over. Opened without waiting and judged by what was
 /// opened, so a FIFO, a terminal or a /proc file is never read.
 pub fn is_sqlite_database(path: &Path) -> bool {
-    let open = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path);
-    let Ok(mut file) = open else { return false };
+    let Ok(mut file) = open_regular(path, libc::O_NOFOLLOW) else { return false };
     let mut head = [0u8; 16];
-    file.metadata().is_ok_and(|m| m.is_file() && m.len() >= 512)
+    file.metadata().is_ok_and(|m| m.len() >= 512)
         && file.read_exact(&mut head).is_ok()
         && &head == b"SQLite format 3\0"
 }

@@ -51,7 +51,7 @@ pub fn outer_ip(link_type: u16, data: &[u8]) -> Option<&[u8]> {
         6 => 40 + be16(ip.get(..6)?, 4) as usize,
         _ => return None,
     };
-    (len >= 20 && len <= ip.len()).then(|| &ip[..len])
+    (len <= ip.len()).then(|| &ip[..len])
 }
 
 fn version(ip: &[u8]) -> Option<u8> {

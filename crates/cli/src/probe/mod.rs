@@ -182,7 +182,7 @@ pub fn run(a: ProbeArgs) -> Result<bool> {
     if a.check_config {
         return check(&a, &live).map(|_| true);
     }
-    crate::refuse_overwriting_inputs(&a.read, &a.out)?;
+    crate::refuse_clashing_outputs(&a.read, &a.out)?;
     // Every input opens before anything is written.
     let (mut source, input) = open_source(&a, &live)?;
     // Live capture drops (and counts) what the disk cannot take at once.
