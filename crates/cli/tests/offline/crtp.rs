@@ -387,7 +387,9 @@ fn a_capture_mixing_links_is_read_to_its_end() {
     let summary = crtp(&["compress"], &input, &mixed_link);
     assert_eq!(figure(&summary, " IP ("), frames, "{summary}");
     assert_eq!(figure(&summary, " IP ("), figure(&plain, " IP ("), "{summary}");
-    assert_eq!(decoded(&common::sample_capture()), decoded(&mixed_link_back(&dir, &mixed_link)));
+    let back = dir.join("mixed-back.pcap");
+    crtp(&["decompress"], &mixed_link, &back);
+    assert_eq!(decoded(&common::sample_capture()), decoded(&back));
     // The link capture with an Ethernet frame among its PPP frames.
     let link = std::fs::read(&plain_link).unwrap();
     let mut reader = calliper_capture::CaptureReader::new(&link[..]).unwrap();
@@ -408,13 +410,6 @@ fn a_capture_mixing_links_is_read_to_its_end() {
     assert!(back.contains(" 1 of another link type"), "{back}");
     assert_eq!(figure(&back, " restored of"), frames, "{back}");
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// `decompress`es a link capture next to it.
-fn mixed_link_back(dir: &Path, link: &Path) -> std::path::PathBuf {
-    let back = dir.join("mixed-back.pcap");
-    crtp(&["decompress"], link, &back);
-    back
 }
 
 /// A capture without a packet cannot tell which way it goes, so an existing
