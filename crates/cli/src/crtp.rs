@@ -150,7 +150,7 @@ fn compress(a: &CompressArgs) -> Result<bool> {
         bytes_in += ip.len() as u64;
         bytes_out += link.len() as u64;
     }
-    out.finish(&a.input, !first)?;
+    let written = out.finish(&a.input, !first)?;
     let s = compressor.stats;
     let compressed = s.full_headers + s.compressed_rtp + s.compressed_udp + s.compressed_non_tcp;
     eprintln!(
@@ -183,7 +183,7 @@ fn compress(a: &CompressArgs) -> Result<bool> {
     } else {
         eprintln!("link bytes    none: no IP packets in {}", a.input.display());
     }
-    Ok(complete)
+    Ok(complete && written)
 }
 
 /// The next packet, or None at the end. A damaged capture ends the reading
@@ -241,7 +241,7 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
             out.write(p.ts_ns, &ip)?;
         }
     }
-    out.finish(&a.input, !first)?;
+    let written = out.finish(&a.input, !first)?;
     let s = decompressor.stats;
     eprintln!(
         "packets       {} restored of {}; {} lost to context damage ({} link sequence gaps, {} bad checksums), {} gaps bridged (RFC 3545), {} malformed, {} other PPP protocols",
@@ -263,7 +263,7 @@ fn decompress(a: &DecompressArgs) -> Result<bool> {
             s.malformed, config.contexts
         );
     }
-    Ok(complete && s.malformed == 0)
+    Ok(complete && written && s.malformed == 0)
 }
 
 /// A PPP frame's protocol and payload: address and control (FF 03) when
@@ -300,17 +300,21 @@ impl<'a> Output<'a> {
 
     /// Ends the file; `read_any`: a packet of `input` was read (else the
     /// direction was never judged, and an existing file is not replaced).
-    fn finish(self, input: &Path, read_any: bool) -> Result<()> {
+    /// False when nothing was written, so the exit status says so (a script
+    /// must not go on with an older file of that name).
+    fn finish(self, input: &Path, read_any: bool) -> Result<bool> {
         match self.writer {
-            Some(w) => w.finish(),
-            None if read_any => PcapWriter::create(self.path, self.link_type)?.finish(),
+            Some(w) => w.finish().map(|()| true),
+            None if read_any => {
+                PcapWriter::create(self.path, self.link_type)?.finish().map(|()| true)
+            }
             None => {
                 eprintln!(
                     "calliper: no packet read from {}: {} not written",
                     input.display(),
                     self.path.display()
                 );
-                Ok(())
+                Ok(false)
             }
         }
     }

@@ -414,7 +414,8 @@ fn a_capture_mixing_links_is_read_to_its_end() {
 
 /// A capture without a packet cannot tell which way it goes, so an existing
 /// output is left as it was (found by review: an empty PPP capture given to
-/// `compress` emptied the file named after it).
+/// `compress` emptied the file named after it), with exit status 1 so that
+/// a script does not go on with the older file.
 #[test]
 fn a_capture_without_packets_leaves_the_output_alone() {
     use calliper_capture::pcap_out::{file_header, Resolution};
@@ -428,7 +429,7 @@ fn a_capture_without_packets_leaves_the_output_alone() {
         let out =
             common::calliper(&["crtp", command, empty.to_str().unwrap(), victim.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{command}: {stderr}");
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
         assert!(stderr.contains("not written"), "{command}: {stderr}");
         assert_eq!(std::fs::read(&victim).unwrap(), before, "{command}");
     }
