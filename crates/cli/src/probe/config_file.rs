@@ -161,7 +161,13 @@ pub fn effective(argv: &[OsString]) -> Result<String> {
             continue;
         };
         let switch = is_switch(arg);
-        let vals: Vec<String> = raw.map(|v| toml_value(&v.to_string_lossy(), switch)).collect();
+        let vals = raw.map(|v| Some(toml_value(v.to_str()?, switch))).collect::<Option<Vec<_>>>();
+        let Some(vals) = vals else {
+            // TOML holds text only: a lossy copy would name another file.
+            eprintln!("calliper: warning: a value of --{long} is not UTF-8: the printed configuration leaves it out");
+            out += &format!("# {long}: a value that is not UTF-8 cannot be written here\n");
+            continue;
+        };
         let many = matches!(arg.get_action(), clap::ArgAction::Append)
             || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
         let setting = if many {

@@ -97,6 +97,18 @@ fn check_config_reports_and_does_not_run() {
     assert!(settings.contains("output = \"1.10\"\n") && settings.contains("call-grace = 2.5\n"));
     let again = probe(&["--check-config"], &settings);
     assert_eq!(String::from_utf8_lossy(&again.stdout), settings, "{}", text(&again));
+    // A value that is not UTF-8 cannot be TOML: it is left out and said,
+    // not printed as a lossy copy that names another file (attack review).
+    use std::os::unix::ffi::OsStrExt;
+    let odd = std::ffi::OsStr::from_bytes(b"x\xff.out");
+    let o = Command::new(env!("CARGO_BIN_EXE_calliper"))
+        .args(["probe", "--check-config", "--read", pcap.to_str().unwrap(), "-o"])
+        .arg(odd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("# output: a value that is not UTF-8") && !t.contains('\u{FFFD}'), "{t}");
     // No input at all: the three kinds are named (it once named
     // --interface alone).
     let o = probe(&["--check-config"], "");
